@@ -1,0 +1,44 @@
+"""What a stage's `run` gets besides the profile: where to write, what earlier stages found, how to report progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import Profile
+from .launch import LaunchResult, run_torchrun
+from .progress import Progress
+
+
+@dataclass
+class StageContext:
+    stage: str
+    profile: Profile
+    run_path: Path
+    raw_dir: Path
+    """raw/<stage>/: every untouched output of the stage goes here."""
+    facts: dict[str, Any]
+    """What earlier stages published (read-only by convention)."""
+    progress: Progress
+    deadline: float | None = None
+    """time.monotonic() past which the stage is killed; launches get the time that is left."""
+    published: dict[str, Any] = field(default_factory=dict)
+
+    def publish(self, key: str, value: Any) -> None:
+        """Record a fact for later stages and the report (kept in manifest.json under facts)."""
+        self.published[key] = value
+
+    def say(self, message: str, done: int | None = None, of: int | None = None) -> None:
+        """Progress: what the stage is doing now; with done/of a bar is drawn."""
+        self.progress.update(message, done, of)
+
+    def time_left(self) -> float | None:
+        import time
+
+        return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
+
+    def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
+        """Launch `module` under torchrun with this stage's raw folder; raises LaunchError on a failed exit."""
+        kwargs.setdefault("timeout_s", self.time_left())
+        return run_torchrun(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)

@@ -1,0 +1,1 @@
+"""The α-β cost model and link peaks: pure arithmetic, no torch."""

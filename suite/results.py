@@ -1,0 +1,379 @@
+"""The run directory's tidy schema: rows, expectations, verdicts, the manifest, and their loaders.
+
+One measurement per row. Every writer replaces a stage's records atomically (write a temporary
+file, rename it over the old one), so a run killed at any instant leaves either the old or the
+new records of a stage, never a half or a double.
+
+    runs/<run-id>/
+      manifest.json      schema_version, profile, commit, versions, host, stage status/start/end/attempt, facts
+      expectations.csv   what the model predicted, per stage and case, before the stage ran
+      results.parquet    one measurement per row (results.csv: the same rows)
+      verdicts.json      id, stage, status, expected, observed, reason
+      raw/<stage>/       untouched tool output
+      report.html
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+
+# Parameters a measurement may carry. A column is empty where it does not apply.
+PARAM_COLUMNS: tuple[str, ...] = (
+    "size_bytes",  # message size, bytes (nccl-tests `size`)
+    "count",  # elements per rank buffer (nccl-tests `count`)
+    "dtype",  # element type
+    "redop",  # reduction (sum, none, ...)
+    "root",  # root rank, -1 where none
+    "placement",  # oop (out-of-place) or ip (in-place)
+    "source",  # who measured: torch, nccl-tests, hand, nsys, ...
+    "world",  # number of ranks taking part
+    "algo",  # algorithm: ring, tree, NCCL_ALGO value, ...
+    "tp",  # tensor-parallel degree
+    "zero",  # ZeRO stage (0 = plain DDP)
+    "overlap",  # communication overlap mode / bucket size
+    "rank",  # which rank measured it; empty for a whole-group figure
+    "repeat",  # repetition index, for run-to-run noise
+)
+ROW_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", *PARAM_COLUMNS, "text")
+EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", "basis", *PARAM_COLUMNS)
+VERDICT_STATUSES = ("pass", "warn", "fail", "skip")
+STAGE_STATES = ("pending", "running", "complete", "error")
+
+INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
+
+
+class SchemaError(RuntimeError):
+    """A run directory written by another schema version; the message says what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    """One measurement."""
+
+    stage: str
+    case: str
+    metric: str
+    value: float
+    unit: str
+    size_bytes: int | None = None
+    count: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    placement: str | None = None
+    source: str | None = None
+    world: int | None = None
+    algo: str | None = None
+    tp: int | None = None
+    zero: int | None = None
+    overlap: str | None = None
+    rank: int | None = None
+    repeat: int | None = None
+    text: str | None = None
+    """A measured string (an error's first line, a GPU name); value is then NaN."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in ROW_COLUMNS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """A value predicted before the stage ran, with how it was computed."""
+
+    stage: str
+    case: str
+    metric: str
+    value: float
+    unit: str
+    basis: str
+    """How the value was obtained: 'ring α-β, α=5 µs β=200 GB/s', 'NVLink 4 × 18 links', ..."""
+    size_bytes: int | None = None
+    count: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    placement: str | None = None
+    source: str | None = None
+    world: int | None = None
+    algo: str | None = None
+    tp: int | None = None
+    zero: int | None = None
+    overlap: str | None = None
+    rank: int | None = None
+    repeat: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in EXPECTATION_COLUMNS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """A judgement a person can act on."""
+
+    id: str
+    """Stable identifier, `<stage>.<check>[.<case>]`: the same check keeps its id across runs."""
+    stage: str
+    status: str
+    """pass, warn, fail or skip."""
+    expected: str
+    observed: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICT_STATUSES:
+            raise ValueError(f"verdict status {self.status!r} is not one of {VERDICT_STATUSES}")
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def row_from_dict(data: dict[str, Any]) -> Row:
+    return Row(**_clean({k: data.get(k) for k in ROW_COLUMNS}))
+
+
+def expectation_from_dict(data: dict[str, Any]) -> Expectation:
+    return Expectation(**_clean({k: data.get(k) for k in EXPECTATION_COLUMNS}))
+
+
+def verdict_from_dict(data: dict[str, Any]) -> Verdict:
+    return Verdict(**{k: data[k] for k in ("id", "stage", "status", "expected", "observed", "reason")})
+
+
+def _clean(data: dict[str, Any]) -> dict[str, Any]:
+    """Empty cells and NaN parameters become None; integer parameters come back as int."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, float) and math.isnan(value) and key != "value":
+            value = None
+        if value == "" and key not in ("case", "metric", "unit", "basis"):
+            value = None
+        if value is not None and key in INT_PARAMS:
+            value = int(float(value))
+        if key == "value":
+            value = float("nan") if value is None or value == "" else float(value)
+        out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------- atomic files
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_write_with(path: Path, writer) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def dumps(data: Any) -> str:
+    """JSON as the run directory writes it: NaN as null, stable key order."""
+    return json.dumps(_nan_to_none(data), indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def _nan_to_none(data: Any) -> Any:
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _nan_to_none(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_nan_to_none(v) for v in data]
+    return data
+
+
+# ---------------------------------------------------------------- the run directory
+
+
+@dataclass
+class RunDir:
+    """A run directory on disk. Every method that writes replaces one stage's records atomically."""
+
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    MANIFEST = "manifest.json"
+    EXPECTATIONS = "expectations.csv"
+    RESULTS_PARQUET = "results.parquet"
+    RESULTS_CSV = "results.csv"
+    VERDICTS = "verdicts.json"
+    REPORT = "report.html"
+
+    # -- creation and loading
+
+    @classmethod
+    def create(cls, path: Path, manifest: dict[str, Any]) -> "RunDir":
+        path = Path(path)
+        if (path / cls.MANIFEST).exists():
+            raise FileExistsError(f"{path} already holds a run: resume it with --resume {path}")
+        (path / "raw").mkdir(parents=True, exist_ok=True)
+        run = cls(path=path, manifest={"schema_version": SCHEMA_VERSION, **manifest})
+        run.save_manifest()
+        run.write_expectations_all([])
+        run.write_rows_all([])
+        run.write_verdicts_all([])
+        return run
+
+    @classmethod
+    def load(cls, path: Path) -> "RunDir":
+        """Open an existing run directory; refuses one written by an unknown schema version."""
+        path = Path(path)
+        manifest_path = path / cls.MANIFEST
+        if not manifest_path.exists():
+            raise FileNotFoundError(f"{path} is not a run directory (no {cls.MANIFEST})")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        check_schema(manifest.get("schema_version"), path)
+        return cls(path=path, manifest=manifest)
+
+    def raw_dir(self, stage: str) -> Path:
+        d = self.path / "raw" / stage
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # -- manifest
+
+    def save_manifest(self) -> None:
+        atomic_write_text(self.path / self.MANIFEST, dumps(self.manifest))
+
+    def stage_state(self, stage: str) -> dict[str, Any]:
+        return self.manifest.setdefault("stages", {}).setdefault(stage, {"status": "pending", "attempt": 0})
+
+    def facts(self) -> dict[str, Any]:
+        return self.manifest.setdefault("facts", {})
+
+    # -- rows
+
+    def rows(self) -> list[Row]:
+        import pandas as pd
+
+        frame = pd.read_parquet(self.path / self.RESULTS_PARQUET)
+        return [row_from_dict(r) for r in frame.to_dict("records")]
+
+    def rows_frame(self):
+        """All rows as a pandas DataFrame (columns ROW_COLUMNS)."""
+        import pandas as pd
+
+        return pd.read_parquet(self.path / self.RESULTS_PARQUET)
+
+    def replace_stage_rows(self, stage: str, rows: Iterable[Row]) -> None:
+        kept = [r for r in self.rows() if r.stage != stage]
+        self.write_rows_all(kept + list(rows))
+
+    def write_rows_all(self, rows: list[Row]) -> None:
+        frame = rows_to_frame(rows)
+        _atomic_write_with(self.path / self.RESULTS_PARQUET, lambda tmp: frame.to_parquet(tmp, index=False))
+        _atomic_write_with(self.path / self.RESULTS_CSV, lambda tmp: frame.to_csv(tmp, index=False))
+
+    # -- expectations
+
+    def expectations(self) -> list[Expectation]:
+        with open(self.path / self.EXPECTATIONS, newline="", encoding="utf-8") as f:
+            return [expectation_from_dict(r) for r in csv.DictReader(f)]
+
+    def replace_stage_expectations(self, stage: str, expectations: Iterable[Expectation]) -> None:
+        kept = [e for e in self.expectations() if e.stage != stage]
+        self.write_expectations_all(kept + list(expectations))
+
+    def write_expectations_all(self, expectations: list[Expectation]) -> None:
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=EXPECTATION_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for e in expectations:
+            writer.writerow({k: ("" if v is None else v) for k, v in e.to_dict().items()})
+        atomic_write_text(self.path / self.EXPECTATIONS, buf.getvalue())
+
+    # -- verdicts
+
+    def verdicts(self) -> list[Verdict]:
+        data = json.loads((self.path / self.VERDICTS).read_text(encoding="utf-8"))
+        check_schema(data.get("schema_version"), self.path)
+        return [verdict_from_dict(v) for v in data["verdicts"]]
+
+    def replace_stage_verdicts(self, stage: str, verdicts: Iterable[Verdict]) -> None:
+        kept = [v for v in self.verdicts() if v.stage != stage]
+        self.write_verdicts_all(kept + list(verdicts))
+
+    def write_verdicts_all(self, verdicts: list[Verdict]) -> None:
+        payload = {"schema_version": SCHEMA_VERSION, "verdicts": [v.to_dict() for v in verdicts]}
+        atomic_write_text(self.path / self.VERDICTS, dumps(payload))
+
+
+def rows_to_frame(rows: list[Row]):
+    """Rows as a DataFrame with stable column types (so an empty stage still writes a valid parquet)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(ROW_COLUMNS))
+    for column in ROW_COLUMNS:
+        if column == "value":
+            frame[column] = frame[column].astype("float64")
+        elif column in INT_PARAMS:
+            frame[column] = frame[column].astype("Int64")
+        else:
+            frame[column] = frame[column].astype("string")
+    return frame
+
+
+def check_schema(version: Any, where: Path | str) -> None:
+    if version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where} was written with schema_version {version!r}; this cardtime reads version "
+            f"{SCHEMA_VERSION}. Check out the cardtime commit recorded in its manifest.json to read it, "
+            f"or rerun the stages with `python -m suite run --out NEW_DIR`."
+        )
+
+
+def status_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    counts = {s: 0 for s in VERDICT_STATUSES}
+    for v in verdicts:
+        counts[v.status] += 1
+    return counts
+
+
+def write_rows_jsonl(path: Path, rows: Iterable[Row]) -> None:
+    """How workers hand rows to their stage: one JSON object per line, written atomically."""
+    atomic_write_text(Path(path), "".join(json.dumps(_nan_to_none(r.to_dict())) + "\n" for r in rows))
+
+
+def read_rows_jsonl(path: Path) -> list[Row]:
+    text = Path(path).read_text(encoding="utf-8")
+    return [row_from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,334 @@
+"""Runs stages in the checklist's order into a run directory; isolates, times out, resumes.
+
+    python -m suite run --profile gloo-cpu                  # a new run under runs/
+    python -m suite run --resume runs/20261129T1630Z-box-gloo-cpu
+
+For each stage: expect → expectations.csv → run (in a forked child, own process group, killed
+at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. A crash, a
+failed torchrun or a timeout becomes a `fail` verdict with the command, exit code and log tail,
+and the run goes on. A stage is skipped on resume once its manifest status is `complete`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import procs, stages
+from .config import Profile, profile_from_dict
+from .context import StageContext
+from .launch import LaunchError, log_tail
+from .progress import Progress
+from .results import (
+    Expectation,
+    Row,
+    RunDir,
+    Verdict,
+    atomic_write_text,
+    dumps,
+    read_rows_jsonl,
+    status_counts,
+    write_rows_jsonl,
+)
+
+RESULT_FILE = ".stage-result.json"
+ROWS_FILE = ".stage-rows.jsonl"
+STAGE_LOG = "stage.log"
+INJECT_ENV = "CARDTIME_INJECT"  # e.g. "bandwidth=crash,crossover=hang": tests prove failures are contained
+
+
+@dataclass
+class RunOutcome:
+    run: RunDir
+    counts: dict[str, int]
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.counts["fail"] else 0
+
+    def summary(self) -> str:
+        c = self.counts
+        return f"{c['pass']} passed, {c['warn']} warned, {c['fail']} failed, {c['skip']} skipped"
+
+
+# ---------------------------------------------------------------- identity
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def short_host() -> str:
+    host = socket.gethostname().split(".")[0] or "host"
+    return "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host)
+
+
+def new_run_id(profile: Profile, when: datetime | None = None) -> str:
+    """20261129T1630Z-box-gloo-cpu: UTC time, host, profile."""
+    when = when or utc_now()
+    return f"{when:%Y%m%dT%H%MZ}-{short_host()}-{profile.name}"
+
+
+def unique_run_path(base: Path, run_id: str) -> Path:
+    path, n = base / run_id, 2
+    while path.exists():
+        path, n = base / f"{run_id}-{n}", n + 1
+    return path
+
+
+def git_commit() -> dict[str, Any]:
+    """The suite's commit and whether the tree was dirty; CARDTIME_COMMIT where there is no .git (the image)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=root, capture_output=True, text=True, timeout=10,
+            ).stdout.strip()
+        )
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": os.environ.get("CARDTIME_COMMIT", "unknown"), "dirty": None}
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def initial_manifest(profile: Profile, run_id: str, selected: list[str]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "profile": profile.to_dict(),
+        "profile_name": profile.name,
+        "git": git_commit(),
+        "host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "versions": {"torch": package_version("torch"), "cardtime": package_version("cardtime")},
+        "stages_selected": selected,
+        "stages": {name: {"status": "pending", "attempt": 0} for name in selected},
+        "facts": {},
+        "started": utc_now().isoformat(timespec="seconds"),
+        "finished": None,
+    }
+
+
+# ---------------------------------------------------------------- the run
+
+
+def start_run(profile: Profile, selected: list[str], out_base: Path) -> RunDir:
+    run_id = new_run_id(profile)
+    path = unique_run_path(Path(out_base), run_id)
+    return RunDir.create(path, initial_manifest(profile, path.name, selected))
+
+
+def resume_run(path: Path) -> tuple[RunDir, Profile]:
+    run = RunDir.load(path)
+    return run, profile_from_dict(run.manifest["profile"])
+
+
+def execute(run: RunDir, profile: Profile, *, stage_timeout_s: float | None = None, stream=None) -> RunOutcome:
+    """Run every selected stage that is not complete; returns counts over all verdicts of the run."""
+    selected = run.manifest["stages_selected"]
+    start = time.monotonic()
+    progress = Progress(run.path, len(selected), stream=stream)
+    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {profile.nproc} processes) → {run.path}")
+    for index, name in enumerate(selected, start=1):
+        state = run.stage_state(name)
+        if state["status"] == "complete":
+            progress.index, progress.stage = index, name
+            progress.end_stage("already complete: kept")
+            continue
+        run_stage(run, profile, name, index, progress, stage_timeout_s)
+    run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
+    run.save_manifest()
+    (run.path / "progress.json").unlink(missing_ok=True)
+    return RunOutcome(run=run, counts=status_counts(run.verdicts()), seconds=time.monotonic() - start)
+
+
+def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, timeout_override: float | None) -> None:
+    module = stages.load(name)
+    state = run.stage_state(name)
+    state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None)
+    run.save_manifest()
+    progress.start_stage(index, name, module.MEASURES)
+    facts = stage_facts(run, profile)
+    raw_dir = run.raw_dir(name)
+    timeout = timeout_override or profile.timeout_for(name)
+
+    if profile.is_rehearsal and not module.REHEARSAL:
+        verdicts = [Verdict(id=f"{name}.run", stage=name, status="skip", expected="a GPU",
+                            observed=f"profile {profile.name}", reason="this stage needs GPUs and has no rehearsal face")]
+        finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
+        return
+
+    try:
+        expectations = list(module.expect(profile, facts))
+    except Exception:
+        expectations = []
+        failure = {"message": "expect() raised", "traceback": traceback.format_exc()}
+        finish_stage(run, name, [], [], [failure_verdict(name, failure)], {}, "error", progress)
+        return
+    run.replace_stage_expectations(name, expectations)
+
+    outcome = run_isolated(module, name, profile, run, raw_dir, facts, progress, timeout)
+    if not outcome["ok"]:
+        finish_stage(run, name, [], expectations, [failure_verdict(name, outcome)], {}, "error", progress)
+        return
+    rows = read_rows_jsonl(raw_dir / ROWS_FILE)
+    published = outcome.get("published", {})
+    try:
+        verdicts = list(module.judge(rows, expectations, {**facts, **published}))
+    except Exception:
+        verdicts = [failure_verdict(name, {"message": "judge() raised", "traceback": traceback.format_exc()})]
+    finish_stage(run, name, rows, expectations, verdicts, published, "complete", progress)
+
+
+def stage_facts(run: RunDir, profile: Profile) -> dict[str, Any]:
+    """Facts published so far, plus the profile (judge() reads judge_performance and sizes from it)."""
+    return {**run.facts(), "profile": profile.to_dict()}
+
+
+def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Expectation], verdicts: list[Verdict],
+                 published: dict[str, Any], status: str, progress: Progress) -> None:
+    # Order matters for resume: rows and verdicts first, then the manifest says `complete`.
+    run.replace_stage_rows(name, rows)
+    run.replace_stage_verdicts(name, verdicts)
+    run.facts().update(published)
+    if published:
+        versions = published.get("versions")
+        if isinstance(versions, dict):
+            run.manifest.setdefault("versions", {}).update(versions)
+    state = run.stage_state(name)
+    state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows))
+    run.save_manifest()
+    c = status_counts(verdicts)
+    word = "done" if status == "complete" else "FAILED"
+    progress.end_stage(f"{word}: {len(rows)} rows; {c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip")
+
+
+def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
+    """A crash, a failed launch or a timeout as a verdict: command, exit code and log tail in the reason."""
+    parts = [failure.get("message", "stage failed")]
+    if failure.get("command"):
+        parts.append("command: " + failure["command"])
+    if failure.get("exit_code") is not None:
+        parts.append(f"exit code: {failure['exit_code']}")
+    if failure.get("log_tail"):
+        parts.append("last lines of the log:\n" + failure["log_tail"])
+    elif failure.get("traceback"):
+        parts.append(failure["traceback"].rstrip().splitlines()[-1])
+    observed = failure.get("observed") or (
+        f"exit code {failure['exit_code']}" if failure.get("exit_code") is not None else failure.get("message", "crashed")
+    )
+    return Verdict(id=f"{stage}.run", stage=stage, status="fail", expected="the stage completes",
+                   observed=observed, reason="\n".join(parts))
+
+
+# ---------------------------------------------------------------- isolation
+
+
+def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path, facts: dict[str, Any],
+                 progress: Progress, timeout: float) -> dict[str, Any]:
+    """Run module.run in a forked child with its own process group; kill the whole tree at the timeout."""
+    result_path = raw_dir / RESULT_FILE
+    result_path.unlink(missing_ok=True)
+    (raw_dir / ROWS_FILE).unlink(missing_ok=True)
+    deadline = time.monotonic() + timeout
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(module, name, profile, run, raw_dir, facts, progress, deadline)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            procs.kill_tree(pid)
+            os.waitpid(pid, 0)
+            return {
+                "ok": False,
+                "message": f"stage {name} timed out after {timeout:.0f} s and was killed",
+                "observed": f"timed out after {timeout:.0f} s",
+                "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
+            }
+        time.sleep(0.1)
+    if result_path.exists():
+        return json.loads(result_path.read_text())
+    code = os.waitstatus_to_exitcode(status)
+    return {
+        "ok": False,
+        "message": f"stage {name} died without a result (exit {code}{', signal ' + signal.Signals(-code).name if code < 0 else ''})",
+        "exit_code": code,
+        "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
+    }
+
+
+def _child(module, name, profile, run, raw_dir, facts, progress, deadline) -> None:
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        procs.die_with_parent()
+        # Progress keeps the terminal; anything else the stage's libraries print goes to stage.log.
+        progress.stream = os.fdopen(os.dup(2), "w", buffering=1)
+        log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        ctx = StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
+                           progress=progress, deadline=deadline)
+        try:
+            inject(name)
+            rows = list(module.run(profile, ctx))
+            write_rows_jsonl(raw_dir / ROWS_FILE, rows)
+            result = {"ok": True, "published": ctx.published}
+            code = 0
+        except LaunchError as e:
+            result = {"ok": False, "message": str(e), "command": " ".join(e.command), "exit_code": e.exit_code,
+                      "log_tail": e.log_tail}
+        except BaseException as e:  # noqa: BLE001 - every failure of a stage becomes a verdict
+            tb = traceback.format_exc()
+            print(tb, file=sys.stderr, flush=True)
+            result = {"ok": False, "message": f"stage {name} raised {type(e).__name__}: {e}", "traceback": tb,
+                      "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
+        atomic_write_text(raw_dir / RESULT_FILE, dumps(result))
+    finally:
+        os._exit(code)
+
+
+def inject(stage: str) -> None:
+    """Test hook: CARDTIME_INJECT=stage=crash|hang|segv makes a stage fail the way real ones do."""
+    for item in os.environ.get(INJECT_ENV, "").split(","):
+        target, _, kind = item.partition("=")
+        if target.strip() != stage:
+            continue
+        kind = kind.strip()
+        if kind == "crash":
+            raise RuntimeError(f"injected crash in stage {stage}")
+        if kind == "hang":
+            while True:
+                time.sleep(3600)
+        if kind == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
