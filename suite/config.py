@@ -194,14 +194,14 @@ NCCL_GPU = Profile(
     sweep=SweepConfig(
         min_bytes=8, max_bytes=8 * 1024**3, factor=2, warmup_iters=5, iters=20, dtype="float32"
     ),
-    # 12 layers × d=2048, seq 2048, batch 16: ~0.62 G params; see suite/workloads/gpt.py for FLOPs per token.
+    # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.42 GFLOP per token; see suite/workloads/gpt.py.
     model=ModelConfig(
         vocab=32768,
         hidden=2048,
-        layers=12,
+        layers=8,
         heads=16,
-        seq_len=2048,
-        batch=16,
+        seq_len=1024,
+        batch=8,
         dtype="bfloat16",
         steps=10,
         warmup_steps=3,

@@ -1,0 +1,277 @@
+"""The α-β cost model of collectives, its least-squares fit, and the link peaks a measurement is held to.
+
+    python -m suite model --alpha 5e-6 --beta 200e9 --cards 4 8 --sizes 4K 4M 1G
+
+One message step costs α + S/β: α the per-step latency (seconds), β the link bandwidth
+(bytes/s). Every collective is a number of such steps:
+
+    ring all-reduce      2(n−1) steps of S/n      → 2(n−1)(α + S/(nβ))
+    binary-tree all-red. 2⌈log₂n⌉ steps of S      → 2⌈log₂n⌉(α + S/β)   (reduce up, broadcast down)
+    all-gather, reduce-scatter, all-to-all (ring): (n−1)(α + S/(nβ))    (S: the whole buffer)
+    broadcast, send/recv (pipelined):              α + S/β
+
+Worked figures (CHECKLIST.md), α = 5 µs, β = 200 GB/s: 4 cards, 4 KB → ring 30.0 µs, tree
+20.1 µs; 4 cards, 4 MB → ring 61.5 µs, tree 103.9 µs; 8 cards, 1 GB → ring 9465.2 µs.
+
+Bus bandwidth (nccl-tests): busbw = algbw × factor, algbw = S / t. The factor makes busbw
+comparable with a link's peak whatever n: all-reduce 2(n−1)/n (each byte crosses the ring
+twice, less the local share); all-gather, reduce-scatter, all-to-all (n−1)/n; broadcast,
+reduce, send/recv 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+# ---------------------------------------------------------------- step counts and bus bandwidth
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv")
+
+
+def _check(collective: str) -> str:
+    name = collective.replace("alltoall", "all_to_all").replace("send_recv", "sendrecv")
+    if name not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}: one of {', '.join(COLLECTIVES)}")
+    return name
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor for `collective` over n ranks."""
+    name = _check(collective)
+    if name == "all_reduce":
+        return 2 * (n - 1) / n
+    if name in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def algbw_GBps(size_bytes: float, time_s: float) -> float:
+    """Algorithm bandwidth, GB/s (1e9 bytes): the whole buffer S over the time."""
+    return size_bytes / time_s / 1e9 if time_s > 0 else float("nan")
+
+
+def busbw_GBps(collective: str, size_bytes: float, time_s: float, n: int) -> float:
+    """Bus bandwidth, GB/s: algbw × busbw_factor."""
+    return algbw_GBps(size_bytes, time_s) * busbw_factor(collective, n)
+
+
+# ---------------------------------------------------------------- times
+
+
+def ring_allreduce_s(size_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> float:
+    """Ring all-reduce: reduce-scatter then all-gather, 2(n−1) steps of S/n."""
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) * (alpha_s + size_bytes / (n * beta_Bps))
+
+
+def tree_allreduce_s(size_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> float:
+    """Binary-tree all-reduce: reduce up then broadcast down, 2⌈log₂n⌉ steps of the whole S."""
+    if n <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(n)) * (alpha_s + size_bytes / beta_Bps)
+
+
+def collective_time_s(collective: str, size_bytes: float, n: int, alpha_s: float, beta_Bps: float,
+                      algo: str = "ring") -> float:
+    """Predicted time of one collective over n ranks; S is the whole buffer as nccl-tests counts it."""
+    name = _check(collective)
+    if n <= 1:
+        return 0.0
+    if name == "all_reduce":
+        return tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps) if algo == "tree" else ring_allreduce_s(
+            size_bytes, n, alpha_s, beta_Bps)
+    if name in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) * (alpha_s + size_bytes / (n * beta_Bps))
+    return alpha_s + size_bytes / beta_Bps
+
+
+def crossover_bytes(n: int, alpha_s: float, beta_Bps: float) -> float | None:
+    """Message size at which ring and tree all-reduce take equal time (tree faster below it).
+
+    Equal when 2(n−1)(α + S/(nβ)) = 2L(α + S/β), L = ⌈log₂n⌉, so
+    S = αβ (L − (n−1)) / ((n−1)/n − L). None when there is no positive crossover (n ≤ 2: ring never loses).
+    """
+    if n <= 2:
+        return None
+    levels = math.ceil(math.log2(n))
+    numerator = levels - (n - 1)
+    denominator = (n - 1) / n - levels
+    size = alpha_s * beta_Bps * numerator / denominator
+    return size if size > 0 else None
+
+
+def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> str:
+    ring = ring_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
+    tree = tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
+    return "tree" if tree < ring else "ring"
+
+
+# ---------------------------------------------------------------- training communication
+
+
+def dp_step_comm_s(grad_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> float:
+    """Data parallelism: one ring all-reduce of all gradients per step (unbucketed, unoverlapped)."""
+    return ring_allreduce_s(grad_bytes, n, alpha_s, beta_Bps)
+
+
+def dp_comm_share(grad_bytes: float, n: int, compute_step_s: float, alpha_s: float, beta_Bps: float) -> float:
+    """Fraction of an unoverlapped DP step spent communicating: comm / (compute + comm)."""
+    comm = dp_step_comm_s(grad_bytes, n, alpha_s, beta_Bps)
+    return comm / (compute_step_s + comm) if compute_step_s + comm > 0 else 0.0
+
+
+# A ring all-reduce is a reduce-scatter plus an all-gather; each is half of it. Per step:
+#   ZeRO-1: gradients all-reduced (or reduce-scattered), updated shards all-gathered  → 1 all-reduce
+#   ZeRO-2: gradients reduce-scattered, parameters all-gathered                       → 1 all-reduce
+#   ZeRO-3: parameters all-gathered for forward and again for backward, gradients reduce-scattered → 1.5
+ZERO_COMM_ALLREDUCES = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.5}
+
+
+def zero_step_comm_s(stage: int, param_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> float:
+    """Communication per step of ZeRO stage 0 (plain DDP) to 3, in all-reduce equivalents of the parameters."""
+    return ZERO_COMM_ALLREDUCES[stage] * ring_allreduce_s(param_bytes, n, alpha_s, beta_Bps)
+
+
+def zero_memory_bytes(params: int, n: int, stage: int, *, param_bytes: int = 2, grad_bytes: int = 2,
+                      optimizer_bytes: int = 12) -> float:
+    """Model-state memory per rank under ZeRO (activations excluded).
+
+    Mixed-precision AdamW: 2 (bf16 params) + 2 (bf16 grads) + 12 (fp32 master, m, v) = 16Ψ bytes;
+    pure fp32 AdamW: 4 + 4 + 8 = 16Ψ as well. ZeRO-1 shards the optimizer state, ZeRO-2 also the
+    gradients, ZeRO-3 also the parameters: 16Ψ → … → 16Ψ/N.
+    """
+    p, g, o = params * param_bytes, params * grad_bytes, params * optimizer_bytes
+    if stage == 0:
+        return p + g + o
+    if stage == 1:
+        return p + g + o / n
+    if stage == 2:
+        return p + (g + o) / n
+    if stage == 3:
+        return (p + g + o) / n
+    raise ValueError(f"ZeRO stage {stage} unknown: 0 (DDP), 1, 2 or 3")
+
+
+# ---------------------------------------------------------------- fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A least-squares fit of t = a + b·S, and the α, β it implies for the chosen algorithm."""
+
+    alpha_s: float
+    beta_Bps: float
+    intercept_s: float
+    slope_s_per_byte: float
+    rms_rel_residual: float
+    """Root-mean-square of (measured − fitted) / measured over the points."""
+    points: int
+
+
+def fit_line(sizes: Sequence[float], times: Sequence[float], weighted: bool = True) -> tuple[float, float]:
+    """Least squares t = a + b·S. Weighted by 1/t so small messages (α's domain) count as much as large (β's)."""
+    if len(sizes) != len(times) or len(sizes) < 2:
+        raise ValueError("a fit needs at least two (size, time) points")
+    w = [1.0 / t if weighted and t > 0 else 1.0 for t in times]
+    sw = sum(x * x for x in w)
+    sx = sum(wi * wi * s for wi, s in zip(w, sizes))
+    sy = sum(wi * wi * t for wi, t in zip(w, times))
+    sxx = sum(wi * wi * s * s for wi, s in zip(w, sizes))
+    sxy = sum(wi * wi * s * t for wi, s, t in zip(w, sizes, times))
+    det = sw * sxx - sx * sx
+    if det == 0:
+        raise ValueError("a fit needs at least two distinct sizes")
+    b = (sw * sxy - sx * sy) / det
+    a = (sy - b * sx) / sw
+    return a, b
+
+
+def step_shape(collective: str, n: int, algo: str = "ring") -> tuple[float, float]:
+    """(k, c) with t = k·α + c·S/β for the collective: the fit's intercept is k·α, its slope c/β."""
+    name = _check(collective)
+    if name == "all_reduce":
+        if algo == "tree":
+            levels = 2 * math.ceil(math.log2(n))
+            return levels, levels
+        return 2 * (n - 1), 2 * (n - 1) / n
+    if name in ("all_gather", "reduce_scatter", "all_to_all"):
+        return n - 1, (n - 1) / n
+    return 1.0, 1.0
+
+
+def fit_alpha_beta(collective: str, n: int, sizes: Sequence[float], times_s: Sequence[float],
+                   algo: str = "ring") -> Fit:
+    """α and β from measured (size, time) points of one collective, by least squares on t = kα + cS/β."""
+    a, b = fit_line(sizes, times_s)
+    k, c = step_shape(collective, n, algo)
+    alpha = max(a, 0.0) / k
+    beta = c / b if b > 0 else float("inf")
+    fitted = [a + b * s for s in sizes]
+    rel = [(t - f) / t for t, f in zip(times_s, fitted) if t > 0]
+    rms = math.sqrt(sum(r * r for r in rel) / len(rel)) if rel else float("nan")
+    return Fit(alpha_s=alpha, beta_Bps=beta, intercept_s=a, slope_s_per_byte=b, rms_rel_residual=rms, points=len(sizes))
+
+
+# ---------------------------------------------------------------- link peaks
+
+
+@dataclass(frozen=True)
+class LinkPeak:
+    name: str
+    per_link_GBps: float
+    """Per direction, GB/s (1e9 bytes)."""
+    links: int
+    source: str
+
+    @property
+    def per_gpu_GBps(self) -> float:
+        return self.per_link_GBps * self.links
+
+
+# Per direction; what nccl-tests' busbw is compared with (CHECKLIST.md).
+LINK_PEAKS: dict[str, LinkPeak] = {
+    "nvlink2": LinkPeak("NVLink 2 (V100)", 25.0, 6, "CHECKLIST.md: 25 GB/s per link; V100 SXM2 has 6 links"),
+    "nvlink3": LinkPeak("NVLink 3 (A100)", 25.0, 12, "CHECKLIST.md: 25 GB/s per link, 12 links"),
+    "nvlink4": LinkPeak("NVLink 4 (H100/H200)", 25.0, 18, "CHECKLIST.md: 25 GB/s per link, 18 links (≈ 450 GB/s per GPU)"),
+    "nvlink5": LinkPeak("NVLink 5 (B200)", 50.0, 18, "CHECKLIST.md: 50 GB/s per link, 18 links"),
+    "pcie3": LinkPeak("PCIe Gen3 x16", 15.75, 1, "CHECKLIST.md: 15.75 GB/s"),
+    "pcie4": LinkPeak("PCIe Gen4 x16", 31.5, 1, "CHECKLIST.md: 31.5 GB/s"),
+    "pcie5": LinkPeak("PCIe Gen5 x16", 63.0, 1, "CHECKLIST.md: 63 GB/s"),
+}
+
+# GPU model (substring of its name, upper case) → its NVLink generation and PCIe generation.
+GPU_LINKS: tuple[tuple[str, str, str], ...] = (
+    ("B200", "nvlink5", "pcie5"),
+    ("B300", "nvlink5", "pcie5"),
+    ("H200", "nvlink4", "pcie5"),
+    ("H100", "nvlink4", "pcie5"),
+    ("H800", "nvlink4", "pcie5"),
+    ("A100", "nvlink3", "pcie4"),
+    ("A800", "nvlink3", "pcie4"),
+    ("V100", "nvlink2", "pcie3"),
+    ("RTX 5090", "", "pcie5"),
+    ("RTX 4090", "", "pcie4"),
+    ("L40", "", "pcie4"),
+    ("L4", "", "pcie4"),
+    ("A10", "", "pcie4"),
+    ("T4", "", "pcie3"),
+    ("P4", "", "pcie3"),
+)
+
+
+def link_peak_for(gpu_name: str, nvlink: bool, nvlink_count: int | None = None) -> LinkPeak | None:
+    """The per-direction peak a GPU pair's busbw is held to: NVLink (per link × the pair's bonded count,
+    or the GPU's full link count on a switched box) or the GPU's PCIe generation. None for an unknown GPU."""
+    upper = gpu_name.upper()
+    for marker, nv, pcie in GPU_LINKS:
+        if marker in upper:
+            if nvlink and nv:
+                peak = LINK_PEAKS[nv]
+                if nvlink_count:
+                    return LinkPeak(f"{peak.name} × {nvlink_count}", peak.per_link_GBps, nvlink_count, peak.source)
+                return peak
+            return LINK_PEAKS[pcie]
+    return None
