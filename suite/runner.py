@@ -149,7 +149,7 @@ def resume_run(path: Path) -> tuple[RunDir, Profile]:
     return run, profile_from_dict(run.manifest["profile"])
 
 
-def execute(run: RunDir, profile: Profile, *, stage_timeout_s: float | None = None, stream=None) -> RunOutcome:
+def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
     """Run every selected stage that is not complete; returns counts over all verdicts of the run."""
     selected = run.manifest["stages_selected"]
     start = time.monotonic()
@@ -161,14 +161,14 @@ def execute(run: RunDir, profile: Profile, *, stage_timeout_s: float | None = No
             progress.index, progress.stage = index, name
             progress.end_stage("already complete: kept")
             continue
-        run_stage(run, profile, name, index, progress, stage_timeout_s)
+        run_stage(run, profile, name, index, progress)
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)
     return RunOutcome(run=run, counts=status_counts(run.verdicts()), seconds=time.monotonic() - start)
 
 
-def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, timeout_override: float | None) -> None:
+def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress) -> None:
     module = stages.load(name)
     state = run.stage_state(name)
     state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None)
@@ -176,7 +176,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     progress.start_stage(index, name, module.MEASURES)
     facts = stage_facts(run, profile)
     raw_dir = run.raw_dir(name)
-    timeout = timeout_override or profile.timeout_for(name)
+    timeout = profile.timeout_for(name)
 
     if profile.is_rehearsal and not module.REHEARSAL:
         verdicts = [Verdict(id=f"{name}.run", stage=name, status="skip", expected="a GPU",
@@ -297,6 +297,8 @@ def _child(module, name, profile, run, raw_dir, facts, progress, deadline) -> No
         log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log, 1)
         os.dup2(log, 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
         ctx = StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
                            progress=progress, deadline=deadline)
         try:

@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue this run: complete stages are kept, the others run")
     p.add_argument("--nproc", type=int, help="processes per node (default: the profile's; on a GPU box, its GPU count)")
-    p.add_argument("--stage-timeout", type=float, metavar="SECONDS", help="override every stage's timeout")
+    p.add_argument("--stage-timeout", metavar="SECONDS|STAGE=SECONDS,…",
+                   help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)")
     p.add_argument("--master-port", type=int, help="fixed rendezvous port (default: a free one per launch)")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
@@ -39,12 +40,43 @@ def list_stages() -> int:
     return 0
 
 
+def parse_timeouts(spec: str | None) -> dict[str, float]:
+    """'30' → {'*': 30.0}; 'fault=120,tp=60' → per stage. Raises ValueError naming the bad part."""
+    if not spec:
+        return {}
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        stage, sep, seconds = part.rpartition("=")
+        key = stage.strip() if sep else "*"
+        if sep and key not in stages.ORDER:
+            raise ValueError(f"--stage-timeout: {key!r} is not a stage (one of {', '.join(stages.ORDER)})")
+        try:
+            value = float(seconds)
+        except ValueError:
+            raise ValueError(f"--stage-timeout: {part!r} is not SECONDS or STAGE=SECONDS") from None
+        if value <= 0:
+            raise ValueError(f"--stage-timeout: {part!r} must be positive")
+        out[key] = value
+    return out
+
+
+def apply_timeouts(profile, timeouts: dict[str, float]):
+    """A single number replaces every stage's limit; STAGE=SECONDS entries then override single stages."""
+    timeouts = dict(timeouts)
+    uniform = timeouts.pop("*", None)
+    per_stage = {} if uniform is not None else dict(profile.stage_timeouts_s)
+    per_stage.update(timeouts)
+    return profile.with_overrides(stage_timeout_s=uniform or profile.stage_timeout_s,
+                                  stage_timeouts_s=tuple(sorted(per_stage.items())))
+
+
 def main(args) -> int:
     from .. import runner
 
     if args.list:
         return list_stages()
     try:
+        timeouts = parse_timeouts(args.stage_timeout)
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
@@ -53,13 +85,17 @@ def main(args) -> int:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
                 profile = profile.with_overrides(master_port=args.master_port)
-            run = runner.start_run(profile, stages.select(args.stages), args.out)
-    except (ProfileError, stages.StageSelectionError, SchemaError, FileNotFoundError, FileExistsError) as e:
+            selected = stages.select(args.stages)
+        if timeouts:
+            profile = apply_timeouts(profile, timeouts)
+        if not args.resume:
+            run = runner.start_run(profile, selected, args.out)
+    except (ProfileError, stages.StageSelectionError, SchemaError, FileNotFoundError, FileExistsError, ValueError) as e:
         return usage_error(str(e))
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)
         args.record_last.write_text(str(run.path) + "\n")
-    outcome = runner.execute(run, profile, stage_timeout_s=args.stage_timeout)
+    outcome = runner.execute(run, profile)
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
     return outcome.exit_code

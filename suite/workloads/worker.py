@@ -23,6 +23,7 @@ from typing import Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from .. import procs
 from ..results import Row, write_rows_jsonl
 
 
@@ -89,6 +90,7 @@ def shutdown() -> None:
 
 @contextlib.contextmanager
 def worker_session(*, redirect: bool = True, timeout_s: float | None = None) -> Iterator[Worker]:
+    procs.die_with_parent()  # a worker outliving its torchrun would hold ports and CPU until its timeout
     rank = int(os.environ["RANK"])
     raw_dir = Path(os.environ.get("CARDTIME_RAW_DIR", "."))
     out_dir = Path(os.environ.get("CARDTIME_OUT_DIR", "."))

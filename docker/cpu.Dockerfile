@@ -1,0 +1,55 @@
+# The suite on a CPU: the rehearsal (gloo, 4 processes) inside a container, as `make rehearse-docker` runs it.
+#
+#   docker/prepare-context.sh cpu          # torch's CPU wheel into docker/wheels/, host CAs into docker/certs/
+#   docker build --network host -f docker/cpu.Dockerfile -t cardtime:cpu .
+#   docker run --rm --network host -v "$PWD/runs:/runs" cardtime:cpu
+#
+# BASE is a build argument so that an engine without registry access can use a locally made
+# Debian (docker/debian-base.sh). Debian bookworm's Python is 3.11, the CPU wheel's.
+# Layers go from slowest-changing to fastest: a change under suite/ rebuilds only the last two.
+ARG BASE=debian:bookworm-slim
+FROM ${BASE}
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8
+
+# DL3008: Debian's bookworm point releases pin these; the Python they bring is the wheel's 3.11.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates procps \
+ && rm -rf /var/lib/apt/lists/*
+
+# Extra CAs (an inspecting proxy's) for pip's HTTPS; pip reads PIP_CERT, not the system store.
+COPY docker/certs/ /usr/local/share/ca-certificates/
+RUN update-ca-certificates >/dev/null
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+# torch from the wheel in the context (~190 MB): never from PyPI, whose linux torch is a CUDA build.
+COPY docker/wheels/ /tmp/wheels/
+RUN python3 -m venv /opt/venv \
+ && pip install --quiet /tmp/wheels/torch-*.whl \
+ && rm -rf /tmp/wheels
+
+# The suite's other dependencies: from pyproject.toml alone, so they are rebuilt only when it changes.
+COPY pyproject.toml /opt/cardtime/
+RUN pip install --quiet /opt/cardtime \
+ && pip uninstall --quiet --yes cardtime
+
+# The suite itself: the only layers a code change rebuilds.
+COPY docker/entrypoint.sh /usr/local/bin/cardtime-entrypoint
+COPY suite/ /opt/cardtime/suite/
+COPY reports/ /opt/cardtime/reports/
+COPY provisioning/ /opt/cardtime/provisioning/
+ARG CARDTIME_COMMIT=unknown
+ENV CARDTIME_COMMIT=${CARDTIME_COMMIT} \
+    CARDTIME_IMAGE_KIND=cpu
+RUN pip install --quiet --no-deps --no-build-isolation /opt/cardtime
+
+WORKDIR /runs
+ENTRYPOINT ["/usr/local/bin/cardtime-entrypoint"]
+CMD ["run", "--profile", "gloo-cpu", "--out", "/runs"]

@@ -1,0 +1,203 @@
+"""One SSH connection to a rented host (Fabric), with known_hosts honoured and errors that explain.
+
+    remote = Remote.open(parse_host("root@203.0.113.7:2222"), accept_new_host=True)
+    remote.run(["nvidia-smi", "-L"]).stdout
+
+Fabric on its own accepts any host key silently (paramiko's AutoAddPolicy, known_hosts never
+read). Here known_hosts is loaded and a key that is not in it is refused, unless
+ACCEPT_NEW_HOST=1: then it is accepted on this first use, its fingerprint printed, appended to
+known_hosts and kept in `first_use` for the run's record. A key that differs from the recorded
+one is always refused (paramiko's BadHostKeyException).
+
+No environment variables are ever sent: commands are argv lists quoted by provisioning.shell and
+run by `sh -c`; the laptop's cloud credentials never reach the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import paramiko
+from fabric import Connection
+from invoke.exceptions import CommandTimedOut
+
+from .hosts import HostSpec
+from .shell import sh_command
+
+TAIL_LINES = 15
+
+
+class RemoteError(RuntimeError):
+    """A remote step that failed: host, command, exit code and the last lines of its output."""
+
+    def __init__(self, host: str, what: str, *, command: str = "", exit_code: int | None = None, output: str = "",
+                 hint: str = ""):
+        self.host, self.what, self.command, self.exit_code, self.output, self.hint = host, what, command, exit_code, output, hint
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        lines = [f"{self.host}: {self.what}"]
+        if self.command:
+            shown = self.command if len(self.command) <= 400 else self.command[:400] + " …"
+            lines.append(f"  command: {shown}")
+        if self.exit_code is not None:
+            lines.append(f"  exit code: {self.exit_code}")
+        tail = last_lines(self.output)
+        if tail:
+            lines.append("  last lines of output:")
+            lines.extend("    " + line for line in tail.splitlines())
+        if self.hint:
+            lines.append(f"  next: {self.hint}")
+        return "\n".join(lines)
+
+
+class ConnectionLost(RemoteError):
+    """The SSH connection could not be made or dropped; the host may still be running our job."""
+
+
+def last_lines(text: str, n: int = TAIL_LINES) -> str:
+    return "\n".join((text or "").rstrip().splitlines()[-n:])
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's form: SHA256:<base64 of sha256(key blob), unpadded>."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+@dataclass
+class FirstUse:
+    """A host key accepted on first use (ACCEPT_NEW_HOST=1)."""
+
+    name: str
+    key_type: str
+    fingerprint: str
+    known_hosts: str
+
+
+class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys, or, when allowed, accept, print, record and remember them."""
+
+    def __init__(self, label: str, known_hosts: Path, accept_new: bool, record: list[FirstUse]):
+        self.label, self.known_hosts, self.accept_new, self.record = label, known_hosts, accept_new, record
+
+    def missing_host_key(self, client, hostname, key):
+        fp = fingerprint(key)
+        if not self.accept_new:
+            raise RemoteError(
+                self.label,
+                f"host key unknown: {hostname} offers {key.get_name()} {fp}, not in {self.known_hosts}",
+                hint="check the fingerprint with the provider, then rerun with ACCEPT_NEW_HOST=1 "
+                f"(or add the key with: ssh-keyscan -p PORT HOST >> {self.known_hosts})",
+            )
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.known_hosts, "a") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        self.record.append(FirstUse(hostname, key.get_name(), fp, str(self.known_hosts)))
+        print(f"ACCEPT_NEW_HOST: trusting {hostname} on first use: {key.get_name()} {fp} (added to {self.known_hosts})",
+              file=sys.stderr, flush=True)
+
+
+@dataclass
+class Result:
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+@dataclass
+class Remote:
+    """A lazily opened Fabric connection with quoting, host-key policy and explained errors."""
+
+    spec: HostSpec
+    conn: Connection
+    known_hosts: Path
+    first_use: list[FirstUse] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, spec: HostSpec, *, key: str | None = None, known_hosts: str | os.PathLike | None = None,
+             accept_new_host: bool = False, connect_timeout: int = 15) -> "Remote":
+        connect_kwargs = {"key_filename": [str(Path(key).expanduser())]} if key else {}
+        # banner/auth timeouts keep a half-open TCP connection from hanging the laptop forever.
+        connect_kwargs.update(banner_timeout=connect_timeout, auth_timeout=connect_timeout)
+        conn = Connection(spec.host, user=spec.user, port=spec.port, connect_timeout=connect_timeout,
+                          connect_kwargs=connect_kwargs, inline_ssh_env=True)
+        path = Path(known_hosts or conn.ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts").split()[0]).expanduser()
+        remote = cls(spec=spec, conn=conn, known_hosts=path)
+        if Path("/etc/ssh/ssh_known_hosts").is_file():
+            conn.client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
+        if path.is_file():
+            conn.client.load_host_keys(str(path))
+        conn.client.set_missing_host_key_policy(TrustOnFirstUse(spec.label, path, accept_new_host, remote.first_use))
+        return remote
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    def connect(self) -> None:
+        """Open the connection now (preflight does, so that a bad key or host fails in seconds)."""
+        try:
+            self.conn.open()
+        except RemoteError:
+            raise
+        except paramiko.BadHostKeyException as e:
+            raise RemoteError(self.label, f"HOST KEY CHANGED: {e.hostname} now offers {fingerprint(e.key)}, "
+                              f"known_hosts has {fingerprint(e.expected_key)}",
+                              hint=f"if the host was really re-created, remove its line from {self.known_hosts}; "
+                              "otherwise stop: someone may be in the middle") from None
+        except paramiko.AuthenticationException as e:
+            raise RemoteError(self.label, f"authentication failed ({e})",
+                              hint="load the key into ssh-agent, name it in ~/.ssh/config, or pass KEY=path/to/key") from None
+        except (OSError, socket.timeout, paramiko.SSHException) as e:
+            raise ConnectionLost(self.label, f"cannot connect: {e}",
+                                 hint="check HOST (user@host:port), that sshd runs and the port is open") from None
+
+    def run(self, script: str | Iterable[object], *, check: bool = True, timeout: float | None = None,
+            what: str = "remote command failed", hint: str = "") -> Result:
+        """Run a POSIX script (or an argv list, quoted) under `sh -c`; raise RemoteError on a non-zero exit."""
+        self.connect()
+        command = sh_command(script)
+        shown = script if isinstance(script, str) else " ".join(str(a) for a in script)
+        try:
+            r = self.conn.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
+        except CommandTimedOut as e:
+            raise RemoteError(self.label, f"timed out after {timeout} s", command=shown,
+                              output=(e.result.stdout or "") + (e.result.stderr or ""), hint=hint) from None
+        except (OSError, EOFError, socket.timeout, paramiko.SSHException) as e:
+            raise ConnectionLost(self.label, f"connection lost: {e}", command=shown,
+                                 hint="rerun the same make command: it re-attaches") from None
+        result = Result(r.stdout, r.stderr, r.exited)
+        if check and r.exited != 0:
+            raise RemoteError(self.label, what, command=shown, exit_code=r.exited,
+                              output=r.stdout + r.stderr, hint=hint)
+        return result
+
+    def sftp(self) -> paramiko.SFTPClient:
+        self.connect()
+        try:
+            return self.conn.sftp()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise ConnectionLost(self.label, f"SFTP unavailable: {e}",
+                                 hint="enable the sftp subsystem in sshd_config (Subsystem sftp internal-sftp)") from None
+
+    def write_text(self, path: str, text: str, mode: int = 0o644) -> None:
+        """Write a small file on the host through SFTP (no shell sees its content)."""
+        sftp = self.sftp()
+        with sftp.open(path, "w") as f:
+            f.write(text.encode())
+        sftp.chmod(path, mode)
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection is not an error worth raising
+            pass

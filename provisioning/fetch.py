@@ -1,0 +1,132 @@
+"""Fetch a finished run directory back to the laptop: resumable, every file's size and sha256 checked.
+
+    fetch_run(remote, "/root/cardtime/runs/20261129T1630Z-box-nccl-gpu", Path("runs"))
+
+The host lists its files with sizes and sha256 (one round trip). A file already here with the
+same size and digest is skipped; a partial `<name>.part` left by a dropped connection is resumed
+from its length; each download is checked against the host's digest before it is renamed into
+place, and downloaded once more if it does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+
+from .connection import Remote, RemoteError
+
+CHUNK = 1 << 20  # 1 MiB per SFTP read
+
+# argv: run dir. Prints [[relative path, size, sha256], ...] for every regular file, sorted.
+LIST_PROGRAM = r"""
+import hashlib, json, os, sys
+root = sys.argv[1]
+out = []
+for d, dirs, files in os.walk(root):
+    dirs.sort()
+    for name in sorted(files):
+        p = os.path.join(d, name)
+        if not os.path.isfile(p) or os.path.islink(p):
+            continue
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out.append([os.path.relpath(p, root), os.path.getsize(p), h.hexdigest()])
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str
+    """Relative to the run directory, POSIX separators."""
+    size: int
+    sha256: str
+
+
+@dataclass
+class FetchReport:
+    local_dir: Path
+    files: list[RemoteFile]
+    downloaded: int = 0
+    skipped: int = 0
+    resumed: int = 0
+    bytes_moved: int = 0
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def list_remote(remote: Remote, run_dir: str) -> list[RemoteFile]:
+    r = remote.run(["python3", "-c", LIST_PROGRAM, run_dir], what=f"cannot list {run_dir}")
+    return [RemoteFile(p, int(s), h) for p, s, h in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
+def safe_local_path(root: Path, rel: str) -> Path:
+    """The local path of a listed file; refuses anything that would land outside the run directory."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", "..") for p in parts):
+        raise ValueError(f"refusing the remote path {rel!r}: it leaves the run directory")
+    return root.joinpath(*parts)
+
+
+def download(remote: Remote, src: str, dest: Path, size: int) -> tuple[int, bool]:
+    """Copy src to dest via `<dest>.part`, resuming a partial one; returns (bytes moved, resumed?)."""
+    part = dest.with_name(dest.name + ".part")
+    start = part.stat().st_size if part.exists() else 0
+    if start > size:
+        part.unlink()
+        start = 0
+    moved = 0
+    sftp = remote.sftp()
+    with sftp.open(src, "rb") as fsrc, open(part, "ab") as fdst:
+        fsrc.seek(start)
+        while True:
+            block = fsrc.read(CHUNK)
+            if not block:
+                break
+            fdst.write(block)
+            moved += len(block)
+    return moved, start > 0
+
+
+def fetch_run(remote: Remote, run_dir: str, dest_base: Path, say=print) -> FetchReport:
+    """Mirror the host's run directory into dest_base/<run-id>/; checked file by file."""
+    files = list_remote(remote, run_dir)
+    local = Path(dest_base) / posixpath.basename(run_dir.rstrip("/"))
+    local.mkdir(parents=True, exist_ok=True)
+    report = FetchReport(local_dir=local, files=files)
+    total = sum(f.size for f in files)
+    say(f"fetching {len(files)} files ({total / 1e6:.1f} MB) into {local}")
+    for f in files:
+        dest = safe_local_path(local, f.path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists() and dest.stat().st_size == f.size and sha256_file(dest) == f.sha256:
+            report.skipped += 1
+            continue
+        src = posixpath.join(run_dir, f.path)
+        for attempt in (1, 2):
+            moved, resumed = download(remote, src, dest, f.size)
+            report.bytes_moved += moved
+            report.resumed += resumed
+            part = dest.with_name(dest.name + ".part")
+            if part.stat().st_size == f.size and sha256_file(part) == f.sha256:
+                part.replace(dest)
+                report.downloaded += 1
+                break
+            part.unlink()  # a resumed tail that does not match: start this file over
+            if attempt == 2:
+                raise RemoteError(remote.label, f"{f.path}: sha256 differs from the host's after two downloads",
+                                  hint="the file may still be changing on the host; rerun when the run has finished")
+    say(f"fetched: {report.downloaded} downloaded ({report.resumed} resumed), {report.skipped} already here, "
+        f"{report.bytes_moved / 1e6:.1f} MB moved; sizes and sha256 checked")
+    return report

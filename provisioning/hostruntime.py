@@ -1,0 +1,64 @@
+"""RUNTIME=host: the host's own Python in a venv, for rented boxes that are themselves containers.
+
+The venv lives at <base>/venvs/<sha256(pyproject.toml)[:16]>-py<X.Y> and is marked ready only
+after `pip install -e` succeeded, so a re-attach or a second run at another commit reuses it (a
+new commit costs one `pip install --no-deps -e`, seconds) and an install cut off half-way is
+redone from scratch, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from .connection import Remote
+from .shell import join
+
+READY = ".cardtime-ready"
+CODE = ".cardtime-code"
+
+# $1 venv, $2 code dir. pip's own output is kept for the error message; the ready mark comes last.
+ENSURE_VENV = r"""
+set -e
+venv=$1 code=$2
+if [ ! -f "$venv/.cardtime-ready" ]; then
+  echo "@@installing"
+  rm -rf -- "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$code"
+  printf '%s\n' "$code" > "$venv/.cardtime-code"
+  : > "$venv/.cardtime-ready"
+elif [ "$(cat -- "$venv/.cardtime-code" 2>/dev/null)" != "$code" ]; then
+  echo "@@relinking"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$code"
+  printf '%s\n' "$code" > "$venv/.cardtime-code"
+fi
+"$venv/bin/python" -c 'import suite, torch; print("torch", torch.__version__)'
+"""
+
+
+def pyproject_key(root: Path, commit: str) -> str:
+    """sha256 of pyproject.toml at `commit`, 16 hex digits: the venv's identity."""
+    data = subprocess.run(["git", "-C", str(root), "show", f"{commit}:pyproject.toml"], capture_output=True, check=True).stdout
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def venv_dir(base: str, key: str, python: tuple[int, ...]) -> str:
+    return f"{base}/venvs/{key}-py{python[0]}.{python[1]}"
+
+
+def ensure_venv(remote: Remote, venv: str, code_dir: str, say=print) -> str:
+    """Create or reuse the venv; returns the python to run the suite with."""
+    r = remote.run(["test", "-f", f"{venv}/{READY}"], check=False)
+    if r.exit_code != 0:
+        say(f"creating the venv {venv} (pip install -e; first time on this host: minutes)")
+    out = remote.run("set -- " + join([venv, code_dir]) + "\n" + ENSURE_VENV, timeout=3600,
+                     what="installing the suite into the host's venv failed",
+                     hint="read pip's error above; RUNTIME=docker avoids the host's Python altogether")
+    if "@@relinking" in out.stdout:
+        say(f"venv {venv} reused; pointed at {code_dir}")
+    elif "@@installing" not in out.stdout:
+        say(f"venv {venv} reused")
+    return f"{venv}/bin/python"
+

@@ -1,0 +1,220 @@
+"""The detached run on the host: started under tmux (when present) or setsid+nohup, so that a
+dropped SSH connection or a closed laptop loses nothing, and found again by the next `make remote`.
+
+On the host, under the remote directory <base>:
+
+    jobs/current              the id of the latest job
+    jobs/<job-id>/job.json    what was started: commit, profile, stages, runtime, command
+    jobs/<job-id>/job.sh      the script the detacher runs (written over SFTP, every value quoted)
+    jobs/<job-id>/pid         the job shell's pid, written first thing
+    jobs/<job-id>/log         everything the suite prints
+    jobs/<job-id>/LAST        the run directory (python -m suite run --record-last)
+    jobs/<job-id>/exit        the suite's exit code, written last (0 all passed, 1 a fail verdict)
+    runs/<run-id>/            the run directory itself
+
+`status()` reads all of it in one round trip (a small Python program on the host) and returns a
+JobStatus; `state` is starting | running | finished | died.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .connection import Remote, RemoteError
+from .shell import join, quote
+
+# argv: base, log offset (bytes). Prints one JSON object. Runs on the host's python3 (any 3.x).
+STATUS_PROGRAM = r"""
+import json, os, sys, time
+base, offset = sys.argv[1], int(sys.argv[2])
+jobs = os.path.join(base, "jobs")
+out = {"job": None}
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+jid = read(os.path.join(jobs, "current"))
+if jid:
+    d = os.path.join(jobs, jid)
+    try:
+        out["job"] = json.loads(read(os.path.join(d, "job.json")) or "null")
+    except ValueError:
+        out["job"] = None
+    pid = read(os.path.join(d, "pid"))
+    alive = False
+    if pid and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+            alive = True
+            cmdline = read("/proc/%s/cmdline" % pid)
+            if cmdline is not None and "job.sh" not in cmdline:
+                alive = False  # the pid was reused by an unrelated process
+        except PermissionError:
+            alive = True
+        except OSError:
+            alive = False
+    code = read(os.path.join(d, "exit"))
+    out.update(job_dir=d, pid=int(pid) if pid and pid.isdigit() else None, alive=alive,
+               exit_code=int(code) if code and code.lstrip("-").isdigit() else None,
+               run_dir=read(os.path.join(d, "LAST")))
+    progress = None
+    if out["run_dir"]:
+        try:
+            progress = json.loads(read(os.path.join(out["run_dir"], "progress.json")) or "null")
+        except ValueError:
+            progress = None
+    out["progress"] = progress
+    log = os.path.join(d, "log")
+    try:
+        size = os.path.getsize(log)
+        with open(log, "rb") as f:
+            f.seek(min(offset, size))
+            chunk = f.read(65536)
+        out["log"] = chunk.decode("utf-8", "replace")
+        out["log_offset"] = min(offset, size) + len(chunk)
+        out["log_size"] = size
+    except OSError:
+        out.update(log="", log_offset=offset, log_size=0)
+    out["now"] = time.time()
+print(json.dumps(out))
+"""
+
+STARTING_GRACE_S = 60.0  # a job whose pid file has not appeared this long after its start has died
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """What makes two `make remote` calls the same run: re-attach instead of starting another."""
+
+    commit: str
+    profile: str
+    stages: str
+    """Comma-separated stage selection; '' for all."""
+    runtime: str
+
+    def matches(self, job: dict[str, Any]) -> bool:
+        return all(job.get(k) == v for k, v in self.__dict__.items())
+
+
+@dataclass
+class JobStatus:
+    job: dict[str, Any] | None
+    job_dir: str | None = None
+    pid: int | None = None
+    alive: bool = False
+    exit_code: int | None = None
+    run_dir: str | None = None
+    progress: dict[str, Any] | None = None
+    log: str = ""
+    log_offset: int = 0
+    log_size: int = 0
+    now: float = field(default_factory=time.time)
+
+    @property
+    def state(self) -> str:
+        if self.job is None:
+            return "none"
+        if self.exit_code is not None:
+            return "finished"
+        if self.alive:
+            return "running"
+        if self.pid is None and self.now - float(self.job.get("started_epoch", 0)) < STARTING_GRACE_S:
+            return "starting"
+        return "died"
+
+    def describe(self) -> str:
+        """One line: which job, where it is."""
+        if self.job is None:
+            return "no cardtime job on this host"
+        j = self.job
+        head = f"job {j['job_id']} (commit {j['commit'][:12]}, {j['profile']}, {j['stages'] or 'all stages'}, RUNTIME={j['runtime']})"
+        if self.state == "finished":
+            return f"{head}: finished, exit {self.exit_code}; run directory {self.run_dir}"
+        if self.state == "died":
+            return f"{head}: DIED without an exit code (host rebooted or killed?); run directory {self.run_dir or '—'}"
+        return f"{head}: {self.state}; {describe_progress(self.progress)}"
+
+
+def describe_progress(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "no progress yet"
+    text = f"stage {p.get('index')}/{p.get('total')} {p.get('stage')} ({p.get('stage_elapsed_s', 0):.0f} s)"
+    if p.get("message"):
+        text += f": {p['message']}"
+    if p.get("done") is not None and p.get("of"):
+        text += f" [{p['done']}/{p['of']}]"
+    return text
+
+
+def status(remote: Remote, base: str, log_offset: int = 0) -> JobStatus:
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset)], what="cannot read the job's status")
+    data = json.loads(r.stdout.strip().splitlines()[-1])
+    return JobStatus(**{k: v for k, v in data.items() if k in JobStatus.__dataclass_fields__})
+
+
+def new_job_id(key: JobKey, when: datetime | None = None) -> str:
+    when = when or datetime.now(timezone.utc)
+    return f"{when:%Y%m%dT%H%M%SZ}-{key.commit[:12]}-{key.profile}"
+
+
+def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]) -> str:
+    """The POSIX script the detacher runs: pid first, the suite's output to `log`, its exit code last."""
+    q = quote
+    exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
+    return (
+        "#!/bin/sh\n"
+        "# A cardtime run, started detached by `make remote`; `make remote-status` shows where it is.\n"
+        f"echo $$ > {q(job_dir + '/pid')}\n"
+        f"{exports}"
+        "{\n"
+        f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
+        f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
+        f"  {join(argv)}\n"
+        "  code=$?\n"
+        f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
+        f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
+    )
+
+
+def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str:
+    """tmux when present (a person can attach to it); otherwise setsid+nohup, fully detached from the session."""
+    script = job_dir + "/job.sh"
+    if use_tmux:
+        return ["tmux", "new-session", "-d", "-s", "cardtime-" + job_id, "sh", script]
+    # setsid: a new session, so the sshd channel's SIGHUP never reaches it; every stream off the channel.
+    return f"setsid nohup sh {quote(script)} > /dev/null 2>&1 < /dev/null &"
+
+
+def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
+          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> str:
+    """Write the job's files and start it detached; returns the job id."""
+    job_id = new_job_id(key)
+    job_dir = f"{base}/jobs/{job_id}"
+    remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
+    record = {**key.__dict__, "job_id": job_id, "code_dir": code_dir, "argv": argv, "detach": "tmux" if use_tmux else "setsid",
+              "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "started_epoch": time.time(),
+              **(extra or {})}
+    remote.write_text(f"{job_dir}/job.json", json.dumps(record, indent=1) + "\n")
+    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}), mode=0o755)
+    remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
+    remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
+    remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")
+    return job_id
+
+
+def wait_started(remote: Remote, base: str, timeout_s: float = 30.0) -> JobStatus:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        st = status(remote, base)
+        if st.pid is not None or st.exit_code is not None:
+            return st
+        if time.monotonic() > deadline:
+            raise RemoteError(remote.label, f"the detached run did not start within {timeout_s:.0f} s",
+                              command=f"{st.job_dir}/job.sh", hint=f"look at {st.job_dir}/log on the host")
+        time.sleep(0.5)

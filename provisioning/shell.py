@@ -1,0 +1,32 @@
+"""Quoting for everything that reaches a remote shell.
+
+Every remote command is built from an argv list and quoted here, then handed to `sh -c` so the
+login shell of the rented host (bash, zsh, fish…) never parses our values itself:
+
+    sh_command(["git", "-C", "/data/my dir", "checkout", "--detach", commit])
+    → "sh -c 'git -C '\"'\"'/data/my dir'\"'\"' checkout --detach 4f1c…'"
+
+A value such as `x; $(touch /tmp/pwned)` arrives as one literal argument, never as code.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Iterable
+
+
+def quote(value: object) -> str:
+    """One POSIX-shell word for `value`, whatever characters it holds."""
+    return shlex.quote(str(value))
+
+
+def join(argv: Iterable[object]) -> str:
+    """A POSIX command line running exactly `argv`."""
+    return " ".join(quote(a) for a in argv)
+
+
+def sh_command(script: str | Iterable[object]) -> str:
+    """`sh -c <script>`: a POSIX script (or an argv list) run by sh whatever the login shell is."""
+    if not isinstance(script, str):
+        script = join(script)
+    return "sh -c " + quote(script)

@@ -1,0 +1,76 @@
+"""python -m reports RUN_DIR [-o OUT] | python -m reports compare RUN_A RUN_B ... [-o OUT]
+
+    python -m reports runs/20261129T1630Z-box-gloo-cpu
+    report: runs/20261129T1630Z-box-gloo-cpu/report.html
+    12 passed, 0 warned, 0 failed, 9 skipped
+
+Exit status: 0 when the report rendered (whatever the verdicts say; `python -m suite check` judges
+those), 2 when a run directory cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from suite.results import SchemaError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reports",
+                                     description="Render a run directory's report.html, or compare runs.")
+    parser.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR", help="the run directory to report on")
+    parser.add_argument("-o", "--out", type=Path, help="where to write the HTML (default RUN_DIR/report.html)")
+    return parser
+
+
+def build_compare_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reports compare",
+                                     description="One report laying runs side by side; ratios are each run ÷ the first.")
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="two or more run directories; the first is the baseline")
+    parser.add_argument("-o", "--out", type=Path, default=Path("runs/compare.html"),
+                        help="where to write the HTML (default runs/compare.html)")
+    return parser
+
+
+def error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        return main_compare(build_compare_parser().parse_args(argv[1:]))
+    args = build_parser().parse_args(argv)
+    if args.run_dir is None:
+        return error("name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in runs/LAST)")
+    from .report import render_path, summary
+
+    try:
+        out, view = render_path(args.run_dir, args.out)
+    except (FileNotFoundError, SchemaError) as e:
+        return error(str(e))
+    print(f"report: {out}")
+    print(summary(view.counts()))
+    return 0
+
+
+def main_compare(args) -> int:
+    if len(args.runs) < 2:
+        return error("compare needs at least two run directories: python -m reports compare runs/a runs/b")
+    from .compare import render_compare
+
+    try:
+        out, comparison = render_compare(args.runs, args.out)
+    except (FileNotFoundError, SchemaError) as e:
+        return error(str(e))
+    print(f"comparison: {out}")
+    for line in comparison.summary_lines():
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

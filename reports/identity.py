@@ -1,0 +1,112 @@
+"""Who, where and with what a run was made: host, GPUs, versions, profile, commit, duration — as label/value pairs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from . import fmt
+from .runview import RunView
+
+# Versions a reader looks for first, in this order; any others the stages published follow, sorted.
+KEY_VERSIONS = ("driver", "cuda", "nccl", "torch", "cardtime")
+REHEARSAL_WARNING = ("Rehearsal run on CPU: every performance figure below comes from a CPU and means "
+                     "nothing about GPUs. Only the correctness verdicts and the plumbing count.")
+
+
+def gpus(view: RunView) -> str:
+    """'8 × NVIDIA H100 80GB HBM3' from the topology facts; on a CPU profile, says there are none."""
+    facts = view.manifest.get("facts") or {}
+    names = gpu_names(facts)
+    if names:
+        counted = Counter(names)
+        return ", ".join(f"{n} × {name}" for name, n in counted.items())
+    if view.profile.get("device") == "cpu":
+        return "none (CPU profile)"
+    return "not recorded (the topology stage did not publish them)"
+
+
+def gpu_names(facts: dict[str, Any]) -> list[str]:
+    """GPU names from whichever shape the topology stage published: a list of names or of dicts with a name."""
+    for key in ("gpus", "gpu_names", "gpu"):
+        value = facts.get(key)
+        if isinstance(value, dict):
+            value = value.get("names") or value.get("gpus") or list(value.values())
+        if isinstance(value, list) and value:
+            names = []
+            for item in value:
+                if isinstance(item, dict):
+                    item = item.get("name") or item.get("product_name") or item.get("model")
+                if item:
+                    names.append(str(item))
+            if names:
+                return names
+    topology = facts.get("topology")
+    if isinstance(topology, dict):
+        return gpu_names({k: v for k, v in topology.items() if k != "topology"})
+    return []
+
+
+def versions(view: RunView) -> str:
+    recorded = {k: v for k, v in (view.manifest.get("versions") or {}).items() if v not in (None, "")}
+    ordered = [k for k in KEY_VERSIONS if k in recorded] + sorted(k for k in recorded if k not in KEY_VERSIONS)
+    missing = [k for k in KEY_VERSIONS[:3] if k not in recorded]
+    text = ", ".join(f"{k} {recorded[k]}" for k in ordered) or "none recorded"
+    if missing and not view.is_rehearsal:
+        text += f" ({', '.join(missing)} not recorded)"
+    return text
+
+
+def profile(view: RunView) -> str:
+    p = view.profile
+    name = view.manifest.get("profile_name") or p.get("name") or "unknown"
+    details = ", ".join(f"{k} {p[k]}" for k in ("backend", "device", "nproc") if k in p)
+    return f"{name} ({details})" if details else str(name)
+
+
+def commit(view: RunView) -> str:
+    git = view.manifest.get("git") or {}
+    sha = str(git.get("commit") or "unknown")
+    dirty = git.get("dirty")
+    return sha + (" with uncommitted changes" if dirty else "" if dirty is False else " (clean state unknown)")
+
+
+def host(view: RunView) -> str:
+    h = view.manifest.get("host") or {}
+    return str(h.get("hostname") or "unknown")
+
+
+def machine(view: RunView) -> str:
+    h = view.manifest.get("host") or {}
+    parts = [str(h[k]) for k in ("platform",) if h.get(k)]
+    if h.get("cpus"):
+        parts.append(f"{h['cpus']} CPUs")
+    if h.get("python"):
+        parts.append(f"Python {h['python']}")
+    return ", ".join(parts)
+
+
+def identity(view: RunView) -> list[tuple[str, str]]:
+    m = view.manifest
+    return [
+        ("run", view.run_id),
+        ("host", host(view)),
+        ("GPUs", gpus(view)),
+        ("versions", versions(view)),
+        ("profile", profile(view)),
+        ("commit", commit(view)),
+        ("schema", f"version {m.get('schema_version')}"),
+        ("time", fmt.span(m.get("started"), m.get("finished"))),
+        ("machine", machine(view)),
+    ]
+
+
+def banners(view: RunView) -> list[str]:
+    """Warnings a reader must see before anything else."""
+    out = []
+    if view.is_rehearsal:
+        out.append(REHEARSAL_WARNING)
+    if not view.manifest.get("finished"):
+        out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
+                   f"Resume it with `python -m suite run --resume {view.path}`.")
+    return out

@@ -1,0 +1,28 @@
+"""The jinja2 environment: templates under reports/templates/, autoescape always on.
+
+Autoescape is forced for every template (not chosen by file name), so any string from a run —
+a hostname, a GPU name, a log tail — renders as text, whatever markup it holds.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,  # a name the template expects but the context lacks is an error, not a blank
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_template(name: str, context: dict[str, Any]) -> str:
+    return environment().get_template(name).render(**context)

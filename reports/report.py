@@ -1,0 +1,197 @@
+"""One run directory → report.html: identity and verdict board on top, then one section per stage.
+
+    python -m reports runs/20261129T1630Z-box-gloo-cpu        # writes runs/…/report.html
+
+Everything the template shows is prepared here as strings and lists; the template only loops
+(and autoescapes, so a hostname or GPU name holding markup renders as text).
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suite.results import VERDICT_STATUSES, Verdict, atomic_write_text
+from suite.stages import CHECKLIST_ROW, ORDER
+
+from . import figures as figure_modules
+from . import fmt, identity, tables
+from .render import render_template
+from .runview import RunView, load_run
+
+# The board lists failures first; within a status, stages in run order.
+BOARD_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+MAX_RAW_LINKS = 200
+RUN_FILES = ("manifest.json", "verdicts.json", "results.csv", "results.parquet", "expectations.csv")
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    stage: str
+    anchor: str
+    status: str
+    id: str
+    expected: str
+    observed: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Link:
+    href: str
+    text: str
+
+
+@dataclass
+class Section:
+    anchor: str
+    name: str
+    heading: str
+    measures: list[str]
+    wrong: list[str]
+    about: list[str]
+    """Further lines: the CPU face, a missing stage module, the stage's state."""
+    figures: list[figure_modules.Image] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tables: list[tables.Table] = field(default_factory=list)
+    raw_links: list[Link] = field(default_factory=list)
+    raw_titles: list[str] = field(default_factory=list)
+    """["Raw output"] when there are raw files (the template only loops)."""
+
+
+def anchor(stage: str) -> str:
+    return f"stage-{stage}"
+
+
+def summary(counts: dict[str, int]) -> str:
+    """'3 passed, 1 warned, 0 failed, 12 skipped' — the line `python -m reports` and `make rehearse` print."""
+    return (f"{counts['pass']} passed, {counts['warn']} warned, {counts['fail']} failed, "
+            f"{counts['skip']} skipped")
+
+
+def board(verdicts: list[Verdict]) -> list[BoardRow]:
+    position = {name: i for i, name in enumerate(ORDER)}
+
+    def key(v: Verdict) -> tuple:
+        return BOARD_ORDER[v.status], position.get(v.stage, len(ORDER)), v.stage, v.id
+
+    return [BoardRow(stage=v.stage, anchor=anchor(v.stage), status=v.status, id=v.id, expected=v.expected,
+                     observed=v.observed, reason=fmt.first_line(v.reason)) for v in sorted(verdicts, key=key)]
+
+
+def verdict_table(verdicts: list[Verdict]) -> tables.Table:
+    position = {s: i for i, s in enumerate(VERDICT_STATUSES)}
+    rows = [[tables.Cell(v.id), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
+             tables.Cell(v.observed), tables.Cell(v.reason, "reason")]
+            for v in sorted(verdicts, key=lambda v: (BOARD_ORDER[v.status], position[v.status], v.id))]
+    headers = [tables.Cell(h) for h in ("verdict", "status", "expected", "observed", "reason")]
+    return tables.Table(caption="Verdicts", headers=headers, rows=rows)
+
+
+def state_line(view: RunView, stage: str) -> str:
+    state = view.stage_state(stage)
+    if not state:
+        return "not recorded in the manifest"
+    status = state.get("status", "pending")
+    parts = [status]
+    if state.get("attempt"):
+        parts.append(f"attempt {state['attempt']}")
+    if state.get("start"):
+        parts.append(fmt.span(state.get("start"), state.get("end")))
+    if state.get("rows") is not None:
+        parts.append(f"{state['rows']} rows")
+    if status == "pending":
+        parts.append("did not run")
+    return "state: " + " · ".join(parts)
+
+
+def relative_href(target: Path, out_dir: Path) -> str:
+    """A link that works wherever the run directory and its report travel together (relative, URL-quoted)."""
+    return urllib.parse.quote(Path(os.path.relpath(target, out_dir)).as_posix())
+
+
+def raw_links(view: RunView, stage: str, out_dir: Path) -> tuple[list[Link], list[str]]:
+    folder = view.path / "raw" / stage
+    if not folder.is_dir():
+        return [], []
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not any(
+        part.startswith(".") for part in p.relative_to(folder).parts))
+    links = []
+    for p in files[:MAX_RAW_LINKS]:
+        links.append(Link(href=relative_href(p, out_dir),
+                          text=f"{p.relative_to(view.path).as_posix()} ({fmt.file_size(p.stat().st_size)})"))
+    notes = [f"first {MAX_RAW_LINKS} of {len(files)} raw files linked"] if len(files) > MAX_RAW_LINKS else []
+    return links, notes
+
+
+def section(view: RunView, stage: str, out_dir: Path) -> Section:
+    text = view.text(stage)
+    about = []
+    if text.missing:
+        about.append(text.missing)
+    elif view.is_rehearsal:
+        about.append(f"On CPU: {text.rehearsal}" if text.rehearsal
+                     else "No CPU face: this stage needs GPUs and is skipped in a rehearsal.")
+    about.append(state_line(view, stage))
+    number = CHECKLIST_ROW.get(stage)
+    out = Section(
+        anchor=anchor(stage),
+        name=stage,
+        heading=f"{stage} (checklist #{number})" if number else stage,
+        measures=[f"Measures: {text.measures}"] if text.measures else [],
+        wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
+        about=about,
+    )
+    rows, expectations = view.stage_rows(stage), view.stage_expectations(stage)
+    made = figure_modules.stage_figures(stage, rows, expectations, view.facts)
+    out.notes.extend(made.notes)
+    for i, fig in enumerate(made.figures, start=1):
+        image, note = figure_modules.render(fig, f"{stage} figure {i}")
+        if image:
+            out.figures.append(image)
+        if note:
+            out.notes.append(note)
+    verdicts = view.stage_verdicts(stage)
+    if verdicts:
+        out.tables.append(verdict_table(verdicts))
+    if len(expectations):
+        out.tables.append(tables.expectation_table(expectations, rows))
+    if len(rows):
+        out.tables.append(tables.rows_table(rows))
+    out.raw_links, link_notes = raw_links(view, stage, out_dir)
+    out.raw_titles = ["Raw output"] if out.raw_links else []
+    out.notes.extend(link_notes)
+    return out
+
+
+def context(view: RunView, out_path: Path) -> dict[str, Any]:
+    counts = view.counts()
+    return {
+        "title": f"cardtime report — {view.run_id}",
+        "run_id": view.run_id,
+        "banners": identity.banners(view),
+        "identity": identity.identity(view),
+        "summary": summary(counts),
+        "counts": [(status, counts[status]) for status in ("fail", "warn", "pass", "skip")],
+        "board": board(view.verdicts),
+        "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
+        "sections": [section(view, s, out_path.parent) for s in view.stages()],
+        "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES
+                  if (view.path / name).exists()],
+    }
+
+
+def render_run(view: RunView, out_path: Path | None = None) -> Path:
+    """Write the report (default RUN_DIR/report.html) and return its path."""
+    out_path = Path(out_path) if out_path else view.path / "report.html"
+    html = render_template("report.html", context(view, out_path))
+    atomic_write_text(out_path, html)
+    return out_path
+
+
+def render_path(run_dir: Path, out_path: Path | None = None) -> tuple[Path, RunView]:
+    view = load_run(run_dir)
+    return render_run(view, out_path), view

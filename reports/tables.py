@@ -1,0 +1,102 @@
+"""A stage's rows and expectations as display tables (strings only; the template just loops).
+
+The expectation table puts each predicted value beside what was measured for it: the rows of the
+same case and metric whose parameters agree with every parameter the expectation names; the
+observed value is their median (over ranks and repeats), with how many rows it summarises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from suite.results import PARAM_COLUMNS
+
+from . import fmt
+from .runview import is_missing
+
+MAX_TABLE_ROWS = 300
+"""Rows shown per table; the rest stay in results.csv / expectations.csv (a sweep has thousands)."""
+
+NUMERIC = {"value", "expected", "observed", "observed / expected", "n", *PARAM_COLUMNS} - {
+    "dtype", "redop", "placement", "source", "algo", "overlap"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    cls: str = ""
+
+
+@dataclass
+class Table:
+    caption: str
+    headers: list[Cell]
+    rows: list[list[Cell]]
+    notes: list[str] = field(default_factory=list)
+
+
+def make_table(caption: str, headers: list[str], rows: list[list[str]], total: int | None = None,
+               where: str = "") -> Table:
+    """A table of strings; numeric columns right-aligned; truncated to MAX_TABLE_ROWS with a note saying where the rest is."""
+    classes = ["num" if h in NUMERIC else "" for h in headers]
+    total = len(rows) if total is None else total
+    shown = rows[:MAX_TABLE_ROWS]
+    notes = []
+    if total > len(shown):
+        notes.append(f"first {len(shown)} of {total} rows shown; all of them are in {where}")
+    return Table(
+        caption=caption,
+        headers=[Cell(h, c) for h, c in zip(headers, classes)],
+        rows=[[Cell(text, c) for text, c in zip(row, classes)] for row in shown],
+        notes=notes,
+    )
+
+
+def used_params(frame: pd.DataFrame) -> list[str]:
+    """Parameter columns with at least one value in this frame (a stage uses a handful of the fourteen)."""
+    return [c for c in PARAM_COLUMNS if c in frame.columns and frame[c].notna().any()]
+
+
+def rows_table(rows: pd.DataFrame) -> Table:
+    params = used_params(rows)
+    has_text = "text" in rows.columns and rows["text"].notna().any()
+    headers = ["case", "metric", "value", "unit", *params, *(["text"] if has_text else [])]
+    body = [[fmt.cell(h, record.get(h)) for h in headers] for record in rows.head(MAX_TABLE_ROWS).to_dict("records")]
+    return make_table("Measurements", headers, body, total=len(rows), where="results.csv / results.parquet")
+
+
+def expectation_table(expectations: pd.DataFrame, rows: pd.DataFrame) -> Table:
+    params = used_params(expectations)
+    headers = ["case", "metric", *params, "expected", "observed", "n", "unit", "observed / expected", "basis"]
+    body = []
+    for e in expectations.head(MAX_TABLE_ROWS).to_dict("records"):
+        values = matching_values(e, rows)
+        observed = float(values.median()) if len(values) else float("nan")
+        ratio = observed / e["value"] if len(values) and e["value"] not in (0, None) else float("nan")
+        body.append([
+            fmt.cell("case", e["case"]), fmt.cell("metric", e["metric"]),
+            *[fmt.cell(p, e.get(p)) for p in params],
+            fmt.number(e["value"]),
+            fmt.number(observed) if len(values) else "not measured",
+            str(len(values)),
+            fmt.cell("unit", e["unit"]),
+            fmt.number(ratio) if len(values) else "",
+            fmt.cell("basis", e.get("basis")),
+        ])
+    return make_table("Expected (before the run) and observed", headers, body, total=len(expectations),
+                      where="expectations.csv")
+
+
+def matching_values(expectation: dict, rows: pd.DataFrame) -> pd.Series:
+    """Finite values of the rows this expectation predicts: same case and metric, and every parameter it names."""
+    if rows.empty:
+        return pd.Series([], dtype="float64")
+    mask = (rows["case"] == expectation["case"]) & (rows["metric"] == expectation["metric"])
+    for column in PARAM_COLUMNS:
+        value = expectation.get(column)
+        if not is_missing(value):
+            mask &= rows[column] == value
+    values = rows.loc[mask.fillna(False), "value"].astype("float64")
+    return values[values.notna()]

@@ -1,0 +1,394 @@
+"""nccl-tests output (text or `-J` JSON) → one dict, as `python -m suite parse nccl-tests FILE --json` prints it.
+
+    python -m suite parse nccl-tests raw/bandwidth/all_reduce_perf.out --json
+
+    {"collective": "all_reduce", "nranks": 8,
+     "rows": [{"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+               "oop": {"time_us": 24.7, "algbw": 0.0, "busbw": 0.0, "wrong": 0}, "ip": {...}}, ...],
+     "avg_busbw": 139.56, "oob": {"count": 0, "ok": true}, "complete": true, "reason": null,
+     "wrong_kind": "count"}
+
+`null` wherever the output does not say. Every data row the output prints is kept, in order
+(the zero-size rows of reduce_scatter/all_gather at sizes below nranks × 4 included).
+
+The eras this reads (from nccl-tests' own source history and real captures, tests/data/nccl-tests/):
+
+* 2017–2019: `bytes N type op time algbw busbw res`, time in **ms**, no units line, preamble and
+  footer without `#`; per-collective parameter columns (all_gather: no op; broadcast: root only).
+* 2019–2022: `size count type redop [root] time algbw busbw error` with a units line `(us)`;
+  `error` is a maximum deviation (`2e-07`), not a count; alltoall prints an empty redop field.
+* 2022 → 2.19: one column set `size count type redop root time algbw busbw #wrong` (twice),
+  `#wrong` a count printed with %g (`2.68435e+08`), `N/A` where not checked; `Group` in rank lines;
+  version and `Collective test starting:` lines; `-I` adds `i_min i_max i_p99 i_cv%` per half; `-T`
+  a trailing timestamp; `cputime` instead of `time` with `-C`.
+* `-J file.json` (format version 3): results[] with out_of_place/in_place {time|cpu_time, alg_bw,
+  bus_bw, nwrong}; NaN written as the string "nan".
+
+Anything else on a line of its own is ignored: NCCL INFO/WARN, `NCCL version`, MPI warnings,
+rccl-tests' extra lines, shell prompts. `mpirun --tag-output` prefixes (`[1,0]<stdout>:`) are
+stripped first. A run that hangs after the header or aborts mid-table keeps the rows printed so
+far with `complete: false` and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from . import ParseError
+
+# Program names nccl-tests builds (`<name>_perf`), longest match first where one contains another.
+PROGRAMS = ("all_reduce", "all_gather", "reduce_scatter", "alltoallv", "alltoall", "broadcast", "sendrecv",
+            "hypercube", "gather", "scatter", "reduce")
+
+MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?")
+RANK_LINE = re.compile(
+    r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)"
+    r"\s+\[[^\]]*\]\s*(?P<name>.*?)\s*$"
+)
+PROGRAM_LINE = re.compile(r"Collective test (?:starting|concluded):\s*(\S+)")
+PROGRAM_WORD = re.compile(r"(?:^|[/\s=])([a-z_]+?)_perf(?:_mpi)?\b")
+OOB_LINE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+AVG_LINE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
+PREAMBLE = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
+TIMESTAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
+# Lines that end a run (NCCL WARN alone does not: healthy runs print some).
+FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*|Segmentation fault.*|Aborted.*|terminate called.*|"
+                     r"mpirun noticed.*|srun: error.*|Invalid number of GPUs.*)")
+
+TIME_NAMES = ("time", "cputime")
+PARAM_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
+WRONG_NAMES = {"#wrong": "count", "error": "max_deviation", "res": "max_deviation"}
+EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
+
+# Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
+HEADERLESS = {
+    13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+    12: "size count type redop time algbw busbw error time algbw busbw error",
+    11: "size count type time algbw busbw error time algbw busbw error",
+}
+
+
+def parse_file(path: str | Path) -> dict[str, Any]:
+    """Read `path` (text or -J JSON); the file's name helps name the collective when the output does not."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    return parse(text, name_hint=path.name)
+
+
+def parse(text: str, name_hint: str = "") -> dict[str, Any]:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return parse_json(stripped, name_hint)
+    return parse_text(text, name_hint)
+
+
+# ---------------------------------------------------------------- text
+
+
+class _Table:
+    """The column layout announced by a header line."""
+
+    def __init__(self, tokens: list[str], time_unit_s: float) -> None:
+        tokens = [PARAM_ALIASES.get(t, t) for t in tokens]
+        first_time = next(i for i, t in enumerate(tokens) if t in TIME_NAMES)
+        self.params = tokens[:first_time]
+        self.timestamp = tokens[-1] == "timestamp"
+        perf = tokens[first_time:-1] if self.timestamp else tokens[first_time:]
+        self.groups: list[list[str]] = []
+        for t in perf:
+            if t in TIME_NAMES:
+                self.groups.append([])
+            self.groups[-1].append(t)
+        self.time_unit_s = time_unit_s
+        wrong = [t for t in perf if t in WRONG_NAMES]
+        self.wrong_kind = WRONG_NAMES[wrong[0]] if wrong else None
+
+    @property
+    def perf_width(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+def _header_tokens(line: str) -> list[str] | None:
+    """The column names of a header line (`#  size  count  type ... time algbw busbw #wrong ...`), else None."""
+    body = line.lstrip("#").split()
+    if len(body) < 5 or body[0] not in ("size", "bytes") or body[1] not in ("count", "N"):
+        return None
+    if not any(t in TIME_NAMES for t in body):
+        return None
+    return body
+
+
+def _number(token: str) -> float | None:
+    """A printed number; None for N/A, nan, or anything that is not a number."""
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _int_or_float(value: float | None) -> int | float | None:
+    if value is None:
+        return None
+    return int(value) if value == int(value) and abs(value) < 2**63 else value
+
+
+def _is_int(token: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+", token))
+
+
+def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
+    lines = [MPI_TAG.sub("", raw.rstrip("\r\n")) for raw in text.splitlines()]
+    collective = None
+    ranks: set[int] = set()
+    table: _Table | None = None
+    pending_header: list[str] | None = None
+    rows: list[dict[str, Any]] = []
+    avg = None
+    oob = None
+    saw_preamble = False
+    saw_header = False
+    failure = None
+    partial = None
+    version = None
+
+    for index, line in enumerate(lines):
+        s = line.strip()
+        if not s:
+            continue
+        m = PROGRAM_LINE.search(s)
+        if m and collective is None:
+            collective = program_name(m.group(1))
+        if s.startswith("# nccl-tests version") or s.startswith("rccl-tests: Version"):
+            version = s.lstrip("# ").strip()
+            continue
+        if PREAMBLE.match(s):
+            saw_preamble = True
+            continue
+        m = RANK_LINE.match(s)
+        if m:
+            ranks.add(int(m.group("rank")))
+            continue
+        tokens = _header_tokens(s)
+        if tokens is not None:
+            pending_header = tokens
+            saw_header = True
+            # 2017-era headers have no units line and print time in ms; a units line below says otherwise.
+            table = _Table(tokens, 1e-3 if tokens[0] == "bytes" else 1e-6)
+            continue
+        if s.startswith("#") and "(B)" in s and pending_header is not None:
+            if "(ms)" in s:
+                table = _Table(pending_header, 1e-3)
+            elif "(us)" in s:
+                table = _Table(pending_header, 1e-6)
+            continue
+        m = OOB_LINE.match(s)
+        if m:
+            oob = {"count": int(m.group(1)), "ok": (m.group(2) or ("OK" if m.group(1) == "0" else "FAILED")) == "OK"}
+            continue
+        m = AVG_LINE.match(s)
+        if m:
+            avg = _number(m.group(1))
+            continue
+        if s.startswith("#"):
+            continue
+        toks = s.split()
+        if len(toks) >= 2 and _is_int(toks[0]) and _is_int(toks[1]):
+            layout = table or _headerless(len(toks))
+            row = _parse_row(s, layout) if layout else None
+            if row is None:
+                partial = partial or f"line {index + 1} is a cut-off table row: {s[:80]!r}"
+                continue
+            rows.append(row)
+            continue
+        m = FAILURE.search(s)
+        if m and failure is None:
+            failure = m.group(1).strip()
+        if collective is None:
+            w = PROGRAM_WORD.search(s)
+            if w and w.group(1) in PROGRAMS:
+                collective = w.group(1)
+
+    if not rows and not saw_header and not saw_preamble and avg is None:
+        raise ParseError("not nccl-tests output: no preamble (nThread … nGpus), no table header, no data rows")
+
+    if collective is None and name_hint:
+        collective = program_name(name_hint)
+    nranks = len(ranks) if ranks else _nranks_from_ratio(collective, rows)
+    complete = avg is not None and failure is None and partial is None
+    reason = None
+    if not complete:
+        last = f" (last size {rows[-1]['size']} B)" if rows else ""
+        if failure:
+            reason = f"the run aborted after {len(rows)} rows{last}: {failure}"
+        elif partial:
+            reason = f"{partial}; {len(rows)} rows before it"
+        elif not saw_header:
+            reason = "the output stops before the table header: the run hung or died during initialisation"
+        elif not rows:
+            reason = "the output stops after the table header: the run hung or was killed before the first size"
+        else:
+            reason = f"no footer after {len(rows)} rows{last}: the run hung, was killed, or the capture is cut"
+    return {
+        "collective": collective,
+        "nranks": nranks,
+        "rows": rows,
+        "avg_busbw": avg,
+        "oob": oob,
+        "complete": complete,
+        "reason": reason,
+        "wrong_kind": table.wrong_kind if table else None,
+        "version": version,
+    }
+
+
+def _headerless(width: int) -> _Table | None:
+    spec = HEADERLESS.get(width)
+    return _Table(spec.split(), 1e-6) if spec else None
+
+
+def _parse_row(line: str, table: _Table) -> dict[str, Any] | None:
+    """One data row by the table's layout, read from the right (an empty redop field shifts nothing); None if cut off."""
+    if table.timestamp:
+        line = TIMESTAMP_TAIL.sub("", line)
+    toks = line.split()
+    width = table.perf_width
+    if len(toks) < 3 + width:
+        return None
+    perf, params = toks[len(toks) - width:], toks[: len(toks) - width]
+    for group_tokens in _chunks(perf, table.groups):
+        time_token = group_tokens[0]
+        if _number(time_token) is None and time_token.lower() != "nan":
+            return None
+    row: dict[str, Any] = {"size": int(params[0]), "count": int(params[1]),
+                           "type": params[2] if len(params) > 2 else None, "redop": None, "root": None}
+    rest, names = params[3:], [n for n in table.params[3:] if n in ("redop", "root")]
+    if len(rest) > len(names):
+        return None
+    if len(rest) == len(names):
+        for name, tok in zip(names, rest):
+            row[name] = int(tok) if name == "root" and _is_int(tok) else tok
+    else:  # a blank field (old alltoall's redop): place what is there by its look
+        for tok in rest:
+            if _is_int(tok) and "root" in names:
+                row["root"] = int(tok)
+            elif "redop" in names:
+                row["redop"] = tok
+    halves = []
+    for names_, values in zip(table.groups, _chunks(perf, table.groups)):
+        half: dict[str, Any] = {}
+        for name, tok in zip(names_, values):
+            value = _number(tok)
+            if name in TIME_NAMES:  # ms (2017 era) → µs; µs kept exactly as printed
+                half["time_us"] = None if value is None else (value * 1000 if table.time_unit_s == 1e-3 else value)
+            elif name == "algbw":
+                half["algbw"] = value
+            elif name == "busbw":
+                half["busbw"] = value
+            elif name in WRONG_NAMES:
+                half["wrong"] = _int_or_float(value)
+            elif name in EXTRA_NAMES:
+                half[EXTRA_NAMES[name]] = value
+        halves.append(half)
+    row["oop"] = halves[0] if halves else None
+    row["ip"] = halves[1] if len(halves) > 1 else None
+    return row
+
+
+def _chunks(tokens: list[str], groups: list[list[str]]) -> list[list[str]]:
+    out, at = [], 0
+    for g in groups:
+        out.append(tokens[at: at + len(g)])
+        at += len(g)
+    return out
+
+
+def program_name(text: str) -> str | None:
+    """`./build/all_reduce_perf_mpi` or `03-k80-all_reduce-….txt` → `all_reduce`; None when no program is named."""
+    base = Path(text).name
+    for name in PROGRAMS:
+        if re.search(rf"(?:^|[^a-z]){name}(?:_perf|[^a-z]|$)", base):
+            return name
+    return None
+
+
+def _nranks_from_ratio(collective: str | None, rows: list[dict[str, Any]]) -> int | None:
+    """n from busbw/algbw where the output has no rank lines: all_reduce 2(n−1)/n, gather/scatter-like (n−1)/n."""
+    if collective not in ("all_reduce", "all_gather", "reduce_scatter", "alltoall"):
+        return None
+    best = None
+    for row in rows:
+        half = row.get("oop") or {}
+        if half.get("algbw") and half.get("busbw") is not None and (best is None or half["algbw"] > best["algbw"]):
+            best = half
+    if best is None:
+        return None
+    r = best["busbw"] / best["algbw"]
+    k = 2.0 if collective == "all_reduce" else 1.0
+    if r >= k * 0.999:
+        return None
+    n = k / (k - r)
+    return round(n) if abs(n - round(n)) / n < 0.05 and round(n) >= 2 else None
+
+
+# ---------------------------------------------------------------- -J JSON
+
+
+def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
+    """nccl-tests' `-J` report (format version 3); a report cut short (the run died) is read as far as it goes."""
+    complete = True
+    reason = None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
+                         f"if the run died mid-way, parse its stdout instead") from None
+    if not isinstance(data, dict) or "results" not in data and "config" not in data:
+        raise ParseError("JSON without nccl-tests' keys (config, results): not an nccl-tests -J report")
+    version = data.get("version")
+    if version is not None and version != 3:
+        reason = f"JSON format version {version}; this parser reads version 3"
+    args = data.get("args") or []
+    collective = program_name(args[0]) if args else None
+    if collective is None and name_hint:
+        collective = program_name(name_hint)
+    devices = (data.get("config") or {}).get("devices") or []
+    nranks = len({d.get("rank") for d in devices}) or None
+    rows = []
+    for r in data.get("results") or []:
+        root = r.get("root")
+        root = int(str(root).strip()) if root is not None and _is_int(str(root).strip()) else None
+        rows.append({"size": r.get("size"), "count": r.get("count"), "type": r.get("type"),
+                     "redop": r.get("redop"), "root": root,
+                     "oop": _json_half(r.get("out_of_place")), "ip": _json_half(r.get("in_place"))})
+    avg = (data.get("average_bus_bandwidth") or {}).get("bandwidth")
+    oob_data = data.get("out_of_bounds")
+    oob = {"count": oob_data.get("count"), "ok": bool(oob_data.get("okay"))} if oob_data else None
+    if oob_data is None or "end_time" not in data:
+        complete = False
+        reason = reason or f"the report has no footer (out_of_bounds, end_time) after {len(rows)} rows"
+    errors = [e for e in data.get("errors") or [] if e]
+    if errors:
+        complete = False
+        reason = "errors: " + "; ".join(errors)
+    return {"collective": collective, "nranks": nranks if nranks else _nranks_from_ratio(collective, rows),
+            "rows": rows, "avg_busbw": _json_number(avg), "oob": oob, "complete": complete and reason is None,
+            "reason": reason, "wrong_kind": "count", "version": f"json {version}"}
+
+
+def _json_number(value: Any) -> float | None:
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    return None  # "nan" and anything else
+
+
+def _json_half(half: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not half:
+        return None
+    time = half.get("time", half.get("cpu_time"))
+    return {"time_us": _json_number(time), "algbw": _json_number(half.get("alg_bw")),
+            "busbw": _json_number(half.get("bus_bw")), "wrong": _int_or_float(_json_number(half.get("nwrong")))}

@@ -1,0 +1,221 @@
+"""What wrong looks like in a GPU topology (CHECKLIST row 1): pure rules over the link matrix.
+
+The topology stage's judge() and `python -m suite parse topo` both call judge_topology().
+
+A box is one of:
+  switched     every GPU reaches every other over NVLink (NVSwitch, or a full point-to-point mesh
+               such as a 4-GPU HGX): every GPU pair must read NV#, all with the same count.
+  nvlink-mesh  some pairs NVLink by design, others not (DGX-1's hybrid cube mesh, NVLink-bridged
+               pairs, POWER9 boxes): pairs without NVLink are by design and do not fail.
+  pcie         no NVLink at all: passes, unless the GPU model ships NVLink (SXM boards), where PCIe
+               between GPUs means a slot, baseboard or virtualisation problem.
+
+Telling a switched box with broken links from a mesh without knowing the GPU model: in a switched
+box each GPU has NVLink to all n−1 others, and one broken GPU still leaves the rest with n−2 NVLink
+peers; in a point-to-point mesh no GPU comes close (DGX-1: 4 of 7 peers; bridged pairs: 1). So with
+4 or more GPUs, a GPU with ≥ n−2 NVLink peers marks the box as switched. The GPU model, when known
+(the stage reads it from `nvidia-smi -L`), overrides this: SXM boards from A100 on are switched or
+fully meshed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .parsers.topo import Topology, nvlink_count
+from .results import Verdict
+
+STAGE = "topology"
+CROSS_NUMA_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS: across the CPU sockets' interconnect
+PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+
+# GPU models whose boards put every GPU pair on NVLink (NVSwitch, or a full mesh on 4-GPU HGX boards).
+# V100/P100 SXM2 are left out: DGX-1 is a point-to-point cube mesh, DGX-2 is switched; the matrix decides.
+_FULL_NVLINK_MODELS = re.compile(r"\b(?:A100-SXM|A800-SXM|H100 80GB HBM3|H100 SXM|H800|H200|H20|B200|B300|GB200|GB300)\b")
+_NOT_FULL_NVLINK = re.compile(r"PCIe|NVL\b|V100|P100", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class BoxKind:
+    kind: str
+    """switched, nvlink-mesh, pcie or single."""
+    why: str
+    """One phrase: how the kind was decided."""
+
+
+def expects_full_nvlink(model: str | None) -> bool:
+    """True for GPU models sold on boards that link every GPU pair over NVLink (A100/H100/H200/B200 SXM…)."""
+    if not model or _NOT_FULL_NVLINK.search(model):
+        return False
+    return bool(_FULL_NVLINK_MODELS.search(model)) or "SXM" in model
+
+
+def common_model(gpu_names: Iterable[str] | None) -> str | None:
+    names = [n for n in (gpu_names or []) if n]
+    return Counter(names).most_common(1)[0][0] if names else None
+
+
+def nvlink_degrees(gpus: list[str], links: Mapping[str, str]) -> dict[str, int]:
+    """How many NVLink peers each GPU has."""
+    degree = {g: 0 for g in gpus}
+    for pair, link in links.items():
+        if nvlink_count(link):
+            a, b = pair.split("-")
+            degree[a] += 1
+            degree[b] += 1
+    return degree
+
+
+def classify(gpus: list[str], links: Mapping[str, str], model: str | None = None) -> BoxKind:
+    n = len(gpus)
+    if n < 2:
+        return BoxKind("single", "one GPU")
+    nv_pairs = [p for p, link in links.items() if nvlink_count(link)]
+    if expects_full_nvlink(model):
+        return BoxKind("switched", f"{model} boards link every GPU pair over NVLink")
+    if not nv_pairs:
+        return BoxKind("pcie", "no GPU pair has NVLink")
+    if len(nv_pairs) == len(links):
+        return BoxKind("switched", "every GPU pair has NVLink")
+    most = max(nvlink_degrees(gpus, links).values())
+    if n >= 4 and most >= n - 2:
+        return BoxKind("switched", f"a GPU has NVLink to {most} of {n - 1} peers, as on an NVSwitch board")
+    return BoxKind("nvlink-mesh", f"at most {most} of {n - 1} NVLink peers per GPU: a point-to-point mesh")
+
+
+def link_summary(links: Mapping[str, str]) -> str:
+    """'28×NV18', '16×NV1/NV2 + 12×SYS', '28×SYS': how the GPU pairs are linked."""
+    counts = Counter(links.values())
+    nv = sorted((k for k in counts if nvlink_count(k)), key=nvlink_count)
+    other = sorted(k for k in counts if not nvlink_count(k))
+    parts = []
+    if nv:
+        parts.append(f"{sum(counts[k] for k in nv)}×{'/'.join(nv)}")
+    parts += [f"{counts[k]}×{k}" for k in other]
+    return " + ".join(parts) if parts else "no GPU pairs"
+
+
+def link_class(links: Mapping[str, str], gpus: list[str], model: str | None = None) -> str:
+    """What later stages need to pick a link peak: 'NV18' (switched), 'NVLink mesh', 'PCIe', 'single'."""
+    kind = classify(gpus, links, model).kind
+    if kind == "switched":
+        counts = sorted({nvlink_count(v) for v in links.values() if nvlink_count(v)})
+        return f"NV{counts[0]}" if counts else "PCIe"
+    return {"nvlink-mesh": "NVLink mesh", "pcie": "PCIe", "single": "single"}[kind]
+
+
+def numa_groups(gpus: list[str], numa_affinity: Mapping[str, str | None] | None,
+                cpu_affinity: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """Each GPU's NUMA node ('node 1'), or its CPU set ('cpus 0-11,24-35') where the table has no NUMA column."""
+    out: dict[str, str | None] = {}
+    for g in gpus:
+        numa = (numa_affinity or {}).get(g)
+        cpus = (cpu_affinity or {}).get(g)
+        if numa and numa.isdigit():
+            out[g] = f"node {numa}"
+        elif cpus and cpus != "N/A":
+            out[g] = f"cpus {cpus}"
+        else:
+            out[g] = None
+    return out
+
+
+def cross_numa_pairs(links: Mapping[str, str], groups: Mapping[str, str | None]) -> list[str]:
+    """GPU pairs whose traffic crosses the CPU interconnect: SYS/SOC, or PCIe between GPUs of different NUMA nodes."""
+    out = []
+    for pair, link in links.items():
+        if nvlink_count(link):
+            continue
+        a, b = pair.split("-")
+        differ = groups.get(a) is not None and groups.get(b) is not None and groups[a] != groups[b]
+        if link in CROSS_NUMA_LINKS or differ:
+            out.append(pair)
+    return out
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[str] | None = None) -> Verdict:
+    """topology.links: the GPU×GPU link types judged against the kind of box."""
+    model = common_model(gpu_names)
+    box = classify(gpus, links, model)
+    summary = link_summary(links)
+    vid = f"{STAGE}.links"
+    if box.kind == "single":
+        return Verdict(id=vid, stage=STAGE, status="skip", expected="GPU pairs to judge",
+                       observed=f"{len(gpus)} GPU", reason="one GPU: there is no GPU pair to judge")
+    nv = {p: nvlink_count(v) for p, v in links.items() if nvlink_count(v)}
+    if box.kind == "switched":
+        not_nv = [p for p in links if p not in nv]
+        counts = Counter(nv.values())
+        want = counts.most_common(1)[0][0] if counts else None
+        odd = [p for p, c in nv.items() if c != want]
+        expected = f"every GPU pair NV{want if want else '#'}, one NVLink count ({box.why})"
+        if not not_nv and not odd:
+            return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
+                           reason=f"switched NVLink box: all {len(links)} GPU pairs on NVLink with the same count")
+        problems = []
+        if not_nv:
+            problems.append(f"{', '.join(f'{p} {links[p]}' for p in not_nv[:6])}"
+                            f"{' …' if len(not_nv) > 6 else ''} without NVLink")
+        if odd:
+            problems.append(f"{', '.join(f'{p} {links[p]}' for p in odd[:6])} with a different NVLink count")
+        return Verdict(
+            id=vid, stage=STAGE, status="fail", expected=expected, observed=summary,
+            reason=("; ".join(problems) + ": on a switched box this means NVLinks are down or the GPUs are "
+                    "split across VMs/partitions. Check `nvidia-smi nvlink -s`, the fabric manager "
+                    "(`systemctl status nvidia-fabricmanager`) and `nvidia-smi -q` Fabric state; ask the "
+                    "provider for a healthy node before measuring"),
+        )
+    if box.kind == "nvlink-mesh":
+        degree = nvlink_degrees(gpus, links)
+        isolated = [g for g in gpus if degree[g] == 0]
+        expected = "point-to-point NVLink mesh: each GPU with at least one NVLink peer"
+        if isolated:
+            return Verdict(
+                id=vid, stage=STAGE, status="warn", expected=expected, observed=summary,
+                reason=(f"{', '.join(isolated)} {'has' if len(isolated) == 1 else 'have'} no NVLink peer while "
+                        f"other GPUs do: a bridge is missing or its links are down (`nvidia-smi nvlink -s`); "
+                        f"keep {', '.join(isolated)} out of tensor-parallel groups"),
+            )
+        return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
+                       reason=f"{box.why}; the {len(links) - len(nv)} pairs without NVLink are by design")
+    # PCIe only
+    expected = "PCIe between GPUs" + (f" ({model} is not an NVLink board)" if model else "")
+    return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
+                   reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak")
+
+
+def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
+    """topology.numa: notes GPU pairs whose traffic crosses NUMA nodes (never a failure by itself)."""
+    vid = f"{STAGE}.numa"
+    if len(gpus) < 2:
+        return Verdict(id=vid, stage=STAGE, status="skip", expected="GPU pairs to place",
+                       observed=f"{len(gpus)} GPU", reason="one GPU: no GPU pair can cross NUMA nodes")
+    crossing = cross_numa_pairs(links, groups)
+    nodes = sorted({g for g in groups.values() if g})
+    expected = "GPU pairs without NVLink kept inside one NUMA node where possible"
+    if not crossing:
+        return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed="no GPU pair crosses NUMA nodes",
+                       reason="every GPU pair is on NVLink or under one NUMA node")
+    shown = ", ".join(crossing[:8]) + (" …" if len(crossing) > 8 else "")
+    by_group = "; ".join(f"{grp}: {' '.join(g for g in gpus if groups.get(g) == grp)}" for grp in nodes)
+    return Verdict(
+        id=vid, stage=STAGE, status="pass", expected=expected,
+        observed=f"{len(crossing)} of {len(links)} GPU pairs cross NUMA nodes: {shown}",
+        reason=(f"noted: these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
+                f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"),
+    )
+
+
+def judge_topology(topology: Topology, gpu_names: Iterable[str] | None = None) -> list[Verdict]:
+    """Both topology verdicts for one parsed matrix (the stage adds GPU names from `nvidia-smi -L`)."""
+    groups = numa_groups(topology.gpus, topology.numa_affinity, topology.cpu_affinity)
+    return [
+        judge_links(topology.gpus, topology.links, gpu_names),
+        judge_numa(topology.gpus, topology.links, groups),
+    ]

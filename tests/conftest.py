@@ -1,0 +1,35 @@
+"""Shared fixtures. The rehearsal runs once per test session and serves every test that reads a real run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def run_suite(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path = REPO,
+              **kwargs) -> subprocess.CompletedProcess:
+    """`python -m suite ARGS` as a user runs it; output captured."""
+    return subprocess.run([PYTHON, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def rehearsal_run(tmp_path_factory) -> Path:
+    """The full gloo-cpu rehearsal, run once: its run directory (report rendered too)."""
+    out = tmp_path_factory.mktemp("rehearsal")
+    last = out / "LAST"
+    result = run_suite("run", "--profile", "gloo-cpu", "--out", str(out), "--record-last", str(last))
+    assert last.exists(), f"the rehearsal did not start:\n{result.stderr[-3000:]}"
+    run_dir = Path(last.read_text().strip())
+    report = subprocess.run([PYTHON, "-m", "reports", str(run_dir)], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    run_dir.joinpath("rehearsal-output.txt").write_text(
+        f"exit {result.returncode}\n{result.stderr}\n--- reports ---\n{report.stdout}{report.stderr}")
+    return run_dir
