@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import procs, stages
+from . import procs, stagecode, stages
 from .config import Profile, profile_from_dict
 from .context import StageContext
 from .launch import LaunchError, log_tail
@@ -171,7 +171,8 @@ def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
 def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress) -> None:
     module = stages.load(name)
     state = run.stage_state(name)
-    state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None)
+    state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None,
+                 stage_code=stagecode.stage_code(name))  # reports compare: same code, comparable numbers
     run.save_manifest()
     progress.start_stage(index, name, module.MEASURES)
     facts = stage_facts(run, profile)

@@ -1,0 +1,84 @@
+"""A fingerprint of the code that measures a stage, recorded per stage in manifest.json (`stage_code`).
+
+Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports
+compare` marks that stage "not comparable" instead of calling the difference a regression. The
+fingerprint covers the stage module and the measuring code it reaches: the modules of
+suite.workloads, suite.model and suite.parsers it imports or launches by name (ctx.torchrun("suite.workloads.x")),
+followed transitively. The plumbing (runner, results, config, launch) is left out: the schema has its
+own version and the profile is recorded whole.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from pathlib import Path
+
+SUITE_ROOT = Path(__file__).resolve().parent
+MEASURING_PACKAGES = ("suite.workloads", "suite.model", "suite.parsers")
+MODULE_LITERAL = re.compile(r"^suite\.(?:workloads|model|parsers)(?:\.\w+)+$")
+
+
+def module_path(name: str) -> Path | None:
+    """suite.workloads.sweep → suite/workloads/sweep.py (or the package's __init__.py); None if absent."""
+    parts = name.split(".")
+    if parts[0] != "suite":
+        return None
+    base = SUITE_ROOT.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SUITE_ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def referenced_modules(path: Path) -> set[str]:
+    """Modules named by a file: its imports (relative ones resolved) and string literals like 'suite.workloads.x'."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
+            names.add(node.value)
+    return {n for n in names if n.startswith(MEASURING_PACKAGES) or n in MEASURING_PACKAGES}
+
+
+def stage_files(stage: str) -> list[Path]:
+    start = module_path(f"suite.stages.{stage}")
+    if start is None:
+        return []
+    seen, todo = {start}, [start]
+    while todo:
+        for name in referenced_modules(todo.pop()):
+            path = module_path(name)
+            if path is not None and path not in seen:
+                seen.add(path)
+                todo.append(path)
+    return sorted(seen)
+
+
+def stage_code(stage: str) -> str:
+    """sha256 (first 16 hex digits) over the stage's measuring files, by relative path and content."""
+    digest = hashlib.sha256()
+    for path in stage_files(stage):
+        digest.update(path.relative_to(SUITE_ROOT.parent).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
