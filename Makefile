@@ -1,6 +1,6 @@
 # cardtime — two commands on a fresh machine: `make rehearse` and `make test`.
 SHELL := /bin/bash
-PYTHON ?= python3
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

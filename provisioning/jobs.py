@@ -192,9 +192,9 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
 
 
 def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
-          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> str:
+          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None) -> str:
     """Write the job's files and start it detached; returns the job id."""
-    job_id = new_job_id(key)
+    job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
     record = {**key.__dict__, "job_id": job_id, "code_dir": code_dir, "argv": argv, "detach": "tmux" if use_tmux else "setsid",

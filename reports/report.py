@@ -189,6 +189,7 @@ def render_run(view: RunView, out_path: Path | None = None) -> Path:
     out_path = Path(out_path) if out_path else view.path / "report.html"
     html = render_template("report.html", context(view, out_path))
     atomic_write_text(out_path, html)
+    out_path.chmod(0o644)  # meant to be opened and shared, unlike the run's private temporaries
     return out_path
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ class StageContext:
     deadline: float | None = None
     """time.monotonic() past which the stage is killed; launches get the time that is left."""
     published: dict[str, Any] = field(default_factory=dict)
+    _last_worker_progress: Any = None
 
     def publish(self, key: str, value: Any) -> None:
         """Record a fact for later stages and the report (kept in manifest.json under facts)."""
@@ -41,4 +43,17 @@ class StageContext:
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
         """Launch `module` under torchrun with this stage's raw folder; raises LaunchError on a failed exit."""
         kwargs.setdefault("timeout_s", self.time_left())
+        progress_file = self.raw_dir / f"{tag + '.' if tag else ''}out" / "progress.json"
+        progress_file.unlink(missing_ok=True)
+        kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))
         return run_torchrun(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
+
+    def _relay_worker_progress(self, path: Path) -> None:
+        """Show what rank 0 last reported through Worker.progress (a sweep's bar)."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        if data != self._last_worker_progress:
+            self._last_worker_progress = data
+            self.say(data.get("message", ""), data.get("done"), data.get("of"))

@@ -50,7 +50,8 @@ RANK_LINE = re.compile(
     r"\s+\[[^\]]*\]\s*(?P<name>.*?)\s*$"
 )
 PROGRAM_LINE = re.compile(r"Collective test (?:starting|concluded):\s*(\S+)")
-PROGRAM_WORD = re.compile(r"(?:^|[/\s=])([a-z_]+?)_perf(?:_mpi)?\b")
+PROGRAM_WORD = re.compile(r"(?:^|[/\s=])([a-z_]+?)_(?:perf|test)(?:_mpi)?\b")  # NCCL 1's tests were `<name>_test`
+NCCL1_DEVICE = re.compile(r"^#\s*Device\s+(\d+)\s+->\s+\d+")
 OOB_LINE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 AVG_LINE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 PREAMBLE = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
@@ -169,9 +170,9 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
         if PREAMBLE.match(s):
             saw_preamble = True
             continue
-        m = RANK_LINE.match(s)
+        m = RANK_LINE.match(s) or NCCL1_DEVICE.match(s)
         if m:
-            ranks.add(int(m.group("rank")))
+            ranks.add(int(m.group(1)))
             continue
         tokens = _header_tokens(s)
         if tokens is not None:
@@ -208,7 +209,7 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
         m = FAILURE.search(s)
         if m and failure is None:
             failure = m.group(1).strip()
-        if collective is None:
+        if collective is None and not s.startswith("#"):
             w = PROGRAM_WORD.search(s)
             if w and w.group(1) in PROGRAMS:
                 collective = w.group(1)

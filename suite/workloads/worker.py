@@ -13,6 +13,7 @@ MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +25,9 @@ import torch
 import torch.distributed as dist
 
 from .. import procs
-from ..results import Row, write_rows_jsonl
+from ..results import Row, atomic_write_text, write_rows_jsonl
+
+PROGRESS_FILE = "progress.json"
 
 
 @dataclass
@@ -43,6 +46,11 @@ class Worker:
         """Queue rows for the stage; they are written to rows.rank<N>.jsonl (also on every call, so a crash keeps them)."""
         self.rows.extend(rows)
         write_rows_jsonl(self.out_dir / f"rows.rank{self.rank}.jsonl", self.rows)
+
+    def progress(self, message: str, done: int | None = None, of: int | None = None) -> None:
+        """Tell the stage what the workers are doing (rank 0 speaks for all); the stage shows it with a bar."""
+        if self.rank == 0:
+            atomic_write_text(self.out_dir / PROGRESS_FILE, json.dumps({"message": message, "done": done, "of": of}))
 
     def synchronize(self) -> None:
         """Wait for the device to finish queued work (a CPU–GPU sync point; a no-op on CPU)."""

@@ -1,0 +1,109 @@
+"""python -m provisioning remote | status | archive — the laptop's side (see provisioning/remote.py).
+
+    python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
+    python -m provisioning status --host root@203.0.113.7:2222
+    python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
+
+The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, RUNTIME=, IMAGE=, PROFILE=,
+STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1 onto these flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .archive import ArchiveError, archive_run
+from .codesync import DirtyTree
+from .connection import RemoteError
+from .hosts import HostSpecError, parse_host
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "yes", "true", "on")
+
+
+def add_connection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", required=True, help="user@host[:port]")
+    p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/config)")
+    p.add_argument("--known-hosts", default=None, help="known_hosts file (default ~/.ssh/known_hosts)")
+    p.add_argument("--accept-new-host", default="0",
+                   help="1: accept an unknown host key on first use, print its fingerprint and record it")
+    p.add_argument("--remote-dir", default="cardtime", help="folder on the host (relative to its home unless absolute)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m provisioning", description="Drive a rented host from the laptop.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("remote", help="run the suite on HOST and bring the run back")
+    add_connection_args(p)
+    p.add_argument("--profile", default="nccl-gpu", help="suite profile (default nccl-gpu)")
+    p.add_argument("--stages", default="", help="only these stages, e.g. topology,bandwidth")
+    p.add_argument("--runtime", default="", choices=["", "docker", "host"],
+                   help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
+    p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")
+    p.add_argument("--archive", default="", help="s3://bucket/prefix (or a folder); empty: local folder only")
+    p.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+                   help="S3-compatible endpoint (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
+    p.add_argument("--allow-dirty", default="0", help="1: run HEAD even with uncommitted changes (loud warning)")
+    p.add_argument("--new-run", default="0", help="1: start a new run even if the same one finished on the host")
+    p.add_argument("--detach", default="", choices=["", "tmux", "setsid"], help="default: tmux when the host has it")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
+    p.set_defaults(func=cmd_remote)
+    s = sub.add_parser("status", help="where the host's latest run is")
+    add_connection_args(s)
+    s.set_defaults(func=cmd_status)
+    a = sub.add_parser("archive", help="upload a run directory to s3://bucket/prefix/<run-id>/ (or copy to a folder)")
+    a.add_argument("run_dir", type=Path)
+    a.add_argument("dest", help="s3://bucket/prefix or a folder")
+    a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
+    a.set_defaults(func=cmd_archive)
+    return parser
+
+
+def options(args):
+    from .remote import RemoteOptions
+
+    kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
+              accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
+    if args.command == "remote":
+        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,
+                  archive=args.archive or None, endpoint_url=args.endpoint_url or None,
+                  allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
+                  runs_dir=args.runs_dir)
+    return RemoteOptions(**kw)
+
+
+def cmd_remote(args) -> int:
+    from .remote import remote_main
+
+    return remote_main(options(args))
+
+
+def cmd_status(args) -> int:
+    from .remote import status_main
+
+    return status_main(options(args))
+
+
+def cmd_archive(args) -> int:
+    archive_run(args.run_dir, args.dest, endpoint_url=args.endpoint_url)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (HostSpecError, DirtyTree, ArchiveError, RemoteError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: a detached run goes on on the host; rerun the same command to re-attach", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
