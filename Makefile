@@ -10,6 +10,7 @@ help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make test       the test suite"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead)"
+	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
 
 # The venv is (re)built when pyproject.toml changes. torch==2.13.0 is pinned: pip takes the CPU
 # build from local disk; an unpinned torch would pull a multi-GB CUDA build.
@@ -27,8 +28,37 @@ rehearse: $(STAMP)
 report: $(STAMP)
 	$(PY) -m reports $(RUN)
 
+# make compare RUNS="runs/a runs/b ..." [OUT=runs/compare.html]: runs side by side, ratios to the first.
+.PHONY: compare
+compare: $(STAMP)
+	@test -n "$$RUNS" || { echo 'usage: make compare RUNS="runs/a runs/b" [OUT=runs/compare.html]' >&2; exit 2; }
+	$(PY) -m reports compare $$RUNS -o "$${OUT:-runs/compare.html}"
+
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench
+
+# Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
+#   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
+#   [IMAGE=…] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [DETACH=tmux|setsid]
+# Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
+# recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
+.PHONY: remote remote-status plan
+remote: $(STAMP)
+	@test -n "$$HOST" || { echo "usage: make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
+	@mkdir -p runs
+	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	  --runtime "$$RUNTIME" --image "$$IMAGE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
+	  --remote-dir "$${REMOTE_DIR:-cardtime}" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+
+remote-status: $(STAMP)
+	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }
+	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$${REMOTE_DIR:-cardtime}"
+
+# Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
+plan: $(STAMP)
+	$(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} $${HOST:+--host "$$HOST"}

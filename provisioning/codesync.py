@@ -10,6 +10,7 @@ half-way never leaves a half checkout that a later run would trust.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -110,11 +111,13 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
             bundle = Path(tmp) / "head.bundle"
             subprocess.run(["git", "-C", str(local.root), "bundle", "create", "--quiet", str(bundle), "HEAD"],
                            check=True, capture_output=True)
-            size = bundle.stat().st_size
-            say(f"sending git bundle ({size / 1e6:.1f} MB) over SFTP")
+            digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+            say(f"sending git bundle ({bundle.stat().st_size / 1e6:.1f} MB) over SFTP")
             remote.sftp().put(str(bundle), bundle_path)
-        remote.run(["git", "bundle", "verify", "--quiet", bundle_path], what="the bundle arrived damaged",
-                   hint="rerun: the bundle is sent again")
+        got = remote.run(["sha256sum", "--", bundle_path], what="cannot checksum the bundle").stdout.split()[0]
+        if got != digest:
+            raise RemoteError(remote.label, f"the bundle arrived damaged (sha256 {got[:12]}…, sent {digest[:12]}…)",
+                              hint="rerun: the bundle is sent again")
         remote.run(["git", "clone", "--quiet", "--no-checkout", "--", bundle_path, staging], what="git clone of the bundle failed")
         remote.run(["rm", "-f", "--", bundle_path])
     remote.run(["git", "-C", staging, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", local.commit],

@@ -85,6 +85,7 @@ if jid:
 print(json.dumps(out))
 """
 
+TMUX_SOCKET = "cardtime"
 STARTING_GRACE_S = 60.0  # a job whose pid file has not appeared this long after its start has died
 
 
@@ -186,7 +187,8 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
     """tmux when present (a person can attach to it); otherwise setsid+nohup, fully detached from the session."""
     script = job_dir + "/job.sh"
     if use_tmux:
-        return ["tmux", "new-session", "-d", "-s", "cardtime-" + job_id, "sh", script]
+        # Its own server socket (-L cardtime): never mixed with the user's tmux sessions on the host.
+        return ["tmux", "-L", TMUX_SOCKET, "new-session", "-d", "-s", "cardtime-" + job_id, "sh", script]
     # setsid: a new session, so the sshd channel's SIGHUP never reaches it; every stream off the channel.
     return f"setsid nohup sh {quote(script)} > /dev/null 2>&1 < /dev/null &"
 

@@ -200,7 +200,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
                env={"PYTHONUNBUFFERED": "1"}, extra={"code_shipped_by": how, "resumes": resume_dir})
     st = jobs.wait_started(remote, base)
-    steps.say(f"job {job_id} started (pid {st.pid}, {'tmux session cardtime-' + job_id if use_tmux else 'setsid'}); "
+    steps.say(f"job {job_id} started (pid {st.pid}, {f'tmux -L {jobs.TMUX_SOCKET} attach -t cardtime-{job_id}' if use_tmux else 'setsid'}); "
               "closing the laptop now loses nothing")
     return {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
 

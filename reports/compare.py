@@ -203,8 +203,9 @@ def identity_table(runs: list[ComparedRun]) -> Table:
             columns.append({"run": r.run_id, "schema": f"version {r.manifest.get('schema_version')}: {r.unreadable}"})
     labels = list(dict.fromkeys(label for column in columns for label in column))
     rows = [[Cell(label)] + [Cell(str(column.get(label, ""))) for column in columns] for label in labels]
+    rows.insert(0, [Cell("directory")] + [Cell(str(r.path)) for r in runs])
     rows.append([Cell("verdicts")] + [Cell(summary(r.view.counts()) if r.view else "unreadable") for r in runs])
-    return Table(caption="Runs", headers=[Cell("")] + [Cell(f"{r.label}: {r.path}") for r in runs], rows=rows)
+    return Table(caption="Runs", headers=[Cell("")] + [Cell(r.label) for r in runs], rows=rows)
 
 
 def stage_comparison(stage: str, runs: list[ComparedRun]) -> StageComparison:

@@ -10,7 +10,7 @@ from .runview import RunView
 
 # Versions a reader looks for first, in this order; any others the stages published follow, sorted.
 KEY_VERSIONS = ("driver", "cuda", "nccl", "torch", "cardtime")
-REHEARSAL_WARNING = ("Rehearsal run on CPU: every performance figure below comes from a CPU and means "
+REHEARSAL_WARNING = ("Rehearsal run on CPU: the performance figures in this report come from a CPU and mean "
                      "nothing about GPUs. Only the correctness verdicts and the plumbing count.")
 
 

@@ -2,10 +2,10 @@
 
 Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports
 compare` marks that stage "not comparable" instead of calling the difference a regression. The
-fingerprint covers the stage module and the measuring code it reaches: the modules of
-suite.workloads, suite.model and suite.parsers it imports or launches by name (ctx.torchrun("suite.workloads.x")),
-followed transitively. The plumbing (runner, results, config, launch) is left out: the schema has its
-own version and the profile is recorded whole.
+fingerprint covers the stage module and every suite module it reaches — by import or by name
+(ctx.torchrun("suite.workloads.x")), followed transitively: workloads, model, parsers, stage helpers.
+The plumbing (PLUMBING: runner, results, config, launch, …) is left out: the schema has its own
+version and the profile is recorded whole, so a change there does not make every old run incomparable.
 """
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ import re
 from pathlib import Path
 
 SUITE_ROOT = Path(__file__).resolve().parent
-MEASURING_PACKAGES = ("suite.workloads", "suite.model", "suite.parsers")
-MODULE_LITERAL = re.compile(r"^suite\.(?:workloads|model|parsers)(?:\.\w+)+$")
+PLUMBING = frozenset({
+    "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch", "suite.context",
+    "suite.progress", "suite.procs", "suite.judging", "suite.stagecode", "suite.stages", "suite.commands",
+    "suite.workloads.worker",
+})
+MODULE_LITERAL = re.compile(r"^suite(?:\.\w+)+$")
 
 
 def module_path(name: str) -> Path | None:
@@ -58,7 +62,7 @@ def referenced_modules(path: Path) -> set[str]:
             names.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
             names.add(node.value)
-    return {n for n in names if n.startswith(MEASURING_PACKAGES) or n in MEASURING_PACKAGES}
+    return {n for n in names if n.startswith("suite.") and n not in PLUMBING and not n.startswith("suite.commands.")}
 
 
 def stage_files(stage: str) -> list[Path]:

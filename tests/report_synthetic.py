@@ -116,3 +116,54 @@ def build_run(path: Path, *, hostname: str = HOSTILE_HOST, gpu: bool = True, ban
     complete("fault", "2026-11-29T17:10:00+00:00", "2026-11-29T17:42:10+00:00", [], "fault-code-1", status="error")
     run.save_manifest()
     return run.path
+
+
+# ---------------------------------------------------------------- figure modules for the tests
+
+
+def install_figure_module(monkeypatch, stage: str, figures) -> None:
+    """Make `figures` the report's reports/figures/<stage>.py for one test (whatever that file holds)."""
+    import importlib.machinery
+    import sys
+    import types
+
+    name = f"reports.figures.{stage}"
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.figures = figures
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def busbw_lines(rows, expectations, facts):
+    """A figure like the bandwidth stage's: busbw vs size per collective, with a 70%-of-peak line."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.add_subplot()
+    busbw_rows = rows[rows["metric"] == "busbw"]
+    for case, group in busbw_rows.groupby("case"):
+        curve = group.groupby("size_bytes")["value"].median()
+        ax.plot(curve.index.astype(float), curve.values, marker=".", label=str(case))
+    ax.axhline(315.0, linestyle=":", color="grey", label="70% of peak")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(f"busbw vs size on {facts.get('gpus', [{}])[0].get('name', 'CPU')}")
+    ax.legend()
+    return [fig]
+
+
+def link_matrix(rows, expectations, facts):
+    """A figure like the topology stage's: a GPU×GPU matrix (an image: never overlaid)."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 3))
+    ax = fig.add_subplot()
+    ax.imshow(np.full((8, 8), 18.0))
+    ax.set_title("NVLinks between GPU pairs")
+    return [fig]
+
+
+def broken_figures(rows, expectations, facts):
+    raise ValueError("no busbw rows for this stage")

@@ -103,6 +103,46 @@ def crossover_bytes(n: int, alpha_s: float, beta_Bps: float) -> float | None:
     return size if size > 0 else None
 
 
+def split_counts(count: int, n: int) -> list[int]:
+    """Elements of each of n chunks of a count-element buffer, as torch.tensor_split cuts it (first count % n get one more)."""
+    base, extra = divmod(count, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def ring_allreduce_bytes(count: int, n: int, elem_bytes: int, rank: int) -> tuple[int, int]:
+    """(sent, received) bytes of one rank in a ring all-reduce of count elements.
+
+    Reduce-scatter step s (s = 0…n−2) sends chunk (r−s) mod n and receives (r−s−1) mod n; all-gather
+    step s sends (r+1−s) mod n and receives (r−s) mod n. So a rank sends every chunk but (r+1) mod n,
+    then every chunk but (r+2) mod n, and receives every chunk but r, then every chunk but (r+1) mod n.
+    Even chunks: 2(n−1)·S/n each way.
+    """
+    if n <= 1:
+        return 0, 0
+    c = split_counts(count, n)
+    sent = 2 * count - c[(rank + 1) % n] - c[(rank + 2) % n]
+    received = 2 * count - c[rank] - c[(rank + 1) % n]
+    return sent * elem_bytes, received * elem_bytes
+
+
+def binomial_children(rank: int, n: int) -> list[int]:
+    """Children of `rank` in the binomial tree rooted at 0: rank + 2^k for every 2^k below rank's lowest set bit."""
+    out, mask = [], 1
+    while mask < n and (rank == 0 or mask < (rank & -rank)):
+        if rank + mask < n:
+            out.append(rank + mask)
+        mask <<= 1
+    return out
+
+
+def tree_allreduce_bytes(count: int, n: int, elem_bytes: int, rank: int) -> tuple[int, int]:
+    """(sent, received) bytes of one rank in a binomial-tree all-reduce (reduce to 0, broadcast back): the
+    whole buffer once each way over every tree edge — to and from its parent (rank ≠ 0) and each child.
+    Summed over ranks: 2(n−1)·S each way."""
+    messages = len(binomial_children(rank, n)) + (1 if rank else 0)
+    return messages * count * elem_bytes, messages * count * elem_bytes
+
+
 def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> str:
     ring = ring_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
     tree = tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps)

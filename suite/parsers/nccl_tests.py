@@ -153,6 +153,7 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
     oob = None
     saw_preamble = False
     saw_header = False
+    saw_footer = False
     failure = None
     partial = None
     version = None
@@ -194,6 +195,7 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
         m = AVG_LINE.match(s)
         if m:
             avg = _number(m.group(1))
+            saw_footer = True
             continue
         if s.startswith("#"):
             continue
@@ -214,13 +216,13 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
             if w and w.group(1) in PROGRAMS:
                 collective = w.group(1)
 
-    if not rows and not saw_header and not saw_preamble and avg is None:
+    if not rows and not saw_header and not saw_preamble and not saw_footer:
         raise ParseError("not nccl-tests output: no preamble (nThread … nGpus), no table header, no data rows")
 
     if collective is None and name_hint:
         collective = program_name(name_hint)
     nranks = len(ranks) if ranks else _nranks_from_ratio(collective, rows)
-    complete = avg is not None and failure is None and partial is None
+    complete = saw_footer and failure is None and partial is None
     reason = None
     if not complete:
         last = f" (last size {rows[-1]['size']} B)" if rows else ""

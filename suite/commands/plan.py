@@ -1,0 +1,50 @@
+"""python -m suite plan: before renting, every stage's expected duration on the GPU profile, and its cost.
+
+    python -m suite plan --profile nccl-gpu --gpus 8 --rate 24
+    python -m suite plan --gpu "NVIDIA A100-SXM4-80GB" --alpha 8e-6 --json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..config import ProfileError, get_profile
+from . import usage_error
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help="expected duration of every stage on a profile, and the cost at a rate")
+    p.add_argument("--profile", default="nccl-gpu", help="profile to plan (default nccl-gpu)")
+    p.add_argument("--gpus", type=int, help="GPUs on the box (default: the profile's nproc)")
+    p.add_argument("--gpu", default=None, help="GPU name, e.g. 'NVIDIA H100 80GB HBM3' (default H100)")
+    p.add_argument("--rate", type=float, help="price of the host, $/hour")
+    p.add_argument("--alpha", type=float, help="per-step latency α, s (default 5e-6)")
+    p.add_argument("--beta", type=float, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)")
+    p.add_argument("--mfu", type=float, help="assumed model FLOPs utilisation (default 0.35)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..plan import PlanAssumptions, estimate, render
+
+    try:
+        profile = get_profile(args.profile, args.gpus)
+    except ProfileError as e:
+        return usage_error(str(e))
+    changes = {k: v for k, v in (("gpu_name", args.gpu), ("alpha_s", args.alpha), ("beta_Bps", args.beta),
+                                 ("mfu", args.mfu)) if v is not None}
+    if args.rate is not None and args.rate < 0:
+        return usage_error(f"--rate {args.rate}: a price per hour is not negative")
+    try:
+        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate)
+    except ValueError as e:
+        return usage_error(str(e))
+    if args.json:
+        data = dataclasses.asdict(plan)
+        data.update(total_s=plan.total_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour)
+        print(json.dumps(data, indent=1))
+    else:
+        print(render(plan))
+    return 0

@@ -1,0 +1,139 @@
+"""nccl-tests' `*_perf` binaries for the bandwidth and crossover stages: find, run, keep output, turn into rows.
+
+Not a stage (the leading underscore keeps it out of discovery). One process drives every GPU with
+`-g <gpus>` (ncclCommInitAll): on one node that needs no MPI launcher, no hostfile and no
+`--allow-run-as-root` inside a container, and it is how nccl-tests' README runs a single box.
+The binaries come from PATH or `$CARDTIME_NCCL_TESTS_DIR` (the image sets it to nccl-tests' build/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..parsers import ParseError
+from ..parsers.nccl_tests import parse_file
+from ..results import Row
+
+DIR_ENV = "CARDTIME_NCCL_TESTS_DIR"
+# Our collective names → nccl-tests' program names.
+PROGRAMS = {
+    "all_reduce": "all_reduce_perf",
+    "all_gather": "all_gather_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "all_to_all": "alltoall_perf",
+    "broadcast": "broadcast_perf",
+    "sendrecv": "sendrecv_perf",
+}
+
+
+def search_path(env: dict[str, str] | None = None) -> list[Path]:
+    env = os.environ if env is None else env
+    dirs = []
+    if env.get(DIR_ENV):
+        base = Path(env[DIR_ENV])
+        dirs += [base, base / "build"]
+    dirs += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
+    return dirs
+
+
+def find_binary(program: str, env: dict[str, str] | None = None) -> Path | None:
+    """`program` (or its MPI build `<program>_mpi`) in $CARDTIME_NCCL_TESTS_DIR[/build] or on PATH."""
+    for directory in search_path(env):
+        for name in (program, program + "_mpi"):
+            candidate = directory / name
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+    found = shutil.which(program)
+    return Path(found) if found else None
+
+
+def where_searched(env: dict[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    d = env.get(DIR_ENV)
+    return f"${DIR_ENV}={d}" if d else f"${DIR_ENV} unset; PATH"
+
+
+def perf_args(profile: Profile) -> list[str]:
+    """`-b min -e max -f factor -g gpus -w warmup -n iters`, or the profile's own nccl_tests_args."""
+    s = profile.sweep
+    if s.nccl_tests_args:
+        return list(s.nccl_tests_args)
+    return ["-b", str(s.min_bytes), "-e", str(s.max_bytes), "-f", str(s.factor), "-g", str(profile.nproc),
+            "-w", str(s.warmup_iters), "-n", str(s.iters), "-c", "1"]
+
+
+def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,
+               timeout_s: float | None = None) -> tuple[int | None, Path]:
+    """Run one binary, stdout and stderr kept untouched in raw/<stage>/<label>.out / .err; (exit code or None on timeout, .out)."""
+    out, err = raw_dir / f"{label}.out", raw_dir / f"{label}.err"
+    full_env = {**os.environ, **(env or {})}
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        proc = subprocess.Popen([str(binary), *args], stdout=fo, stderr=fe, env=full_env, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s), out
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return None, out
+
+
+def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None) -> list[Row]:
+    """nccl-tests' rows in the tidy schema, source=nccl-tests; N/A wrong counts give no wrong row."""
+    rows = []
+    for r in parsed["rows"]:
+        for placement in ("oop", "ip"):
+            half = r.get(placement)
+            if not half:
+                continue
+            common = dict(stage=stage, case=collective, size_bytes=r["size"], count=r["count"], dtype=r["type"],
+                          redop=r["redop"], root=r["root"], placement=placement, source="nccl-tests",
+                          world=parsed["nranks"], algo=algo)
+            for metric, unit in (("time_us", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"), ("wrong", "count")):
+                if half.get(metric) is not None:
+                    rows.append(Row(metric=metric, value=float(half[metric]), unit=unit, **common))
+    return rows
+
+
+def status_row(stage: str, collective: str, status: str, text: str, algo: str | None = None) -> Row:
+    """What became of one binary: value 1 ran to its footer, 0 did not, NaN not run; text says why."""
+    value = {"complete": 1.0, "incomplete": 0.0}.get(status, float("nan"))
+    return Row(stage=stage, case=f"nccl-tests.{collective}", metric="status", value=value, unit="count",
+               source="nccl-tests", algo=algo, text=f"{status}: {text}")
+
+
+def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = None,
+          env: dict[str, str] | None = None) -> list[Row]:
+    """Run the binaries of `collectives` (those that exist); rows plus one status row each."""
+    rows: list[Row] = []
+    suffix = f".NCCL_ALGO-{algo}" if algo else ""
+    for i, collective in enumerate(collectives):
+        program = PROGRAMS[collective]
+        binary = find_binary(program)
+        if binary is None:
+            rows.append(status_row(ctx.stage, collective, "missing",
+                                   f"{program} not found ({where_searched()}): build nccl-tests "
+                                   f"(make MPI=1 in its repository) and set {DIR_ENV} to its build/ folder",
+                                   algo))
+            continue
+        args = perf_args(profile)
+        ctx.say(f"nccl-tests {program}{' ' + algo if algo else ''}", done=i, of=len(collectives))
+        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=ctx.time_left())
+        try:
+            parsed = parse_file(out)
+        except ParseError as e:
+            rows.append(status_row(ctx.stage, collective, "incomplete",
+                                   f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}", algo))
+            continue
+        rows += rows_from_parse(parsed, collective, ctx.stage, algo)
+        ok = parsed["complete"] and code == 0
+        why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {code}")
+        if code is None:
+            why = f"timed out and was killed; {why}"
+        rows.append(status_row(ctx.stage, collective, "complete" if ok else "incomplete",
+                               f"{binary.name} {' '.join(args)}: {why}", algo))
+    return rows

@@ -1,0 +1,274 @@
+"""Stage 2 — bandwidth: bus bandwidth of every collective over message sizes, torch and nccl-tests.
+
+    python -m suite run --stages bandwidth --profile nccl-gpu    # on the rented box
+    python -m suite run --stages bandwidth --profile gloo-cpu    # the rehearsal: the torch sweep on gloo
+
+One torchrun launch sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and
+send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
+result checked elementwise). On a GPU box each nccl-tests `*_perf` binary then runs once
+(suite/stages/_nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
+least squares from the all_reduce rows and published as facts["alpha_beta"] for later stages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import judges_performance, performance_skip
+from ..model.alphabeta import GPU_LINKS, LINK_PEAKS, LinkPeak, collective_time_s, fit_alpha_beta, link_peak_for
+from ..results import Expectation, Row, Verdict
+from . import _nccl_tests
+
+STAGE = "bandwidth"
+MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"
+WRONG = "large-message busbw below 70% of the link's per-direction peak; a dip in the curve; any #wrong > 0"
+REHEARSAL = "the torch sweep on gloo with nccl-tests' columns, every result checked elementwise"
+
+COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
+PEAK_SHARE = 0.7  # large-message busbw must reach 70% of the link's per-direction peak
+DIP = 0.25  # busbw falling by more than 25% from one large size to the next warns
+TORCH_LOSS = 0.15  # torch more than 15% below nccl-tests at the largest size warns
+LARGE_BYTES = 1 << 20  # "large" sizes: 1 MiB and up
+# α and β before anything is measured: the checklist's worked example on GPUs; loopback gloo on CPUs
+# (order of magnitude only: 30 µs per message, 2 GB/s), recorded but never judged.
+DEFAULT_ALPHA_BETA = {"cuda": (5e-6, 200e9, "CHECKLIST.md's worked example: α = 5 µs, β = 200 GB/s"),
+                      "cpu": (30e-6, 2e9, "gloo over loopback, order of magnitude: α = 30 µs, β = 2 GB/s")}
+
+
+def alpha_beta(profile: Profile, facts: dict) -> tuple[float, float, str]:
+    """(α s, β bytes/s, basis): the fit published by this stage earlier, else the link peak, else defaults."""
+    fit = facts.get("alpha_beta")
+    if fit and fit.get("alpha_s") is not None and fit.get("beta_Bps"):
+        return fit["alpha_s"], fit["beta_Bps"], f"α-β fitted from {fit.get('source')} all_reduce"
+    alpha, beta, basis = DEFAULT_ALPHA_BETA[profile.device]
+    peak, peak_basis = link_peak(facts)
+    if profile.device == "cuda" and peak is not None:
+        return alpha, peak.per_gpu_GBps * 1e9, f"α = 5 µs; β = {peak_basis}"
+    return alpha, beta, basis
+
+
+def link_peak(facts: dict) -> tuple[LinkPeak | None, str]:
+    """The per-direction peak busbw is held to, from the topology stage's facts; (None, why) without them."""
+    topo: dict[str, Any] = facts.get("topology") or {}
+    names = [topo.get("gpu_model")] + list(topo.get("gpus") or [])
+    name = next((n for n in names if n and any(m in n.upper() for m, _, _ in GPU_LINKS)), None)
+    if name is None:
+        return None, "no GPU model in the topology facts"
+    nvlink = bool(topo.get("nvlink"))
+    peak = link_peak_for(name, nvlink, topo.get("nvlink_count") if nvlink else None)
+    gen = (topo.get("pcie") or {}).get("gen_max")
+    if not nvlink and gen and f"pcie{gen}" in LINK_PEAKS:  # the measured PCIe generation beats the model's default
+        peak = LINK_PEAKS[f"pcie{gen}"]
+    if peak is None:
+        return None, f"no link peak known for {name}"
+    return peak, f"{peak.name}: {peak.per_gpu_GBps:g} GB/s per direction ({name})"
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    n = profile.nproc
+    alpha, beta, basis = alpha_beta(profile, facts)
+    out = []
+    for coll in COLLECTIVES:
+        for size in profile.sweep.sizes():
+            t = collective_time_s(coll, size, n, alpha, beta)
+            out.append(Expectation(stage=STAGE, case=coll, metric="time_us", value=t * 1e6, unit="us", basis=basis,
+                                   size_bytes=size, world=n, source="model"))
+        out.append(Expectation(stage=STAGE, case=coll, metric="wrong", value=0, unit="count",
+                               basis="every element equals its known expected value", world=n))
+        peak, peak_basis = link_peak(facts)
+        if peak is not None:
+            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
+                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak_basis}", world=n,
+                                   size_bytes=profile.sweep.max_bytes))
+    return out
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    s = profile.sweep
+    args = ["--sizes", ",".join(str(x) for x in s.sizes()), "--warmup", str(s.warmup_iters), "--iters", str(s.iters),
+            "--dtype", s.dtype, "--stage", STAGE]
+    if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
+        args += ["--bare-repeats", "1"]
+    ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(s.sizes())} sizes")
+    rows = ctx.torchrun("suite.workloads.collective_sweep", args, tag="torch").rows()
+    if profile.device == "cuda":
+        rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
+    fits = fit_rows(rows, profile.nproc)
+    rows += fits
+    best = pick_fit(fits)
+    if best:
+        ctx.publish("alpha_beta", best)
+    return rows
+
+
+def fit_rows(rows: list[Row], world: int, stage: str = STAGE, case: str = "all_reduce",
+             algo: str = "ring", match_algo: str | None = None) -> list[Row]:
+    """α, β and the fit's residual per source, from all_reduce time_us rows (in-place for torch, out-of-place for nccl-tests)."""
+    out = []
+    for source, placement in (("torch", "ip"), ("nccl-tests", "oop"), ("hand", "ip")):
+        pts = sorted((r.size_bytes, r.value * 1e-6) for r in rows
+                     if r.case == case and r.metric == "time_us" and r.source == source and r.placement == placement
+                     and r.algo == match_algo and r.size_bytes and r.value > 0 and math.isfinite(r.value))
+        if len({p[0] for p in pts}) < 2:
+            continue
+        n = next((r.world for r in rows if r.source == source and r.world), world)
+        fit = fit_alpha_beta("all_reduce", n, [p[0] for p in pts], [p[1] for p in pts], algo=algo)
+        common = dict(stage=stage, case=f"fit.{case}", source=source, world=n, algo=algo)
+        out += [Row(metric="alpha", value=fit.alpha_s * 1e6, unit="us", **common),
+                Row(metric="beta", value=fit.beta_Bps / 1e9, unit="GB/s", **common),
+                Row(metric="rms_rel_residual", value=fit.rms_rel_residual, unit="ratio", **common),
+                Row(metric="points", value=fit.points, unit="count", **common)]
+    return out
+
+
+def pick_fit(fits: list[Row]) -> dict[str, Any] | None:
+    """The fit later stages use: nccl-tests' where present (the library at its best), else torch's."""
+    for source in ("nccl-tests", "torch"):
+        got = {r.metric: r for r in fits if r.source == source}
+        if "alpha" in got:
+            return {"alpha_s": got["alpha"].value * 1e-6, "beta_Bps": got["beta"].value * 1e9,
+                    "rms_rel_residual": got["rms_rel_residual"].value, "source": source,
+                    "world": got["alpha"].world, "points": int(got["points"].value), "collective": "all_reduce",
+                    "algo": "ring"}
+    return None
+
+
+# ---------------------------------------------------------------- judge
+
+
+def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
+    """collective → size → best busbw over placements, for one source."""
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        if r.source == source and r.metric == "busbw" and r.case in COLLECTIVES and math.isfinite(r.value):
+            out[r.case][r.size_bytes] = max(r.value, out[r.case].get(r.size_bytes, -1.0))
+    return out
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    verdicts = [judge_coverage(rows)]
+    verdicts += judge_wrong(rows)
+    verdicts += judge_nccl_tests(rows, facts)
+    verdicts.append(judge_fit(rows))
+    if not judges_performance(facts):
+        expected = f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; torch within {TORCH_LOSS:.0%} of nccl-tests"
+        return verdicts + [performance_skip(STAGE, "performance", expected)]
+    torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
+    verdicts += judge_peak(nccl_c or torch_c, "nccl-tests" if nccl_c else "torch", expectations, facts)
+    for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
+        verdicts += [judge_dip(source, coll, curve) for coll, curve in sorted(c.items())]
+    verdicts += judge_torch_vs_nccl(torch_c, nccl_c)
+    return verdicts
+
+
+def judge_coverage(rows: list[Row]) -> Verdict:
+    seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
+    missing = [c for c in COLLECTIVES if c not in seen]
+    return Verdict(id=f"{STAGE}.torch_sweep", stage=STAGE, status="fail" if missing else "pass",
+                   expected=f"busbw rows for {', '.join(COLLECTIVES)}",
+                   observed=f"missing {', '.join(missing)}" if missing else f"{len(seen)} collectives swept",
+                   reason=(f"the torch sweep measured nothing for {', '.join(missing)}: see raw/bandwidth/torch.rank0.log"
+                           if missing else "every collective swept over the profile's sizes"))
+
+
+def judge_wrong(rows: list[Row]) -> list[Verdict]:
+    bad: dict[tuple[str, str], list[str]] = defaultdict(list)
+    checked: set[tuple[str, str]] = set()
+    for r in rows:
+        if r.metric == "wrong" and r.case in COLLECTIVES and r.source in ("torch", "nccl-tests"):
+            checked.add((r.source, r.case))
+            if r.value != 0:
+                bad[(r.source, r.case)].append(f"{r.size_bytes} B {r.placement}: {r.value:g}")
+    out = []
+    for source, coll in sorted(checked):
+        wrong = bad.get((source, coll), [])
+        out.append(Verdict(id=f"{STAGE}.wrong.{source}.{coll}", stage=STAGE, status="fail" if wrong else "pass",
+                           expected="0 wrong elements at every size", observed="; ".join(wrong[:6]) or "0",
+                           reason=(f"{source} {coll} returned wrong values: a broken link, driver or library — "
+                                   f"rerun that size alone and check dmesg / nvidia-smi -q for errors" if wrong
+                                   else "every result equals its expected value")))
+    return out
+
+
+def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
+    status = [r for r in rows if r.metric == "status" and r.source == "nccl-tests" and r.algo is None]
+    if not status:
+        on_gpu = facts.get("profile", {}).get("device") == "cuda"
+        return [Verdict(id=f"{STAGE}.nccl_tests", stage=STAGE, status="skip", expected="nccl-tests on the GPUs",
+                        observed="not run" if on_gpu else "CPU profile",
+                        reason="nccl-tests needs GPUs; the rehearsal runs the torch sweep only")]
+    out = []
+    for r in status:
+        coll = r.case.split(".", 1)[1]
+        kind, _, text = (r.text or "").partition(": ")
+        state = {"complete": "pass", "missing": "skip"}.get(kind, "fail")
+        out.append(Verdict(id=f"{STAGE}.nccl_tests.{coll}", stage=STAGE, status=state,
+                           expected=f"{_nccl_tests.PROGRAMS[coll]} runs to its footer", observed=kind, reason=text))
+    return out
+
+
+def judge_fit(rows: list[Row]) -> Verdict:
+    fits = {(r.source, r.metric): r.value for r in rows if r.case == "fit.all_reduce"}
+    sources = sorted({s for s, _ in fits})
+    if not sources:
+        return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="fail", expected="α and β fitted from all_reduce",
+                       observed="no all_reduce timings", reason="nothing to fit: the all_reduce sweep produced no times")
+    observed = "; ".join(f"{s}: α = {fits[(s, 'alpha')]:.3g} µs, β = {fits[(s, 'beta')]:.3g} GB/s, "
+                         f"rms residual {fits[(s, 'rms_rel_residual')]:.0%}" for s in sources)
+    return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="pass", expected="α and β fitted from all_reduce",
+                   observed=observed, reason="published as facts['alpha_beta'] for the later stages")
+
+
+def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    peak, basis = link_peak(facts)
+    if peak is None:
+        return [Verdict(id=f"{STAGE}.peak", stage=STAGE, status="skip", expected=f"{PEAK_SHARE:.0%} of the link peak",
+                        observed=basis, reason="no link peak to hold busbw to: the topology stage found no known GPU")]
+    floor = PEAK_SHARE * peak.per_gpu_GBps
+    out = []
+    for coll, curve in sorted(c.items()):
+        size = max(curve)
+        got = curve[size]
+        out.append(Verdict(id=f"{STAGE}.peak.{coll}", stage=STAGE, status="pass" if got >= floor else "fail",
+                           expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {basis})",
+                           observed=f"{got:.1f} GB/s at {size} B ({source})",
+                           reason=("large messages reach the link" if got >= floor else
+                                   f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the link: check `nvidia-smi topo -m` "
+                                   f"(a pair on PCIe/SYS), NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, and NCCL_DEBUG=INFO's transport")))
+    return out
+
+
+def judge_dip(source: str, coll: str, curve: dict[int, float]) -> Verdict:
+    sizes = [s for s in sorted(curve) if s >= LARGE_BYTES]
+    dips = [f"{a}→{b} B: {curve[a]:.2f}→{curve[b]:.2f} GB/s" for a, b in zip(sizes, sizes[1:])
+            if curve[a] > 0 and curve[b] < (1 - DIP) * curve[a]]
+    return Verdict(id=f"{STAGE}.dip.{source}.{coll}", stage=STAGE, status="warn" if dips else "pass",
+                   expected=f"no drop > {DIP:.0%} between consecutive sizes ≥ {LARGE_BYTES} B",
+                   observed="; ".join(dips) or f"{len(sizes)} large sizes, no dip",
+                   reason=("a step down in the curve: a protocol/algorithm switch or another job on the link — "
+                           "rerun that size range with NCCL_DEBUG=INFO" if dips else "the curve rises or holds"))
+
+
+def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
+    if not nccl_c:
+        return [Verdict(id=f"{STAGE}.torch_vs_nccl", stage=STAGE, status="skip", expected="nccl-tests rows to compare",
+                        observed="no nccl-tests rows", reason="nccl-tests did not run: nothing to hold the torch sweep to")]
+    out = []
+    for coll in sorted(set(torch_c) & set(nccl_c)):
+        common = sorted(set(torch_c[coll]) & set(nccl_c[coll]))
+        if not common:
+            continue
+        size = common[-1]
+        t, n = torch_c[coll][size], nccl_c[coll][size]
+        ok = t >= (1 - TORCH_LOSS) * n
+        out.append(Verdict(id=f"{STAGE}.torch_vs_nccl.{coll}", stage=STAGE, status="pass" if ok else "warn",
+                           expected=f"torch busbw ≥ {1 - TORCH_LOSS:.0%} of nccl-tests' at {size} B",
+                           observed=f"torch {t:.1f} GB/s, nccl-tests {n:.1f} GB/s",
+                           reason=("torch reaches the library's bandwidth" if ok else
+                                   "the harness is losing bandwidth: stream synchronisation or allocation "
+                                   "inside the timed loop")))
+    return out

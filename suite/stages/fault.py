@@ -1,0 +1,339 @@
+"""Stage 9 — fault: kill one rank of a DDP job mid-training; how long until the others notice, what they
+raise, how long torchrun takes to restart the group, and whether training resumes from the last
+checkpoint on the same trajectory.
+
+    python -m suite run --stages fault --profile gloo-cpu     # the rehearsal: 2 gloo ranks, pg timeout 5 s
+    python -m suite run --stages fault --profile nccl-gpu     # one rank per GPU, NCCL, pg timeout 60 s
+
+Each scenario (crash: SIGKILL, hang: SIGSTOP, exception: raise mid-step) is one torchrun launch
+with --max-restarts=1 of suite/workloads/fault_drill.py, which checkpoints with
+torch.distributed.checkpoint every `checkpoint_every` steps into raw/fault/<scenario>/ckpt/ and
+writes every event with a wall-clock time to raw/fault/<scenario>/events.rank<N>.jsonl. The
+stage supervises the launch (every 0.2 s):
+  * a surviving rank whose NCCL watchdog tears the process down never gets to record a Python
+    exception; its log's watchdog line is read instead (suite/parsers/c10_log.py);
+  * hang: once a survivor has raised, the stage SIGKILLs the stopped rank itself. torchrun would
+    SIGTERM it (a stopped process cannot act on that), wait 30 s (PContext.close's default) and
+    SIGKILL it; the drill does not pay those 30 s, and `restart_s` of the hang includes its own
+    SIGKILL (row `nudge_s`, note `restart_note`).
+The uninterrupted reference is one process training the full global batch for the same steps
+with the same seed, computed here before the drills: DDP's averaged gradient of equal shares is
+the full batch's gradient, so the drill's losses before the fault must already agree with it
+(`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
+steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
+are deleted after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import verdict
+from ..launch import LaunchError, run_torchrun
+from ..parsers.c10_log import first_nccl_failure
+from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
+from ._fault_timeline import STAGE, build_timeline, finite, reference_rows, timeline_rows
+
+MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
+            "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
+            "the loss after resuming against an uninterrupted run")
+WRONG = "hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory"
+REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group timeout: a real SIGKILL, SIGSTOP and "
+             "exception, real detection, real restart and resume (the stopped rank is SIGKILLed by the drill once "
+             "a survivor has raised, sparing torchrun's 30 s wait)")
+
+WORKER = "suite.workloads.fault_drill"
+TORCHRUN_STOP_WAIT_S = 30.0
+"""How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
+POLL_S = 0.2
+"""run_torchrun's polling interval: the stage notices a survivor's error at most this late."""
+
+
+def drill_ranks(profile: Profile) -> int:
+    """The drill's processes: FaultConfig.ranks (0 = nproc), lowered to a divisor of the global batch."""
+    ranks = min(profile.fault.ranks or profile.nproc, profile.nproc)
+    while ranks > 2 and profile.model.batch % ranks:
+        ranks -= 1
+    return ranks
+
+
+def last_checkpoint_before(fault_step: int, every: int) -> int:
+    """Steps done at the newest checkpoint saved before step `fault_step` began (0: none, start over)."""
+    return (fault_step // every) * every
+
+
+# ---------------------------------------------------------------- expect
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    cfg, ranks = profile.fault, drill_ranks(profile)
+    resumed = last_checkpoint_before(cfg.fault_step, cfg.checkpoint_every)
+    out = []
+    for scenario in cfg.scenarios:
+        if scenario == "hang" or profile.backend == "nccl":
+            detect, basis = cfg.pg_timeout_s, (
+                "the process-group timeout: nothing fails before it" if scenario == "hang" else
+                "NCCL kernels wait for the dead peer until the watchdog's timeout (torchrun may stop them first)")
+        else:
+            detect, basis = 0.0, "immediate: the faulted process's sockets close (FACTS: 13–28 ms on gloo)"
+        common = dict(stage=STAGE, case=scenario, world=ranks)
+        out += [
+            Expectation(metric="detect_s", value=detect, unit="s", basis=basis, **common),
+            Expectation(metric="resumed_from_step", value=resumed, unit="count",
+                        basis=f"last checkpoint before step {cfg.fault_step}: every {cfg.checkpoint_every} steps",
+                        **common),
+            Expectation(metric="steps_lost", value=cfg.fault_step - resumed, unit="count",
+                        basis=f"steps done since that checkpoint: {cfg.fault_step} − {resumed}", **common),
+            Expectation(metric="loss_diff", value=0.0, unit="nats",
+                        basis=f"the same trajectory as the uninterrupted run, within {cfg.loss_tolerance:g}", **common),
+        ]
+    return out
+
+
+# ---------------------------------------------------------------- run
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    import torch
+
+    from ..workloads.fault_drill import reference_losses
+
+    cfg, ranks = profile.fault, drill_ranks(profile)
+    device = "cuda:0" if profile.device == "cuda" else "cpu"
+    ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
+    reference = reference_losses(profile.model, cfg.steps, device)
+    if profile.device == "cuda":
+        torch.cuda.empty_cache()  # the drill's rank 0 needs this card
+    atomic_write_text(ctx.raw_dir / "reference_losses.json", dumps({"losses": reference, "device": device}))
+    rows = reference_rows(reference)
+    for index, scenario in enumerate(cfg.scenarios):
+        ctx.say(f"{scenario}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
+                done=index, of=len(cfg.scenarios))
+        events, launch_error = drill(profile, ctx, scenario, ranks)
+        timeline = build_timeline(scenario, ranks, events)
+        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, launch_error)
+    ctx.say("drills done", done=len(cfg.scenarios), of=len(cfg.scenarios))
+    ctx.publish("fault_drill", {
+        "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
+        "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
+        "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
+                         f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
+        "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
+    })
+    return rows
+
+
+def drill(profile: Profile, ctx: StageContext, scenario: str, ranks: int) -> tuple[list[dict], str | None]:
+    """One scenario's launch, supervised; returns every event and the launch's failure (None when it exited 0)."""
+    cfg = profile.fault
+    folder = ctx.raw_dir / scenario
+    shutil.rmtree(folder, ignore_errors=True)  # a rerun of this stage starts its scenarios afresh
+    folder.mkdir(parents=True)
+    watch = DrillWatch(folder, cfg.fault_rank, ranks)
+    args = ["--scenario", scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
+            "--fault-step", str(cfg.fault_step), "--fault-rank", str(cfg.fault_rank),
+            "--pg-timeout", str(cfg.pg_timeout_s), "--model", json.dumps(dataclasses.asdict(profile.model))]
+    left = ctx.time_left()
+    timeout = cfg.drill_timeout_s if left is None else max(1.0, min(cfg.drill_timeout_s, left - 5.0))
+    launch_error = None
+    try:
+        run_torchrun(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
+                     on_poll=watch.poll)
+    except LaunchError as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
+        launch_error = f"{error} (exit code {error.exit_code})"
+        atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")
+    watch.poll()
+    forget_checkpoints(folder)
+    return watch.events(), launch_error
+
+
+def forget_checkpoints(folder: Path) -> None:
+    """List the checkpoints left (name, files, bytes) in checkpoints.txt, then delete them."""
+    root = folder / "ckpt"
+    lines = []
+    for ckpt in sorted(root.glob("step_*")):
+        files = [p for p in ckpt.rglob("*") if p.is_file()]
+        lines.append(f"{ckpt.name}\t{len(files)} files\t{sum(p.stat().st_size for p in files)} bytes")
+    atomic_write_text(folder / "checkpoints.txt", "".join(line + "\n" for line in lines))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class DrillWatch:
+    """Reads the drill's events while it runs; records a survivor's watchdog line; ends a stopped rank's hang."""
+
+    def __init__(self, folder: Path, fault_rank: int, ranks: int):
+        self.folder, self.fault_rank, self.ranks = folder, fault_rank, ranks
+        self.stage_log = folder / "events.stage.jsonl"
+        self.nudged = False
+        self.log_error_seen = False
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.folder.glob("events.*.jsonl")):
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line cut by a kill mid-write
+        return out
+
+    def record(self, event: str, t: float | None = None, **fields) -> None:
+        with open(self.stage_log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, "t": time.time() if t is None else t, **fields}) + "\n")
+
+    def poll(self) -> None:
+        events = self.events()
+        fault = next((e for e in events if e["event"] == "fault"), None)
+        if fault is None:
+            return
+        if not self.log_error_seen:
+            self.read_watchdog_lines(fault)
+            events = self.events()
+        raised = any(e["event"] in ("error", "log_error") and e["rank"] != self.fault_rank for e in events)
+        if fault["kind"] == "hang" and raised and not self.nudged:
+            self.nudged = True
+            if is_drill_process(fault["pid"]):
+                os.kill(fault["pid"], signal.SIGKILL)
+                self.record("nudge", rank=fault["rank"], attempt=fault["attempt"], pid=fault["pid"],
+                            why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait")
+
+    def read_watchdog_lines(self, fault: dict[str, Any]) -> None:
+        """A survivor torn down by the NCCL watchdog leaves only its log: take the first failure line as its error."""
+        for rank in range(self.ranks):
+            if rank == self.fault_rank:
+                continue
+            log = self.folder / f"rank{rank}.log"
+            if not log.exists():
+                continue
+            found = first_nccl_failure(log.read_text(errors="replace"))
+            if found is None:
+                continue
+            record, line = found
+            now = time.time()
+            when = record.epoch(near=fault["t"]) if record is not None and record.has_time else None
+            # The log's own time where it has one; else when this poll saw it (at most POLL_S late).
+            self.record("log_error", t=now if when is None else when, rank=rank, attempt=fault["attempt"],
+                        first_line=line, seen_at=now, t_source="log time" if when is not None else "stage poll")
+            self.log_error_seen = True
+            return
+
+
+def is_drill_process(pid: int) -> bool:
+    """Whether `pid` still runs the drill's worker (never signal a recycled pid)."""
+    out = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
+    return WORKER in out
+
+
+# ---------------------------------------------------------------- judge
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    cfg = facts.get("profile", {}).get("fault", {})
+    pg_timeout = float(cfg.get("pg_timeout_s", 0.0))
+    warn_after = pg_timeout + float(cfg.get("detect_warn_after_s", 10.0))
+    hang_after = pg_timeout + float(cfg.get("hang_after_s", 30.0))
+    steps = int(cfg.get("steps", 0))
+    out = []
+    for scenario in cfg.get("scenarios", ()):
+        got = {r.metric: r for r in rows if r.case == scenario}
+        if not got:
+            out.append(Verdict(id=f"{STAGE}.drill.{scenario}", stage=STAGE, status="fail", expected="the drill ran",
+                               observed="no rows", reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
+            continue
+        out += [judge_detection(scenario, got, pg_timeout, warn_after, hang_after),
+                judge_resume(scenario, got, steps),
+                judge_loss(scenario, got)]
+    return out
+
+
+def _value(got: dict[str, Row], metric: str) -> float | None:
+    row = got.get(metric)
+    return row.value if row is not None and finite(row.value) else None
+
+
+def _text(got: dict[str, Row], metric: str) -> str | None:
+    row = got.get(metric)
+    return row.text if row is not None else None
+
+
+def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_after: float,
+                    hang_after: float) -> Verdict:
+    detect, restart = _value(got, "detect_s"), _value(got, "restart_s")
+    error = _text(got, "error")
+    expected = f"a surviving rank raises within {hang_after:.0f} s (timeout {pg_timeout:g} s + margin)"
+    vid = f"{STAGE}.detect.{scenario}"
+    if detect is None:
+        if restart is not None and restart <= hang_after:
+            return Verdict(id=vid, stage=STAGE, status="pass", expected=expected,
+                           observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
+                           reason="torchrun saw the faulted process exit and stopped the others before they raised")
+        fault = _value(got, "fault_step")
+        observed = "the fault never happened" if fault is None else "no surviving rank raised"
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
+                       reason="hangs without an error: set a timeout / enable async error handling "
+                              "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
+                              + (f"; {_text(got, 'launch_error')}" if _text(got, "launch_error") else ""))
+    observed = f"{detect:.3f} s: {error or '(no error text)'}"
+    if detect > hang_after:
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
+                       reason="raised only after the timeout plus margin: effectively a hang; lower the "
+                              "process-group timeout or enable async error handling")
+    return verdict(STAGE, f"detect.{scenario}", detect <= warn_after, expected=expected, observed=observed,
+                   reason_ok="a surviving rank raised; torchrun could restart the group",
+                   reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
+                              f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                   bad="warn")
+
+
+def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
+    resumed, last = _value(got, "resumed_from_step"), _value(got, "last_checkpoint_step")
+    done = _value(got, "steps_done")
+    last = 0.0 if last is None else last  # no checkpoint before the fault: resuming from step 0 is right
+    expected = f"resumes from the last checkpoint (step {last:.0f}) and finishes all {steps} steps"
+    vid = f"{STAGE}.resume.{scenario}"
+    if resumed is None:
+        launch = _text(got, "launch_error")
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="training did not resume",
+                       reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
+                              f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""))
+    observed = (f"resumed from step {resumed:.0f}, {_value(got, 'steps_lost') or 0:.0f} step(s) redone, "
+                f"{(done or 0):.0f}/{steps} steps done")
+    if resumed < last:
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
+                       reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
+                              "the newest complete checkpoint was not found or not loaded")
+    return verdict(STAGE, f"resume.{scenario}", done is not None and done >= steps, expected=expected,
+                   observed=observed, reason_ok="restarted from the newest checkpoint and trained to the end",
+                   reason_bad="the restarted group did not train to the last step: see its rank logs")
+
+
+def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
+    tolerance = _value(got, "loss_tolerance") or 0.0
+    diffs = {m: _value(got, m) for m in ("loss_diff", "replay_diff", "pre_fault_diff")}
+    expected = f"resumed losses equal the uninterrupted run's within {tolerance:g} nats"
+    observed = ", ".join(f"{m} {v:.2e}" if v is not None else f"{m} n/a" for m, v in diffs.items())
+    vid = f"{STAGE}.loss.{scenario}"
+    if diffs["loss_diff"] is None:
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
+                       reason="no loss after resuming to compare: training did not resume")
+    bad = [m for m, v in diffs.items() if v is not None and v > tolerance]
+    reasons = {
+        "loss_diff": "the resumed run left the uninterrupted trajectory: model or optimizer state not restored "
+                     "(check what the checkpoint holds)",
+        "replay_diff": "a step redone after resuming gave another loss than before the fault: the checkpoint "
+                       "does not hold the state of that step",
+        "pre_fault_diff": "the drill differs from the reference before any fault: DDP and one process disagree "
+                          "(data split or seed), so the comparison says nothing",
+    }
+    return Verdict(id=vid, stage=STAGE, status="fail" if bad else "pass", expected=expected, observed=observed,
+                   reason="; ".join(reasons[m] for m in bad) if bad else "the resumed run continues the same trajectory")

@@ -1,0 +1,323 @@
+"""Stage 1 — topology: how the GPUs are linked, the CPU/NUMA layout they sit on, which versions run.
+
+    python -m suite run --stages topology --profile nccl-gpu    # on the rented box
+    python -m suite run --stages topology --profile gloo-cpu    # the rehearsal: CPU/NUMA facts only
+
+GPU face: `nvidia-smi topo -m`, `-q` and `-L` (kept untouched in raw/topology/), one row per GPU
+pair (metric `link`, text NV18/SYS…, value = bonded NVLink count) and per GPU–NIC pair, GPU names,
+PCIe link and fabric state per GPU, driver/CUDA/NCCL/torch versions. Both faces: lscpu, NUMA nodes
+(sysfs, `numactl -H` when present), CPU model and counts. The verdict rules live in
+suite/topology_rules.py (shared with `python -m suite parse topo`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from typing import Any
+
+from ..config import Profile
+from ..context import StageContext
+from ..hostprobe import cpu_model_procfs, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
+from ..judging import judges_performance, performance_skip
+from ..parsers import ParseError
+from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
+from ..parsers.smi_query import parse_list, parse_query
+from ..parsers.topo import nvlink_count
+from ..parsers.topo import parse as parse_topo
+from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
+from ..topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+
+STAGE = "topology"
+MEASURES = "link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions"
+WRONG = ("SYS/PHB/NODE between GPUs where the GPU model ships NVLink (slot or virtualisation problem); "
+         "NVLink count differing between pairs of a switched box")
+REHEARSAL = "CPU/NUMA facts and versions; the topology parser is proven on captured real outputs (tests)"
+
+SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
+             ("nvidia-smi-q", ["nvidia-smi", "-q"]),
+             ("nvidia-smi-L", ["nvidia-smi", "-L"]))
+GPU_CHECKS = ("tools", "links", "numa", "gpu_count", "torch_cuda_devices", "fabric")
+CPU_SKIP_REASON = ("profile {name} runs on CPU: GPU topology is checked on nccl-gpu; the parser is proven "
+                   "on captured real outputs in tests/unit/test_topo_parser.py")
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    out = [Expectation(stage=STAGE, case="cpu", metric="usable_cpus", value=profile.nproc * profile.omp_threads,
+                       unit="count", basis=f"nproc × OMP_NUM_THREADS = {profile.nproc} × {profile.omp_threads}: "
+                                           f"fewer CPUs oversubscribes them")]
+    if not profile.is_rehearsal:
+        basis = f"one GPU per process: profile {profile.name} launches {profile.nproc}"
+        out += [Expectation(stage=STAGE, case="gpus", metric="gpu_count", value=profile.nproc, unit="count",
+                            basis=basis, source="nvidia-smi"),
+                Expectation(stage=STAGE, case="gpus", metric="torch_cuda_devices", value=profile.nproc,
+                            unit="count", basis=basis, source="torch")]
+    return out
+
+
+# ---------------------------------------------------------------- run
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    rows: list[Row] = []
+    tools: dict[str, Any] = {}
+    ctx.say("CPU and NUMA facts")
+    cpu = _cpu_facts(ctx, rows, tools)
+    gpu: dict[str, Any] = {}
+    if not profile.is_rehearsal:
+        ctx.say("nvidia-smi topo -m, -q, -L")
+        gpu = _gpu_facts(ctx, rows, tools)
+    ctx.say("versions (torch, CUDA, NCCL)")
+    versions = torch_facts(want_cuda=not profile.is_rehearsal)
+    versions.update({k: v for k, v in gpu.get("smi_versions", {}).items() if v})
+    rows += _version_rows(versions)
+    if not profile.is_rehearsal:
+        rows.append(Row(stage=STAGE, case="gpus", metric="torch_cuda_devices", value=versions["cuda_devices"],
+                        unit="count", source="torch",
+                        text=versions.get("cuda_error") or ", ".join(versions["cuda_names"]) or None))
+    for name, record in tools.items():
+        rows.append(Row(stage=STAGE, case=name, metric="tool_status", unit="",
+                        value=float("nan") if record["exit_code"] is None else record["exit_code"],
+                        text=record["status"] + (f": {record['detail']}" if record["detail"] else "")))
+    atomic_write_text(ctx.raw_dir / "commands.json", dumps(tools))
+    ctx.publish("topology", {**cpu, **{k: v for k, v in gpu.items() if k != "smi_versions"}})
+    ctx.publish("versions", {k: versions.get(k) for k in ("driver", "cuda", "cuda_driver", "nccl", "torch", "python")})
+    return rows
+
+
+def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
+    lscpu = run_tool("lscpu", ["lscpu"], ctx.raw_dir)
+    tools["lscpu"] = lscpu.record()
+    info = parse_lscpu(lscpu.stdout) if lscpu.ok else {}
+    nodes = numa_nodes_sysfs()
+    if nodes:
+        atomic_write_text(ctx.raw_dir / "numa-sysfs.txt", "".join(f"{n} {c}\n" for n, c in nodes.items()))
+    if shutil.which("numactl"):
+        numactl = run_tool("numactl-H", ["numactl", "-H"], ctx.raw_dir)
+        tools["numactl-H"] = numactl.record()
+        if not nodes and numactl.ok:
+            nodes = {n: d["cpus"] for n, d in parse_numactl_hardware(numactl.stdout).items() if "cpus" in d}
+    nodes = nodes or info.get("numa_cpus") or {}
+    model = info.get("model") or cpu_model_procfs()
+    logical = info.get("cpus") or os.cpu_count()
+    usable = usable_cpus()
+    add = rows.append
+    add(Row(stage=STAGE, case="cpu", metric="cpu_model", value=float("nan"), unit="", text=model))
+    add(Row(stage=STAGE, case="cpu", metric="logical_cpus", value=logical, unit="count", source="lscpu"))
+    add(Row(stage=STAGE, case="cpu", metric="usable_cpus", value=usable, unit="count", source="sched_getaffinity"))
+    for key in ("sockets", "cores_per_socket", "threads_per_core"):
+        if info.get(key) is not None:
+            add(Row(stage=STAGE, case="cpu", metric=key, value=info[key], unit="count", source="lscpu"))
+    add(Row(stage=STAGE, case="cpu", metric="numa_nodes", value=len(nodes), unit="count"))
+    for node, cpus in nodes.items():
+        count = cpulist_count(cpus)
+        add(Row(stage=STAGE, case=node, metric="numa_cpus", value=float("nan") if count is None else count,
+                unit="count", text=cpus))
+    return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable, "numa_nodes": nodes}
+
+
+def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
+    runs = {name: run_tool(name, argv, ctx.raw_dir) for name, argv in SMI_TOOLS}
+    tools.update({name: r.record() for name, r in runs.items()})
+    names = [g["name"] for g in parse_list(runs["nvidia-smi-L"].stdout)] if runs["nvidia-smi-L"].ok else []
+    query: dict[str, Any] = {}
+    if runs["nvidia-smi-q"].ok:
+        try:
+            query = parse_query(runs["nvidia-smi-q"].stdout)
+        except ParseError as e:
+            tools["nvidia-smi-q"]["detail"] = f"unreadable: {e}"
+    names = names or [g["product_name"] for g in query.get("gpus", []) if g.get("product_name")]
+    facts: dict[str, Any] = {"gpus": names, "gpu_model": common_model(names),
+                             "smi_versions": {"driver": query.get("driver_version"),
+                                              "cuda_driver": query.get("cuda_version")}}
+    for i, gpu in enumerate(query.get("gpus", [])):
+        for key in ("pcie_gen_max", "link_width_max"):
+            if gpu.get(key) is not None:
+                rows.append(Row(stage=STAGE, case=f"GPU{i}", metric=key, value=gpu[key], unit="count",
+                                source="nvidia-smi -q"))
+        if gpu.get("fabric_state"):
+            rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="fabric_state", value=float("nan"), unit="",
+                            text=f"{gpu['fabric_state']} / {gpu.get('fabric_status') or 'N/A'}"))
+    gens = [g["pcie_gen_max"] for g in query.get("gpus", []) if g.get("pcie_gen_max")]
+    widths = [g["link_width_max"] for g in query.get("gpus", []) if g.get("link_width_max")]
+    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None}
+    for i, name in enumerate(names):
+        rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="gpu_name", value=float("nan"), unit="",
+                        text=name, source="nvidia-smi -L"))
+
+    topo = None
+    if runs["nvidia-smi-topo-m"].ok:
+        try:
+            topo = parse_topo(runs["nvidia-smi-topo-m"].stdout)
+        except ParseError as e:
+            tools["nvidia-smi-topo-m"].update(status="unreadable", detail=str(e))
+    count = len(topo.gpus) if topo else len(names)
+    rows.append(Row(stage=STAGE, case="gpus", metric="gpu_count", value=count, unit="count", source="nvidia-smi"))
+    facts["gpu_count"] = count
+    if topo is None:
+        return facts
+    for pair, link in topo.links.items():
+        rows.append(Row(stage=STAGE, case=pair, metric="link", value=nvlink_count(link), unit="count", text=link,
+                        source="nvidia-smi topo -m"))
+    for pair, link in topo.gpu_nic_links.items():
+        rows.append(Row(stage=STAGE, case=pair, metric="nic_link", value=float("nan"), unit="", text=link,
+                        source="nvidia-smi topo -m"))
+    for g in topo.gpus:
+        cpus = (topo.cpu_affinity or {}).get(g)
+        numa = (topo.numa_affinity or {}).get(g)
+        rows.append(Row(stage=STAGE, case=g, metric="cpu_affinity", value=_count(cpus), unit="count", text=cpus))
+        rows.append(Row(stage=STAGE, case=g, metric="numa_node", unit="",
+                        value=int(numa) if numa and numa.isdigit() else float("nan"), text=numa))
+    box = classify(topo.gpus, topo.links, facts["gpu_model"])
+    klass = link_class(topo.links, topo.gpus, facts["gpu_model"])
+    facts.update(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
+                 nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
+                 links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
+                 gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
+    return facts
+
+
+def _version_rows(versions: dict[str, Any]) -> list[Row]:
+    out = []
+    for key in ("driver", "cuda_driver", "cuda", "nccl", "torch", "python"):
+        error = versions.get("nccl_error") if key == "nccl" else None
+        text = versions.get(key) or (f"unavailable ({error})" if error else None)
+        if text:
+            out.append(Row(stage=STAGE, case=key, metric="version", value=float("nan"), unit="", text=str(text)))
+    return out
+
+
+def _count(cpulist: str | None) -> float:
+    try:
+        n = cpulist_count(cpulist)
+    except ValueError:
+        return float("nan")
+    return float("nan") if n is None else n
+
+
+# ---------------------------------------------------------------- judge
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    profile = facts.get("profile", {})
+    on_gpu = profile.get("device") == "cuda"
+    out = [_judge_cpu(rows, expectations, facts), _judge_threads(_index(rows), expectations, facts)]
+    if not on_gpu:
+        reason = CPU_SKIP_REASON.format(name=profile.get("name", "gloo-cpu"))
+        out += [Verdict(id=f"{STAGE}.{check}", stage=STAGE, status="skip", expected="a GPU box",
+                        observed=f"profile {profile.get('name', '?')}", reason=reason) for check in GPU_CHECKS]
+        return out
+    by = _index(rows)
+    out.append(_judge_tools(by))
+    gpus, links = _links_from_rows(rows)
+    names = [r.text for r in sorted((r for r in rows if r.metric == "gpu_name"), key=lambda r: int(r.case[3:]))]
+    if gpus:
+        groups = numa_groups(gpus, {g: by[(g, "numa_node")].text for g in gpus if (g, "numa_node") in by},
+                             {g: by[(g, "cpu_affinity")].text for g in gpus if (g, "cpu_affinity") in by})
+        out += [judge_links(gpus, links, names), judge_numa(gpus, links, groups)]
+    else:
+        out += [Verdict(id=f"{STAGE}.{check}", stage=STAGE, status="skip", expected="a topology matrix",
+                        observed="none", reason="no topology matrix was read: see topology.tools")
+                for check in ("links", "numa")]
+    out.append(_judge_count(by, expectations, "gpu_count", "nvidia-smi shows",
+                            "rent the box the profile names, or pass --nproc with the number of GPUs it has"))
+    out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
+                            "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
+                            "container lacks `--gpus all`: fix it before any measurement"))
+    out.append(_judge_fabric(rows, facts))
+    return out
+
+
+def _judge_tools(by: dict) -> Verdict:
+    tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
+    broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
+    expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
+    if tools and not broken:
+        return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="pass", expected=expected, observed="all ran",
+                       reason="raw outputs kept in raw/topology/")
+    observed = "; ".join(f"{c}: {t}" for c, t in broken.items()) or "not run"
+    return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="fail", expected=expected, observed=observed,
+                   reason="without nvidia-smi the GPUs cannot be checked: run inside the CUDA image with the GPUs "
+                          "passed in (`docker run --gpus all`) or install the NVIDIA driver utilities; whatever the "
+                          "tools printed is in raw/topology/")
+
+
+def _judge_cpu(rows: list[Row], expectations: list[Expectation], facts: dict) -> Verdict:
+    by = _index(rows)
+    logical, nodes = by.get(("cpu", "logical_cpus")), by.get(("cpu", "numa_nodes"))
+    model = by.get(("cpu", "cpu_model"))
+    ok = logical is not None and not math.isnan(logical.value) and nodes is not None and nodes.value >= 1
+    observed = (f"{model.text if model and model.text else 'unknown CPU'}, "
+                f"{_fmt(logical)} logical CPUs, {_fmt(nodes)} NUMA node(s)")
+    return Verdict(id=f"{STAGE}.cpu", stage=STAGE, status="pass" if ok else "warn",
+                   expected="CPU count and NUMA layout recorded", observed=observed,
+                   reason="recorded in raw/topology/ and the manifest's facts" if ok else
+                   "lscpu and /sys/devices/system/node were unreadable: NUMA placement cannot be checked; "
+                   "install util-linux (lscpu) in the image")
+
+
+def _judge_count(by: dict, expectations: list[Expectation], metric: str, who: str, fix: str) -> Verdict:
+    want = next((e for e in expectations if e.metric == metric), None)
+    row = by.get(("gpus", metric))
+    vid = f"{STAGE}.{metric}"
+    if want is None or row is None:
+        return Verdict(id=vid, stage=STAGE, status="skip", expected="an expectation and a measurement",
+                       observed="missing", reason=f"{metric} was not recorded (see raw/topology/commands.json)")
+    have, need = int(row.value), int(want.value)
+    observed = f"{who} {have} GPU(s)" + (f" ({row.text})" if row.text else "")
+    if have >= need:
+        return Verdict(id=vid, stage=STAGE, status="pass", expected=f"≥ {need} ({want.basis})", observed=observed,
+                       reason="enough GPUs for every stage's process count")
+    return Verdict(id=vid, stage=STAGE, status="fail", expected=f"≥ {need} ({want.basis})", observed=observed,
+                   reason=f"{need} processes need {need} GPUs but {who.split()[0]} reports {have}: {fix}")
+
+
+def _judge_fabric(rows: list[Row], facts: dict) -> Verdict:
+    states = {r.case: r.text for r in rows if r.metric == "fabric_state" and r.text}
+    known = {g: s for g, s in states.items() if not s.startswith("N/A")}
+    vid = f"{STAGE}.fabric"
+    if not known:
+        return Verdict(id=vid, stage=STAGE, status="skip", expected="NVSwitch fabric state 'Completed'",
+                       observed="not reported", reason="no GPU reports a fabric state (no NVSwitch fabric, or an older driver)")
+    bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
+    observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
+    if not bad:
+        return Verdict(id=vid, stage=STAGE, status="pass", expected="NVSwitch fabric state 'Completed'",
+                       observed=observed, reason="the NVSwitch fabric is up on every GPU")
+    return Verdict(id=vid, stage=STAGE, status="fail", expected="NVSwitch fabric state 'Completed'", observed=observed,
+                   reason="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
+                          "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")
+
+
+def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Verdict:
+    want = next((e for e in expectations if e.metric == "usable_cpus"), None)
+    row = by.get(("cpu", "usable_cpus"))
+    expected = f"≥ {int(want.value)} usable CPUs ({want.basis})" if want else "enough CPUs"
+    observed = f"{_fmt(row)} usable CPUs"
+    if not judges_performance(facts):
+        return performance_skip(STAGE, "cpu_threads", expected, observed)
+    ok = want is None or row is None or row.value >= want.value
+    return Verdict(id=f"{STAGE}.cpu_threads", stage=STAGE, status="pass" if ok else "warn", expected=expected,
+                   observed=observed, reason="no CPU oversubscription" if ok else
+                   "more worker threads than usable CPUs: data loading and NCCL proxy threads will contend; "
+                   "lower omp_threads in the profile or give the container more CPUs")
+
+
+def _links_from_rows(rows: list[Row]) -> tuple[list[str], dict[str, str]]:
+    links = {r.case: r.text for r in rows if r.metric == "link" and r.text}
+    gpus = {r.case for r in rows if r.metric in ("cpu_affinity", "numa_node")}
+    for pair in links:
+        gpus.update(pair.split("-"))
+    return sorted(gpus, key=lambda g: int(g[3:])), links
+
+
+def _index(rows: list[Row]) -> dict[tuple[str, str], Row]:
+    return {(r.case, r.metric): r for r in rows}
+
+
+def _fmt(row: Row | None) -> str:
+    if row is None or row.value is None or (isinstance(row.value, float) and math.isnan(row.value)):
+        return "?"
+    return f"{row.value:g}"
+

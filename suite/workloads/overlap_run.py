@@ -1,0 +1,126 @@
+"""Every overlap mode of DDP in one launch: gradients checked elementwise, then steps timed.
+
+    ctx.torchrun("suite.workloads.overlap_run", ["--model", json, "--modes", "none,0.01,default,100"])
+
+For each mode (suite/workloads/ddp_modes.py), in the order given:
+  1. check: the model at its seeded weights in float32, wrapped the mode's way; two steps without an
+     optimizer let DDP rebuild its buckets in gradient-ready order; then the gradients of one fixed
+     global batch (each rank its slice) are compared elementwise with one process's gradients of the
+     whole batch, and with the first mode's;
+  2. timing: the model in the profile's dtype, AdamW, warm-up then timed steps.
+Rows (rank 0, maxima over ranks): step_time_s, max_grad_diff, max_grad_diff_vs_<first mode>, buckets, and for
+the no-overlap mode compute_s and comm_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from ..config import ModelConfig
+from ..results import Row
+from . import golden
+from .ddp_modes import OverlapMode, bucket_sizes, forward_backward, local_slice, train_step, wrap
+from .gpt import build_model, loss_fn, synthetic_batch
+from .worker import worker_session
+
+STAGE = "overlap"
+CHECK_STEP = 1_000_000  # the check batch's step index: a batch no timed step draws
+REBUILD_STEPS = 2  # DDP rebuilds its buckets after the first backward; the second uses them
+
+
+def reference_grads(cfg: ModelConfig, device: torch.device) -> list[torch.Tensor]:
+    """One process, the whole global check batch: the gradients every mode must reproduce."""
+    model = build_model(cfg, device)
+    tokens, targets = synthetic_batch(cfg, CHECK_STEP, device=device)
+    loss_fn(model(tokens), targets).backward()
+    return [p.grad.detach().clone() for p in model.parameters()]
+
+
+def checked_grads(cfg: ModelConfig, mode: OverlapMode, w) -> tuple[list[torch.Tensor], list[int], object]:
+    """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing)."""
+    ddp = wrap(build_model(cfg, w.device), mode, w.device)
+    for step in range(REBUILD_STEPS):
+        tokens, targets = synthetic_batch(cfg, CHECK_STEP - 1 - step, device=w.device)
+        forward_backward(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world))
+        ddp.zero_grad(set_to_none=True)
+    tokens, targets = synthetic_batch(cfg, CHECK_STEP, device=w.device)
+    forward_backward(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world))
+    grads = [p.grad.detach().clone() for p in ddp.parameters()]
+    ddp.zero_grad(set_to_none=True)
+    return grads, bucket_sizes(ddp) if mode.overlap else [], ddp
+
+
+def timed_steps(cfg: ModelConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
+    """Median step time (and, without overlap, its compute and communication parts), seconds."""
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+    timings = []
+    for step in range(cfg.warmup_steps + cfg.steps):
+        tokens, targets = synthetic_batch(cfg, step, device=w.device)
+        t = train_step(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world),
+                       optimizer, w.synchronize)
+        if step >= cfg.warmup_steps:
+            timings.append(t)
+    out = {"step_time_s": statistics.median(t.step_s for t in timings)}
+    if not mode.overlap:
+        out["compute_s"] = statistics.median(t.compute_s for t in timings)
+        out["comm_s"] = statistics.median(t.comm_s for t in timings)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="the ModelConfig as JSON")
+    parser.add_argument("--modes", required=True, help="comma-separated: none, default, or a bucket_cap_mb")
+    args = parser.parse_args()
+    cfg = ModelConfig(**json.loads(args.model))
+    check_cfg = golden.check_config(cfg)
+    modes = [OverlapMode.parse(m) for m in args.modes.split(",")]
+
+    with worker_session() as w:
+        print(f"modes {[m.label for m in modes]}; model {cfg}", flush=True)
+        reference = reference_grads(check_cfg, w.device)
+        grad_abs_max = max(g.abs().max().item() for g in reference)
+        first: list[torch.Tensor] | None = None
+        rows: list[Row] = []
+
+        def row(mode: OverlapMode, metric: str, value: float, unit: str, text: str | None = None,
+                dtype: str = cfg.dtype) -> Row:
+            return Row(stage=STAGE, case="ddp", metric=metric, value=value, unit=unit, overlap=mode.label,
+                       world=w.world, dtype=dtype, text=text)
+
+        for index, mode in enumerate(modes):
+            w.progress(f"{mode.label}: gradient check", done=index, of=len(modes))
+            started = time.perf_counter()
+            grads, buckets, ddp = checked_grads(check_cfg, mode, w)
+            diff = golden.group_max(golden.max_abs_error_many(zip(grads, reference)))
+            if first is None:
+                first = grads
+            diff_first = golden.group_max(golden.max_abs_error_many(zip(grads, first)))
+            rows += [row(mode, "max_grad_diff", diff, "ratio", dtype=check_cfg.dtype),
+                     row(mode, f"max_grad_diff_vs_{modes[0].label}", diff_first, "ratio", dtype=check_cfg.dtype)]
+            if buckets:
+                rows.append(row(mode, "buckets", len(buckets), "count", text=" ".join(map(str, buckets))))
+
+            w.progress(f"{mode.label}: timing", done=index, of=len(modes))
+            checked = time.perf_counter()
+            if cfg.dtype != check_cfg.dtype:
+                del ddp
+                ddp = wrap(build_model(cfg, w.device), mode, w.device)
+            for metric, seconds in timed_steps(cfg, mode, ddp, w).items():
+                rows.append(row(mode, metric, golden.group_max(seconds), "s"))
+            del ddp
+            print(f"{mode.label}: buckets {buckets or '-'}; max |grad - reference| {diff:.3g}; "
+                  f"check {checked - started:.2f} s, timing {time.perf_counter() - checked:.2f} s", flush=True)
+        rows.append(Row(stage=STAGE, case="ddp", metric="grad_abs_max", value=grad_abs_max, unit="ratio",
+                        world=w.world, dtype=check_cfg.dtype))
+        if w.rank == 0:
+            w.emit(rows)
+
+
+if __name__ == "__main__":
+    main()
