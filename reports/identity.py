@@ -78,7 +78,9 @@ def host(view: RunView) -> str:
 
 def machine(view: RunView) -> str:
     h = view.manifest.get("host") or {}
-    parts = [str(h[k]) for k in ("platform",) if h.get(k)]
+    topology = (view.manifest.get("facts") or {}).get("topology") or {}
+    parts = [str(topology["cpu_model"])] if isinstance(topology, dict) and topology.get("cpu_model") else []
+    parts += [str(h[k]) for k in ("platform",) if h.get(k)]
     if h.get("cpus"):
         parts.append(f"{h['cpus']} CPUs")
     if h.get("python"):

@@ -54,10 +54,12 @@ def build_run(path: Path, *, hostname: str = HOSTILE_HOST, gpu: bool = True, ban
         run.stage_state(stage).update(status=status, attempt=1, start=start, end=end, rows=len(rows), stage_code=code)
 
     # topology: GPU facts and versions, as the topology stage publishes them
-    run.facts().update({"gpus": [{"index": i, "name": HOSTILE_GPU if i == 0 else "NVIDIA H100 80GB HBM3"} for i in range(8)]})
+    names = [HOSTILE_GPU] + ["NVIDIA H100 80GB HBM3"] * 7
+    run.facts().update({"topology": {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "gpus": names,
+                                     "gpu_model": None, "numa_nodes": {"0": "0-55", "1": "56-111"}}})
     run.manifest["versions"].update({"driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5"})
-    topo_rows = [Row(stage="topology", case="link", metric="nvlinks", value=18.0, unit="count", rank=i, world=8)
-                 for i in range(8)]
+    topo_rows = [Row(stage="topology", case=f"GPU{i}-GPU{j}", metric="link", value=18.0, unit="count", text="NV18")
+                 for i in range(8) for j in range(i + 1, 8)]
     run.replace_stage_rows("topology", topo_rows)
     run.replace_stage_verdicts("topology", [
         Verdict(id="topology.links", stage="topology", status="pass", expected="NV18 between every pair",
@@ -148,7 +150,7 @@ def busbw_lines(rows, expectations, facts):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(f"busbw vs size on {facts.get('gpus', [{}])[0].get('name', 'CPU')}")
+    ax.set_title(f"busbw vs size on {(facts.get('topology') or {}).get('gpus', ['CPU'])[0]}")
     ax.legend()
     return [fig]
 

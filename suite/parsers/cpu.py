@@ -23,7 +23,7 @@ def cpulist_count(cpulist: str | None) -> int | None:
     total = 0
     for part in cpulist.strip().split(","):
         lo, _, hi = part.partition("-")
-        total += (int(hi) - int(lo) + 1) if hi else 1
+        total += int(hi or lo) - int(lo) + 1
     return total
 
 

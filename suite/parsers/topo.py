@@ -155,10 +155,10 @@ def _find_header(lines: list[str]) -> int:
             continue
         if tokens[0] != "GPU0" or len(tokens) == 1 or tokens[1] != "X":
             return index
-    first = next((f"line {i + 1}: {l.strip()[:60]!r}" for i, l in enumerate(lines) if l.strip()), "the input is empty")
+    first = next((f"its first text is line {i + 1}: {' '.join(l.split())[:60]!r}"
+                  for i, l in enumerate(lines) if l.strip()), "the input is empty")
     raise ParseError(
-        f"no topology header (a line naming GPU0 GPU1 … CPU Affinity) found; first text is {first}. "
-        f"Pass the output of `{TOOL}`"
+        f"no topology header (a line naming GPU0 GPU1 … CPU Affinity) found; {first}. Pass the output of `{TOOL}`"
     )
 
 

@@ -100,11 +100,11 @@ def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
             nodes = {n: d["cpus"] for n, d in parse_numactl_hardware(numactl.stdout).items() if "cpus" in d}
     nodes = nodes or info.get("numa_cpus") or {}
     model = info.get("model") or cpu_model_procfs()
-    logical = info.get("cpus") or os.cpu_count()
+    logical, logical_source = (info["cpus"], "lscpu") if info.get("cpus") else (os.cpu_count(), "os.cpu_count")
     usable = usable_cpus()
     add = rows.append
     add(Row(stage=STAGE, case="cpu", metric="cpu_model", value=float("nan"), unit="", text=model))
-    add(Row(stage=STAGE, case="cpu", metric="logical_cpus", value=logical, unit="count", source="lscpu"))
+    add(Row(stage=STAGE, case="cpu", metric="logical_cpus", value=logical, unit="count", source=logical_source))
     add(Row(stage=STAGE, case="cpu", metric="usable_cpus", value=usable, unit="count", source="sched_getaffinity"))
     for key in ("sockets", "cores_per_socket", "threads_per_core"):
         if info.get(key) is not None:

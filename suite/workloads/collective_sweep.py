@@ -62,6 +62,7 @@ class Case:
     op: Callable[[], None]
     check: Callable[[], int]
     buffers: list[torch.Tensor]
+    """Every buffer the case uses, the result first."""
 
 
 class Collective(abc.ABC):
@@ -160,7 +161,7 @@ class SendRecv(Collective):
             for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]):
                 request.wait()
 
-        return Case(op, lambda: _wrong(recv, expected), [send, recv])
+        return Case(op, lambda: _wrong(recv, expected), [recv, send])
 
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (AllReduce(), AllGather(), ReduceScatter(), AllToAll(),
@@ -197,6 +198,8 @@ def measure(w: Worker, coll: Collective, size: int, placement: str, args, dtype)
     case = coll.build(count, w.rank, w.world, dtype, w.device, placement)
     case.op()
     w.synchronize()
+    if args.inject_wrong == coll.name and w.rank == w.world - 1:  # test hook: prove the check sees a bad element
+        case.buffers[0].view(-1)[0] += 1
     wrong = case.check()
     for b in case.buffers:
         b.zero_()
@@ -250,6 +253,8 @@ def parse_args(argv=None):
     p.add_argument("--algo", default=None, help="label for the rows' algo column (e.g. the NCCL_ALGO in force)")
     p.add_argument("--bare-repeats", type=int, default=0,
                    help="also time a bare dist.all_reduce loop at the largest size, alternating with the harness")
+    p.add_argument("--inject-wrong", default=None, metavar="COLLECTIVE",
+                   help="test hook: the last rank corrupts one result element of COLLECTIVE before the check")
     args = p.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.collectives = [c for c in args.collectives.split(",") if c]

@@ -80,8 +80,10 @@ def build_data_parallel(cfg: ModelConfig, zero: int, device: torch.device, group
     raise ValueError(f"ZeRO stage {zero} unknown: 0 (DDP), 1, 2 or 3")
 
 
-def _sync_off(model: torch.nn.Module, zero: int):
-    """The no_sync mistake: a context in which gradients are not reduced across ranks."""
+def _gradient_sync(model: torch.nn.Module, zero: int, mistake: str | None):
+    """A fresh context for training steps; under the no_sync mistake, gradients are not reduced in it."""
+    if mistake != "no_sync":
+        return contextlib.nullcontext()
     if zero in (0, 1):
         return model.no_sync()
     model.set_requires_gradient_sync(False)
@@ -115,12 +117,11 @@ def train_data_parallel(cfg: ModelConfig, zero: int, device: torch.device, group
     memory = PeakMemory(device) if measure else contextlib.nullcontext()
     with memory:
         model, optimizer = build_data_parallel(rank_cfg, zero, device, group, mesh)
-        context = _sync_off(model, zero) if mistake == "no_sync" else contextlib.nullcontext()
-        with context:
+        with _gradient_sync(model, zero, mistake):
             for s in range(warmup):
                 train_step(model, optimizer, *batches[s])
     counter = iter(range(warmup, warmup + steps))
-    with context:
+    with _gradient_sync(model, zero, mistake):
         times = time_steps(lambda: train_step(model, optimizer, *batches[next(counter)]), steps, device)
     result.step_times_s = [group_max(t, group) for t in times]
     if measure:

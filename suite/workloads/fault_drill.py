@@ -14,7 +14,8 @@ step --fault-step, after the forward and before the backward's gradient all-redu
   crash      SIGKILL itself
   hang       SIGSTOP itself (its sockets stay open: the others wait for the process-group timeout)
   exception  raise in the middle of the step
-Every other rank is then blocked in the all-reduce; the first error it raises is recorded and
+Every other rank is then blocked in the all-reduce; after --pg-timeout at the latest (the timeout
+of the group that carries the training traffic) it raises, and that first error is recorded and
 re-raised, so the process exits non-zero and torchrun restarts the group. The new attempt joins
 through its own PrefixStore (worker_session), loads the newest complete checkpoint and trains to
 the end.
@@ -31,6 +32,7 @@ import json
 import os
 import signal
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -163,10 +165,10 @@ def fault(kind: str, events: EventLog, step: int) -> None:
         raise ValueError(f"unknown scenario {kind!r}: choose one of {', '.join(SCENARIOS)}")
 
 
-def train(args, w, events: EventLog) -> None:
+def train(args, w, events: EventLog, group) -> None:
     cfg = ModelConfig(**json.loads(args.model))
     model = build_model(cfg, w.device)
-    ddp = wrap_ddp(model, w.device)
+    ddp = wrap_ddp(model, w.device, group=group)
     optimizer = make_optimizer(ddp.parameters())
     folder = w.raw_dir / CHECKPOINT_DIR
     start = 0
@@ -183,7 +185,7 @@ def train(args, w, events: EventLog) -> None:
             # After the forward, before the backward: the others are then waiting in DDP's gradient all-reduce.
             model.register_forward_hook(lambda *_: fault(args.scenario, events, step))
         mean = train_step(ddp, optimizer, tokens, targets).clone()
-        dist.all_reduce(mean, op=dist.ReduceOp.AVG)  # the global batch's loss: the mean of equal shares' means
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG, group=group)  # the global batch's loss: the mean of equal shares' means
         events.write("step", step=step, loss=float(mean))  # float(): a CPU–GPU sync point on GPUs
         done = step + 1
         if done % args.checkpoint_every == 0 and done < args.steps:
@@ -202,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-every", type=int, required=True)
     parser.add_argument("--fault-step", type=int, required=True)
     parser.add_argument("--fault-rank", type=int, required=True)
-    parser.add_argument("--pg-timeout", type=float, required=True, help="process-group timeout, seconds")
+    parser.add_argument("--pg-timeout", type=float, required=True,
+                        help="timeout of the training group (DDP's all-reduce), seconds")
+    parser.add_argument("--join-timeout", type=float, default=60.0,
+                        help="timeout of joining and of the default group (checkpoint coordination), seconds")
     parser.add_argument("--model", required=True, help="the ModelConfig as JSON")
     args = parser.parse_args(argv)
 
@@ -210,13 +215,16 @@ def main(argv: list[str] | None = None) -> None:
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     events = EventLog(Path(os.environ.get("CARDTIME_RAW_DIR", ".")), rank, attempt)
     events.write("spawn", t=spawned, pid=os.getpid())
-    with worker_session(timeout_s=args.pg_timeout) as w:
+    # Joining waits for the slowest rank's `import torch` (seconds on a busy machine): it gets the long
+    # timeout. The training traffic gets a group of its own with the short one the drill measures.
+    with worker_session(timeout_s=max(args.join_timeout, args.pg_timeout)) as w:
+        group = dist.new_group(timeout=timedelta(seconds=args.pg_timeout))
         events.write("group_up")
         if rank == 0 and attempt == 0:
-            events.write("settings", backend=w.backend, pg_timeout_s=args.pg_timeout, world=w.world,
-                         env={k: os.environ.get(k) for k in NCCL_WATCHDOG_ENV})
+            events.write("settings", backend=w.backend, pg_timeout_s=args.pg_timeout, join_timeout_s=args.join_timeout,
+                         world=w.world, env={k: os.environ.get(k) for k in NCCL_WATCHDOG_ENV})
         try:
-            train(args, w, events)
+            train(args, w, events, group)
         except InjectedFault:
             raise
         except Exception as error:  # a surviving rank: record what it raised, then fail so torchrun restarts

@@ -119,6 +119,8 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         fn = ALGORITHMS[algo]
         counter = ByteCounter()
         out = fn(data.clone(), counter)
+        if args.save_results:  # for tests: the result itself, to compare with a single-process sum of the inputs
+            torch.save(out.cpu(), w.out_dir / f"result.{algo}.{size}.rank{w.rank}.pt")
         wrong = float((out != reference).sum().item())
         worst = float((out - reference).abs().max().item()) if count else 0.0
         rows += [Row(case=f"{algo}.bytes", metric="bytes_sent", value=counter.sent, unit="bytes", algo=algo,
@@ -158,6 +160,7 @@ def parse_args(argv=None):
     p.add_argument("--library", action="store_true", help="also time dist.all_reduce at every size")
     p.add_argument("--stage", default="crossover", help="stage name the rows carry")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--save-results", action="store_true", help="save every rank's ring/tree result next to its rows")
     args = p.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.algorithms = [a for a in args.algorithms.split(",") if a]

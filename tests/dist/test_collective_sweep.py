@@ -1,0 +1,71 @@
+"""The torch collective sweep on 3 gloo ranks (not a power of two): nccl-tests' columns, every collective
+checked, and a corrupted element counted as wrong. One launch serves every assertion."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.config import GLOO_CPU
+from suite.launch import run_torchrun
+from suite.model.alphabeta import busbw_factor
+from suite.workloads.collective_sweep import COLLECTIVES
+
+pytestmark = pytest.mark.dist
+
+SIZES = [8, 96, 6144]
+N = 3
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    raw = tmp_path_factory.mktemp("sweep")
+    result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
+                          ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
+                           "--inject-wrong", "all_to_all", "--bare-repeats", "1"],
+                          raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
+    return result.rows()
+
+
+def by(rows, **match):
+    return [r for r in rows if all(getattr(r, k) == v for k, v in match.items())]
+
+
+def test_every_collective_and_placement_is_measured(sweep):
+    for name, coll in COLLECTIVES.items():
+        for placement in coll.placements:
+            got = by(sweep, case=name, placement=placement, metric="busbw", source="torch")
+            assert got, (name, placement)
+            assert all(r.world == N and r.dtype == "float32" for r in got)
+
+
+def test_results_are_right_except_the_corrupted_one(sweep):
+    for r in by(sweep, metric="wrong"):
+        expected = 1 if r.case == "all_to_all" else 0
+        assert r.value == expected, (r.case, r.size_bytes, r.placement, r.value)
+
+
+def test_sizes_and_counts_follow_nccl_tests(sweep):
+    ag = {r.size_bytes: r.count for r in by(sweep, case="all_gather", metric="time_us", placement="oop")}
+    # 96 B of float32 over 3 ranks: 8 elements each, S = 96; 8 B cannot give each rank one element: skipped
+    assert ag == {96: 8, 6144: 512}
+    ar = {r.size_bytes: r.count for r in by(sweep, case="all_reduce", metric="time_us")}
+    assert ar == {8: 2, 96: 24, 6144: 1536}
+    assert {r.root for r in by(sweep, case="broadcast")} == {0}
+    assert {r.redop for r in by(sweep, case="all_gather")} == {"none"}
+
+
+def test_busbw_is_algbw_times_the_factor(sweep):
+    for r in by(sweep, metric="busbw", source="torch"):
+        if r.case not in COLLECTIVES:
+            continue
+        algbw = by(sweep, case=r.case, metric="algbw", size_bytes=r.size_bytes, placement=r.placement)[0].value
+        time_us = by(sweep, case=r.case, metric="time_us", size_bytes=r.size_bytes, placement=r.placement)[0].value
+        assert algbw == pytest.approx(r.size_bytes / (time_us * 1e-6) / 1e9)
+        assert r.value == pytest.approx(algbw * busbw_factor(r.case, N))
+
+
+def test_harness_and_bare_loop_are_both_recorded(sweep):
+    harness, bare = by(sweep, case="overhead.harness"), by(sweep, case="overhead.bare")
+    assert len(harness) == len(bare) == 1
+    assert harness[0].size_bytes == bare[0].size_bytes == max(SIZES)
+    assert harness[0].value > 0 and bare[0].value > 0

@@ -1,0 +1,82 @@
+"""The hand ring and tree all-reduce on 2, 3 and 4 gloo ranks: one launch per world size serves every check.
+
+Each launch runs both algorithms at sizes whose element counts do not divide evenly among the ranks
+(and some smaller than the world), then: results equal dist.all_reduce (checked in the workers) and
+equal a single-process sum of every rank's input (checked here), and every rank's bytes equal the
+formulas of suite/model/alphabeta.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suite.config import GLOO_CPU
+from suite.launch import run_torchrun
+from suite.model.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
+from suite.workloads.hand_allreduce import fill
+
+pytestmark = pytest.mark.dist
+
+# float32 counts: 1, 2, 3, 5, 13, 1025, 16384 — fewer than n, uneven, even
+SIZES = [4, 8, 12, 20, 52, 4100, 65536]
+SEED = 99
+
+
+@pytest.fixture(scope="module", params=[2, 3, 4], ids=lambda n: f"{n}ranks")
+def launch(request, tmp_path_factory):
+    n = request.param
+    raw = tmp_path_factory.mktemp(f"hand{n}")
+    result = run_torchrun(GLOO_CPU, "suite.workloads.hand_allreduce",
+                          ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library",
+                           "--save-results", "--seed", str(SEED), "--stage", "test"],
+                          raw_dir=raw, nproc=n, tag="hand", timeout_s=300)
+    return n, result
+
+
+def rows_of(result, case, metric):
+    return [r for r in result.rows() if r.case == case and r.metric == metric]
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree"])
+def test_equal_to_dist_all_reduce_at_every_size(launch, algo):
+    n, result = launch
+    wrong = {r.size_bytes: r.value for r in rows_of(result, algo, "wrong")}
+    assert sorted(wrong) == SIZES
+    assert all(v == 0 for v in wrong.values()), wrong
+    assert all(r.value == 0 for r in rows_of(result, algo, "max_abs_diff"))
+    assert all(r.world == n for r in rows_of(result, algo, "time_us"))
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree"])
+def test_equal_to_a_single_process_sum(launch, algo):
+    n, result = launch
+    for size in SIZES:
+        count = size // 4
+        reference = sum(fill(count, r, torch.float32, torch.device("cpu"), SEED) for r in range(n))
+        for rank in range(n):
+            got = torch.load(result.out_dir / f"result.{algo}.{size}.rank{rank}.pt")
+            assert torch.equal(got, reference), (algo, size, rank)
+
+
+@pytest.mark.parametrize("algo, formula", [("ring", ring_allreduce_bytes), ("tree", tree_allreduce_bytes)])
+def test_bytes_match_the_formulas(launch, algo, formula):
+    n, result = launch
+    sent = {(r.size_bytes, r.rank): r.value for r in rows_of(result, f"{algo}.bytes", "bytes_sent")}
+    received = {(r.size_bytes, r.rank): r.value for r in rows_of(result, f"{algo}.bytes", "bytes_received")}
+    assert len(sent) == len(SIZES) * n
+    for (size, rank), value in sent.items():
+        want_sent, want_received = formula(size // 4, n, 4, rank)
+        assert (value, received[(size, rank)]) == (want_sent, want_received), (size, rank)
+    # and the textbook totals where the buffer divides evenly: ring 2(n−1)·S/n per rank, tree 2(n−1)·S in all
+    even = 65536
+    per_rank = [sent[(even, r)] for r in range(n)]
+    if algo == "ring":
+        assert per_rank == [2 * (n - 1) * even / n] * n
+    else:
+        assert sum(per_rank) == 2 * (n - 1) * even
+
+
+def test_dist_all_reduce_is_timed_alongside(launch):
+    _, result = launch
+    assert sorted(r.size_bytes for r in rows_of(result, "library", "time_us")) == SIZES
