@@ -60,5 +60,11 @@ remote-status: $(STAMP)
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$${REMOTE_DIR:-cardtime}"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
+# With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.
 plan: $(STAMP)
-	$(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} $${HOST:+--host "$$HOST"}
+	@if [ -n "$$HOST" ]; then \
+	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"}; \
+	else \
+	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"}; \
+	fi

@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# Put what an image build needs from this machine into git-ignored folders of the build context:
-#   docker/wheels/  torch's CPU wheel (cpu.Dockerfile only; PyPI's linux torch is a multi-GB CUDA build)
-#   docker/certs/   the CA certificates this host adds to the system's (an inspecting HTTPS proxy's)
+# Put what an image build takes from this machine into git-ignored folders of the build context:
+#   docker/certs/         the CA certificates this host adds to the system's (an inspecting HTTPS proxy's)
+#   docker/wheels/torch/  torch's CPU wheel and its dependencies   (cpu only: PyPI's linux torch is a CUDA build)
+#   docker/wheels/deps/   wheels of the suite's node-side dependencies (cpu only: the build then needs no
+#                         download; anything missing still comes from PyPI inside the build)
 #
-#   docker/prepare-context.sh [cpu|cuda]     # run from the repository root; PY (default .venv/bin/python)
+#   docker/prepare-context.sh [cpu|cuda]     # from the repository root; PY (default .venv/bin/python)
+#
+# Wheels are fetched once into $CARDTIME_CACHE/wheels (default /var/cache/cardtime) by pip, through its
+# configured sources, and linked into the context from there: a fresh clone (CI) reuses them.
 set -euo pipefail
 kind=${1:-cpu}
 py=${PY:-.venv/bin/python}
-torch_version=$(sed -n 's/^ *"torch==\([^"]*\)".*/\1/p' pyproject.toml)
+cache=${CARDTIME_CACHE:-/var/cache/cardtime}/wheels
+torch_req=$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
 
-mkdir -p docker/certs docker/wheels
+mkdir -p docker/certs
 find docker/certs -name '*.crt' -delete
 for cert in /usr/local/share/ca-certificates/*.crt; do
-  [[ -e $cert ]] && cp "$cert" docker/certs/
+  if [[ -e $cert ]]; then cp "$cert" docker/certs/; fi
 done
-if [[ $kind == cpu ]] && ! compgen -G "docker/wheels/torch-$torch_version*.whl" >/dev/null; then
-  # pip resolves torch==X against its configured sources (a local wheel folder, the CPU index);
-  # --platform/--python-version make it pick the image's cp311 manylinux wheel whatever this host runs.
-  "$py" -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-    --python-version 3.11 -d docker/wheels "torch==$torch_version" \
-    || { echo "no torch==$torch_version CPU wheel for cp311: put one in docker/wheels/ (from https://download.pytorch.org/whl/cpu)" >&2; exit 1; }
-fi
-ls docker/wheels docker/certs | sed 's/^/  /'
+
+rm -rf docker/wheels
+[[ $kind == cpu ]] || exit 0
+download() {  # download DIR REQUIREMENT...: pip keeps files already there
+  mkdir -p "$1"
+  "$py" -m pip download --quiet --only-binary=:all: -d "$@" 2>&1 | grep -v 'is ignored: it is neither' >&2 || true
+}
+download "$cache/torch" "$torch_req"
+compgen -G "$cache/torch/torch-*.whl" >/dev/null \
+  || { echo "no $torch_req wheel for this Python: put the CPU one in $cache/torch/ (https://download.pytorch.org/whl/cpu)" >&2; exit 1; }
+# shellcheck disable=SC2046  # one requirement a word
+download "$cache/deps" $("$py" docker/node_requirements.py --without torch)
+mkdir -p docker/wheels
+cp -al "$cache/torch" "$cache/deps" docker/wheels/ 2>/dev/null || cp -a "$cache/torch" "$cache/deps" docker/wheels/
+echo "build context: $(du -sh docker/wheels | cut -f1) of wheels in docker/wheels/, $(find docker/certs -name '*.crt' | wc -l) extra CA certificate(s)"

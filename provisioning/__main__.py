@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", help="where the host's latest run is")
     add_connection_args(s)
     s.set_defaults(func=cmd_status)
+    pl = sub.add_parser("plan", help="the plan (python -m suite plan) for the GPUs HOST actually has")
+    add_connection_args(pl)
+    pl.add_argument("--profile", default="nccl-gpu")
+    pl.add_argument("--rate", type=float, default=None, help="price of the host, $/hour")
+    pl.set_defaults(func=cmd_plan)
     a = sub.add_parser("archive", help="upload a run directory to s3://bucket/prefix/<run-id>/ (or copy to a folder)")
     a.add_argument("run_dir", type=Path)
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
@@ -86,6 +91,12 @@ def cmd_status(args) -> int:
     from .remote import status_main
 
     return status_main(options(args))
+
+
+def cmd_plan(args) -> int:
+    from .remote import plan_main
+
+    return plan_main(options(args), args.profile, args.rate)
 
 
 def cmd_archive(args) -> int:

@@ -24,6 +24,13 @@ MANIFEST_NAME = "archive-manifest.json"
 MULTIPART_THRESHOLD = 64 * 1024**2  # bytes; S3's smallest part is 5 MiB, so 64 MiB keeps part counts low
 MULTIPART_CHUNK = 64 * 1024**2
 FILE_ATTEMPTS = 4  # whole-file retries on top of botocore's per-request ones: waits 1, 2, 4 s
+# Answers no retry can fix: fail at once with what to do.
+FATAL_CODES = {
+    "NoSuchBucket": "create the bucket or correct ARCHIVE=s3://bucket/prefix",
+    "AccessDenied": "the laptop's credentials may not write there: check AWS_PROFILE / the bucket policy",
+    "InvalidAccessKeyId": "the access key is unknown to this endpoint: check the credentials and AWS_ENDPOINT_URL",
+    "SignatureDoesNotMatch": "the secret key is wrong for this access key: check the credentials",
+}
 SKIP_SUFFIXES = (".part",)  # a fetch cut off half-way
 
 
@@ -104,6 +111,7 @@ def archive_run(run_dir: Path, dest: str, *, endpoint_url: str | None = None, cl
 
 
 def _to_s3(run_dir, entries, dest, endpoint_url, client, threshold, chunk, say) -> ArchiveReport:
+    from boto3.exceptions import S3UploadFailedError
     from boto3.s3.transfer import TransferConfig
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -127,7 +135,10 @@ def _to_s3(run_dir, entries, dest, endpoint_url, client, threshold, chunk, say) 
             try:
                 client.upload_file(str(path), bucket, key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=transfer)
                 break
-            except (BotoCoreError, ClientError) as e:
+            except (BotoCoreError, ClientError, S3UploadFailedError) as e:
+                fatal = next((c for c in FATAL_CODES if c in str(e)), None)
+                if fatal:
+                    raise ArchiveError(f"uploading to s3://{bucket}/{key}: {fatal}: {FATAL_CODES[fatal]}") from None
                 if attempt == FILE_ATTEMPTS:
                     raise ArchiveError(f"uploading {path} to s3://{bucket}/{key} failed {attempt} times: {e}; "
                                        "rerun the same command: objects already up are skipped") from None

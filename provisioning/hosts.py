@@ -43,5 +43,5 @@ def parse_host(text: str) -> HostSpec:
         raise HostSpecError(f"HOST={text!r} is not user@host[:port] (for example HOST=root@203.0.113.7:2222)")
     port = int(m["port"]) if m["port"] else None
     if port is not None and not 0 < port < 65536:
-        raise HostSpecError(f"HOST={text!r}: port {port} is outside 1–65535")
+        raise HostSpecError(f"HOST={text!r}: port {port} is outside 1–65535 (HOST=user@host[:port])")
     return HostSpec(host=m["host"].strip("[]"), user=m["user"], port=port)

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import codesync, fetch, hostruntime, jobs, preflight
+from . import codesync, fetch, hostruntime, jobs, preflight, remote_docker
 from .archive import ArchiveError, archive_run
 from .connection import ConnectionLost, Remote, RemoteError, fingerprint
 from .hosts import HostSpec
@@ -120,13 +120,14 @@ def validate_stages(spec: str) -> str:
     return ",".join(stages.select(spec))
 
 
-def suite_argv(python: str, opts: RemoteOptions, base: str, job_dir_last: str, resume_dir: str | None) -> list[str]:
+def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None) -> list[str]:
+    """The arguments of `python -m suite` for this run (the image's entry point takes the same)."""
     if resume_dir:
-        return [python, "-m", "suite", "run", "--resume", resume_dir, "--record-last", job_dir_last]
-    argv = [python, "-m", "suite", "run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", job_dir_last]
+        return ["run", "--resume", resume_dir, "--record-last", last_file]
+    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file]
     if opts.stages:
-        argv += ["--stages", opts.stages]
-    return argv
+        args += ["--stages", opts.stages]
+    return args
 
 
 def follow(remote_ref: list[Remote], opts: RemoteOptions, base: str, steps: Steps) -> jobs.JobStatus:
@@ -181,32 +182,34 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     code_dir, how = codesync.ship(remote, local, base, say=steps.say)
     steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
 
+    job_id = jobs.new_job_id(key)
+    job_dir = f"{base}/jobs/{job_id}"
+    args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
     steps.begin("runtime", f"RUNTIME={runtime}")
-    job_id_dir = None
     if runtime == "docker":
-        from . import remote_docker
-
-        return remote_docker.start(remote, opts, facts, local, key, code_dir, resume_dir, steps)
-    python = hostruntime.ensure_venv(
-        remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
-        code_dir, say=steps.say)
+        image = remote_docker.ensure_image(remote, code_dir, local.commit, opts.image, say=steps.say)
+        remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
+        argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs", suite_args=args,
+                                      gpus=needs_gpu(opts.profile), commit=local.commit)
+    else:
+        python = hostruntime.ensure_venv(
+            remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
+            code_dir, say=steps.say)
+        argv = [python, "-m", "suite", *args]
 
     steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
     use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
-    # The job id is made inside jobs.start; --record-last needs its folder, so reserve the id first.
-    job_id = jobs.new_job_id(key)
-    job_id_dir = f"{base}/jobs/{job_id}"
-    argv = suite_argv(python, opts, base, f"{job_id_dir}/LAST", resume_dir)
     jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
                env={"PYTHONUNBUFFERED": "1"}, extra={"code_shipped_by": how, "resumes": resume_dir})
     st = jobs.wait_started(remote, base)
-    steps.say(f"job {job_id} started (pid {st.pid}, {f'tmux -L {jobs.TMUX_SOCKET} attach -t cardtime-{job_id}' if use_tmux else 'setsid'}); "
-              "closing the laptop now loses nothing")
+    how_to_watch = f"tmux -L {jobs.TMUX_SOCKET} attach -t cardtime-{job_id}" if use_tmux else "setsid"
+    steps.say(f"job {job_id} started (pid {st.pid}, {how_to_watch}); closing the laptop now loses nothing")
     return {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
 
 
 def remote_main(opts: RemoteOptions, stream=None) -> int:
     steps = Steps(stream)
+    opts.runs_dir = Path(opts.runs_dir).resolve()  # printed paths are absolute: they are clicked on
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
@@ -312,3 +315,37 @@ def status_main(opts: RemoteOptions, stream=None) -> int:
         for line in st.log.splitlines()[-10:]:
             print(f"  │ {line}", file=out)
     return 0 if st.state in ("running", "starting", "finished") else 1
+
+
+def gpu_model(nvidia_smi_l_line: str) -> str:
+    """'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)' → 'NVIDIA H100 80GB HBM3'."""
+    text = nvidia_smi_l_line.split(":", 1)[1] if ":" in nvidia_smi_l_line else nvidia_smi_l_line
+    return text.split(" (UUID")[0].strip()
+
+
+def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream=None) -> int:
+    """`make plan HOST=…`: the plan for the GPU count and model the host reports."""
+    from suite.config import get_profile
+    from suite.plan import PlanAssumptions, estimate, render
+
+    out = stream or sys.stdout
+    remote = connect(opts)
+    try:
+        r = remote.run(["nvidia-smi", "-L"], check=False, timeout=60)
+    finally:
+        remote.close()
+    gpus = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("GPU ")]
+    if r.exit_code != 0 or not gpus:
+        print(f"{opts.host.label}: no GPU listed by nvidia-smi -L ({last_line(r.stdout + r.stderr)}): "
+              "plan without HOST= (make plan GPUS=8) or fix the driver", file=out)
+        return 2
+    model = gpu_model(gpus[0])
+    print(f"{opts.host.label}: {len(gpus)} × {model}", file=out)
+    plan = estimate(get_profile(profile_name, len(gpus)), PlanAssumptions(gpu_name=model), rate_per_hour=rate)
+    print(render(plan), file=out)
+    return 0
+
+
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"

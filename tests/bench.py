@@ -39,6 +39,33 @@ def rehearsal_wall_time() -> None:
         print("  " + summary[-1])
 
 
+@bench
+def harness_overhead() -> None:
+    """Bandwidth stage: the sweep's all_reduce busbw at the largest rehearsal size vs a bare dist.all_reduce loop,
+    alternated in one gloo launch (target: the harness within 5% of the bare loop)."""
+    import statistics
+
+    from suite.config import GLOO_CPU
+    from suite.launch import run_torchrun
+
+    size = max(GLOO_CPU.sweep.sizes())
+    repeats, iters = 7, 20
+    with tempfile.TemporaryDirectory() as raw:
+        result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
+                              ["--sizes", str(size), "--collectives", "all_reduce", "--warmup", "2",
+                               "--iters", str(iters), "--bare-repeats", str(repeats)],
+                              raw_dir=Path(raw), tag="bench", timeout_s=600)
+        rows = result.rows()
+    harness = [r.value for r in rows if r.case == "overhead.harness"]
+    bare = [r.value for r in rows if r.case == "overhead.bare"]
+    h, b = statistics.median(harness), statistics.median(bare)
+    print(f"harness overhead, all_reduce {size} B on {GLOO_CPU.nproc} gloo ranks, {repeats} alternations × {iters} iters:")
+    print(f"  suite busbw (median): {h:.4f} GB/s")
+    print(f"  bare dist.all_reduce busbw (median): {b:.4f} GB/s")
+    print(f"  suite / bare: {h / b:.3f} (target ≥ 0.95)")
+    print("  pairs: " + ", ".join(f"{x:.3f}/{y:.3f}" for x, y in zip(harness, bare)))
+
+
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     for fn in BENCHES:

@@ -30,7 +30,29 @@ def busbw(size: int, collective: str, scale: float, repeat: int) -> float:
     return size / t / 1e9 * factor * (1 + 0.01 * ((repeat % 3) - 1))
 
 
-def build_run(path: Path, *, hostname: str = HOSTILE_HOST, gpu: bool = True, bandwidth_scale: float = 1.0,
+_BUILT: dict[tuple, Path] = {}
+
+
+def build_run(path: Path, **options) -> Path:
+    """The synthetic run at `path` (a copy of an identical one built earlier in this process, when there is one)."""
+    import atexit
+    import json
+    import shutil
+    import tempfile
+
+    key = tuple(sorted(options.items()))
+    if key not in _BUILT:
+        cache = Path(tempfile.mkdtemp(prefix="cardtime-synthetic-"))
+        atexit.register(shutil.rmtree, cache, True)
+        _BUILT[key] = write_run(cache / "run", **options)
+    shutil.copytree(_BUILT[key], path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["run_id"] = path.name
+    (path / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return path
+
+
+def write_run(path: Path, *, hostname: str = HOSTILE_HOST, gpu: bool = True, bandwidth_scale: float = 1.0,
               commit: str = "0123456789abcdef0123456789abcdef01234567", bandwidth_code: str = "bw-code-1",
               repeats: int = 3) -> Path:
     profile = NCCL_GPU if gpu else GLOO_CPU
@@ -133,7 +155,18 @@ def install_figure_module(monkeypatch, stage: str, figures) -> None:
     module = types.ModuleType(name)
     module.__spec__ = importlib.machinery.ModuleSpec(name, None)
     module.figures = figures
+    module.installed_by_test = True
     monkeypatch.setitem(sys.modules, name, module)
+
+
+def only_installed_figures(monkeypatch) -> None:
+    """Hide the stages' own figure modules: a test sees only what install_figure_module put there."""
+    import sys
+
+    from reports import figures as figure_modules
+
+    monkeypatch.setattr(figure_modules, "has_module", lambda stage: getattr(
+        sys.modules.get(figure_modules.module_name(stage)), "installed_by_test", False))
 
 
 def busbw_lines(rows, expectations, facts):

@@ -27,7 +27,9 @@ The eras this reads (from nccl-tests' own source history and real captures, test
 Anything else on a line of its own is ignored: NCCL INFO/WARN, `NCCL version`, MPI warnings,
 rccl-tests' extra lines, shell prompts. `mpirun --tag-output` prefixes (`[1,0]<stdout>:`) are
 stripped first. A run that hangs after the header or aborts mid-table keeps the rows printed so
-far with `complete: false` and the reason.
+far with `complete: false` and the reason. A file holding several tests one after another (a
+script looping over the binaries) is read up to the second test's preamble; `next_test_line` says
+where that starts (parse the rest separately).
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
     saw_preamble = False
     saw_header = False
     saw_footer = False
+    next_test = None
+    wrong_kind = None
     failure = None
     partial = None
     version = None
@@ -162,6 +166,10 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
         s = line.strip()
         if not s:
             continue
+        starts_next = PREAMBLE.match(s) or "Collective test starting" in s
+        if starts_next and (rows or saw_footer):  # a file of several tests: this parse reads the first
+            next_test = index + 1
+            break
         m = PROGRAM_LINE.search(s)
         if m and collective is None:
             collective = program_name(m.group(1))
@@ -207,11 +215,12 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
                 partial = partial or f"line {index + 1} is a cut-off table row: {s[:80]!r}"
                 continue
             rows.append(row)
+            wrong_kind = layout.wrong_kind
             continue
         m = FAILURE.search(s)
         if m and failure is None:
             failure = m.group(1).strip()
-        if collective is None and not s.startswith("#"):
+        if collective is None and not rows and not saw_footer:  # a command after the table names the next test
             w = PROGRAM_WORD.search(s)
             if w and w.group(1) in PROGRAMS:
                 collective = w.group(1)
@@ -244,8 +253,9 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
         "oob": oob,
         "complete": complete,
         "reason": reason,
-        "wrong_kind": table.wrong_kind if table else None,
+        "wrong_kind": wrong_kind or (table.wrong_kind if table else None),
         "version": version,
+        "next_test_line": next_test,
     }
 
 

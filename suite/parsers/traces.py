@@ -9,13 +9,18 @@ Every interval of the timeline is communication, compute or neither:
       name matches COMM_PATTERN (`ncclKernel_*`, `ncclDevKernel_*`, `ncclSymDevKernel_*`) is
       communication; Memcpy/Memset/dma are neither; every other kernel is compute.
   CPU (a Kineto trace with no GPU kernel, as gloo makes): the `gloo:*` spans (the gloo worker
-      thread) are communication; the `cpu_op` events of the main thread are compute, except the
-      enqueue ops (`c10d::allreduce_`, ~60 µs each) that only hand work to that thread.
+      thread) are communication; the `cpu_op` events of the main thread are compute, less the
+      time of the enqueue ops (`c10d::allreduce_`, ~60 µs each) that only hand work to that thread.
+
+When the trace marks two or more `ProfilerStep#N` spans, the last is left out, as Holistic Trace
+Analysis does (a capture of a running job cuts it short; suite/workloads/profile_run.py profiles
+one step more for it): GPU kernels count when the runtime call that launched them started before
+it, CPU intervals when they started before it.
 
 Each class's intervals are merged per rank (nested and concurrent kernels count once), then per
 rank: comm_us and compute_us (merged lengths), overlap_us (time both run at once) and
 overlap_pct = overlap_us / comm_us × 100. That is Holistic Trace Analysis' comm/compute overlap
-(tests/data/traces/README.md holds its figure for the real trace the tests read).
+(tests/data/traces/hta-sampled_rank-0.hta.json holds HTA's own figure for the real trace the tests read).
 """
 
 from __future__ import annotations
@@ -124,6 +129,24 @@ def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return out
 
 
+def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The parts of merged intervals `a` outside merged intervals `b`."""
+    out: list[Interval] = []
+    j = 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cursor = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                out.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
 def clip(merged: Sequence[Interval], start: float, end: float) -> list[Interval]:
     """The parts of merged intervals inside [start, end]."""
     return [(max(s, start), min(e, end)) for s, e in merged if e > start and s < end]
@@ -187,11 +210,7 @@ def _span(event: dict[str, Any]) -> Interval | None:
 
 
 def last_step_start(events: list[dict[str, Any]]) -> float | None:
-    """Start of the last `ProfilerStep#N` span when there are at least two, else None.
-
-    The last step is cut short by the end of the capture (or is the empty step the final
-    `prof.step()` opens), so only the steps before it are analysed, as Holistic Trace Analysis does.
-    """
+    """Start of the last `ProfilerStep#N` span when there are at least two, else None: the steps before it are analysed."""
     starts = sorted(float(e["ts"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and "ts" in e)
     return starts[-1] if len(starts) >= 2 else None
 
@@ -226,6 +245,7 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
     timeline = RankTimeline(rank=rank, source="kineto-cpu")
     cpu_ops = [e for e in complete if e.get("cat") == "cpu_op"]
     main = main_thread(complete, cpu_ops)
+    enqueue: list[Interval] = []
     for e in complete:
         name = str(e.get("name", ""))
         span = _span(e)
@@ -233,8 +253,11 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
             continue
         if c.comm.match(name):
             timeline.comm.append(span)
-        elif e.get("cat") == "cpu_op" and (e.get("pid"), e.get("tid")) == main and not c.enqueue.match(name):
-            timeline.compute.append(span)
+        elif e.get("cat") == "cpu_op" and (e.get("pid"), e.get("tid")) == main:
+            (enqueue if c.enqueue.match(name) else timeline.compute).append(span)
+    # The op that enqueues a collective sits inside others (the AccumulateGrad that fires DDP's hook):
+    # its time is cut out of theirs.
+    timeline.compute = subtract(merge(timeline.compute), merge(enqueue))
     return timeline
 
 
@@ -321,6 +344,9 @@ def open_sqlite(path: Path) -> sqlite3.Connection:
 def timelines_of(path: Path, classifier: Classifier | None = None) -> list[RankTimeline]:
     """Every rank's timeline in one file: an nsys `.sqlite` or a torch trace `.json` / `.json.gz`."""
     path = Path(path)
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        raise ParseError(f"an Nsight Systems report: export it first with "
+                         f"`nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}`")
     if path.suffix in (".sqlite", ".db"):
         m = re.search(r"rank[-_]?(\d+)", path.name)
         conn = open_sqlite(path)

@@ -122,7 +122,9 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
             continue
         args = perf_args(profile)
         ctx.say(f"nccl-tests {program}{' ' + algo if algo else ''}", done=i, of=len(collectives))
-        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=ctx.time_left())
+        left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
+        share = None if left is None else max(30.0, left / (len(collectives) - i))
+        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share)
         try:
             parsed = parse_file(out)
         except ParseError as e:

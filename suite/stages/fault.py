@@ -57,6 +57,10 @@ TORCHRUN_STOP_WAIT_S = 30.0
 """How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
 POLL_S = 0.2
 """run_torchrun's polling interval: the stage notices a survivor's error at most this late."""
+RESERVE_S = 5.0
+"""Seconds of the stage's limit kept for writing rows after the last drill."""
+MIN_DRILL_S = 20.0
+"""A drill given less than this, seconds, cannot get through two start-ups: it is not started."""
 
 
 def drill_ranks(profile: Profile) -> int:
@@ -111,6 +115,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
+    # The workers' thread count: more OpenMP threads than free cores makes tiny matmuls 10-100× slower.
+    torch.set_num_threads(profile.omp_threads)
     reference = reference_losses(profile.model, cfg.steps, device)
     if profile.device == "cuda":
         torch.cuda.empty_cache()  # the drill's rank 0 needs this card
@@ -142,9 +148,13 @@ def drill(profile: Profile, ctx: StageContext, scenario: str, ranks: int) -> tup
     watch = DrillWatch(folder, cfg.fault_rank, ranks)
     args = ["--scenario", scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
             "--fault-step", str(cfg.fault_step), "--fault-rank", str(cfg.fault_rank),
-            "--pg-timeout", str(cfg.pg_timeout_s), "--model", json.dumps(dataclasses.asdict(profile.model))]
+            "--pg-timeout", str(cfg.pg_timeout_s), "--join-timeout", str(profile.collective_timeout_s),
+            "--model", json.dumps(dataclasses.asdict(profile.model))]
     left = ctx.time_left()
-    timeout = cfg.drill_timeout_s if left is None else max(1.0, min(cfg.drill_timeout_s, left - 5.0))
+    timeout = cfg.drill_timeout_s if left is None else min(cfg.drill_timeout_s, left - RESERVE_S)
+    if timeout < MIN_DRILL_S:
+        return [], (f"not run: {left:.0f} s left of the stage's time limit, a drill needs {MIN_DRILL_S:.0f} s; "
+                    f"raise it with --stage-timeout fault=SECONDS")
     launch_error = None
     try:
         run_torchrun(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
@@ -250,7 +260,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             out.append(Verdict(id=f"{STAGE}.drill.{scenario}", stage=STAGE, status="fail", expected="the drill ran",
                                observed="no rows", reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
             continue
-        out += [judge_detection(scenario, got, pg_timeout, warn_after, hang_after),
+        out += [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
                 judge_resume(scenario, got, steps),
                 judge_loss(scenario, got)]
     return out
@@ -267,7 +277,7 @@ def _text(got: dict[str, Row], metric: str) -> str | None:
 
 
 def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_after: float,
-                    hang_after: float) -> Verdict:
+                    hang_after: float, fault_step: int) -> Verdict:
     detect, restart = _value(got, "detect_s"), _value(got, "restart_s")
     error = _text(got, "error")
     expected = f"a surviving rank raises within {hang_after:.0f} s (timeout {pg_timeout:g} s + margin)"
@@ -277,12 +287,15 @@ def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_
             return Verdict(id=vid, stage=STAGE, status="pass", expected=expected,
                            observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
                            reason="torchrun saw the faulted process exit and stopped the others before they raised")
-        fault = _value(got, "fault_step")
-        observed = "the fault never happened" if fault is None else "no surviving rank raised"
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
+        launch = _text(got, "launch_error")
+        if _value(got, "fault_step") is None:
+            return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="the fault never happened",
+                           reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
+                                  f"raw/fault/{scenario}/ holds torchrun's and every rank's log")
+        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="no surviving rank raised",
                        reason="hangs without an error: set a timeout / enable async error handling "
                               "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
-                              + (f"; {_text(got, 'launch_error')}" if _text(got, "launch_error") else ""))
+                              + (f"; {launch}" if launch else ""))
     observed = f"{detect:.3f} s: {error or '(no error text)'}"
     if detect > hang_after:
         return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,

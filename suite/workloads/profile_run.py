@@ -10,7 +10,8 @@
 `--capture cuda-profiler-api` the steps run between torch.cuda.profiler.start() and stop(), the
 capture range nsys waits for, each step in an NVTX range. Under `--capture torch` they run inside
 torch.profiler (CPU activity, and CUDA on a GPU), written to <trace-dir>/rank<RANK>.trace.json.gz.
-Rows: step_time_s (median of the profiled steps, this rank).
+The trace analysis (suite/parsers/traces.py) leaves out the last ProfilerStep: the stage asks for
+one step more than it analyses. Rows: step_time_s (median of the profiled steps, this rank).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import os
 import shlex
 import sys
+import warnings
 from typing import Sequence
 
 NSYS_TRACE = "cuda,nvtx,osrt"
@@ -118,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if w.device.type == "cuda" else [])
             path = os.path.join(args.trace_dir, f"rank{w.rank}.trace.json.gz")  # gzipped by torch (.gz)
             # A schedule makes the profiler mark each step (ProfilerStep#N); the trace is written
-            # when the last active step ends.
+            # when the last active step ends. The untraced steps above were the warm-up.
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
             with profile(activities=activities, schedule=schedule(wait=0, warmup=0, active=args.steps, repeat=1),
                          on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
                 for index in range(args.steps):

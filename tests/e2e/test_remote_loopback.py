@@ -34,7 +34,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, fake_credentials, sshd_available, start_moto, start_sshd  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -131,7 +131,7 @@ def test_remote_end_to_end_with_reattach(world):
     log1 = world["base"] / "first.log"
     with open(log1, "w") as out:
         first = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 2400  # the first install of the host's venv
     job_dir = None
     while time.monotonic() < deadline and first.poll() is None:
         job_dir = current_job(remote_dir)

@@ -17,7 +17,15 @@ import pytest
 
 from reports.report import render_path
 from suite.results import RunDir
-from tests.report_synthetic import HOSTILE_GPU, HOSTILE_HOST, build_run, busbw_lines, install_figure_module, link_matrix
+from tests.report_synthetic import (
+    HOSTILE_GPU,
+    HOSTILE_HOST,
+    build_run,
+    busbw_lines,
+    install_figure_module,
+    link_matrix,
+    only_installed_figures,
+)
 
 from .browser import Browser, chromium_binary
 
@@ -76,6 +84,7 @@ def assert_every_figure_rendered(facts: dict) -> None:
 
 
 def test_synthetic_report_in_chromium(tmp_path, monkeypatch):
+    only_installed_figures(monkeypatch)
     install_figure_module(monkeypatch, "bandwidth", busbw_lines)
     install_figure_module(monkeypatch, "topology", link_matrix)
     run = build_run(tmp_path / "run-a")

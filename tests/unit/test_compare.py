@@ -10,9 +10,23 @@ from pathlib import Path
 import pytest
 
 from reports import compare, overlay
-from tests.report_synthetic import SIZES, build_run, busbw, busbw_lines, install_figure_module, link_matrix
+from tests.report_synthetic import (
+    SIZES,
+    build_run,
+    busbw,
+    busbw_lines,
+    install_figure_module,
+    link_matrix,
+    only_installed_figures,
+)
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _figures_of_these_tests_only(monkeypatch):
+    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests' own."""
+    only_installed_figures(monkeypatch)
 
 
 def metric_rows(comparison: compare.Comparison, stage: str) -> dict[tuple[str, str, str], list[str]]:

@@ -231,3 +231,11 @@ def test_cli_prints_json_and_exits_2_on_bad_input(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and "not nccl-tests output" in out.stderr
+
+
+def test_a_file_of_several_tests_is_read_up_to_the_second():
+    got = parse_file(DATA / "25-gtx1080ti-all_gather-2019-no-header-busbw-equals-algbw.txt")
+    assert got["collective"] == "all_gather"  # not broadcast, which the command after the footer names
+    assert got["next_test_line"] == 17 and len(got["rows"]) == 12
+    assert got["wrong_kind"] == "max_deviation"
+    assert all(r["redop"] is None and r["root"] is None for r in got["rows"])

@@ -23,10 +23,17 @@ from tests.report_synthetic import (
     busbw,
     busbw_lines,
     install_figure_module,
+    only_installed_figures,
     link_matrix,
 )
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _figures_of_these_tests_only(monkeypatch):
+    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests' own."""
+    only_installed_figures(monkeypatch)
 
 
 class Elements(HTMLParser):

@@ -1,0 +1,140 @@
+"""Fault figures: each scenario's timeline from the fault (detection, restart, regroup, resume, done) with
+the measured seconds written on it, and the losses of the drill against the uninterrupted reference."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+SCENARIOS = ("crash", "hang", "exception")
+# (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
+PHASES = (
+    ("fault", "detect_s", "until a survivor raised", "#d62728"),
+    ("detect_s", "restart_s", "until torchrun spawned attempt 1", "#ff7f0e"),
+    ("restart_s", "regroup_s", "start-up, joining the new group", "#1f77b4"),
+    ("regroup_s", "resume_s", "checkpoint loaded, first step", "#2ca02c"),
+    ("resume_s", "done_s", "training to the end", "#bbbbbb"),
+)
+MARKS = (("detect_s", "detected"), ("nudge_s", "drill SIGKILLs stopped rank"), ("restart_s", "restart"),
+         ("regroup_s", "group up"), ("resume_s", "resumed"))
+ZERO_FLOOR = 1e-10
+"""Loss differences of exactly 0 are drawn here on the log axis."""
+
+
+def figures(rows, expectations, facts) -> list[Figure]:
+    if rows is None or not len(rows):
+        return []
+    out = []
+    scenarios = [s for s in SCENARIOS if s in set(rows["case"])]
+    if scenarios:
+        out.append(timeline_figure(rows, scenarios, facts))
+    if (rows["metric"] == "loss").any():
+        out.append(loss_figure(rows, scenarios))
+    return out
+
+
+def _values(rows, scenario: str) -> dict[str, float]:
+    part = rows[(rows["case"] == scenario) & rows["text"].isna()]
+    return {m: float(v) for m, v in zip(part["metric"], part["value"]) if m != "loss"}
+
+
+def _finite(x) -> bool:
+    return x is not None and not math.isnan(x)
+
+
+def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
+    drill = facts.get("fault_drill", {}) if facts else {}
+    fig = Figure(figsize=(11, 1.4 + 1.4 * len(scenarios)))
+    ax = fig.subplots()
+    longest, labelled = 0.0, set()
+    for y, scenario in enumerate(reversed(scenarios)):
+        v = _values(rows, scenario)
+        v["fault"] = 0.0
+        for start, end, label, colour in PHASES:
+            a, b = v.get(start), v.get(end)
+            if _finite(a) and _finite(b) and b >= a:
+                ax.barh(y, b - a, left=a, height=0.4, color=colour, label=None if label in labelled else label)
+                labelled.add(label)
+                longest = max(longest, b)
+        reached = []
+        for key, name in MARKS:
+            x = v.get(key)
+            if _finite(x):
+                ax.plot([x], [y], "k|", markersize=16)
+                reached.append(f"{name.replace(chr(10), ' ')} {x:.2f} s")
+            elif key != "nudge_s":
+                reached.append(f"{name.replace(chr(10), ' ')}: not reached")
+        ax.annotate("fault → " + " → ".join(reached), (0, y + 0.24), fontsize=7.5, va="bottom")
+        error = _error(rows, scenario)
+        if error:
+            ax.annotate(error, (0, y - 0.24), fontsize=6.5, va="top", color="#555555")
+    ax.axvline(0, color="black", linewidth=1)
+    ax.set_yticks(range(len(scenarios)), list(reversed(scenarios)))
+    ax.set_ylim(-0.75, len(scenarios) - 0.25)
+    ax.set_xlim(-0.02 * max(longest, 1.0), 1.05 * max(longest, 1.0))
+    ax.set_xlabel("seconds after the fault")
+    ax.grid(True, axis="x", alpha=0.3)
+    if labelled:
+        ax.legend(fontsize=7, loc="upper right", ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
+    where = f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout " \
+            f"{drill.get('pg_timeout_s', '?')} s"
+    fig.suptitle(f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun")
+    fig.tight_layout()
+    return fig
+
+
+def _error(rows, scenario: str, width: int = 150) -> str:
+    """The first line a survivor raised, shortened to fit under its lane."""
+    part = rows[(rows["case"] == scenario) & (rows["metric"].isin(["error", "launch_error"]))]
+    if not len(part):
+        return ""
+    text = " / ".join(str(t) for t in part["text"])
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def loss_figure(rows, scenarios: list[str]) -> Figure:
+    losses = rows[rows["metric"] == "loss"]
+    reference = losses[losses["case"] == "reference"].sort_values("repeat")
+    ref = dict(zip(reference["repeat"].astype(int), reference["value"]))
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    if ref:
+        left.plot(list(ref), list(ref.values()), "-", color="black", label="uninterrupted reference")
+    tolerance = None
+    for offset, scenario in enumerate(scenarios):
+        part = losses[losses["case"] == scenario]
+        v = _values(rows, scenario)
+        tolerance = v.get("loss_tolerance", tolerance)
+        for source, marker in (("attempt0", "o"), ("attempt1", "x")):
+            points = part[part["source"] == source].sort_values("repeat")
+            if not len(points):
+                continue
+            steps = points["repeat"].astype(int).tolist()
+            left.plot([s + 0.08 * (offset - 1) for s in steps], points["value"], marker, markersize=5,
+                      fillstyle="none", label=f"{scenario} {source.replace('attempt', 'attempt ')}")
+            diffs = [max(abs(val - ref[s]), ZERO_FLOOR) for s, val in zip(steps, points["value"]) if s in ref]
+            right.plot([s for s in steps if s in ref], diffs, marker + "-" if source == "attempt1" else marker,
+                       fillstyle="none", label=f"{scenario} {source.replace('attempt', 'attempt ')}")
+        if _finite(v.get("fault_step")):
+            left.axvline(v["fault_step"], color="#d62728", linestyle=":", linewidth=1)
+    left.set_xlabel("step")
+    left.set_ylabel("loss (nats)")
+    left.set_title("loss per step (fault step dotted)")
+    left.legend(fontsize=6)
+    right.set_yscale("log")
+    if _finite(tolerance):
+        right.axhline(tolerance, color="grey", linestyle="--", label=f"tolerance {tolerance:g}")
+    right.set_xlabel("step")
+    right.set_ylabel("|loss − reference| (nats)")
+    right.set_title(f"difference from the reference (0 drawn at {ZERO_FLOOR:g})")
+    right.legend(fontsize=6)
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("Resumed training against the uninterrupted run of the same seed")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,85 @@
+"""Overlap figures: step time per DDP mode beside no overlap, and the measured saving against the
+α-β prediction of the communication hidden under backward."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+NO_OVERLAP = "no_overlap"
+
+
+def _mode_order(rows) -> list[str]:
+    """no_overlap first, then bucketed modes by bucket size."""
+    labels = [m for m in dict.fromkeys(rows["overlap"].dropna()) if m]
+
+    def key(label: str) -> tuple[int, float]:
+        if label == NO_OVERLAP:
+            return (0, 0.0)
+        try:
+            return (1, float(label.removeprefix("bucket_").removesuffix("MB")))
+        except ValueError:
+            return (2, 0.0)
+
+    return sorted(labels, key=key)
+
+
+def _value(rows, label: str, metric: str) -> float:
+    part = rows[(rows["overlap"] == label) & (rows["metric"] == metric)]
+    return float(part["value"].iloc[0]) if len(part) else math.nan
+
+
+def figures(rows, expectations, facts) -> list[Figure]:
+    if rows is None or not len(rows) or "overlap" not in rows:
+        return []
+    labels = _mode_order(rows[rows["metric"] == "step_time_s"])
+    if not labels:
+        return []
+    return [step_figure(rows, labels), saving_figure(rows, labels)]
+
+
+def step_figure(rows, labels: list[str]) -> Figure:
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    steps = [_value(rows, m, "step_time_s") * 1e3 for m in labels]
+    colors = ["tab:grey" if m == NO_OVERLAP else "tab:blue" for m in labels]
+    bars = ax.bar(labels, steps, color=colors)
+    for bar, label in zip(bars, labels):
+        buckets = _value(rows, label, "buckets")
+        diff = _value(rows, label, "max_grad_diff")
+        note = (f"{buckets:.0f} buckets\n" if not math.isnan(buckets) else "") + (
+            f"Δgrad {diff:.1e}" if not math.isnan(diff) else "")
+        ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
+    base = _value(rows, NO_OVERLAP, "step_time_s") * 1e3
+    if not math.isnan(base):
+        ax.axhline(base, color="tab:grey", linestyle=":", label="no overlap")
+        ax.legend(fontsize=8)
+    ax.set_ylabel("step time (ms, median, slowest rank)")
+    ax.set_title("DDP step time by overlap mode (Δgrad: max |grad − one process's|)")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def saving_figure(rows, labels: list[str]) -> Figure:
+    overlapped = [m for m in labels if m != NO_OVERLAP]
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    x = range(len(overlapped))
+    measured = [_value(rows, m, "step_time_saving_s") * 1e3 for m in overlapped]
+    predicted = [_value(rows, m, "predicted_hidden_comm_s") * 1e3 for m in overlapped]
+    ax.bar([i - 0.2 for i in x], measured, width=0.4, label="measured: no overlap − mode", color="tab:blue")
+    ax.bar([i + 0.2 for i in x], predicted, width=0.4, label="α-β: communication hidden", color="tab:orange")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(list(x), overlapped)
+    ax.set_ylabel("ms per step")
+    ax.set_title("Time saved by overlapping, measured and predicted")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

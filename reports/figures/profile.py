@@ -1,0 +1,72 @@
+"""Profile figures: each rank's timeline over about one step (compute and communication lanes), and
+per rank the communication, compute and overlapped time with the overlap percentage."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+LANES = (("compute", "tab:blue"), ("comm", "tab:orange"))
+
+
+def figures(rows, expectations, facts) -> list[Figure]:
+    out = []
+    timeline = (facts or {}).get("trace_timeline") or {}
+    if timeline.get("ranks"):
+        out.append(timeline_figure(timeline["ranks"], (facts.get("trace_capture") or {}).get("tool", "")))
+    if rows is not None and len(rows) and "rank" in rows:
+        totals = rows[rows["metric"].isin(["comm_us", "compute_us", "overlap_us", "overlap_pct"]) & rows["rank"].notna()]
+        if len(totals):
+            out.append(totals_figure(totals))
+    return out
+
+
+def timeline_figure(ranks: list[dict], tool: str) -> Figure:
+    fig = Figure(figsize=(10, 0.9 * len(ranks) + 1.4))
+    ax = fig.subplots()
+    labels, ticks = [], []
+    for i, r in enumerate(ranks):
+        base = (len(ranks) - 1 - i) * 3
+        for j, (lane, color) in enumerate(LANES):
+            spans = [(s / 1e3, (e - s) / 1e3) for s, e in r.get(lane, [])]
+            ax.broken_barh(spans, (base + j * 1.2, 1.0), facecolors=color,
+                           label=lane if i == 0 else None)
+            ticks.append(base + j * 1.2 + 0.5)
+            labels.append(f"rank {r['rank']} {lane}")
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xlabel("ms from the window's start (each rank its own window: about one step, ending with its last all-reduce)")
+    ax.set_title(f"Timeline per rank ({tool}): compute and communication lanes")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def totals_figure(totals) -> Figure:
+    fig = Figure(figsize=(8, 4))
+    ax = fig.subplots()
+    ranks = sorted(int(r) for r in totals["rank"].dropna().unique())
+
+    def get(rank: int, metric: str) -> float:
+        part = totals[(totals["rank"] == rank) & (totals["metric"] == metric)]
+        return float(part["value"].iloc[0]) if len(part) else float("nan")
+
+    width = 0.27
+    for k, (metric, color) in enumerate((("compute_us", "tab:blue"), ("comm_us", "tab:orange"),
+                                         ("overlap_us", "tab:green"))):
+        ax.bar([r + (k - 1) * width for r in ranks], [get(r, metric) / 1e3 for r in ranks], width=width,
+               color=color, label=metric.removesuffix("_us"))
+    for r in ranks:
+        pct = get(r, "overlap_pct")
+        top = max(get(r, "compute_us"), get(r, "comm_us")) / 1e3
+        ax.annotate(f"{pct:.1f}% overlapped", (r, top), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(ranks, [f"rank {r}" for r in ranks])
+    ax.set_ylabel("ms over the analysed steps")
+    ax.set_title("Communication under compute per rank (overlap % = overlapped ÷ communication)")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,107 @@
+"""Stage 4 — baseline: the fixed GPT model at TP=1 on one device, the denominator of every scaling figure.
+
+    python -m suite run --stages baseline --profile nccl-gpu    # cuda:0, bf16, MFU against the card's peak
+    python -m suite run --stages baseline --profile gloo-cpu    # the same model on CPU; recorded, not judged
+
+Runs in the stage's own process (no launch): build, warm-up and `steps` timed training steps
+(forward, backward, AdamW) of suite/workloads/gpt.py at the profile's size. Publishes
+facts["baseline"] (step time, tokens/s, peak memory, MFU) for tp and dp.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import judges_performance, performance_skip
+from ..model.peaks import peak_for
+from ..model.scaling import MFU_FLOOR, gpu_name, model_state_bytes
+from ..results import Expectation, Row, Verdict
+
+STAGE = "baseline"
+MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU"
+WRONG = "MFU far below what the card's peak allows for this model size"
+REHEARSAL = "the same model on CPU; numbers recorded, not judged"
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    from ..workloads.gpt import parameter_count, training_flops_per_token  # torch only inside the stage
+
+    cfg = profile.model
+    params = parameter_count(cfg)
+    common = dict(stage=STAGE, case="train_step", tp=1, world=1, dtype=cfg.dtype)
+    out = [
+        Expectation(metric="parameters", value=params, unit="count", basis="suite/workloads/gpt.py parameter_count",
+                    **common),
+        Expectation(metric="flops_per_token", value=training_flops_per_token(cfg), unit="FLOP",
+                    basis="6N + 12·L·d·T (PaLM's accounting)", **common),
+        Expectation(metric="model_state_bytes", value=model_state_bytes(params, 1, 0, cfg.dtype), unit="bytes",
+                    basis=f"parameters + gradients + AdamW's two moments, all {cfg.dtype}", **common),
+    ]
+    if not profile.is_rehearsal:
+        out.append(Expectation(metric="mfu", value=MFU_FLOOR, unit="ratio",
+                               basis=f"at least {MFU_FLOOR:.0%} of the bf16 dense peak for d={cfg.hidden}, "
+                                     f"{cfg.batch * cfg.seq_len} tokens per step", **common))
+        name = gpu_name(facts)
+        peak = peak_for(name) if name else None
+        if peak is not None:
+            tokens = cfg.batch * cfg.seq_len
+            step = tokens * training_flops_per_token(cfg) / (MFU_FLOOR * peak.bf16_dense_flops)
+            out.append(Expectation(metric="step_time_s", value=step, unit="s",
+                                   basis=f"slowest step at {MFU_FLOOR:.0%} MFU of {peak.model} "
+                                         f"({peak.bf16_dense_tflops:g} TFLOP/s)", **common))
+    return out
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    import torch
+
+    from ..workloads.baseline_run import measure_baseline
+
+    torch.set_num_threads(profile.omp_threads)  # the same CPU share as one worker rank
+    device = torch.device("cuda", 0) if profile.device == "cuda" else torch.device("cpu")
+    cfg = profile.model
+    ctx.say(f"d={cfg.hidden}, {cfg.layers} layers, batch {cfg.batch}×{cfg.seq_len}, {cfg.dtype}: "
+            f"{cfg.warmup_steps} warm-up + {cfg.steps} timed steps on {device}")
+    rows = measure_baseline(cfg, device)
+    values = {r.metric: r.value for r in rows if r.text is None or r.metric == "peak_tflops"}
+    ctx.publish(STAGE, {
+        "step_time_s": values["step_time_s"],
+        "tokens_per_s": values["tokens_per_s"],
+        "peak_memory_bytes": values["peak_memory_bytes"],
+        "mfu": values.get("mfu"),
+        "device": next(r.text for r in rows if r.metric == "device"),
+        "dtype": cfg.dtype,
+        "tokens_per_step": cfg.batch * cfg.seq_len,
+    })
+    return rows
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    by = {r.metric: r for r in rows}
+    out = []
+    step = by.get("step_time_s")
+    ok = step is not None and math.isfinite(step.value) and step.value > 0
+    out.append(Verdict(id=f"{STAGE}.measured", stage=STAGE, status="pass" if ok else "fail",
+                       expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
+                       reason="the denominator of the scaling figures is measured" if ok
+                       else "no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
+    if not judges_performance(facts):
+        out.append(performance_skip(STAGE, "mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
+                                    f"{by['tokens_per_s'].value:.4g} tokens/s on CPU" if "tokens_per_s" in by else ""))
+        return out
+    mfu_row = by.get("mfu")
+    device = by["device"].text if "device" in by else "?"
+    if mfu_row is None or not math.isfinite(mfu_row.value):
+        out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="skip", expected=f"MFU ≥ {MFU_FLOOR:.0%}",
+                           observed=f"{device}: no bf16 peak known",
+                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/model/peaks.py"))
+        return out
+    ok = mfu_row.value >= MFU_FLOOR
+    out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="pass" if ok else "warn",
+                       expected=f"MFU ≥ {MFU_FLOOR:.0%}", observed=f"MFU {mfu_row.value:.1%} on {device}",
+                       reason="the card delivers what its peak allows for this model size" if ok else
+                       "far below the card's peak: check clocks and power capping (nvidia-smi -q -d CLOCK,POWER), "
+                       "thermal throttling, another process on the card, or a CPU-bound step (launch overhead)"))
+    return out

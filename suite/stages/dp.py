@@ -1,0 +1,124 @@
+"""Stage 7 — dp: DDP over 1/2/4(/8) ranks with a fixed global batch, beside the α-β model's decay.
+
+    python -m suite run --stages dp --profile nccl-gpu
+    python -m suite run --stages dp --profile gloo-cpu      # parameters equal single-process training
+
+One launch (suite/workloads/dp_run.py) measures every degree through sub-groups. With a fixed
+global batch of B sequences, d ranks train B/d each; per-rank throughput ideally stays flat and
+in practice decays by the gradient all-reduce. The α-β model (α, β fitted by the bandwidth
+stage) predicts that decay from the baseline's step time:
+    efficiency(d) = (t₁/d) / (t₁/d + 2(d−1)(α + G/(dβ)))          (suite/model/scaling.py)
+After warm-up + timed steps, every degree's parameters are compared elementwise with one
+process trained on the whole batches (float32).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import judges_performance, performance_skip
+from ..model.scaling import DP_MARGIN, DTYPE_BYTES, alpha_beta, dp_efficiency
+from ..results import Expectation, Row, Verdict
+
+STAGE = "dp"
+MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch"
+WRONG = "per-rank throughput decaying more than the α-β model predicts (gradients not bucketed?)"
+REHEARSAL = "1/2/4 ranks on gloo; parameters after training equal single-process training"
+
+
+def grad_bytes(profile: Profile) -> float:
+    from ..workloads.gpt import parameter_count
+
+    return parameter_count(profile.model) * DTYPE_BYTES[profile.model.dtype]
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+
+    alpha, beta, ab_basis = alpha_beta(facts, profile.device)
+    g = grad_bytes(profile)
+    step_1 = (facts.get("baseline") or {}).get("step_time_s")
+    out = []
+    for d in profile.degrees:
+        out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
+                               value=tolerance(CHECK_DTYPE), unit="abs", world=d, dtype=CHECK_DTYPE,
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)"))
+        if step_1:
+            eff = dp_efficiency(step_1, d, g, alpha, beta)
+            tokens = profile.model.batch * profile.model.seq_len
+            basis = f"baseline step {step_1 * 1e3:.3g} ms; {g / 1e6:.4g} MB of gradients all-reduced per step; {ab_basis}"
+            out += [Expectation(stage=STAGE, case="train_step", metric="efficiency", value=eff, unit="ratio",
+                                basis=basis, world=d, dtype=profile.model.dtype),
+                    Expectation(stage=STAGE, case="train_step", metric="tokens_per_s_per_rank",
+                                value=eff * tokens / step_1, unit="tokens/s", basis=basis, world=d,
+                                dtype=profile.model.dtype)]
+    return out
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    from ..workloads.scaling import model_args
+
+    degrees = ",".join(str(d) for d in profile.degrees)
+    ctx.say(f"DDP over {degrees} ranks, global batch {profile.model.batch}: reference, then each degree")
+    rows = ctx.torchrun("suite.workloads.dp_run", [*model_args(profile.model), "--degrees", degrees], tag="dp",
+                        nproc=max(profile.degrees)).rows()
+    return rows + efficiency_rows(rows)
+
+
+def efficiency_rows(rows: list[Row]) -> list[Row]:
+    """Measured efficiency(d) = tokens/s per rank at d ÷ tokens/s at 1 (same launch)."""
+    per_rank = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "tokens_per_s_per_rank"}
+    one = per_rank.get(1)
+    if not one:
+        return []
+    return [Row(stage=STAGE, case="train_step", metric="efficiency", value=v / one, unit="ratio", world=d,
+                source="torch") for d, v in sorted(per_rank.items())]
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+
+    out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "world", facts["profile"]["degrees"],
+                          "DDP over {key} ranks")
+    measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
+    predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
+    observed = ", ".join(f"{d} ranks: {measured[d]:.2f} (α-β {predicted[d]:.2f})" if d in predicted
+                         else f"{d} ranks: {measured[d]:.2f}" for d in sorted(measured))
+    expected = f"per-rank efficiency ≥ {DP_MARGIN:.0%} of the α-β prediction"
+    if not judges_performance(facts):
+        return out + [performance_skip(STAGE, "decay", expected, observed)]
+    if not predicted:
+        return out + [Verdict(id=f"{STAGE}.decay", stage=STAGE, status="skip", expected=expected,
+                              observed=observed or "no efficiency rows",
+                              reason="no baseline step time to predict from: rerun the baseline stage first")]
+    worse = [d for d in sorted(measured) if d in predicted and measured[d] < DP_MARGIN * predicted[d]]
+    out.append(Verdict(id=f"{STAGE}.decay", stage=STAGE, status="warn" if worse else "pass", expected=expected,
+                       observed=observed, reason=(
+                           f"per-rank throughput at {', '.join(map(str, worse))} ranks decays more than the gradient "
+                           f"all-reduce explains: check DDP's bucketing (bucket_cap_mb) and overlap (see the overlap "
+                           f"stage), and whether a small per-rank batch leaves the card underused"
+                           if worse else "the decay is what the α-β model allows")))
+    return out
+
+
+def golden_verdicts(stage: str, rows: list[Row], tol: float, key: str, keys, label: str) -> list[Verdict]:
+    """One verdict per degree (key 'world') or ZeRO stage (key 'zero'): parameters after training within `tol`."""
+    out = []
+    for k in keys:
+        found = [r.value for r in rows if r.case == "params_after_training" and r.metric == "max_abs_error"
+                 and getattr(r, key) == k]
+        name = label.format(key=k)
+        if not found:
+            status, observed, reason = "fail", "no comparison row", f"{name} was not compared: see raw/{stage}/*.rank0.log"
+        else:
+            error = found[0]
+            ok = math.isfinite(error) and error <= tol
+            status, observed = ("pass" if ok else "fail"), f"max |Δ parameter| = {error:.3g}"
+            reason = (f"{name} trains exactly what one process trains" if ok else
+                      f"{name} trains something else than one process: a gradient reduction skipped or wrongly "
+                      f"scaled, ranks seeded differently, or ranks reading other slices of the batch")
+        out.append(Verdict(id=f"{stage}.golden.{key}{k}", stage=stage, status=status,
+                           expected=f"max |Δ parameter| ≤ {tol:g} after training", observed=observed, reason=reason))
+    return out

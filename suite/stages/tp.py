@@ -1,0 +1,128 @@
+"""Stage 5 — tp: the same model under tensor parallelism at every degree, checked before it is timed.
+
+    python -m suite run --stages tp --profile nccl-gpu     # TP = 1/2/4/8, bf16 timing
+    python -m suite run --stages tp --profile gloo-cpu     # TP = 1/2/4 on gloo: the golden comparison is real
+
+One launch (suite/workloads/tp_run.py) measures every degree through sub-meshes. Before any
+timing, each degree's sharded forward and backward (torch's ColwiseParallel/RowwiseParallel with
+sequence parallelism, suite/workloads/parallel_plans.py) is compared elementwise with the
+single-process forward and backward on the same weights and input, in float32: logits, loss,
+every gradient, and a sequence-sharded attention (RoPE positions following the shard).
+Speedup is against the baseline stage's step time (facts["baseline"]), or TP=1 of this launch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import judges_performance, performance_skip
+from ..results import Expectation, Row, Verdict
+
+STAGE = "tp"
+MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
+WRONG = "speedup stalling by TP=4 (unoverlapped communication, or a topology crossing NUMA)"
+REHEARSAL = "TP = 1/2/4 on gloo, output and gradients compared elementwise with the single-process forward"
+GOLDEN_CASES = ("logits", "loss", "grads", "sequence_sharded_attention")
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+
+    out = []
+    for d in profile.degrees:
+        if d > 1:
+            out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tolerance(CHECK_DTYPE),
+                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)",
+                                tp=d, world=d, dtype=CHECK_DTYPE) for case in GOLDEN_CASES]
+        out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
+                               basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
+                               dtype=profile.model.dtype))
+    return out
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    from ..workloads.scaling import model_args
+
+    degrees = ",".join(str(d) for d in profile.degrees)
+    ctx.say(f"TP = {degrees}: golden comparison, then timed steps (one launch of {max(profile.degrees)} ranks)")
+    rows = ctx.torchrun("suite.workloads.tp_run", [*model_args(profile.model), "--degrees", degrees], tag="tp",
+                        nproc=max(profile.degrees)).rows()
+    return rows + speedup_rows(rows, ctx.facts.get("baseline") or {})
+
+
+def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
+    """speedup(d) = baseline step time ÷ step time at TP=d (TP=1 of the same launch when there is no baseline)."""
+    steps = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "step_time_s"}
+    reference, source = baseline.get("step_time_s"), "baseline"
+    if not reference or not math.isfinite(reference):
+        reference, source = steps.get(1), "tp=1"
+    if not reference:
+        return []
+    return [Row(stage=STAGE, case="train_step", metric="speedup", value=reference / t, unit="ratio", tp=d, world=d,
+                source=f"vs {source}") for d, t in sorted(steps.items()) if t and t > 0]
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+
+    out = golden_verdicts(rows, tolerance(CHECK_DTYPE), [d for d in facts["profile"]["degrees"] if d > 1])
+    speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}
+    share = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "comm_share"}
+    observed = ", ".join(f"TP={d}: {s:.2f}×" for d, s in sorted(speedup.items()))
+    expected = "speedup(4) > speedup(2)"
+    if not judges_performance(facts):
+        return out + [performance_skip(STAGE, "scaling", expected, observed)]
+    if 2 not in speedup or 4 not in speedup:
+        return out + [Verdict(id=f"{STAGE}.scaling", stage=STAGE, status="skip", expected=expected,
+                              observed=observed or "no speedup rows",
+                              reason="TP=2 and TP=4 were not both measured: run with at least 4 processes")]
+    ok = speedup[4] > speedup[2]
+    causes = stall_causes(share, facts.get("topology") or {})
+    out.append(Verdict(id=f"{STAGE}.scaling", stage=STAGE, status="pass" if ok else "warn", expected=expected,
+                       observed=observed, reason="TP keeps paying off up to 4 cards" if ok else
+                       f"speedup stalls by TP=4: {causes}"))
+    return out
+
+
+def golden_verdicts(rows: list[Row], tol: float, degrees: list[int]) -> list[Verdict]:
+    """One verdict per degree: every golden case at or under `tol`; a missing degree or case fails too."""
+    out = []
+    for d in degrees:
+        errors = {r.case: r.value for r in rows if r.metric == "max_abs_error" and r.tp == d
+                  and r.case in GOLDEN_CASES}
+        missing = [c for c in GOLDEN_CASES if c not in errors]
+        worst_case, worst = max(errors.items(), key=lambda kv: _sortable(kv[1]), default=("none", math.nan))
+        ok = not missing and all(math.isfinite(v) and v <= tol for v in errors.values())
+        observed = ", ".join(f"{c} {v:.2g}" for c, v in errors.items()) or "no comparison rows"
+        if missing:
+            reason = f"no comparison for {', '.join(missing)} at TP={d}: see raw/tp/tp.rank0.log"
+        elif ok:
+            reason = "the sharded model computes what one process computes"
+        else:
+            reason = (f"TP={d} computes something else than one process ({worst_case}: {worst:.3g}): "
+                      f"check the plan in suite/workloads/parallel_plans.py (a layer sharded on the wrong dimension, "
+                      f"a missing reduction, RoPE positions not following the sequence shard, per-rank seeds)")
+        out.append(Verdict(id=f"{STAGE}.golden.tp{d}", stage=STAGE, status="pass" if ok else "fail",
+                           expected=f"max |TP − single process| ≤ {tol:g}", observed=observed, reason=reason))
+    return out
+
+
+def _sortable(value: float) -> float:
+    return math.inf if not math.isfinite(value) else value
+
+
+def stall_causes(comm_share: dict[int, float], topology: dict) -> str:
+    """The likely causes of a stalled TP speedup, citing what was measured and what the topology stage found."""
+    causes = []
+    if 4 in comm_share and math.isfinite(comm_share[4]):
+        causes.append(f"communication takes {comm_share[4]:.0%} of a TP=4 step and is not overlapped "
+                      f"(every row-parallel layer waits for its reduction)")
+    numa = topology.get("numa_nodes") or {}
+    if len(numa) > 1:
+        causes.append(f"the box has {len(numa)} NUMA nodes ({', '.join(f'{k}: CPUs {v}' for k, v in numa.items())}): "
+                      f"a TP group spanning them crosses the inter-socket link; see the topology stage's GPU pairs")
+    if topology.get("nvlink") is False:
+        causes.append("the topology stage found no NVLink between the GPUs: TP's per-layer reductions ride PCIe")
+    return "; ".join(causes) or "unoverlapped communication or a TP group crossing NUMA nodes (see topology)"

@@ -1,0 +1,103 @@
+"""Stage 8 — zero: plain DDP and ZeRO-1/2/3 (torch's ZeroRedundancyOptimizer and FSDP2) over every rank.
+
+    python -m suite run --stages zero --profile nccl-gpu
+    python -m suite run --stages zero --profile gloo-cpu     # parameters equal single-process AdamW
+
+One launch (suite/workloads/zero_run.py) runs DDP (ZeRO 0, the reference point), ZeRO-1 (DDP +
+ZeroRedundancyOptimizer), ZeRO-2 (FSDP2, reshard_after_forward=False) and ZeRO-3 (True) in turn:
+peak memory per rank, model-state bytes held after a step, step time, and the parameters after
+warm-up + timed AdamW steps compared elementwise with one process on the same global batches.
+Beside the measured memory: the model's bytes per rank, 16Ψ for DDP in float32 (8Ψ in bf16 with
+AdamW's state in bf16) down to 16Ψ/N for ZeRO-3.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import Profile
+from ..context import StageContext
+from ..judging import judges_performance, performance_skip
+from ..model.scaling import ZERO3_SLOWDOWN, model_state_bytes
+from ..results import Expectation, Row, Verdict
+from .dp import golden_verdicts
+
+STAGE = "zero"
+MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
+WRONG = "ZeRO-3 more than 1.5× slower than DDP; memory per rank not falling as the ZeRO stage rises"
+REHEARSAL = "all three stages and DDP on gloo; parameters after N AdamW steps equal single-process AdamW"
+ZERO_STAGES = (0, 1, 2, 3)
+NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+    from ..workloads.gpt import parameter_count
+
+    n, cfg = profile.nproc, profile.model
+    params = parameter_count(cfg)
+    out = []
+    for z in ZERO_STAGES:
+        out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
+                               value=tolerance(CHECK_DTYPE), unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)"))
+        out.append(Expectation(stage=STAGE, case="train_step", metric="model_state_bytes",
+                               value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
+                               dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, gradients "
+                                                      f"and AdamW moments; {NAMES[z]} over {n} ranks"))
+    return out
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    from ..workloads.scaling import model_args
+
+    ctx.say(f"DDP, ZeRO-1, ZeRO-2, ZeRO-3 over {profile.nproc} ranks: reference, then each stage")
+    return ctx.torchrun("suite.workloads.zero_run", [*model_args(profile.model), "--stages", "0,1,2,3"],
+                        tag="zero").rows()
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    from ..workloads.golden import CHECK_DTYPE, tolerance
+
+    out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "zero", ZERO_STAGES, "{key}")
+    out = [_named(v) for v in out]
+    steps = _metric(rows, "step_time_s")
+    peaks = _metric(rows, "peak_memory_bytes")
+    expected_time = f"ZeRO-3 step ≤ {ZERO3_SLOWDOWN}× DDP's"
+    observed_time = ", ".join(f"{NAMES[z]} {t * 1e3:.3g} ms" for z, t in sorted(steps.items()))
+    expected_mem = "peak memory per rank falling as the ZeRO stage rises"
+    observed_mem = ", ".join(f"{NAMES[z]} {b / 2**20:.3g} MiB" for z, b in sorted(peaks.items()))
+    if not judges_performance(facts):
+        return out + [performance_skip(STAGE, "zero3_time", expected_time, observed_time),
+                      performance_skip(STAGE, "memory", expected_mem, observed_mem)]
+    if 0 in steps and 3 in steps:
+        ratio = steps[3] / steps[0]
+        ok = ratio <= ZERO3_SLOWDOWN
+        out.append(Verdict(id=f"{STAGE}.zero3_time", stage=STAGE, status="pass" if ok else "warn",
+                           expected=expected_time, observed=f"{ratio:.2f}× ({observed_time})",
+                           reason="ZeRO-3's parameter gathering hides behind compute" if ok else
+                           "ZeRO-3's parameter all-gathers are not overlapping the forward/backward: check FSDP2 "
+                           "prefetching, the interconnect (bandwidth stage), and the per-rank batch size"))
+    else:
+        out.append(Verdict(id=f"{STAGE}.zero3_time", stage=STAGE, status="skip", expected=expected_time,
+                           observed=observed_time or "no step times", reason="DDP or ZeRO-3 did not run"))
+    rising = [(a, b) for a, b in zip(ZERO_STAGES, ZERO_STAGES[1:]) if a in peaks and b in peaks and peaks[b] >= peaks[a]]
+    out.append(Verdict(id=f"{STAGE}.memory", stage=STAGE, status="warn" if rising else "pass", expected=expected_mem,
+                       observed=observed_mem, reason=(
+                           "not falling from " + ", ".join(f"{NAMES[a]} to {NAMES[b]}" for a, b in rising)
+                           + ": activations may dominate the model state at this size, or a stage keeps unsharded "
+                             "copies (DDP buckets, FSDP2 reshard_after_forward)" if rising else
+                           "each ZeRO stage holds less per rank")))
+    return out
+
+
+def _metric(rows: list[Row], metric: str) -> dict[int, float]:
+    return {r.zero: r.value for r in rows if r.case == "train_step" and r.metric == metric
+            and r.value is not None and math.isfinite(r.value)}
+
+
+def _named(v: Verdict) -> Verdict:
+    """golden.zero<k> verdicts name the stage as a person says it."""
+    z = int(v.id.rsplit("zero", 1)[1])
+    return Verdict(id=v.id, stage=v.stage, status=v.status, expected=v.expected, observed=v.observed,
+                   reason=v.reason.replace(f"{z} trains", f"{NAMES[z]} trains"))

@@ -1,0 +1,158 @@
+"""The fault stage for real on gloo: a rank SIGSTOPs itself, the survivor raises at the timeout, the drill
+ends the stopped rank, torchrun restarts the group, training resumes on the reference trajectory —
+and no process of the drill outlives the stage, neither after a normal run nor when the runner's
+timeout kills the stage in the middle of the drill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from suite import procs, runner
+from suite.config import GLOO_CPU, FaultConfig
+from suite.context import StageContext
+from suite.progress import Progress
+from suite.results import RunDir
+from suite.stages import fault
+
+pytestmark = pytest.mark.dist
+
+PG_TIMEOUT_S = 3.0
+PROFILE = GLOO_CPU.with_overrides(
+    fault=FaultConfig(ranks=2, pg_timeout_s=PG_TIMEOUT_S, steps=6, checkpoint_every=2, fault_step=3,
+                      scenarios=("hang",)))
+
+
+def own_descendants() -> list[int]:
+    """This test process's descendants, without the `ps` that listing them starts."""
+    table = procs.descendants(os.getpid())
+    out = []
+    for pid in table:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue  # gone already (the ps itself)
+        if name != "ps":
+            out.append(pid)
+    return out
+
+
+def processes_touching(folder: Path) -> list[str]:
+    """Every live process (any parent) whose command line or environment names `folder`: the drill's leftovers."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (str(folder) in cmdline or str(folder) in environ):
+            found.append(f"{proc.name} [{state}] {cmdline[:120]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def drilled(tmp_path_factory):
+    """One real hang drill through the stage's run(): rows, raw folder and the process counts around it."""
+    base = tmp_path_factory.mktemp("fault")
+    raw = base / "raw" / "fault"
+    raw.mkdir(parents=True)
+    before = own_descendants()
+    ctx = StageContext(stage="fault", profile=PROFILE, run_path=base, raw_dir=raw, facts={},
+                       progress=Progress(base, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 240)
+    rows = fault.run(PROFILE, ctx)
+    return {"rows": rows, "raw": raw, "before": before, "after": own_descendants(), "ctx": ctx, "base": base}
+
+
+def values(rows, case="hang"):
+    return {r.metric: (r.text if r.unit == "text" else r.value) for r in rows if r.case == case and r.metric != "loss"}
+
+
+def test_the_survivor_raises_the_gloo_timeout_and_its_first_line_is_kept(drilled):
+    v = values(drilled["rows"])
+    assert "Timed out waiting 3000ms" in v["error"]
+    assert v["detect_s"] >= PG_TIMEOUT_S  # nothing can fail before the timeout: the rank is only stopped
+    assert v["pg_timeout_s"] == PG_TIMEOUT_S
+
+
+def test_the_stopped_rank_is_ended_by_the_drill_after_the_survivor_raised(drilled):
+    v = values(drilled["rows"])
+    assert v["detect_s"] <= v["nudge_s"] <= v["restart_s"] <= v["regroup_s"] <= v["resume_s"] <= v["done_s"]
+    stage_events = [json.loads(line) for line in (drilled["raw"] / "hang" / "events.stage.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in stage_events] == ["nudge"]
+    fault_event = next(json.loads(line) for line in (drilled["raw"] / "hang" / "events.rank1.jsonl").read_text().splitlines()
+                       if json.loads(line)["event"] == "fault")
+    assert stage_events[0]["pid"] == fault_event["pid"] and fault_event["kind"] == "hang"
+    assert "30 s" in v["restart_note"]
+
+
+def test_training_resumes_from_the_last_checkpoint_on_the_reference_trajectory(drilled):
+    v = values(drilled["rows"])
+    assert (v["last_checkpoint_step"], v["resumed_from_step"], v["steps_lost"], v["steps_done"]) == (2, 2, 1, 6)
+    assert v["replay_diff"] == 0.0  # step 2 redone from the checkpoint gives the same loss bit for bit
+    assert v["loss_diff"] <= PROFILE.fault.loss_tolerance
+    assert v["pre_fault_diff"] <= PROFILE.fault.loss_tolerance
+    losses = {(r.source, r.repeat): r.value for r in drilled["rows"] if r.metric == "loss" and r.case == "hang"}
+    assert sorted(s for src, s in losses if src == "attempt1") == [2, 3, 4, 5]
+    assert sorted(s for src, s in losses if src == "attempt0") == [0, 1, 2]
+
+
+def test_the_stage_judges_the_real_drill_a_pass(drilled):
+    facts = {"profile": PROFILE.to_dict(), **drilled["ctx"].published}
+    verdicts = fault.judge(drilled["rows"], fault.expect(PROFILE, facts), facts)
+    assert {v.id: v.status for v in verdicts} == {"fault.detect.hang": "pass", "fault.resume.hang": "pass",
+                                                  "fault.loss.hang": "pass"}
+
+
+def test_checkpoints_are_listed_then_deleted(drilled):
+    folder = drilled["raw"] / "hang"
+    assert not (folder / "ckpt").exists()
+    assert "step_000004" in (folder / "checkpoints.txt").read_text()
+
+
+def test_no_process_of_the_drill_is_left_behind(drilled):
+    assert drilled["after"] == drilled["before"]
+    assert processes_touching(drilled["base"]) == []
+
+
+class SteppingClock:
+    """The runner's clock, jumping an hour ahead once `trigger()` holds: its stage timeout then fires at that moment."""
+
+    def __init__(self, trigger):
+        self.trigger, self.jumped = trigger, False
+
+    def monotonic(self) -> float:
+        if not self.jumped and self.trigger():
+            self.jumped = True
+        return time.monotonic() + (3600.0 if self.jumped else 0.0)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_the_runners_timeout_mid_drill_leaves_no_process_behind(tmp_path, monkeypatch):
+    """The stage is killed by the runner's own timeout path while a rank is stopped and the survivor waits in the
+    all-reduce (process-group timeout 600 s: it cannot end by itself). The clock jumps once the fault is on disk."""
+    profile = PROFILE.with_overrides(fault=FaultConfig(ranks=2, pg_timeout_s=600.0, steps=6, checkpoint_every=2,
+                                                       fault_step=3, scenarios=("hang",)))
+    run = runner.start_run(profile, ["fault"], tmp_path)
+    events = run.path / "raw" / "fault" / "hang" / "events.rank1.jsonl"
+    monkeypatch.setattr(runner, "time", SteppingClock(lambda: events.exists() and '"fault"' in events.read_text()))
+    before = own_descendants()
+    outcome = runner.execute(run, profile, stage_timeout_s=600, stream=open(os.devnull, "w"))
+    after = own_descendants()
+    verdicts = {v.id: v for v in RunDir.load(run.path).verdicts()}
+    assert verdicts["fault.run"].status == "fail" and "timed out" in verdicts["fault.run"].observed
+    assert '"fault"' in events.read_text()  # killed in the middle of the drill, with rank 1 stopped
+    assert after == before
+    assert processes_touching(run.path) == []
+    assert outcome.counts["fail"] == 1

@@ -1,0 +1,162 @@
+"""Security and refusals of `make remote`, over a real sshd on 127.0.0.1 (no venv, no run: seconds).
+
+Host keys: unknown refused unless ACCEPT_NEW_HOST=1; changed always refused. Hostile values
+(remote folder and branch names with spaces, quotes, `;`, `$(…)`, backticks) reach the host as
+literal values and execute nothing. A dirty tree and a host that cannot run the profile are
+refused before anything is copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from remote_loopback import clean_env, sshd_available, start_sshd  # noqa: E402
+
+from provisioning import codesync, jobs  # noqa: E402
+from provisioning.connection import Remote  # noqa: E402
+from provisioning.hosts import parse_host  # noqa: E402
+from provisioning.remote import RemoteOptions, run_preflight, Steps  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+ROOT = Path(__file__).resolve().parents[2]
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = start_sshd(tmp_path_factory.mktemp("sshd-security"))
+    yield server
+    server.stop()
+
+
+def provisioning(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "provisioning", *args], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=300)
+
+
+def git_repo(path: Path, branch: str = "main") -> Path:
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
+    (path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (path / "README").write_text("hello\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    return path
+
+
+def test_unknown_host_key_is_refused_with_its_fingerprint(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    before = sshd.audit()
+    r = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh))
+    assert r.returncode == 2
+    assert "host key unknown" in r.stderr and "SHA256:" in r.stderr and "ACCEPT_NEW_HOST=1" in r.stderr
+    assert not kh.exists()
+    assert sshd.audit() == before  # refused before authenticating: no session, no command
+
+
+def test_accept_new_host_records_and_then_the_key_is_known(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    r = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
+                     "--accept-new-host", "1", "--remote-dir", str(tmp_path / "nothing-here"))
+    assert "trusting [127.0.0.1]" in r.stderr
+    assert kh.read_text() == sshd.known_hosts_line()
+    # Second time: known, no acceptance needed, nothing printed about trust.
+    r2 = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
+                      "--remote-dir", str(tmp_path / "nothing-here"))
+    assert "trusting" not in r2.stderr and "host key" not in r2.stderr
+    assert "nothing was run here" in r2.stdout
+
+
+def test_changed_host_key_is_always_refused(sshd, tmp_path):
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kind, blob = (tmp_path / "other.pub").read_text().split()[:2]
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{sshd.port} {kind} {blob}\n")
+    r = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
+                     "--accept-new-host", "1")
+    assert r.returncode == 2 and "HOST KEY CHANGED" in r.stderr
+
+
+def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
+    marker = tmp_path / "pwned"
+    # git allows ; $ ( ) ' " in branch names; sh would run $(…) if it ever saw it unquoted.
+    branch = f"x;$(touch${{IFS}}{marker})'\"`touch${{IFS}}{marker}`"
+    repo = git_repo(tmp_path / "laptop", branch=branch)
+    remote_dir = str(tmp_path / "host") + f"/my dir 'q' \"d\" ;$(touch {marker.name}) `touch {marker.name}`"
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        opts = RemoteOptions(host=remote.spec, profile="gloo-cpu", runtime="host", remote_dir=remote_dir)
+        facts, decision = run_preflight(remote, opts, Steps(open(os.devnull, "w")))
+        assert facts.base == remote_dir and decision.problems == []
+        local = codesync.local_checkout(repo, allow_dirty=False)
+        assert local.branch == branch
+        code_dir, how = codesync.ship(remote, local, facts.base, say=lambda s: None)
+        assert how == "bundle"
+        assert subprocess.run(["git", "-C", code_dir, "rev-parse", "refs/heads/" + branch], capture_output=True,
+                              text=True).stdout.strip() == local.commit
+        # A detached job whose arguments are hostile too: they arrive as one literal argv each.
+        key = jobs.JobKey(commit=local.commit, profile="gloo-cpu", stages="", runtime="host")
+        argv = ["python3", "-c", "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))",
+                f"{facts.base}/argv.json", branch, remote_dir]
+        jobs.start(remote, facts.base, key, code_dir, argv, use_tmux=False)
+        for _ in range(150):
+            st = jobs.status(remote, facts.base)
+            if st.state == "finished":
+                break
+            time.sleep(0.2)
+        assert st.state == "finished" and st.exit_code == 0, st
+        assert json.loads(Path(facts.base, "argv.json").read_text()) == [f"{facts.base}/argv.json", branch, remote_dir]
+    finally:
+        remote.close()
+    assert not marker.exists()
+    assert not list(tmp_path.rglob("pwned")), "a hostile value was executed"
+    assert Path(remote_dir).is_dir()  # the folder exists under its literal name
+    assert Path(remote_dir, "code", local.commit, "README").read_text() == "hello\n"
+
+
+def test_make_passes_hostile_values_without_running_them(sshd, tmp_path):
+    marker = tmp_path / "pwned-by-make"
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    hostile = f"{tmp_path}/d\"; touch {marker}; echo \"`touch {marker}`'"
+    r = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "remote-status", f"VENV={ROOT / '.venv'}",
+                        "-o", f"{ROOT / '.venv'}/.installed", f"HOST={sshd.host}", f"KEY={sshd.client_key}",
+                        f"KNOWN_HOSTS={kh}", f"REMOTE_DIR={hostile}"], env=clean_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert "nothing was run here" in r.stdout, r.stdout + r.stderr
+    assert not marker.exists()
+
+
+def test_dirty_tree_is_refused_before_any_connection(sshd, tmp_path):
+    repo = git_repo(tmp_path / "dirty")
+    (repo / "README").write_text("changed\n")
+    before = sshd.audit()
+    r = provisioning("remote", "--host", sshd.host, "--key", str(sshd.client_key), "--profile", "gloo-cpu",
+                     "--runtime", "host", cwd=repo)
+    assert r.returncode == 2
+    assert "uncommitted change" in r.stderr and "ALLOW_DIRTY=1" in r.stderr and "M README" in r.stderr
+    assert sshd.audit() == before
+
+
+def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_path):
+    repo = git_repo(tmp_path / "clean")
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    remote_dir = tmp_path / "host"
+    r = provisioning("remote", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
+                     "--profile", "nccl-gpu", "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    assert r.returncode == 2
+    assert "REFUSED: no NVIDIA GPU visible" in r.stderr
+    assert not (remote_dir / "code").exists() and not (remote_dir / "jobs").exists()

@@ -1,0 +1,285 @@
+"""The bandwidth and crossover stages' pure parts: expectations, fits, verdicts, and the nccl-tests adapter
+driven by stand-in binaries that print real captured outputs (the GPU face's plumbing, on a CPU)."""
+
+from __future__ import annotations
+
+import math
+import stat
+from pathlib import Path
+
+import pytest
+
+from suite.config import GLOO_CPU, NCCL_GPU
+from suite.model.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
+from suite.results import Row
+from suite.stages import _nccl_tests, bandwidth, crossover
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+GPU_FACTS = {"profile": NCCL_GPU.to_dict(),
+             "topology": {"gpus": ["NVIDIA H200"] * 8, "gpu_model": "NVIDIA H200", "nvlink": True, "nvlink_count": 18,
+                          "link_class": "NV18", "pcie": {"gen_max": 5, "width_max": 16}}}
+CPU_FACTS = {"profile": GLOO_CPU.to_dict()}
+
+
+def row(**kw) -> Row:
+    base = dict(stage="bandwidth", case="all_reduce", metric="busbw", value=1.0, unit="GB/s", source="torch",
+                placement="ip", world=8)
+    return Row(**{**base, **kw})
+
+
+def by_id(verdicts):
+    return {v.id: v for v in verdicts}
+
+
+# ---------------------------------------------------------------- bandwidth
+
+
+def test_link_peak_from_the_topology_facts():
+    peak, basis = bandwidth.link_peak(GPU_FACTS)
+    assert peak.per_gpu_GBps == 450.0 and "H200" in basis
+    pcie = {"topology": {"gpu_model": "NVIDIA GeForce RTX 4090", "nvlink": False, "pcie": {"gen_max": 4}}}
+    assert bandwidth.link_peak(pcie)[0].per_gpu_GBps == 31.5
+    assert bandwidth.link_peak({})[0] is None
+
+
+def test_expectations_use_the_model_and_the_link_peak():
+    ex = bandwidth.expect(NCCL_GPU, GPU_FACTS)
+    floor = [e for e in ex if e.metric == "busbw_min" and e.case == "all_reduce"][0]
+    assert floor.value == pytest.approx(0.7 * 450.0)
+    t = [e for e in ex if e.metric == "time_us" and e.case == "all_reduce" and e.size_bytes == 1 << 30][0]
+    assert t.value == pytest.approx(ring_allreduce_s(1 << 30, 8, 5e-6, 450e9) * 1e6)
+    # a fit published earlier wins over the defaults
+    ex2 = bandwidth.expect(GLOO_CPU, {"alpha_beta": {"alpha_s": 1e-4, "beta_Bps": 1e8, "source": "torch"}})
+    t2 = [e for e in ex2 if e.metric == "time_us" and e.case == "broadcast" and e.size_bytes == 8][0]
+    assert t2.value == pytest.approx((1e-4 + 8 / 1e8) * 1e6)
+
+
+def test_fit_recovers_alpha_and_beta_from_exact_times():
+    alpha, beta, n = 7e-6, 150e9, 8
+    rows = [row(metric="time_us", size_bytes=s, value=ring_allreduce_s(s, n, alpha, beta) * 1e6)
+            for s in (2 ** k for k in range(3, 31, 3))]
+    fits = bandwidth.fit_rows(rows, n)
+    got = {r.metric: r.value for r in fits}
+    assert got["alpha"] == pytest.approx(7.0) and got["beta"] == pytest.approx(150.0)
+    assert got["rms_rel_residual"] < 1e-9
+    published = bandwidth.pick_fit(fits)
+    assert published["alpha_s"] == pytest.approx(alpha) and published["beta_Bps"] == pytest.approx(beta)
+    assert published["source"] == "torch" and published["world"] == n
+
+
+def sweep_rows(busbw_by_size, source="torch", wrong=0):
+    p = "oop" if source == "nccl-tests" else "ip"
+    rows = []
+    for coll in bandwidth.COLLECTIVES:
+        for size, value in busbw_by_size.items():
+            rows += [row(case=coll, size_bytes=size, value=value, source=source, placement=p),
+                     row(case=coll, metric="wrong", unit="count", size_bytes=size, value=wrong, source=source,
+                         placement=p),
+                     row(case=coll, metric="time_us", unit="us", size_bytes=size, value=size / value / 1e3,
+                         source=source, placement=p)]
+    return rows
+
+
+GOOD = {1 << 20: 100.0, 1 << 24: 300.0, 1 << 28: 380.0, 1 << 30: 400.0}
+
+
+def test_gpu_verdicts_on_a_healthy_sweep():
+    rows = sweep_rows(GOOD) + sweep_rows(GOOD, source="nccl-tests")
+    rows += bandwidth.fit_rows(rows, 8)
+    v = by_id(bandwidth.judge(rows, bandwidth.expect(NCCL_GPU, GPU_FACTS), GPU_FACTS))
+    assert v["bandwidth.peak.all_reduce"].status == "pass"
+    assert v["bandwidth.dip.torch.all_gather"].status == "pass"
+    assert v["bandwidth.torch_vs_nccl.sendrecv"].status == "pass"
+    assert v["bandwidth.wrong.nccl-tests.broadcast"].status == "pass"
+    assert v["bandwidth.fit"].status == "pass" and "nccl-tests" in v["bandwidth.fit"].observed
+
+
+def test_gpu_verdicts_catch_low_peak_dips_wrong_and_a_slow_harness():
+    slow = {1 << 20: 100.0, 1 << 24: 200.0, 1 << 28: 140.0, 1 << 30: 250.0}  # 200 → 140 is a 30% dip; 250 < 315
+    rows = sweep_rows(slow, wrong=0) + sweep_rows(GOOD, source="nccl-tests", wrong=3)
+    v = by_id(bandwidth.judge(rows, [], GPU_FACTS))
+    assert v["bandwidth.peak.all_reduce"].status == "pass"  # judged on nccl-tests, which reaches the link
+    assert v["bandwidth.dip.torch.all_reduce"].status == "warn" and "→" in v["bandwidth.dip.torch.all_reduce"].observed
+    assert v["bandwidth.torch_vs_nccl.all_reduce"].status == "warn"
+    assert v["bandwidth.wrong.nccl-tests.all_reduce"].status == "fail"
+    only_torch = by_id(bandwidth.judge(sweep_rows(slow), [], GPU_FACTS))
+    assert only_torch["bandwidth.peak.all_reduce"].status == "fail"
+    assert only_torch["bandwidth.torch_vs_nccl"].status == "skip"
+
+
+def test_cpu_judges_correctness_and_skips_performance():
+    rows = sweep_rows({8: 0.001, 1 << 20: 0.5}, wrong=0)
+    rows[1] = row(case="all_reduce", metric="wrong", unit="count", size_bytes=8, value=2)
+    v = by_id(bandwidth.judge(rows, [], CPU_FACTS))
+    assert v["bandwidth.wrong.torch.all_reduce"].status == "fail"
+    assert v["bandwidth.wrong.torch.all_gather"].status == "pass"
+    assert v["bandwidth.performance"].status == "skip"
+    assert v["bandwidth.performance"].reason == "CPU numbers say nothing about GPUs"
+    assert v["bandwidth.nccl_tests"].status == "skip"
+    assert not any(k.startswith("bandwidth.peak") for k in v)
+
+
+def test_a_collective_missing_from_the_sweep_fails():
+    rows = [r for r in sweep_rows(GOOD) if r.case != "all_to_all"]
+    v = by_id(bandwidth.judge(rows, [], CPU_FACTS))
+    assert v["bandwidth.torch_sweep"].status == "fail" and "all_to_all" in v["bandwidth.torch_sweep"].observed
+
+
+# ---------------------------------------------------------------- the nccl-tests adapter with stand-in binaries
+
+
+class FakeContext:
+    stage = "bandwidth"
+
+    def __init__(self, raw_dir: Path) -> None:
+        self.raw_dir = raw_dir
+        self.said = []
+
+    def say(self, message, done=None, of=None):
+        self.said.append(message)
+
+    def time_left(self):
+        return 60.0
+
+
+def stand_in(directory: Path, program: str, capture: str, code: int = 0) -> Path:
+    """An executable `program` that prints a real capture and records its arguments."""
+    path = directory / program
+    path.write_text(f"#!/bin/sh\necho \"$@\" > {directory}/{program}.args\necho \"NCCL_ALGO=$NCCL_ALGO\" >> "
+                    f"{directory}/{program}.args\ncat {DATA / capture}\necho oops >&2\nexit {code}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
+    bins, raw = tmp_path / "build", tmp_path / "raw"
+    bins.mkdir(), raw.mkdir()
+    stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
+    stand_in(bins, "reduce_scatter_perf", "05-a100-reduce_scatter-2021fmt-validation0-zero-size-rows.txt")
+    stand_in(bins, "broadcast_perf", "17-rtx5090-all_reduce-2gpu-aborted-ncclwarn-test-failure.txt", code=1)
+    monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    ctx = FakeContext(raw)
+    rows = _nccl_tests.sweep(NCCL_GPU, ctx, ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
+                             algo="Ring", env={"NCCL_ALGO": "Ring"})
+    args = (bins / "all_reduce_perf.args").read_text().split("\n")
+    assert args[0].split() == ["-b", "8", "-e", str(8 * 1024**3), "-f", "2", "-g", "8", "-w", "5", "-n", "20", "-c", "1"]
+    assert args[1] == "NCCL_ALGO=Ring"
+    assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.out").read_text() == (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_text()
+    assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.err").read_text() == "oops\n"
+    ar = [r for r in rows if r.case == "all_reduce" and r.metric == "busbw" and r.placement == "oop"]
+    assert len(ar) == 29 and ar[-1].value == 2.59 and ar[-1].source == "nccl-tests" and ar[-1].world == 4
+    assert all(r.algo == "Ring" for r in rows)
+    rs_wrong = [r for r in rows if r.case == "reduce_scatter" and r.metric == "wrong"]
+    assert rs_wrong == []  # N/A: not checked (-c 0), so no wrong rows
+    status = {r.case: r.text for r in rows if r.metric == "status"}
+    assert status["nccl-tests.all_reduce"].startswith("complete")
+    assert status["nccl-tests.broadcast"].startswith("incomplete") and "Test NCCL failure" in status["nccl-tests.broadcast"]
+    assert status["nccl-tests.all_to_all"].startswith("missing") and "alltoall_perf not found" in status["nccl-tests.all_to_all"]
+    # the verdicts built from those rows (bandwidth's judge reads status rows without an algo)
+    plain = [Row(**{**r.to_dict(), "algo": None}) for r in rows]
+    v = by_id(bandwidth.judge_nccl_tests(plain, GPU_FACTS))
+    assert v["bandwidth.nccl_tests.all_reduce"].status == "pass"
+    assert v["bandwidth.nccl_tests.broadcast"].status == "fail"
+    assert v["bandwidth.nccl_tests.all_to_all"].status == "skip" and _nccl_tests.DIR_ENV in v["bandwidth.nccl_tests.all_to_all"].reason
+
+
+def test_profile_arguments_replace_the_defaults():
+    prof = NCCL_GPU.with_overrides(sweep=NCCL_GPU.sweep.__class__(nccl_tests_args=("-b", "1M", "-e", "1G", "-g", "4")))
+    assert _nccl_tests.perf_args(prof) == ["-b", "1M", "-e", "1G", "-g", "4"]
+
+
+# ---------------------------------------------------------------- crossover
+
+
+def test_crossover_expectations_carry_the_model_prediction():
+    facts = {"alpha_beta": {"alpha_s": 5e-6, "beta_Bps": 200e9, "source": "nccl-tests"}}
+    ex = crossover.expect(NCCL_GPU, facts)
+    cross = [e for e in ex if e.metric == "crossover_bytes"][0]
+    assert cross.value == pytest.approx(crossover_bytes(8, 5e-6, 200e9))
+    tree = [e for e in ex if e.algo == "tree" and e.size_bytes == 4096][0]
+    assert tree.value == pytest.approx(tree_allreduce_s(4096, 8, 5e-6, 200e9) * 1e6)
+    two = crossover.expect(NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2)), facts)
+    assert math.isnan([e for e in two if e.metric == "crossover_bytes"][0].value)
+
+
+def test_measured_crossover():
+    tree = {8: 1.0, 64: 2.0, 512: 10.0, 4096: 80.0}
+    ring = {8: 3.0, 64: 4.0, 512: 6.0, 4096: 20.0}
+    size, what = crossover.measured_crossover(tree, ring)
+    assert size == pytest.approx(math.sqrt(64 * 512)) and "ring from 512 B" in what
+    assert crossover.measured_crossover(ring, tree)[0] is None  # "tree" slower first: no tree→ring crossing
+    assert crossover.measured_crossover({8: 1.0}, {8: 2.0}) == (None, "tree faster at every size")
+
+
+def hand_rows(n, alpha, beta, sizes):
+    rows = []
+    for s in sizes:
+        for algo, model in (("ring", ring_allreduce_s), ("tree", tree_allreduce_s)):
+            rows.append(Row(stage="crossover", case=algo, metric="time_us", value=model(s, n, alpha, beta) * 1e6,
+                            unit="us", size_bytes=s, source="hand", algo=algo, world=n, placement="ip"))
+    return rows
+
+
+def test_analysis_finds_the_model_crossover_from_model_times():
+    n, alpha, beta = 8, 5e-6, 200e9
+    predicted = crossover_bytes(n, alpha, beta)
+    rows = hand_rows(n, alpha, beta, [2 ** k for k in range(3, 31)])
+    out = crossover.analysis_rows(rows, n)
+    measured = [r for r in out if r.metric == "crossover_bytes" and r.source == "hand"][0]
+    fitted = [r for r in out if r.metric == "crossover_bytes_fit" and r.source == "hand"][0]
+    assert predicted / 2 <= measured.value <= predicted * 2  # between the two sizes around it
+    assert fitted.value == pytest.approx(predicted, rel=1e-6)
+
+
+def test_crossover_verdicts():
+    ex = crossover.expect(NCCL_GPU, {"alpha_beta": {"alpha_s": 5e-6, "beta_Bps": 200e9, "source": "x"}})
+    predicted = [e for e in ex if e.metric == "crossover_bytes"][0].value
+    near = Row(stage="crossover", case="crossover", metric="crossover_bytes", value=predicted * 3, unit="bytes",
+               source="nccl-tests", text="")
+    far = Row(**{**near.to_dict(), "value": predicted * 20})
+    ok = by_id(crossover.judge([near], ex, GPU_FACTS))["crossover.crossover"]
+    bad = by_id(crossover.judge([far], ex, GPU_FACTS))["crossover.crossover"]
+    assert ok.status == "pass" and bad.status == "warn" and "20.0×" in bad.observed
+    cpu = by_id(crossover.judge([far], ex, CPU_FACTS))
+    assert cpu["crossover.crossover"].status == "skip"
+    assert cpu["crossover.correct.ring"].status == "fail"  # no hand rows at all: nothing was checked
+
+
+def test_correctness_and_byte_verdicts():
+    base = dict(stage="crossover", source="hand", world=3, size_bytes=20, count=5, unit="count", placement="ip")
+    rows = [Row(case="ring", metric="wrong", value=0, algo="ring", **base),
+            Row(case="tree", metric="wrong", value=1, algo="tree", **base)]
+    from suite.model.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
+    for rank in range(3):
+        s, r = ring_allreduce_bytes(5, 3, 4, rank)
+        rows += [Row(case="ring.bytes", metric="bytes_sent", value=s, rank=rank, algo="ring", **base),
+                 Row(case="ring.bytes", metric="bytes_received", value=r, rank=rank, algo="ring", **base)]
+        s, r = tree_allreduce_bytes(5, 3, 4, rank)
+        rows += [Row(case="tree.bytes", metric="bytes_sent", value=s + (4 if rank == 2 else 0), rank=rank, algo="tree", **base)]
+    v = by_id(crossover.judge(rows, [], CPU_FACTS))
+    assert v["crossover.correct.ring"].status == "pass"
+    assert v["crossover.correct.tree"].status == "fail"
+    assert v["crossover.bytes.ring"].status == "pass"
+    assert v["crossover.bytes.tree"].status == "fail" and "rank 2" in v["crossover.bytes.tree"].observed
+
+
+def test_find_binary_prefers_the_env_dir_then_path(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    for d in (a, b):
+        p = d / "sendrecv_perf_mpi"
+        p.write_text("#!/bin/sh\n")
+        p.chmod(0o755)
+    env = {_nccl_tests.DIR_ENV: str(a), "PATH": str(b)}
+    assert _nccl_tests.find_binary("sendrecv_perf", env) == a / "sendrecv_perf_mpi"
+    assert _nccl_tests.find_binary("sendrecv_perf", {"PATH": str(b)}) == b / "sendrecv_perf_mpi"
+    assert _nccl_tests.find_binary("alltoall_perf", {"PATH": str(b)}) is None
+
+
+def test_crossover_reports_each_nccl_algo_run():
+    rows = [_nccl_tests.status_row("crossover", "all_reduce", "complete", "ran to its footer", "Ring"),
+            _nccl_tests.status_row("crossover", "all_reduce", "missing", "all_reduce_perf not found", "Tree")]
+    v = by_id(crossover.judge(rows, [], GPU_FACTS))
+    assert v["crossover.nccl_tests.Ring"].status == "pass"
+    assert v["crossover.nccl_tests.Tree"].status == "skip" and "not found" in v["crossover.nccl_tests.Tree"].reason
