@@ -1,9 +1,10 @@
 """RUNTIME=host: the host's own Python in a venv, for rented boxes that are themselves containers.
 
 The venv lives at <base>/venvs/<sha256(pyproject.toml)[:16]>-py<X.Y> and is marked ready only
-after `pip install -e` succeeded, so a re-attach or a second run at another commit reuses it (a
-new commit costs one `pip install --no-deps -e`, seconds) and an install cut off half-way is
-redone from scratch, never trusted.
+after `pip install -e` succeeded, so a re-attach or a second run at another commit reuses it
+(same pyproject.toml, same dependencies) and an install cut off half-way is redone from scratch,
+never trusted. The suite's own code always comes from the run's checkout: the job runs in it
+with PYTHONPATH pointing at it (see remote.py), whichever checkout the editable install named.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from .connection import Remote
 from .shell import join
 
 READY = ".cardtime-ready"
-CODE = ".cardtime-code"
 
 # $1 venv, $2 code dir. pip's own output is kept for the error message; the ready mark comes last.
 ENSURE_VENV = r"""
@@ -29,11 +29,8 @@ if [ ! -f "$venv/.cardtime-ready" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$code"
   printf '%s\n' "$code" > "$venv/.cardtime-code"
   : > "$venv/.cardtime-ready"
-elif [ "$(cat -- "$venv/.cardtime-code" 2>/dev/null)" != "$code" ]; then
-  echo "@@relinking"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$code"
-  printf '%s\n' "$code" > "$venv/.cardtime-code"
 fi
+cd -- "$code"
 "$venv/bin/python" -c 'import suite, torch; print("torch", torch.__version__)'
 """
 
@@ -56,9 +53,7 @@ def ensure_venv(remote: Remote, venv: str, code_dir: str, say=print) -> str:
     out = remote.run("set -- " + join([venv, code_dir]) + "\n" + ENSURE_VENV, timeout=3600,
                      what="installing the suite into the host's venv failed",
                      hint="read pip's error above; RUNTIME=docker avoids the host's Python altogether")
-    if "@@relinking" in out.stdout:
-        say(f"venv {venv} reused; pointed at {code_dir}")
-    elif "@@installing" not in out.stdout:
+    if "@@installing" not in out.stdout:
         say(f"venv {venv} reused")
     return f"{venv}/bin/python"
 

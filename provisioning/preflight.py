@@ -185,7 +185,9 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
         problems.append(f"no NVIDIA GPU visible ({facts.gpu_error or 'nvidia-smi -L printed none'}): "
                         "check the driver (nvidia-smi) or run PROFILE=gloo-cpu")
     if not runtime:
-        if facts.docker_usable and (facts.nvidia_runtime or not needs_gpu):
+        # Docker by default only for the GPU image on a host whose Docker gives containers GPUs;
+        # a CPU profile runs in the host's own Python (the CPU image is for laptops, built locally).
+        if facts.docker_usable and facts.nvidia_runtime and needs_gpu:
             runtime = "docker"
         elif facts.docker_usable and needs_gpu:
             problems.append("docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host")

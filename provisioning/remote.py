@@ -4,7 +4,8 @@
 
  1 preflight  connect, report GPUs/driver/disk/docker/python; refuse with one line what is missing
  2 code       exactly the local HEAD: git clone of origin if the host reaches it, else a git bundle over SFTP
- 3 runtime    RUNTIME=host: a venv keyed by pyproject.toml's hash; RUNTIME=docker: provisioning.container
+ 3 runtime    RUNTIME=host: a venv keyed by pyproject.toml's hash; RUNTIME=docker: the image built or
+              pulled on the host (remote_docker.py)
  4 run        detached (tmux or setsid+nohup); followed through progress.json and its log; a second
               `make remote` with the same commit/profile/stages re-attaches instead of starting another
  5 fetch      the run directory to runs/<run-id>/ (resumable, sizes and sha256 checked)
@@ -185,6 +186,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     job_id = jobs.new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+    env = {"PYTHONUNBUFFERED": "1"}
     steps.begin("runtime", f"RUNTIME={runtime}")
     if runtime == "docker":
         image = remote_docker.ensure_image(remote, code_dir, local.commit, opts.image, say=steps.say)
@@ -196,15 +198,17 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
             remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
             code_dir, say=steps.say)
         argv = [python, "-m", "suite", *args]
+        # The checkout first on the path for the runner and every torchrun worker it starts.
+        env["PYTHONPATH"] = code_dir
 
     steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
     use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
     jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
-               env={"PYTHONUNBUFFERED": "1"}, extra={"code_shipped_by": how, "resumes": resume_dir})
+               env=env, extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
     st = jobs.wait_started(remote, base)
     how_to_watch = f"tmux -L {jobs.TMUX_SOCKET} attach -t cardtime-{job_id}" if use_tmux else "setsid"
     steps.say(f"job {job_id} started (pid {st.pid}, {how_to_watch}); closing the laptop now loses nothing")
-    return {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
+    return st.job or {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
 
 
 def remote_main(opts: RemoteOptions, stream=None) -> int:
@@ -265,7 +269,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     finally:
         remote.close()
     local_dir = fetched.local_dir
-    (local_dir / RECORD_NAME).write_text(json.dumps(record, indent=1, default=str) + "\n")
+    write_record(local_dir / RECORD_NAME, record)
     (opts.runs_dir / "LAST").write_text(str(local_dir) + "\n")
 
     steps.begin("report", f"python -m reports {local_dir}")
@@ -283,6 +287,20 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         steps.say(f"report: {local_dir / 'report.html'}")
     code = final.exit_code if final.exit_code in (0, 1) else 2
     return code if report_ok else max(code, 2)
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """remote.json. A re-attach to a run already fetched leaves the first record as it is (its
+    fetch time, the host's facts then), so an unchanged run keeps an unchanged file that the
+    archive skips."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    same_job = old.get("job", {}).get("job_id") == record.get("job", {}).get("job_id")
+    if same_job and old.get("run_exit_code") == record.get("run_exit_code") and old.get("fetched"):
+        return
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
 
 
 def render_report(run_dir: Path, steps: Steps) -> bool:

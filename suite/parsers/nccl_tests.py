@@ -239,7 +239,7 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
             reason = f"the run aborted after {len(rows)} rows{last}: {failure}"
         elif partial:
             reason = f"{partial}; {len(rows)} rows before it"
-        elif not saw_header:
+        elif not saw_header and not rows:
             reason = "the output stops before the table header: the run hung or died during initialisation"
         elif not rows:
             reason = "the output stops after the table header: the run hung or was killed before the first size"

@@ -107,7 +107,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 def fit_rows(rows: list[Row], world: int, stage: str = STAGE, case: str = "all_reduce",
              algo: str = "ring", match_algo: str | None = None) -> list[Row]:
-    """α, β and the fit's residual per source, from all_reduce time_us rows (in-place for torch, out-of-place for nccl-tests)."""
+    """α, β and the fit's residual per source, from all_reduce time_us rows
+    (in-place for torch and the hand algorithms, out-of-place for nccl-tests)."""
     out = []
     for source, placement in (("torch", "ip"), ("nccl-tests", "oop"), ("hand", "ip")):
         pts = sorted((r.size_bytes, r.value * 1e-6) for r in rows
@@ -129,7 +130,8 @@ def pick_fit(fits: list[Row]) -> dict[str, Any] | None:
     """The fit later stages use: nccl-tests' where present (the library at its best), else torch's."""
     for source in ("nccl-tests", "torch"):
         got = {r.metric: r for r in fits if r.source == source}
-        if "alpha" in got:
+        # a slope ≤ 0 (noise swamping the sizes) gives β = ∞: no use to the stages that divide by it
+        if "alpha" in got and math.isfinite(got["beta"].value) and got["beta"].value > 0:
             return {"alpha_s": got["alpha"].value * 1e-6, "beta_Bps": got["beta"].value * 1e9,
                     "rms_rel_residual": got["rms_rel_residual"].value, "source": source,
                     "world": got["alpha"].world, "points": int(got["points"].value), "collective": "all_reduce",
@@ -155,8 +157,14 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     if not judges_performance(facts):
-        expected = f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; torch within {TORCH_LOSS:.0%} of nccl-tests"
+        expected = (f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; "
+                    f"torch within {TORCH_LOSS:.0%} of nccl-tests")
         return verdicts + [performance_skip(STAGE, "performance", expected)]
+    world = max((r.world or 0 for r in rows if r.source in ("torch", "nccl-tests")), default=0)
+    if world < 2:
+        return verdicts + [Verdict(id=f"{STAGE}.performance", stage=STAGE, status="skip", expected="2 or more GPUs",
+                                   observed=f"world of {world}", reason="one GPU has no link to measure: "
+                                   "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     verdicts += judge_peak(nccl_c or torch_c, "nccl-tests" if nccl_c else "torch", expectations, facts)
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
@@ -171,7 +179,8 @@ def judge_coverage(rows: list[Row]) -> Verdict:
     return Verdict(id=f"{STAGE}.torch_sweep", stage=STAGE, status="fail" if missing else "pass",
                    expected=f"busbw rows for {', '.join(COLLECTIVES)}",
                    observed=f"missing {', '.join(missing)}" if missing else f"{len(seen)} collectives swept",
-                   reason=(f"the torch sweep measured nothing for {', '.join(missing)}: see raw/bandwidth/torch.rank0.log"
+                   reason=(f"the torch sweep measured nothing for {', '.join(missing)}: "
+                           f"see raw/bandwidth/torch.rank0.log"
                            if missing else "every collective swept over the profile's sizes"))
 
 
@@ -216,14 +225,20 @@ def judge_fit(rows: list[Row]) -> Verdict:
     sources = sorted({s for s, _ in fits})
     if not sources:
         return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="fail", expected="α and β fitted from all_reduce",
-                       observed="no all_reduce timings", reason="nothing to fit: the all_reduce sweep produced no times")
+                       observed="no all_reduce timings",
+                       reason="nothing to fit: the all_reduce sweep produced no times")
     observed = "; ".join(f"{s}: α = {fits[(s, 'alpha')]:.3g} µs, β = {fits[(s, 'beta')]:.3g} GB/s, "
                          f"rms residual {fits[(s, 'rms_rel_residual')]:.0%}" for s in sources)
-    return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="pass", expected="α and β fitted from all_reduce",
-                   observed=observed, reason="published as facts['alpha_beta'] for the later stages")
+    usable = [s for s in sources if math.isfinite(fits.get((s, "beta"), math.inf)) and fits[(s, "beta")] > 0]
+    return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="pass" if usable else "warn",
+                   expected="α and β fitted from all_reduce", observed=observed,
+                   reason=("published as facts['alpha_beta'] for the later stages" if usable else
+                           "time does not grow with size in these points (noise?): no β to publish; "
+                           "later stages use their defaults — raise the profile's sweep.iters and rerun the stage"))
 
 
-def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation],
+               facts: dict) -> list[Verdict]:
     peak, basis = link_peak(facts)
     if peak is None:
         return [Verdict(id=f"{STAGE}.peak", stage=STAGE, status="skip", expected=f"{PEAK_SHARE:.0%} of the link peak",
@@ -237,8 +252,9 @@ def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[E
                            expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {basis})",
                            observed=f"{got:.1f} GB/s at {size} B ({source})",
                            reason=("large messages reach the link" if got >= floor else
-                                   f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the link: check `nvidia-smi topo -m` "
-                                   f"(a pair on PCIe/SYS), NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, and NCCL_DEBUG=INFO's transport")))
+                                   f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the link: check "
+                                   f"`nvidia-smi topo -m` (a pair on PCIe/SYS), NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, "
+                                   f"and NCCL_DEBUG=INFO's transport")))
     return out
 
 
@@ -256,7 +272,8 @@ def judge_dip(source: str, coll: str, curve: dict[int, float]) -> Verdict:
 def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
     if not nccl_c:
         return [Verdict(id=f"{STAGE}.torch_vs_nccl", stage=STAGE, status="skip", expected="nccl-tests rows to compare",
-                        observed="no nccl-tests rows", reason="nccl-tests did not run: nothing to hold the torch sweep to")]
+                        observed="no nccl-tests rows",
+                        reason="nccl-tests did not run: nothing to hold the torch sweep to")]
     out = []
     for coll in sorted(set(torch_c) & set(nccl_c)):
         common = sorted(set(torch_c[coll]) & set(nccl_c[coll]))

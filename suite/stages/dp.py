@@ -81,7 +81,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     from ..workloads.golden import CHECK_DTYPE, tolerance
 
     out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "world", facts["profile"]["degrees"],
-                          "DDP over {key} ranks")
+                          "DDP over {key} rank(s)")
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
     observed = ", ".join(f"{d} ranks: {measured[d]:.2f} (α-β {predicted[d]:.2f})" if d in predicted

@@ -55,6 +55,14 @@ def pattern(count: int, offset: int, dtype: torch.dtype, device: torch.device) -
     return out
 
 
+def chunks(n: int, count: int, fill: Callable[[int], torch.Tensor], dtype, device) -> torch.Tensor:
+    """n chunks of count elements, chunk j = fill(j), written in place (torch.cat would hold every chunk twice)."""
+    out = torch.empty(n * count, dtype=dtype, device=device)
+    for j in range(n):
+        out[j * count:(j + 1) * count].copy_(fill(j))
+    return out
+
+
 @dataclass
 class Case:
     """One collective at one size and placement, ready to run: `op()` runs it, `check()` counts wrong elements."""
@@ -111,7 +119,7 @@ class AllGather(Collective):
             inp.copy_(mine)
         else:
             inp = mine
-        expected = torch.cat([(j + 1) + pattern(count, 0, dtype, device) for j in range(n)])
+        expected = chunks(n, count, lambda j: (j + 1) + pattern(count, 0, dtype, device), dtype, device)
         return Case(lambda: all_gather_single(out, inp), lambda: _wrong(out, expected), [out, inp])
 
 
@@ -131,9 +139,9 @@ class AllToAll(Collective):
     def build(self, count, rank, n, dtype, device, placement):
         # Rank r's chunk for peer j holds r + 1 + j + p; rank r then holds, from each j, j + 1 + r + p.
         p = pattern(count, 0, dtype, device)
-        inp = torch.cat([(rank + 1 + j) + p for j in range(n)])
+        inp = chunks(n, count, lambda j: (rank + 1 + j) + p, dtype, device)
         out = torch.zeros_like(inp)
-        expected = torch.cat([(j + 1 + rank) + p for j in range(n)])
+        expected = chunks(n, count, lambda j: (j + 1 + rank) + p, dtype, device)
         return Case(lambda: dist.all_to_all_single(out, inp), lambda: _wrong(out, expected), [out, inp])
 
 

@@ -1,4 +1,4 @@
-"""What the scaling workers (tp_run, dp_run, zero_run) share: their command line and their step loop.
+"""What the scaling workers (tp_run, dp_run, zero_run) share: their command line.
 
 The stage hands the worker the profile's model as JSON (`--model`), so a worker trains exactly
 the model the stage's expectations were computed for:
@@ -11,12 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Callable
-
-import torch
 
 from ..config import ModelConfig
-from .measure import time_steps
 
 
 def model_args(cfg: ModelConfig) -> list[str]:
@@ -42,14 +38,3 @@ def mistakes_from(args: argparse.Namespace) -> list[str]:
 def degrees_from(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
-
-def run_steps(step: Callable[[int], object], first: int, warmup: int, timed: int,
-              device: torch.device) -> list[float]:
-    """Call step(i) for i = first … first+warmup−1 untimed, then `timed` more timed; seconds per timed step.
-
-    Each step gets its own global step index, so every step trains on its own synthetic batch.
-    """
-    for i in range(first, first + warmup):
-        step(i)
-    counter = iter(range(first + warmup, first + warmup + timed))
-    return time_steps(lambda: step(next(counter)), timed, device)

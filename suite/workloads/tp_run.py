@@ -34,19 +34,19 @@ STAGE = "tp"
 
 
 def reference(cfg, device):
-    """One process: logits, loss and gradients of the step-0 batch (float32), and the model itself."""
+    """One process: logits, loss and gradients of the step-0 batch (float32)."""
     model = build_model(cfg, device)
     tokens, targets = synthetic_batch(cfg, 0, device=device)
     logits = model(tokens)
     loss = loss_fn(logits, targets)
     loss.backward()
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
-    return model, tokens, logits.detach(), loss.detach(), grads
+    return logits.detach(), loss.detach(), grads
 
 
 def golden(w: Worker, cfg, mesh, ref, mistake: str | None = None) -> dict[str, float]:
     """Max |TP − single process| of logits, loss and gradients over the TP group of `mesh`."""
-    ref_model, _, ref_logits, ref_loss, ref_grads = ref
+    ref_logits, ref_loss, ref_grads = ref
     rank_cfg = seed_for_rank(cfg, mesh.get_local_rank(), mistake)
     model = apply_tensor_parallel(build_model(rank_cfg, w.device), mesh, mistake=mistake)
     tokens, targets = synthetic_batch(rank_cfg, 0, device=w.device)
@@ -85,18 +85,19 @@ def sharded_attention_error(w: Worker, cfg, mesh, follow_shard: bool = True) -> 
 
 def timed(w: Worker, cfg, degree: int, mesh, steps: int, warmup: int) -> list[Row]:
     """Step time, throughput, peak memory and communication share of TP=degree on ranks 0..degree−1."""
+    profiled = max(1, steps // 3)  # a third of the timed steps again, under the profiler
     with PeakMemory(w.device) as memory:
         model = build_model(cfg, w.device)
         if mesh is not None:
             apply_tensor_parallel(model, mesh)
         optimizer = make_optimizer(model.parameters())
-        batches = [synthetic_batch(cfg, s, device=w.device) for s in range(warmup + steps + 2)]
+        batches = [synthetic_batch(cfg, s, device=w.device) for s in range(warmup + steps + profiled)]
         for s in range(warmup):
             train_step(model, optimizer, *batches[s])
-    counter = iter(range(warmup, warmup + steps + 2))
+    counter = iter(range(warmup, warmup + steps + profiled))
     step = lambda: train_step(model, optimizer, *batches[next(counter)])  # noqa: E731
     times = time_steps(step, steps, w.device)
-    comm_s, profiled_s = communication_per_step(step, 2, w.device) if mesh is not None else (0.0, 1.0)
+    comm_s, profiled_s = communication_per_step(step, profiled, w.device) if mesh is not None else (0.0, 1.0)
     group = mesh.get_group() if mesh is not None else None
     step_time, share, peak = typical(times), comm_s / profiled_s, float(memory.peak_bytes)
     if group is not None:  # the slowest rank sets the pace; memory is per rank: its largest

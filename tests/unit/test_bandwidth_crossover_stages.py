@@ -283,3 +283,17 @@ def test_crossover_reports_each_nccl_algo_run():
     v = by_id(crossover.judge(rows, [], GPU_FACTS))
     assert v["crossover.nccl_tests.Ring"].status == "pass"
     assert v["crossover.nccl_tests.Tree"].status == "skip" and "not found" in v["crossover.nccl_tests.Tree"].reason
+
+
+def test_a_fit_with_infinite_beta_is_not_published():
+    flat = [row(metric="time_us", size_bytes=s, value=100.0 - s * 1e-9) for s in (8, 1024, 1 << 20)]
+    fits = bandwidth.fit_rows(flat, 4)
+    assert [r.value for r in fits if r.metric == "beta"] == [math.inf]
+    assert bandwidth.pick_fit(fits) is None
+
+
+def test_one_gpu_skips_the_link_verdicts():
+    rows = [Row(**{**r.to_dict(), "world": 1}) for r in sweep_rows(GOOD)]
+    v = by_id(bandwidth.judge(rows, [], GPU_FACTS))
+    assert v["bandwidth.performance"].status == "skip" and "one GPU" in v["bandwidth.performance"].reason
+    assert not any(k.startswith("bandwidth.peak") for k in v)

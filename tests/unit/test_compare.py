@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from reports import compare, overlay
+from reports.__main__ import main as reports_main
 from tests.report_synthetic import (
     SIZES,
     build_run,
@@ -19,8 +17,6 @@ from tests.report_synthetic import (
     link_matrix,
     only_installed_figures,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -110,26 +106,22 @@ def test_a_run_of_another_schema_is_shown_but_compared_with_nothing(tmp_path):
     manifest["schema_version"] = 99
     (b / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "compare.html"
-    result = subprocess.run([sys.executable, "-m", "reports", "compare", str(a), str(b), "-o", str(out)], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert reports_main(["compare", str(a), str(b), "-o", str(out)]) == 0
     html = out.read_text()
     assert "cannot be read by this cardtime" in html
     assert html.count("not comparable with a: schema version 1 vs 99") == 5  # one note per stage
 
 
-def test_cli_needs_two_runs_and_prints_where_the_comparison_is(tmp_path):
+def test_cli_needs_two_runs_and_prints_where_the_comparison_is(tmp_path, capsys):
     a = build_run(tmp_path / "a")
-    one = subprocess.run([sys.executable, "-m", "reports", "compare", str(a)], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
-    assert one.returncode == 2 and "at least two run directories" in one.stderr
+    assert reports_main(["compare", str(a)]) == 2
+    assert "at least two run directories" in capsys.readouterr().err
     b = build_run(tmp_path / "b", bandwidth_scale=1.3)
     out = tmp_path / "cmp.html"
-    two = subprocess.run([sys.executable, "-m", "reports", "compare", str(a), str(b), "-o", str(out)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert two.returncode == 0, two.stderr
-    assert two.stdout.splitlines()[0] == f"comparison: {out}"
-    assert "bandwidth: 8 metric(s) differ beyond run-to-run noise" in two.stdout
+    assert reports_main(["compare", str(a), str(b), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == f"comparison: {out}"
+    assert "bandwidth: 8 metric(s) differ beyond run-to-run noise" in printed
 
 
 def test_lines_of_the_other_run_are_drawn_into_the_first_runs_axes(tmp_path):

@@ -103,8 +103,8 @@ def test_parse_the_loopback_capture():
 def test_loopback_capture_runs_gloo_on_the_host_runtime():
     f = preflight.parse_probe(loopback_probe())
     assert preflight.decide(f, runtime="host", needs_gpu=False).runtime == "host"
-    # No RUNTIME: docker answers, and a CPU profile needs no NVIDIA runtime.
-    assert preflight.decide(f, runtime=None, needs_gpu=False).runtime == "docker"
+    # No RUNTIME: a CPU profile runs in the host's Python even where Docker answers.
+    assert preflight.decide(f, runtime=None, needs_gpu=False).runtime == "host"
 
 
 def test_gpu_profile_on_a_host_without_gpus_is_refused_in_one_line_each():
@@ -221,3 +221,17 @@ def test_job_key_matches_only_the_same_run():
     assert key.matches(job)
     assert not key.matches({**job, "stages": "topology"})
     assert not key.matches({**job, "commit": "b" * 40})
+
+
+def test_docker_run_line_gives_gpus_and_same_path_mounts():
+    from provisioning.remote_docker import run_argv
+
+    argv = run_argv("cardtime:abc", job_id="J", job_dir="/b/jobs/J", runs_dir="/b/runs",
+                    suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True, commit="c" * 40)
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert argv[argv.index("--gpus") + 1] == "all"
+    assert "/b/runs:/b/runs" in argv and "/b/jobs/J:/b/jobs/J" in argv
+    assert argv[argv.index("cardtime:abc"):] == ["cardtime:abc", "run", "--profile", "nccl-gpu", "--out", "/b/runs"]
+    assert not any("AWS" in a for a in argv)
+    cpu = run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=False, commit="c")
+    assert "--gpus" not in cpu

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import report as report_module
+from reports.__main__ import main as reports_main
 from reports import tables
 from reports.report import render_path
 from tests.report_synthetic import (
@@ -189,25 +190,28 @@ def test_long_tables_are_cut_with_a_note_saying_where_the_rest_is(gpu_run, monke
     assert "first 10 of 132 rows shown; all of them are in results.csv / results.parquet" in doc.in_section("stage-bandwidth")
 
 
-def test_cli_prints_the_path_and_the_summary(gpu_run):
-    result = subprocess.run([sys.executable, "-m", "reports", str(gpu_run)], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"report: {gpu_run / 'report.html'}", "2 passed, 1 warned, 3 failed, 1 skipped"]
+def test_cli_prints_the_path_and_the_summary(gpu_run, capsys):
+    assert reports_main([str(gpu_run)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"report: {gpu_run / 'report.html'}",
+                                                    "2 passed, 1 warned, 3 failed, 1 skipped"]
     assert (gpu_run / "report.html").stat().st_size > 10_000
 
 
-def test_cli_refuses_another_schema_with_what_to_do(gpu_run, tmp_path):
+def test_cli_refuses_another_schema_with_what_to_do(gpu_run, tmp_path, capsys):
     manifest = json.loads((gpu_run / "manifest.json").read_text())
     manifest["schema_version"] = 99
     (gpu_run / "manifest.json").write_text(json.dumps(manifest))
-    result = subprocess.run([sys.executable, "-m", "reports", str(gpu_run)], cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 2
-    assert "schema_version 99" in result.stderr and "Traceback" not in result.stderr
-    missing = subprocess.run([sys.executable, "-m", "reports", str(tmp_path / "nothing")], cwd=REPO,
-                             capture_output=True, text=True, timeout=120)
-    assert missing.returncode == 2 and "not a run directory" in missing.stderr
+    assert reports_main([str(gpu_run)]) == 2
+    assert "schema_version 99" in capsys.readouterr().err
+    assert reports_main([str(tmp_path / "nothing")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_python_m_reports_runs_the_same_entry_point(tmp_path):
+    """`python -m reports` as a user types it (the in-process tests above cover what it prints)."""
+    result = subprocess.run([sys.executable, "-m", "reports", str(tmp_path / "nothing")], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "not a run directory" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_stage_without_a_module_in_this_checkout_still_gets_its_section(gpu_run):

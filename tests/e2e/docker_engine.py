@@ -1,0 +1,81 @@
+"""A Docker engine for the image tests: the running one, else dockerd started here (and stopped after).
+
+dockerd is started the way .ci/run starts it, `--bridge=none --iptables=false`, so it leaves the
+host's network alone; builds and containers then use the host's network (`network_mode="host"`).
+No image registry is reachable, so the base image is made locally: docker/debian-base.sh
+(debootstrap once into a cached tarball, then `docker import`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOCKET = Path("/var/run/docker.sock")
+BASE_IMAGE = "cardtime-base:bookworm"
+
+
+class EngineUnavailable(RuntimeError):
+    """Why no engine could be had; a test skips with this text."""
+
+
+def _ping() -> bool:
+    import docker
+
+    try:
+        docker.from_env(timeout=10).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not reachable"
+        return False
+
+
+def start_engine(log_dir: Path) -> subprocess.Popen | None:
+    """None when an engine answers already; else the dockerd this starts. Raises EngineUnavailable."""
+    if _ping():
+        return None
+    if shutil.which("dockerd") is None:
+        raise EngineUnavailable("no Docker engine answers and dockerd is not installed (apt-get install docker.io; .ci/run does)")
+    if os.geteuid() != 0:
+        raise EngineUnavailable("no Docker engine answers and starting dockerd needs root")
+    log = open(log_dir / "dockerd.log", "w")
+    proc = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise EngineUnavailable(f"dockerd exited with {proc.returncode}: {(log_dir / 'dockerd.log').read_text()[-1500:]}")
+        if SOCKET.exists() and _ping():
+            return proc
+        time.sleep(0.5)
+    proc.terminate()
+    raise EngineUnavailable("dockerd did not answer within 60 s: see its log")
+
+
+def stop_engine(proc: subprocess.Popen | None) -> None:
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def make_base_image() -> None:
+    """The local Debian base (debootstrap'd once, cached under /var/cache/cardtime). Raises EngineUnavailable."""
+    out = subprocess.run([str(ROOT / "docker" / "debian-base.sh"), BASE_IMAGE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900)
+    if out.returncode != 0:
+        raise EngineUnavailable(f"cannot make the base image {BASE_IMAGE}: {out.stdout[-800:]}{out.stderr[-1500:]}")
+
+
+def prepare_context() -> None:
+    out = subprocess.run([str(ROOT / "docker" / "prepare-context.sh"), "cpu"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900, env={**os.environ, "PY": str(ROOT / ".venv" / "bin" / "python")})
+    if out.returncode != 0:
+        raise RuntimeError(f"docker/prepare-context.sh cpu failed:\n{out.stdout[-1500:]}{out.stderr[-1500:]}")

@@ -1,0 +1,257 @@
+"""The CPU image built and run for real: the rehearsal inside a container, then `make remote RUNTIME=docker`.
+
+A Docker engine on this machine (the running one, or dockerd started here), a Debian base made
+locally (no registry is reachable: debootstrap once, `docker import`), docker/cpu.Dockerfile
+built on it through the Docker SDK (provisioning/container.py), then:
+
+  1. the rehearsal's cheap stages in the container, the run folder mounted: the run directory
+     is checked on this side of the mount, and the container's settings (host IPC and network,
+     the ulimits NCCL needs) are read back from the engine;
+  2. the same engine driven over SSH (the loopback sshd of the remote tests), through the SSH
+     session of a Fabric connection: a container started, followed and waited for;
+  3. `make remote RUNTIME=docker` against that sshd: the host runs the suite in the image.
+
+Cost on a 2-core machine: the first image build ~3–5 minutes (debootstrap ~45 s, cached under
+/var/cache/cardtime; wheels cached there too), later builds seconds; the runs ~1–2 minutes.
+Skipped, with the reason, where no engine can be had.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docker_engine import (  # noqa: E402
+    BASE_IMAGE,
+    EngineUnavailable,
+    make_base_image,
+    prepare_context,
+    start_engine,
+    stop_engine,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv"
+IMAGE = "cardtime:cpu-test"
+
+
+def cheap_stages() -> str:
+    from suite import stages
+
+    present = stages.available()
+    return ",".join(s for s in ("topology", "bandwidth") if s in present)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from provisioning import container
+
+    try:
+        proc = start_engine(tmp_path_factory.mktemp("dockerd"))
+    except EngineUnavailable as e:
+        pytest.skip(f"no Docker engine: {e}")
+    try:
+        yield container.connect()
+    finally:
+        stop_engine(proc)
+
+
+@pytest.fixture(scope="module")
+def image(engine):
+    from provisioning import container
+
+    try:
+        make_base_image()
+    except EngineUnavailable as e:
+        pytest.skip(str(e))
+    prepare_context()
+    lines: list[str] = []
+    started = time.monotonic()
+    image_id = container.build_image(engine, ROOT, tag=IMAGE, dockerfile=container.CPU_DOCKERFILE,
+                                     buildargs={"BASE": BASE_IMAGE, "CARDTIME_COMMIT": "test"},
+                                     network_mode="host", on_line=lines.append)
+    print(f"\nbuilt {IMAGE} in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    assert engine.images.get(IMAGE).id == image_id
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def containerized_run(engine, image, tmp_path_factory):
+    """The rehearsal's cheap stages inside the image, the run folder mounted; (run_dir, log, container attrs)."""
+    from provisioning import container
+
+    runs = tmp_path_factory.mktemp("runs")
+    stages = cheap_stages()
+    assert stages, "no cheap stage (topology, bandwidth) in suite/stages"
+    args = ["run", "--profile", "gloo-cpu", "--stages", stages, "--out", str(runs), "--record-last", str(runs / "LAST")]
+    run = container.start_suite(engine, image, runs_dir=str(runs), args=args, gpus=False, name="cardtime-test-rehearsal")
+    try:
+        log = list(container.follow(run))
+        code = container.wait(run, timeout_s=900)
+        run.reload()
+        attrs = run.attrs
+    finally:
+        container.remove_suite(run)
+    assert (runs / "LAST").exists(), "\n".join(log[-60:])
+    run_dir = Path((runs / "LAST").read_text().strip())
+    return {"run_dir": run_dir, "log": log, "code": code, "attrs": attrs, "stages": stages.split(",")}
+
+
+def test_image_prints_versions_then_runs_the_suite(containerized_run):
+    log = containerized_run["log"]
+    text = "\n".join(log)
+    assert log[0].startswith("cardtime image cpu (commit test)"), text[:2000]
+    versions = dict(line.split(None, 1) for line in log[1:12] if line and not line.startswith("----"))
+    assert versions["torch"].startswith("2.13.0+cpu"), versions
+    assert versions["driver"] == "none" and versions["nsys"] == "none"  # a CPU image: said, not hidden
+    assert any(line.startswith("---- python -m suite run --profile gloo-cpu") for line in log)
+
+
+def test_rehearsal_in_container_leaves_a_complete_run_directory(containerized_run):
+    import pandas as pd
+
+    run_dir = containerized_run["run_dir"]
+    assert containerized_run["code"] in (0, 1), "\n".join(containerized_run["log"][-40:])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["profile_name"] == "gloo-cpu"
+    assert manifest["git"]["commit"] == "test"  # CARDTIME_COMMIT of the image: there is no .git inside
+    assert manifest["versions"]["torch"].startswith("2.13.0")
+    for stage in containerized_run["stages"]:
+        assert manifest["stages"][stage]["status"] == "complete", (stage, manifest["stages"][stage])
+        assert (run_dir / "raw" / stage).is_dir() and any((run_dir / "raw" / stage).iterdir()), stage
+    rows = pd.read_parquet(run_dir / "results.parquet")
+    assert set(containerized_run["stages"]) <= set(rows["stage"]), rows["stage"].unique()
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    statuses = {v["stage"]: v["status"] for v in verdicts}
+    assert set(containerized_run["stages"]) <= set(statuses)
+    assert not [v for v in verdicts if v["status"] == "fail"], [v for v in verdicts if v["status"] == "fail"]
+
+
+def test_cpu_container_settings(containerized_run):
+    host = containerized_run["attrs"]["HostConfig"]
+    assert host["IpcMode"] == "host" and host["NetworkMode"] == "host"
+    limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
+    assert limits == {"stack": (67108864, 67108864)}  # no memlock: a CPU run pins nothing
+    assert not host.get("DeviceRequests")
+    run_root = str(containerized_run["run_dir"].parent)
+    assert f"{run_root}:{run_root}:rw" in host["Binds"]
+
+
+def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_path):
+    """Created, not started (no GPU here): the engine records `--gpus all --ipc=host --network=host
+    --ulimit memlock=-1 --ulimit stack=67108864` and the run folder as a same-path volume."""
+    from provisioning import container
+
+    created = container.create_suite(engine, image, runs_dir=str(tmp_path), args=["run", "--profile", "nccl-gpu"],
+                                     gpus=True, name="cardtime-test-gpu-settings")
+    try:
+        host = engine.api.inspect_container(created.id)["HostConfig"]
+    finally:
+        container.remove_suite(created)
+    assert host["IpcMode"] == "host" and host["NetworkMode"] == "host"
+    limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
+    assert limits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+    (request,) = host["DeviceRequests"]
+    assert request["Count"] == -1 and request["Capabilities"] == [["gpu"]]
+    assert host["Binds"] == [f"{tmp_path}:{tmp_path}:rw"]
+
+
+def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):
+    from provisioning import container
+
+    with pytest.raises(container.EngineError, match="nvidia-container-toolkit|LimitMEMLOCK"):
+        container.start_suite(engine, image, runs_dir=str(tmp_path), args=["run"], gpus=True,
+                              name="cardtime-test-cannot-start")
+    assert container.find_suite(engine, "cardtime-test-cannot-start") is None
+
+
+# ---------------------------------------------------------------- over SSH
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    from remote_loopback import sshd_available, start_sshd
+
+    if not sshd_available():
+        pytest.skip("needs openssh-server (.ci/run installs it)")
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
+    """The SDK through the SSH session of a Fabric connection: each API call a `docker system dial-stdio` channel."""
+    import fabric
+    import paramiko
+
+    from provisioning import container
+
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts_line())
+    conn = fabric.Connection("127.0.0.1", user="root", port=sshd.port,
+                             connect_kwargs={"key_filename": str(sshd.client_key), "look_for_keys": False,
+                                             "allow_agent": False})
+    conn.client.load_host_keys(str(known))
+    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    try:
+        client = container.connect_over(conn)
+        assert client.images.get(image).id == engine.images.get(image).id
+        run = container.start_suite(client, image, runs_dir=str(tmp_path),
+                                    args=["python", "-c", "import torch, sys; print('rank-free', torch.__version__); sys.exit(3)"],
+                                    gpus=False, name="cardtime-test-over-ssh")
+        try:
+            lines = list(container.follow(run))
+            assert container.wait(run) == 3
+        finally:
+            container.remove_suite(run)
+        assert any(line.startswith("rank-free 2.13.0") for line in lines), lines
+    finally:
+        conn.close()
+    assert "docker system dial-stdio" in sshd.audit()  # it really went through sshd
+
+
+def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
+    """`make remote RUNTIME=docker`: the host (this machine, through sshd) runs the suite in the image.
+
+    No registry is reachable, so the image is placed on the host the way a previous
+    `make remote` leaves it: tagged cardtime:<commit> (provisioning/remote_docker.py), found, not built.
+    """
+    from remote_loopback import clean_env
+    from test_remote_loopback import make_repo
+
+    repo = make_repo(tmp_path / "laptop")
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tag = f"cardtime:{commit[:12]}"
+    engine.images.get(image).tag("cardtime", tag=commit[:12])
+    remote_dir = tmp_path / "host" / "cardtime"
+    remote_dir.mkdir(parents=True)
+    stages = cheap_stages()
+    args = ["make", "--no-print-directory", "-C", str(repo), "remote", f"VENV={VENV}", "-o", f"{VENV}/.installed",
+            f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={tmp_path / 'known_hosts'}",
+            f"REMOTE_DIR={remote_dir}", "RUNTIME=docker", "PROFILE=gloo-cpu", f"STAGES={stages}", "ACCEPT_NEW_HOST=1"]
+    try:
+        done = subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=900)
+    finally:
+        engine.images.remove(tag, noprune=True)
+    out = done.stdout + done.stderr
+    assert done.returncode in (0, 1), out[-4000:]
+    assert f"image {tag} already on the host" in out, out[-4000:]
+    audit = sshd.audit()
+    assert "docker run" in audit and "--ipc host" in audit and "memlock=-1" in audit, audit[-3000:]
+    (remote_run,) = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
+    local_run = repo / "runs" / remote_run.name
+    manifest = json.loads((local_run / "manifest.json").read_text())
+    assert manifest["git"]["commit"] == commit  # the run records the commit make remote shipped
+    assert manifest["versions"]["torch"].startswith("2.13.0")
+    for stage in stages.split(","):
+        assert manifest["stages"][stage]["status"] == "complete", manifest["stages"][stage]
+    assert (local_run / "results.parquet").is_file() and (local_run / "verdicts.json").is_file()

@@ -1,0 +1,72 @@
+"""The scaling workloads on CUDA (skipped without it).
+
+    .venv/bin/python -m pytest -q -m gpu tests/gpu/test_scaling_gpu.py
+
+The baseline in bf16 with MFU against the card's table peak; device timing and peak memory; and,
+with two or more GPUs, the TP, DP and ZeRO workers over NCCL with their golden comparisons.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+def small_model():
+    from suite.config import ModelConfig
+
+    # 8 layers of d=1024 in bf16: a step of tens of milliseconds on a current card.
+    return ModelConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",
+                       steps=5, warmup_steps=2)
+
+
+def test_baseline_on_the_gpu_reports_mfu_against_the_table():
+    from suite.model.peaks import peak_for
+    from suite.workloads.baseline_run import measure_baseline
+
+    device = torch.device("cuda", 0)
+    rows = {r.metric: r for r in measure_baseline(small_model(), device)}
+    assert rows["step_time_s"].value > 0 and rows["peak_memory_bytes"].value > 0
+    assert rows["peak_memory_bytes"].value <= torch.cuda.get_device_properties(0).total_memory
+    if peak_for(torch.cuda.get_device_name(0)) is not None:
+        assert 0 < rows["mfu"].value < 1
+    else:
+        assert math.isnan(rows["mfu"].value)
+
+
+def test_device_timer_and_peak_memory():
+    from suite.workloads.measure import PeakMemory, time_steps
+
+    device = torch.device("cuda", 0)
+    a = torch.randn(4096, 4096, device=device)
+    times = time_steps(lambda: a @ a, 5, device)
+    assert len(times) == 5 and all(t > 0 for t in times)
+    with PeakMemory(device) as memory:
+        b = torch.empty(256 * 2**20, dtype=torch.uint8, device=device)
+        del b
+    assert memory.peak_bytes >= 256 * 2**20
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("module, args", [
+    ("suite.workloads.tp_run", ["--degrees", "1,2"]),
+    ("suite.workloads.dp_run", ["--degrees", "1,2"]),
+    ("suite.workloads.zero_run", ["--stages", "0,1,2,3"]),
+])
+def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
+    from suite.config import NCCL_GPU
+    from suite.launch import run_torchrun
+    from suite.workloads.golden import tolerance
+    from suite.workloads.scaling import model_args
+
+    profile = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
+    rows = run_torchrun(profile, module, [*model_args(small_model()), *args], raw_dir=tmp_path, nproc=2,
+                        timeout_s=600).rows()
+    errors = [r.value for r in rows if r.metric == "max_abs_error"]
+    assert errors and all(e <= tolerance("float32") for e in errors)
+    assert [r for r in rows if r.metric == "step_time_s" and r.value > 0]

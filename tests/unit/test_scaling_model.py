@@ -1,0 +1,181 @@
+"""The scaling stages' arithmetic: GPU peaks and MFU, the DP decay and ZeRO memory model, the measurement
+helpers (communication from real traces, CPU peak memory), and the golden comparison's error function."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite.config import GLOO_CPU, NCCL_GPU
+from suite.model.peaks import mfu, peak_for
+from suite.model.scaling import alpha_beta, dp_efficiency, dp_step_s, gpu_name, model_state_bytes
+from suite.workloads.golden import max_abs_error, max_abs_error_many, tolerance
+from suite.workloads.gpt import parameter_count, training_flops_per_token
+from suite.workloads.measure import (
+    PeakMemory,
+    communication_us,
+    is_communication,
+    peak_from_memory_events,
+    time_steps,
+    union_us,
+)
+
+TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
+
+
+# ---------------------------------------------------------------- peaks and MFU
+
+
+@pytest.mark.parametrize("name, model, tflops", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4),
+    ("NVIDIA H100 PCIe", "H100 PCIe", 756.5),
+    ("NVIDIA H100 NVL", "H100 NVL", 835.5),
+    ("NVIDIA H200", "H200 SXM", 989.4),
+    ("NVIDIA H200 NVL", "H200 NVL", 835.5),
+    ("NVIDIA A100-SXM4-80GB", "A100", 312.0),
+    ("NVIDIA A100 80GB PCIe", "A100", 312.0),
+    ("NVIDIA L40S", "L40S", 362.05),
+    ("NVIDIA L40", "L40", 181.05),
+    ("NVIDIA L4", "L4", 121.0),
+    ("NVIDIA B200", "B200 (HGX)", 2250.0),
+    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090", 165.2),
+])
+def test_peak_lookup_matches_device_names_as_torch_reports_them(name, model, tflops):
+    peak = peak_for(name)
+    assert peak is not None and peak.model == model and peak.bf16_dense_tflops == tflops
+    assert peak.bf16_dense_flops == tflops * 1e12
+    assert "datasheet" in peak.source or "whitepaper" in peak.source
+
+
+def test_unknown_gpu_gets_no_peak_and_no_mfu():
+    assert peak_for("Tesla V100-SXM2-32GB") is None  # no bf16 tensor cores: no bf16 peak to hold it to
+    assert peak_for("cpu") is None
+    assert math.isnan(mfu(3.42e9, 1e5, float("nan")))
+    assert math.isnan(mfu(3.42e9, 1e5, 0.0))
+
+
+def test_mfu_is_model_flops_per_second_over_peak():
+    # The nccl-gpu model: 3.42 GFLOP per token; 120,000 tokens/s on an H100 SXM.
+    flops = training_flops_per_token(NCCL_GPU.model)
+    assert flops == pytest.approx(3.4228e9, rel=1e-4)
+    achieved = flops * 120_000  # 410.7 TFLOP/s
+    assert mfu(flops, 120_000, peak_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(achieved / 989.4e12)
+    assert mfu(1e9, 1e3, 1e13) == pytest.approx(0.1)
+
+
+def test_model_sizes_stated_in_the_docs():
+    assert parameter_count(GLOO_CPU.model) == 41_280
+    assert parameter_count(NCCL_GPU.model) == 536_940_544
+
+
+# ---------------------------------------------------------------- DP and ZeRO model
+
+
+def test_dp_prediction_by_hand():
+    # t1 = 70 ms, 8 ranks, 1 GB of gradients, α = 5 µs, β = 200 GB/s:
+    # ring all-reduce = 2·7·(5e-6 + 1e9/(8·200e9)) = 14·(5e-6 + 6.25e-4) = 8.82 ms; step = 8.75 + 8.82 ms.
+    step = dp_step_s(0.070, 8, 1e9, 5e-6, 200e9)
+    assert step == pytest.approx(0.00875 + 0.00882)
+    assert dp_efficiency(0.070, 8, 1e9, 5e-6, 200e9) == pytest.approx(0.00875 / (0.00875 + 0.00882))
+    assert dp_efficiency(0.070, 1, 1e9, 5e-6, 200e9) == 1.0
+
+
+def test_zero_memory_model_per_dtype():
+    psi, n = 1_000_000, 4
+    assert model_state_bytes(psi, n, 0, "float32") == 16 * psi  # 4 + 4 + 8
+    assert model_state_bytes(psi, n, 1, "float32") == 8 * psi + 8 * psi / n
+    assert model_state_bytes(psi, n, 2, "float32") == 4 * psi + 12 * psi / n
+    assert model_state_bytes(psi, n, 3, "float32") == 16 * psi / n
+    assert model_state_bytes(psi, n, 0, "bfloat16") == 8 * psi  # 2 + 2 + 4: AdamW's moments in bf16
+
+
+def test_alpha_beta_prefers_the_bandwidth_stage_fit():
+    alpha, beta, basis = alpha_beta({"alpha_beta": {"alpha_s": 7e-6, "beta_Bps": 150e9, "source": "nccl-tests"}},
+                                    "cuda")
+    assert (alpha, beta) == (7e-6, 150e9) and "fitted" in basis and "nccl-tests" in basis
+    alpha, beta, basis = alpha_beta({}, "cuda")
+    assert (alpha, beta) == (5e-6, 200e9) and "no fitted" in basis
+    assert alpha_beta({}, "cpu")[:2] == (30e-6, 2e9)
+
+
+def test_gpu_name_from_topology_facts():
+    assert gpu_name({"topology": {"gpu_model": None, "gpus": ["NVIDIA H100 80GB HBM3"]}}) == "NVIDIA H100 80GB HBM3"
+    assert gpu_name({}) is None
+
+
+# ---------------------------------------------------------------- measurement helpers
+
+
+def test_union_counts_overlaps_once():
+    assert union_us([(0, 10), (5, 15), (20, 25)]) == 20
+    assert union_us([(0, 10), (2, 3)]) == 10
+    assert union_us([]) == 0
+
+
+def test_communication_from_a_real_nccl_trace():
+    events = json.loads(gzip.open(TRACES / "hta-sampled_rank-0.json.gz").read())["traceEvents"]
+    comm = [e for e in events if is_communication(e)]
+    assert comm and all(e["name"].startswith("ncclKernel_") and e["cat"] == "kernel" for e in comm)
+    assert len(comm) == 10  # the trace's ten SendRecv kernels; CPU-side record_param_comms are not counted
+    assert communication_us(events) == pytest.approx(396_199.0)  # their durations summed (none overlap)
+
+
+def test_communication_from_a_real_gloo_trace():
+    events = json.loads(gzip.open(TRACES / "gloo-cpu-ddp_rank0.trace.json.gz").read())["traceEvents"]
+    names = {e["name"] for e in events if e.get("ph") == "X" and is_communication(e)}
+    assert names and all(n.startswith("gloo:") for n in names)
+    span = max(e["ts"] + e.get("dur", 0) for e in events if e.get("ph") == "X") - min(
+        e["ts"] for e in events if e.get("ph") == "X")
+    assert 0 < communication_us(events) < span
+
+
+def test_peak_from_memory_events_reads_the_running_total():
+    def ev(ts, nbytes, total):
+        return {"name": "[memory]", "ts": ts, "args": {"Bytes": nbytes, "Total Allocated": total, "Device Type": 0}}
+
+    # 1000 bytes already tracked from an earlier region: +400, +600, −400, +100 → peak 1000 above the start.
+    events = [ev(1, 400, 1400), ev(2, 600, 2000), ev(3, -400, 1600), ev(4, 100, 1700)]
+    assert peak_from_memory_events(events) == 1000
+    assert peak_from_memory_events([]) == 0
+
+
+def test_cpu_peak_memory_sees_a_transient_tensor():
+    n = 1_000_000  # 4 MB of float32, freed inside the region: the peak must still count it
+    with PeakMemory(torch.device("cpu")) as memory:
+        kept = torch.ones(1000)
+        transient = torch.zeros(n)
+        total = float(transient.sum())
+        del transient
+    assert total == 0.0 and kept.numel() == 1000
+    assert 4 * n <= memory.peak_bytes < 4 * n + 1_000_000
+
+
+def test_time_steps_times_each_step_on_cpu():
+    calls = []
+    times = time_steps(lambda: calls.append(1), 3, torch.device("cpu"))
+    assert len(times) == 3 and len(calls) == 3 and all(t >= 0 for t in times)
+
+
+# ---------------------------------------------------------------- golden comparison
+
+
+def test_max_abs_error():
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert max_abs_error(a, a.clone()) == 0.0
+    assert max_abs_error(a + torch.tensor([[0.0, 0.5], [0.0, -0.25]]), a) == 0.5
+    assert max_abs_error(torch.ones(3), torch.ones(4)) == math.inf  # different element counts never pass
+    assert max_abs_error(a.reshape(4), a) == 0.0  # same values, another layout: compared as `want` is shaped
+    assert max_abs_error(torch.tensor([float("nan")]), torch.tensor([1.0])) == math.inf
+    assert max_abs_error_many([(a, a), (a + 1, a)]) == 1.0
+
+
+def test_tolerance_per_dtype():
+    assert tolerance("float32") == 1e-4
+    assert tolerance("bfloat16") > tolerance("float16") > tolerance("float32") > tolerance("float64")
+    with pytest.raises(ValueError, match="TOLERANCE"):
+        tolerance("int8")
