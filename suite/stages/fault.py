@@ -240,7 +240,7 @@ class DrillWatch:
 
 def is_drill_process(pid: int) -> bool:
     """Whether `pid` still runs the drill's worker (never signal a recycled pid)."""
-    out = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
     return WORKER in out
 
 

@@ -140,8 +140,11 @@ def test_zero_comparison_catches_the_mistake(zero_rows, mistake, stage):
 def test_zero_state_memory_is_what_the_model_says(zero_rows):
     state = {r.zero: r.value for r in zero_rows if r.metric == "state_memory_bytes"}
     psi = parameter_count(CFG)
-    for z in (0, 1, 3):  # measured bytes of parameters, gradients, AdamW moments held per rank
+    for z in (0, 3):  # measured bytes of parameters, gradients, AdamW moments held per rank
         assert state[z] == model_state_bytes(psi, 4, z, "float32"), z
+    # ZeroRedundancyOptimizer hands whole parameters to ranks, so the fullest rank holds a little over 8Ψ/4
+    # of AdamW state (seen: 82,688 bytes against 82,560).
+    assert model_state_bytes(psi, 4, 1, "float32") <= state[1] <= 1.01 * model_state_bytes(psi, 4, 1, "float32")
     # Between steps FSDP2 keeps ZeRO-2's parameters sharded too (it gathers them for forward and backward),
     # so at rest ZeRO-2 holds what ZeRO-3 holds; the difference shows in the peak.
     assert state[2] == state[3]

@@ -129,7 +129,7 @@ def test_rehearsal_in_container_leaves_a_complete_run_directory(containerized_ru
         assert (run_dir / "raw" / stage).is_dir() and any((run_dir / "raw" / stage).iterdir()), stage
     rows = pd.read_parquet(run_dir / "results.parquet")
     assert set(containerized_run["stages"]) <= set(rows["stage"]), rows["stage"].unique()
-    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())["verdicts"]
     statuses = {v["stage"]: v["status"] for v in verdicts}
     assert set(containerized_run["stages"]) <= set(statuses)
     assert not [v for v in verdicts if v["status"] == "fail"], [v for v in verdicts if v["status"] == "fail"]

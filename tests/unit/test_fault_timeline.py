@@ -228,7 +228,9 @@ def test_the_watcher_ends_a_stopped_drill_rank_once_a_survivor_raised(tmp_path):
     # A stand-in whose command line names the drill's module, stopped like the hang scenario's rank.
     stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", fault.WORKER])
     try:
+        deadline = time.monotonic() + 30
         while not fault.is_drill_process(stopped.pid):  # until exec: before it the child still looks like pytest
+            assert time.monotonic() < deadline, "the stand-in never showed the drill's command line"
             time.sleep(0.01)
         os.kill(stopped.pid, signal.SIGSTOP)
         write_events(tmp_path, "events.rank1.jsonl",
