@@ -6,11 +6,12 @@
 #       -v "$PWD/runs:$PWD/runs" cardtime:cuda run --profile nccl-gpu --out "$PWD/runs"
 #
 # Base: NVIDIA's CUDA *devel* image (nvcc, NCCL headers and library, Ubuntu 24.04) plus torch's
-# own CUDA build from PyPI, rather than an NGC PyTorch release: the torch is the very release the
-# rehearsal ran (pyproject.toml's pin, not NGC's pre-release build), the image is about half an
-# NGC one's size (~9 GB against ~20 GB unpacked), and everything else the suite needs (MPI, nsys)
-# is one apt line. BASE may still name an NGC PyTorch image: each step below installs only what
-# the base lacks (NCCL headers, MPI, nsys, torch).
+# own CUDA build from PyPI, rather than an NGC PyTorch release. The deciding reason: torch is then
+# the very release the rehearsal ran (pyproject.toml's pin), where NGC ships its own pre-release
+# build tied to its monthly CUDA/NCCL bundle. Size and first build come out close (estimates:
+# ~8 GB to pull, ~17 GB unpacked, against NGC's ~10 GB / 20+ GB, which would save the torch
+# install but not the nccl-tests compile). MPI and nsys are one apt line each. BASE may still name
+# an NGC PyTorch image: each step below installs only what the base lacks (NCCL headers, nsys, torch).
 #
 # Layers go from slowest-changing to fastest: a change under suite/ rebuilds only the COPYs at the end.
 # Written for the classic builder and BuildKit alike (no cache mounts, no heredocs), so the same
@@ -43,6 +44,7 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PIP_NO_CACHE_DIR=1
 
 # NCCL's headers and library: in CUDA devel images already; from NVIDIA's CUDA repository otherwise.
+# DL3008: the repository's NCCL is built for the base's CUDA release; any pin would have to follow it.
 # hadolint ignore=DL3008
 RUN if [ ! -e /usr/include/nccl.h ]; then \
       apt-get update && apt-get install -y --no-install-recommends libnccl2 libnccl-dev \
@@ -68,10 +70,11 @@ ENV CARDTIME_NCCL_TESTS_DIR=/opt/nccl-tests/bin \
     OMPI_ALLOW_RUN_AS_ROOT=1 \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+ARG NSYS_PACKAGE=""
 # Nsight Systems' CLI from NVIDIA's CUDA repository (configured in every nvidia/cuda image), unless
 # the base has nsys already. The package matches the base's CUDA release (CUDA_VERSION, set by the
 # base): cuda-nsight-systems-12-9 for 12.9.1. The build fails here, not on the rented box, without it.
-ARG NSYS_PACKAGE=""
+# DL3008: the package name already carries the CUDA release; NSYS_PACKAGE= pins another.
 # hadolint ignore=DL3008
 RUN if ! command -v nsys >/dev/null; then \
       pkg="${NSYS_PACKAGE:-cuda-nsight-systems-$(echo "${CUDA_VERSION:?the base sets no CUDA_VERSION: pass --build-arg NSYS_PACKAGE=}" | cut -d. -f1,2 | tr . -)}" \

@@ -11,6 +11,8 @@ help:
 	@echo "make test       the test suite"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead)"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
+	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
+	@echo "make rehearse-docker   the rehearsal inside the CPU image"
 
 # The venv is (re)built when pyproject.toml changes. torch==2.13.0 is pinned: pip takes the CPU
 # build from local disk; an unpinned torch would pull a multi-GB CUDA build.
@@ -68,3 +70,29 @@ plan: $(STAMP)
 	else \
 	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"}; \
 	fi
+
+# Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container.py):
+#   make image [IMAGE=cardtime:cuda] [BASE=…]      the CUDA image, built on the local engine
+#   make image-push IMAGE=registry/name:tag        build, tag and push it; then `make remote IMAGE=…` pulls it
+#   make rehearse-docker [STAGES=a,b] [BASE=…]     the rehearsal inside docker/cpu.Dockerfile, runs/ mounted
+# BASE= replaces an image's FROM (an engine without registry access: docker/debian-base.sh makes one);
+# NETWORK=host gives the build's RUN steps the host's network (an engine started with --bridge=none).
+.PHONY: image image-push rehearse-docker
+image: $(STAMP)
+	docker/prepare-context.sh cuda
+	$(PY) -m provisioning.container build --dockerfile Dockerfile --tag "$${IMAGE:-cardtime:cuda}" \
+	  $${BASE:+--base "$$BASE"} $${NETWORK:+--network "$$NETWORK"} --verbose
+
+image-push: $(STAMP)
+	@test -n "$$IMAGE" || { echo "usage: make image-push IMAGE=registry/name:tag" >&2; exit 2; }
+	docker/prepare-context.sh cuda
+	$(PY) -m provisioning.container build --dockerfile Dockerfile --tag "$$IMAGE" $${BASE:+--base "$$BASE"} --verbose
+	$(PY) -m provisioning.container push "$$IMAGE" --source "$$IMAGE"
+
+rehearse-docker: $(STAMP)
+	PY=$(PY) docker/prepare-context.sh cpu
+	@mkdir -p runs; status=0; \
+	$(PY) -m provisioning.container rehearse --runs runs $${BASE:+--base "$$BASE"} $${STAGES:+--stages "$$STAGES"} \
+	  || status=$$?; \
+	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
+	exit $$status

@@ -18,6 +18,7 @@ from pathlib import Path
 from .archive import ArchiveError, archive_run
 from .codesync import DirtyTree
 from .connection import RemoteError
+from .container import EngineError
 from .hosts import HostSpecError, parse_host
 
 
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (HostSpecError, DirtyTree, ArchiveError, RemoteError, ValueError) as e:
+    except (HostSpecError, DirtyTree, ArchiveError, RemoteError, EngineError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -144,7 +144,10 @@ class Remote:
         return self.spec.label
 
     def connect(self) -> None:
-        """Open the connection now (preflight does, so that a bad key or host fails in seconds)."""
+        """Open the connection now (preflight does, so that a bad key or host fails in seconds);
+        after a drop, a fresh one (Fabric's cached SFTP session of the dead one is dropped first)."""
+        if self.conn.transport is not None and not self.conn.is_connected:
+            self.close()
         try:
             self.conn.open()
         except RemoteError:
@@ -176,6 +179,10 @@ class Remote:
             raise ConnectionLost(self.label, f"connection lost: {e}", command=shown,
                                  hint="rerun the same make command: it re-attaches") from None
         result = Result(r.stdout, r.stderr, r.exited)
+        if r.exited == -1 and not self.conn.is_connected:
+            # The channel closed without an exit status because the connection went away.
+            raise ConnectionLost(self.label, "connection lost during the command", command=shown,
+                                 output=r.stdout + r.stderr, hint="rerun the same make command: it re-attaches")
         if check and r.exited != 0:
             raise RemoteError(self.label, what, command=shown, exit_code=r.exited,
                               output=r.stdout + r.stderr, hint=hint)

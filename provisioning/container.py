@@ -250,6 +250,26 @@ def suite_ulimits(gpus: bool) -> list[Ulimit]:
     return [STACK_64_MIB, MEMLOCK_UNLIMITED] if gpus else [STACK_64_MIB]
 
 
+def allows_unlimited_memlock(client: docker.DockerClient, image: str) -> bool:
+    """Whether the engine can start a container with `--ulimit memlock=-1`, as NCCL on GPUs wants.
+
+    False where dockerd's own limit is finite and it may not raise it (no LimitMEMLOCK=infinity
+    in docker.service; or dockerd itself inside a container without CAP_SYS_RESOURCE).
+    """
+    probe = client.containers.create(image, command=["true"], ulimits=[MEMLOCK_UNLIMITED], network_mode="host",
+                                     labels={LABEL: "1"})
+    try:
+        probe.start()
+        probe.wait()
+        return True
+    except docker.errors.APIError as e:
+        if "rlimit" in str(e.explanation or e):
+            return False
+        raise
+    finally:
+        probe.remove(force=True)
+
+
 def create_suite(client: docker.DockerClient, image: str, *, runs_dir: str, args: list[str], gpus: bool,
                  name: str | None = None, environment: dict[str, str] | None = None,
                  user: str | None = None, network_mode: str = "host"):

@@ -133,13 +133,14 @@ def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str |
 
 def follow(remote_ref: list[Remote], opts: RemoteOptions, base: str, steps: Steps) -> jobs.JobStatus:
     """Print the run's log and progress until it finishes; reconnect on a dropped connection."""
-    st = jobs.status(remote_ref[0], base, log_offset=1 << 62)
-    offset = max(0, st.log_size - 4000)  # on re-attach: the last few lines first
+    offset = None  # first learn the log's size: on re-attach, show only its last few lines
     quiet_since = time.monotonic()
     last_heartbeat = 0.0
     failures = 0
     while True:
         try:
+            if offset is None:
+                offset = max(0, jobs.status(remote_ref[0], base, log_offset=1 << 62).log_size - 4000)
             st = jobs.status(remote_ref[0], base, log_offset=offset)
             failures = 0
         except ConnectionLost as e:
@@ -189,10 +190,10 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     env = {"PYTHONUNBUFFERED": "1"}
     steps.begin("runtime", f"RUNTIME={runtime}")
     if runtime == "docker":
-        image = remote_docker.ensure_image(remote, code_dir, local.commit, opts.image, say=steps.say)
+        image = remote_docker.ensure_image(remote, local, opts.image, say=steps.say)
         remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
         argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs", suite_args=args,
-                                      gpus=needs_gpu(opts.profile), commit=local.commit)
+                                      gpus=needs_gpu(opts.profile))
     else:
         python = hostruntime.ensure_venv(
             remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
@@ -359,7 +360,11 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
         return 2
     model = gpu_model(gpus[0])
     print(f"{opts.host.label}: {len(gpus)} × {model}", file=out)
-    plan = estimate(get_profile(profile_name, len(gpus)), PlanAssumptions(gpu_name=model), rate_per_hour=rate)
+    try:
+        plan = estimate(get_profile(profile_name, len(gpus)), PlanAssumptions(gpu_name=model), rate_per_hour=rate)
+    except ValueError as e:
+        print(f"{e}; or plan for an H100 box with `make plan GPUS={len(gpus)}`", file=out)
+        return 2
     print(render(plan), file=out)
     return 0
 

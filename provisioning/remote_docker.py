@@ -1,53 +1,76 @@
-"""RUNTIME=docker on the host: the image (pulled with IMAGE=, else built there from the shipped
-checkout), and the `docker run` command line the detached job runs.
+"""RUNTIME=docker on the host: the image (IMAGE= pulled, else built on the host's engine from the
+local HEAD), and the `docker run` command line the detached job runs.
 
-The container runs in the foreground of the detached job (provisioning/jobs.py), so pid, log,
-exit code and re-attach work exactly as with RUNTIME=host. The run and job folders are mounted
-at the same paths inside the container as on the host, so every path the suite records (the run
-directory in LAST, the manifest's) is valid on the host too.
-
-The image itself (Dockerfile, docker/) and the Docker-SDK helpers for driving an engine from the
-laptop (provisioning/container.py) belong to the image's side; this module only builds or pulls
-it on the host and runs it.
+The engine is driven through provisioning.container over the SSH session already open (one
+login, the same host-key policy). The build context is `git archive HEAD`, so the image holds
+exactly the commit the host runs, never uncommitted files. The container runs in the foreground
+of the detached job (provisioning/jobs.py), so pid, log, exit code and re-attach work exactly as
+with RUNTIME=host; its flags are container.start_suite's (GPUs, host network and IPC, ulimits),
+and the run and job folders are mounted at the same paths inside as outside, so every path the
+suite records (LAST, the manifest) is valid on the host too.
 """
 
 from __future__ import annotations
 
-from .connection import Remote
+import subprocess
+import tempfile
+from pathlib import Path
 
-BUILD_TIMEOUT_S = 3 * 3600  # a CUDA devel base plus nccl-tests from source: tens of minutes on a fresh host
+from .codesync import LocalCheckout
+from .connection import Remote
 
 
 def image_tag(commit: str) -> str:
     return f"cardtime:{commit[:12]}"
 
 
-def ensure_image(remote: Remote, code_dir: str, commit: str, image: str | None, say=print) -> str:
-    """The image to run: IMAGE= pulled, or cardtime:<commit> built on the host from the shipped checkout."""
+def export_head(local: LocalCheckout, dest: Path) -> None:
+    """The files of HEAD, and nothing else, into `dest` (the build context)."""
+    archive = subprocess.run(["git", "-C", str(local.root), "archive", "--format=tar", local.commit],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+def ensure_image(remote: Remote, local: LocalCheckout, image: str | None, say=print) -> str:
+    """The image to run: IMAGE= pulled, or cardtime:<commit> built on the host's engine (reused when there)."""
+    import docker.errors
+
+    from . import container
+
+    client = container.connect_over(remote.conn)
     if image:
-        say(f"docker pull {image}")
-        remote.run(["docker", "pull", "--quiet", image], timeout=BUILD_TIMEOUT_S, what=f"docker pull {image} failed",
-                   hint="check IMAGE= and that the host can reach the registry (docker login there if it is private)")
+        say(f"pulling {image}: the run uses the code inside this image, not the shipped HEAD")
+        try:
+            container.pull_image(client, image, on_line=say)
+        except container.EngineError as e:
+            try:
+                client.images.get(image)  # a host without registry access may hold the image already
+            except docker.errors.ImageNotFound:
+                raise e from None
+            say(f"pull failed ({str(e).splitlines()[0]}); using the copy of {image} already on the host")
         return image
-    tag = image_tag(commit)
-    if remote.run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], check=False).exit_code == 0:
+    tag = image_tag(local.commit)
+    try:
+        client.images.get(tag)
         say(f"image {tag} already on the host")
         return tag
-    say(f"docker build -t {tag} on the host (first build: tens of minutes)")
-    remote.run(["docker", "build", "--quiet", "--build-arg", f"CARDTIME_COMMIT={commit}", "-t", tag, "-f",
-                f"{code_dir}/Dockerfile", code_dir], timeout=BUILD_TIMEOUT_S, what=f"docker build of {tag} failed",
-               hint="read the build's last lines above; or pass IMAGE= to pull a prebuilt image")
+    except docker.errors.ImageNotFound:
+        pass
+    say(f"building {tag} on the host's engine from HEAD (first build: tens of minutes)")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_head(local, Path(tmp))
+        container.build_image(client, Path(tmp), tag=tag, buildargs={"CARDTIME_COMMIT": local.commit}, on_line=say)
     return tag
 
 
-def run_argv(image: str, *, job_id: str, job_dir: str, runs_dir: str, suite_args: list[str], gpus: bool,
-             commit: str) -> list[str]:
-    """`docker run` of the suite: GPUs, host network and IPC (NCCL's shared memory), same-path mounts."""
+def run_argv(image: str, *, job_id: str, job_dir: str, runs_dir: str, suite_args: list[str], gpus: bool) -> list[str]:
+    """`docker run` of the suite with container.start_suite's settings, in the foreground of the job."""
     argv = ["docker", "run", "--rm", "--name", f"cardtime-{job_id}", "--network", "host", "--ipc", "host",
-            # NCCL pins host memory and needs a deep stack for its proxy threads (NVIDIA's container guidance).
-            "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+            "--ulimit", "stack=67108864",
             "-v", f"{runs_dir}:{runs_dir}", "-v", f"{job_dir}:{job_dir}",
-            "-e", "PYTHONUNBUFFERED=1", "-e", f"CARDTIME_COMMIT={commit}"]
+            # CARDTIME_COMMIT is the image's own (a build argument): with IMAGE= the code is the image's, not HEAD's.
+            "-e", "PYTHONUNBUFFERED=1"]
     if gpus:
-        argv += ["--gpus", "all"]
+        # NCCL pins host memory (and RDMA buffers); a CPU run pins nothing (container.suite_ulimits).
+        argv += ["--ulimit", "memlock=-1", "--gpus", "all"]
     return argv + [image, *suite_args]

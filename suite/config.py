@@ -102,6 +102,9 @@ class FaultConfig:
     drill_timeout_s: float = 120.0
     """Wall-clock limit of one scenario's launch, seconds: two start-ups, the process-group timeout and
     torchrun's 30-s wait for a stopped rank fit in it; past it the drill is killed and judged a hang."""
+    concurrent: bool = False
+    """Run the scenarios' launches at the same time (CPU rehearsal: their start-ups and waits overlap;
+    never on GPUs, where each launch takes every card)."""
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.scenarios if s not in ("crash", "hang", "exception")]
@@ -200,7 +203,7 @@ GLOO_CPU = Profile(
     sweep=SweepConfig(min_bytes=8, max_bytes=4 * 1024 * 1024, factor=4, warmup_iters=2, iters=5),
     model=ModelConfig(),
     # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
-    fault=FaultConfig(ranks=2),
+    fault=FaultConfig(ranks=2, concurrent=True),
     judge_performance=False,
 )
 

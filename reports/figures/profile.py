@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 LANES = (("compute", "tab:blue"), ("comm", "tab:orange"))
+PIXELS = 700  # drawn width of the time axis, about
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -24,14 +25,26 @@ def figures(rows, expectations, facts) -> list[Figure]:
     return out
 
 
+def coalesce(intervals: list, gap: float) -> list[tuple[float, float]]:
+    """Intervals closer than `gap` drawn as one: a gap under a pixel wide is invisible anyway, and the SVG stays small."""
+    out: list[list[float]] = []
+    for start, end in intervals:
+        if out and start - out[-1][1] < gap:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
 def timeline_figure(ranks: list[dict], tool: str) -> Figure:
     fig = Figure(figsize=(10, 0.9 * len(ranks) + 1.4))
     ax = fig.subplots()
     labels, ticks = [], []
     for i, r in enumerate(ranks):
         base = (len(ranks) - 1 - i) * 3
+        gap = float(r.get("length_us", 0.0)) / PIXELS
         for j, (lane, color) in enumerate(LANES):
-            spans = [(s / 1e3, (e - s) / 1e3) for s, e in r.get(lane, [])]
+            spans = [(s / 1e3, (e - s) / 1e3) for s, e in coalesce(r.get(lane, []), gap)]
             ax.broken_barh(spans, (base + j * 1.2, 1.0), facecolors=color,
                            label=lane if i == 0 else None)
             ticks.append(base + j * 1.2 + 0.5)
@@ -66,7 +79,8 @@ def totals_figure(totals) -> Figure:
     ax.set_xticks(ranks, [f"rank {r}" for r in ranks])
     ax.set_ylabel("ms over the analysed steps")
     ax.set_title("Communication under compute per rank (overlap % = overlapped ÷ communication)")
-    ax.legend(fontsize=8)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the percentages
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -6,7 +6,9 @@ checkpoint on the same trajectory.
     python -m suite run --stages fault --profile nccl-gpu     # one rank per GPU, NCCL, pg timeout 60 s
 
 Each scenario (crash: SIGKILL, hang: SIGSTOP, exception: raise mid-step) is one torchrun launch
-with --max-restarts=1 of suite/workloads/fault_drill.py, which checkpoints with
+with --max-restarts=1 of suite/workloads/fault_drill.py (on the CPU rehearsal the three launches
+run at the same time, `FaultConfig.concurrent`: their start-ups and the hang's wait overlap, and
+each scenario's times include the others' load; on GPUs one after the other), which checkpoints with
 torch.distributed.checkpoint every `checkpoint_every` steps into raw/fault/<scenario>/ckpt/ and
 writes every event with a wall-clock time to raw/fault/<scenario>/events.rank<N>.jsonl. The
 stage supervises the launch (every 0.2 s):
@@ -17,7 +19,7 @@ stage supervises the launch (every 0.2 s):
     SIGKILL it; the drill does not pay those 30 s, and `restart_s` of the hang includes its own
     SIGKILL (row `nudge_s`, note `restart_note`).
 The uninterrupted reference is one process training the full global batch for the same steps
-with the same seed, computed here before the drills: DDP's averaged gradient of equal shares is
+with the same seed, computed by the stage itself (while concurrent drills start up, else first): DDP's averaged gradient of equal shares is
 the full batch's gradient, so the drill's losses before the fault must already agree with it
 (`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
 steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
@@ -30,19 +32,16 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
+from .. import procs
 from ..config import Profile
 from ..context import StageContext
 from ..judging import verdict
 from ..launch import LaunchError, run_torchrun
-from ..parsers.c10_log import first_nccl_failure
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ._fault_timeline import STAGE, build_timeline, finite, reference_rows, timeline_rows
+from ._fault_watch import WORKER, DrillWatch
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
@@ -52,11 +51,8 @@ REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group ti
              "exception, real detection, real restart and resume (the stopped rank is SIGKILLed by the drill once "
              "a survivor has raised, sparing torchrun's 30 s wait)")
 
-WORKER = "suite.workloads.fault_drill"
 TORCHRUN_STOP_WAIT_S = 30.0
 """How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
-POLL_S = 0.2
-"""run_torchrun's polling interval: the stage notices a survivor's error at most this late."""
 RESERVE_S = 5.0
 """Seconds of the stage's limit kept for writing rows after the last drill."""
 MIN_DRILL_S = 20.0
@@ -107,36 +103,115 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 # ---------------------------------------------------------------- run
 
 
+def reference_losses(model_cfg, steps: int, device: str) -> list[float]:
+    """The uninterrupted run, in one process on the full global batch: the loss of every step, same seed.
+
+    DDP averages the ranks' gradients of equal shares, which is the full batch's gradient, so the
+    drill follows this trajectory up to the order of floating-point sums.
+    """
+    from ..workloads.gpt import build_model, synthetic_batch
+    from ..workloads.training import make_optimizer, train_step
+
+    model = build_model(model_cfg, device)
+    optimizer = make_optimizer(model.parameters())
+    losses = []
+    for step in range(steps):
+        tokens, targets = synthetic_batch(model_cfg, step, device=device)
+        losses.append(float(train_step(model, optimizer, tokens, targets)))
+    return losses
+
+
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    import torch
-
-    from ..workloads.fault_drill import reference_losses
-
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
-    ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
-    # The workers' thread count: more OpenMP threads than free cores makes tiny matmuls 10-100× slower.
-    torch.set_num_threads(profile.omp_threads)
-    reference = reference_losses(profile.model, cfg.steps, device)
-    if profile.device == "cuda":
-        torch.cuda.empty_cache()  # the drill's rank 0 needs this card
-    atomic_write_text(ctx.raw_dir / "reference_losses.json", dumps({"losses": reference, "device": device}))
+    if cfg.concurrent and len(cfg.scenarios) > 1:
+        # The drills first, the reference while they start up: on 2 cores the launches' start-ups dominate.
+        ctx.say(f"{len(cfg.scenarios)} drills at once ({', '.join(cfg.scenarios)}): rank {cfg.fault_rank} of "
+                f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cfg.scenarios))
+        children = start_drills(profile, ctx, ranks)
+        reference = compute_reference(profile, ctx, device)
+        outcomes = wait_for_drills(ctx, children)
+    else:
+        reference = compute_reference(profile, ctx, device)
+        outcomes = {}
+        for index, scenario in enumerate(cfg.scenarios):
+            ctx.say(f"{scenario}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
+                    done=index, of=len(cfg.scenarios))
+            outcomes[scenario] = drill(profile, ctx, scenario, ranks)[1]
     rows = reference_rows(reference)
-    for index, scenario in enumerate(cfg.scenarios):
-        ctx.say(f"{scenario}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
-                done=index, of=len(cfg.scenarios))
-        events, launch_error = drill(profile, ctx, scenario, ranks)
+    for scenario in cfg.scenarios:
+        events = DrillWatch(ctx.raw_dir / scenario, cfg.fault_rank, ranks).events()
         timeline = build_timeline(scenario, ranks, events)
-        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, launch_error)
+        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(scenario))
     ctx.say("drills done", done=len(cfg.scenarios), of=len(cfg.scenarios))
     ctx.publish("fault_drill", {
         "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
+        "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
         "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
         "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
                          f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
         "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
     })
     return rows
+
+
+def compute_reference(profile: Profile, ctx: StageContext, device: str) -> list[float]:
+    import torch
+
+    ctx.say(f"uninterrupted reference: {profile.fault.steps} steps in one process")
+    # The workers' thread count: more OpenMP threads than free cores makes tiny matmuls 10-100× slower.
+    torch.set_num_threads(profile.omp_threads)
+    reference = reference_losses(profile.model, profile.fault.steps, device)
+    if profile.device == "cuda":
+        torch.cuda.empty_cache()  # the drill's rank 0 needs this card
+    atomic_write_text(ctx.raw_dir / "reference_losses.json", dumps({"losses": reference, "device": device}))
+    return reference
+
+
+def start_drills(profile: Profile, ctx: StageContext, ranks: int) -> dict[int, str]:
+    """Fork one supervisor per scenario (each runs drill(), then exits); pid → scenario.
+
+    The children are the stage's descendants: the runner's timeout takes them and their torchruns
+    down with the stage, and each dies with the stage if the stage is killed outright.
+    """
+    children = {}
+    for scenario in profile.fault.scenarios:
+        result = ctx.raw_dir / f".{scenario}.result.json"
+        result.unlink(missing_ok=True)
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                procs.die_with_parent()
+                _, launch_error = drill(profile, ctx, scenario, ranks)
+                atomic_write_text(result, json.dumps({"launch_error": launch_error}))
+                code = 0
+            except BaseException as error:  # noqa: BLE001 - reported as the scenario's launch error
+                atomic_write_text(result, json.dumps({"launch_error": f"the drill's supervisor raised "
+                                                                      f"{type(error).__name__}: {error}"}))
+            finally:
+                os._exit(code)
+        children[pid] = scenario
+    return children
+
+
+def wait_for_drills(ctx: StageContext, children: dict[int, str]) -> dict[str, str | None]:
+    """Wait for every supervisor; scenario → its launch error (None when torchrun exited 0)."""
+    outcomes, total = {}, len(children)
+    while children:
+        pid, status = os.waitpid(-1, 0)
+        scenario = children.pop(pid, None)
+        if scenario is None:
+            continue
+        result = ctx.raw_dir / f".{scenario}.result.json"
+        if result.exists():
+            outcomes[scenario] = json.loads(result.read_text())["launch_error"]
+            result.unlink()
+        else:
+            outcomes[scenario] = f"the drill's supervisor died (exit {os.waitstatus_to_exitcode(status)})"
+        ctx.say(f"{scenario} done; waiting for {', '.join(children.values()) or 'nothing'}",
+                done=total - len(children), of=total)
+    return outcomes
 
 
 def drill(profile: Profile, ctx: StageContext, scenario: str, ranks: int) -> tuple[list[dict], str | None]:
@@ -176,72 +251,6 @@ def forget_checkpoints(folder: Path) -> None:
         lines.append(f"{ckpt.name}\t{len(files)} files\t{sum(p.stat().st_size for p in files)} bytes")
     atomic_write_text(folder / "checkpoints.txt", "".join(line + "\n" for line in lines))
     shutil.rmtree(root, ignore_errors=True)
-
-
-class DrillWatch:
-    """Reads the drill's events while it runs; records a survivor's watchdog line; ends a stopped rank's hang."""
-
-    def __init__(self, folder: Path, fault_rank: int, ranks: int):
-        self.folder, self.fault_rank, self.ranks = folder, fault_rank, ranks
-        self.stage_log = folder / "events.stage.jsonl"
-        self.nudged = False
-        self.log_error_seen = False
-
-    def events(self) -> list[dict[str, Any]]:
-        out = []
-        for path in sorted(self.folder.glob("events.*.jsonl")):
-            for line in path.read_text(errors="replace").splitlines():
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue  # a line cut by a kill mid-write
-        return out
-
-    def record(self, event: str, t: float | None = None, **fields) -> None:
-        with open(self.stage_log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"event": event, "t": time.time() if t is None else t, **fields}) + "\n")
-
-    def poll(self) -> None:
-        events = self.events()
-        fault = next((e for e in events if e["event"] == "fault"), None)
-        if fault is None:
-            return
-        if not self.log_error_seen:
-            self.read_watchdog_lines(fault)
-            events = self.events()
-        raised = any(e["event"] in ("error", "log_error") and e["rank"] != self.fault_rank for e in events)
-        if fault["kind"] == "hang" and raised and not self.nudged:
-            self.nudged = True
-            if is_drill_process(fault["pid"]):
-                os.kill(fault["pid"], signal.SIGKILL)
-                self.record("nudge", rank=fault["rank"], attempt=fault["attempt"], pid=fault["pid"],
-                            why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait")
-
-    def read_watchdog_lines(self, fault: dict[str, Any]) -> None:
-        """A survivor torn down by the NCCL watchdog leaves only its log: take the first failure line as its error."""
-        for rank in range(self.ranks):
-            if rank == self.fault_rank:
-                continue
-            log = self.folder / f"rank{rank}.log"
-            if not log.exists():
-                continue
-            found = first_nccl_failure(log.read_text(errors="replace"))
-            if found is None:
-                continue
-            record, line = found
-            now = time.time()
-            when = record.epoch(near=fault["t"]) if record is not None and record.has_time else None
-            # The log's own time where it has one; else when this poll saw it (at most POLL_S late).
-            self.record("log_error", t=now if when is None else when, rank=rank, attempt=fault["attempt"],
-                        first_line=line, seen_at=now, t_source="log time" if when is not None else "stage poll")
-            self.log_error_seen = True
-            return
-
-
-def is_drill_process(pid: int) -> bool:
-    """Whether `pid` still runs the drill's worker (never signal a recycled pid)."""
-    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
-    return WORKER in out
 
 
 # ---------------------------------------------------------------- judge

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .gpt import loss_fn
+from .training import wrap_ddp
 
 NO_OVERLAP = "no_overlap"
 
@@ -50,10 +51,10 @@ class OverlapMode:
 
 
 def wrap(model: torch.nn.Module, mode: OverlapMode, device: torch.device) -> DDP:
-    ids = [device.index] if device.type == "cuda" else None
+    """DDP as every stage uses it (suite/workloads/training.py), at the mode's bucket size."""
     if mode.bucket_cap_mb is None:
-        return DDP(model, device_ids=ids)
-    return DDP(model, device_ids=ids, bucket_cap_mb=mode.bucket_cap_mb)
+        return wrap_ddp(model, device)
+    return wrap_ddp(model, device, bucket_cap_mb=mode.bucket_cap_mb)
 
 
 def all_reduce_flat(ddp: DDP, world: int) -> None:
@@ -109,12 +110,6 @@ def train_step(ddp: DDP, mode: OverlapMode, tokens: torch.Tensor, targets: torch
     synchronize()
     end = time.perf_counter()
     return StepTiming(step_s=end - start, compute_s=compute_end - start, comm_s=comm_end - compute_end)
-
-
-def local_slice(tensor: torch.Tensor, rank: int, world: int) -> torch.Tensor:
-    """This rank's share of a global batch (the global batch divides evenly; the profile checks it)."""
-    per = tensor.shape[0] // world
-    return tensor[rank * per:(rank + 1) * per]
 
 
 def bucket_sizes(ddp: DDP) -> list[int]:

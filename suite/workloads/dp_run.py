@@ -19,7 +19,7 @@ import torch.distributed as dist
 from ..results import Row
 from .data_parallel import train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, mistakes_from, model_from, parser
+from .scaling import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 
@@ -32,20 +32,22 @@ def main() -> None:
     args = p.parse_args()
     cfg, degrees, mistakes = model_from(args), degrees_from(args.degrees), mistakes_from(args)
     t0 = time.monotonic()
+    log(t0, "modules imported")
     with worker_session() as w:
         torch.set_float32_matmul_precision("highest")
         check_cfg = check_config(cfg)
         total = cfg.warmup_steps + cfg.steps
         reference = train_single_process(check_cfg, total, w.device)
-        print(f"{time.monotonic() - t0:.1f} s: reference trained", flush=True)
+        log(t0, "reference trained")
         for d in degrees:
             group, _ = dist.new_subgroups(group_size=d)
             if w.rank < d:
                 rows = run_degree(w, cfg, check_cfg, d, group, reference, mistakes if d == max(degrees) else [])
                 if w.rank == 0:
                     w.emit(rows)
-                print(f"{time.monotonic() - t0:.1f} s: DP={d} {[(r.case, r.metric, r.value) for r in rows]}", flush=True)
+                log(t0, f"DP={d} {[(r.case, r.metric, r.value) for r in rows]}")
             dist.barrier()
+        log(t0, "done")
 
 
 def run_degree(w, cfg, check_cfg, d, group, reference, mistakes) -> list[Row]:

@@ -35,15 +35,21 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from .. import procs
 
-from ..config import ModelConfig
-from .gpt import build_model, synthetic_batch
-from .training import local_batch, make_optimizer, train_step, wrap_ddp
-from .worker import worker_session
+if __name__ == "__main__":
+    # Before `import torch` (seconds): a worker whose torchrun is killed meanwhile must not linger.
+    procs.die_with_parent()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
+
+from ..config import ModelConfig  # noqa: E402
+from .gpt import build_model  # noqa: E402
+from .training import local_batch, make_optimizer, train_step, wrap_ddp  # noqa: E402
+from .worker import worker_session  # noqa: E402
 
 SCENARIOS = ("crash", "hang", "exception")
 CHECKPOINT_DIR = "ckpt"
@@ -98,22 +104,7 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
-# ---------------------------------------------------------------- training
-
-
-def reference_losses(cfg: ModelConfig, steps: int, device: torch.device | str = "cpu") -> list[float]:
-    """The uninterrupted run, in one process on the full global batch: the loss of every step, same seed.
-
-    DDP averages the ranks' gradients of equal shares, which is the full batch's gradient, so the
-    drill follows this trajectory up to the order of floating-point sums.
-    """
-    model = build_model(cfg, device)
-    optimizer = make_optimizer(model.parameters())
-    losses = []
-    for step in range(steps):
-        tokens, targets = synthetic_batch(cfg, step, device=device)
-        losses.append(float(train_step(model, optimizer, tokens, targets)))
-    return losses
+# ---------------------------------------------------------------- checkpoints
 
 
 def checkpoint_path(folder: Path, done_steps: int) -> Path:

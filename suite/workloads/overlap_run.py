@@ -24,8 +24,9 @@ import torch
 from ..config import ModelConfig
 from ..results import Row
 from . import golden
-from .ddp_modes import OverlapMode, bucket_sizes, forward_backward, local_slice, train_step, wrap
+from .ddp_modes import OverlapMode, bucket_sizes, forward_backward, train_step, wrap
 from .gpt import build_model, loss_fn, synthetic_batch
+from .training import local_batch, make_optimizer
 from .worker import worker_session
 
 STAGE = "overlap"
@@ -45,11 +46,9 @@ def checked_grads(cfg: ModelConfig, mode: OverlapMode, w) -> tuple[list[torch.Te
     """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing)."""
     ddp = wrap(build_model(cfg, w.device), mode, w.device)
     for step in range(REBUILD_STEPS):
-        tokens, targets = synthetic_batch(cfg, CHECK_STEP - 1 - step, device=w.device)
-        forward_backward(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world))
+        forward_backward(ddp, mode, *local_batch(cfg, CHECK_STEP - 1 - step, w.rank, w.world, w.device))
         ddp.zero_grad(set_to_none=True)
-    tokens, targets = synthetic_batch(cfg, CHECK_STEP, device=w.device)
-    forward_backward(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world))
+    forward_backward(ddp, mode, *local_batch(cfg, CHECK_STEP, w.rank, w.world, w.device))
     grads = [p.grad.detach().clone() for p in ddp.parameters()]
     ddp.zero_grad(set_to_none=True)
     return grads, bucket_sizes(ddp) if mode.overlap else [], ddp
@@ -57,12 +56,10 @@ def checked_grads(cfg: ModelConfig, mode: OverlapMode, w) -> tuple[list[torch.Te
 
 def timed_steps(cfg: ModelConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
     """Median step time (and, without overlap, its compute and communication parts), seconds."""
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+    optimizer = make_optimizer(ddp.parameters())
     timings = []
     for step in range(cfg.warmup_steps + cfg.steps):
-        tokens, targets = synthetic_batch(cfg, step, device=w.device)
-        t = train_step(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world),
-                       optimizer, w.synchronize)
+        t = train_step(ddp, mode, *local_batch(cfg, step, w.rank, w.world, w.device), optimizer, w.synchronize)
         if step >= cfg.warmup_steps:
             timings.append(t)
     out = {"step_time_s": statistics.median(t.step_s for t in timings)}

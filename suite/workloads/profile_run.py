@@ -80,8 +80,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from ..config import ModelConfig
     from ..results import Row
-    from .ddp_modes import OverlapMode, local_slice, train_step, wrap
-    from .gpt import build_model, synthetic_batch
+    from .ddp_modes import OverlapMode, train_step, wrap
+    from .gpt import build_model
+    from .training import local_batch, make_optimizer
     from .worker import worker_session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -95,12 +96,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     with worker_session() as w:
         ddp = wrap(build_model(cfg, w.device), mode, w.device)
-        optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+        optimizer = make_optimizer(ddp.parameters())
 
         def step(index: int) -> float:
-            tokens, targets = synthetic_batch(cfg, index, device=w.device)
-            return train_step(ddp, mode, local_slice(tokens, w.rank, w.world), local_slice(targets, w.rank, w.world),
-                              optimizer, w.synchronize).step_s
+            return train_step(ddp, mode, *local_batch(cfg, index, w.rank, w.world, w.device), optimizer,
+                              w.synchronize).step_s
 
         # Untraced: DDP rebuilds its buckets after the first step and syncs them in the second.
         warmup = max(cfg.warmup_steps, 2)

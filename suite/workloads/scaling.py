@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import time
 
 from ..config import ModelConfig
 
@@ -38,3 +39,8 @@ def mistakes_from(args: argparse.Namespace) -> list[str]:
 def degrees_from(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
+
+
+def log(t0: float, message: str) -> None:
+    """One line in the rank's log: wall seconds since t0, CPU seconds of this process so far (imports included)."""
+    print(f"{time.monotonic() - t0:6.1f} s wall, {time.process_time():6.1f} s cpu: {message}", flush=True)

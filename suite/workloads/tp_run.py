@@ -26,7 +26,7 @@ from .golden import CHECK_DTYPE, check_config, full, group_max, max_abs_error, m
 from .gpt import Attention, build_model, loss_fn, synthetic_batch, torch_dtype
 from .measure import PeakMemory, communication_per_step, time_steps, typical
 from .parallel_plans import apply_tensor_parallel, seed_for_rank, sequence_sharded_attention, tp_submesh
-from .scaling import degrees_from, mistakes_from, model_from, parser
+from .scaling import degrees_from, log, mistakes_from, model_from, parser
 from .training import make_optimizer, train_step
 from .worker import Worker, worker_session
 
@@ -122,14 +122,15 @@ def main() -> None:
     degrees = degrees_from(args.degrees)
     mistakes = mistakes_from(args)
     t0 = time.monotonic()
+    log(t0, "modules imported")
     with worker_session() as w:
-        print(f"{time.monotonic() - t0:.1f} s: group up", flush=True)
+        log(t0, "group up")
         check_cfg = check_config(cfg)
         torch.set_float32_matmul_precision("highest")  # the golden check in true float32 (no TF32)
         ref = reference(check_cfg, w.device)
-        print(f"{time.monotonic() - t0:.1f} s: reference done", flush=True)
+        log(t0, "reference done")
         meshes = {d: tp_submesh(w.device.type, w.world, d) for d in degrees if d > 1}
-        print(f"{time.monotonic() - t0:.1f} s: meshes up", flush=True)
+        log(t0, "meshes up")
         for d, mesh in meshes.items():
             common = dict(stage=STAGE, metric="max_abs_error", unit="abs", tp=d, world=d, dtype=CHECK_DTYPE,
                           algo="sequence_parallel", source="torch")
@@ -144,13 +145,15 @@ def main() -> None:
                         errors[f"mistake.{mistake}.{what}"] = value
             if w.rank == 0:
                 w.emit([Row(case=case, value=value, **common) for case, value in errors.items()])
-            print(f"{time.monotonic() - t0:.1f} s: TP={d} golden {errors}", flush=True)
+            log(t0, f"TP={d} golden {errors}")
         for d in degrees:
             if w.rank < d:
                 rows = timed(w, cfg, d, meshes.get(d), cfg.steps, cfg.warmup_steps)
                 w.emit(rows)
-                print(f"{time.monotonic() - t0:.1f} s: TP={d} timed {[(r.metric, r.value) for r in rows]}", flush=True)
+                log(t0, f"TP={d} timed {[(r.metric, r.value) for r in rows]}")
             dist.barrier()
+        log(t0, "done")
+    log(t0, "process group destroyed")
 
 
 if __name__ == "__main__":

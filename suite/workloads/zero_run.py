@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from ..results import Row
 from .data_parallel import ZERO_NAMES, train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, mistakes_from, model_from, parser
+from .scaling import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 
@@ -32,18 +32,19 @@ def main() -> None:
     args = p.parse_args()
     cfg, stages, mistakes = model_from(args), degrees_from(args.stages), mistakes_from(args)
     t0 = time.monotonic()
+    log(t0, "modules imported")
     with worker_session() as w:
         torch.set_float32_matmul_precision("highest")
         check_cfg = check_config(cfg)
         reference = train_single_process(check_cfg, cfg.warmup_steps + cfg.steps, w.device)
         mesh = init_device_mesh(w.device.type, (w.world,), mesh_dim_names=("dp",))
-        print(f"{time.monotonic() - t0:.1f} s: reference trained", flush=True)
+        log(t0, "reference trained")
         for zero in stages:
             rows = run_stage(w, cfg, check_cfg, zero, mesh, reference, mistakes)
             if w.rank == 0:
                 w.emit(rows)
-            print(f"{time.monotonic() - t0:.1f} s: {ZERO_NAMES[zero]} {[(r.case, r.metric, r.value) for r in rows]}",
-                  flush=True)
+            log(t0, f"{ZERO_NAMES[zero]} {[(r.case, r.metric, r.value) for r in rows]}")
+        log(t0, "done")
 
 
 def run_stage(w, cfg, check_cfg, zero, mesh, reference, mistakes) -> list[Row]:

@@ -23,9 +23,10 @@ from suite.stages import fault
 pytestmark = pytest.mark.dist
 
 PG_TIMEOUT_S = 3.0
+# Two scenarios at once: the concurrent path the rehearsal takes, with a hang (the stopped rank) among them.
 PROFILE = GLOO_CPU.with_overrides(
     fault=FaultConfig(ranks=2, pg_timeout_s=PG_TIMEOUT_S, steps=6, checkpoint_every=2, fault_step=3,
-                      scenarios=("hang",)))
+                      scenarios=("hang", "crash"), concurrent=True))
 
 
 def own_descendants() -> list[int]:
@@ -108,14 +109,23 @@ def test_training_resumes_from_the_last_checkpoint_on_the_reference_trajectory(d
 def test_the_stage_judges_the_real_drill_a_pass(drilled):
     facts = {"profile": PROFILE.to_dict(), **drilled["ctx"].published}
     verdicts = fault.judge(drilled["rows"], fault.expect(PROFILE, facts), facts)
-    assert {v.id: v.status for v in verdicts} == {"fault.detect.hang": "pass", "fault.resume.hang": "pass",
-                                                  "fault.loss.hang": "pass"}
+    assert {v.id: v.status for v in verdicts} == {f"fault.{check}.{s}": "pass" for s in ("hang", "crash")
+                                                  for check in ("detect", "resume", "loss")}
+
+
+def test_the_crash_drilled_alongside_resumes_the_same_way(drilled):
+    v = values(drilled["rows"], "crash")
+    assert (v["resumed_from_step"], v["steps_lost"], v["steps_done"], v["replay_diff"]) == (2, 1, 6, 0.0)
+    assert v["loss_diff"] <= PROFILE.fault.loss_tolerance
+    assert "nudge_s" not in v
 
 
 def test_checkpoints_are_listed_then_deleted(drilled):
-    folder = drilled["raw"] / "hang"
-    assert not (folder / "ckpt").exists()
-    assert "step_000004" in (folder / "checkpoints.txt").read_text()
+    for scenario in ("hang", "crash"):
+        folder = drilled["raw"] / scenario
+        assert not (folder / "ckpt").exists()
+        assert "step_000004" in (folder / "checkpoints.txt").read_text()
+    assert not list(drilled["raw"].glob(".*.result.json"))
 
 
 def test_no_process_of_the_drill_is_left_behind(drilled):
@@ -134,21 +144,21 @@ class SteppingClock:
             self.jumped = True
         return time.monotonic() + (3600.0 if self.jumped else 0.0)
 
-    @staticmethod
-    def sleep(seconds: float) -> None:
-        time.sleep(seconds)
+    def __getattr__(self, name):  # sleep(), time() and the rest: the real clock
+        return getattr(time, name)
 
 
 def test_the_runners_timeout_mid_drill_leaves_no_process_behind(tmp_path, monkeypatch):
     """The stage is killed by the runner's own timeout path while a rank is stopped and the survivor waits in the
     all-reduce (process-group timeout 600 s: it cannot end by itself). The clock jumps once the fault is on disk."""
     profile = PROFILE.with_overrides(fault=FaultConfig(ranks=2, pg_timeout_s=600.0, steps=6, checkpoint_every=2,
-                                                       fault_step=3, scenarios=("hang",)))
+                                                       fault_step=3, scenarios=("hang", "exception"), concurrent=True),
+                                     stage_timeouts_s=(("fault", 900.0),))
     run = runner.start_run(profile, ["fault"], tmp_path)
     events = run.path / "raw" / "fault" / "hang" / "events.rank1.jsonl"
     monkeypatch.setattr(runner, "time", SteppingClock(lambda: events.exists() and '"fault"' in events.read_text()))
     before = own_descendants()
-    outcome = runner.execute(run, profile, stage_timeout_s=600, stream=open(os.devnull, "w"))
+    outcome = runner.execute(run, profile, stream=open(os.devnull, "w"))
     after = own_descendants()
     verdicts = {v.id: v for v in RunDir.load(run.path).verdicts()}
     assert verdicts["fault.run"].status == "fail" and "timed out" in verdicts["fault.run"].observed

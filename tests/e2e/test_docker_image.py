@@ -221,17 +221,21 @@ def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
 def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     """`make remote RUNTIME=docker`: the host (this machine, through sshd) runs the suite in the image.
 
-    No registry is reachable, so the image is placed on the host the way a previous
-    `make remote` leaves it: tagged cardtime:<commit> (provisioning/remote_docker.py), found, not built.
+    No registry is reachable, so the image is placed on the host the way a previous `make remote`
+    leaves it: cardtime:<commit> (provisioning/remote_docker.py), built from this tree with that
+    commit as CARDTIME_COMMIT (the last layer only: seconds), found there, not built again.
     """
     from remote_loopback import clean_env
     from test_remote_loopback import make_repo
+
+    from provisioning import container
 
     repo = make_repo(tmp_path / "laptop")
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     tag = f"cardtime:{commit[:12]}"
-    engine.images.get(image).tag("cardtime", tag=commit[:12])
+    container.build_image(engine, ROOT, tag=tag, dockerfile=container.CPU_DOCKERFILE,
+                          buildargs={"BASE": BASE_IMAGE, "CARDTIME_COMMIT": commit}, network_mode="host")
     remote_dir = tmp_path / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
     stages = cheap_stages()
@@ -245,12 +249,13 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode in (0, 1), out[-4000:]
     assert f"image {tag} already on the host" in out, out[-4000:]
-    audit = sshd.audit()
-    assert "docker run" in audit and "--ipc host" in audit and "memlock=-1" in audit, audit[-3000:]
+    (job_script,) = (remote_dir / "jobs").glob("*/job.sh")
+    script = job_script.read_text()
+    assert "docker run" in script and "--ipc host" in script and "--network host" in script and tag in script, script
     (remote_run,) = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
     local_run = repo / "runs" / remote_run.name
     manifest = json.loads((local_run / "manifest.json").read_text())
-    assert manifest["git"]["commit"] == commit  # the run records the commit make remote shipped
+    assert manifest["git"]["commit"] == commit  # the image's CARDTIME_COMMIT: no .git inside
     assert manifest["versions"]["torch"].startswith("2.13.0")
     for stage in stages.split(","):
         assert manifest["stages"][stage]["status"] == "complete", manifest["stages"][stage]

@@ -1,10 +1,14 @@
-"""provisioning.fetch over a real sshd on 127.0.0.1: resumes a partial file, re-downloads a
-corrupt one, skips what is already here, and refuses paths that leave the run directory."""
+"""Over a real sshd on 127.0.0.1: fetch resumes a partial file, re-downloads a corrupt one, skips
+what is already here, refuses paths that leave the run directory; following a detached job
+survives the SSH connection being cut (sshd's session processes killed) by reconnecting."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,7 @@ def remote(tmp_path_factory):
     kh = folder / "known_hosts"
     kh.write_text(server.known_hosts_line())
     r = Remote.open(parse_host(server.host), key=str(server.client_key), known_hosts=kh)
+    r.server = server  # the test that cuts connections needs sshd's pid
     yield r
     r.close()
     server.stop()
@@ -64,3 +69,43 @@ def test_paths_leaving_the_run_directory_are_refused(tmp_path):
         with pytest.raises(ValueError, match="leaves the run directory"):
             safe_local_path(tmp_path, bad)
     assert safe_local_path(tmp_path, "raw/a b.log") == tmp_path / "raw" / "a b.log"
+
+
+def session_pids(sshd_pid: int) -> list[int]:
+    """sshd's per-connection processes: the children of the listening sshd."""
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(sshd_pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeypatch):
+    import io
+    import threading
+
+    from provisioning import jobs, remote as remote_mod
+
+    base = tmp_path / "host"
+    base.mkdir()
+    key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
+    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]
+    jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
+    monkeypatch.setattr(remote_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
+    opts = remote_mod.RemoteOptions(host=remote.spec, follow_interval_s=0.5)
+    monkeypatch.setattr(remote_mod, "connect", lambda o: (remote.close(), remote.connect(), remote)[2])
+    out = io.StringIO()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(st=remote_mod.follow([remote], opts, str(base),
+                                                                         remote_mod.Steps(out))))
+    t.start()
+    time.sleep(2.5)
+    before = remote.conn.transport
+    killed = session_pids(remote.server.proc.pid)
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)  # the SSH connection drops, as on a flaky network
+    t.join(timeout=90)
+    assert killed and not t.is_alive()
+    text = out.getvalue()
+    # A new SSH connection carried on: re-opened by the next status poll, or after a
+    # "connection lost … reconnecting" when the cut fell inside a command.
+    assert remote.conn.transport is not before and not before.is_active()
+    assert result["st"].state == "finished" and result["st"].exit_code == 0, text
+    assert "tick 6" in text  # the log read on after reconnecting, nothing lost

@@ -160,3 +160,74 @@ def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_pa
     assert r.returncode == 2
     assert "REFUSED: no NVIDIA GPU visible" in r.stderr
     assert not (remote_dir / "code").exists() and not (remote_dir / "jobs").exists()
+
+
+def test_make_plan_with_and_without_a_host(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    base = ["make", "--no-print-directory", "-C", str(ROOT), "plan", f"VENV={ROOT / '.venv'}", "-o",
+            f"{ROOT / '.venv'}/.installed", "RATE=10"]
+    r = subprocess.run(base, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "cost at $10/hour: $" in r.stdout, r.stdout + r.stderr
+    # This host has no GPU: the plan says so and what to do instead.
+    r = subprocess.run([*base, f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={kh}"], env=clean_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "no GPU listed by nvidia-smi -L" in r.stdout and "make plan GPUS=8" in r.stdout
+
+
+def test_clone_from_origin_when_the_host_reaches_it_else_bundle(sshd, tmp_path):
+    """origin served by `git daemon` on loopback: a pushed HEAD is cloned, an unpushed one bundled."""
+    from remote_loopback import free_port, wait_port
+
+    repo = git_repo(tmp_path / "laptop")
+    served = tmp_path / "served"
+    served.mkdir()
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(served / "laptop.git")], check=True)
+    port = free_port()
+    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={served}",
+                               "--listen=127.0.0.1", f"--port={port}", str(served)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_port(port, daemon, "git daemon")
+        subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", f"git://127.0.0.1:{port}/laptop.git"], check=True)
+        kh = tmp_path / "known_hosts"
+        kh.write_text(sshd.known_hosts_line())
+        remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+        try:
+            base = str(tmp_path / "host")
+            Path(base).mkdir()
+            local = codesync.local_checkout(repo, allow_dirty=False)
+            code_dir, how = codesync.ship(remote, local, base, say=lambda s: None)
+            assert how == "clone" and Path(code_dir, "README").read_text() == "hello\n"
+            assert codesync.ship(remote, local, base, say=lambda s: None) == (code_dir, "reused")
+            # A commit that origin does not have: the host cannot clone it, so it travels as a bundle.
+            (repo / "README").write_text("two\n")
+            subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                            "commit", "-q", "-am", "two"], check=True)
+            messages = []
+            local2 = codesync.local_checkout(repo, allow_dirty=False)
+            code_dir2, how2 = codesync.ship(remote, local2, base, say=messages.append)
+            assert how2 == "bundle" and Path(code_dir2, "README").read_text() == "two\n"
+            assert any("not pushed" in m for m in messages)
+        finally:
+            remote.close()
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def test_remote_errors_carry_host_command_exit_code_and_output(sshd, tmp_path):
+    from provisioning.connection import RemoteError
+
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        with pytest.raises(RemoteError) as err:
+            remote.run("echo first; echo 'the last line' >&2; exit 7", what="the step failed", hint="do this next")
+    finally:
+        remote.close()
+    text = str(err.value)
+    assert text.startswith(f"{sshd.host}: the step failed")
+    assert "command: echo first; echo 'the last line' >&2; exit 7" in text
+    assert "exit code: 7" in text and "the last line" in text and "next: do this next" in text

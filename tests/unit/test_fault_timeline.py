@@ -21,7 +21,8 @@ from suite.context import StageContext
 from suite.progress import Progress
 from suite.results import rows_to_frame
 from suite.stages import fault
-from suite.stages._fault_timeline import build_timeline, timeline_rows
+from suite.stages._fault_timeline import build_timeline, reference_rows, timeline_rows
+from suite.stages._fault_watch import WORKER, DrillWatch, is_drill_process
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fault"
 REFERENCE = [5.534308433532715, 5.539229869842529, 5.552480697631836, 5.558701038360596,
@@ -216,7 +217,7 @@ def test_a_watchdog_line_in_a_survivors_log_is_its_error_with_the_logs_time(tmp_
     write_events(tmp_path, "events.rank2.jsonl",
                  {"event": "fault", "t": t_fault, "rank": 2, "attempt": 0, "step": 25, "kind": "crash", "pid": 1})
     (tmp_path / "rank1.log").write_text("rank 1/8 up\n" + (DATA / "nccl-watchdog-timeout-basicsr-737.log").read_text())
-    watch = fault.DrillWatch(tmp_path, fault_rank=2, ranks=8)
+    watch = DrillWatch(tmp_path, fault_rank=2, ranks=8)
     watch.poll()
     tl = build_timeline("crash", 8, watch.events())
     assert tl.error_via == "log" and tl.error_rank == 1
@@ -226,17 +227,17 @@ def test_a_watchdog_line_in_a_survivors_log_is_its_error_with_the_logs_time(tmp_
 
 def test_the_watcher_ends_a_stopped_drill_rank_once_a_survivor_raised(tmp_path):
     # A stand-in whose command line names the drill's module, stopped like the hang scenario's rank.
-    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", fault.WORKER])
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", WORKER])
     try:
         deadline = time.monotonic() + 30
-        while not fault.is_drill_process(stopped.pid):  # until exec: before it the child still looks like pytest
+        while not is_drill_process(stopped.pid):  # until exec: before it the child still looks like pytest
             assert time.monotonic() < deadline, "the stand-in never showed the drill's command line"
             time.sleep(0.01)
         os.kill(stopped.pid, signal.SIGSTOP)
         write_events(tmp_path, "events.rank1.jsonl",
                      {"event": "fault", "t": time.time(), "rank": 1, "attempt": 0, "step": 5, "kind": "hang",
                       "pid": stopped.pid})
-        watch = fault.DrillWatch(tmp_path, fault_rank=1, ranks=2)
+        watch = DrillWatch(tmp_path, fault_rank=1, ranks=2)
         watch.poll()
         assert stopped.poll() is None  # nobody raised yet: leave it
         write_events(tmp_path, "events.rank0.jsonl",
@@ -258,7 +259,7 @@ def test_the_watcher_never_signals_a_process_that_is_not_the_drill(tmp_path):
                      )
         write_events(tmp_path, "events.rank0.jsonl",
                      {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"})
-        fault.DrillWatch(tmp_path, fault_rank=1, ranks=2).poll()
+        DrillWatch(tmp_path, fault_rank=1, ranks=2).poll()
         time.sleep(0.2)
         assert other.poll() is None
     finally:
@@ -273,7 +274,7 @@ def test_figures_draw_each_timeline_with_its_numbers_and_the_losses():
     from reports.figures import fault as figures
 
     rows = [r for s in ("crash", "hang", "exception") for r in rows_of(s, captured(s))]
-    rows += fault.reference_rows(REFERENCE) if hasattr(fault, "reference_rows") else []
+    rows += reference_rows(REFERENCE)
     frame = rows_to_frame(rows)
     facts = {"fault_drill": {"ranks": 2, "backend": "gloo", "pg_timeout_s": PG}}
     made = figures.figures(frame, pd.DataFrame(), facts)

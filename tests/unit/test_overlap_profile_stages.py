@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -227,11 +227,19 @@ def test_docker_run_line_gives_gpus_and_same_path_mounts():
     from provisioning.remote_docker import run_argv
 
     argv = run_argv("cardtime:abc", job_id="J", job_dir="/b/jobs/J", runs_dir="/b/runs",
-                    suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True, commit="c" * 40)
+                    suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert argv[argv.index("--gpus") + 1] == "all"
     assert "/b/runs:/b/runs" in argv and "/b/jobs/J:/b/jobs/J" in argv
     assert argv[argv.index("cardtime:abc"):] == ["cardtime:abc", "run", "--profile", "nccl-gpu", "--out", "/b/runs"]
     assert not any("AWS" in a for a in argv)
-    cpu = run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=False, commit="c")
-    assert "--gpus" not in cpu
+    assert argv[argv.index("memlock=-1") - 1] == "--ulimit"
+    cpu = run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=False)
+    assert "--gpus" not in cpu and "memlock=-1" not in cpu
+
+
+def test_gpu_model_from_nvidia_smi_l():
+    from provisioning.remote import gpu_model
+
+    line = (DATA / "smi" / "rtx4070-laptop-L.txt").read_text().splitlines()[0]
+    assert gpu_model(line) == "NVIDIA GeForce RTX 4070 Laptop GPU"

