@@ -21,10 +21,10 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import codesync, fetch, hostruntime, jobs, preflight, remote_docker
 from .archive import ArchiveError, archive_run

@@ -225,3 +225,10 @@ def test_entrypoint_prints_every_version_then_runs_the_suite(tmp_path):
 def test_entrypoint_runs_a_command_on_path_as_itself(tmp_path):
     done = entrypoint(tmp_path, "sh", "-c", "echo direct; exit 4")
     assert done.returncode == 4 and done.stdout == "direct\n"
+
+
+def test_no_engine_is_an_error_that_says_what_to_do(tmp_path):
+    from provisioning import container
+
+    with pytest.raises(container.EngineError, match=r"no Docker engine at unix://.*Start one .*DOCKER_HOST"):
+        container.connect(f"unix://{tmp_path}/absent.sock", timeout_s=5)
