@@ -84,7 +84,7 @@ def board(verdicts: list[Verdict]) -> list[BoardRow]:
 
 def verdict_table(verdicts: list[Verdict]) -> tables.Table:
     position = {s: i for i, s in enumerate(VERDICT_STATUSES)}
-    rows = [[tables.Cell(v.id), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
+    rows = [[tables.Cell(v.id, "id"), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
              tables.Cell(v.observed), tables.Cell(v.reason, "reason")]
             for v in sorted(verdicts, key=lambda v: (BOARD_ORDER[v.status], position[v.status], v.id))]
     headers = [tables.Cell(h) for h in ("verdict", "status", "expected", "observed", "reason")]

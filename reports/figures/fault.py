@@ -82,7 +82,7 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     if labelled:
         ax.legend(fontsize=7, loc="upper right", ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
     where = f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout " \
-            f"{drill.get('pg_timeout_s', '?')} s"
+            f"{drill.get('pg_timeout_s', '?')} s" + (", the scenarios run at once" if drill.get("concurrent") else "")
     fig.suptitle(f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun")
     fig.tight_layout()
     return fig

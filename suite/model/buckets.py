@@ -87,3 +87,32 @@ def no_overlap_prediction(grad_bytes: int, n: int, alpha_s: float, beta_Bps: flo
     """One all-reduce of every gradient after backward: nothing hidden."""
     t = ring_allreduce_s(grad_bytes, n, alpha_s, beta_Bps)
     return OverlapPrediction(comm_s=t, exposed_s=t, buckets=1)
+
+
+# ---------------------------------------------------------------- modes (torch-free: the stage reads them too)
+
+NO_OVERLAP = "no_overlap"
+
+
+@dataclass(frozen=True)
+class OverlapMode:
+    bucket_cap_mb: float | None
+    """DDP bucket_cap_mb (MiB); None is DDP's default."""
+    overlap: bool
+
+    @classmethod
+    def parse(cls, text: str) -> "OverlapMode":
+        """'none' → no overlap; 'default' → DDP's default buckets; a number → that bucket_cap_mb."""
+        if text == "none":
+            return cls(bucket_cap_mb=None, overlap=False)
+        if text == "default":
+            return cls(bucket_cap_mb=None, overlap=True)
+        return cls(bucket_cap_mb=float(text), overlap=True)
+
+    @property
+    def label(self) -> str:
+        """The `overlap` column of a row: bucket_1MB, bucket_25MB (the default), bucket_0.01MB, no_overlap."""
+        if not self.overlap:
+            return NO_OVERLAP
+        cap = 25.0 if self.bucket_cap_mb is None else self.bucket_cap_mb
+        return f"bucket_{cap:g}MB"

@@ -22,9 +22,8 @@ import math
 from ..config import ModelConfig, Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip, verdict
-from ..model.buckets import MIB, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from ..model.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from ..results import Expectation, Row, Verdict
-from ..workloads.ddp_modes import NO_OVERLAP, OverlapMode
 from .bandwidth import alpha_beta
 
 STAGE = "overlap"

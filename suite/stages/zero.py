@@ -20,7 +20,7 @@ from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..model.scaling import ZERO3_SLOWDOWN, model_state_bytes
 from ..results import Expectation, Row, Verdict
-from .dp import golden_verdicts
+from ._golden import golden_verdicts
 
 STAGE = "zero"
 MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"

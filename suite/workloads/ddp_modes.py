@@ -20,35 +20,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ..model.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
 from .gpt import loss_fn
 from .training import wrap_ddp
-
-NO_OVERLAP = "no_overlap"
-
-
-@dataclass(frozen=True)
-class OverlapMode:
-    bucket_cap_mb: float | None
-    """DDP bucket_cap_mb (MiB); None is DDP's default."""
-    overlap: bool
-
-    @classmethod
-    def parse(cls, text: str) -> "OverlapMode":
-        """'none' → no overlap; 'default' → DDP's default buckets; a number → that bucket_cap_mb."""
-        if text == "none":
-            return cls(bucket_cap_mb=None, overlap=False)
-        if text == "default":
-            return cls(bucket_cap_mb=None, overlap=True)
-        return cls(bucket_cap_mb=float(text), overlap=True)
-
-    @property
-    def label(self) -> str:
-        """The `overlap` column of a row: bucket_1MB, bucket_25MB (the default), bucket_0.01MB, no_overlap."""
-        if not self.overlap:
-            return NO_OVERLAP
-        cap = 25.0 if self.bucket_cap_mb is None else self.bucket_cap_mb
-        return f"bucket_{cap:g}MB"
-
 
 def wrap(model: torch.nn.Module, mode: OverlapMode, device: torch.device) -> DDP:
     """DDP as every stage uses it (suite/workloads/training.py), at the mode's bucket size."""

@@ -18,11 +18,13 @@ Every other rank is then blocked in the all-reduce; after --pg-timeout at the la
 of the group that carries the training traffic) it raises, and that first error is recorded and
 re-raised, so the process exits non-zero and torchrun restarts the group. The new attempt joins
 through its own PrefixStore (worker_session), loads the newest complete checkpoint and trains to
-the end.
+the end. Joining and DCP's coordination use the default group with --join-timeout: joining waits
+for the slowest rank's start-up, which must not be mistaken for the fault.
 
 Every fact the stage measures is an event in `events.rank<N>.jsonl` beside the logs, one JSON
 object per line with a wall-clock `t` (time.time(), comparable across processes of one host):
-spawn, group_up, settings, resumed, step (with the all-reduced loss), checkpoint, fault, error, done.
+spawn (the process's start time, from /proc), group_up, settings, resumed, step (with the
+all-reduced loss), checkpoint, fault, error, done.
 """
 
 from __future__ import annotations
