@@ -30,7 +30,7 @@ try:
 except Exception as e:  # the suite itself reports this properly; here we only show it
     print(f"{'torch':<12} not importable: {e}")
 else:
-    cuda = torch.version.cuda or "none (CPU build)"
+    cuda = torch.version.cuda or "none, a CPU build"
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "n/a (no CUDA device)"
     print(f"{'python':<12} {platform.python_version()}")
     print(f"{'torch':<12} {torch.__version__} (CUDA {cuda})")

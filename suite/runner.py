@@ -300,6 +300,7 @@ def _child(module, name, profile, run, raw_dir, facts, progress, deadline) -> No
         os.dup2(log, 2)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        cap_threads(profile.omp_threads)
         ctx = StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
                            progress=progress, deadline=deadline)
         try:
@@ -319,6 +320,15 @@ def _child(module, name, profile, run, raw_dir, facts, progress, deadline) -> No
         atomic_write_text(raw_dir / RESULT_FILE, dumps(result))
     finally:
         os._exit(code)
+
+
+def cap_threads(threads: int) -> None:
+    """The stage's own computations (references, fits) get the profile's thread cap, as its workers do:
+    uncapped, torch in the stage process fights the workers for the same cores."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    if "torch" in sys.modules:  # expect() may already have imported it in the parent
+        sys.modules["torch"].set_num_threads(threads)
 
 
 def inject(stage: str) -> None:

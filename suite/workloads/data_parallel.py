@@ -33,8 +33,7 @@ from ..config import ModelConfig
 from .golden import full, group_max, max_abs_error_many
 from .gpt import build_model
 from .measure import PeakMemory, time_steps, typical
-from .parallel_plans import seed_for_rank
-from .training import adamw_kwargs, local_batch, make_optimizer, state_bytes, train_step, wrap_ddp
+from .training import adamw_kwargs, local_batch, make_optimizer, seed_for_rank, state_bytes, train_step, wrap_ddp
 
 DP_MISTAKES = ("no_sync", "per_rank_seed")
 ZERO_NAMES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}

@@ -25,8 +25,6 @@ every shard instead of from the shard's first token.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -42,6 +40,7 @@ from torch.distributed.tensor.parallel import (
 
 from ..config import ModelConfig
 from .gpt import GPT, Attention, apply_rope, rope_tables
+from .training import seed_for_rank  # noqa: F401 - the per_rank_seed mistake, shared with data parallelism
 
 TP_MISTAKES = ("missing_reduction", "wrong_dim", "per_rank_seed")
 
@@ -123,11 +122,6 @@ def apply_tensor_parallel(model: GPT, mesh: DeviceMesh, *, sequence_parallel: bo
     if sequence_parallel and model.cfg.seq_len % mesh.size():
         raise ValueError(f"sequence parallelism needs seq_len {model.cfg.seq_len} divisible by TP degree {mesh.size()}")
     return parallelize_module(model, mesh, tp_plan(model, sequence_parallel=sequence_parallel, mistake=mistake))
-
-
-def seed_for_rank(cfg: ModelConfig, rank: int, mistake: str | None) -> ModelConfig:
-    """The configuration a rank builds from: the same seed everywhere, unless the per_rank_seed mistake is made."""
-    return dataclasses.replace(cfg, seed=cfg.seed + rank) if mistake == "per_rank_seed" else cfg
 
 
 # ---------------------------------------------------------------- sequence-sharded attention

@@ -14,6 +14,7 @@ mean losses average to the global batch's mean loss and the update equals one pr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 import torch
@@ -61,6 +62,11 @@ def local_batch(cfg: ModelConfig, step: int, rank: int, world: int,
     tokens, targets = synthetic_batch(cfg, step)
     lo = rank * per_rank
     return tokens[lo:lo + per_rank].to(device), targets[lo:lo + per_rank].to(device)
+
+
+def seed_for_rank(cfg: ModelConfig, rank: int, mistake: str | None) -> ModelConfig:
+    """The configuration a rank builds from: the same seed everywhere, unless the per_rank_seed mistake is made."""
+    return dataclasses.replace(cfg, seed=cfg.seed + rank) if mistake == "per_rank_seed" else cfg
 
 
 def train_single_process(cfg: ModelConfig, steps: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:

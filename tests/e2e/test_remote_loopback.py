@@ -217,3 +217,44 @@ def test_remote_end_to_end_with_reattach(world):
     uploaded = re.search(r"archived (\d+) files to s3://.*: (\d+) uploaded", out3)
     assert uploaded and uploaded.group(2) == "0", out3
     assert len(list((remote_dir / "jobs").glob("*/job.json"))) == 1
+
+
+def test_a_run_that_died_on_the_host_is_resumed(world):
+    """NEW_RUN=1 starts a second run; the host kills it (as an OOM killer or a reboot would); the
+    next `make remote` finds it died and resumes the same run directory instead of starting over."""
+    env = env_for(world)
+    remote_dir = world["remote_dir"]
+    old_job = current_job(remote_dir)
+    args = make_args(world, "remote", **remote_args(world, pick_stages()))
+    log = world["base"] / "died.log"
+    with open(log, "w") as out:
+        laptop = subprocess.Popen(args + ["NEW_RUN=1"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    deadline = time.monotonic() + 600
+    job_dir = None
+    while time.monotonic() < deadline and laptop.poll() is None:
+        job_dir = current_job(remote_dir)
+        if job_dir not in (None, old_job) and (job_dir / "pid").exists() and (job_dir / "LAST").exists():
+            break
+        time.sleep(0.2)
+    assert job_dir not in (None, old_job), log.read_text()
+    os.killpg(int((job_dir / "pid").read_text()), signal.SIGKILL)  # the run dies on the host
+    try:
+        laptop.wait(timeout=300)
+    finally:
+        if laptop.poll() is None:
+            os.killpg(laptop.pid, signal.SIGKILL)
+    died_out = log.read_text()
+    assert laptop.returncode == 2 and "stopped without an exit code" in died_out, died_out
+    run_dir = (job_dir / "LAST").read_text().strip()
+
+    again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    out = again.stdout + again.stderr
+    assert again.returncode in (0, 1), out
+    assert f"resuming {run_dir}" in out, out
+    resumed_job = current_job(remote_dir)
+    assert resumed_job not in (job_dir, old_job)
+    assert (resumed_job / "LAST").read_text().strip() == run_dir  # the same run directory, continued
+    manifest = json.loads(Path(run_dir, "manifest.json").read_text())
+    assert all(s["status"] == "complete" for s in manifest["stages"].values())
+    assert json.loads((resumed_job / "job.json").read_text())["resumes"] == run_dir
