@@ -10,6 +10,9 @@ help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make test       the test suite"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead)"
+	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
+	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
+	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
 	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
 	@echo "make rehearse-docker   the rehearsal inside the CPU image"

@@ -72,7 +72,7 @@ def draw_into(ax, other, label: str, index: int) -> None:
                        color=colors if len(colors) else None, label=f"points ({label})")
     first = True
     for patch in other.patches:
-        if isinstance(patch, Rectangle) and patch.get_transform() == other.transData:
+        if isinstance(patch, Rectangle) and patch.get_data_transform() == other.transData:
             ax.add_patch(Rectangle(patch.get_xy(), patch.get_width(), patch.get_height(), fill=False,
                                    edgecolor=patch.get_facecolor(), linewidth=1.5,
                                    hatch=RUN_HATCHES[index % len(RUN_HATCHES)],

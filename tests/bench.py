@@ -66,6 +66,14 @@ def harness_overhead() -> None:
     print("  pairs: " + ", ".join(f"{x:.3f}/{y:.3f}" for x, y in zip(harness, bare)))
 
 
+@bench
+def image_rebuild() -> None:
+    """CPU image rebuild after a change under suite/ (target: under 30 s); skipped without a Docker engine."""
+    from .bench_image import image_rebuild_after_a_suite_change
+
+    image_rebuild_after_a_suite_change()
+
+
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     for fn in BENCHES:

@@ -17,6 +17,7 @@ from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..model.peaks import peak_for
 from ..model.scaling import MFU_FLOOR, gpu_name, model_state_bytes
+from ..model.sizing import parameter_count, training_flops_per_token
 from ..results import Expectation, Row, Verdict
 
 STAGE = "baseline"
@@ -26,8 +27,6 @@ REHEARSAL = "the same model on CPU; numbers recorded, not judged"
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    from ..workloads.gpt import parameter_count, training_flops_per_token  # torch only inside the stage
-
     cfg = profile.model
     params = parameter_count(cfg)
     common = dict(stage=STAGE, case="train_step", tp=1, world=1, dtype=cfg.dtype)

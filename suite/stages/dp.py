@@ -18,6 +18,8 @@ from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..model.scaling import DP_MARGIN, DTYPE_BYTES, alpha_beta, dp_efficiency
+from ..model.sizing import parameter_count
+from ..model.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -28,14 +30,10 @@ REHEARSAL = "1/2/4 ranks on gloo; parameters after training equal single-process
 
 
 def grad_bytes(profile: Profile) -> float:
-    from ..workloads.gpt import parameter_count
-
     return parameter_count(profile.model) * DTYPE_BYTES[profile.model.dtype]
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-
     alpha, beta, ab_basis = alpha_beta(facts, profile.device)
     g = grad_bytes(profile)
     step_1 = (facts.get("baseline") or {}).get("step_time_s")
@@ -43,7 +41,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for d in profile.degrees:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
                                value=tolerance(CHECK_DTYPE), unit="abs", world=d, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)"))
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)"))
         if step_1:
             eff = dp_efficiency(step_1, d, g, alpha, beta)
             tokens = profile.model.batch * profile.model.seq_len
@@ -77,8 +75,6 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-
     out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "world", facts["profile"]["degrees"],
                           "DDP over {key} rank(s)")
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}

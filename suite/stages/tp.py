@@ -18,6 +18,7 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
+from ..model.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 
 STAGE = "tp"
@@ -28,13 +29,11 @@ GOLDEN_CASES = ("logits", "loss", "grads", "sequence_sharded_attention")
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-
     out = []
     for d in profile.degrees:
         if d > 1:
             out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tolerance(CHECK_DTYPE),
-                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)",
+                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)",
                                 tp=d, world=d, dtype=CHECK_DTYPE) for case in GOLDEN_CASES]
         out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
                                basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
@@ -65,8 +64,6 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-
     out = golden_verdicts(rows, tolerance(CHECK_DTYPE), [d for d in facts["profile"]["degrees"] if d > 1])
     speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}
     share = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "comm_share"}

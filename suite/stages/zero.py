@@ -19,6 +19,8 @@ from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..model.scaling import ZERO3_SLOWDOWN, model_state_bytes
+from ..model.sizing import parameter_count
+from ..model.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -31,16 +33,13 @@ NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-    from ..workloads.gpt import parameter_count
-
     n, cfg = profile.nproc, profile.model
     params = parameter_count(cfg)
     out = []
     for z in ZERO_STAGES:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
                                value=tolerance(CHECK_DTYPE), unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/workloads/golden.py)"))
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)"))
         out.append(Expectation(stage=STAGE, case="train_step", metric="model_state_bytes",
                                value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
                                dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, gradients "
@@ -57,8 +56,6 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    from ..workloads.golden import CHECK_DTYPE, tolerance
-
     out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "zero", ZERO_STAGES, "{key}")
     out = [_named(v) for v in out]
     steps = _metric(rows, "step_time_s")

@@ -4,7 +4,7 @@ attention with rotary positions (RoPE) and a GELU MLP, a final norm and an outpu
     model = build_model(profile.model)                  # same weights on every rank: one seed
     tokens, targets = synthetic_batch(profile.model, step=0)
 
-Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() below):
+Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() in suite/model/sizing.py):
   gloo-cpu: d=32, 2 layers, 4 heads, seq 16, batch 8, vocab 256 → 41,280 parameters (untied head)
   nccl-gpu: d=2048, 8 layers, 16 heads, seq 1024, batch 8, vocab 32768 → 536,940,544 parameters
             (8 × (12d² + 4d) = 402.7 M in blocks + 2 × 32768 × 2048 = 134.2 M embedding and head);
@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from ..model.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
@@ -150,16 +151,3 @@ def synthetic_batch(cfg: ModelConfig, step: int, batch: int | None = None,
 
 def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def parameter_count(cfg: ModelConfig) -> int:
-    """Parameters of the model (the head counted once when tied)."""
-    d, f = cfg.hidden, cfg.mlp_ratio * cfg.hidden
-    block = 4 * d * d + 2 * d * f + 2 * 2 * d  # q, k, v, o; up, down; two LayerNorms (weight and bias)
-    head = 0 if cfg.tied_head else cfg.vocab * d
-    return cfg.vocab * d + cfg.layers * block + 2 * d + head
-
-
-def training_flops_per_token(cfg: ModelConfig) -> float:
-    """6N for the matmuls of forward and backward plus 12·L·d·T for attention scores (PaLM's accounting)."""
-    return 6 * parameter_count(cfg) + 12 * cfg.layers * cfg.hidden * cfg.seq_len

@@ -138,6 +138,23 @@ def test_lines_of_the_other_run_are_drawn_into_the_first_runs_axes(tmp_path):
     assert "b: thick translucent" in how
 
 
+def test_bars_of_the_other_run_are_outlined_over_the_first_runs_bars():
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    def bars(heights):
+        fig = Figure()
+        fig.add_subplot().bar(["DDP", "ZeRO-1", "ZeRO-3"], heights, label="step time")
+        return fig
+
+    [(merged, _)] = overlay.overlay(bars([1.0, 1.2, 2.0]), [bars([1.0, 1.1, 3.0])], ["a", "b"])
+    ax = merged.get_axes()[0]
+    outlined = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert [p.get_height() for p in outlined] == [1.0, 1.1, 3.0]
+    assert "bars (b)" in ax.get_legend_handles_labels()[1]
+    assert ax.get_ylim()[1] >= 3.0  # rescaled to show the taller bar
+
+
 def test_images_are_shown_side_by_side_not_overlaid(tmp_path):
     figs = [link_matrix(None, None, {})[0] for _ in range(2)]
     shown = overlay.overlay(figs[0], [figs[1]], ["a", "b"])

@@ -14,8 +14,9 @@ import torch
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.model.peaks import mfu, peak_for
 from suite.model.scaling import alpha_beta, dp_efficiency, dp_step_s, gpu_name, model_state_bytes
-from suite.workloads.golden import max_abs_error, max_abs_error_many, tolerance
-from suite.workloads.gpt import parameter_count, training_flops_per_token
+from suite.model.sizing import parameter_count, training_flops_per_token
+from suite.model.tolerance import tolerance
+from suite.workloads.golden import max_abs_error, max_abs_error_many
 from suite.workloads.measure import (
     PeakMemory,
     communication_us,
