@@ -19,7 +19,9 @@ from suite.results import SchemaError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m reports",
-                                     description="Render a run directory's report.html, or compare runs.")
+                                     description="Render a run directory's report.html, or compare runs.",
+                                     epilog="python -m reports compare RUN_A RUN_B ... [-o OUT]: runs side by side "
+                                            "(see python -m reports compare --help)")
     parser.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR", help="the run directory to report on")
     parser.add_argument("-o", "--out", type=Path, help="where to write the HTML (default RUN_DIR/report.html)")
     return parser

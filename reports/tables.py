@@ -23,6 +23,10 @@ NUMERIC = {"value", "expected", "observed", "observed / expected", "n", *PARAM_C
     "dtype", "redop", "placement", "source", "algo", "overlap"}
 
 
+PROSE = {"text", "basis"}
+"""Columns of free text (error lines with long paths): wrapped anywhere so the table fits the page."""
+
+
 @dataclass(frozen=True)
 class Cell:
     text: str
@@ -40,7 +44,7 @@ class Table:
 def make_table(caption: str, headers: list[str], rows: list[list[str]], total: int | None = None,
                where: str = "") -> Table:
     """A table of strings; numeric columns right-aligned; truncated to MAX_TABLE_ROWS with a note saying where the rest is."""
-    classes = ["num" if h in NUMERIC else "" for h in headers]
+    classes = ["num" if h in NUMERIC else "prose" if h in PROSE else "" for h in headers]
     total = len(rows) if total is None else total
     shown = rows[:MAX_TABLE_ROWS]
     notes = []

@@ -9,8 +9,8 @@ For each degree d > 1 the ranks form world/d TP groups of d consecutive ranks (a
      are compared elementwise with one process's on the same weights and input. Then the
      sequence-sharded attention of block 0 against the unsharded one. Errors are maxima over the group.
   2. timing: the first group only (ranks 0..d−1; the others wait at a barrier, so the group has
-     the machine to itself) builds the model in the profile's dtype, trains warm-up steps under
-     the memory measurement, times `steps` steps, then profiles two more for the communication share.
+     the machine to itself) builds the model in the profile's dtype, trains warm-up steps, times
+     `steps` steps, then profiles a third as many again for the communication share.
 d = 1 is the plain model on rank 0: the same step without DTensor.
 """
 
@@ -24,9 +24,9 @@ import torch.distributed as dist
 from ..results import Row
 from .golden import CHECK_DTYPE, check_config, full, group_max, max_abs_error, max_abs_error_many
 from .gpt import Attention, build_model, loss_fn, synthetic_batch, torch_dtype
-from .measure import PeakMemory, communication_per_step, time_steps, typical
+from .measure import communication_per_step, time_steps, typical
 from .parallel_plans import apply_tensor_parallel, seed_for_rank, sequence_sharded_attention, tp_submesh
-from .scaling import degrees_from, log, mistakes_from, model_from, parser
+from .scaling import degrees_from, exit_now, log, mistakes_from, model_from, parser
 from .training import make_optimizer, train_step
 from .worker import Worker, worker_session
 
@@ -84,24 +84,23 @@ def sharded_attention_error(w: Worker, cfg, mesh, follow_shard: bool = True) -> 
 
 
 def timed(w: Worker, cfg, degree: int, mesh, steps: int, warmup: int) -> list[Row]:
-    """Step time, throughput, peak memory and communication share of TP=degree on ranks 0..degree−1."""
+    """Step time, throughput and communication share of TP=degree on ranks 0..degree−1."""
     profiled = max(1, steps // 3)  # a third of the timed steps again, under the profiler
-    with PeakMemory(w.device) as memory:
-        model = build_model(cfg, w.device)
-        if mesh is not None:
-            apply_tensor_parallel(model, mesh)
-        optimizer = make_optimizer(model.parameters())
-        batches = [synthetic_batch(cfg, s, device=w.device) for s in range(warmup + steps + profiled)]
-        for s in range(warmup):
-            train_step(model, optimizer, *batches[s])
+    model = build_model(cfg, w.device)
+    if mesh is not None:
+        apply_tensor_parallel(model, mesh)
+    optimizer = make_optimizer(model.parameters())
+    batches = [synthetic_batch(cfg, s, device=w.device) for s in range(warmup + steps + profiled)]
+    for s in range(warmup):
+        train_step(model, optimizer, *batches[s])
     counter = iter(range(warmup, warmup + steps + profiled))
     step = lambda: train_step(model, optimizer, *batches[next(counter)])  # noqa: E731
     times = time_steps(step, steps, w.device)
     comm_s, profiled_s = communication_per_step(step, profiled, w.device) if mesh is not None else (0.0, 1.0)
     group = mesh.get_group() if mesh is not None else None
-    step_time, share, peak = typical(times), comm_s / profiled_s, float(memory.peak_bytes)
-    if group is not None:  # the slowest rank sets the pace; memory is per rank: its largest
-        step_time, share, peak = (group_max(v, group) for v in (step_time, share, peak))
+    step_time, share = typical(times), comm_s / profiled_s
+    if group is not None:  # the slowest rank sets the pace
+        step_time, share = group_max(step_time, group), group_max(share, group)
     if w.rank != 0:
         return []
     tokens = cfg.batch * cfg.seq_len
@@ -109,7 +108,6 @@ def timed(w: Worker, cfg, degree: int, mesh, steps: int, warmup: int) -> list[Ro
     return [
         Row(metric="step_time_s", value=step_time, unit="s", **common),
         Row(metric="tokens_per_s", value=tokens / step_time, unit="tokens/s", **common),
-        Row(metric="peak_memory_bytes", value=peak, unit="bytes", **common),
         Row(metric="comm_share", value=share, unit="ratio", **common),
     ]
 
@@ -158,3 +156,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_now()
