@@ -19,7 +19,7 @@ import torch.distributed as dist
 from ..results import Row
 from .data_parallel import train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, exit_now, log, mistakes_from, model_from, parser
+from .scaling import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 
@@ -80,4 +80,3 @@ def run_degree(w, cfg, check_cfg, d, group, reference, mistakes) -> list[Row]:
 
 if __name__ == "__main__":
     main()
-    exit_now()

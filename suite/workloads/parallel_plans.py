@@ -38,7 +38,6 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from ..config import ModelConfig
 from .gpt import GPT, Attention, apply_rope, rope_tables
 from .training import seed_for_rank  # noqa: F401 - the per_rank_seed mistake, shared with data parallelism
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import sys
 import time
 
 from ..config import ModelConfig
@@ -46,16 +44,3 @@ def degrees_from(text: str) -> list[int]:
 def log(t0: float, message: str) -> None:
     """One line in the rank's log: wall seconds since t0, CPU seconds of this process so far (imports included)."""
     print(f"{time.monotonic() - t0:6.1f} s wall, {time.process_time():6.1f} s cpu: {message}", flush=True)
-
-
-def exit_now() -> None:
-    """End a finished worker without Python's interpreter teardown.
-
-    After importing torch, DTensor and dynamo, a normal exit spends 1.4–2.6 s per process tearing
-    down modules and threads on an idle 2-core machine (9 s under load); os._exit takes 0.1 s. Four
-    ranks pay it at once on two cores. Call it only after worker_session has closed (barrier,
-    process group destroyed): the rows are already on disk (Worker.emit writes them atomically).
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from ..results import Row
 from .data_parallel import ZERO_NAMES, train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, exit_now, log, mistakes_from, model_from, parser
+from .scaling import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 
@@ -77,4 +77,3 @@ def run_stage(w, cfg, check_cfg, zero, mesh, reference, mistakes) -> list[Row]:
 
 if __name__ == "__main__":
     main()
-    exit_now()

@@ -10,7 +10,6 @@ which tests/e2e/test_docker_image.py builds and runs.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
