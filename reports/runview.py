@@ -18,9 +18,9 @@ import pandas as pd
 from suite import stages as suite_stages
 from suite.results import (
     EXPECTATION_COLUMNS,
-    INT_PARAMS,
     RunDir,
     Verdict,
+    records_to_frame,
     status_counts,
 )
 
@@ -109,15 +109,7 @@ def load_run(path: Path) -> RunView:
 
 def expectations_frame(run: RunDir) -> pd.DataFrame:
     """expectations.csv with the same column types as the rows (integers as Int64, value as float)."""
-    frame = pd.DataFrame([e.to_dict() for e in run.expectations()], columns=list(EXPECTATION_COLUMNS))
-    for column in EXPECTATION_COLUMNS:
-        if column == "value":
-            frame[column] = frame[column].astype("float64")
-        elif column in INT_PARAMS:
-            frame[column] = frame[column].astype("Int64")
-        else:
-            frame[column] = frame[column].astype("string")
-    return frame
+    return records_to_frame(run.expectations(), EXPECTATION_COLUMNS)
 
 
 def stage_text(stage: str) -> StageText:

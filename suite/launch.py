@@ -8,6 +8,7 @@ through stdout. torchrun's own output goes to `raw/<stage>/[<tag>.]torchrun.log`
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import socket
@@ -231,7 +232,7 @@ def run_torchrun(
         log.flush()
         proc = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
-            preexec_fn=procs.die_with_parent,
+            preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()),
         )
         try:
             while True:

@@ -17,15 +17,23 @@ import time
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Linux: have the kernel send `sig` to this process when its parent dies (no orphans after a kill -9)."""
+def die_with_parent(sig: int = signal.SIGKILL, expected_parent: int | None = None) -> None:
+    """Linux: have the kernel send `sig` to this process when its parent dies (no orphans after a kill -9).
+
+    expected_parent closes the race where the parent died before this call (a worker spends seconds
+    importing torch first): we were then already handed to another parent, the signal will never
+    come, and we exit now. (Comparing with pid 1 would be wrong inside a container, where the
+    suite itself may be pid 1.)
+    """
     if not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
     except OSError:
-        pass
+        return
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)
 
 
 def process_table() -> dict[int, int]:

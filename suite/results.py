@@ -57,8 +57,8 @@ class SchemaError(RuntimeError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Row:
-    """One measurement."""
+class _Measurement:
+    """What a row and an expectation share: which measurement, its value and unit, its parameters."""
 
     stage: str
     case: str
@@ -79,6 +79,12 @@ class Row:
     overlap: str | None = None
     rank: int | None = None
     repeat: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row(_Measurement):
+    """One measurement."""
+
     text: str | None = None
     """A measured string (an error's first line, a GPU name); value is then NaN."""
 
@@ -87,30 +93,11 @@ class Row:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Expectation:
+class Expectation(_Measurement):
     """A value predicted before the stage ran, with how it was computed."""
 
-    stage: str
-    case: str
-    metric: str
-    value: float
-    unit: str
     basis: str
     """How the value was obtained: 'ring α-β, α=5 µs β=200 GB/s', 'NVLink 4 × 18 links', ..."""
-    size_bytes: int | None = None
-    count: int | None = None
-    dtype: str | None = None
-    redop: str | None = None
-    root: int | None = None
-    placement: str | None = None
-    source: str | None = None
-    world: int | None = None
-    algo: str | None = None
-    tp: int | None = None
-    zero: int | None = None
-    overlap: str | None = None
-    rank: int | None = None
-    repeat: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {c: getattr(self, c) for c in EXPECTATION_COLUMNS}
@@ -340,10 +327,15 @@ class RunDir:
 
 def rows_to_frame(rows: list[Row]):
     """Rows as a DataFrame with stable column types (so an empty stage still writes a valid parquet)."""
+    return records_to_frame(rows, ROW_COLUMNS)
+
+
+def records_to_frame(records, columns: tuple[str, ...]):
+    """Rows or expectations as a DataFrame: value float64, integer parameters Int64, the rest strings."""
     import pandas as pd
 
-    frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(ROW_COLUMNS))
-    for column in ROW_COLUMNS:
+    frame = pd.DataFrame([r.to_dict() for r in records], columns=list(columns))
+    for column in columns:
         if column == "value":
             frame[column] = frame[column].astype("float64")
         elif column in INT_PARAMS:

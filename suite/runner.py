@@ -260,9 +260,10 @@ def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path
     deadline = time.monotonic() + timeout
     sys.stdout.flush()
     sys.stderr.flush()
+    runner_pid = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
-        _child(module, name, profile, run, raw_dir, facts, progress, deadline)
+        _child(module, name, profile, run, raw_dir, facts, progress, deadline, runner_pid)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -288,11 +289,11 @@ def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path
     }
 
 
-def _child(module, name, profile, run, raw_dir, facts, progress, deadline) -> None:
+def _child(module, name, profile, run, raw_dir, facts, progress, deadline, runner_pid) -> None:
     code = 1
     try:
         os.setpgid(0, 0)
-        procs.die_with_parent()
+        procs.die_with_parent(expected_parent=runner_pid)
         # Progress keeps the terminal; anything else the stage's libraries print goes to stage.log.
         progress.stream = os.fdopen(os.dup(2), "w", buffering=1)
         log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -1,1 +1,7 @@
 """Code that runs INSIDE torchrun workers: sweeps, the hand-written ring and tree, the model, TP/DP/ZeRO, the fault drill."""
+
+import os as _os
+
+# Who launched this worker (torchrun's agent), read before the worker spends seconds importing torch:
+# worker_session compares it after arming PR_SET_PDEATHSIG, to notice a launcher that died meanwhile.
+LAUNCHER_PID = _os.getppid()

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from .. import procs
+from . import LAUNCHER_PID
 from ..results import Row, atomic_write_text, write_rows_jsonl
 
 PROGRESS_FILE = "progress.json"
@@ -106,7 +107,8 @@ def worker_session(*, redirect: bool = True, timeout_s: float | None = None, exi
     os._exit takes 0.1 s. The rows are already on disk (Worker.emit writes them atomically). An
     exception leaving the block skips all of this: the worker dies with it and torchrun sees the failure.
     """
-    procs.die_with_parent()  # a worker outliving its torchrun would hold ports and CPU until its timeout
+    # A worker outliving its torchrun would hold ports and CPU until its collective timeout.
+    procs.die_with_parent(expected_parent=LAUNCHER_PID)
     rank = int(os.environ["RANK"])
     raw_dir = Path(os.environ.get("CARDTIME_RAW_DIR", "."))
     out_dir = Path(os.environ.get("CARDTIME_OUT_DIR", "."))

@@ -52,8 +52,10 @@ def test_sigkill_midway_then_resume(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     # The stage child, torchrun and the workers die with the runner (PR_SET_PDEATHSIG).
-    wait_for(lambda: not [p for p in procs.process_table() if _cmdline_mentions(p, str(run_dir))], 30,
-             "the killed run's processes to go")
+    deadline = time.monotonic() + 60
+    while (left := leftovers(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"processes of the killed run survived it: {left}"
     topo_rows = before_kill[before_kill["stage"] == "topology"].reset_index(drop=True)
     assert len(topo_rows) > 0
     assert stage_status(run_dir, "topology") == "complete"
@@ -73,6 +75,16 @@ def test_sigkill_midway_then_resume(tmp_path):
     assert not after.duplicated(subset=key).any(), "resume duplicated rows"
     ids = [v.id for v in run.verdicts()]
     assert len(ids) == len(set(ids))
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    """Live processes working for the run (their command line or environment names its directory)."""
+    out = []
+    for pid in procs.process_table():
+        if procs.alive(pid) and _cmdline_mentions(pid, str(run_dir)):
+            out.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                       .replace("\0", " ")[:200])
+    return out
 
 
 def _cmdline_mentions(pid: int, text: str) -> bool:
