@@ -100,7 +100,10 @@ def matching_values(expectation: dict, rows: pd.DataFrame) -> pd.Series:
     mask = (rows["case"] == expectation["case"]) & (rows["metric"] == expectation["metric"])
     for column in PARAM_COLUMNS:
         value = expectation.get(column)
-        if not is_missing(value):
-            mask &= rows[column] == value
+        if is_missing(value):
+            continue
+        if column == "source" and value not in set(rows["source"].dropna()):
+            continue  # the prediction's own source ("model", "α-β"): it names no measuring tool to match
+        mask &= rows[column] == value
     values = rows.loc[mask.fillna(False), "value"].astype("float64")
     return values[values.notna()]
