@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, SchemaError) as e:
         return error(str(e))
     print(f"report: {out}")
-    print(summary(view.counts()))
+    print(f"summary: {summary(view.counts())}")
     return 0
 
 

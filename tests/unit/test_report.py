@@ -193,7 +193,7 @@ def test_long_tables_are_cut_with_a_note_saying_where_the_rest_is(gpu_run, monke
 def test_cli_prints_the_path_and_the_summary(gpu_run, capsys):
     assert reports_main([str(gpu_run)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"report: {gpu_run / 'report.html'}",
-                                                    "2 passed, 1 warned, 3 failed, 1 skipped"]
+                                                    "summary: 2 passed, 1 warned, 3 failed, 1 skipped"]
     assert (gpu_run / "report.html").stat().st_size > 10_000
 
 
