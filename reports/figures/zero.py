@@ -20,7 +20,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
     out = []
     peak = series(rows, "peak_memory_bytes", "zero")
     state = series(rows, "state_memory_bytes", "zero")
-    model = series(expectations, "model_state_bytes", "zero") if len(expectations) else {}
+    model = series(expectations, "state_memory_bytes", "zero") if len(expectations) else {}
     steps = series(rows, "step_time_s", "zero")
     stages = sorted(set(peak) | set(state) | set(model))
     if stages:

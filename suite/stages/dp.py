@@ -66,12 +66,14 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 def efficiency_rows(rows: list[Row]) -> list[Row]:
     """Measured efficiency(d) = tokens/s per rank at d ÷ tokens/s at 1 (same launch)."""
-    per_rank = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "tokens_per_s_per_rank"}
+    timed = [r for r in rows if r.case == "train_step" and r.metric == "tokens_per_s_per_rank"]
+    per_rank = {r.world: r.value for r in timed}
     one = per_rank.get(1)
     if not one:
         return []
+    dtype = timed[0].dtype
     return [Row(stage=STAGE, case="train_step", metric="efficiency", value=v / one, unit="ratio", world=d,
-                source="torch") for d, v in sorted(per_rank.items())]
+                dtype=dtype, source="torch") for d, v in sorted(per_rank.items())]
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:

@@ -53,14 +53,16 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
     """speedup(d) = baseline step time ÷ step time at TP=d (TP=1 of the same launch when there is no baseline)."""
-    steps = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "step_time_s"}
+    timed = [r for r in rows if r.case == "train_step" and r.metric == "step_time_s"]
+    steps = {r.tp: r.value for r in timed}
     reference, source = baseline.get("step_time_s"), "baseline"
     if not reference or not math.isfinite(reference):
         reference, source = steps.get(1), "tp=1"
     if not reference:
         return []
+    dtype = timed[0].dtype
     return [Row(stage=STAGE, case="train_step", metric="speedup", value=reference / t, unit="ratio", tp=d, world=d,
-                source=f"vs {source}") for d, t in sorted(steps.items()) if t and t > 0]
+                dtype=dtype, source=f"vs {source}") for d, t in sorted(steps.items()) if t and t > 0]
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:

@@ -40,7 +40,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
                                value=tolerance(CHECK_DTYPE), unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
                                basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)"))
-        out.append(Expectation(stage=STAGE, case="train_step", metric="model_state_bytes",
+        out.append(Expectation(stage=STAGE, case="train_step", metric="state_memory_bytes",
                                value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
                                dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, gradients "
                                                       f"and AdamW moments; {NAMES[z]} over {n} ranks"))

@@ -159,7 +159,7 @@ def test_zero_performance_skipped_on_cpu():
 
 
 def test_zero_expectations_state_the_model():
-    exp = {e.zero: e.value for e in zero.expect(GLOO_CPU, CPU) if e.metric == "model_state_bytes"}
+    exp = {e.zero: e.value for e in zero.expect(GLOO_CPU, CPU) if e.metric == "state_memory_bytes"}
     psi = 41_280
     assert exp == {0: 16 * psi, 1: 8 * psi + 8 * psi / 4, 2: 4 * psi + 12 * psi / 4, 3: 16 * psi / 4}
 
