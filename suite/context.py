@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from .config import Profile
-from .launch import LaunchResult, run_torchrun
+from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir, run_torchrun
 from .progress import Progress
 
 
@@ -36,15 +37,12 @@ class StageContext:
         self.progress.update(message, done, of)
 
     def time_left(self) -> float | None:
-        import time
-
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
         """Launch `module` under torchrun with this stage's raw folder; raises LaunchError on a failed exit."""
         kwargs.setdefault("timeout_s", self.time_left())
-        progress_file = self.raw_dir / f"{tag + '.' if tag else ''}out" / "progress.json"
-        progress_file.unlink(missing_ok=True)
+        progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))
         return run_torchrun(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
 

@@ -24,6 +24,7 @@ from .config import Profile
 from .results import Row, read_rows_jsonl
 
 LOG_TAIL_LINES = 30
+WORKER_PROGRESS = "progress.json"  # what rank 0 writes in the launch's output folder (Worker.progress)
 
 
 class LaunchError(RuntimeError):
@@ -192,6 +193,11 @@ def log_tail(paths: Sequence[Path], lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(chunks)
 
 
+def launch_out_dir(raw_dir: Path, tag: str = "") -> Path:
+    """Where a launch's workers leave their rows and progress: raw/<stage>/[<tag>.]out/."""
+    return Path(raw_dir) / (f"{tag}.out" if tag else "out")
+
+
 def run_torchrun(
     profile: Profile,
     module: str,
@@ -213,10 +219,10 @@ def run_torchrun(
     """
     raw_dir = Path(raw_dir)
     prefix = f"{tag}." if tag else ""
-    out_dir = raw_dir / f"{prefix}out"
+    out_dir = launch_out_dir(raw_dir, tag)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("rows.rank*.jsonl"):
-        stale.unlink()
+    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
+        stale.unlink(missing_ok=True)
     port = choose_port(profile)
     command = torchrun_command(
         profile, module, args, nproc=nproc, port=port, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args

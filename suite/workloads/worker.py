@@ -26,9 +26,8 @@ import torch.distributed as dist
 
 from .. import procs
 from . import LAUNCHER_PID
+from ..launch import WORKER_PROGRESS
 from ..results import Row, atomic_write_text, write_rows_jsonl
-
-PROGRESS_FILE = "progress.json"
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Worker:
     def progress(self, message: str, done: int | None = None, of: int | None = None) -> None:
         """Tell the stage what the workers are doing (rank 0 speaks for all); the stage shows it with a bar."""
         if self.rank == 0:
-            atomic_write_text(self.out_dir / PROGRESS_FILE, json.dumps({"message": message, "done": done, "of": of}))
+            atomic_write_text(self.out_dir / WORKER_PROGRESS, json.dumps({"message": message, "done": done, "of": of}))
 
     def synchronize(self) -> None:
         """Wait for the device to finish queued work (a CPU–GPU sync point; a no-op on CPU)."""
