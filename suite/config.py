@@ -46,7 +46,7 @@ class SweepConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class GptConfig:
     """The fixed GPT-style decoder every scaling stage trains (suite/workloads/gpt.py)."""
 
     vocab: int = 256
@@ -146,7 +146,7 @@ class Profile:
     """TP and DP degrees measured by the scaling stages."""
     sweep: SweepConfig = field(default_factory=SweepConfig)
     """Collective sweep sizes and iterations."""
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: GptConfig = field(default_factory=GptConfig)
     """The model of the scaling stages."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """The fault drill."""
@@ -201,7 +201,7 @@ GLOO_CPU = Profile(
     collective_timeout_s=60.0,
     degrees=(1, 2, 4),
     sweep=SweepConfig(min_bytes=8, max_bytes=4 * 1024 * 1024, factor=4, warmup_iters=2, iters=5),
-    model=ModelConfig(),
+    model=GptConfig(),
     # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
     fault=FaultConfig(ranks=2, concurrent=True),
     judge_performance=False,
@@ -221,7 +221,7 @@ NCCL_GPU = Profile(
         min_bytes=8, max_bytes=8 * 1024**3, factor=2, warmup_iters=5, iters=20, dtype="float32"
     ),
     # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.42 GFLOP per token; see suite/workloads/gpt.py.
-    model=ModelConfig(
+    model=GptConfig(
         vocab=32768,
         hidden=2048,
         layers=8,
@@ -257,7 +257,7 @@ def profile_from_dict(data: dict) -> Profile:
     """Rebuild a profile recorded in a manifest (resume runs the profile the run started with)."""
     data = dict(data)
     data["sweep"] = SweepConfig(**{**data["sweep"], "nccl_tests_args": tuple(data["sweep"].get("nccl_tests_args", ()))})
-    data["model"] = ModelConfig(**data["model"])
+    data["model"] = GptConfig(**data["model"])
     fault = dict(data["fault"])
     fault["scenarios"] = tuple(fault.get("scenarios", ()))
     data["fault"] = FaultConfig(**fault)

@@ -3,7 +3,7 @@
     python -m suite plan --profile nccl-gpu --gpus 8 --rate 24      # make plan RATE=24
 
 Pure arithmetic from the profile (sweep sizes, iterations, model size, steps), the α-β model
-(suite/model/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/model/peaks.py)
+(suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .config import Profile
-from .model import alphabeta as ab
-from .model.peaks import peak_for
+from .costmodel import alphabeta as ab
+from .costmodel.peaks import peak_for
 
 # nccl-tests binaries the bandwidth stage runs (CHECKLIST row 2), as alphabeta names them.
 BANDWIDTH_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")

@@ -3,7 +3,7 @@
 Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports
 compare` marks that stage "not comparable" instead of calling the difference a regression. The
 fingerprint covers the stage module and every suite module it reaches — by import or by name
-(ctx.torchrun("suite.workloads.x")), followed transitively: workloads, model, parsers, stage helpers.
+(ctx.torchrun("suite.workloads.x")), followed transitively: workloads, costmodel, parsers, stage helpers.
 The plumbing (PLUMBING: runner, results, config, launch, …) is left out: the schema has its own
 version and the profile is recorded whole, so a change there does not make every old run incomparable.
 """

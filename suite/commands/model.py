@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from ..model import alphabeta as ab
+from ..costmodel import alphabeta as ab
 from . import usage_error
 
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}

@@ -19,7 +19,7 @@ from typing import Any
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.alphabeta import GPU_LINKS, LINK_PEAKS, LinkPeak, collective_time_s, fit_alpha_beta, link_peak_for
+from ..costmodel.alphabeta import GPU_LINKS, LINK_PEAKS, LinkPeak, collective_time_s, fit_alpha_beta, link_peak_for
 from ..results import Expectation, Row, Verdict
 from . import _nccl_tests
 

@@ -15,9 +15,9 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.peaks import peak_for
-from ..model.scaling import MFU_FLOOR, gpu_name, model_state_bytes
-from ..model.sizing import parameter_count, training_flops_per_token
+from ..costmodel.peaks import peak_for
+from ..costmodel.scaling_expectations import MFU_FLOOR, gpu_name, model_state_bytes
+from ..costmodel.sizing import parameter_count, training_flops_per_token
 from ..results import Expectation, Row, Verdict
 
 STAGE = "baseline"
@@ -95,7 +95,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if mfu_row is None or not math.isfinite(mfu_row.value):
         out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="skip", expected=f"MFU ≥ {MFU_FLOOR:.0%}",
                            observed=f"{device}: no bf16 peak known",
-                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/model/peaks.py"))
+                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/costmodel/peaks.py"))
         return out
     ok = mfu_row.value >= MFU_FLOOR
     out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="pass" if ok else "warn",

@@ -8,7 +8,7 @@ over the profile's sizes in one launch: every result compared elementwise with d
 every rank's bytes compared with the formulas, each algorithm timed. On a GPU box the all_reduce
 sweep is also pinned to NCCL_ALGO=Ring and then Tree, through torch and nccl-tests, to find
 NCCL's own crossover. Predicted: S* = αβ(L − (n−1)) / ((n−1)/n − L), L = ⌈log₂n⌉, from the α and
-β the bandwidth stage fitted (suite/model/alphabeta.py: crossover_bytes).
+β the bandwidth stage fitted (suite/costmodel/alphabeta.py: crossover_bytes).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
+from ..costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
                                tree_allreduce_s)
 from ..results import Expectation, Row, Verdict
 from . import _nccl_tests

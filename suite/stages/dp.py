@@ -7,7 +7,7 @@ One launch (suite/workloads/dp_run.py) measures every degree through sub-groups.
 global batch of B sequences, d ranks train B/d each; per-rank throughput ideally stays flat and
 in practice decays by the gradient all-reduce. The α-β model (α, β fitted by the bandwidth
 stage) predicts that decay from the baseline's step time:
-    efficiency(d) = (t₁/d) / (t₁/d + 2(d−1)(α + G/(dβ)))          (suite/model/scaling.py)
+    efficiency(d) = (t₁/d) / (t₁/d + 2(d−1)(α + G/(dβ)))          (suite/costmodel/scaling_expectations.py)
 After warm-up + timed steps, every degree's parameters are compared elementwise with one
 process trained on the whole batches (float32).
 """
@@ -17,9 +17,9 @@ from __future__ import annotations
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.scaling import DP_MARGIN, DTYPE_BYTES, alpha_beta, dp_efficiency
-from ..model.sizing import parameter_count
-from ..model.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.scaling_expectations import DP_MARGIN, DTYPE_BYTES, alpha_beta, dp_efficiency
+from ..costmodel.sizing import parameter_count
+from ..costmodel.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -41,7 +41,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for d in profile.degrees:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
                                value=tolerance(CHECK_DTYPE), unit="abs", world=d, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)"))
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)"))
         if step_1:
             eff = dp_efficiency(step_1, d, g, alpha, beta)
             tokens = profile.model.batch * profile.model.seq_len
@@ -55,7 +55,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    from ..workloads.scaling import model_args
+    from ..workloads.worker_cli import model_args
 
     degrees = ",".join(str(d) for d in profile.degrees)
     ctx.say(f"DDP over {degrees} ranks, global batch {profile.model.batch}: reference, then each degree")

@@ -8,7 +8,7 @@ default (25 MiB, first bucket 1 MiB) and at a large one (100 MiB). Every mode st
 weights and reduces the same global batch, so its gradients must equal one process's gradients
 of the whole batch, elementwise. Then each mode's steps are timed.
 
-The α-β model (suite/model/buckets.py) says how much communication each mode can hide: every
+The α-β model (suite/costmodel/buckets.py) says how much communication each mode can hide: every
 bucket but the last all-reduces under the rest of backward. Small buckets pay 2(n−1)α each, so
 on a GPU a mode slower than no overlap at all means the buckets are too small.
 """
@@ -19,10 +19,10 @@ import dataclasses
 import json
 import math
 
-from ..config import ModelConfig, Profile
+from ..config import GptConfig, Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip, verdict
-from ..model.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from ..costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from ..results import Expectation, Row, Verdict
 from .bandwidth import alpha_beta
 
@@ -40,7 +40,7 @@ BACKWARD_SHARE = 2 / 3
 # ---------------------------------------------------------------- modes and model facts
 
 
-def gradient_sizes(cfg: ModelConfig) -> list[int]:
+def gradient_sizes(cfg: GptConfig) -> list[int]:
     """Bytes of every gradient in the order backward produces them (the reverse of registration), without allocating."""
     import torch
 
@@ -59,7 +59,7 @@ def small_cap_mb(grad_bytes: int) -> float:
     return float(f"{grad_bytes / 16 / MIB:.1g}")
 
 
-def modes(cfg: ModelConfig) -> list[str]:
+def modes(cfg: GptConfig) -> list[str]:
     """The workload's --modes: no overlap first (the others are compared with it), small, default, large."""
     return ["none", f"{small_cap_mb(sum(gradient_sizes(cfg))):g}", "default", f"{LARGE_CAP_MB:g}"]
 
@@ -150,7 +150,7 @@ def grad_tolerance(dtype: str | None) -> float:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [
-        mode_of(m).label for m in modes(ModelConfig(**facts["profile"]["model"]))]
+        mode_of(m).label for m in modes(GptConfig(**facts["profile"]["model"]))]
     out: list[Verdict] = []
     for label in labels:
         diff = _value(rows, label, "max_grad_diff")

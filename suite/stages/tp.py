@@ -18,7 +18,7 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 
 STAGE = "tp"
@@ -33,7 +33,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for d in profile.degrees:
         if d > 1:
             out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tolerance(CHECK_DTYPE),
-                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)",
+                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)",
                                 tp=d, world=d, dtype=CHECK_DTYPE) for case in GOLDEN_CASES]
         out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
                                basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
@@ -42,7 +42,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    from ..workloads.scaling import model_args
+    from ..workloads.worker_cli import model_args
 
     degrees = ",".join(str(d) for d in profile.degrees)
     ctx.say(f"TP = {degrees}: golden comparison, then timed steps (one launch of {max(profile.degrees)} ranks)")

@@ -18,9 +18,9 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..model.scaling import ZERO3_SLOWDOWN, model_state_bytes
-from ..model.sizing import parameter_count
-from ..model.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.scaling_expectations import ZERO3_SLOWDOWN, model_state_bytes
+from ..costmodel.sizing import parameter_count
+from ..costmodel.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -39,7 +39,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for z in ZERO_STAGES:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
                                value=tolerance(CHECK_DTYPE), unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/model/tolerance.py)"))
+                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)"))
         out.append(Expectation(stage=STAGE, case="train_step", metric="state_memory_bytes",
                                value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
                                dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, gradients "
@@ -48,7 +48,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    from ..workloads.scaling import model_args
+    from ..workloads.worker_cli import model_args
 
     ctx.say(f"DDP, ZeRO-1, ZeRO-2, ZeRO-3 over {profile.nproc} ranks: reference, then each stage")
     return ctx.torchrun("suite.workloads.zero_run", [*model_args(profile.model), "--stages", "0,1,2,3"],

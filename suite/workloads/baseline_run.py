@@ -5,15 +5,15 @@
 
 Build, optimizer and warm-up steps run under the peak-memory measurement; then `steps` training
 steps are timed. On a GPU, MFU = training FLOPs per token × tokens/s ÷ the card's bf16 dense
-peak (suite/model/peaks.py); on a CPU there is no peak to hold it to.
+peak (suite/costmodel/peaks.py); on a CPU there is no peak to hold it to.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..config import ModelConfig
-from ..model.peaks import mfu, peak_for
+from ..config import GptConfig
+from ..costmodel.peaks import mfu, peak_for
 from ..results import Row
 from .gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
 from .measure import PeakMemory, time_steps, typical
@@ -30,7 +30,7 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def measure_baseline(cfg: ModelConfig, device: torch.device) -> list[Row]:
+def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
     """Rows: step time, tokens/s, peak memory, and on a GPU the MFU against the card's peak."""
     batches = [synthetic_batch(cfg, s, device=device) for s in range(cfg.warmup_steps + cfg.steps)]
     with PeakMemory(device) as memory:
@@ -56,14 +56,14 @@ def measure_baseline(cfg: ModelConfig, device: torch.device) -> list[Row]:
     if device.type == "cuda":
         peak = peak_for(name)
         rows.append(Row(metric="peak_tflops", value=peak.bf16_dense_tflops if peak else float("nan"),
-                        unit="TFLOP/s", text=peak.source if peak else f"{name}: not in suite/model/peaks.py", **common))
+                        unit="TFLOP/s", text=peak.source if peak else f"{name}: not in suite/costmodel/peaks.py", **common))
         rows.append(Row(metric="mfu", value=mfu(flops, tokens_per_s, peak.bf16_dense_flops if peak else float("nan")),
                         unit="ratio", **common))
     return rows
 
 
 def main() -> None:
-    from .scaling import model_from, parser
+    from .worker_cli import model_from, parser
     from .worker import worker_session
 
     args = parser(__doc__.splitlines()[0]).parse_args()

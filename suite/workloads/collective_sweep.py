@@ -5,7 +5,7 @@
 
 One small harness (this module) owns the sweep, the warm-up, the timing and the check; each
 collective is a `Collective` filling the same slots as an nccl-tests test file: its byte count, its
-data, its expected result, its bus-bandwidth factor (suite.model.alphabeta.busbw_factor) and the call.
+data, its expected result, its bus-bandwidth factor (suite.costmodel.alphabeta.busbw_factor) and the call.
 
 Sizes follow nccl-tests: `size` is the whole buffer S (for all_gather the gathered output, for
 reduce_scatter the scattered input, for all_to_all one rank's send buffer) and `count` what
@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from ..model.alphabeta import algbw_GBps, busbw_factor
+from ..costmodel.alphabeta import algbw_GBps, busbw_factor
 from ..results import Row
 from .worker import Worker, worker_session
 

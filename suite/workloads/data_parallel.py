@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ..config import ModelConfig
+from ..config import GptConfig
 from .golden import full, group_max, max_abs_error_many
 from .gpt import build_model
 from .measure import PeakMemory, time_steps, typical
@@ -54,7 +54,7 @@ class TrainingResult:
         return typical(self.step_times_s)
 
 
-def build_data_parallel(cfg: ModelConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None,
+def build_data_parallel(cfg: GptConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None,
                         mesh=None) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """The model wrapped for ZeRO stage `zero` (0 = DDP) and its optimizer."""
     model = build_model(cfg, device)
@@ -98,7 +98,7 @@ def parameters_error(model: torch.nn.Module, reference: dict[str, torch.Tensor],
     return group_max(error, group)
 
 
-def train_data_parallel(cfg: ModelConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None, *,
+def train_data_parallel(cfg: GptConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None, *,
                         mesh=None, warmup: int, steps: int, reference: dict[str, torch.Tensor] | None = None,
                         mistake: str | None = None, measure: bool = True) -> TrainingResult:
     """Train warmup + steps steps under ZeRO stage `zero` on this rank's slices of the global batches.

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..model.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
+from ..costmodel.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
 from .gpt import loss_fn
 from .training import wrap_ddp
 

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from ..results import Row
 from .data_parallel import train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, log, mistakes_from, model_from, parser
+from .worker_cli import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 

@@ -48,7 +48,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
 
-from ..config import ModelConfig  # noqa: E402
+from ..config import GptConfig  # noqa: E402
 from .gpt import build_model  # noqa: E402
 from .training import local_batch, make_optimizer, train_step, wrap_ddp  # noqa: E402
 from .worker import worker_session  # noqa: E402
@@ -159,7 +159,7 @@ def fault(kind: str, events: EventLog, step: int) -> None:
 
 
 def train(args, w, events: EventLog, group) -> None:
-    cfg = ModelConfig(**json.loads(args.model))
+    cfg = GptConfig(**json.loads(args.model))
     model = build_model(cfg, w.device)
     ddp = wrap_ddp(model, w.device, group=group)
     optimizer = make_optimizer(ddp.parameters())
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="timeout of the training group (DDP's all-reduce), seconds")
     parser.add_argument("--join-timeout", type=float, default=60.0,
                         help="timeout of joining and of the default group (checkpoint coordination), seconds")
-    parser.add_argument("--model", required=True, help="the ModelConfig as JSON")
+    parser.add_argument("--model", required=True, help="the GptConfig as JSON")
     args = parser.parse_args(argv)
 
     rank = int(os.environ["RANK"])

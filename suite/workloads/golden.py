@@ -16,11 +16,11 @@ from typing import Iterable
 import torch
 import torch.distributed as dist
 
-from ..config import ModelConfig
-from ..model.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401 - part of this module's interface
+from ..config import GptConfig
+from ..costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401 - part of this module's interface
 
 
-def check_config(cfg: ModelConfig) -> ModelConfig:
+def check_config(cfg: GptConfig) -> GptConfig:
     """The model configuration the golden comparisons use: the profile's model in CHECK_DTYPE."""
     return dataclasses.replace(cfg, dtype=CHECK_DTYPE)
 

@@ -4,7 +4,7 @@ attention with rotary positions (RoPE) and a GELU MLP, a final norm and an outpu
     model = build_model(profile.model)                  # same weights on every rank: one seed
     tokens, targets = synthetic_batch(profile.model, step=0)
 
-Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() in suite/model/sizing.py):
+Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() in suite/costmodel/sizing.py):
   gloo-cpu: d=32, 2 layers, 4 heads, seq 16, batch 8, vocab 256 → 41,280 parameters (untied head)
   nccl-gpu: d=2048, 8 layers, 16 heads, seq 1024, batch 8, vocab 32768 → 536,940,544 parameters
             (8 × (12d² + 4d) = 402.7 M in blocks + 2 × 32768 × 2048 = 134.2 M embedding and head);
@@ -25,8 +25,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import ModelConfig
-from ..model.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
+from ..config import GptConfig
+from ..costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
@@ -54,7 +54,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: GptConfig):
         super().__init__()
         self.head_dim = cfg.hidden // cfg.heads
         self.q = nn.Linear(cfg.hidden, cfg.hidden, bias=False)
@@ -75,7 +75,7 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: GptConfig):
         super().__init__()
         self.up = nn.Linear(cfg.hidden, cfg.mlp_ratio * cfg.hidden, bias=False)
         self.down = nn.Linear(cfg.mlp_ratio * cfg.hidden, cfg.hidden, bias=False)
@@ -85,7 +85,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: GptConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(cfg.hidden)
         self.attn = Attention(cfg)
@@ -98,7 +98,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: GptConfig):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
@@ -129,14 +129,14 @@ def init_weights(model: GPT, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
 
 
-def build_model(cfg: ModelConfig, device: torch.device | str = "cpu") -> GPT:
+def build_model(cfg: GptConfig, device: torch.device | str = "cpu") -> GPT:
     """The model with its seeded weights, in the profile's dtype, on `device`."""
     model = GPT(cfg)
     init_weights(model, cfg.seed)
     return model.to(device=device, dtype=torch_dtype(cfg.dtype))
 
 
-def synthetic_batch(cfg: ModelConfig, step: int, batch: int | None = None,
+def synthetic_batch(cfg: GptConfig, step: int, batch: int | None = None,
                     device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Tokens and next-token targets of one global step, from a generator seeded by (seed, step).
 

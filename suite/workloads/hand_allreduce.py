@@ -26,7 +26,7 @@ import argparse
 import torch
 import torch.distributed as dist
 
-from ..model.alphabeta import algbw_GBps, binomial_children, busbw_GBps
+from ..costmodel.alphabeta import algbw_GBps, binomial_children, busbw_GBps
 from ..results import Row
 from .collective_sweep import group_stats, timed
 from .worker import Worker, worker_session

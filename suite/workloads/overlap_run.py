@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from ..config import ModelConfig
+from ..config import GptConfig
 from ..results import Row
 from . import golden
 from .ddp_modes import OverlapMode, bucket_sizes, forward_backward, train_step, wrap
@@ -34,7 +34,7 @@ CHECK_STEP = 1_000_000  # the check batch's step index: a batch no timed step dr
 REBUILD_STEPS = 2  # DDP rebuilds its buckets after the first backward; the second uses them
 
 
-def reference_grads(cfg: ModelConfig, device: torch.device) -> list[torch.Tensor]:
+def reference_grads(cfg: GptConfig, device: torch.device) -> list[torch.Tensor]:
     """One process, the whole global check batch: the gradients every mode must reproduce."""
     model = build_model(cfg, device)
     tokens, targets = synthetic_batch(cfg, CHECK_STEP, device=device)
@@ -42,7 +42,7 @@ def reference_grads(cfg: ModelConfig, device: torch.device) -> list[torch.Tensor
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def checked_grads(cfg: ModelConfig, mode: OverlapMode, w) -> tuple[list[torch.Tensor], list[int], object]:
+def checked_grads(cfg: GptConfig, mode: OverlapMode, w) -> tuple[list[torch.Tensor], list[int], object]:
     """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing)."""
     ddp = wrap(build_model(cfg, w.device), mode, w.device)
     for step in range(REBUILD_STEPS):
@@ -54,7 +54,7 @@ def checked_grads(cfg: ModelConfig, mode: OverlapMode, w) -> tuple[list[torch.Te
     return grads, bucket_sizes(ddp) if mode.overlap else [], ddp
 
 
-def timed_steps(cfg: ModelConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
+def timed_steps(cfg: GptConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
     """Median step time (and, without overlap, its compute and communication parts), seconds."""
     optimizer = make_optimizer(ddp.parameters())
     timings = []
@@ -71,10 +71,10 @@ def timed_steps(cfg: ModelConfig, mode: OverlapMode, ddp, w) -> dict[str, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="the ModelConfig as JSON")
+    parser.add_argument("--model", required=True, help="the GptConfig as JSON")
     parser.add_argument("--modes", required=True, help="comma-separated: none, default, or a bucket_cap_mb")
     args = parser.parse_args()
-    cfg = ModelConfig(**json.loads(args.model))
+    cfg = GptConfig(**json.loads(args.model))
     check_cfg = golden.check_config(cfg)
     modes = [OverlapMode.parse(m) for m in args.modes.split(",")]
 

@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import torch
 
-    from ..config import ModelConfig
+    from ..config import GptConfig
     from ..results import Row
     from .ddp_modes import OverlapMode, train_step, wrap
     from .gpt import build_model
@@ -86,12 +86,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     from .worker import worker_session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="the ModelConfig as JSON")
+    parser.add_argument("--model", required=True, help="the GptConfig as JSON")
     parser.add_argument("--capture", choices=("torch", "cuda-profiler-api"), required=True)
     parser.add_argument("--trace-dir", required=True, help="folder of the per-rank traces")
     parser.add_argument("--steps", type=int, required=True, help="profiled steps")
     args = parser.parse_args(argv)
-    cfg = ModelConfig(**json.loads(args.model))
+    cfg = GptConfig(**json.loads(args.model))
     mode = OverlapMode.parse("default")
 
     with worker_session() as w:

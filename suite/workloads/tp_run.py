@@ -26,7 +26,7 @@ from .golden import CHECK_DTYPE, check_config, full, group_max, max_abs_error, m
 from .gpt import Attention, build_model, loss_fn, synthetic_batch, torch_dtype
 from .measure import communication_per_step, time_steps, typical
 from .parallel_plans import apply_tensor_parallel, seed_for_rank, sequence_sharded_attention, tp_submesh
-from .scaling import degrees_from, log, mistakes_from, model_from, parser
+from .worker_cli import degrees_from, log, mistakes_from, model_from, parser
 from .training import make_optimizer, train_step
 from .worker import Worker, worker_session
 

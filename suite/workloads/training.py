@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from ..config import ModelConfig
+from ..config import GptConfig
 from .gpt import build_model, loss_fn, synthetic_batch
 
 LEARNING_RATE = 1e-3
@@ -52,7 +52,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, tokens: torch
     return loss.detach()
 
 
-def local_batch(cfg: ModelConfig, step: int, rank: int, world: int,
+def local_batch(cfg: GptConfig, step: int, rank: int, world: int,
                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's contiguous slice of global step `step`'s batch (cfg.batch sequences split over `world`)."""
     if cfg.batch % world:
@@ -64,12 +64,12 @@ def local_batch(cfg: ModelConfig, step: int, rank: int, world: int,
     return tokens[lo:lo + per_rank].to(device), targets[lo:lo + per_rank].to(device)
 
 
-def seed_for_rank(cfg: ModelConfig, rank: int, mistake: str | None) -> ModelConfig:
+def seed_for_rank(cfg: GptConfig, rank: int, mistake: str | None) -> GptConfig:
     """The configuration a rank builds from: the same seed everywhere, unless the per_rank_seed mistake is made."""
     return dataclasses.replace(cfg, seed=cfg.seed + rank) if mistake == "per_rank_seed" else cfg
 
 
-def train_single_process(cfg: ModelConfig, steps: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def train_single_process(cfg: GptConfig, steps: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """The golden reference: one process, the whole global batch, `steps` AdamW steps; parameters after them."""
     model = build_model(cfg, device)
     optimizer = make_optimizer(model.parameters())

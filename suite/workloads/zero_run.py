@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from ..results import Row
 from .data_parallel import ZERO_NAMES, train_data_parallel
 from .golden import CHECK_DTYPE, check_config
-from .scaling import degrees_from, log, mistakes_from, model_from, parser
+from .worker_cli import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
 from .worker import worker_session
 

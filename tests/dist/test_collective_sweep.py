@@ -7,7 +7,7 @@ import pytest
 
 from suite.config import GLOO_CPU
 from suite.launch import run_torchrun
-from suite.model.alphabeta import busbw_factor
+from suite.costmodel.alphabeta import busbw_factor
 from suite.workloads.collective_sweep import COLLECTIVES
 
 pytestmark = pytest.mark.dist

@@ -3,7 +3,7 @@
 Each launch runs both algorithms at sizes whose element counts do not divide evenly among the ranks
 (and some smaller than the world), then: results equal dist.all_reduce (checked in the workers) and
 equal a single-process sum of every rank's input (checked here), and every rank's bytes equal the
-formulas of suite/model/alphabeta.py.
+formulas of suite/costmodel/alphabeta.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from suite.config import GLOO_CPU
 from suite.launch import run_torchrun
-from suite.model.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
+from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
 from suite.workloads.hand_allreduce import fill
 
 pytestmark = pytest.mark.dist

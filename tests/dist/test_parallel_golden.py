@@ -16,13 +16,13 @@ import pytest
 
 from suite.config import GLOO_CPU
 from suite.launch import run_torchrun
-from suite.model.scaling import model_state_bytes
-from suite.model.sizing import parameter_count
-from suite.model.tolerance import tolerance
+from suite.costmodel.scaling_expectations import model_state_bytes
+from suite.costmodel.sizing import parameter_count
+from suite.costmodel.tolerance import tolerance
 from suite.results import Row
 from suite.stages import tp as tp_stage
 from suite.stages import zero as zero_stage
-from suite.workloads.scaling import model_args
+from suite.workloads.worker_cli import model_args
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(900)]
 

@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.gpu,
 
 
 def profile():
-    from suite.config import NCCL_GPU, FaultConfig, ModelConfig
+    from suite.config import NCCL_GPU, FaultConfig, GptConfig
 
     return NCCL_GPU.with_overrides(
         nproc=2, degrees=(1, 2),
-        model=ModelConfig(vocab=512, hidden=128, layers=2, heads=4, seq_len=64, batch=8, dtype="float32"),
+        model=GptConfig(vocab=512, hidden=128, layers=2, heads=4, seq_len=64, batch=8, dtype="float32"),
         fault=FaultConfig(ranks=2, pg_timeout_s=20.0, steps=8, checkpoint_every=2, fault_step=5,
                           scenarios=("crash", "hang"), loss_tolerance=1e-4, drill_timeout_s=240.0))
 

@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def gpu_profile():
-    from suite.config import NCCL_GPU, ModelConfig
+    from suite.config import NCCL_GPU, GptConfig
 
     n = torch.cuda.device_count()
-    model = ModelConfig(vocab=4096, hidden=512, layers=4, heads=8, seq_len=256, batch=8, dtype="bfloat16",
+    model = GptConfig(vocab=4096, hidden=512, layers=4, heads=8, seq_len=256, batch=8, dtype="bfloat16",
                         steps=5, warmup_steps=2)
     return NCCL_GPU.with_overrides(nproc=n, degrees=tuple(d for d in (1, 2, 4, 8) if d <= n), model=model)
 

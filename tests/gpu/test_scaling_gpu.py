@@ -18,15 +18,15 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def small_model():
-    from suite.config import ModelConfig
+    from suite.config import GptConfig
 
     # 8 layers of d=1024 in bf16: a step of tens of milliseconds on a current card.
-    return ModelConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",
+    return GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",
                        steps=5, warmup_steps=2)
 
 
 def test_baseline_on_the_gpu_reports_mfu_against_the_table():
-    from suite.model.peaks import peak_for
+    from suite.costmodel.peaks import peak_for
     from suite.workloads.baseline_run import measure_baseline
 
     device = torch.device("cuda", 0)
@@ -62,7 +62,7 @@ def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU
     from suite.launch import run_torchrun
     from suite.workloads.golden import tolerance
-    from suite.workloads.scaling import model_args
+    from suite.workloads.worker_cli import model_args
 
     profile = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
     rows = run_torchrun(profile, module, [*model_args(small_model()), *args], raw_dir=tmp_path, nproc=2,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from suite.model import alphabeta as ab
+from suite.costmodel import alphabeta as ab
 
 A, B = 5e-6, 200e9  # α = 5 µs, β = 200 GB/s
 KB, MB, GB = 1024, 1024**2, 1024**3

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from suite.config import GLOO_CPU, NCCL_GPU
-from suite.model.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
+from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
 from suite.results import Row
 from suite.stages import _nccl_tests, bandwidth, crossover
 
@@ -250,7 +250,7 @@ def test_correctness_and_byte_verdicts():
     base = dict(stage="crossover", source="hand", world=3, size_bytes=20, count=5, unit="count", placement="ip")
     rows = [Row(case="ring", metric="wrong", value=0, algo="ring", **base),
             Row(case="tree", metric="wrong", value=1, algo="tree", **base)]
-    from suite.model.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
+    from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
     for rank in range(3):
         s, r = ring_allreduce_bytes(5, 3, 4, rank)
         rows += [Row(case="ring.bytes", metric="bytes_sent", value=s, rank=rank, algo="ring", **base),

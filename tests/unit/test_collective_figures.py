@@ -7,7 +7,7 @@ import pandas as pd
 from reports.figures import bandwidth as bw_fig
 from reports.figures import crossover as cx_fig
 from suite.config import NCCL_GPU
-from suite.model.alphabeta import ring_allreduce_s, tree_allreduce_s
+from suite.costmodel.alphabeta import ring_allreduce_s, tree_allreduce_s
 from suite.results import Expectation, Row, rows_to_frame
 from suite.stages import bandwidth, crossover
 

@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 from reports.figures import overlap as overlap_figures
 from reports.figures import profile as profile_figures
 from suite.config import GLOO_CPU, NCCL_GPU
-from suite.model.alphabeta import ring_allreduce_s
-from suite.model.buckets import MIB, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from suite.costmodel.alphabeta import ring_allreduce_s
+from suite.costmodel.buckets import MIB, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from suite.parsers import traces
 from suite.results import Row
 from suite.stages import overlap, profile

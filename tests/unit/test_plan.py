@@ -7,7 +7,7 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import NCCL_GPU, SweepConfig, get_profile
-from suite.model import alphabeta as ab
+from suite.costmodel import alphabeta as ab
 from suite.plan import BANDWIDTH_COLLECTIVES, PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
 from suite.stages import ORDER
 

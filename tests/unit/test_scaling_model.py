@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from suite.config import GLOO_CPU, NCCL_GPU
-from suite.model.peaks import mfu, peak_for
-from suite.model.scaling import alpha_beta, dp_efficiency, dp_step_s, gpu_name, model_state_bytes
-from suite.model.sizing import parameter_count, training_flops_per_token
-from suite.model.tolerance import tolerance
+from suite.costmodel.peaks import mfu, peak_for
+from suite.costmodel.scaling_expectations import alpha_beta, dp_efficiency, dp_step_s, gpu_name, model_state_bytes
+from suite.costmodel.sizing import parameter_count, training_flops_per_token
+from suite.costmodel.tolerance import tolerance
 from suite.workloads.golden import max_abs_error, max_abs_error_many
 from suite.workloads.measure import (
     PeakMemory,

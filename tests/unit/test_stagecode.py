@@ -17,11 +17,11 @@ def tree(tmp_path, monkeypatch) -> Path:
         "__init__.py": "",
         "results.py": "SCHEMA = 1\n",
         "stages/__init__.py": "",
-        "stages/sweep.py": "from ..model import alphabeta\nfrom ..results import SCHEMA\n"
+        "stages/sweep.py": "from ..costmodel import alphabeta\nfrom ..results import SCHEMA\n"
                            "def run(p, ctx):\n    ctx.torchrun('suite.workloads.collectives', [])\n",
         "stages/other.py": "def run(p, ctx):\n    pass\n",
-        "model/__init__.py": "",
-        "model/alphabeta.py": "ALPHA = 5e-6\n",
+        "costmodel/__init__.py": "",
+        "costmodel/alphabeta.py": "ALPHA = 5e-6\n",
         "workloads/__init__.py": "",
         "workloads/collectives.py": "from suite.workloads import helpers\n",
         "workloads/helpers.py": "X = 1\n",
@@ -39,7 +39,7 @@ def rel(paths, root):
 
 def test_the_fingerprint_covers_the_measuring_code_a_stage_reaches(tree):
     assert rel(stagecode.stage_files("sweep"), tree) == [
-        "model/__init__.py", "model/alphabeta.py", "stages/sweep.py", "workloads/__init__.py", "workloads/collectives.py",
+        "costmodel/__init__.py", "costmodel/alphabeta.py", "stages/sweep.py", "workloads/__init__.py", "workloads/collectives.py",
         "workloads/helpers.py"]  # results.py (plumbing, versioned by the schema) is left out
 
 

@@ -3,10 +3,10 @@ runner's own process, which stays free of torch). suite/workloads/gpt.py re-expo
 
 from __future__ import annotations
 
-from ..config import ModelConfig
+from ..config import GptConfig
 
 
-def parameter_count(cfg: ModelConfig) -> int:
+def parameter_count(cfg: GptConfig) -> int:
     """Parameters of the model (the head counted once when tied)."""
     d, f = cfg.hidden, cfg.mlp_ratio * cfg.hidden
     block = 4 * d * d + 2 * d * f + 2 * 2 * d  # q, k, v, o; up, down; two LayerNorms (weight and bias)
@@ -14,6 +14,6 @@ def parameter_count(cfg: ModelConfig) -> int:
     return cfg.vocab * d + cfg.layers * block + 2 * d + head
 
 
-def training_flops_per_token(cfg: ModelConfig) -> float:
+def training_flops_per_token(cfg: GptConfig) -> float:
     """6N for the matmuls of forward and backward plus 12·L·d·T for attention scores (PaLM's accounting)."""
     return 6 * parameter_count(cfg) + 12 * cfg.layers * cfg.hidden * cfg.seq_len

@@ -57,7 +57,7 @@ def model_state_bytes(params: int, n: int, zero: int, dtype: str) -> float:
 
     Parameters and gradients in `dtype`, AdamW's two moments in `dtype` too (no master copy):
     float32 → 4 + 4 + 8 = 16Ψ bytes; bfloat16 → 2 + 2 + 4 = 8Ψ. ZeRO-1 divides the optimizer
-    state by n, ZeRO-2 also the gradients, ZeRO-3 everything (suite.model.alphabeta.zero_memory_bytes).
+    state by n, ZeRO-2 also the gradients, ZeRO-3 everything (suite.costmodel.alphabeta.zero_memory_bytes).
     """
     b = DTYPE_BYTES[dtype]
     return zero_memory_bytes(params, n, zero, param_bytes=b, grad_bytes=b, optimizer_bytes=2 * b)

@@ -13,23 +13,23 @@ import dataclasses
 import json
 import time
 
-from ..config import ModelConfig
+from ..config import GptConfig
 
 
-def model_args(cfg: ModelConfig) -> list[str]:
+def model_args(cfg: GptConfig) -> list[str]:
     """The command-line arguments that carry `cfg` to a worker."""
     return ["--model", json.dumps(dataclasses.asdict(cfg), sort_keys=True)]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--model", required=True, help="the ModelConfig as JSON (model_args())")
+    p.add_argument("--model", required=True, help="the GptConfig as JSON (model_args())")
     p.add_argument("--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)")
     return p
 
 
-def model_from(args: argparse.Namespace) -> ModelConfig:
-    return ModelConfig(**json.loads(args.model))
+def model_from(args: argparse.Namespace) -> GptConfig:
+    return GptConfig(**json.loads(args.model))
 
 
 def mistakes_from(args: argparse.Namespace) -> list[str]:

@@ -1,1 +1,0 @@
-"""The α-β cost model and link peaks: pure arithmetic, no torch."""
