@@ -10,11 +10,62 @@ names the flag to change, so a wrong profile fails before any card time is spent
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class ProfileError(ValueError):
     """A profile that cannot run; the message names what to change."""
+
+
+@dataclass(frozen=True)
+class ConfigSection:
+    """A stage's own part of the profile, declared by its module: `CONFIG = ConfigSection("drill", DrillConfig,
+    {"gloo-cpu": DrillConfig(ranks=2), "nccl-gpu": DrillConfig()})`. The stage reads it as `profile.drill`;
+    a profile not named in `values` gets the dataclass's defaults."""
+
+    name: str
+    """The attribute on Profile (and the key in the manifest's profile)."""
+    type: type
+    """A frozen dataclass."""
+    values: typing.Mapping[str, Any] = field(default_factory=dict)
+    """Profile name → the section's value on that profile."""
+
+    def __post_init__(self) -> None:
+        if not dataclasses.is_dataclass(self.type):
+            raise ProfileError(f"config section {self.name!r}: {self.type!r} is not a dataclass")
+        wrong = [p for p, v in self.values.items() if not isinstance(v, self.type)]
+        if wrong:
+            raise ProfileError(f"config section {self.name!r}: the values for {', '.join(wrong)} are not "
+                               f"{self.type.__name__} instances")
+
+    def value_for(self, profile_name: str) -> Any:
+        return self.values[profile_name] if profile_name in self.values else self.type()
+
+
+_SECTIONS: dict[str, ConfigSection] = {}
+"""The config sections the stage modules declare (suite.stages fills it at discovery), by name."""
+
+
+def declare_sections(sections: dict[str, ConfigSection]) -> None:
+    """Replace the declared sections (stage name → its section); a name another stage or Profile holds is refused."""
+    fields = {f.name for f in dataclasses.fields(Profile)}
+    owners: dict[str, str] = {}
+    for stage, section in sections.items():
+        if section.name in fields:
+            raise ProfileError(f"stage {stage}'s config section {section.name!r} is already a Profile field: rename it")
+        if section.name in owners:
+            raise ProfileError(f"stages {owners[section.name]} and {stage} both declare config section "
+                               f"{section.name!r}: rename one")
+        owners[section.name] = stage
+    _SECTIONS.clear()
+    _SECTIONS.update({s.name: s for s in sections.values()})
+
+
+def declared_sections() -> dict[str, ConfigSection]:
+    return dict(_SECTIONS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,8 +203,12 @@ class Profile:
     """The fault drill."""
     judge_performance: bool = False
     """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about GPUs."""
+    sections: tuple[tuple[str, Any], ...] = ()
+    """Values of stage-declared config sections (ConfigSection) that differ from the declared value for this
+    profile, as (section, value) pairs; read them as `profile.<section>`."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "sections", self._own_sections(self.sections))
         if self.backend not in ("gloo", "nccl"):
             raise ProfileError(f"backend {self.backend!r} unknown: use gloo or nccl")
         if self.device not in ("cpu", "cuda"):
@@ -172,6 +227,36 @@ class Profile:
             if m.batch % d:
                 raise ProfileError(f"DP degree {d} must divide the global batch {m.batch}")
 
+    def _own_sections(self, pairs) -> tuple[tuple[str, Any], ...]:
+        """Checked and in one form: only the values that differ from the declaration, sorted by name."""
+        out = {}
+        for name, value in pairs:
+            declared = _SECTIONS.get(name)
+            if declared is None:
+                raise ProfileError(f"config section {name!r} is declared by no stage: choose from "
+                                   f"{', '.join(sorted(_SECTIONS)) or '(none)'}")
+            if not isinstance(value, declared.type):
+                raise ProfileError(f"config section {name!r} must be a {declared.type.__name__}, not {type(value).__name__}")
+            if value != declared.value_for(self.name):
+                out[name] = value
+        return tuple(sorted(out.items()))
+
+    def section(self, name: str) -> Any:
+        """A stage-declared config section's value on this profile."""
+        own = dict(self.sections)
+        if name in own:
+            return own[name]
+        if name not in _SECTIONS:
+            raise AttributeError(f"profile has no config section {name!r}: no stage module declares it "
+                                 f"(declared: {', '.join(sorted(_SECTIONS)) or 'none'})")
+        return _SECTIONS[name].value_for(self.name)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not fields: the stage-declared sections.
+        if name.startswith("_") or name == "sections":
+            raise AttributeError(name)
+        return self.section(name)
+
     @property
     def is_rehearsal(self) -> bool:
         """True when the suite runs on CPUs: the correctness face of every stage, no performance verdicts."""
@@ -182,11 +267,24 @@ class Profile:
         return dict(self.stage_timeouts_s).get(stage, self.stage_timeout_s)
 
     def with_overrides(self, **changes) -> "Profile":
-        """A copy with fields replaced (validated again)."""
+        """A copy with fields or config sections replaced (validated again)."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in _SECTIONS}
+        if sections:
+            changes["sections"] = tuple({**dict(self.sections), **sections}.items())
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field, and every declared config section under its name (as the manifest records it)."""
+        data = {f.name: dataclasses.asdict(getattr(self, f.name)) if dataclasses.is_dataclass(getattr(self, f.name))
+                else _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "sections"}
+        data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(_SECTIONS)})
+        return data
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, the way JSON has them (asdict leaves them tuples)."""
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 GLOO_CPU = Profile(
@@ -254,14 +352,44 @@ def get_profile(name: str, nproc: int | None = None) -> Profile:
 
 
 def profile_from_dict(data: dict) -> Profile:
-    """Rebuild a profile recorded in a manifest (resume runs the profile the run started with)."""
-    data = dict(data)
-    data["sweep"] = SweepConfig(**{**data["sweep"], "nccl_tests_args": tuple(data["sweep"].get("nccl_tests_args", ()))})
-    data["model"] = GptConfig(**data["model"])
-    fault = dict(data["fault"])
-    fault["scenarios"] = tuple(fault.get("scenarios", ()))
-    data["fault"] = FaultConfig(**fault)
-    data["degrees"] = tuple(data["degrees"])
-    data["stage_timeouts_s"] = tuple(tuple(x) for x in data.get("stage_timeouts_s", ()))
-    known = {f.name for f in dataclasses.fields(Profile)}
-    return Profile(**{k: v for k, v in data.items() if k in known})
+    """Rebuild a profile recorded in a manifest (resume runs the profile the run started with).
+
+    Generic over the dataclasses' fields, recursively: a nested config comes back as its dataclass and a
+    tuple as a tuple, whatever the field; keys no field has (a field since removed) are dropped; a declared
+    config section comes back as its dataclass.
+    """
+    if not isinstance(data, dict):
+        raise ProfileError(f"the recorded profile is a {type(data).__name__}, not a mapping")
+    profile = from_plain(Profile, {k: v for k, v in data.items() if k not in _SECTIONS and k != "sections"})
+    sections = {name: from_plain(_SECTIONS[name].type, data[name]) for name in _SECTIONS if name in data}
+    return profile.with_overrides(**sections) if sections else profile
+
+
+def from_plain(cls: type, data: dict) -> Any:
+    """An instance of dataclass `cls` from its asdict()/JSON form."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    return cls(**{k: _value_as(hints[k], v) for k, v in data.items() if k in known})
+
+
+def _value_as(hint: Any, value: Any) -> Any:
+    """`value` (from JSON) as the annotated type: dataclasses rebuilt, lists as tuples where a tuple is declared."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _value_as(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type) and isinstance(value, dict):
+        return from_plain(hint, value)
+    if origin is tuple and isinstance(value, (list, tuple)):
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value_as(args[0], v) for v in value)
+        if args and len(args) == len(value):
+            return tuple(_value_as(a, v) for a, v in zip(args, value))
+        return tuple(value)
+    if origin is list and isinstance(value, (list, tuple)):
+        (arg,) = typing.get_args(hint) or (Any,)
+        return [_value_as(arg, v) for v in value]
+    return value

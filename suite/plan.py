@@ -2,7 +2,8 @@
 
     python -m suite plan --profile nccl-gpu --gpus 8 --rate 24      # make plan RATE=24
 
-Pure arithmetic from the profile (sweep sizes, iterations, model size, steps), the α-β model
+Each stage module estimates itself (its `estimate(p)`, given the PlanInputs below); this module adds
+them up in run order. Pure arithmetic, no torch, from the profile (sweep sizes, iterations, model size, steps), the α-β model
 (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
@@ -18,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import stages
 from .config import Profile
 from .costmodel import alphabeta as ab
 from .costmodel.peaks import peak_for
+from .costmodel.scaling_expectations import DTYPE_BYTES
+from .costmodel.sizing import parameter_count, training_flops_per_token
 
-# nccl-tests binaries the bandwidth stage runs (CHECKLIST row 2), as alphabeta names them.
-BANDWIDTH_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 ONE_HOUR_S = 3600.0
 
 
@@ -91,17 +92,73 @@ def sweep_time_s(collective: str, sizes: list[int], n: int, alpha_s: float, beta
 
 def step_compute_s(profile: Profile, peak_flops: float, mfu: float) -> float:
     """One training step of the whole global batch on one card: FLOPs/token × tokens ÷ (peak × MFU)."""
-    from .workloads.gpt import training_flops_per_token
-
     m = profile.model
     return training_flops_per_token(m) * m.batch * m.seq_len / (peak_flops * mfu)
 
 
-def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None) -> Plan:
-    """Every stage's expected duration on `profile` (use its nproc as the GPU count)."""
-    from .workloads.gpt import parameter_count
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a stage module's estimate(p) is given: the profile, the assumptions and the α-β model at hand."""
 
-    n = profile.nproc
+    profile: Profile
+    assume: PlanAssumptions
+    gpus: int
+    alpha_s: float
+    beta_Bps: float
+    peak_flops: float
+    """The GPU's dense bf16 peak, FLOP/s."""
+
+    @property
+    def sizes(self) -> list[int]:
+        """The collective sweep's message sizes, bytes."""
+        return self.profile.sweep.sizes()
+
+    @property
+    def repeats(self) -> int:
+        """Iterations per sweep size, warm-up included."""
+        return self.profile.sweep.warmup_iters + self.profile.sweep.iters
+
+    @property
+    def steps(self) -> int:
+        """Training steps per scaling measurement, warm-up included."""
+        return self.profile.model.warmup_steps + self.profile.model.steps
+
+    @property
+    def params(self) -> int:
+        return parameter_count(self.profile.model)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES.get(self.profile.model.dtype, 4)
+
+    @property
+    def grad_bytes(self) -> int:
+        """The model's gradients (= its parameters), bytes."""
+        return self.params * self.dtype_bytes
+
+    @property
+    def step_s(self) -> float:
+        """One training step of the global batch on one card (compute only)."""
+        return step_compute_s(self.profile, self.peak_flops, self.assume.mfu)
+
+    def sweep_s(self, collective: str, placements: int = 2, algo: str = "ring") -> float:
+        """Bus time of the profile's sweep of `collective` over every GPU."""
+        return sweep_time_s(collective, self.sizes, self.gpus, self.alpha_s, self.beta_Bps, self.repeats,
+                            placements=placements, algo=algo)
+
+    def collective_s(self, collective: str, size_bytes: float, n: int) -> float:
+        return ab.collective_time_s(collective, size_bytes, n, self.alpha_s, self.beta_Bps)
+
+    def dp_comm_s(self, n: int) -> float:
+        """DDP's gradient all-reduce per step over n cards."""
+        return ab.dp_step_comm_s(self.grad_bytes, n, self.alpha_s, self.beta_Bps)
+
+    def zero_comm_s(self, zero: int, n: int) -> float:
+        """ZeRO stage `zero`'s communication per step over n cards."""
+        return ab.zero_step_comm_s(zero, self.grad_bytes, n, self.alpha_s, self.beta_Bps)
+
+
+def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> PlanInputs:
     link = ab.link_peak_for(a.gpu_name, nvlink=True)
     if a.beta_Bps is None and link is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known link peak: pass --beta (bytes/s) or a known --gpu")
@@ -109,60 +166,19 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
     peak = peak_for(a.gpu_name)
     if peak is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known bf16 peak: pass a known --gpu (e.g. H100, A100, B200)")
-    alpha = a.alpha_s
-    sw = profile.sweep
-    sizes = sw.sizes()
-    repeats = sw.warmup_iters + sw.iters
-    m = profile.model
-    dtype_bytes = DTYPE_BYTES.get(m.dtype, 4)
-    params = parameter_count(m)
-    grad_bytes = params * dtype_bytes
-    step1 = step_compute_s(profile, peak.bf16_dense_flops, a.mfu)
-    steps = m.warmup_steps + m.steps
-    plan = Plan(profile=profile.name, gpus=n, gpu=peak.model, alpha_s=alpha, beta_Bps=beta, rate_per_hour=rate_per_hour)
-    add = plan.stages.append
+    return PlanInputs(profile=profile, assume=a, gpus=profile.nproc, alpha_s=a.alpha_s, beta_Bps=beta,
+                      peak_flops=peak.bf16_dense_flops)
 
-    add(StageEstimate("topology", a.topology_s, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost"))
 
-    nccl = sum(a.nccl_tests_launch_s + sweep_time_s(c, sizes, n, alpha, beta, repeats) for c in BANDWIDTH_COLLECTIVES)
-    torch_sweep = a.torchrun_launch_s + sum(sweep_time_s(c, sizes, n, alpha, beta, repeats, placements=1)
-                                            for c in BANDWIDTH_COLLECTIVES)
-    add(StageEstimate("bandwidth", nccl + torch_sweep,
-                      f"{len(BANDWIDTH_COLLECTIVES)} nccl-tests × {len(sizes)} sizes {sizes[0]} B–{sizes[-1] / 2**30:g} GiB "
-                      f"× {repeats} iterations × 2 placements, plus the torch sweep"))
-
-    cross = sum(a.nccl_tests_launch_s + sweep_time_s("all_reduce", sizes, n, alpha, beta, repeats, algo=algo)
-                for algo in ("ring", "tree"))
-    add(StageEstimate("crossover", cross, "the all_reduce sweep twice: NCCL_ALGO=Ring, then Tree"))
-
-    add(StageEstimate("baseline", a.torchrun_launch_s + steps * step1,
-                      f"{steps} steps × {step1 * 1e3:.0f} ms on one card ({params / 1e6:.0f} M parameters, MFU {a.mfu:.0%})"))
-
-    act_bytes = m.batch * m.seq_len * m.hidden * dtype_bytes
-    tp = sum(a.torchrun_launch_s + steps * (step1 / d + 4 * m.layers * ab.collective_time_s("all_reduce", act_bytes, d, alpha, beta))
-             for d in profile.degrees)
-    add(StageEstimate("tp", tp, f"TP = {'/'.join(map(str, profile.degrees))}: compute ÷ TP + 4 activation all-reduces per layer"))
-
-    dp = sum(a.torchrun_launch_s + steps * (step1 / d + ab.dp_step_comm_s(grad_bytes, d, alpha, beta)) for d in profile.degrees)
-    add(StageEstimate("dp", dp, f"DP = {'/'.join(map(str, profile.degrees))}: compute ÷ DP + one gradient all-reduce "
-                                f"({grad_bytes / 1e9:.2f} GB)"))
-
-    zero = sum(a.torchrun_launch_s + steps * (step1 / n + ab.zero_step_comm_s(z, grad_bytes, n, alpha, beta)) for z in (1, 2, 3))
-    add(StageEstimate("zero", zero, f"ZeRO-1/2/3 on {n} cards: 1, 1, 1.5 all-reduces of the parameters per step"))
-
-    comm = ab.dp_step_comm_s(grad_bytes, n, alpha, beta)
-    overlap = 2 * a.torchrun_launch_s + steps * ((step1 / n + comm) + max(step1 / n, comm))
-    add(StageEstimate("overlap", overlap, "DDP without overlap (compute + comm), then with (max of the two)"))
-
-    f = profile.fault
-    step_n = step1 / n + comm
-    detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + a.torchrun_restart_wait_s}
-    fault = sum(2 * a.torchrun_launch_s + f.steps * step_n + detect.get(s, f.pg_timeout_s) for s in f.scenarios)
-    add(StageEstimate("fault", fault, f"{len(f.scenarios)} drills × (launch, restart, {f.steps} steps); "
-                                      f"a hang costs the {f.pg_timeout_s:.0f} s process-group timeout + {a.torchrun_restart_wait_s:.0f} s"))
-
-    add(StageEstimate("profile", a.torchrun_launch_s + steps * step_n + a.nsys_export_s,
-                      f"nsys over {steps} DDP steps + export of every rank's report"))
+def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,
+             registry: stages.Registry | None = None) -> Plan:
+    """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate()."""
+    inputs = plan_inputs(profile, a)
+    plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=peak_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
+                beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour)
+    for name, module in (registry or stages.REGISTRY).modules.items():
+        seconds, basis = module.estimate(inputs)
+        plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan
 
 

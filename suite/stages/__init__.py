@@ -1,61 +1,150 @@
-"""The stages, discovered from this package and run in the checklist's order.
+"""The stages, discovered from this package and run in the order their modules declare.
 
-A stage is a module here with three functions and a few plain attributes; the runner knows
-nothing else about it (see docs/stages.md):
+A stage is one module here (every module not starting with "_"); the runner, `make plan`, the
+profile's config sections and the report learn everything about it from the module itself
+(see docs/stages.md):
 
+    ROW: int             its row in CHECKLIST.md (unique; the report cites it)
+    AFTER: tuple[str]    the stages it runs after (their facts, or the checklist's grouping); () = none
+    TITLE: str           what it runs on the rented node, in a few words (the README's stage table)
     MEASURES: str        one sentence: what the stage measures
     WRONG: str           one sentence: what wrong looks like (CHECKLIST.md's verdict column)
     REHEARSAL: str       what its gloo-cpu face does ("" when it has none: skipped on CPU)
+    CONFIG: ConfigSection | None   its own part of the profile, with a value per profile (suite/config.py)
+    def estimate(p: suite.plan.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
     def expect(profile, facts) -> list[Expectation]
     def run(profile, ctx) -> list[Row]
     def judge(rows, expectations, facts) -> list[Verdict]
+
+The run order is every AFTER satisfied, ties broken by ROW. A module that misdeclares (an unknown
+stage in AFTER, a ROW another stage has, a missing attribute, a cycle) fails the import of this
+package with a message naming the module.
 """
 
 from __future__ import annotations
 
+import heapq
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from types import ModuleType
 
-# The checklist's run order: rows 1, 2, 3, 4, 5, 7, 8, 6, 9, 10 (the scaling experiments run together before overlap).
-ORDER: tuple[str, ...] = (
-    "topology",
-    "bandwidth",
-    "crossover",
-    "baseline",
-    "tp",
-    "dp",
-    "zero",
-    "overlap",
-    "fault",
-    "profile",
-)
+from .. import config
 
-# The checklist's own row number of each stage, as the report cites it.
-CHECKLIST_ROW = {name: n for name, n in zip(ORDER, (1, 2, 3, 4, 5, 7, 8, 6, 9, 10))}
+REQUIRED = ("ROW", "AFTER", "TITLE", "MEASURES", "WRONG", "REHEARSAL", "CONFIG", "estimate", "expect", "run", "judge")
 
-REQUIRED = ("expect", "run", "judge", "MEASURES", "WRONG", "REHEARSAL")
+
+class StageDeclarationError(RuntimeError):
+    """A stage module whose declarations cannot be placed in the registry; the message names the module."""
 
 
 class StageSelectionError(ValueError):
     """A --stages list naming something that is not a stage."""
 
 
+@dataclass(frozen=True)
+class Registry:
+    """Every stage module of the package, in run order."""
+
+    modules: dict[str, ModuleType]
+    """Stage name → module, in run order."""
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(self.modules)
+
+    @property
+    def rows(self) -> dict[str, int]:
+        return {name: module.ROW for name, module in self.modules.items()}
+
+    def sections(self) -> dict[str, config.ConfigSection]:
+        return {m.CONFIG.name: m.CONFIG for m in self.modules.values() if m.CONFIG is not None}
+
+
+def stage_module_names(package: ModuleType) -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+
+
+def check_declarations(name: str, module: ModuleType) -> None:
+    where = f"stage module {module.__name__} ({module.__file__})"
+    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
+    if missing:
+        raise StageDeclarationError(f"{where} lacks {', '.join(missing)}: declare them (see docs/stages.md)")
+    if not isinstance(module.ROW, int) or isinstance(module.ROW, bool) or module.ROW < 1:
+        raise StageDeclarationError(f"{where}: ROW = {module.ROW!r} must be its CHECKLIST.md row, an integer ≥ 1")
+    if isinstance(module.AFTER, str) or not all(isinstance(a, str) for a in module.AFTER):
+        raise StageDeclarationError(f"{where}: AFTER = {module.AFTER!r} must be a tuple of stage names")
+    for text in ("TITLE", "MEASURES", "WRONG"):
+        if not isinstance(getattr(module, text), str) or not getattr(module, text).strip():
+            raise StageDeclarationError(f"{where}: {text} must be a non-empty sentence")
+    if module.CONFIG is not None and not isinstance(module.CONFIG, config.ConfigSection):
+        raise StageDeclarationError(f"{where}: CONFIG must be a suite.config.ConfigSection or None")
+
+
+def run_order(modules: dict[str, ModuleType]) -> list[str]:
+    """Every AFTER before its stage; among the stages free to run next, the lowest ROW first."""
+    by_row: dict[int, str] = {}
+    for name, module in modules.items():
+        if module.ROW in by_row:
+            raise StageDeclarationError(f"stage module {module.__name__} declares ROW = {module.ROW}, which stage "
+                                        f"{by_row[module.ROW]} already has: each checklist row belongs to one stage")
+        by_row[module.ROW] = name
+        unknown = [a for a in module.AFTER if a not in modules]
+        if unknown:
+            raise StageDeclarationError(f"stage module {module.__name__} runs AFTER {', '.join(unknown)}, which is no "
+                                        f"stage: choose from {', '.join(sorted(set(modules) - {name}))}")
+    waiting = {name: set(m.AFTER) for name, m in modules.items()}
+    ready = [(m.ROW, name) for name, m in modules.items() if not m.AFTER]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(name)
+        for other, needs in waiting.items():
+            if name in needs:
+                needs.discard(name)
+                if not needs:
+                    heapq.heappush(ready, (modules[other].ROW, other))
+    stuck = [modules[n].__name__ for n in modules if n not in order]
+    if stuck:
+        raise StageDeclarationError(f"stage modules {', '.join(stuck)} wait on each other through AFTER (a cycle): "
+                                    f"break it")
+    return order
+
+
+def discover(package: ModuleType) -> Registry:
+    """Import every stage module of `package`, check its declarations, order them, declare their config sections."""
+    modules = {}
+    for name in stage_module_names(package):
+        module = importlib.import_module(f"{package.__name__}.{name}")
+        check_declarations(name, module)
+        modules[name] = module
+    registry = Registry({name: modules[name] for name in run_order(modules)})
+    try:
+        config.declare_sections({name: m.CONFIG for name, m in registry.modules.items() if m.CONFIG is not None})
+    except config.ProfileError as e:
+        raise StageDeclarationError(str(e)) from None
+    return registry
+
+
+def rediscover() -> Registry:
+    """Discover the package again (after a module was added to its __path__); ORDER and CHECKLIST_ROW follow."""
+    global REGISTRY, ORDER, CHECKLIST_ROW
+    REGISTRY = discover(importlib.import_module(__name__))
+    ORDER, CHECKLIST_ROW = REGISTRY.order, REGISTRY.rows
+    return REGISTRY
+
+
 def available() -> list[str]:
-    """Stage modules present in this package, in run order."""
-    present = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
-    unknown = present - set(ORDER)
-    if unknown:
-        raise RuntimeError(f"stage modules {sorted(unknown)} are not in ORDER: add them in the checklist's order")
-    return [name for name in ORDER if name in present]
+    """Every stage, in run order."""
+    return list(REGISTRY.order)
 
 
 def load(name: str) -> ModuleType:
-    module = importlib.import_module(f"{__name__}.{name}")
-    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
-    if missing:
-        raise RuntimeError(f"stage {name} lacks {', '.join(missing)}")
-    return module
+    try:
+        return REGISTRY.modules[name]
+    except KeyError:
+        raise StageSelectionError(f"no stage {name!r}: choose from {', '.join(REGISTRY.order)}") from None
 
 
 def select(spec: str | None) -> list[str]:
@@ -68,3 +157,11 @@ def select(spec: str | None) -> list[str]:
     if unknown:
         raise StageSelectionError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(stages)}")
     return [s for s in stages if s in wanted]
+
+
+REGISTRY: Registry
+ORDER: tuple[str, ...]
+"""The run order (derived from the modules' AFTER and ROW)."""
+CHECKLIST_ROW: dict[str, int]
+"""Each stage's CHECKLIST.md row, as the report cites it (the modules' ROW)."""
+rediscover()

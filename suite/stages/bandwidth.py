@@ -28,6 +28,19 @@ MEASURES = "bus bandwidth of every collective over message sizes (torch.distribu
 WRONG = "large-message busbw below 70% of the link's per-direction peak; a dip in the curve; any #wrong > 0"
 REHEARSAL = "the torch sweep on gloo with nccl-tests' columns, every result checked elementwise"
 
+ROW = 2
+AFTER = ("topology",)  # the GPU model and link class from facts["topology"]
+TITLE = "nccl-tests `*_perf` 8 B → 8 GB and the same sweep through torch.distributed"
+CONFIG = None  # the sweep sizes are the profile's `sweep`, shared with crossover
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): every nccl-tests binary, then the torch sweep."""
+    nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
+    torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
+    return nccl + torch_sweep, (f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–"
+                                f"{p.sizes[-1] / 2**30:g} GiB × {p.repeats} iterations × 2 placements, plus the torch sweep")
+
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
 PEAK_SHARE = 0.7  # large-message busbw must reach 70% of the link's per-direction peak
 DIP = 0.25  # busbw falling by more than 25% from one large size to the next warns

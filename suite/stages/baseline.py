@@ -25,6 +25,18 @@ MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak
 WRONG = "MFU far below what the card's peak allows for this model size"
 REHEARSAL = "the same model on CPU; numbers recorded, not judged"
 
+ROW = 4
+AFTER = ("topology",)  # the GPU model for the MFU
+TITLE = "the model at TP=1 on one card: tokens/s, memory, MFU"
+CONFIG = None  # the profile's `model`, shared by every scaling stage
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    return p.assume.torchrun_launch_s + p.steps * p.step_s, (
+        f"{p.steps} steps × {p.step_s * 1e3:.0f} ms on one card ({p.params / 1e6:.0f} M parameters, "
+        f"MFU {p.assume.mfu:.0%})")
+
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.model

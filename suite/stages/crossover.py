@@ -30,6 +30,17 @@ MEASURES = "all-reduce time of a ring and a tree over message sizes, and the siz
 WRONG = "measured crossover more than 10× away from the α-β model's prediction (α, β fitted by the bandwidth stage)"
 REHEARSAL = "hand-written ring and tree all-reduce over isend/irecv, byte-counted, checked against dist.all_reduce"
 
+ROW = 3
+AFTER = ("bandwidth",)  # α and β fitted by the bandwidth stage
+TITLE = "all_reduce pinned to `NCCL_ALGO=Ring` then `Tree`"
+CONFIG = None  # the profile's `sweep`, shared with bandwidth
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    seconds = sum(p.assume.nccl_tests_launch_s + p.sweep_s("all_reduce", algo=algo) for algo in ALGOS)
+    return seconds, "the all_reduce sweep twice: NCCL_ALGO=Ring, then Tree"
+
 FAR = 10.0  # measured crossover more than 10× from the prediction warns
 # The hand algorithms hold about four buffer copies (input, reference, result, tree scratch): 1 GiB caps
 # them at a few GiB of device memory, and every predicted crossover lies orders of magnitude below it.

@@ -28,6 +28,18 @@ MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global
 WRONG = "per-rank throughput decaying more than the α-β model predicts (gradients not bucketed?)"
 REHEARSAL = "1/2/4 ranks on gloo; parameters after training equal single-process training"
 
+ROW = 7
+AFTER = ("bandwidth", "baseline")  # α-β for the prediction, the one-card step time for the efficiency
+TITLE = "DDP over 1/2/4/8 cards"
+CONFIG = None  # the profile's `model` and `degrees`
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    seconds = sum(p.assume.torchrun_launch_s + p.steps * (p.step_s / d + p.dp_comm_s(d)) for d in p.profile.degrees)
+    return seconds, (f"DP = {'/'.join(map(str, p.profile.degrees))}: compute ÷ DP + one gradient all-reduce "
+                     f"({p.grad_bytes / 1e9:.2f} GB)")
+
 
 def grad_bytes(profile: Profile) -> float:
     return parameter_count(profile.model) * DTYPE_BYTES[profile.model.dtype]

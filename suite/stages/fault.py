@@ -51,6 +51,21 @@ REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group ti
              "exception, real detection, real restart and resume (the stopped rank is SIGKILLed by the drill once "
              "a survivor has raised, sparing torchrun's 30 s wait)")
 
+ROW = 9
+AFTER: tuple[str, ...] = ()  # needs no other stage's facts; its row places it after overlap
+TITLE = "a rank killed, stopped, raising mid-training"
+CONFIG = None
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): per scenario two launches, the steps, detection."""
+    f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
+    step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
+    detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
+    seconds = sum(2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in f.scenarios)
+    return seconds, (f"{len(f.scenarios)} drills × (launch, restart, {f.steps} steps); a hang costs the "
+                     f"{f.pg_timeout_s:.0f} s process-group timeout + {wait:.0f} s")
+
 TORCHRUN_STOP_WAIT_S = 30.0
 """How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
 RESERVE_S = 5.0

@@ -31,6 +31,18 @@ MEASURES = "DDP step time with the gradient all-reduce overlapped with backward 
 WRONG = "a step slower with overlap on than off: buckets too small, communication fragmented"
 REHEARSAL = "every mode on gloo, one launch; each mode's gradients equal one process's, elementwise"
 
+ROW = 6
+AFTER = ("bandwidth", "tp", "dp", "zero")  # α-β; the checklist runs the scaling experiments together first
+TITLE = "DDP with communication overlapped vs not"
+CONFIG = None  # the profile's `model`
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    compute, comm = p.step_s / p.gpus, p.dp_comm_s(p.gpus)
+    seconds = 2 * p.assume.torchrun_launch_s + p.steps * ((compute + comm) + max(compute, comm))
+    return seconds, "DDP without overlap (compute + comm), then with (max of the two)"
+
 SMALL_CAP_MB = 1.0
 LARGE_CAP_MB = 100.0
 # Backward does two of a training step's three matmul passes (6N FLOPs per token: 2N forward, 4N backward).

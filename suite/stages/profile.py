@@ -35,6 +35,18 @@ MEASURES = "whether communication kernels overlap compute kernels on each rank's
 WRONG = "overlap below 10% while communication is more than 10% of the step: communication and compute serial"
 REHEARSAL = "torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main thread)"
 
+ROW = 10
+AFTER: tuple[str, ...] = ()  # needs no other stage's facts; the last row of the checklist
+TITLE = "Nsight Systems over ~10 steps"
+CONFIG = None
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
+    return (p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
+            f"nsys over {p.steps} DDP steps + export of every rank's report")
+
 MIN_OVERLAP_PCT = 10.0
 MIN_COMM_SHARE_PCT = 10.0
 MIN_PROFILED_STEPS = 3

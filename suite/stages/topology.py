@@ -35,6 +35,16 @@ WRONG = ("SYS/PHB/NODE between GPUs where the GPU model ships NVLink (slot or vi
          "NVLink count differing between pairs of a switched box")
 REHEARSAL = "CPU/NUMA facts and versions; the topology parser is proven on captured real outputs (tests)"
 
+ROW = 1
+AFTER: tuple[str, ...] = ()
+TITLE = "`nvidia-smi topo -m`/`-q`/`-L`, versions, NUMA"
+CONFIG = None
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    return p.assume.topology_s, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost"
+
 SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
              ("nvidia-smi-q", ["nvidia-smi", "-q"]),
              ("nvidia-smi-L", ["nvidia-smi", "-L"]))

@@ -25,6 +25,22 @@ STAGE = "tp"
 MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
 WRONG = "speedup stalling by TP=4 (unoverlapped communication, or a topology crossing NUMA)"
 REHEARSAL = "TP = 1/2/4 on gloo, output and gradients compared elementwise with the single-process forward"
+
+ROW = 5
+AFTER = ("bandwidth", "baseline")  # α-β for the prediction, the one-card step time for the speedup
+TITLE = "TP = 1/2/4/8"
+CONFIG = None  # the profile's `model` and `degrees`
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    m = p.profile.model
+    activation_bytes = m.batch * m.seq_len * m.hidden * p.dtype_bytes
+    seconds = sum(p.assume.torchrun_launch_s
+                  + p.steps * (p.step_s / d + 4 * m.layers * p.collective_s("all_reduce", activation_bytes, d))
+                  for d in p.profile.degrees)
+    return seconds, (f"TP = {'/'.join(map(str, p.profile.degrees))}: compute ÷ TP + 4 activation all-reduces "
+                     f"per layer")
 GOLDEN_CASES = ("logits", "loss", "grads", "sequence_sharded_attention")
 
 

@@ -28,6 +28,18 @@ STAGE = "zero"
 MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
 WRONG = "ZeRO-3 more than 1.5× slower than DDP; memory per rank not falling as the ZeRO stage rises"
 REHEARSAL = "all three stages and DDP on gloo; parameters after N AdamW steps equal single-process AdamW"
+
+ROW = 8
+AFTER = ("bandwidth", "baseline")
+TITLE = "ZeRO-1/2/3 (ZeroRedundancyOptimizer, FSDP2)"
+CONFIG = None  # the profile's `model`
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    n = p.gpus
+    seconds = sum(p.assume.torchrun_launch_s + p.steps * (p.step_s / n + p.zero_comm_s(z, n)) for z in (1, 2, 3))
+    return seconds, f"ZeRO-1/2/3 on {n} cards: 1, 1, 1.5 all-reduces of the parameters per step"
 ZERO_STAGES = (0, 1, 2, 3)
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 

@@ -8,8 +8,9 @@ import pytest
 from suite.__main__ import main as suite_main
 from suite.config import NCCL_GPU, SweepConfig, get_profile
 from suite.costmodel import alphabeta as ab
-from suite.plan import BANDWIDTH_COLLECTIVES, PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
+from suite.plan import PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
 from suite.stages import ORDER
+from suite.stages.bandwidth import COLLECTIVES as BANDWIDTH_COLLECTIVES
 
 
 def test_every_stage_is_planned_in_run_order():
