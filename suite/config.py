@@ -10,6 +10,7 @@ names the flag to change, so a wrong profile fails before any card time is spent
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -47,6 +48,14 @@ class ConfigSection:
 
 _SECTIONS: dict[str, ConfigSection] = {}
 """The config sections the stage modules declare (suite.stages fills it at discovery), by name."""
+_DECLARED = False
+
+
+def _sections() -> dict[str, ConfigSection]:
+    """The declared sections; the first use imports suite.stages, whose discovery declares them."""
+    if not _DECLARED:
+        importlib.import_module("suite.stages")
+    return _SECTIONS
 
 
 def declare_sections(sections: dict[str, ConfigSection]) -> None:
@@ -60,12 +69,14 @@ def declare_sections(sections: dict[str, ConfigSection]) -> None:
             raise ProfileError(f"stages {owners[section.name]} and {stage} both declare config section "
                                f"{section.name!r}: rename one")
         owners[section.name] = stage
+    global _DECLARED
     _SECTIONS.clear()
     _SECTIONS.update({s.name: s for s in sections.values()})
+    _DECLARED = True
 
 
 def declared_sections() -> dict[str, ConfigSection]:
-    return dict(_SECTIONS)
+    return dict(_sections())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +139,7 @@ class GptConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class FaultConfig:
-    """The fault drill (stage 9)."""
+    """The fault drill (stage 9); its values per profile are the fault stage's CONFIG (suite/stages/fault.py)."""
 
     pg_timeout_s: float = 5.0
     """Process-group timeout the drill sets, seconds: a stopped rank is only detected after it."""
@@ -199,8 +210,6 @@ class Profile:
     """Collective sweep sizes and iterations."""
     model: GptConfig = field(default_factory=GptConfig)
     """The model of the scaling stages."""
-    fault: FaultConfig = field(default_factory=FaultConfig)
-    """The fault drill."""
     judge_performance: bool = False
     """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about GPUs."""
     sections: tuple[tuple[str, Any], ...] = ()
@@ -231,7 +240,7 @@ class Profile:
         """Checked and in one form: only the values that differ from the declaration, sorted by name."""
         out = {}
         for name, value in pairs:
-            declared = _SECTIONS.get(name)
+            declared = _sections().get(name)
             if declared is None:
                 raise ProfileError(f"config section {name!r} is declared by no stage: choose from "
                                    f"{', '.join(sorted(_SECTIONS)) or '(none)'}")
@@ -246,7 +255,7 @@ class Profile:
         own = dict(self.sections)
         if name in own:
             return own[name]
-        if name not in _SECTIONS:
+        if name not in _sections():
             raise AttributeError(f"profile has no config section {name!r}: no stage module declares it "
                                  f"(declared: {', '.join(sorted(_SECTIONS)) or 'none'})")
         return _SECTIONS[name].value_for(self.name)
@@ -269,22 +278,17 @@ class Profile:
     def with_overrides(self, **changes) -> "Profile":
         """A copy with fields or config sections replaced (validated again)."""
         fields = {f.name for f in dataclasses.fields(self)}
-        sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in _SECTIONS}
+        sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in _sections()}
         if sections:
             changes["sections"] = tuple({**dict(self.sections), **sections}.items())
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         """Every field, and every declared config section under its name (as the manifest records it)."""
-        data = {f.name: dataclasses.asdict(getattr(self, f.name)) if dataclasses.is_dataclass(getattr(self, f.name))
-                else _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "sections"}
-        data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(_SECTIONS)})
+        data = dataclasses.asdict(self)
+        del data["sections"]
+        data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(_sections())})
         return data
-
-
-def _plain(value: Any) -> Any:
-    """Tuples as lists, the way JSON has them (asdict leaves them tuples)."""
-    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 GLOO_CPU = Profile(
@@ -300,8 +304,6 @@ GLOO_CPU = Profile(
     degrees=(1, 2, 4),
     sweep=SweepConfig(min_bytes=8, max_bytes=4 * 1024 * 1024, factor=4, warmup_iters=2, iters=5),
     model=GptConfig(),
-    # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
-    fault=FaultConfig(ranks=2, concurrent=True),
     judge_performance=False,
 )
 
@@ -330,9 +332,6 @@ NCCL_GPU = Profile(
         steps=10,
         warmup_steps=3,
     ),
-    # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
-    fault=FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
-                      drill_timeout_s=420.0),
     judge_performance=True,
 )
 
@@ -360,8 +359,9 @@ def profile_from_dict(data: dict) -> Profile:
     """
     if not isinstance(data, dict):
         raise ProfileError(f"the recorded profile is a {type(data).__name__}, not a mapping")
-    profile = from_plain(Profile, {k: v for k, v in data.items() if k not in _SECTIONS and k != "sections"})
-    sections = {name: from_plain(_SECTIONS[name].type, data[name]) for name in _SECTIONS if name in data}
+    declared = _sections()
+    profile = from_plain(Profile, {k: v for k, v in data.items() if k not in declared and k != "sections"})
+    sections = {name: from_plain(declared[name].type, data[name]) for name in declared if name in data}
     return profile.with_overrides(**sections) if sections else profile
 
 

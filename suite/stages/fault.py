@@ -35,7 +35,7 @@ import shutil
 from pathlib import Path
 
 from .. import procs
-from ..config import Profile
+from ..config import ConfigSection, FaultConfig, Profile
 from ..context import StageContext
 from ..judging import verdict
 from ..launch import LaunchError, run_torchrun
@@ -54,7 +54,13 @@ REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group ti
 ROW = 9
 AFTER: tuple[str, ...] = ()  # needs no other stage's facts; its row places it after overlap
 TITLE = "a rank killed, stopped, raising mid-training"
-CONFIG = None
+CONFIG = ConfigSection("fault", FaultConfig, {
+    # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
+    "gloo-cpu": FaultConfig(ranks=2, concurrent=True),
+    # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
+    "nccl-gpu": FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
+                            drill_timeout_s=420.0),
+})
 
 
 def estimate(p) -> tuple[float, str]:
