@@ -6,6 +6,7 @@ profile's config sections and the report learn everything about it from the modu
 
     ROW: int             its row in CHECKLIST.md (unique; the report cites it)
     AFTER: tuple[str]    the stages it runs after (their facts, or the checklist's grouping); () = none
+    BEFORE: tuple[str]   optional: stages it must run before (a stage that runs first says so itself)
     TITLE: str           what it runs on the rented node, in a few words (the README's stage table)
     MEASURES: str        one sentence: what the stage measures
     WRONG: str           one sentence: what wrong looks like (CHECKLIST.md's verdict column)
@@ -16,9 +17,9 @@ profile's config sections and the report learn everything about it from the modu
     def run(profile, ctx) -> list[Row]
     def judge(rows, expectations, facts) -> list[Verdict]
 
-The run order is every AFTER satisfied, ties broken by ROW. A module that misdeclares (an unknown
-stage in AFTER, a ROW another stage has, a missing attribute, a cycle) fails the import of this
-package with a message naming the module.
+The run order is every AFTER and BEFORE satisfied, ties broken by ROW. A module that misdeclares (an
+unknown stage in AFTER or BEFORE, a ROW another stage has, a missing attribute, a cycle) fails the
+import of this package with a message naming the module.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ def check_declarations(name: str, module: ModuleType) -> None:
         raise StageDeclarationError(f"{where} lacks {', '.join(missing)}: declare them (see docs/stages.md)")
     if not isinstance(module.ROW, int) or isinstance(module.ROW, bool) or module.ROW < 1:
         raise StageDeclarationError(f"{where}: ROW = {module.ROW!r} must be its CHECKLIST.md row, an integer ≥ 1")
-    if isinstance(module.AFTER, str) or not all(isinstance(a, str) for a in module.AFTER):
-        raise StageDeclarationError(f"{where}: AFTER = {module.AFTER!r} must be a tuple of stage names")
+    for attr in ("AFTER", "BEFORE"):
+        names = getattr(module, attr, ())
+        if isinstance(names, str) or not isinstance(names, (tuple, list)) or not all(isinstance(a, str) for a in names):
+            raise StageDeclarationError(f"{where}: {attr} = {names!r} must be a tuple of stage names")
     for text in ("TITLE", "MEASURES", "WRONG"):
         if not isinstance(getattr(module, text), str) or not getattr(module, text).strip():
             raise StageDeclarationError(f"{where}: {text} must be a non-empty sentence")
@@ -89,12 +92,16 @@ def run_order(modules: dict[str, ModuleType]) -> list[str]:
             raise StageDeclarationError(f"stage module {module.__name__} declares ROW = {module.ROW}, which stage "
                                         f"{by_row[module.ROW]} already has: each checklist row belongs to one stage")
         by_row[module.ROW] = name
-        unknown = [a for a in module.AFTER if a not in modules]
-        if unknown:
-            raise StageDeclarationError(f"stage module {module.__name__} runs AFTER {', '.join(unknown)}, which is no "
-                                        f"stage: choose from {', '.join(sorted(set(modules) - {name}))}")
+        for attr in ("AFTER", "BEFORE"):
+            unknown = [a for a in getattr(module, attr, ()) if a not in modules or a == name]
+            if unknown:
+                raise StageDeclarationError(f"stage module {module.__name__} runs {attr} {', '.join(unknown)}, which "
+                                            f"is no other stage: choose from {', '.join(sorted(set(modules) - {name}))}")
     waiting = {name: set(m.AFTER) for name, m in modules.items()}
-    ready = [(m.ROW, name) for name, m in modules.items() if not m.AFTER]
+    for name, module in modules.items():
+        for later in getattr(module, "BEFORE", ()):
+            waiting[later].add(name)
+    ready = [(modules[name].ROW, name) for name, needs in waiting.items() if not needs]
     heapq.heapify(ready)
     order: list[str] = []
     while ready:

@@ -52,7 +52,7 @@ REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group ti
              "a survivor has raised, sparing torchrun's 30 s wait)")
 
 ROW = 9
-AFTER: tuple[str, ...] = ()  # needs no other stage's facts; its row places it after overlap
+AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the measurements
 TITLE = "a rank killed, stopped, raising mid-training"
 CONFIG = ConfigSection("fault", FaultConfig, {
     # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.

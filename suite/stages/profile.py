@@ -36,7 +36,7 @@ WRONG = "overlap below 10% while communication is more than 10% of the step: com
 REHEARSAL = "torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main thread)"
 
 ROW = 10
-AFTER: tuple[str, ...] = ()  # needs no other stage's facts; the last row of the checklist
+AFTER = ("fault",)  # needs no facts; the checklist ends with it
 TITLE = "Nsight Systems over ~10 steps"
 CONFIG = None
 

@@ -1,25 +1,62 @@
-"""Every stage keeps the contract the runner relies on (docs/stages.md)."""
+"""Every stage keeps the contract the runner relies on (docs/stages.md); everything about a stage comes from its module."""
 
+import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from suite import stages
+from suite.config import ConfigSection
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_checklist_stage_exists_in_order():
-    assert stages.available() == list(stages.ORDER)
-    assert [stages.CHECKLIST_ROW[name] for name in stages.ORDER] == [1, 2, 3, 4, 5, 7, 8, 6, 9, 10]
+def test_every_stage_module_is_in_the_registry_in_an_order_its_declarations_allow():
+    present = sorted(m.name for m in pkgutil.iter_modules(stages.__path__) if not m.name.startswith("_"))
+    assert len(present) >= 10
+    assert sorted(stages.available()) == present
+    position = {name: i for i, name in enumerate(stages.ORDER)}
+    for name in stages.ORDER:
+        module = stages.load(name)
+        assert all(position[a] < position[name] for a in module.AFTER), name
+        assert all(position[b] > position[name] for b in getattr(module, "BEFORE", ())), name
+    rows = [stages.CHECKLIST_ROW[name] for name in stages.ORDER]
+    assert len(set(rows)) == len(rows)
+    # The checklist's ten, in its run order (rows 6 and 7, 8 swap: the scaling experiments run together first),
+    # whatever stages are added around them.
+    ten = ["topology", "bandwidth", "crossover", "baseline", "tp", "dp", "zero", "overlap", "fault", "profile"]
+    assert [n for n in stages.ORDER if n in ten] == ten
+    assert [stages.CHECKLIST_ROW[n] for n in ten] == [1, 2, 3, 4, 5, 7, 8, 6, 9, 10]
 
 
 @pytest.mark.parametrize("name", stages.ORDER)
 def test_stage_has_the_three_functions_and_its_words(name):
     module = stages.load(name)
-    for fn in ("expect", "run", "judge"):
+    for fn in ("expect", "run", "judge", "estimate"):
         assert callable(getattr(module, fn))
-    assert module.MEASURES.strip() and module.WRONG.strip()
+    assert module.MEASURES.strip() and module.WRONG.strip() and module.TITLE.strip()
     assert isinstance(module.REHEARSAL, str)
+    assert module.CONFIG is None or isinstance(module.CONFIG, ConfigSection)
+
+
+def readme_stage_table() -> list[tuple[int, str, str]]:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("| # | stage | on the rented node |")
+    rows = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.append((int(cells[0]), cells[1], cells[2]))
+    return rows
+
+
+def test_the_readme_stage_table_is_the_registry():
+    table = readme_stage_table()
+    assert len(table) == len(stages.ORDER) >= 10
+    assert table == [(stages.CHECKLIST_ROW[n], n, stages.load(n).TITLE) for n in stages.ORDER]
 
 
 def test_loading_the_stages_does_not_import_torch():

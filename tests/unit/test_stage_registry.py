@@ -1,0 +1,183 @@
+"""Adding a stage is writing one module: a throwaway stage, dropped into the stages package the way a real one is,
+appears in the run order, in `make plan`, in the profile (and its round trip through a manifest), and is run by
+the runner; a module that misdeclares fails discovery with a message naming it."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from suite import runner, stages
+from suite.config import GLOO_CPU, NCCL_GPU, profile_from_dict
+from suite.plan import estimate
+
+THROWAWAY = '''
+"""A throwaway stage for tests/unit/test_stage_registry.py: echoes its config section as rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from suite.config import ConfigSection
+from suite.results import Expectation, Row, Verdict
+
+ROW = 11
+AFTER = ("bandwidth",)
+TITLE = "an echo of its own config section"
+MEASURES = "nothing: it reports its config section back"
+WRONG = "a value other than the one configured"
+REHEARSAL = "the same echo on CPU"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Knob:
+    turns: int = 1
+    """Turns of the knob."""
+    labels: tuple[str, ...] = ("a",)
+    """Names, a tuple inside a nested section."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EchoConfig:
+    repeats: int = 1
+    """Rows to emit."""
+    knob: Knob = field(default_factory=Knob)
+    """A nested section."""
+    pairs: tuple[tuple[str, float], ...] = ()
+    """(name, value) pairs."""
+    limit_s: float | None = None
+    """An optional number."""
+
+
+CONFIG = ConfigSection("echo", EchoConfig, {
+    "gloo-cpu": EchoConfig(repeats=3, knob=Knob(turns=2, labels=("x", "y")), pairs=(("p", 1.5),)),
+    "nccl-gpu": EchoConfig(repeats=7, limit_s=9.0),
+})
+
+
+def estimate(p) -> tuple[float, str]:
+    return 60.0 * p.profile.echo.repeats, f"{p.profile.echo.repeats} minutes of echo"
+
+
+def expect(profile, facts):
+    return [Expectation(stage="{name}", case="echo", metric="turns", value=profile.echo.knob.turns, unit="count",
+                        basis="the profile's echo.knob.turns")]
+
+
+def run(profile, ctx):
+    cfg = profile.echo
+    return [Row(stage="{name}", case="echo", metric="turns", value=cfg.knob.turns, unit="count", repeat=i)
+            for i in range(cfg.repeats)]
+
+
+def judge(rows, expectations, facts):
+    ok = len(rows) == facts["profile"]["echo"]["repeats"] and all(r.value == expectations[0].value for r in rows)
+    return [Verdict(id="{name}.echo", stage="{name}", status="pass" if ok else "fail", expected=str(expectations[0].value),
+                    observed=str([r.value for r in rows]), reason="the section came through")]
+'''
+
+
+@pytest.fixture
+def add_stage_module(tmp_path):
+    """Put modules into the stages package (a folder on its __path__) and discover again; undone afterwards."""
+    folder = tmp_path / "more_stages"
+    folder.mkdir()
+    stages.__path__.append(str(folder))
+    added = []
+
+    def add(name: str, source: str) -> None:
+        (folder / f"{name}.py").write_text(source)
+        added.append(name)
+
+    yield add
+    stages.__path__.remove(str(folder))
+    for name in added:
+        sys.modules.pop(f"{stages.__name__}.{name}", None)
+    stages.rediscover()
+
+
+def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add_stage_module, tmp_path):
+    before = stages.available()
+    add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway"))
+    stages.rediscover()
+
+    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 11 is last).
+    assert stages.available() == before + ["throwaway"]
+    assert stages.CHECKLIST_ROW["throwaway"] == 11 and stages.ORDER[-1] == "throwaway"
+
+    # make plan: its own estimate, in run order.
+    plan = estimate(NCCL_GPU)
+    assert [s.stage for s in plan.stages] == before + ["throwaway"]
+    assert plan.stages[-1].seconds == 7 * 60.0 and plan.stages[-1].basis == "7 minutes of echo"
+
+    # The profile: its section on both profiles, through a manifest's JSON and back as dataclasses.
+    module = stages.load("throwaway")
+    assert GLOO_CPU.echo == module.CONFIG.values["gloo-cpu"] and NCCL_GPU.echo.limit_s == 9.0
+    for profile in (GLOO_CPU, NCCL_GPU, GLOO_CPU.with_overrides(echo=module.EchoConfig(repeats=4))):
+        back = profile_from_dict(json.loads(json.dumps(profile.to_dict())))
+        assert back == profile and back.echo == profile.echo
+        assert isinstance(back.echo.knob, module.Knob) and isinstance(back.echo.knob.labels, tuple)
+
+    # The runner: runs it in its forked child with the section of the run's profile, and resume restores it.
+    profile = GLOO_CPU.with_overrides(echo=module.EchoConfig(repeats=5, knob=module.Knob(turns=9)))
+    run = runner.start_run(profile, ["throwaway"], tmp_path / "runs")
+    outcome = runner.execute(run, profile, stream=io.StringIO())
+    assert outcome.counts["pass"] == 1 and outcome.counts["fail"] == 0, run.verdicts()
+    rows = run.rows()
+    assert len(rows) == 5 and {r.value for r in rows} == {9.0}
+    _, resumed = runner.resume_run(run.path)
+    assert resumed == profile and resumed.echo.knob == module.Knob(turns=9)
+
+
+@pytest.mark.parametrize("declaration, complaint", [
+    ("ROW = 2\nAFTER = ()", r"ROW = 2, which stage bandwidth already has"),
+    ("ROW = 12\nAFTER = ('bandwith',)", r"runs AFTER bandwith, which is no other stage"),
+    ("ROW = 12\nAFTER = ()\nBEFORE = ('warp',)", r"runs BEFORE warp"),
+    ("ROW = 12\nAFTER = 'topology'", r"AFTER = 'topology' must be a tuple"),
+])
+def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module, declaration, complaint):
+    source = THROWAWAY.replace("{name}", "misdeclared").replace("ROW = 11\nAFTER = (\"bandwidth\",)", declaration)
+    assert declaration in source
+    add_stage_module("misdeclared", source)
+    with pytest.raises(stages.StageDeclarationError, match=complaint) as raised:
+        stages.rediscover()
+    assert "misdeclared" in str(raised.value)
+
+
+def test_a_stage_missing_its_declarations_is_refused(add_stage_module):
+    add_stage_module("bare", "MEASURES = 'x'\n")
+    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.bare .*lacks ROW, AFTER, TITLE"):
+        stages.rediscover()
+
+
+def test_a_cycle_through_after_is_refused(add_stage_module):
+    for name, other in (("ping", "pong"), ("pong", "ping")):
+        source = THROWAWAY.replace("{name}", name).replace("ROW = 11\nAFTER = (\"bandwidth\",)",
+                                                            f"ROW = {20 if name == 'ping' else 21}\nAFTER = ({other!r},)")
+        add_stage_module(name, source.replace('ConfigSection("echo"', f'ConfigSection("echo_{name}"'))
+    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"):
+        stages.rediscover()
+
+
+def test_a_stage_may_put_itself_first_with_before(add_stage_module):
+    source = THROWAWAY.replace("{name}", "early").replace("ROW = 11\nAFTER = (\"bandwidth\",)",
+                                                         "ROW = 11\nAFTER = ()\nBEFORE = ('topology',)")
+    add_stage_module("early", source)
+    assert stages.rediscover().order[0] == "early"
+
+
+def test_importing_the_plan_does_not_import_torch():
+    code = textwrap.dedent("""
+        import sys
+        import suite.plan as plan
+        from suite.config import NCCL_GPU
+        assert len(plan.estimate(NCCL_GPU).stages) >= 10
+        print('torch' in sys.modules)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
