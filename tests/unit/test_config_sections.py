@@ -1,0 +1,106 @@
+"""Profiles through a manifest and back: rebuilt generically from the dataclasses' fields, nested sections included."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from suite import stages
+from suite.config import (GLOO_CPU, NCCL_GPU, ConfigSection, FaultConfig, Profile, ProfileError, declare_sections,
+                          declared_sections, from_plain, profile_from_dict)
+
+
+def through_json(profile: Profile) -> Profile:
+    return profile_from_dict(json.loads(json.dumps(profile.to_dict())))
+
+
+def assert_no_json_leftovers(value, path="profile"):
+    """Every nested value is a dataclass, tuple or scalar again: no dict or list left over from JSON."""
+    assert not isinstance(value, (dict, list)), path
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            assert_no_json_leftovers(getattr(value, f.name), f"{path}.{f.name}")
+    elif isinstance(value, tuple):
+        for i, v in enumerate(value):
+            assert_no_json_leftovers(v, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("profile", [GLOO_CPU, NCCL_GPU], ids=lambda p: p.name)
+def test_both_profiles_round_trip_exactly(profile):
+    back = through_json(profile)
+    assert back == profile and hash(back) == hash(profile)
+    assert_no_json_leftovers(back)
+    for name in declared_sections():
+        assert getattr(back, name) == getattr(profile, name)
+        assert_no_json_leftovers(getattr(back, name), name)
+
+
+def test_the_fault_section_comes_from_its_stage_module_and_survives_an_override():
+    assert GLOO_CPU.fault == stages.load("fault").CONFIG.values["gloo-cpu"]
+    assert NCCL_GPU.fault.pg_timeout_s == 60.0 and GLOO_CPU.fault.ranks == 2
+    changed = GLOO_CPU.with_overrides(fault=FaultConfig(ranks=2, steps=6, fault_step=3, scenarios=("hang",)))
+    back = through_json(changed)
+    assert back == changed and back.fault.scenarios == ("hang",) and back != GLOO_CPU
+    # Overriding with the declared value is the profile itself (one form, so equality means equal values).
+    assert GLOO_CPU.with_overrides(fault=GLOO_CPU.fault) == GLOO_CPU
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inner:
+    depth: int = 1
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outer:
+    inner: Inner = field(default_factory=Inner)
+    steps: tuple[tuple[str, float], ...] = ()
+    port: int | None = None
+
+
+def test_a_new_nested_sub_config_needs_no_hand_written_line(monkeypatch):
+    saved = declared_sections()
+    owners = {name: m.CONFIG for name, m in stages.REGISTRY.modules.items() if m.CONFIG is not None}
+    monkeypatch.setattr("suite.config._SECTIONS", dict(saved))
+    declare_sections({**owners, "newstage": ConfigSection("outer", Outer, {
+        "nccl-gpu": Outer(inner=Inner(depth=3, names=("a", "b")), steps=(("x", 1.5),), port=29500)})})
+    try:
+        assert NCCL_GPU.outer.inner.depth == 3 and GLOO_CPU.outer == Outer()
+        for profile in (GLOO_CPU, NCCL_GPU, NCCL_GPU.with_overrides(outer=Outer(inner=Inner(names=("z",))))):
+            back = through_json(profile)
+            assert back == profile and isinstance(back.outer.inner, Inner)
+            assert_no_json_leftovers(back.outer)
+        assert from_plain(Outer, {"inner": {"depth": 2}, "steps": [["y", 2]], "port": None}) == \
+            Outer(inner=Inner(depth=2), steps=(("y", 2),))
+    finally:
+        declare_sections(owners)
+
+
+def test_two_stages_declaring_one_section_name_are_refused():
+    owners = {name: m.CONFIG for name, m in stages.REGISTRY.modules.items() if m.CONFIG is not None}
+    with pytest.raises(ProfileError, match="both declare config section 'fault'"):
+        declare_sections({**owners, "other": ConfigSection("fault", Outer)})
+    with pytest.raises(ProfileError, match="already a Profile field"):
+        declare_sections({**owners, "other": ConfigSection("sweep", Outer)})
+    assert declared_sections().keys() == {s.name for s in owners.values()}
+
+
+def test_a_section_value_of_the_wrong_type_or_an_undeclared_section_is_refused():
+    with pytest.raises(ProfileError, match="must be a FaultConfig"):
+        GLOO_CPU.with_overrides(sections=(("fault", Outer()),))
+    with pytest.raises(ProfileError, match="declared by no stage"):
+        GLOO_CPU.with_overrides(sections=(("warp", Outer()),))
+    with pytest.raises(AttributeError, match="no config section 'warp'"):
+        GLOO_CPU.warp  # noqa: B018
+
+
+def test_unknown_recorded_keys_are_dropped_and_missing_ones_take_defaults():
+    data = GLOO_CPU.to_dict()
+    data["retired_field"] = 1
+    data["sweep"]["retired_too"] = 2
+    del data["sweep"]["dtype"], data["fault"]["concurrent"]
+    back = profile_from_dict(json.loads(json.dumps(data)))
+    assert back.sweep.dtype == "float32" and back.fault.concurrent is False and back.nproc == GLOO_CPU.nproc
