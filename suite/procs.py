@@ -1,18 +1,26 @@
-"""Process trees: find every descendant, kill them all, and die with the parent.
+"""Process trees: find every descendant, kill them all, and die with the parent; a function in a forked child.
 
 A stage forks, the fork starts torchrun, torchrun starts workers, a worker may start more:
 killing one process group is not enough when a stage or a worker makes its own. These
-helpers walk the tree instead (ps works on Linux and macOS).
+helpers walk the tree instead (ps works on Linux and macOS). `fork_call` is the one way the
+suite runs Python in a child it supervises: the runner's stages and the fault drill's
+supervisors both.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .results import atomic_write_text, dumps
 
 PR_SET_PDEATHSIG = 1
 
@@ -92,3 +100,86 @@ def kill_tree(pid: int, grace_s: float = 2.0) -> None:
             os.kill(p, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+# ---------------------------------------------------------------- a function in a forked child
+
+
+@dataclass
+class Forked:
+    """A function running in a forked child; its result, a JSON object, lands in `result_path`."""
+
+    pid: int
+    result_path: Path
+    exit_code: int | None = None
+    """Set once the child has been reaped."""
+
+    def poll(self) -> bool:
+        """Whether the child has exited (reaping it)."""
+        if self.exit_code is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.exit_code = os.waitstatus_to_exitcode(status)
+        return self.exit_code is not None
+
+    def wait(self, deadline: float | None = None, poll_s: float = 0.1) -> bool:
+        """Wait for the child; past the monotonic `deadline` kill its whole tree. False when it was killed so."""
+        while not self.poll():
+            if deadline is not None and time.monotonic() > deadline:
+                kill_tree(self.pid)
+                _, status = os.waitpid(self.pid, 0)
+                self.exit_code = os.waitstatus_to_exitcode(status)
+                return False
+            time.sleep(poll_s)
+        return True
+
+    def result(self) -> dict[str, Any] | None:
+        """What the function returned (or its on_error made of its exception); None when the child died first."""
+        return json.loads(self.result_path.read_text()) if self.result_path.exists() else None
+
+    def died(self) -> str:
+        """'exit 1' or 'exit -9, signal SIGKILL': how a child without a result ended."""
+        code = self.exit_code
+        return f"exit {code}" + (f", signal {signal.Signals(-code).name}" if code is not None and code < 0 else "")
+
+
+def fork_call(body: Callable[[], dict[str, Any]], result_path: Path, *,
+              on_error: Callable[[BaseException], dict[str, Any]], own_group: bool = False) -> Forked:
+    """Run `body()` in a forked child that dies with this process; its dict (or `on_error(exception)`) is written
+    atomically to `result_path`, and the child exits 0 (1 after an exception) without returning.
+
+    own_group: the child leads a new process group (the runner's stages: a terminal's ^C reaches the runner,
+    which then kills the stage's tree itself).
+    """
+    result_path.unlink(missing_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return Forked(pid, result_path)
+    code = 1
+    try:
+        if own_group:
+            os.setpgid(0, 0)
+        die_with_parent(expected_parent=parent)
+        try:
+            result = body()
+            code = 0
+        except BaseException as error:  # noqa: BLE001 - every failure of the child becomes its result
+            result = on_error(error)
+        atomic_write_text(result_path, dumps(result))
+    finally:
+        os._exit(code)
+
+
+def wait_first(children: list[Forked]) -> Forked:
+    """Block until one of `children` exits; that one, reaped."""
+    by_pid = {c.pid: c for c in children if c.exit_code is None}
+    if not by_pid:
+        raise ValueError("wait_first: every child has been reaped already")
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid in by_pid:
+            by_pid[pid].exit_code = os.waitstatus_to_exitcode(status)
+            return by_pid[pid]

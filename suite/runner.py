@@ -11,7 +11,6 @@ and the run goes on. A stage is skipped on resume once its manifest status is `c
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import signal
@@ -36,8 +35,6 @@ from .results import (
     Row,
     RunDir,
     Verdict,
-    atomic_write_text,
-    dumps,
     read_rows_jsonl,
     status_counts,
     write_rows_jsonl,
@@ -254,73 +251,54 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
 def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path, facts: dict[str, Any],
                  progress: Progress, timeout: float) -> dict[str, Any]:
     """Run module.run in a forked child with its own process group; kill the whole tree at the timeout."""
-    result_path = raw_dir / RESULT_FILE
-    result_path.unlink(missing_ok=True)
     (raw_dir / ROWS_FILE).unlink(missing_ok=True)
     deadline = time.monotonic() + timeout
-    sys.stdout.flush()
-    sys.stderr.flush()
-    runner_pid = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        _child(module, name, profile, run, raw_dir, facts, progress, deadline, runner_pid)
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            procs.kill_tree(pid)
-            os.waitpid(pid, 0)
-            return {
-                "ok": False,
-                "message": f"stage {name} timed out after {timeout:.0f} s and was killed",
-                "observed": f"timed out after {timeout:.0f} s",
-                "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
-            }
-        time.sleep(0.1)
-    if result_path.exists():
-        return json.loads(result_path.read_text())
-    code = os.waitstatus_to_exitcode(status)
+
+    def stage() -> dict[str, Any]:
+        ctx = _child_context(name, profile, run, raw_dir, facts, progress, deadline)
+        inject(name)
+        write_rows_jsonl(raw_dir / ROWS_FILE, list(module.run(profile, ctx)))
+        return {"ok": True, "published": ctx.published}
+
+    def failed(error: BaseException) -> dict[str, Any]:
+        if isinstance(error, LaunchError):
+            return {"ok": False, "message": str(error), "command": " ".join(error.command),
+                    "exit_code": error.exit_code, "log_tail": error.log_tail}
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        return {"ok": False, "message": f"stage {name} raised {type(error).__name__}: {error}", "traceback": tb,
+                "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
+
+    child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
+    if not child.wait(deadline):
+        return {
+            "ok": False,
+            "message": f"stage {name} timed out after {timeout:.0f} s and was killed",
+            "observed": f"timed out after {timeout:.0f} s",
+            "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
+        }
+    result = child.result()
+    if result is not None:
+        return result
     return {
         "ok": False,
-        "message": f"stage {name} died without a result (exit {code}{', signal ' + signal.Signals(-code).name if code < 0 else ''})",
-        "exit_code": code,
+        "message": f"stage {name} died without a result ({child.died()})",
+        "exit_code": child.exit_code,
         "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
     }
 
 
-def _child(module, name, profile, run, raw_dir, facts, progress, deadline, runner_pid) -> None:
-    code = 1
-    try:
-        os.setpgid(0, 0)
-        procs.die_with_parent(expected_parent=runner_pid)
-        # Progress keeps the terminal; anything else the stage's libraries print goes to stage.log.
-        progress.stream = os.fdopen(os.dup(2), "w", buffering=1)
-        log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        cap_threads(profile.omp_threads)
-        ctx = StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
-                           progress=progress, deadline=deadline)
-        try:
-            inject(name)
-            rows = list(module.run(profile, ctx))
-            write_rows_jsonl(raw_dir / ROWS_FILE, rows)
-            result = {"ok": True, "published": ctx.published}
-            code = 0
-        except LaunchError as e:
-            result = {"ok": False, "message": str(e), "command": " ".join(e.command), "exit_code": e.exit_code,
-                      "log_tail": e.log_tail}
-        except BaseException as e:  # noqa: BLE001 - every failure of a stage becomes a verdict
-            tb = traceback.format_exc()
-            print(tb, file=sys.stderr, flush=True)
-            result = {"ok": False, "message": f"stage {name} raised {type(e).__name__}: {e}", "traceback": tb,
-                      "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
-        atomic_write_text(raw_dir / RESULT_FILE, dumps(result))
-    finally:
-        os._exit(code)
+def _child_context(name, profile, run, raw_dir, facts, progress, deadline) -> StageContext:
+    """In the stage's child: progress keeps the terminal, anything else printed goes to stage.log; threads capped."""
+    progress.stream = os.fdopen(os.dup(2), "w", buffering=1)
+    log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    cap_threads(profile.omp_threads)
+    return StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
+                        progress=progress, deadline=deadline)
 
 
 def cap_threads(threads: int) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -189,49 +188,35 @@ def compute_reference(profile: Profile, ctx: StageContext, device: str) -> list[
     return reference
 
 
-def start_drills(profile: Profile, ctx: StageContext, ranks: int) -> dict[int, str]:
-    """Fork one supervisor per scenario (each runs drill(), then exits); pid → scenario.
+def start_drills(profile: Profile, ctx: StageContext, ranks: int) -> dict[str, procs.Forked]:
+    """Fork one supervisor per scenario (each runs drill(), then exits); scenario → its child.
 
     The children are the stage's descendants: the runner's timeout takes them and their torchruns
     down with the stage, and each dies with the stage if the stage is killed outright.
     """
-    children = {}
-    for scenario in profile.fault.scenarios:
-        result = ctx.raw_dir / f".{scenario}.result.json"
-        result.unlink(missing_ok=True)
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                procs.die_with_parent()
-                _, launch_error = drill(profile, ctx, scenario, ranks)
-                atomic_write_text(result, json.dumps({"launch_error": launch_error}))
-                code = 0
-            except BaseException as error:  # noqa: BLE001 - reported as the scenario's launch error
-                atomic_write_text(result, json.dumps({"launch_error": f"the drill's supervisor raised "
-                                                                      f"{type(error).__name__}: {error}"}))
-            finally:
-                os._exit(code)
-        children[pid] = scenario
-    return children
+    def supervisor(scenario: str):
+        return lambda: {"launch_error": drill(profile, ctx, scenario, ranks)[1]}
+
+    def failed(error: BaseException) -> dict:
+        return {"launch_error": f"the drill's supervisor raised {type(error).__name__}: {error}"}
+
+    return {scenario: procs.fork_call(supervisor(scenario), ctx.raw_dir / f".{scenario}.result.json", on_error=failed)
+            for scenario in profile.fault.scenarios}
 
 
-def wait_for_drills(ctx: StageContext, children: dict[int, str]) -> dict[str, str | None]:
+def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dict[str, str | None]:
     """Wait for every supervisor; scenario → its launch error (None when torchrun exited 0)."""
-    outcomes, total = {}, len(children)
-    while children:
-        pid, status = os.waitpid(-1, 0)
-        scenario = children.pop(pid, None)
-        if scenario is None:
-            continue
-        result = ctx.raw_dir / f".{scenario}.result.json"
-        if result.exists():
-            outcomes[scenario] = json.loads(result.read_text())["launch_error"]
-            result.unlink()
-        else:
-            outcomes[scenario] = f"the drill's supervisor died (exit {os.waitstatus_to_exitcode(status)})"
-        ctx.say(f"{scenario} done; waiting for {', '.join(children.values()) or 'nothing'}",
-                done=total - len(children), of=total)
+    outcomes, waiting = {}, dict(children)
+    while waiting:
+        child = procs.wait_first(list(waiting.values()))
+        scenario = next(s for s, c in waiting.items() if c is child)
+        del waiting[scenario]
+        result = child.result()
+        child.result_path.unlink(missing_ok=True)
+        outcomes[scenario] = (result["launch_error"] if result is not None
+                              else f"the drill's supervisor died ({child.died()})")
+        ctx.say(f"{scenario} done; waiting for {', '.join(waiting) or 'nothing'}",
+                done=len(children) - len(waiting), of=len(children))
     return outcomes
 
 
