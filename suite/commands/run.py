@@ -31,8 +31,8 @@ def add_parser(sub) -> None:
 
 def list_stages() -> int:
     print(f"{'#':>2}  {'stage':<10} {'rehearsal':<9} measures")
-    for n, name in enumerate(stages.available(), start=1):
-        module = stages.load(name)
+    for name in stages.available():
+        module, n = stages.load(name), stages.CHECKLIST_ROW[name]
         face = "yes" if module.REHEARSAL else "no"
         print(f"{n:>2}  {name:<10} {face:<9} {module.MEASURES}")
         if module.REHEARSAL:
