@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from .fromjson import from_plain
 
 
 class ProfileError(ValueError):
@@ -363,33 +364,3 @@ def profile_from_dict(data: dict) -> Profile:
     profile = from_plain(Profile, {k: v for k, v in data.items() if k not in declared and k != "sections"})
     sections = {name: from_plain(declared[name].type, data[name]) for name in declared if name in data}
     return profile.with_overrides(**sections) if sections else profile
-
-
-def from_plain(cls: type, data: dict) -> Any:
-    """An instance of dataclass `cls` from its asdict()/JSON form."""
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls) if f.init}
-    return cls(**{k: _value_as(hints[k], v) for k, v in data.items() if k in known})
-
-
-def _value_as(hint: Any, value: Any) -> Any:
-    """`value` (from JSON) as the annotated type: dataclasses rebuilt, lists as tuples where a tuple is declared."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _value_as(options[0], value) if len(options) == 1 else value
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type) and isinstance(value, dict):
-        return from_plain(hint, value)
-    if origin is tuple and isinstance(value, (list, tuple)):
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value_as(args[0], v) for v in value)
-        if args and len(args) == len(value):
-            return tuple(_value_as(a, v) for a, v in zip(args, value))
-        return tuple(value)
-    if origin is list and isinstance(value, (list, tuple)):
-        (arg,) = typing.get_args(hint) or (Any,)
-        return [_value_as(arg, v) for v in value]
-    return value

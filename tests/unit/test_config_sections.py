@@ -10,7 +10,8 @@ import pytest
 
 from suite import stages
 from suite.config import (GLOO_CPU, NCCL_GPU, ConfigSection, FaultConfig, Profile, ProfileError, declare_sections,
-                          declared_sections, from_plain, profile_from_dict)
+                          declared_sections, profile_from_dict)
+from suite.fromjson import from_plain
 
 
 def through_json(profile: Profile) -> Profile:

@@ -1,0 +1,43 @@
+"""Dataclasses back from their JSON form (dataclasses.asdict, then json): generic over the fields' annotations.
+
+A nested dataclass field comes back as its dataclass, a `tuple[...]` field as a tuple (JSON has only
+lists), `X | None` as X or None; keys no field has are dropped (a field since removed), missing ones
+take the field's default. The profile recorded in a manifest is rebuilt this way on resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+
+def from_plain(cls: type, data: dict) -> Any:
+    """An instance of dataclass `cls` from its asdict()/JSON form."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    return cls(**{k: _value_as(hints[k], v) for k, v in data.items() if k in known})
+
+
+def _value_as(hint: Any, value: Any) -> Any:
+    """`value` (from JSON) as the annotated type: dataclasses rebuilt, lists as tuples where a tuple is declared."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _value_as(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type) and isinstance(value, dict):
+        return from_plain(hint, value)
+    if origin is tuple and isinstance(value, (list, tuple)):
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value_as(args[0], v) for v in value)
+        if args and len(args) == len(value):
+            return tuple(_value_as(a, v) for a, v in zip(args, value))
+        return tuple(value)
+    if origin is list and isinstance(value, (list, tuple)):
+        (arg,) = typing.get_args(hint) or (Any,)
+        return [_value_as(arg, v) for v in value]
+    return value
