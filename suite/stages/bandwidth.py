@@ -41,6 +41,7 @@ def estimate(p) -> tuple[float, str]:
     return nccl + torch_sweep, (f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–"
                                 f"{p.sizes[-1] / 2**30:g} GiB × {p.repeats} iterations × 2 placements, plus the torch sweep")
 
+
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
 PEAK_SHARE = 0.7  # large-message busbw must reach 70% of the link's per-direction peak
 DIP = 0.25  # busbw falling by more than 25% from one large size to the next warns

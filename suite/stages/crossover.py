@@ -41,6 +41,7 @@ def estimate(p) -> tuple[float, str]:
     seconds = sum(p.assume.nccl_tests_launch_s + p.sweep_s("all_reduce", algo=algo) for algo in ALGOS)
     return seconds, "the all_reduce sweep twice: NCCL_ALGO=Ring, then Tree"
 
+
 FAR = 10.0  # measured crossover more than 10× from the prediction warns
 # The hand algorithms hold about four buffer copies (input, reference, result, tree scratch): 1 GiB caps
 # them at a few GiB of device memory, and every predicted crossover lies orders of magnitude below it.

@@ -71,6 +71,7 @@ def estimate(p) -> tuple[float, str]:
     return seconds, (f"{len(f.scenarios)} drills × (launch, restart, {f.steps} steps); a hang costs the "
                      f"{f.pg_timeout_s:.0f} s process-group timeout + {wait:.0f} s")
 
+
 TORCHRUN_STOP_WAIT_S = 30.0
 """How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
 RESERVE_S = 5.0

@@ -43,6 +43,7 @@ def estimate(p) -> tuple[float, str]:
     seconds = 2 * p.assume.torchrun_launch_s + p.steps * ((compute + comm) + max(compute, comm))
     return seconds, "DDP without overlap (compute + comm), then with (max of the two)"
 
+
 SMALL_CAP_MB = 1.0
 LARGE_CAP_MB = 100.0
 # Backward does two of a training step's three matmul passes (6N FLOPs per token: 2N forward, 4N backward).

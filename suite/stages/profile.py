@@ -47,6 +47,7 @@ def estimate(p) -> tuple[float, str]:
     return (p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
             f"nsys over {p.steps} DDP steps + export of every rank's report")
 
+
 MIN_OVERLAP_PCT = 10.0
 MIN_COMM_SHARE_PCT = 10.0
 MIN_PROFILED_STEPS = 3

@@ -45,6 +45,7 @@ def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
     return p.assume.topology_s, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost"
 
+
 SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
              ("nvidia-smi-q", ["nvidia-smi", "-q"]),
              ("nvidia-smi-L", ["nvidia-smi", "-L"]))

@@ -41,6 +41,8 @@ def estimate(p) -> tuple[float, str]:
                   for d in p.profile.degrees)
     return seconds, (f"TP = {'/'.join(map(str, p.profile.degrees))}: compute ÷ TP + 4 activation all-reduces "
                      f"per layer")
+
+
 GOLDEN_CASES = ("logits", "loss", "grads", "sequence_sharded_attention")
 
 

@@ -40,6 +40,8 @@ def estimate(p) -> tuple[float, str]:
     n = p.gpus
     seconds = sum(p.assume.torchrun_launch_s + p.steps * (p.step_s / n + p.zero_comm_s(z, n)) for z in (1, 2, 3))
     return seconds, f"ZeRO-1/2/3 on {n} cards: 1, 1, 1.5 all-reduces of the parameters per step"
+
+
 ZERO_STAGES = (0, 1, 2, 3)
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
