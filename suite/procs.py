@@ -122,10 +122,11 @@ class Forked:
                 self.exit_code = os.waitstatus_to_exitcode(status)
         return self.exit_code is not None
 
-    def wait(self, deadline: float | None = None, poll_s: float = 0.1) -> bool:
-        """Wait for the child; past the monotonic `deadline` kill its whole tree. False when it was killed so."""
+    def wait(self, deadline: float | None = None, poll_s: float = 0.1,
+             clock: Callable[[], float] = time.monotonic) -> bool:
+        """Wait for the child; past `deadline` (on `clock`) kill its whole tree. False when it was killed so."""
         while not self.poll():
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and clock() > deadline:
                 kill_tree(self.pid)
                 _, status = os.waitpid(self.pid, 0)
                 self.exit_code = os.waitstatus_to_exitcode(status)
