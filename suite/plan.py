@@ -3,8 +3,8 @@
     python -m suite plan --profile nccl-gpu --gpus 8 --rate 24      # make plan RATE=24
 
 Each stage module estimates itself (its `estimate(p)`, given the PlanInputs below); this module adds
-them up in run order. Pure arithmetic, no torch, from the profile (sweep sizes, iterations, model size, steps), the α-β model
-(suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
+them up in run order. Pure arithmetic, no torch (suite/costmodel/sizing.py sizes the model), from the
+profile (sweep sizes, iterations, model size, steps), the α-β model (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
 
@@ -170,13 +170,12 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
                       peak_flops=peak.bf16_dense_flops)
 
 
-def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,
-             registry: stages.Registry | None = None) -> Plan:
+def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None) -> Plan:
     """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate()."""
     inputs = plan_inputs(profile, a)
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=peak_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
                 beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour)
-    for name, module in (registry or stages.REGISTRY).modules.items():
+    for name, module in stages.REGISTRY.modules.items():
         seconds, basis = module.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan

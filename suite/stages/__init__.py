@@ -58,15 +58,12 @@ class Registry:
     def rows(self) -> dict[str, int]:
         return {name: module.ROW for name, module in self.modules.items()}
 
-    def sections(self) -> dict[str, config.ConfigSection]:
-        return {m.CONFIG.name: m.CONFIG for m in self.modules.values() if m.CONFIG is not None}
-
 
 def stage_module_names(package: ModuleType) -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
-def check_declarations(name: str, module: ModuleType) -> None:
+def check_declarations(module: ModuleType) -> None:
     where = f"stage module {module.__name__} ({module.__file__})"
     missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
     if missing:
@@ -124,7 +121,7 @@ def discover(package: ModuleType) -> Registry:
     modules = {}
     for name in stage_module_names(package):
         module = importlib.import_module(f"{package.__name__}.{name}")
-        check_declarations(name, module)
+        check_declarations(module)
         modules[name] = module
     registry = Registry({name: modules[name] for name in run_order(modules)})
     try:
