@@ -280,6 +280,8 @@ class Profile:
         """A copy with fields or config sections replaced (validated again)."""
         fields = {f.name for f in dataclasses.fields(self)}
         sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in _sections()}
+        if "name" in changes and "sections" not in changes:  # a renamed profile keeps its sections' values
+            sections = {**{n: self.section(n) for n in _sections()}, **sections}
         if sections:
             changes["sections"] = tuple({**dict(self.sections), **sections}.items())
         return dataclasses.replace(self, **changes)

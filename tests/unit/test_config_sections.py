@@ -105,3 +105,9 @@ def test_unknown_recorded_keys_are_dropped_and_missing_ones_take_defaults():
     del data["sweep"]["dtype"], data["fault"]["concurrent"]
     back = profile_from_dict(json.loads(json.dumps(data)))
     assert back.sweep.dtype == "float32" and back.fault.concurrent is False and back.nproc == GLOO_CPU.nproc
+
+
+def test_a_renamed_profile_keeps_its_section_values():
+    renamed = NCCL_GPU.with_overrides(name="nccl-gpu-4x")
+    assert renamed.fault == NCCL_GPU.fault and renamed.fault != FaultConfig()
+    assert through_json(renamed) == renamed
