@@ -5,6 +5,10 @@
 
 Each field carries its unit in the docstring under it. Validation happens at construction and
 names the flag to change, so a wrong profile fails before any card time is spent.
+
+The machine's fields and the sections several stages share (`sweep`, `model`) are here; a section
+that is one stage's own is declared by that stage's module (`CONFIG = ConfigSection(...)`, with its
+value on each profile) and read as `profile.<section>` like any field (docs/stages.md).
 """
 
 from __future__ import annotations
