@@ -282,6 +282,7 @@ def context(comparison: Comparison) -> dict[str, Any]:
                        "a ratio against a GPU run compares plumbing, not hardware.")
     banners += [f"{r.label} ({r.path}) cannot be read by this cardtime: {r.unreadable}; it is compared with nothing"
                 for r in runs if r.unreadable]
+    banners += [f"{r.label} ({r.path}) is incomplete — {problem}" for r in runs if r.view for problem in r.view.problems]
     return {
         "title": "cardtime comparison — " + " vs ".join(r.run_id for r in runs),
         "runs_line": " vs ".join(f"{r.label}: {r.run_id}" for r in runs),

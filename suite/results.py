@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .runfiles import RunDirError, read_csv_records, read_json_object, read_parquet
+
 SCHEMA_VERSION = 1
 
 # Parameters a measurement may carry. A column is empty where it does not apply.
@@ -52,7 +54,7 @@ STAGE_STATES = ("pending", "running", "complete", "error")
 INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
 
 
-class SchemaError(RuntimeError):
+class SchemaError(RunDirError):
     """A run directory written by another schema version; the message says what to do."""
 
 
@@ -246,8 +248,8 @@ class RunDir:
         manifest_path = path / cls.MANIFEST
         if not manifest_path.exists():
             raise FileNotFoundError(f"{path} is not a run directory (no {cls.MANIFEST})")
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        check_schema(manifest.get("schema_version"), path)
+        manifest = read_json_object(manifest_path)
+        check_schema(manifest.get("schema_version"), manifest_path)
         return cls(path=path, manifest=manifest)
 
     def raw_dir(self, stage: str) -> Path:
@@ -269,16 +271,12 @@ class RunDir:
     # -- rows
 
     def rows(self) -> list[Row]:
-        import pandas as pd
-
-        frame = pd.read_parquet(self.path / self.RESULTS_PARQUET)
-        return [row_from_dict(r) for r in frame.to_dict("records")]
+        file = self.path / self.RESULTS_PARQUET
+        return _records(file, self.rows_frame().to_dict("records"), row_from_dict)
 
     def rows_frame(self):
-        """All rows as a pandas DataFrame (columns ROW_COLUMNS)."""
-        import pandas as pd
-
-        return pd.read_parquet(self.path / self.RESULTS_PARQUET)
+        """All rows as a pandas DataFrame (columns ROW_COLUMNS); RunDirError when results.parquet is damaged."""
+        return read_parquet(self.path / self.RESULTS_PARQUET, ROW_COLUMNS)
 
     def replace_stage_rows(self, stage: str, rows: Iterable[Row]) -> None:
         kept = [r for r in self.rows() if r.stage != stage]
@@ -292,8 +290,8 @@ class RunDir:
     # -- expectations
 
     def expectations(self) -> list[Expectation]:
-        with open(self.path / self.EXPECTATIONS, newline="", encoding="utf-8") as f:
-            return [expectation_from_dict(r) for r in csv.DictReader(f)]
+        file = self.path / self.EXPECTATIONS
+        return _records(file, read_csv_records(file, EXPECTATION_COLUMNS), expectation_from_dict)
 
     def replace_stage_expectations(self, stage: str, expectations: Iterable[Expectation]) -> None:
         kept = [e for e in self.expectations() if e.stage != stage]
@@ -312,9 +310,31 @@ class RunDir:
     # -- verdicts
 
     def verdicts(self) -> list[Verdict]:
-        data = json.loads((self.path / self.VERDICTS).read_text(encoding="utf-8"))
-        check_schema(data.get("schema_version"), self.path)
-        return [verdict_from_dict(v) for v in data["verdicts"]]
+        """Every verdict; RunDirError when verdicts.json is damaged or one verdict is not of the schema."""
+        verdicts, problems = self.read_verdicts()
+        if problems:
+            raise RunDirError(self.path / self.VERDICTS, problems[0])
+        return verdicts
+
+    def read_verdicts(self) -> tuple[list[Verdict], list[str]]:
+        """The verdicts that read, and one line for each that does not (an unknown status, a missing field).
+
+        RunDirError when the file as a whole cannot be read (missing, truncated, another schema version).
+        """
+        file = self.path / self.VERDICTS
+        data = read_json_object(file)
+        check_schema(data.get("schema_version"), file)
+        entries = data.get("verdicts")
+        if not isinstance(entries, list):
+            raise RunDirError(file, "has no list under 'verdicts'")
+        verdicts, problems = [], []
+        for index, entry in enumerate(entries):
+            try:
+                verdicts.append(verdict_from_dict(entry))
+            except (TypeError, KeyError, ValueError) as e:
+                name = entry.get("id") if isinstance(entry, dict) else None
+                problems.append(f"verdict #{index + 1}" + (f" ({name})" if name else "") + f": {_why(e)}")
+        return verdicts, problems
 
     def replace_stage_verdicts(self, stage: str, verdicts: Iterable[Verdict]) -> None:
         kept = [v for v in self.verdicts() if v.stage != stage]
@@ -345,13 +365,29 @@ def records_to_frame(records, columns: tuple[str, ...]):
     return frame
 
 
-def check_schema(version: Any, where: Path | str) -> None:
+def check_schema(version: Any, file: Path) -> None:
     if version != SCHEMA_VERSION:
         raise SchemaError(
-            f"{where} was written with schema_version {version!r}; this cardtime reads version "
-            f"{SCHEMA_VERSION}. Check out the cardtime commit recorded in its manifest.json to read it, "
-            f"or rerun the stages with `python -m suite run --out NEW_DIR`."
-        )
+            file, f"written with schema_version {version!r}; this cardtime reads version {SCHEMA_VERSION}",
+            fix="check out the cardtime commit recorded in the run's manifest.json to read it, "
+                "or rerun the stages with `python -m suite run --out NEW_DIR`")
+
+
+def _records(file: Path, records: Iterable[dict[str, Any]], build) -> list:
+    """Each record through `build`; RunDirError naming the record when one does not fit the schema."""
+    out = []
+    for index, record in enumerate(records):
+        try:
+            out.append(build(record))
+        except (TypeError, KeyError, ValueError) as e:
+            raise RunDirError(file, f"record #{index + 1}: {_why(e)}") from None
+    return out
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return f"no {error.args[0]!r} field"
+    return str(error)
 
 
 def status_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
