@@ -47,7 +47,7 @@ for argv in json.loads(sys.argv[2]):
 @dataclass(frozen=True)
 class Case:
     name: str
-    module: str  # the CLI: suite.__main__ or reports.__main__
+    module: str  # the CLI: suite.__main__, reports.__main__ or provisioning.__main__
     argv: tuple[str, ...]
     code: int
     says: str = ""  # a fragment stderr must hold (the file named, what is wrong)
@@ -56,7 +56,7 @@ class Case:
 
 def cases(d: Path) -> list[Case]:
     """Every case, with paths under `d` (the files are made by the `inputs` fixture)."""
-    s, r = "suite.__main__", "reports.__main__"
+    s, r, p = "suite.__main__", "reports.__main__", "provisioning.__main__"
     run = lambda kind: str(d / kind)  # noqa: E731
     return [
         # suite parse
@@ -111,6 +111,10 @@ def cases(d: Path) -> list[Case]:
              2, "not a run directory"),
         Case("compare nothing readable", r, ("compare", run("intact"), run("nothing-readable"), "-o",
                                              str(d / "out" / "n.html")), 2, "none of its records"),
+        # provisioning (no host needed for these)
+        Case("archive ok", p, ("archive", run("passing"), str(d / "archive")), 0),
+        Case("archive not a run", p, ("archive", str(d / "nope"), str(d / "archive")), 2, "not a run directory"),
+        Case("status bad host", p, ("status", "--host", "a b@:x"), 2, "is not user@host"),
     ]
 
 
@@ -159,9 +163,9 @@ def outcomes(inputs) -> dict[str, dict]:
 
 
 def test_every_cli_is_covered(inputs):
-    commands = {c.argv[0] if c.module == "suite.__main__" else "compare" if c.argv[:1] == ("compare",) else "report"
+    commands = {c.argv[0] if c.module != "reports.__main__" else "compare" if c.argv[:1] == ("compare",) else "report"
                 for c in cases(inputs) if c.argv}
-    assert commands == {"parse", "check", "run", "plan", "model", "report", "compare"}
+    assert commands == {"parse", "check", "run", "plan", "model", "report", "compare", "archive", "status"}
     assert {c.code for c in cases(inputs)} == {0, 1, 2}
 
 
