@@ -19,13 +19,18 @@ import csv
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .runfiles import RunDirError, read_csv_records, read_json_object, read_parquet
+from .runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
+    RunDirError,
+    atomic_write_text,
+    atomic_write_with,
+    read_csv_records,
+    read_json_object,
+    read_parquet,
+)
 
 SCHEMA_VERSION = 1
 
@@ -50,6 +55,9 @@ ROW_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", *PAR
 EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", "basis", *PARAM_COLUMNS)
 VERDICT_STATUSES = ("pass", "warn", "fail", "skip")
 STAGE_STATES = ("pending", "running", "complete", "error")
+
+# The manifest's containers, checked on load so that a hand-edited one fails there, naming the key.
+MANIFEST_SHAPES = {"stages": dict, "stages_selected": list, "facts": dict, "profile": dict, "host": dict}
 
 INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
 
@@ -154,36 +162,6 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------- atomic files
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _atomic_write_with(path: Path, writer) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
@@ -250,6 +228,13 @@ class RunDir:
             raise FileNotFoundError(f"{path} is not a run directory (no {cls.MANIFEST})")
         manifest = read_json_object(manifest_path)
         check_schema(manifest.get("schema_version"), manifest_path)
+        for key, kind in MANIFEST_SHAPES.items():
+            if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+                raise RunDirError(manifest_path, f"{key!r} holds a JSON {type(manifest[key]).__name__}, "
+                                                 f"not {'an object' if kind is dict else 'a list'}")
+        odd = [name for name, state in (manifest.get("stages") or {}).items() if not isinstance(state, dict)]
+        if odd:
+            raise RunDirError(manifest_path, f"the state of stage {odd[0]!r} is not a JSON object")
         return cls(path=path, manifest=manifest)
 
     def raw_dir(self, stage: str) -> Path:
@@ -284,8 +269,8 @@ class RunDir:
 
     def write_rows_all(self, rows: list[Row]) -> None:
         frame = rows_to_frame(rows)
-        _atomic_write_with(self.path / self.RESULTS_PARQUET, lambda tmp: frame.to_parquet(tmp, index=False))
-        _atomic_write_with(self.path / self.RESULTS_CSV, lambda tmp: frame.to_csv(tmp, index=False))
+        atomic_write_with(self.path / self.RESULTS_PARQUET, lambda tmp: frame.to_parquet(tmp, index=False))
+        atomic_write_with(self.path / self.RESULTS_CSV, lambda tmp: frame.to_csv(tmp, index=False))
 
     # -- expectations
 

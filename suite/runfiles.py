@@ -1,4 +1,7 @@
-"""Reading a run directory's files so that a damaged one raises one error naming the file and what is wrong.
+"""A run directory's files: written atomically, read so that a damaged one raises one error naming it.
+
+Writers replace a file in one rename (write a temporary file beside it, fsync, rename), so a reader
+or a kill sees the old file or the new one, never half.
 
 A run directory travels: it is fetched from a rented box, copied, archived, opened months later. A
 file cut short by a full disk, a half-finished copy or an editor must not end in a traceback from
@@ -11,6 +14,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,34 @@ class RunDirError(RuntimeError):
         self.file = Path(file)
         self.problem = problem
         super().__init__(f"{self.file}: {problem}" + (f"; {fix}" if fix else ""))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_with(path: Path, writer) -> None:
+    """`writer(temporary_path)` writes the file; it then replaces `path` in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_text(file: Path) -> str:

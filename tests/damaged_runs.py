@@ -48,6 +48,14 @@ def bad_expectations(run: Path) -> None:
     (run / "expectations.csv").write_text("stage,case\nbandwidth,x\n")
 
 
+def misshapen_manifest(run: Path) -> None:
+    """Valid JSON, wrong shape: a hand edit turned the stages object into a list."""
+    file = run / "manifest.json"
+    manifest = json.loads(file.read_text())
+    manifest["stages"] = list(manifest["stages"])
+    file.write_text(json.dumps(manifest))
+
+
 def nothing_readable(run: Path) -> None:
     cut_in_half(run / "manifest.json")
     cut_in_half(run / "verdicts.json")
@@ -62,6 +70,7 @@ DAMAGE = {
     "unknown-status": unknown_status,
     "unfinished-stage": unfinished_stage,
     "bad-expectations": bad_expectations,
+    "misshapen-manifest": misshapen_manifest,
     "nothing-readable": nothing_readable,
 }
 
@@ -73,6 +82,7 @@ SPOILED = {
     "unknown-status": "verdicts.json",
     "unfinished-stage": "bandwidth",
     "bad-expectations": "expectations.csv",
+    "misshapen-manifest": "manifest.json",
     "nothing-readable": "manifest.json",
 }
 

@@ -83,6 +83,7 @@ def cases(d: Path) -> list[Case]:
         Case("check unknown status", s, ("check", run("unknown-status")), 2, "verdicts.json: verdict #1"),
         Case("check bad expectations", s, ("check", run("bad-expectations")), 2, "expectations.csv"),
         Case("check unfinished stage", s, ("check", run("unfinished-stage")), 1),
+        Case("check misshapen manifest", s, ("check", run("misshapen-manifest")), 2, "'stages' holds a JSON list"),
         # suite run, plan, model
         Case("run list", s, ("run", "--list"), 0),
         Case("run unknown stage", s, ("run", "--stages", "nosuch"), 2, "nosuch"),
@@ -101,6 +102,7 @@ def cases(d: Path) -> list[Case]:
         Case("report garbage results", r, (run("garbage-results"),), 0, "incomplete: results.parquet"),
         Case("report unknown status", r, (run("unknown-status"),), 0, "incomplete: verdicts.json: verdict #1"),
         Case("report unfinished stage", r, (run("unfinished-stage"),), 0, "incomplete: stage bandwidth never finished"),
+        Case("report misshapen manifest", r, (run("misshapen-manifest"),), 0, "incomplete: manifest.json: 'stages'"),
         Case("report nothing readable", r, (run("nothing-readable"),), 2, "none of its records can be read"),
         Case("report not a run", r, (str(d / "nope"),), 2, "not a run directory"),
         Case("report no run named", r, (), 2, "name a run directory"),
@@ -137,7 +139,7 @@ def inputs(tmp_path_factory) -> Path:
     (d / "binary.dat").write_bytes(bytes(range(256)) * 64)
     (d / "log.txt").write_text("".join(f"2026-11-29 17:{i % 60:02d} worker {i} started\n" for i in range(3000)))
     for kind in ("intact", "truncated-manifest", "truncated-verdicts", "garbage-results", "unknown-status",
-                 "unfinished-stage", "bad-expectations", "nothing-readable"):
+                 "unfinished-stage", "bad-expectations", "misshapen-manifest", "nothing-readable"):
         damaged_run(d / kind, kind, **({"gpu": False} if kind == "truncated-manifest" else {}))  # a CPU run
     damaged_run(d / "cpu", "intact", gpu=False)
     passing_run(d / "passing")
