@@ -76,6 +76,7 @@ EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i
 SNIFF_LINES = 2000
 SNIFF_CHARS = 1 << 20
 MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl-tests' and are cut
+MAX_JSON = 64 << 20  # a -J report holds one entry per size: KiBs, even for thousands of sizes
 
 HEADERLESS = {
     13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
@@ -88,11 +89,17 @@ def parse_file(path: str | Path) -> dict[str, Any]:
     """Read `path` (text or -J JSON); the file's name helps name the collective when the output does not."""
     path = Path(path)
     with open(path, encoding="utf-8") as f:
-        if _first_char(f) == "{":  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
-            from .nccl_tests_json import parse_json
+        try:
+            if _first_char(f) == "{":  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
+                from .nccl_tests_json import parse_json
 
-            return parse_json(f.read(), name_hint=path.name)
-        return parse_lines(bounded_lines(f), name_hint=path.name)
+                text = f.read(MAX_JSON + 1)
+                if len(text) > MAX_JSON:
+                    raise ParseError(f"a JSON document over {MAX_JSON >> 20} MiB: not an nccl-tests -J report")
+                return parse_json(text, name_hint=path.name)
+            return parse_lines(bounded_lines(f), name_hint=path.name)
+        except UnicodeDecodeError as e:  # read in chunks: e.start is not a file offset, so it is not quoted
+            raise ParseError(f"not text ({e.reason}): nccl-tests prints UTF-8 text; is this the right file?") from None
 
 
 def parse(text: str, name_hint: str = "") -> dict[str, Any]:
@@ -101,7 +108,7 @@ def parse(text: str, name_hint: str = "") -> dict[str, Any]:
         from .nccl_tests_json import parse_json
 
         return parse_json(stripped, name_hint)
-    return parse_text(text, name_hint)
+    return parse_lines(text.splitlines(), name_hint)
 
 
 def _first_char(f: IO[str]) -> str:
@@ -177,10 +184,6 @@ def _int_or_float(value: float | None) -> int | float | None:
 
 def _is_int(token: str) -> bool:
     return bool(re.fullmatch(r"-?\d+", token))
-
-
-def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
-    return parse_lines(text.splitlines(), name_hint)
 
 
 def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:

@@ -278,3 +278,22 @@ def test_an_overlong_line_is_cut_not_held(tmp_path):
     got = parse_file(blob)
     assert got["complete"] is True and len(got["rows"]) == len(parse_file(
         DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"])
+
+
+def test_a_json_file_is_read_up_to_a_bound(tmp_path, monkeypatch):
+    import suite.parsers.nccl_tests as module
+
+    big = tmp_path / "report.json"
+    big.write_text(json.dumps({"config": {}, "results": [{"size": 8}] * 50}))
+    assert len(parse_file(big)["rows"]) == 50
+    monkeypatch.setattr(module, "MAX_JSON", 100)
+    with pytest.raises(ParseError, match="JSON document over"):
+        parse_file(big)
+
+
+def test_bytes_that_are_not_text_are_a_parse_error(tmp_path):
+    capture = (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_bytes()
+    spoiled = tmp_path / "spoiled.txt"
+    spoiled.write_bytes(capture[:200] + b"\xff\xfe" + capture[200:])
+    with pytest.raises(ParseError, match="not text"):
+        parse_file(spoiled)
