@@ -76,7 +76,7 @@ EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i
 SNIFF_LINES = 2000
 SNIFF_CHARS = 1 << 20
 MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl-tests' and are cut
-MAX_JSON = 64 << 20  # a -J report holds one entry per size: KiBs, even for thousands of sizes
+MAX_JSON = 16 << 20  # a -J report holds ~300 bytes per size: 16 MiB is 50,000 sizes
 
 HEADERLESS = {
     13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
