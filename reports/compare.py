@@ -15,7 +15,6 @@ git commit with a clean tree). Otherwise it is marked "not comparable" and no ra
 
 from __future__ import annotations
 
-import json
 import math
 import string
 from dataclasses import dataclass, field
@@ -24,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, SchemaError
+from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, RunDirError, SchemaError
+from suite.runfiles import read_json_object
 from suite.stages import ORDER
 
 from . import figures as figure_modules
@@ -58,7 +58,10 @@ def open_run(label: str, path: Path) -> ComparedRun:
     try:
         view = load_run(path)
     except SchemaError as e:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        try:
+            manifest = read_json_object(path / "manifest.json")
+        except RunDirError:  # the verdicts are of another schema and the manifest is damaged: show the path only
+            manifest = {}
         return ComparedRun(label, path, manifest, None, unreadable=str(e).split(";")[0])
     return ComparedRun(label, path, view.manifest, view)
 
