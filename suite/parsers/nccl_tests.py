@@ -108,7 +108,7 @@ def parse(text: str, name_hint: str = "") -> dict[str, Any]:
         from .nccl_tests_json import parse_json
 
         return parse_json(stripped, name_hint)
-    return parse_lines(text.splitlines(), name_hint)
+    return parse_text(text, name_hint)
 
 
 def _first_char(f: IO[str]) -> str:
@@ -184,6 +184,10 @@ def _int_or_float(value: float | None) -> int | float | None:
 
 def _is_int(token: str) -> bool:
     return bool(re.fullmatch(r"-?\d+", token))
+
+
+def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
+    return parse_lines(text.splitlines(), name_hint)
 
 
 def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
