@@ -31,9 +31,8 @@ far with `complete: false` and the reason. A file holding several tests one afte
 script looping over the binaries) is read up to the second test's preamble; `next_test_line` says
 where that starts (parse the rest separately).
 
-A file is read line by line, never whole, and judged on its first SNIFF_LINES lines (SNIFF_CHARS
-characters): a file with nothing nccl-tests prints there (a log, a core dump turned text, the wrong
-file) is refused at once, however large; a line longer than MAX_LINE is cut there.
+A file is streamed line by line (each cut at MAX_LINE) and judged on its first SNIFF_LINES lines:
+one with nothing nccl-tests prints there (a log, the wrong file) is refused at once, however large.
 """
 
 from __future__ import annotations
