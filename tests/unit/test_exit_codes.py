@@ -140,7 +140,8 @@ def inputs(tmp_path_factory) -> Path:
     (d / "log.txt").write_text("".join(f"2026-11-29 17:{i % 60:02d} worker {i} started\n" for i in range(3000)))
     for kind in ("intact", "truncated-manifest", "truncated-verdicts", "garbage-results", "unknown-status",
                  "unfinished-stage", "bad-expectations", "misshapen-manifest", "nothing-readable"):
-        damaged_run(d / kind, kind, **({"gpu": False} if kind == "truncated-manifest" else {}))  # a CPU run
+        # the truncated manifest is a CPU run's: its report must not claim a rehearsal it cannot know of
+        damaged_run(d / kind, kind, **({"gpu": False} if kind == "truncated-manifest" else {}))
     damaged_run(d / "cpu", "intact", gpu=False)
     passing_run(d / "passing")
     passing_run(d / "passing-too")
