@@ -125,9 +125,6 @@ def load_run(path: Path) -> RunView:
             problems.append(str(e.file.name) + ": " + e.problem)
             return empty, False
 
-    manifest_file = path / RunDir.MANIFEST
-    if not manifest_file.exists():
-        raise FileNotFoundError(f"{path} is not a run directory (no {RunDir.MANIFEST})")
     run, manifest_ok = attempt(lambda: RunDir.load(path), RunDir(path=path, manifest={}))
     rows, rows_ok = attempt(run.rows_frame, records_to_frame([], ROW_COLUMNS))
     expectations, expectations_ok = attempt(lambda: expectations_frame(run), records_to_frame([], EXPECTATION_COLUMNS))
@@ -137,11 +134,11 @@ def load_run(path: Path) -> RunView:
         raise RunDirError(path, "none of its records can be read (" + "; ".join(problems) + ")")
     view = RunView(path=run.path, manifest=run.manifest, rows=rows, expectations=expectations, verdicts=verdicts,
                    problems=problems, manifest_read=manifest_ok)
-    view.problems += unfinished_stages(view)
+    view.problems += stages_never_finished(view)
     return view
 
 
-def unfinished_stages(view: RunView) -> list[str]:
+def stages_never_finished(view: RunView) -> list[str]:
     """One line per recorded stage that started but never finished (killed mid-stage): its records may be partial."""
     stages = view.manifest.get("stages")
     if not isinstance(stages, dict):

@@ -41,7 +41,7 @@ def unfinished_stages(run: RunDir, verdicts: list[Verdict]) -> list[str]:
 
 
 def load_checked(path: Path) -> tuple[RunDir, list[Verdict]]:
-    """The run and its verdicts, having read every record: the verdicts judge the rows, so unreadable rows reject."""
+    """The run and its verdicts, every record read: verdicts over rows that cannot be read judge nothing (exit 2)."""
     run = RunDir.load(path)
     verdicts = run.verdicts()
     run.rows_frame()
