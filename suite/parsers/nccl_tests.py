@@ -213,7 +213,7 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
             read_chars += len(raw)
         elif not (rows or saw_header or saw_preamble or saw_footer or ranks or version):
             raise ParseError(f"not nccl-tests output: nothing nccl-tests prints (a preamble nThread … nGpus, a table "
-                             f"header, data rows) in its first {index} lines ({read_chars:,} characters)")
+                             f"header, data rows) in its first {index} lines; pass the stdout of a *_perf binary")
         line = MPI_TAG.sub("", raw.rstrip("\r\n"))
         s = line.strip()
         if not s:
