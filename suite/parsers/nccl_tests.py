@@ -69,7 +69,6 @@ PARAM_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
 WRONG_NAMES = {"#wrong": "count", "error": "max_deviation", "res": "max_deviation"}
 EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
 
-# Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
 # How much of a file decides whether it is nccl-tests output at all: launchers (mpirun's warnings, a
 # printed command line) put tens of lines before the preamble, never thousands.
 SNIFF_LINES = 2000
@@ -77,6 +76,7 @@ SNIFF_CHARS = 1 << 20
 MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl-tests' and are cut
 MAX_JSON = 16 << 20  # a -J report holds ~300 bytes per size: 16 MiB is 50,000 sizes
 
+# Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
 HEADERLESS = {
     13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
     12: "size count type redop time algbw busbw error time algbw busbw error",
