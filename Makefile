@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make test       the test suite"
-	@echo "make bench      timing figures (rehearsal wall time, harness overhead)"
+	@echo "make bench      timing figures (rehearsal wall time, harness overhead, parse of 50 MB inputs)"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
 	@echo "make remote-status HOST=…   where the host's run is"

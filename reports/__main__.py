@@ -5,7 +5,10 @@
     12 passed, 0 warned, 0 failed, 9 skipped
 
 Exit status: 0 when the report rendered (whatever the verdicts say; `python -m suite check` judges
-those), 2 when a run directory cannot be read.
+those), 2 when nothing can be rendered: not a run directory, another schema version, none of its
+records readable, or the output cannot be written. A damaged run directory whose records partly read
+(a truncated manifest, an unreadable results.parquet, a verdict of an unknown status) still renders:
+the report says at its top what is missing, and each missing part is printed here as `incomplete: …`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from suite.results import SchemaError
+from suite.results import RunDirError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +55,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         out, view = render_path(args.run_dir, args.out)
-    except (FileNotFoundError, SchemaError) as e:
+    except (FileNotFoundError, RunDirError) as e:
         return error(str(e))
+    except OSError as e:
+        return error(f"cannot write the report to {e.filename or args.out}: {e.strerror or e}")
+    for problem in view.problems:
+        print(f"incomplete: {problem}", file=sys.stderr)
     print(f"report: {out}")
     print(f"summary: {summary(view.counts())}")
     return 0
@@ -66,8 +73,10 @@ def main_compare(args) -> int:
 
     try:
         out, comparison = render_compare(args.runs, args.out)
-    except (FileNotFoundError, SchemaError) as e:
+    except (FileNotFoundError, RunDirError) as e:
         return error(str(e))
+    except OSError as e:
+        return error(f"cannot write the comparison to {e.filename or args.out}: {e.strerror or e}")
     print(f"comparison: {out}")
     for line in comparison.summary_lines():
         print(line)

@@ -15,7 +15,6 @@ git commit with a clean tree). Otherwise it is marked "not comparable" and no ra
 
 from __future__ import annotations
 
-import json
 import math
 import string
 from dataclasses import dataclass, field
@@ -24,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, SchemaError
+from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, RunDirError, SchemaError
+from suite.runfiles import read_json_object
 from suite.stages import ORDER
 
 from . import figures as figure_modules
@@ -58,7 +58,10 @@ def open_run(label: str, path: Path) -> ComparedRun:
     try:
         view = load_run(path)
     except SchemaError as e:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        try:
+            manifest = read_json_object(path / "manifest.json")
+        except RunDirError:  # the verdicts are of another schema and the manifest is damaged: show the path only
+            manifest = {}
         return ComparedRun(label, path, manifest, None, unreadable=str(e).split(";")[0])
     return ComparedRun(label, path, view.manifest, view)
 
@@ -282,6 +285,7 @@ def context(comparison: Comparison) -> dict[str, Any]:
                        "a ratio against a GPU run compares plumbing, not hardware.")
     banners += [f"{r.label} ({r.path}) cannot be read by this cardtime: {r.unreadable}; it is compared with nothing"
                 for r in runs if r.unreadable]
+    banners += [f"{r.label} ({r.path}) is incomplete — {problem}" for r in runs if r.view for problem in r.view.problems]
     return {
         "title": "cardtime comparison — " + " vs ".join(r.run_id for r in runs),
         "runs_line": " vs ".join(f"{r.label}: {r.run_id}" for r in runs),

@@ -104,11 +104,11 @@ def identity(view: RunView) -> list[tuple[str, str]]:
 
 
 def banners(view: RunView) -> list[str]:
-    """Warnings a reader must see before anything else."""
-    out = []
+    """Warnings a reader must see before anything else: what could not be read comes first."""
+    out = [f"Incomplete run directory — {problem}" for problem in view.problems]
     if view.is_rehearsal:
         out.append(REHEARSAL_WARNING)
-    if not view.manifest.get("finished"):
+    if view.manifest_read and not view.manifest.get("finished"):
         out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
                    f"Resume it with `python -m suite run --resume {view.path}`.")
     return out

@@ -4,6 +4,9 @@
     view.stage_rows("bandwidth")       # that stage's rows, columns suite.results.ROW_COLUMNS
 
 Reads only; refuses a run directory of another schema version (suite.results.SchemaError names the fix).
+A damaged one (a truncated manifest, an unreadable results.parquet, a verdict of an unknown status, a
+stage that never finished) is read as far as it goes: `problems` says what is missing, and the report
+shows it. Only when nothing at all can be read does load_run raise (suite.results.RunDirError).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import pandas as pd
 from suite import stages as suite_stages
 from suite.results import (
     EXPECTATION_COLUMNS,
+    ROW_COLUMNS,
     RunDir,
+    RunDirError,
+    SchemaError,
     Verdict,
     records_to_frame,
     status_counts,
@@ -44,6 +50,10 @@ class RunView:
     expectations: pd.DataFrame
     verdicts: list[Verdict]
     texts: dict[str, StageText] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    """What could not be read, one line each (file: what is wrong); empty for an intact run directory."""
+    manifest_read: bool = True
+    """False when manifest.json is damaged: the profile, host and stage states are then unknown, not empty."""
 
     @property
     def run_id(self) -> str:
@@ -55,7 +65,9 @@ class RunView:
 
     @property
     def is_rehearsal(self) -> bool:
-        """A CPU run: its performance numbers say nothing about GPUs."""
+        """A CPU run: its performance numbers say nothing about GPUs (unknown, so not claimed, without a manifest)."""
+        if not self.manifest_read:
+            return False
         profile = self.profile
         return profile.get("device") == "cpu" or not profile.get("judge_performance", False)
 
@@ -96,15 +108,44 @@ class RunView:
 
 
 def load_run(path: Path) -> RunView:
-    """Read a run directory (raises FileNotFoundError or suite.results.SchemaError with what to do)."""
-    run = RunDir.load(Path(path))
-    return RunView(
-        path=run.path,
-        manifest=run.manifest,
-        rows=run.rows_frame(),
-        expectations=expectations_frame(run),
-        verdicts=run.verdicts(),
-    )
+    """Read a run directory as far as it goes (see the module's docstring).
+
+    Raises FileNotFoundError (not a run directory), SchemaError (another schema version) or RunDirError
+    (not one of its records readable), each with what to do.
+    """
+    path = Path(path)
+    problems: list[str] = []
+
+    def attempt(read, empty):
+        try:
+            return read(), True
+        except SchemaError:
+            raise
+        except RunDirError as e:
+            problems.append(str(e.file.name) + ": " + e.problem)
+            return empty, False
+
+    run, manifest_ok = attempt(lambda: RunDir.load(path), RunDir(path=path, manifest={}))
+    rows, rows_ok = attempt(run.rows_frame, records_to_frame([], ROW_COLUMNS))
+    expectations, expectations_ok = attempt(lambda: expectations_frame(run), records_to_frame([], EXPECTATION_COLUMNS))
+    (verdicts, bad_verdicts), verdicts_ok = attempt(run.read_verdicts, ([], []))
+    problems += [f"{RunDir.VERDICTS}: {line} — left out" for line in bad_verdicts]
+    if not (manifest_ok or rows_ok or expectations_ok or verdicts_ok):
+        raise RunDirError(path, "none of its records can be read (" + "; ".join(problems) + ")")
+    view = RunView(path=run.path, manifest=run.manifest, rows=rows, expectations=expectations, verdicts=verdicts,
+                   problems=problems, manifest_read=manifest_ok)
+    view.problems += stages_never_finished(view)
+    return view
+
+
+def stages_never_finished(view: RunView) -> list[str]:
+    """One line per recorded stage that started but never finished (killed mid-stage): its records may be partial."""
+    stages = view.manifest.get("stages")
+    if not isinstance(stages, dict):
+        return []
+    return [f"stage {name} never finished (state {state.get('status')!r}): its rows and verdicts are missing or "
+            f"partial; resume it with `python -m suite run --resume {view.path}`"
+            for name, state in stages.items() if isinstance(state, dict) and state.get("status") == "running"]
 
 
 def expectations_frame(run: RunDir) -> pd.DataFrame:

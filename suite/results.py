@@ -19,11 +19,18 @@ import csv
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+
+from .runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
+    RunDirError,
+    atomic_write_text,
+    atomic_write_with,
+    read_csv_records,
+    read_json_object,
+    read_parquet,
+)
 
 SCHEMA_VERSION = 1
 
@@ -49,10 +56,13 @@ EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "uni
 VERDICT_STATUSES = ("pass", "warn", "fail", "skip")
 STAGE_STATES = ("pending", "running", "complete", "error")
 
+# The manifest's containers, checked on load so that a hand-edited one fails there, naming the key.
+MANIFEST_SHAPES = {"stages": dict, "stages_selected": list, "facts": dict, "profile": dict, "host": dict}
+
 INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
 
 
-class SchemaError(RuntimeError):
+class SchemaError(RunDirError):
     """A run directory written by another schema version; the message says what to do."""
 
 
@@ -152,36 +162,6 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------- atomic files
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _atomic_write_with(path: Path, writer) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
@@ -246,8 +226,15 @@ class RunDir:
         manifest_path = path / cls.MANIFEST
         if not manifest_path.exists():
             raise FileNotFoundError(f"{path} is not a run directory (no {cls.MANIFEST})")
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        check_schema(manifest.get("schema_version"), path)
+        manifest = read_json_object(manifest_path)
+        check_schema(manifest.get("schema_version"), manifest_path)
+        for key, kind in MANIFEST_SHAPES.items():
+            if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+                raise RunDirError(manifest_path, f"{key!r} holds a JSON {type(manifest[key]).__name__}, "
+                                                 f"not {'an object' if kind is dict else 'a list'}")
+        odd = [name for name, state in (manifest.get("stages") or {}).items() if not isinstance(state, dict)]
+        if odd:
+            raise RunDirError(manifest_path, f"the state of stage {odd[0]!r} is not a JSON object")
         return cls(path=path, manifest=manifest)
 
     def raw_dir(self, stage: str) -> Path:
@@ -269,16 +256,12 @@ class RunDir:
     # -- rows
 
     def rows(self) -> list[Row]:
-        import pandas as pd
-
-        frame = pd.read_parquet(self.path / self.RESULTS_PARQUET)
-        return [row_from_dict(r) for r in frame.to_dict("records")]
+        file = self.path / self.RESULTS_PARQUET
+        return _records(file, self.rows_frame().to_dict("records"), row_from_dict)
 
     def rows_frame(self):
-        """All rows as a pandas DataFrame (columns ROW_COLUMNS)."""
-        import pandas as pd
-
-        return pd.read_parquet(self.path / self.RESULTS_PARQUET)
+        """All rows as a pandas DataFrame (columns ROW_COLUMNS); RunDirError when results.parquet is damaged."""
+        return read_parquet(self.path / self.RESULTS_PARQUET, ROW_COLUMNS[:5])  # a row is nothing without these
 
     def replace_stage_rows(self, stage: str, rows: Iterable[Row]) -> None:
         kept = [r for r in self.rows() if r.stage != stage]
@@ -286,14 +269,14 @@ class RunDir:
 
     def write_rows_all(self, rows: list[Row]) -> None:
         frame = rows_to_frame(rows)
-        _atomic_write_with(self.path / self.RESULTS_PARQUET, lambda tmp: frame.to_parquet(tmp, index=False))
-        _atomic_write_with(self.path / self.RESULTS_CSV, lambda tmp: frame.to_csv(tmp, index=False))
+        atomic_write_with(self.path / self.RESULTS_PARQUET, lambda tmp: frame.to_parquet(tmp, index=False))
+        atomic_write_with(self.path / self.RESULTS_CSV, lambda tmp: frame.to_csv(tmp, index=False))
 
     # -- expectations
 
     def expectations(self) -> list[Expectation]:
-        with open(self.path / self.EXPECTATIONS, newline="", encoding="utf-8") as f:
-            return [expectation_from_dict(r) for r in csv.DictReader(f)]
+        file = self.path / self.EXPECTATIONS
+        return _records(file, read_csv_records(file, EXPECTATION_COLUMNS[:5]), expectation_from_dict)
 
     def replace_stage_expectations(self, stage: str, expectations: Iterable[Expectation]) -> None:
         kept = [e for e in self.expectations() if e.stage != stage]
@@ -312,9 +295,31 @@ class RunDir:
     # -- verdicts
 
     def verdicts(self) -> list[Verdict]:
-        data = json.loads((self.path / self.VERDICTS).read_text(encoding="utf-8"))
-        check_schema(data.get("schema_version"), self.path)
-        return [verdict_from_dict(v) for v in data["verdicts"]]
+        """Every verdict; RunDirError when verdicts.json is damaged or one verdict is not of the schema."""
+        verdicts, problems = self.read_verdicts()
+        if problems:
+            raise RunDirError(self.path / self.VERDICTS, problems[0])
+        return verdicts
+
+    def read_verdicts(self) -> tuple[list[Verdict], list[str]]:
+        """The verdicts that read, and one line for each that does not (an unknown status, a missing field).
+
+        RunDirError when the file as a whole cannot be read (missing, truncated, another schema version).
+        """
+        file = self.path / self.VERDICTS
+        data = read_json_object(file)
+        check_schema(data.get("schema_version"), file)
+        entries = data.get("verdicts")
+        if not isinstance(entries, list):
+            raise RunDirError(file, "has no list under 'verdicts'")
+        verdicts, problems = [], []
+        for index, entry in enumerate(entries):
+            try:
+                verdicts.append(verdict_from_dict(entry))
+            except (TypeError, KeyError, ValueError) as e:
+                name = entry.get("id") if isinstance(entry, dict) else None
+                problems.append(f"verdict #{index + 1}" + (f" ({name})" if name else "") + f": {_why(e)}")
+        return verdicts, problems
 
     def replace_stage_verdicts(self, stage: str, verdicts: Iterable[Verdict]) -> None:
         kept = [v for v in self.verdicts() if v.stage != stage]
@@ -345,13 +350,29 @@ def records_to_frame(records, columns: tuple[str, ...]):
     return frame
 
 
-def check_schema(version: Any, where: Path | str) -> None:
+def check_schema(version: Any, file: Path) -> None:
     if version != SCHEMA_VERSION:
         raise SchemaError(
-            f"{where} was written with schema_version {version!r}; this cardtime reads version "
-            f"{SCHEMA_VERSION}. Check out the cardtime commit recorded in its manifest.json to read it, "
-            f"or rerun the stages with `python -m suite run --out NEW_DIR`."
-        )
+            file, f"written with schema_version {version!r}; this cardtime reads version {SCHEMA_VERSION}",
+            fix="check out the cardtime commit recorded in the run's manifest.json to read it, "
+                "or rerun the stages with `python -m suite run --out NEW_DIR`")
+
+
+def _records(file: Path, records: Iterable[dict[str, Any]], build) -> list:
+    """Each record through `build`; RunDirError naming the record when one does not fit the schema."""
+    out = []
+    for index, record in enumerate(records):
+        try:
+            out.append(build(record))
+        except (TypeError, KeyError, ValueError) as e:
+            raise RunDirError(file, f"record #{index + 1}: {_why(e)}") from None
+    return out
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return f"no {error.args[0]!r} field"
+    return str(error)
 
 
 def status_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:

@@ -66,6 +66,51 @@ def harness_overhead() -> None:
     print("  pairs: " + ", ".join(f"{x:.3f}/{y:.3f}" for x, y in zip(harness, bare)))
 
 
+def _parse_figures(path: Path) -> tuple[float, float, int, str]:
+    """`python -m suite parse nccl-tests PATH` in a fresh child: wall seconds, peak RSS MiB, exit code, stderr."""
+    probe = ("import resource, subprocess, sys, time; t = time.monotonic(); "
+             "r = subprocess.run([sys.executable, '-m', 'suite', 'parse', 'nccl-tests', sys.argv[1]], "
+             "stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+             "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode); "
+             "print(r.stderr.strip()[:160])")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], cwd=REPO, capture_output=True, text=True).stdout
+    head, _, said = out.partition("\n")
+    seconds, rss_kib, code = head.split()
+    return float(seconds), int(rss_kib) / 1024, int(code), said.strip()
+
+
+@bench
+def parse_large_inputs() -> None:
+    """parse nccl-tests on 50 MB of text that is not nccl-tests output (target: refused in < 1 s, < 60 MiB), and on a
+    50 MB real-shaped capture — capture 10's table after 50 MB of NCCL INFO lines (target: streamed, memory flat)."""
+    import random
+
+    capture = (REPO / "tests/data/nccl-tests/10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt").read_text()
+    rng = random.Random(18)
+    size = 50 * 2**20
+    with tempfile.TemporaryDirectory() as d:
+        garbage, shaped = Path(d) / "garbage.txt", Path(d) / "all_reduce_perf.out"
+        with open(garbage, "w") as f:
+            written = 0
+            while written < size:
+                line = " ".join(f"{rng.getrandbits(32):08x}" for _ in range(rng.randint(2, 16))) + "\n"
+                written += f.write(line)
+        head, sep, table = capture.partition("NCCL version")
+        info = "bm-h100-01:29262:29262 [0] NCCL INFO Channel {:02d}/32 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        with open(shaped, "w") as f:
+            f.write(head + sep + table.split("\n", 1)[0] + "\n")
+            written, n = 0, 0
+            while written < size:
+                written += f.write(info.format(n % 32))
+                n += 1
+            f.write(table.split("\n", 1)[1])
+        for name, path in (("50 MB not nccl-tests output", garbage), ("50 MB real-shaped capture", shaped)):
+            seconds, rss, code, said = _parse_figures(path)
+            print(f"parse nccl-tests, {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB, exit {code}")
+            if said:
+                print(f"  {said}")
+
+
 @bench
 def image_rebuild() -> None:
     """CPU image rebuild after a change under suite/ (target: under 30 s); skipped without a Docker engine."""

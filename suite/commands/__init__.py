@@ -1,6 +1,7 @@
 """One module per `python -m suite` command: each has add_parser(subparsers) setting func=main(args) -> exit code.
 
-Exit codes everywhere: 0 success, 1 a `fail` verdict (or the checked condition), 2 a usage error or bad input.
+Exit codes everywhere (README "Exit codes"): 0 success, 1 a "no" (a `fail` verdict, a rejected run, a
+partial capture), 2 a usage error or unusable input — then one line on stderr, never a traceback.
 """
 
 import sys

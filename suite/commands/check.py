@@ -3,8 +3,10 @@
     python -m suite check runs/20261129T1630Z-box-nccl-gpu --fail-on warn && echo accepted
 
 Exit status: 0 when no verdict reaches the --fail-on level (default fail), 1 when one does, 2 when
-RUN_DIR cannot be read. A stage that did not complete without leaving a verdict (the run was
-interrupted) counts as a failure: an unfinished run is never accepted.
+RUN_DIR cannot be read: no manifest, or any of its records (manifest, verdicts, results, expectations)
+damaged, truncated or of another schema — a run whose measurements cannot be read is never judged.
+A stage that did not complete without leaving a verdict (the run was interrupted) counts as a
+failure: an unfinished run is never accepted.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..results import RunDir, SchemaError, Verdict, status_counts
+from ..results import RunDir, RunDirError, Verdict, status_counts
 from . import usage_error
 
 # What each --fail-on level rejects.
@@ -38,14 +40,20 @@ def unfinished_stages(run: RunDir, verdicts: list[Verdict]) -> list[str]:
             if (stages.get(name) or {}).get("status") != "complete" and name not in judged]
 
 
+def load_checked(path: Path) -> tuple[RunDir, list[Verdict]]:
+    """The run and its verdicts, every record read: verdicts over rows that cannot be read judge nothing (exit 2)."""
+    run = RunDir.load(path)
+    verdicts = run.verdicts()
+    run.rows_frame()
+    run.expectations()
+    return run, verdicts
+
+
 def main(args) -> int:
     try:
-        run = RunDir.load(args.run_dir)
-        verdicts = run.verdicts()
-    except (FileNotFoundError, SchemaError) as e:
+        run, verdicts = load_checked(args.run_dir)
+    except (FileNotFoundError, RunDirError) as e:
         return usage_error(str(e))
-    except (json.JSONDecodeError, KeyError) as e:
-        return usage_error(f"{args.run_dir}/verdicts.json is unreadable ({e}): rerun the stage or the whole run")
     verdicts = sorted(verdicts, key=lambda v: (ORDER[v.status], v.id))
     counts = status_counts(verdicts)
     unfinished = unfinished_stages(run, verdicts)

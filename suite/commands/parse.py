@@ -1,9 +1,15 @@
-"""python -m suite parse topo|nccl-tests|trace FILE [--json]: a tool's raw output as the suite reads it."""
+"""python -m suite parse topo|nccl-tests|trace FILE [--json]: a tool's raw output as the suite reads it.
+
+Exit status: 0 the file parsed; 1 an nccl-tests capture that stops short (the run aborted or hung, or
+the capture was cut: `complete: false`; the rows it holds are still printed), unless --allow-partial;
+2 the file is missing, a directory, unreadable, or not the kind of output named.
+"""
 
 from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 
 from ..parsers import ParseError
@@ -22,12 +28,17 @@ def add_parser(sub) -> None:
     p.add_argument("kind", choices=sorted(PARSERS), help="what the file holds")
     p.add_argument("file", type=Path, help="the raw output")
     p.add_argument("--json", action="store_true", help="print JSON (the default and only format)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 for an nccl-tests capture that stops short (default: exit 1, a pipeline must not "
+                        "take a truncated capture for a whole one)")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     if not args.file.exists():
         return usage_error(f"{args.file}: no such file")
+    if args.file.is_dir():
+        return usage_error(f"{args.file}: a directory; name one file of {args.kind} output inside it")
     module = importlib.import_module(PARSERS[args.kind])
     try:
         data = module.parse_file(args.file)
@@ -35,5 +46,13 @@ def main(args) -> int:
         return usage_error(f"{args.file}: {e}")
     except UnicodeDecodeError as e:
         return usage_error(f"{args.file}: not text ({e.reason} at byte {e.start})")
+    except PermissionError:
+        return usage_error(f"{args.file}: not readable (permission denied): check the file's owner and mode")
+    except OSError as e:
+        return usage_error(f"{args.file}: cannot be read ({e.strerror or e})")
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
+    if data.get("complete") is False and not args.allow_partial:
+        print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "
+              "pass --allow-partial to accept the rows it holds", file=sys.stderr)
+        return 1
     return 0

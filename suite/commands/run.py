@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import stages
 from ..config import PROFILES, ProfileError, get_profile
-from ..results import SchemaError
+from ..results import RunDirError
 from . import usage_error
 
 
@@ -90,7 +90,7 @@ def main(args) -> int:
             profile = apply_timeouts(profile, timeouts)
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
-    except (ProfileError, stages.StageSelectionError, SchemaError, FileNotFoundError, FileExistsError, ValueError) as e:
+    except (ProfileError, stages.StageSelectionError, RunDirError, FileNotFoundError, FileExistsError, ValueError) as e:
         return usage_error(str(e))
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)

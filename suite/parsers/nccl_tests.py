@@ -30,15 +30,17 @@ stripped first. A run that hangs after the header or aborts mid-table keeps the 
 far with `complete: false` and the reason. A file holding several tests one after another (a
 script looping over the binaries) is read up to the second test's preamble; `next_test_line` says
 where that starts (parse the rest separately).
+
+A file is streamed line by line (each cut at MAX_LINE) and judged on its first SNIFF_LINES lines:
+one with nothing nccl-tests prints there (a log, the wrong file) is refused at once, however large.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterable, Iterator
 
 from . import ParseError
 
@@ -67,6 +69,13 @@ PARAM_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
 WRONG_NAMES = {"#wrong": "count", "error": "max_deviation", "res": "max_deviation"}
 EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
 
+# How much of a file decides whether it is nccl-tests output at all: launchers (mpirun's warnings, a
+# printed command line) put tens of lines before the preamble, never thousands.
+SNIFF_LINES = 2000
+SNIFF_CHARS = 1 << 20
+MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl-tests' and are cut
+MAX_JSON = 16 << 20  # a -J report holds ~300 bytes per size: 16 MiB is 50,000 sizes
+
 # Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
 HEADERLESS = {
     13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
@@ -78,15 +87,47 @@ HEADERLESS = {
 def parse_file(path: str | Path) -> dict[str, Any]:
     """Read `path` (text or -J JSON); the file's name helps name the collective when the output does not."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    return parse(text, name_hint=path.name)
+    with open(path, encoding="utf-8") as f:
+        try:
+            if _first_char(f) == "{":  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
+                from .nccl_tests_json import parse_json
+
+                text = f.read(MAX_JSON + 1)
+                if len(text) > MAX_JSON:
+                    raise ParseError(f"a JSON document over {MAX_JSON >> 20} MiB: not an nccl-tests -J report")
+                return parse_json(text, name_hint=path.name)
+            return parse_lines(bounded_lines(f), name_hint=path.name)
+        except UnicodeDecodeError as e:  # read in chunks: e.start is not a file offset, so it is not quoted
+            raise ParseError(f"not text ({e.reason}): nccl-tests prints UTF-8 text; is this the right file?") from None
 
 
 def parse(text: str, name_hint: str = "") -> dict[str, Any]:
     stripped = text.lstrip()
     if stripped.startswith("{"):
+        from .nccl_tests_json import parse_json
+
         return parse_json(stripped, name_hint)
     return parse_text(text, name_hint)
+
+
+def _first_char(f: IO[str]) -> str:
+    """The first character that is not white space ('' for a blank file); `f` is left at its start."""
+    while chunk := f.read(4096):
+        stripped = chunk.lstrip()
+        if stripped:
+            f.seek(0)
+            return stripped[0]
+    f.seek(0)
+    return ""
+
+
+def bounded_lines(f: IO[str], max_line: int = MAX_LINE) -> Iterator[str]:
+    """The file's lines one at a time, each cut at `max_line` characters (the rest skipped, never held)."""
+    while line := f.readline(max_line):
+        if len(line) == max_line and not line.endswith("\n"):
+            while (rest := f.readline(max_line)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 # ---------------------------------------------------------------- text
@@ -145,7 +186,11 @@ def _is_int(token: str) -> bool:
 
 
 def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
-    lines = [MPI_TAG.sub("", raw.rstrip("\r\n")) for raw in text.splitlines()]
+    return parse_lines(text.splitlines(), name_hint)
+
+
+def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
+    """The text output's lines (an iterator is read once, in order, and not held) → the parse."""
     collective = None
     ranks: set[int] = set()
     table: _Table | None = None
@@ -162,7 +207,14 @@ def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
     partial = None
     version = None
 
-    for index, line in enumerate(lines):
+    read_chars = 0
+    for index, raw in enumerate(lines):
+        if index < SNIFF_LINES and read_chars < SNIFF_CHARS:
+            read_chars += len(raw)
+        elif not (rows or saw_header or saw_preamble or saw_footer or ranks or version):
+            raise ParseError(f"not nccl-tests output: nothing nccl-tests prints (a preamble nThread … nGpus, a table "
+                             f"header, data rows) in its first {index} lines; pass the stdout of a *_perf binary")
+        line = MPI_TAG.sub("", raw.rstrip("\r\n"))
         s = line.strip()
         if not s:
             continue
@@ -346,62 +398,3 @@ def _nranks_from_ratio(collective: str | None, rows: list[dict[str, Any]]) -> in
         return None
     n = k / (k - r)
     return round(n) if abs(n - round(n)) / n < 0.05 and round(n) >= 2 else None
-
-
-# ---------------------------------------------------------------- -J JSON
-
-
-def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
-    """nccl-tests' `-J` report (format version 3); a report cut short (the run died) is read as far as it goes."""
-    complete = True
-    reason = None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
-                         f"if the run died mid-way, parse its stdout instead") from None
-    if not isinstance(data, dict) or "results" not in data and "config" not in data:
-        raise ParseError("JSON without nccl-tests' keys (config, results): not an nccl-tests -J report")
-    version = data.get("version")
-    if version is not None and version != 3:
-        reason = f"JSON format version {version}; this parser reads version 3"
-    args = data.get("args") or []
-    collective = program_name(args[0]) if args else None
-    if collective is None and name_hint:
-        collective = program_name(name_hint)
-    devices = (data.get("config") or {}).get("devices") or []
-    nranks = len({d.get("rank") for d in devices}) or None
-    rows = []
-    for r in data.get("results") or []:
-        root = r.get("root")
-        root = int(str(root).strip()) if root is not None and _is_int(str(root).strip()) else None
-        rows.append({"size": r.get("size"), "count": r.get("count"), "type": r.get("type"),
-                     "redop": r.get("redop"), "root": root,
-                     "oop": _json_half(r.get("out_of_place")), "ip": _json_half(r.get("in_place"))})
-    avg = (data.get("average_bus_bandwidth") or {}).get("bandwidth")
-    oob_data = data.get("out_of_bounds")
-    oob = {"count": oob_data.get("count"), "ok": bool(oob_data.get("okay"))} if oob_data else None
-    if oob_data is None or "end_time" not in data:
-        complete = False
-        reason = reason or f"the report has no footer (out_of_bounds, end_time) after {len(rows)} rows"
-    errors = [e for e in data.get("errors") or [] if e]
-    if errors:
-        complete = False
-        reason = "errors: " + "; ".join(errors)
-    return {"collective": collective, "nranks": nranks if nranks else _nranks_from_ratio(collective, rows),
-            "rows": rows, "avg_busbw": _json_number(avg), "oob": oob, "complete": complete and reason is None,
-            "reason": reason, "wrong_kind": "count", "version": f"json {version}"}
-
-
-def _json_number(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return None if isinstance(value, float) and not math.isfinite(value) else value
-    return None  # "nan" and anything else
-
-
-def _json_half(half: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not half:
-        return None
-    time = half.get("time", half.get("cpu_time"))
-    return {"time_us": _json_number(time), "algbw": _json_number(half.get("alg_bw")),
-            "busbw": _json_number(half.get("bus_bw")), "wrong": _int_or_float(_json_number(half.get("nwrong")))}

@@ -3,6 +3,7 @@ nccl-tests' source prints that no capture here shows (per-iteration columns, -J 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers import ParseError
-from suite.parsers.nccl_tests import parse, parse_file, program_name
+from suite.parsers.nccl_tests import MAX_LINE, SNIFF_LINES, bounded_lines, parse, parse_file, program_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 CAPTURES = sorted(DATA.glob("*.txt"))
@@ -239,3 +240,60 @@ def test_a_file_of_several_tests_is_read_up_to_the_second():
     assert got["next_test_line"] == 17 and len(got["rows"]) == 12
     assert got["wrong_kind"] == "max_deviation"
     assert all(r["redop"] is None and r["root"] is None for r in got["rows"])
+
+
+def test_a_capture_cut_mid_table_keeps_its_rows_and_says_it_is_partial(tmp_path):
+    """A real capture cut in the middle of its 9th data row, as a killed `tee` or a full disk leaves it."""
+    lines = (DATA / "10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt").read_text().splitlines(True)
+    first = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8"])
+    cut = tmp_path / "all_reduce_perf.out"
+    cut.write_text("".join(lines[: first + 8]) + lines[first + 8][:40])
+    got = parse_file(cut)
+    assert [r["size"] for r in got["rows"]] == [8 * 2**k for k in range(8)]
+    assert got["complete"] is False and "cut" in got["reason"]
+
+
+def test_the_decision_is_made_on_the_first_lines(tmp_path):
+    """Output preceded by more than SNIFF_LINES lines of something else is refused; a launcher's usual
+    preamble of warnings (here 500 lines) is not."""
+    capture = (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_text()
+    noise = "".join(f"[host:{i}] mca warning: nothing to see here\n" for i in range(SNIFF_LINES + 10))
+    buried = tmp_path / "buried.txt"
+    buried.write_text(noise + capture)
+    with pytest.raises(ParseError, match=f"first {SNIFF_LINES} lines"):
+        parse_file(buried)
+    preceded = tmp_path / "preceded.txt"
+    preceded.write_text(noise[: noise.index("[host:500]")] + capture)
+    assert len(parse_file(preceded)["rows"]) == len(parse_file(DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"]) > 0
+
+
+def test_an_overlong_line_is_cut_not_held(tmp_path):
+    """A 4 MiB line (a binary blob decoded as text) between the rank lines and the table: read past, cut at
+    MAX_LINE, and the line numbers after it stay right."""
+    lines = (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_text().splitlines(True)
+    blob = tmp_path / "blob.txt"
+    blob.write_text(lines[0] + "x" * (4 << 20) + "\n" + "".join(lines[1:]))
+    assert next(bounded_lines(io.StringIO("y" * (3 * MAX_LINE) + "\nnext\n"))) == "y" * MAX_LINE
+    assert list(bounded_lines(io.StringIO("y" * (3 * MAX_LINE) + "\nnext\n")))[1:] == ["next\n"]
+    got = parse_file(blob)
+    assert got["complete"] is True and len(got["rows"]) == len(parse_file(
+        DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"])
+
+
+def test_a_json_file_is_read_up_to_a_bound(tmp_path, monkeypatch):
+    import suite.parsers.nccl_tests as module
+
+    big = tmp_path / "report.json"
+    big.write_text(json.dumps({"config": {}, "results": [{"size": 8}] * 50}))
+    assert len(parse_file(big)["rows"]) == 50
+    monkeypatch.setattr(module, "MAX_JSON", 100)
+    with pytest.raises(ParseError, match="JSON document over"):
+        parse_file(big)
+
+
+def test_bytes_that_are_not_text_are_a_parse_error(tmp_path):
+    capture = (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_bytes()
+    spoiled = tmp_path / "spoiled.txt"
+    spoiled.write_bytes(capture[:200] + b"\xff\xfe" + capture[200:])
+    with pytest.raises(ParseError, match="not text"):
+        parse_file(spoiled)
