@@ -3,7 +3,7 @@
     python -m suite plan --profile nccl-gpu --gpus 8 --rate 24      # make plan RATE=24
 
 Pure arithmetic from the profile (sweep sizes, iterations, model size, steps), the α-β model
-(suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
+(suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/gpus.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 from .config import Profile
 from .costmodel import alphabeta as ab
-from .costmodel.peaks import peak_for
+from .dtypes import DTYPE_BYTES
+from .gpus import gpu_for
 
 # nccl-tests binaries the bandwidth stage runs (CHECKLIST row 2), as alphabeta names them.
 BANDWIDTH_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 ONE_HOUR_S = 3600.0
 
 
@@ -102,12 +102,12 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
     from .workloads.gpt import parameter_count
 
     n = profile.nproc
-    link = ab.link_peak_for(a.gpu_name, nvlink=True)
-    if a.beta_Bps is None and link is None:
+    peak = gpu_for(a.gpu_name)
+    link_GBps = (peak.nvlink_full_GBps or peak.pcie_x16_GBps) if peak else None  # a switched board's NVLink, else PCIe
+    if a.beta_Bps is None and link_GBps is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known link peak: pass --beta (bytes/s) or a known --gpu")
-    beta = a.beta_Bps if a.beta_Bps is not None else link.per_gpu_GBps * 1e9
-    peak = peak_for(a.gpu_name)
-    if peak is None:
+    beta = a.beta_Bps if a.beta_Bps is not None else link_GBps * 1e9
+    if peak is None or peak.bf16_dense_flops is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known bf16 peak: pass a known --gpu (e.g. H100, A100, B200)")
     alpha = a.alpha_s
     sw = profile.sweep

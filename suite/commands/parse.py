@@ -35,5 +35,8 @@ def main(args) -> int:
         return usage_error(f"{args.file}: {e}")
     except UnicodeDecodeError as e:
         return usage_error(f"{args.file}: not text ({e.reason} at byte {e.start})")
+    if args.kind == "topo":  # the parser returns the parse; the verdicts are the topology stage's rules
+        from ..stages._topology_rules import verdicts_for_parse
+        data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
     return 0

@@ -7,7 +7,7 @@ GPU face: `nvidia-smi topo -m`, `-q` and `-L` (kept untouched in raw/topology/),
 pair (metric `link`, text NV18/SYS…, value = bonded NVLink count) and per GPU–NIC pair, GPU names,
 PCIe link and fabric state per GPU, driver/CUDA/NCCL/torch versions. Both faces: lscpu, NUMA nodes
 (sysfs, `numactl -H` when present), CPU model and counts. The verdict rules live in
-suite/topology_rules.py (shared with `python -m suite parse topo`).
+suite/stages/_topology_rules.py (`python -m suite parse topo` adds them to its parse).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..parsers.smi_query import parse_list, parse_query
 from ..parsers.topo import nvlink_count
 from ..parsers.topo import parse as parse_topo
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
-from ..topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 
 STAGE = "topology"
 MEASURES = "link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions"
@@ -141,7 +141,9 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
                             text=f"{gpu['fabric_state']} / {gpu.get('fabric_status') or 'N/A'}"))
     gens = [g["pcie_gen_max"] for g in query.get("gpus", []) if g.get("pcie_gen_max")]
     widths = [g["link_width_max"] for g in query.get("gpus", []) if g.get("link_width_max")]
-    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None}
+    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None,
+                     "per_gpu": {f"GPU{i}": {"gen": g.get("pcie_gen_max"), "width": g.get("link_width_max")}
+                                 for i, g in enumerate(query.get("gpus", []))}}
     for i, name in enumerate(names):
         rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="gpu_name", value=float("nan"), unit="",
                         text=name, source="nvidia-smi -L"))
