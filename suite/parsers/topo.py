@@ -165,7 +165,10 @@ def _find_header(lines: list[str]) -> int:
 def _read_header(line: str, lineno: int) -> tuple[list[str], list[str], list[str]]:
     trailing = []
     device_part = line
-    positions = sorted((line.find(name), name) for name in AFFINITY_COLUMNS if name in line)
+    # A copy that expanded tabs can leave several spaces inside a column name ("CPU     Affinity").
+    found = [(m.start(), name) for name in AFFINITY_COLUMNS
+             for m in [re.search(r"\s+".join(map(re.escape, name.split())), line)] if m]
+    positions = sorted(found)
     if positions:
         device_part = line[: positions[0][0]]
         trailing = [name for _, name in positions]

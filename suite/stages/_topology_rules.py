@@ -68,12 +68,12 @@ def classify(gpus: list[str], links: Mapping[str, str], model: str | None = None
         return BoxKind("single", "one GPU")
     if expects_full_nvlink(model):
         return BoxKind("switched", f"{model} ships only on boards that link every GPU pair over NVLink")
-    counts = {nvlink_count(link) for link in links.values()}
-    if counts == {None}:
+    counts = {nvlink_count(link) for link in links.values()}  # 0 for a pair without NVLink
+    if counts == {0}:
         return BoxKind("pcie", "no GPU pair has NVLink")
-    if None not in counts and len(counts) == 1:
+    if 0 not in counts and len(counts) == 1:
         return BoxKind("switched", f"every GPU pair has NVLink, all NV{counts.pop()}")
-    if None not in counts:
+    if 0 not in counts:
         return BoxKind("nvlink-mesh", "every GPU pair has NVLink but the counts differ: a point-to-point mesh")
     most = max(nvlink_degrees(gpus, links).values())
     return BoxKind("nvlink-mesh", f"at most {most} of {n - 1} NVLink peers per GPU: a point-to-point mesh")
