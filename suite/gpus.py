@@ -71,8 +71,9 @@ class Gpu:
         return PCIE_X16_GBps.get(self.pcie_gen) if self.pcie_gen else None
 
 
-def _sparse(name: str, sparse: float) -> str:
-    return f"NVIDIA {name} datasheet: BF16 {sparse:,g} TFLOPS with sparsity → {sparse / 2:,g} dense"
+def _sparse(sheet: str, model: str, sparse: str, dense: float) -> str:
+    """The source line for a figure the datasheet gives with sparsity: its number, then the dense half."""
+    return f"NVIDIA {sheet} datasheet: {model} BF16 {sparse} TFLOPS with sparsity → {dense:,g} dense"
 
 
 GPUS: tuple[Gpu, ...] = (
@@ -85,14 +86,14 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("GB300", ("GB300",), ("NVIDIA GB300",), None, "no datasheet figure in this table", 5, 18, None, True),
     Gpu("B300", ("B300",), ("NVIDIA B300 SXM6 AC",), None, "no datasheet figure in this table", 5, 18, 5, True),
     # Hopper: the PCIe cards (NVL = NVLink-bridged pairs) before the SXM default.
-    Gpu("H200 NVL", ("H200", "NVL"), ("NVIDIA H200 NVL",), 835.5, _sparse("H200 NVL", 1671), 4, 18, 5),
-    Gpu("H200 SXM", ("H200",), ("NVIDIA H200",), 989.4, _sparse("H200 SXM", 1979), 4, 18, 5, True),
-    Gpu("H100 NVL", ("H100", "NVL"), ("NVIDIA H100 NVL",), 835.5, _sparse("H100 NVL", 1671), 4, 12, 5),
-    Gpu("H100 PCIe", ("H100", "PCIE"), ("NVIDIA H100 PCIe",), 756.5, _sparse("H100 PCIe", 1513), 4, 12, 5),
-    Gpu("H100 SXM", ("H100",), ("NVIDIA H100 80GB HBM3", "NVIDIA H100"), 989.4, _sparse("H100 SXM", 1979),
+    Gpu("H200 NVL", ("H200", "NVL"), ("NVIDIA H200 NVL",), 835.5, _sparse("H200", "H200 NVL", "1,671", 835.5), 4, 18, 5),
+    Gpu("H200 SXM", ("H200",), ("NVIDIA H200",), 989.4, _sparse("H200", "H200 SXM", "1,979", 989.4), 4, 18, 5, True),
+    Gpu("H100 NVL", ("H100", "NVL"), ("NVIDIA H100 NVL",), 835.5, _sparse("H100", "H100 NVL", "1,671", 835.5), 4, 12, 5),
+    Gpu("H100 PCIe", ("H100", "PCIE"), ("NVIDIA H100 PCIe",), 756.5, _sparse("H100", "H100 PCIe", "1,513", 756.5), 4, 12, 5),
+    Gpu("H100 SXM", ("H100",), ("NVIDIA H100 80GB HBM3", "NVIDIA H100"), 989.4, _sparse("H100", "H100 SXM", "1,979", 989.4),
         4, 18, 5, True),
     Gpu("H800 PCIe", ("H800", "PCIE"), ("NVIDIA H800 PCIe",), None, "no datasheet figure in this table", 4, None, 5),
-    Gpu("H800 SXM", ("H800",), ("NVIDIA H800",), 989.4, _sparse("H800", 1979), 4, 8, 5, True),
+    Gpu("H800 SXM", ("H800",), ("NVIDIA H800",), 989.4, _sparse("H800", "H800 SXM", "1,979", 989.4), 4, 8, 5, True),
     Gpu("H20", ("H20",), ("NVIDIA H20",), None, "no datasheet figure in this table", 4, 18, 5, True),
     # Ampere: PCIe cards take NVLink bridges (NV12 pairs); SXM4 boards are switched or fully meshed.
     Gpu("A100 PCIe", ("A100", "PCIE"), ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe"), 312.0,
@@ -112,9 +113,9 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("P100 PCIe", ("P100", "PCIE"), ("Tesla P100-PCIE-16GB",), None, "no bf16 tensor cores", None, None, 3),
     Gpu("P100 SXM2", ("P100",), ("Tesla P100-SXM2-16GB",), None, "no bf16 tensor cores", 1, 4, 3),
     # PCIe-only cards.
-    Gpu("L40S", ("L40S",), ("NVIDIA L40S",), 362.05, _sparse("L40S", 733), None, None, 4),
-    Gpu("L40", ("L40",), ("NVIDIA L40",), 181.05, _sparse("L40", 362.1), None, None, 4),
-    Gpu("L4", ("L4",), ("NVIDIA L4",), 121.0, _sparse("L4", 242), None, None, 4),
+    Gpu("L40S", ("L40S",), ("NVIDIA L40S",), 362.05, _sparse("L40S", "Tensor Core", "733", 362.05), None, None, 4),
+    Gpu("L40", ("L40",), ("NVIDIA L40",), 181.05, _sparse("L40", "Tensor Core", "362.1", 181.05), None, None, 4),
+    Gpu("L4", ("L4",), ("NVIDIA L4",), 121.0, _sparse("L4", "Tensor Core", "242", 121), None, None, 4),
     Gpu("A10", ("A10",), ("NVIDIA A10",), 125.0, "NVIDIA A10 datasheet: BF16 Tensor Core 125 TFLOPS (250 with sparsity)",
         None, None, 4),
     Gpu("GeForce RTX 5090", ("RTX", "5090"), ("NVIDIA GeForce RTX 5090",), None, "no datasheet figure in this table",

@@ -171,13 +171,18 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
         rows.append(Row(stage=STAGE, case=g, metric="cpu_affinity", value=_count(cpus), unit="count", text=cpus))
         rows.append(Row(stage=STAGE, case=g, metric="numa_node", unit="",
                         value=int(numa) if numa and numa.isdigit() else float("nan"), text=numa))
-    box = classify(topo.gpus, topo.links, facts["gpu_model"])
-    klass = link_class(topo.links, topo.gpus, facts["gpu_model"])
-    facts.update(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
-                 nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
-                 links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
-                 gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
+    facts.update(matrix_facts(topo, facts["gpu_model"]))
     return facts
+
+
+def matrix_facts(topo, model: str | None) -> dict[str, Any]:
+    """What the matrix tells later stages (suite/facts.py reads it): box kind, link class, the links themselves."""
+    box = classify(topo.gpus, topo.links, model)
+    klass = link_class(topo.links, topo.gpus, model)
+    return dict(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
+                nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
+                links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
+                gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
 
 
 def _version_rows(versions: dict[str, Any]) -> list[Row]:
