@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-
 import pytest
 
 from suite import facts as F
@@ -12,26 +10,10 @@ from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s
 from suite.costmodel.buckets import NO_OVERLAP, no_overlap_prediction
 from suite.costmodel.scaling_expectations import dp_efficiency
-from suite.parsers.topo import parse
 from suite.results import Row
 from suite.stages import bandwidth, crossover, dp, overlap
-from suite.stages.topology import matrix_facts
 
-TOPO = Path(__file__).resolve().parent.parent / "data" / "topo"
-
-
-def box_facts(stem: str, model: str, per_gpu: dict | None = None, keep=None) -> dict:
-    """Facts as the topology stage publishes them for a real capture (GPU names as `nvidia-smi -L` gives them)."""
-    t = parse((TOPO / f"{stem}.txt").read_text(encoding="utf-8"))
-    if keep is not None:  # a GPU subset of the real matrix, renumbered as that box would show it
-        names = {old: f"GPU{i}" for i, old in enumerate(keep)}
-        t.gpus = list(names.values())
-        t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(keep) for b in keep[i + 1:]}
-    topo = {"gpus": [model] * len(t.gpus), "gpu_model": model, **matrix_facts(t, model)}
-    if per_gpu is not None:
-        topo["pcie"] = {"per_gpu": per_gpu}
-    return {"profile": NCCL_GPU.to_dict(), "topology": topo}
-
+from .topo_boxes import box_facts
 
 # ---------------------------------------------------------------- the ring's slowest hop (issue 12 items 2, 8)
 

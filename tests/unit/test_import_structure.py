@@ -1,0 +1,99 @@
+"""The shape of the tree, read from its source with ast: no import cycle, no stage importing another
+stage, a cost model that takes numbers only, parsers that import no verdict rules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SUITE = Path(__file__).resolve().parents[2] / "suite"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SUITE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SUITE.rglob("*.py"))}
+
+
+def imports(name: str) -> set[str]:
+    """Every suite module `name` imports, at any depth of its source (lazy imports in functions count too)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in MODULES}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:  # `from . import _nccl_tests` names a module; `from .x import f` names x
+                sub = f"{base}.{alias.name}"
+                out.add(sub if sub in MODULES else base)
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def cycles() -> list[list[str]]:
+    """Each import cycle once, as the path that closes it (depth-first over the graph)."""
+    found, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == "open":
+                found.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+    return found
+
+
+def is_stage(name: str) -> bool:
+    """suite.stages.<name>: a stage; helper modules of the stages start with an underscore."""
+    head, _, leaf = name.rpartition(".")
+    return head == "suite.stages" and not leaf.startswith("_")
+
+
+def test_the_walk_sees_the_tree():
+    assert len(MODULES) > 50
+    assert "suite.stages._nccl_tests" in GRAPH["suite.stages.bandwidth"]  # `from . import _nccl_tests`
+    assert "suite.facts" in GRAPH["suite.stages.crossover"]  # `from ..facts import alpha_beta`
+    assert sum(is_stage(m) for m in MODULES) >= 10
+
+
+def test_no_import_cycle():
+    assert cycles() == []
+
+
+def test_no_stage_imports_another_stage():
+    crossing = sorted((a, b) for a in MODULES if is_stage(a) for b in GRAPH[a] if is_stage(b))
+    assert crossing == []
+
+
+def test_the_cost_model_takes_numbers_only():
+    costmodel = [m for m in MODULES if m.startswith("suite.costmodel.")]
+    assert len(costmodel) >= 4
+    allowed = {"suite.costmodel", "suite.dtypes", "suite.config"}  # config: GptConfig's shape for sizing
+    reaching = sorted((m, dep) for m in costmodel for dep in GRAPH[m]
+                      if not dep.startswith("suite.costmodel.") and dep not in allowed)
+    assert reaching == []
+    profiles = [m for m in costmodel if "Profile" in {n.id for n in ast.walk(ast.parse(MODULES[m].read_text()))
+                                                      if isinstance(n, ast.Name)}]
+    assert profiles == []  # no Profile (nor facts dicts) in the cost model: numbers in, numbers out
+
+
+def test_parsers_return_parses_only():
+    parsers = [m for m in MODULES if m.startswith("suite.parsers")]
+    assert len(parsers) >= 5
+    assert sorted((m, d) for m in parsers for d in GRAPH[m] if d.startswith("suite.stages")) == []
