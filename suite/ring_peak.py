@@ -92,9 +92,9 @@ def ring_peak(gpus: list[str], links: Mapping[str, str], gpu: Gpu | None,
         ring = _ring_at_least(gpus, hops, threshold)
         if ring is not None:
             steps = [hops[frozenset((ring[i], ring[(i + 1) % len(ring)]))] for i in range(len(ring))]
-            slow = min(steps, key=lambda h: h.GBps)
-            kind = "sys" if any(h.kind == "sys" for h in steps if h.GBps == slow.GBps) else slow.kind
-            return RingPeak(slow.GBps, kind, f"{slow.pair} {slow.link}",
+            # the slowest hop; of equally slow ones, name a host-memory-staged one: it sets the verdict's kind
+            slow = min(steps, key=lambda h: (h.GBps, h.kind != "sys"))
+            return RingPeak(slow.GBps, slow.kind, f"{slow.pair} {slow.link}",
                             f"ring {'→'.join(ring)}: slowest hop {slow.pair} {slow.link}, {slow.how} "
                             f"= {slow.GBps:g} GB/s per direction", tuple(ring))
     return None

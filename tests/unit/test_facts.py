@@ -26,6 +26,7 @@ from .topo_boxes import box_facts
     ("01-dgx1-v100-8gpu-mlx5", "Tesla V100-SXM2-16GB", 50.0, "nvlink"),              # an all-NV2 ring exists
     ("33-v100-8gpu-hybrid-cube-mesh-node", "Tesla V100-SXM2-32GB", 50.0, "nvlink"),
     ("32-a100-4gpu-nv12-bridge-pairs-sys", "NVIDIA A100-PCIE-40GB", 31.5, "sys"),    # bridged pair, ring crosses SYS
+    ("34-h100-nvl-8gpu-nv12-pairs-sglang", "NVIDIA H100 NVL", 63.0, "sys"),          # 4 bridged pairs, 2 NUMA nodes
     ("14-rtx4090-8gpu-sys-2nic", "NVIDIA GeForce RTX 4090", 31.5, "sys"),
     ("05-a100-pcie-2gpu-node-1nic", "NVIDIA A100-PCIE-40GB", 31.5, "pcie"),
     ("31-l40s-2gpu-node-vllm-collect-env", "NVIDIA L40S", 31.5, "pcie"),
@@ -53,6 +54,26 @@ def test_nvlink_bridged_pcie_box_is_held_to_its_sys_hop_and_warns():
     v = bandwidth.judge_peak(curve, "nccl-tests", [], facts)
     assert len(v) == 1 and v[0].status == "warn"
     assert "host memory" in v[0].reason and "GPU" in v[0].expected and "SYS" in v[0].expected
+
+
+def test_eight_h100_nvl_are_held_to_pcie_not_the_nvswitch_peak():
+    # Before: 450 GB/s (NVLink 4 × 18) and a 315 GB/s floor, which the ring over PCIe/SYS never reaches.
+    facts = box_facts("34-h100-nvl-8gpu-nv12-pairs-sglang", "NVIDIA H100 NVL",
+                      {f"GPU{i}": {"gen": 5, "width": 16} for i in range(8)})
+    peak = F.link_peak(facts)
+    assert (peak.per_gpu_GBps, peak.kind) == (63.0, "sys") and "SYS" in peak.basis and "Gen5 x16" in peak.basis
+    assert F.alpha_beta(facts, "cuda").beta_Bps == 63e9  # later stages' default β is this box's, not NVSwitch's
+    v = bandwidth.judge_peak({"all_reduce": {1 << 30: 35.0}}, "nccl-tests", [], facts)
+    assert [x.status for x in v] == ["warn"]
+    assert [x.status for x in bandwidth.judge_peak({"all_reduce": {1 << 30: 50.0}}, "nccl-tests", [], facts)] == ["pass"]
+
+
+def test_mesh_ring_peak_is_its_slowest_nvlink_hop():
+    # The 4-GPU V100 SXM2 partial mesh (GPUs 0, 1, 4, 5 of capture 33): an all-NVLink ring exists,
+    # 0→1 NV2, 1→3 NV1, 3→2 NV2, 2→0 NV1, so the ring runs at one NVLink 2 (25 GB/s), never PCIe's.
+    facts = box_facts("33-v100-8gpu-hybrid-cube-mesh-node", "Tesla V100-SXM2-32GB", keep=["GPU0", "GPU1", "GPU4", "GPU5"])
+    peak = F.link_peak(facts)
+    assert (peak.per_gpu_GBps, peak.kind) == (25.0, "nvlink") and "NV1" in peak.basis
 
 
 def test_pcie_box_below_its_peak_still_fails():
