@@ -12,7 +12,7 @@ as dicts, so the manifest stays JSON and a resumed run reads what a live one did
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from .config import Profile, profile_from_dict
@@ -86,6 +86,38 @@ class LinkPeak:
         return self.kind == "sys"
 
 
+@dataclass(frozen=True)
+class TopologyFacts:
+    """The part of facts['topology'] later stages read (the topology stage publishes more for the report)."""
+
+    gpu_names: tuple[str, ...] = ()
+    """`nvidia-smi -L` names, GPU0 first."""
+    gpu_model: str | None = None
+    links: Mapping[str, str] = field(default_factory=dict)
+    """'GPU0-GPU1' → 'NV12', the upper triangle of `nvidia-smi topo -m`; empty when it was unreadable."""
+    pcie: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    """'GPU0' → (PCIe generation, width), the maxima `nvidia-smi -q` reports."""
+    box: str | None = None
+    """switched, nvlink-mesh, pcie or single (suite/stages/_topology_rules.py)."""
+
+    @property
+    def matrix_gpus(self) -> list[str]:
+        return sorted({g for pair in self.links for g in pair.split("-")}, key=lambda g: int(g[3:]))
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> "TopologyFacts":
+        topo = facts.get("topology") or {}
+        pcie = topo.get("pcie") or {}
+        per_gpu = {g: (v.get("gen"), v.get("width")) for g, v in (pcie.get("per_gpu") or {}).items()}
+        links = dict(topo.get("links") or {})
+        if not per_gpu and pcie.get("gen_max"):  # only the box-wide minimum is known: every GPU has it
+            gpus = {g for pair in links for g in pair.split("-")}
+            per_gpu = {g: (pcie.get("gen_max"), pcie.get("width_max")) for g in gpus}
+        names = tuple(n for n in topo.get("gpus") or [] if n)
+        model = topo.get("gpu_model") or (names[0] if names else None)
+        return cls(gpu_names=names, gpu_model=model, links=links, pcie=per_gpu, box=topo.get("box"))
+
+
 def profile(facts: Mapping[str, Any]) -> Profile:
     """The profile this run runs (the runner records it under facts['profile'])."""
     return profile_from_dict(facts["profile"])
@@ -93,8 +125,7 @@ def profile(facts: Mapping[str, Any]) -> Profile:
 
 def gpu_model(facts: Mapping[str, Any]) -> str | None:
     """The GPU model the topology stage found (its most common `nvidia-smi -L` name), if any."""
-    topo = facts.get("topology") or {}
-    return next((n for n in [topo.get("gpu_model"), *(topo.get("gpus") or [])] if n), None)
+    return TopologyFacts.from_facts(facts).gpu_model
 
 
 def gpu(facts: Mapping[str, Any]) -> Gpu | None:
@@ -104,23 +135,18 @@ def gpu(facts: Mapping[str, Any]) -> Gpu | None:
 
 def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
     """The box's ring peak from the topology stage's matrix and PCIe facts; (None, why) without them."""
-    topo = facts.get("topology") or {}
-    name = gpu_model(facts)
-    entry = gpu_for(name)
+    topo = TopologyFacts.from_facts(facts)
+    name, entry = topo.gpu_model, gpu_for(topo.gpu_model)
     if name is None:
         return None, "no GPU model in the topology facts"
-    pcie = topo.get("pcie") or {}
-    per_gpu = {g: (v.get("gen"), v.get("width")) for g, v in (pcie.get("per_gpu") or {}).items()}
-    links = topo.get("links") or {}
-    gpus = sorted({g for pair in links for g in pair.split("-")}, key=lambda g: int(g[3:]))
+    gpus = topo.matrix_gpus
     if gpus:
-        if not per_gpu and pcie.get("gen_max"):
-            per_gpu = {g: (pcie.get("gen_max"), pcie.get("width_max")) for g in gpus}
-        ring: RingPeak | None = ring_peak(gpus, links, entry, per_gpu)
+        ring: RingPeak | None = ring_peak(gpus, topo.links, entry, topo.pcie)
         if ring is None:
             return None, f"no link rate known for every hop of {name}'s matrix (not in suite/gpus.py?)"
         return LinkPeak(ring.per_gpu_GBps, ring.kind, f"{ring.basis} ({name})"), ""
     # No matrix (topo -m unreadable): the PCIe link the GPUs report, else the model's generation.
+    pcie = (facts.get("topology") or {}).get("pcie") or {}
     gen = pcie.get("gen_max") or (entry.pcie_gen if entry else None)
     rate = pcie_GBps(gen, pcie.get("width_max"))
     if rate is None:

@@ -33,6 +33,11 @@ class Hop:
     """nvlink, pcie or sys."""
     how: str
 
+    @property
+    def score(self) -> tuple[float, int]:
+        """Faster first; at equal rate a direct PCIe hop ranks above one staged through host memory."""
+        return self.GBps, 0 if self.kind == "sys" else 1
+
 
 @dataclass(frozen=True)
 class RingPeak:
@@ -88,22 +93,22 @@ def ring_peak(gpus: list[str], links: Mapping[str, str], gpu: Gpu | None,
         if hop is None:
             return None
         hops[frozenset(pair.split("-"))] = hop
-    for threshold in sorted({h.GBps for h in hops.values()}, reverse=True):
+    for threshold in sorted({h.score for h in hops.values()}, reverse=True):
         ring = _ring_at_least(gpus, hops, threshold)
         if ring is not None:
             steps = [hops[frozenset((ring[i], ring[(i + 1) % len(ring)]))] for i in range(len(ring))]
-            # the slowest hop; of equally slow ones, name a host-memory-staged one: it sets the verdict's kind
-            slow = min(steps, key=lambda h: (h.GBps, h.kind != "sys"))
+            # the slowest hop; of equally slow ones, a host-memory-staged one (it sets the verdict's kind)
+            slow = min(steps, key=lambda h: h.score)
             return RingPeak(slow.GBps, slow.kind, f"{slow.pair} {slow.link}",
                             f"ring {'→'.join(ring)}: slowest hop {slow.pair} {slow.link}, {slow.how} "
                             f"= {slow.GBps:g} GB/s per direction", tuple(ring))
     return None
 
 
-def _ring_at_least(gpus: list[str], hops: Mapping[frozenset, Hop], threshold: float) -> list[str] | None:
-    """A Hamiltonian cycle using only hops ≥ threshold (depth-first, bounded), or None."""
+def _ring_at_least(gpus: list[str], hops: Mapping[frozenset, Hop], threshold: tuple[float, int]) -> list[str] | None:
+    """A Hamiltonian cycle using only hops scoring ≥ threshold (depth-first, bounded), or None."""
     n = len(gpus)
-    ok = {g: [h for h in gpus if h != g and hops[frozenset((g, h))].GBps >= threshold] for g in gpus}
+    ok = {g: [h for h in gpus if h != g and hops[frozenset((g, h))].score >= threshold] for g in gpus}
     start = gpus[0]
     path, seen, steps = [start], {start}, 0
 
