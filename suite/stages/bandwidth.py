@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
@@ -39,9 +38,8 @@ LARGE_BYTES = 1 << 20  # "large" sizes: 1 MiB and up
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     n = profile.nproc
-    ab = alpha_beta(facts, profile.device)
-    alpha, beta, basis = ab.alpha_s, ab.beta_Bps, ab.source
-    peak, peak_basis = link_peak_or_why(facts)
+    alpha, beta, basis = alpha_beta(facts, profile.device)
+    peak, _ = link_peak_or_why(facts)
     out = []
     for coll in COLLECTIVES:
         for size in profile.sweep.sizes():

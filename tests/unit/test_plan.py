@@ -7,7 +7,6 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import NCCL_GPU, SweepConfig, get_profile
-from suite.costmodel import alphabeta as ab
 from suite.gpus import gpu_for
 from suite.plan import BANDWIDTH_COLLECTIVES, PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
 from suite.stages import ORDER
