@@ -32,6 +32,7 @@ STAGE = "topology"
 CROSS_NUMA_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS: across the CPU sockets' interconnect
 PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 
+
 @dataclass(frozen=True)
 class BoxKind:
     kind: str
