@@ -173,3 +173,16 @@ def test_fit_rows_feed_the_published_fact():
     fit = pick_fit(fit_rows(rows, n))
     assert isinstance(fit, F.FittedAlphaBeta) and fit.points == 10
     assert F.alpha_beta({"alpha_beta": dataclasses.asdict(fit)}, "cuda").beta_Bps == pytest.approx(beta, rel=1e-6)
+
+
+def test_publish_keeps_a_typed_fact_as_its_json_dict(tmp_path):
+    import json
+
+    from suite.context import StageContext
+    ctx = StageContext(stage="bandwidth", profile=GLOO_CPU, run_path=tmp_path, raw_dir=tmp_path, facts={}, progress=None)
+    fit = F.FittedAlphaBeta(alpha_s=3e-5, beta_Bps=2e9, rms_rel_residual=0.1, source="torch", world=4, points=10)
+    ctx.publish("alpha_beta", fit)
+    ctx.publish("plain", {"a": 1})
+    assert ctx.published["alpha_beta"] == dataclasses.asdict(fit) and ctx.published["plain"] == {"a": 1}
+    again = json.loads(json.dumps(ctx.published))  # the manifest's round trip: a resumed run reads the same
+    assert F.FittedAlphaBeta.from_facts(again) == fit
