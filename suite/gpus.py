@@ -94,6 +94,8 @@ GPUS: tuple[Gpu, ...] = (
         4, 18, 5, True),
     Gpu("H800 PCIe", ("H800", "PCIE"), ("NVIDIA H800 PCIe",), None, "no datasheet figure in this table", 4, None, 5),
     Gpu("H800 SXM", ("H800",), ("NVIDIA H800",), 989.4, _sparse("H800", "H800 SXM", "1,979", 989.4), 4, 8, 5, True),
+    Gpu("GH200", ("GH200",), ("NVIDIA GH200 480GB", "NVIDIA GH200 120GB"), None, "no datasheet figure in this table",
+        4, 18, None),  # Grace Hopper: alone, or four per node on an NV6 full mesh (capture 35's layout)
     Gpu("H20", ("H20",), ("NVIDIA H20",), None, "no datasheet figure in this table", 4, 18, 5, True),
     # Ampere: PCIe cards take NVLink bridges (NV12 pairs); SXM4 boards are switched or fully meshed.
     Gpu("A100 PCIe", ("A100", "PCIE"), ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe"), 312.0,

@@ -23,6 +23,7 @@ from .topo_boxes import box_facts
     ("29-a100-8gpu-nv12-10nic-4numa", "NVIDIA A100-SXM4-80GB", 300.0, "nvlink"),     # NVSwitch: 12 × 25
     ("25-h100-4gpu-nv6-4nic-numa-3175", "NVIDIA H100 80GB HBM3", 150.0, "nvlink"),   # 4-GPU slice, NV6 pairs
     ("26-gb200-4gpu-nv18", "NVIDIA GB200", 900.0, "nvlink"),                          # 18 × 50
+    ("35-4gpu-nv6-full-mesh-numa-per-gpu", "NVIDIA GH200 120GB", 150.0, "nvlink"),   # NV6 mesh; model from its layout
     ("01-dgx1-v100-8gpu-mlx5", "Tesla V100-SXM2-16GB", 50.0, "nvlink"),              # an all-NV2 ring exists
     ("33-v100-8gpu-hybrid-cube-mesh-node", "Tesla V100-SXM2-32GB", 50.0, "nvlink"),
     ("32-a100-4gpu-nv12-bridge-pairs-sys", "NVIDIA A100-PCIE-40GB", 31.5, "sys"),    # bridged pair, ring crosses SYS
