@@ -1,7 +1,7 @@
 """Typed readers of what earlier stages published (kept as JSON under the manifest's `facts`).
 
     ab = alpha_beta(facts, profile.device)   # → AlphaBeta(alpha_s, beta_Bps, source): the one rule
-    peak = link_peak(facts)                  # → LinkPeak(per_gpu_GBps, kind, hop, basis) or None, with why
+    peak = link_peak(facts)                  # → LinkPeak(per_gpu_GBps, kind, basis): the ring's slowest hop, or None
     gpu = gpu(facts)                         # → the suite/gpus.py entry of the box's GPU model, or None
 
 Every stage reads facts through here, never through another stage's module: one fallback rule for
