@@ -4,37 +4,19 @@ stage, a cost model that takes numbers only, parsers that import no verdict rule
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-SUITE = Path(__file__).resolve().parents[2] / "suite"
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(SUITE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+from suite.stagecode import SUITE_ROOT as SUITE
+from suite.stagecode import imported_names, module_name
 
 
 MODULES = {module_name(p): p for p in sorted(SUITE.rglob("*.py"))}
 
 
 def imports(name: str) -> set[str]:
-    """Every suite module `name` imports, at any depth of its source (lazy imports in functions count too)."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name in MODULES}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            for alias in node.names:  # `from . import _nccl_tests` names a module; `from .x import f` names x
-                sub = f"{base}.{alias.name}"
-                out.add(sub if sub in MODULES else base)
-    return {m for m in out if m in MODULES and m != name}
+    """Every suite module `name` imports (suite/stagecode.py's reading of its source), its own packages left out:
+    `from . import _nccl_tests` imports suite.stages._nccl_tests, and suite.stages only as Python always does."""
+    own_packages = {name.rsplit(".", k)[0] for k in range(1, name.count(".") + 1)}
+    return {m for m in imported_names(MODULES[name]) if m in MODULES and m != name and m not in own_packages}
 
 
 GRAPH = {name: imports(name) for name in MODULES}
