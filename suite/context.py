@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -29,8 +30,11 @@ class StageContext:
     _last_worker_progress: Any = None
 
     def publish(self, key: str, value: Any) -> None:
-        """Record a fact for later stages and the report (kept in manifest.json under facts)."""
-        self.published[key] = value
+        """Record a fact for later stages and the report (kept in manifest.json under facts).
+
+        A dataclass (suite/facts.py's typed facts) is stored as its dict: the manifest stays JSON and later
+        stages read it back through suite/facts.py, the same in a live run and on resume."""
+        self.published[key] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
 
     def say(self, message: str, done: int | None = None, of: int | None = None) -> None:
         """Progress: what the stage is doing now; with done/of a bar is drawn."""

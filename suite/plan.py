@@ -4,7 +4,7 @@
 
 Each stage module estimates itself (its `estimate(p)`, given the PlanInputs below); this module adds
 them up in run order. Pure arithmetic, no torch (suite/costmodel/sizing.py sizes the model), from the
-profile (sweep sizes, iterations, model size, steps), the α-β model (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/costmodel/peaks.py)
+profile (sweep sizes, iterations, model size, steps), the α-β model (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/gpus.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from . import stages
 from .config import Profile
 from .costmodel import alphabeta as ab
-from .costmodel.peaks import peak_for
-from .costmodel.scaling_expectations import DTYPE_BYTES
 from .costmodel.sizing import parameter_count, training_flops_per_token
+from .dtypes import DTYPE_BYTES
+from .gpus import gpu_for
 
 ONE_HOUR_S = 3600.0
 
@@ -159,12 +159,12 @@ class PlanInputs:
 
 
 def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> PlanInputs:
-    link = ab.link_peak_for(a.gpu_name, nvlink=True)
-    if a.beta_Bps is None and link is None:
+    peak = gpu_for(a.gpu_name)
+    link_GBps = (peak.nvlink_full_GBps or peak.pcie_x16_GBps) if peak else None  # a switched board's NVLink, else PCIe
+    if a.beta_Bps is None and link_GBps is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known link peak: pass --beta (bytes/s) or a known --gpu")
-    beta = a.beta_Bps if a.beta_Bps is not None else link.per_gpu_GBps * 1e9
-    peak = peak_for(a.gpu_name)
-    if peak is None:
+    beta = a.beta_Bps if a.beta_Bps is not None else link_GBps * 1e9
+    if peak is None or peak.bf16_dense_flops is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known bf16 peak: pass a known --gpu (e.g. H100, A100, B200)")
     return PlanInputs(profile=profile, assume=a, gpus=profile.nproc, alpha_s=a.alpha_s, beta_Bps=beta,
                       peak_flops=peak.bf16_dense_flops)
@@ -173,7 +173,7 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
 def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None) -> Plan:
     """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate()."""
     inputs = plan_inputs(profile, a)
-    plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=peak_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
+    plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
                 beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour)
     for name, module in stages.REGISTRY.modules.items():
         seconds, basis = module.estimate(inputs)

@@ -44,8 +44,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def referenced_modules(path: Path) -> set[str]:
-    """Modules named by a file: its imports (relative ones resolved) and string literals like 'suite.workloads.x'."""
+def imported_names(path: Path) -> set[str]:
+    """Every dotted name a file imports, relative imports resolved: `from .x import f` gives x and x.f
+    (f may be a module or a name in x), at any depth of the file (imports inside functions count too)."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
@@ -60,7 +61,14 @@ def referenced_modules(path: Path) -> set[str]:
                 base = node.module or ""
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
+    return names
+
+
+def referenced_modules(path: Path) -> set[str]:
+    """Modules named by a file: its imports (relative ones resolved) and string literals like 'suite.workloads.x'."""
+    names = imported_names(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
             names.add(node.value)
     return {n for n in names if n.startswith("suite.") and n not in PLUMBING and not n.startswith("suite.commands.")}
 

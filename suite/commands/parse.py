@@ -50,6 +50,9 @@ def main(args) -> int:
         return usage_error(f"{args.file}: not readable (permission denied): check the file's owner and mode")
     except OSError as e:
         return usage_error(f"{args.file}: cannot be read ({e.strerror or e})")
+    if args.kind == "topo":  # the parser returns the parse; the verdicts are the topology stage's rules
+        from ..stages._topology_rules import verdicts_for_parse
+        data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
     if data.get("complete") is False and not args.allow_partial:
         print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "

@@ -11,16 +11,8 @@ allows. Overlapping the all-reduce with the backward only makes the measured fig
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..dtypes import DTYPE_BYTES
 from .alphabeta import dp_step_comm_s, zero_memory_bytes
-
-# α and β when the bandwidth stage published no fit: the checklist's worked example on GPUs;
-# loopback gloo on CPUs (order of magnitude only, never judged).
-DEFAULT_ALPHA_BETA = {"cuda": (5e-6, 200e9, "no fitted α-β: CHECKLIST.md's worked example α = 5 µs, β = 200 GB/s"),
-                      "cpu": (30e-6, 2e9, "no fitted α-β: gloo over loopback, order of magnitude α = 30 µs, β = 2 GB/s")}
-
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 
 MFU_FLOOR = 0.20
 """Below this fraction of the card's bf16 dense peak, baseline MFU is 'far below' what the card allows.
@@ -29,16 +21,6 @@ DP_MARGIN = 0.80
 """DP per-rank throughput ratio below this fraction of the α-β model's prediction warns."""
 ZERO3_SLOWDOWN = 1.5
 """ZeRO-3 step time above this multiple of DDP's warns (the parameter all-gather not overlapping)."""
-
-
-def alpha_beta(facts: dict[str, Any], device: str) -> tuple[float, float, str]:
-    """(α seconds, β bytes/s, basis) from the bandwidth stage's fit, else the stated defaults for `device`."""
-    fit = facts.get("alpha_beta") or {}
-    if fit.get("alpha_s") is not None and fit.get("beta_Bps"):
-        return float(fit["alpha_s"]), float(fit["beta_Bps"]), (
-            f"α = {fit['alpha_s'] * 1e6:.3g} µs, β = {fit['beta_Bps'] / 1e9:.3g} GB/s fitted by the bandwidth stage"
-            + (f" ({fit['source']})" if fit.get("source") else ""))
-    return DEFAULT_ALPHA_BETA["cuda" if device == "cuda" else "cpu"]
 
 
 def dp_step_s(step_1_s: float, n: int, grad_bytes: float, alpha_s: float, beta_Bps: float) -> float:
@@ -61,10 +43,3 @@ def model_state_bytes(params: int, n: int, zero: int, dtype: str) -> float:
     """
     b = DTYPE_BYTES[dtype]
     return zero_memory_bytes(params, n, zero, param_bytes=b, grad_bytes=b, optimizer_bytes=2 * b)
-
-
-def gpu_name(facts: dict[str, Any]) -> str | None:
-    """The GPU model the topology stage found, if any."""
-    topo = facts.get("topology") or {}
-    names = [topo.get("gpu_model"), *(topo.get("gpus") or [])]
-    return next((n for n in names if n), None)

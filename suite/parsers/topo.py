@@ -165,7 +165,10 @@ def _find_header(lines: list[str]) -> int:
 def _read_header(line: str, lineno: int) -> tuple[list[str], list[str], list[str]]:
     trailing = []
     device_part = line
-    positions = sorted((line.find(name), name) for name in AFFINITY_COLUMNS if name in line)
+    # A copy that expanded tabs can leave several spaces inside a column name ("CPU     Affinity").
+    found = [(m.start(), name) for name in AFFINITY_COLUMNS
+             for m in [re.search(r"\s+".join(map(re.escape, name.split())), line)] if m]
+    positions = sorted(found)
     if positions:
         device_part = line[: positions[0][0]]
         trailing = [name for _, name in positions]
@@ -253,10 +256,5 @@ def _read_legends(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def parse_file(path: Path | str) -> dict[str, Any]:
-    """`python -m suite parse topo FILE --json`: the parse plus the verdicts the topology stage gives it."""
-    from ..topology_rules import judge_topology
-
-    topology = parse(Path(path).read_text(encoding="utf-8"))
-    data = topology.to_dict()
-    data["verdicts"] = [v.to_dict() for v in judge_topology(topology)]
-    return data
+    """`python -m suite parse topo FILE --json`: the parse (the command adds the topology stage's verdicts)."""
+    return parse(Path(path).read_text(encoding="utf-8")).to_dict()

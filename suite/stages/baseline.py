@@ -15,9 +15,9 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..costmodel.peaks import peak_for
-from ..costmodel.scaling_expectations import MFU_FLOOR, gpu_name, model_state_bytes
+from ..costmodel.scaling_expectations import MFU_FLOOR, model_state_bytes
 from ..costmodel.sizing import parameter_count, training_flops_per_token
+from ..facts import gpu
 from ..results import Expectation, Row, Verdict
 
 STAGE = "baseline"
@@ -54,9 +54,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         out.append(Expectation(metric="mfu", value=MFU_FLOOR, unit="ratio",
                                basis=f"at least {MFU_FLOOR:.0%} of the bf16 dense peak for d={cfg.hidden}, "
                                      f"{cfg.batch * cfg.seq_len} tokens per step", **common))
-        name = gpu_name(facts)
-        peak = peak_for(name) if name else None
-        if peak is not None:
+        peak = gpu(facts)
+        if peak is not None and peak.bf16_dense_flops:
             tokens = cfg.batch * cfg.seq_len
             step = tokens * training_flops_per_token(cfg) / (MFU_FLOOR * peak.bf16_dense_flops)
             out.append(Expectation(metric="step_time_s", value=step, unit="s",
@@ -107,7 +106,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if mfu_row is None or not math.isfinite(mfu_row.value):
         out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="skip", expected=f"MFU ≥ {MFU_FLOOR:.0%}",
                            observed=f"{device}: no bf16 peak known",
-                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/costmodel/peaks.py"))
+                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/gpus.py"))
         return out
     ok = mfu_row.value >= MFU_FLOOR
     out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="pass" if ok else "warn",

@@ -22,8 +22,9 @@ from ..judging import judges_performance, performance_skip
 from ..costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
                                tree_allreduce_s)
 from ..results import Expectation, Row, Verdict
+from ..facts import alpha_beta
 from . import _nccl_tests
-from .bandwidth import alpha_beta, fit_rows
+from ._alphabeta_fit import fit_rows
 
 STAGE = "crossover"
 MEASURES = "all-reduce time of a ring and a tree over message sizes, and the size where they cross"
@@ -53,7 +54,7 @@ BYTES_FORMULA = {"ring": ring_allreduce_bytes, "tree": tree_allreduce_bytes}
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     n = profile.nproc
-    alpha, beta, basis = alpha_beta(profile, facts)
+    alpha, beta, basis = alpha_beta(facts, profile.device)
     out = []
     for size in profile.sweep.sizes():
         for algo, model in (("ring", ring_allreduce_s), ("tree", tree_allreduce_s)):

@@ -17,7 +17,9 @@ from __future__ import annotations
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..costmodel.scaling_expectations import DP_MARGIN, DTYPE_BYTES, alpha_beta, dp_efficiency
+from ..costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
+from ..dtypes import DTYPE_BYTES
+from ..facts import alpha_beta
 from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, tolerance
 from ..results import Expectation, Row, Verdict

@@ -23,8 +23,8 @@ from ..config import GptConfig, Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip, verdict
 from ..costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from ..facts import alpha_beta
 from ..results import Expectation, Row, Verdict
-from .bandwidth import alpha_beta
 
 STAGE = "overlap"
 MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
@@ -85,7 +85,7 @@ def mode_of(text: str) -> OverlapMode:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    alpha, beta, basis = alpha_beta(profile, facts)
+    alpha, beta, basis = alpha_beta(facts, profile.device)
     n = profile.nproc
     sizes = gradient_sizes(profile.model)
     grad_bytes = sum(sizes)
@@ -120,7 +120,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say(f"DDP modes {', '.join(mode_of(m).label for m in wanted)}: gradients checked, steps timed")
     args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--modes", ",".join(wanted)]
     rows = ctx.torchrun("suite.workloads.overlap_run", args, tag="ddp").rows()
-    alpha, beta, _ = alpha_beta(profile, ctx.facts)
+    alpha, beta, _ = alpha_beta(ctx.facts, profile.device)
     return rows + derived_rows(rows, profile.nproc, alpha, beta)
 
 

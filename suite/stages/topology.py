@@ -7,7 +7,7 @@ GPU face: `nvidia-smi topo -m`, `-q` and `-L` (kept untouched in raw/topology/),
 pair (metric `link`, text NV18/SYS…, value = bonded NVLink count) and per GPU–NIC pair, GPU names,
 PCIe link and fabric state per GPU, driver/CUDA/NCCL/torch versions. Both faces: lscpu, NUMA nodes
 (sysfs, `numactl -H` when present), CPU model and counts. The verdict rules live in
-suite/topology_rules.py (shared with `python -m suite parse topo`).
+suite/stages/_topology_rules.py (`python -m suite parse topo` adds them to its parse).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..parsers.smi_query import parse_list, parse_query
 from ..parsers.topo import nvlink_count
 from ..parsers.topo import parse as parse_topo
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
-from ..topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 
 STAGE = "topology"
 MEASURES = "link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions"
@@ -152,7 +152,9 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
                             text=f"{gpu['fabric_state']} / {gpu.get('fabric_status') or 'N/A'}"))
     gens = [g["pcie_gen_max"] for g in query.get("gpus", []) if g.get("pcie_gen_max")]
     widths = [g["link_width_max"] for g in query.get("gpus", []) if g.get("link_width_max")]
-    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None}
+    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None,
+                     "per_gpu": {f"GPU{i}": {"gen": g.get("pcie_gen_max"), "width": g.get("link_width_max")}
+                                 for i, g in enumerate(query.get("gpus", []))}}
     for i, name in enumerate(names):
         rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="gpu_name", value=float("nan"), unit="",
                         text=name, source="nvidia-smi -L"))
@@ -180,13 +182,18 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
         rows.append(Row(stage=STAGE, case=g, metric="cpu_affinity", value=_count(cpus), unit="count", text=cpus))
         rows.append(Row(stage=STAGE, case=g, metric="numa_node", unit="",
                         value=int(numa) if numa and numa.isdigit() else float("nan"), text=numa))
-    box = classify(topo.gpus, topo.links, facts["gpu_model"])
-    klass = link_class(topo.links, topo.gpus, facts["gpu_model"])
-    facts.update(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
-                 nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
-                 links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
-                 gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
+    facts.update(matrix_facts(topo, facts["gpu_model"]))
     return facts
+
+
+def matrix_facts(topo, model: str | None) -> dict[str, Any]:
+    """What the matrix tells later stages (suite/facts.py reads it): box kind, link class, the links themselves."""
+    box = classify(topo.gpus, topo.links, model)
+    klass = link_class(topo.links, topo.gpus, model)
+    return dict(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
+                nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
+                links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
+                gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
 
 
 def _version_rows(versions: dict[str, Any]) -> list[Row]:

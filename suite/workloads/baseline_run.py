@@ -5,7 +5,7 @@
 
 Build, optimizer and warm-up steps run under the peak-memory measurement; then `steps` training
 steps are timed. On a GPU, MFU = training FLOPs per token × tokens/s ÷ the card's bf16 dense
-peak (suite/costmodel/peaks.py); on a CPU there is no peak to hold it to.
+peak (suite/gpus.py); on a CPU there is no peak to hold it to.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from ..config import GptConfig
-from ..costmodel.peaks import mfu, peak_for
+from ..costmodel.mfu import mfu
+from ..gpus import gpu_for
 from ..results import Row
 from .gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
 from .measure import PeakMemory, time_steps, typical
@@ -54,10 +55,11 @@ def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
         Row(metric="device", value=float("nan"), unit="", text=name, **common),
     ]
     if device.type == "cuda":
-        peak = peak_for(name)
-        rows.append(Row(metric="peak_tflops", value=peak.bf16_dense_tflops if peak else float("nan"),
-                        unit="TFLOP/s", text=peak.source if peak else f"{name}: not in suite/costmodel/peaks.py", **common))
-        rows.append(Row(metric="mfu", value=mfu(flops, tokens_per_s, peak.bf16_dense_flops if peak else float("nan")),
+        gpu = gpu_for(name)
+        peak = gpu.bf16_dense_tflops if gpu and gpu.bf16_dense_tflops else None
+        rows.append(Row(metric="peak_tflops", value=peak if peak else float("nan"), unit="TFLOP/s",
+                        text=gpu.peak_source if gpu else f"{name}: not in suite/gpus.py", **common))
+        rows.append(Row(metric="mfu", value=mfu(flops, tokens_per_s, peak * 1e12 if peak else float("nan")),
                         unit="ratio", **common))
     return rows
 

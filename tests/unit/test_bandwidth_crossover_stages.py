@@ -12,12 +12,13 @@ import pytest
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
 from suite.results import Row
+from suite.facts import link_peak_or_why
 from suite.stages import _nccl_tests, bandwidth, crossover
 
+from .topo_boxes import box_facts
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
-GPU_FACTS = {"profile": NCCL_GPU.to_dict(),
-             "topology": {"gpus": ["NVIDIA H200"] * 8, "gpu_model": "NVIDIA H200", "nvlink": True, "nvlink_count": 18,
-                          "link_class": "NV18", "pcie": {"gen_max": 5, "width_max": 16}}}
+GPU_FACTS = box_facts("30-h100-8gpu-nv18-8nic-env-dump", "NVIDIA H100 80GB HBM3")  # NV18 on all 28 pairs
 CPU_FACTS = {"profile": GLOO_CPU.to_dict()}
 
 
@@ -35,11 +36,11 @@ def by_id(verdicts):
 
 
 def test_link_peak_from_the_topology_facts():
-    peak, basis = bandwidth.link_peak(GPU_FACTS)
-    assert peak.per_gpu_GBps == 450.0 and "H200" in basis
-    pcie = {"topology": {"gpu_model": "NVIDIA GeForce RTX 4090", "nvlink": False, "pcie": {"gen_max": 4}}}
-    assert bandwidth.link_peak(pcie)[0].per_gpu_GBps == 31.5
-    assert bandwidth.link_peak({})[0] is None
+    peak, _ = link_peak_or_why(GPU_FACTS)
+    assert peak.per_gpu_GBps == 450.0 and "H100" in peak.basis and peak.kind == "nvlink"
+    pcie = box_facts("14-rtx4090-8gpu-sys-2nic", "NVIDIA GeForce RTX 4090")
+    assert link_peak_or_why(pcie)[0].per_gpu_GBps == 31.5
+    assert link_peak_or_why({})[0] is None
 
 
 def test_expectations_use_the_model_and_the_link_peak():
@@ -63,8 +64,8 @@ def test_fit_recovers_alpha_and_beta_from_exact_times():
     assert got["alpha"] == pytest.approx(7.0) and got["beta"] == pytest.approx(150.0)
     assert got["rms_rel_residual"] < 1e-9
     published = bandwidth.pick_fit(fits)
-    assert published["alpha_s"] == pytest.approx(alpha) and published["beta_Bps"] == pytest.approx(beta)
-    assert published["source"] == "torch" and published["world"] == n
+    assert published.alpha_s == pytest.approx(alpha) and published.beta_Bps == pytest.approx(beta)
+    assert published.source == "torch" and published.world == n
 
 
 def sweep_rows(busbw_by_size, source="torch", wrong=0):

@@ -7,7 +7,7 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import NCCL_GPU, SweepConfig, get_profile
-from suite.costmodel import alphabeta as ab
+from suite.gpus import gpu_for
 from suite.plan import PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
 from suite.stages import ORDER
 from suite.stages.bandwidth import COLLECTIVES as BANDWIDTH_COLLECTIVES
@@ -33,7 +33,7 @@ def test_bandwidth_stage_adds_launches_to_the_bus_time():
     tiny = NCCL_GPU.with_overrides(sweep=SweepConfig(min_bytes=8, max_bytes=32, factor=2, warmup_iters=1, iters=1))
     a = PlanAssumptions(nccl_tests_launch_s=10.0, torchrun_launch_s=20.0)
     bw = next(s for s in estimate(tiny, a).stages if s.stage == "bandwidth")
-    beta = ab.LINK_PEAKS["nvlink4"].per_gpu_GBps * 1e9  # 450 GB/s
+    beta = gpu_for("NVIDIA H100 80GB HBM3").nvlink_full_GBps * 1e9  # 450 GB/s
     bus = sum(sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2) + sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2, placements=1)
               for c in BANDWIDTH_COLLECTIVES)
     assert bw.seconds == pytest.approx(6 * 10.0 + 20.0 + bus)

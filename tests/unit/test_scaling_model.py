@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from suite.config import GLOO_CPU, NCCL_GPU
-from suite.costmodel.peaks import mfu, peak_for
-from suite.costmodel.scaling_expectations import alpha_beta, dp_efficiency, dp_step_s, gpu_name, model_state_bytes
+from suite.costmodel.mfu import mfu
+from suite.costmodel.scaling_expectations import dp_efficiency, dp_step_s, model_state_bytes
 from suite.costmodel.sizing import parameter_count, training_flops_per_token
 from suite.costmodel.tolerance import tolerance
+from suite.gpus import gpu_for
 from suite.workloads.golden import max_abs_error, max_abs_error_many
 from suite.workloads.measure import (
     PeakMemory,
@@ -32,30 +33,9 @@ TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 # ---------------------------------------------------------------- peaks and MFU
 
 
-@pytest.mark.parametrize("name, model, tflops", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4),
-    ("NVIDIA H100 PCIe", "H100 PCIe", 756.5),
-    ("NVIDIA H100 NVL", "H100 NVL", 835.5),
-    ("NVIDIA H200", "H200 SXM", 989.4),
-    ("NVIDIA H200 NVL", "H200 NVL", 835.5),
-    ("NVIDIA A100-SXM4-80GB", "A100", 312.0),
-    ("NVIDIA A100 80GB PCIe", "A100", 312.0),
-    ("NVIDIA L40S", "L40S", 362.05),
-    ("NVIDIA L40", "L40", 181.05),
-    ("NVIDIA L4", "L4", 121.0),
-    ("NVIDIA B200", "B200 (HGX)", 2250.0),
-    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090", 165.2),
-])
-def test_peak_lookup_matches_device_names_as_torch_reports_them(name, model, tflops):
-    peak = peak_for(name)
-    assert peak is not None and peak.model == model and peak.bf16_dense_tflops == tflops
-    assert peak.bf16_dense_flops == tflops * 1e12
-    assert "datasheet" in peak.source or "whitepaper" in peak.source
-
-
 def test_unknown_gpu_gets_no_peak_and_no_mfu():
-    assert peak_for("Tesla V100-SXM2-32GB") is None  # no bf16 tensor cores: no bf16 peak to hold it to
-    assert peak_for("cpu") is None
+    assert gpu_for("Tesla V100-SXM2-32GB").bf16_dense_flops is None  # no bf16 tensor cores: no bf16 peak
+    assert gpu_for("cpu") is None
     assert math.isnan(mfu(3.42e9, 1e5, float("nan")))
     assert math.isnan(mfu(3.42e9, 1e5, 0.0))
 
@@ -65,7 +45,7 @@ def test_mfu_is_model_flops_per_second_over_peak():
     flops = training_flops_per_token(NCCL_GPU.model)
     assert flops == pytest.approx(3.4228e9, rel=1e-4)
     achieved = flops * 120_000  # 410.7 TFLOP/s
-    assert mfu(flops, 120_000, peak_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(achieved / 989.4e12)
+    assert mfu(flops, 120_000, gpu_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(achieved / 989.4e12)
     assert mfu(1e9, 1e3, 1e13) == pytest.approx(0.1)
 
 
@@ -93,20 +73,6 @@ def test_zero_memory_model_per_dtype():
     assert model_state_bytes(psi, n, 2, "float32") == 4 * psi + 12 * psi / n
     assert model_state_bytes(psi, n, 3, "float32") == 16 * psi / n
     assert model_state_bytes(psi, n, 0, "bfloat16") == 8 * psi  # 2 + 2 + 4: AdamW's moments in bf16
-
-
-def test_alpha_beta_prefers_the_bandwidth_stage_fit():
-    alpha, beta, basis = alpha_beta({"alpha_beta": {"alpha_s": 7e-6, "beta_Bps": 150e9, "source": "nccl-tests"}},
-                                    "cuda")
-    assert (alpha, beta) == (7e-6, 150e9) and "fitted" in basis and "nccl-tests" in basis
-    alpha, beta, basis = alpha_beta({}, "cuda")
-    assert (alpha, beta) == (5e-6, 200e9) and "no fitted" in basis
-    assert alpha_beta({}, "cpu")[:2] == (30e-6, 2e9)
-
-
-def test_gpu_name_from_topology_facts():
-    assert gpu_name({"topology": {"gpu_model": None, "gpus": ["NVIDIA H100 80GB HBM3"]}}) == "NVIDIA H100 80GB HBM3"
-    assert gpu_name({}) is None
 
 
 # ---------------------------------------------------------------- measurement helpers

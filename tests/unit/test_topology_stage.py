@@ -126,7 +126,8 @@ def test_gpu_face_on_replayed_nvidia_smi(tmp_path, monkeypatch):
     assert r[("gpus", "gpu_count")].value == 2
     published = ctx.published["topology"]
     assert published["gpu_model"] == "Quadro RTX 4000" and published["link_class"] == "PCIe"
-    assert published["links"] == {"GPU0-GPU1": "PHB"} and published["pcie"] == {"gen_max": 4, "width_max": 8}
+    assert published["links"] == {"GPU0-GPU1": "PHB"} and published["pcie"] == {
+        "gen_max": 4, "width_max": 8, "per_gpu": {"GPU0": {"gen": 4, "width": 8}}}  # per GPU for the ring's hops
     assert ctx.published["versions"]["driver"] == "566.36"
     json.dumps(ctx.published)
     # verdicts

@@ -1,4 +1,4 @@
-"""Topology verdicts (suite/topology_rules.py) on real captures and on broken boxes derived from them."""
+"""Topology verdicts (suite/stages/_topology_rules.py) on real captures and on broken boxes derived from them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers.topo import parse
-from suite.topology_rules import classify, expects_full_nvlink, judge_topology, link_class
+from suite.stages._topology_rules import classify, expects_full_nvlink, link_class, verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
 
@@ -17,7 +17,7 @@ def topo(stem: str, text: str | None = None):
 
 
 def verdicts(t, names=None) -> dict:
-    return {v.id: v for v in judge_topology(t, names)}
+    return {v.id: v for v in verdicts_for_parse(t.to_dict(), names)}
 
 
 def break_link(stem: str, a: int, b: int, to: str) -> str:
@@ -32,6 +32,18 @@ def break_link(stem: str, a: int, b: int, to: str) -> str:
 
 
 SWITCHED = "29-a100-8gpu-nv12-10nic-4numa"  # 8× A100 SXM4 on NVSwitch: NV12 on all 28 pairs
+A100_SXM = ["NVIDIA A100-SXM4-80GB"] * 8  # what `nvidia-smi -L` names on that box (the stage passes it)
+
+
+def gpu_slice(stem: str, keep: list[int]):
+    """The matrix a box (or VM) holding only GPUs `keep` of a real capture shows, renumbered GPU0…"""
+    t = topo(stem)
+    names = {f"GPU{old}": f"GPU{i}" for i, old in enumerate(keep)}
+    olds = list(names)
+    t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(olds) for b in olds[i + 1:]}
+    t.gpus = list(names.values())
+    t.numa_affinity = t.cpu_affinity = None
+    return t
 
 
 # ---------------------------------------------------------------- switched boxes
@@ -46,7 +58,7 @@ def test_healthy_nvswitch_boxes_pass():
 def test_nvswitch_box_with_one_sys_pair_fails():
     t = topo(SWITCHED, break_link(SWITCHED, 3, 6, "SYS"))
     assert t.links["GPU3-GPU6"] == "SYS"
-    v = verdicts(t)["topology.links"]
+    v = verdicts(t, A100_SXM)["topology.links"]
     assert v.status == "fail"
     assert "GPU3-GPU6 SYS without NVLink" in v.reason
     assert v.observed == "27×NV12 + 1×SYS"
@@ -57,15 +69,17 @@ def test_nvswitch_box_with_a_gpu_cut_off_fails():
     t = topo(SWITCHED)
     for other in range(7):
         t.links[f"GPU{other}-GPU7"] = "SYS"
-    # 21 pairs NV12, GPU7 on SYS to all seven: every other GPU still has 6 = n−2 NVLink peers.
-    assert classify(t.gpus, t.links).kind == "switched"
-    v = verdicts(t)["topology.links"]
+    # 21 pairs NV12, GPU7 on SYS to all seven. The GPU model (A100 SXM4 ships only on switch boards) says
+    # switched; without it the matrix alone reads as a mesh with one GPU left out, which warns.
+    assert classify(t.gpus, t.links, A100_SXM[0]).kind == "switched"
+    v = verdicts(t, A100_SXM)["topology.links"]
     assert v.status == "fail" and "GPU0-GPU7 SYS" in v.reason
+    assert verdicts(t)["topology.links"].status == "warn"
 
 
 def test_differing_nvlink_count_on_a_switched_box_fails():
     t = topo(SWITCHED, break_link(SWITCHED, 0, 5, "NV6"))
-    v = verdicts(t)["topology.links"]
+    v = verdicts(t, A100_SXM)["topology.links"]
     assert v.status == "fail"
     assert "GPU0-GPU5 NV6 with a different NVLink count" in v.reason
 
@@ -74,8 +88,39 @@ def test_four_gpu_slice_losing_one_gpu_fails():
     t = topo("25-h100-4gpu-nv6-4nic-numa-3175")
     for other in range(3):
         t.links[f"GPU{other}-GPU3"] = "SYS"
-    v = verdicts(t)["topology.links"]
+    v = verdicts(t, ["NVIDIA H100 80GB HBM3"] * 4)["topology.links"]
     assert v.status == "fail" and "GPU2-GPU3 SYS" in v.reason
+
+
+# ---------------------------------------------------------------- meshes are decided by differing counts (issue 12 item 12)
+
+
+def test_v100_sxm2_partial_mesh_passes_with_its_node_pairs_noted():
+    # GPUs 0, 1, 4, 5 of a V100 SXM2 hybrid cube mesh: NV2/NV1 pairs and two NODE pairs. Before, each GPU's
+    # 2 = n−2 NVLink peers marked it "switched" and it failed with "NVLinks are down".
+    t = gpu_slice("33-v100-8gpu-hybrid-cube-mesh-node", [0, 1, 4, 5])
+    assert t.links == {"GPU0-GPU1": "NV2", "GPU0-GPU2": "NV1", "GPU0-GPU3": "NODE",
+                       "GPU1-GPU2": "NODE", "GPU1-GPU3": "NV1", "GPU2-GPU3": "NV2"}
+    for names in (None, ["Tesla V100-SXM2-32GB"] * 4):
+        assert classify(t.gpus, t.links, names and names[0]).kind == "nvlink-mesh"
+        v = verdicts(t, names)["topology.links"]
+        assert v.status == "pass", v
+        assert "GPU0-GPU3 NODE, GPU1-GPU2 NODE: 2 pairs without NVLink, by design" in v.reason
+
+
+def test_dgx1_four_gpu_slice_with_differing_counts_is_a_mesh():
+    # GPUs 0-3 of a DGX-1: NVLink on every pair but NV1 and NV2 mixed. Before: "every pair NV#" made it
+    # switched and the differing counts failed it.
+    t = gpu_slice("01-dgx1-v100-8gpu-mlx5", [0, 1, 2, 3])
+    assert set(t.links.values()) == {"NV1", "NV2"} and len(t.links) == 6
+    assert classify(t.gpus, t.links).kind == "nvlink-mesh"
+    assert verdicts(t, ["Tesla V100-SXM2-16GB"] * 4)["topology.links"].status == "pass"
+
+
+def test_uniform_count_on_every_pair_is_switched():
+    t = topo("25-h100-4gpu-nv6-4nic-numa-3175")
+    box = classify(t.gpus, t.links)
+    assert box.kind == "switched" and "all NV6" in box.why
 
 
 # ---------------------------------------------------------------- point-to-point meshes: SYS by design

@@ -1,41 +1,36 @@
 """What wrong looks like in a GPU topology (CHECKLIST row 1): pure rules over the link matrix.
 
-The topology stage's judge() and `python -m suite parse topo` both call judge_topology().
+The topology stage's judge() calls judge_links()/judge_numa(); `python -m suite parse topo` adds
+verdicts_for_parse() to the parser's output (parsers return parses only).
 
 A box is one of:
-  switched     every GPU reaches every other over NVLink (NVSwitch, or a full point-to-point mesh
-               such as a 4-GPU HGX): every GPU pair must read NV#, all with the same count.
-  nvlink-mesh  some pairs NVLink by design, others not (DGX-1's hybrid cube mesh, NVLink-bridged
-               pairs, POWER9 boxes): pairs without NVLink are by design and do not fail.
-  pcie         no NVLink at all: passes, unless the GPU model ships NVLink (SXM boards), where PCIe
+  switched     every GPU reaches every other over NVLink with one NVLink count (NVSwitch, or a full
+               point-to-point mesh such as a 4-GPU HGX), or its GPU model ships only on such boards:
+               every GPU pair must then read NV#, all with the same count.
+  nvlink-mesh  some pairs NVLink by design, others not, or NVLink counts differing between pairs
+               (DGX-1's hybrid cube mesh, a V100 SXM2 partial mesh, NVLink-bridged PCIe cards,
+               POWER9 boxes): pairs without NVLink are by design, noted and never failed.
+  pcie         no NVLink at all: passes, unless the GPU model ships only on switch boards, where PCIe
                between GPUs means a slot, baseboard or virtualisation problem.
 
-Telling a switched box with broken links from a mesh without knowing the GPU model: in a switched
-box each GPU has NVLink to all n−1 others, and one broken GPU still leaves the rest with n−2 NVLink
-peers; in a point-to-point mesh no GPU comes close (DGX-1: 4 of 7 peers; bridged pairs: 1). So with
-4 or more GPUs, a GPU with ≥ n−2 NVLink peers marks the box as switched. The GPU model, when known
-(the stage reads it from `nvidia-smi -L`), overrides this: SXM boards from A100 on are switched or
-fully meshed.
+Differing NV counts mean a mesh, not a switch: an NVSwitch gives every GPU the same links to every
+peer. Without the GPU model (the stage reads it from `nvidia-smi -L`; the parse command has none) a
+switched box with links down cannot be told from a mesh, and passes with its non-NVLink pairs noted.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from .parsers.topo import Topology, nvlink_count
-from .results import Verdict
+from ..gpus import gpu_for
+from ..parsers.topo import nvlink_count
+from ..results import Verdict
 
 STAGE = "topology"
 CROSS_NUMA_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS: across the CPU sockets' interconnect
 PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
-
-# GPU models whose boards put every GPU pair on NVLink (NVSwitch, or a full mesh on 4-GPU HGX boards).
-# V100/P100 SXM2 are left out: DGX-1 is a point-to-point cube mesh, DGX-2 is switched; the matrix decides.
-_FULL_NVLINK_MODELS = re.compile(r"\b(?:A100-SXM|A800-SXM|H100 80GB HBM3|H100 SXM|H800|H200|H20|B200|B300|GB200|GB300)\b")
-_NOT_FULL_NVLINK = re.compile(r"PCIe|NVL\b|V100|P100", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -47,10 +42,9 @@ class BoxKind:
 
 
 def expects_full_nvlink(model: str | None) -> bool:
-    """True for GPU models sold on boards that link every GPU pair over NVLink (A100/H100/H200/B200 SXM…)."""
-    if not model or _NOT_FULL_NVLINK.search(model):
-        return False
-    return bool(_FULL_NVLINK_MODELS.search(model)) or "SXM" in model
+    """True for GPU models that ship only on boards linking every GPU pair over NVLink (suite/gpus.py)."""
+    gpu = gpu_for(model)
+    return bool(gpu and gpu.switch_boards_only)
 
 
 def common_model(gpu_names: Iterable[str] | None) -> str | None:
@@ -73,16 +67,16 @@ def classify(gpus: list[str], links: Mapping[str, str], model: str | None = None
     n = len(gpus)
     if n < 2:
         return BoxKind("single", "one GPU")
-    nv_pairs = [p for p, link in links.items() if nvlink_count(link)]
     if expects_full_nvlink(model):
-        return BoxKind("switched", f"{model} boards link every GPU pair over NVLink")
-    if not nv_pairs:
+        return BoxKind("switched", f"{model} ships only on boards that link every GPU pair over NVLink")
+    counts = {nvlink_count(link) for link in links.values()}  # 0 for a pair without NVLink
+    if counts == {0}:
         return BoxKind("pcie", "no GPU pair has NVLink")
-    if len(nv_pairs) == len(links):
-        return BoxKind("switched", "every GPU pair has NVLink")
+    if 0 not in counts and len(counts) == 1:
+        return BoxKind("switched", f"every GPU pair has NVLink, all NV{counts.pop()}")
+    if 0 not in counts:
+        return BoxKind("nvlink-mesh", "every GPU pair has NVLink but the counts differ: a point-to-point mesh")
     most = max(nvlink_degrees(gpus, links).values())
-    if n >= 4 and most >= n - 2:
-        return BoxKind("switched", f"a GPU has NVLink to {most} of {n - 1} peers, as on an NVSwitch board")
     return BoxKind("nvlink-mesh", f"at most {most} of {n - 1} NVLink peers per GPU: a point-to-point mesh")
 
 
@@ -183,11 +177,21 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
                         f"keep {', '.join(isolated)} out of tensor-parallel groups"),
             )
         return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
-                       reason=f"{box.why}; the {len(links) - len(nv)} pairs without NVLink are by design")
+                       reason=f"{box.why}; {_pairs_without_nvlink(links, nv)}")
     # PCIe only
     expected = "PCIe between GPUs" + (f" ({model} is not an NVLink board)" if model else "")
     return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
                    reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak")
+
+
+def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> str:
+    """'GPU0-GPU3 NODE, GPU1-GPU2 NODE: 2 pairs without NVLink, by design …' (a mesh's PCIe pairs, noted)."""
+    off = [f"{p} {link}" for p, link in links.items() if p not in nv]
+    if not off:
+        return "every pair on NVLink"
+    shown = ", ".join(off[:6]) + (" …" if len(off) > 6 else "")
+    return (f"{shown}: {len(off)} pair{'s' if len(off) > 1 else ''} without NVLink, by design (traffic between "
+            f"them rides PCIe; on an NVSwitch board this would mean links down: pass the GPU model to tell)")
 
 
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
@@ -212,10 +216,8 @@ def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, s
     )
 
 
-def judge_topology(topology: Topology, gpu_names: Iterable[str] | None = None) -> list[Verdict]:
-    """Both topology verdicts for one parsed matrix (the stage adds GPU names from `nvidia-smi -L`)."""
-    groups = numa_groups(topology.gpus, topology.numa_affinity, topology.cpu_affinity)
-    return [
-        judge_links(topology.gpus, topology.links, gpu_names),
-        judge_numa(topology.gpus, topology.links, groups),
-    ]
+def verdicts_for_parse(parse: Mapping[str, Any], gpu_names: Iterable[str] | None = None) -> list[Verdict]:
+    """Both topology verdicts for one parsed matrix (`python -m suite parse topo`'s JSON shape)."""
+    gpus, links = list(parse["gpus"]), dict(parse["links"])
+    groups = numa_groups(gpus, parse.get("numa_affinity"), parse.get("cpu_affinity"))
+    return [judge_links(gpus, links, gpu_names), judge_numa(gpus, links, groups)]
