@@ -43,10 +43,9 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from . import ParseError
+from .nccl_tests_fields import PROGRAMS, _int_or_float, _is_int, _nranks_from_ratio, program_name
 
 # Program names nccl-tests builds (`<name>_perf`), longest match first where one contains another.
-PROGRAMS = ("all_reduce", "all_gather", "reduce_scatter", "alltoallv", "alltoall", "broadcast", "sendrecv",
-            "hypercube", "gather", "scatter", "reduce")
 
 MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?")
 RANK_LINE = re.compile(
@@ -173,16 +172,6 @@ def _number(token: str) -> float | None:
     except ValueError:
         return None
     return None if math.isnan(value) or math.isinf(value) else value
-
-
-def _int_or_float(value: float | None) -> int | float | None:
-    if value is None:
-        return None
-    return int(value) if value == int(value) and abs(value) < 2**63 else value
-
-
-def _is_int(token: str) -> bool:
-    return bool(re.fullmatch(r"-?\d+", token))
 
 
 def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
@@ -372,29 +361,3 @@ def _chunks(tokens: list[str], groups: list[list[str]]) -> list[list[str]]:
     return out
 
 
-def program_name(text: str) -> str | None:
-    """`./build/all_reduce_perf_mpi` or `03-k80-all_reduce-….txt` → `all_reduce`; None when no program is named."""
-    base = Path(text).name
-    for name in PROGRAMS:
-        if re.search(rf"(?:^|[^a-z]){name}(?:_perf|[^a-z]|$)", base):
-            return name
-    return None
-
-
-def _nranks_from_ratio(collective: str | None, rows: list[dict[str, Any]]) -> int | None:
-    """n from busbw/algbw where the output has no rank lines: all_reduce 2(n−1)/n, gather/scatter-like (n−1)/n."""
-    if collective not in ("all_reduce", "all_gather", "reduce_scatter", "alltoall"):
-        return None
-    best = None
-    for row in rows:
-        half = row.get("oop") or {}
-        if half.get("algbw") and half.get("busbw") is not None and (best is None or half["algbw"] > best["algbw"]):
-            best = half
-    if best is None:
-        return None
-    r = best["busbw"] / best["algbw"]
-    k = 2.0 if collective == "all_reduce" else 1.0
-    if r >= k * 0.999:
-        return None
-    n = k / (k - r)
-    return round(n) if abs(n - round(n)) / n < 0.05 and round(n) >= 2 else None

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from . import ParseError
-from .nccl_tests import _int_or_float, _is_int, _nranks_from_ratio, program_name
+from .nccl_tests_fields import _int_or_float, _is_int, _nranks_from_ratio, program_name
 
 
 def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
