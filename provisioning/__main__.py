@@ -1,4 +1,5 @@
-"""python -m provisioning remote | status | archive — the laptop's side (see provisioning/remote.py).
+"""python -m provisioning remote | status | plan | archive — the laptop's side (see provisioning/remote.py) —
+and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
     python -m provisioning status --host root@203.0.113.7:2222
@@ -18,7 +19,7 @@ from pathlib import Path
 from .archive import ArchiveError, archive_run
 from .codesync import DirtyTree
 from .connection import RemoteError
-from .container import EngineError
+from .engine import EngineError
 from .hosts import HostSpecError, parse_host
 
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="", choices=["", "docker", "host"],
                    help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
     p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")
+    p.add_argument("--cuda-line", default="", help="cu130 | cu126 (suite/cuda_lines.py); default: the newest the driver runs")
     p.add_argument("--archive", default="", help="s3://bucket/prefix (or a folder); empty: local folder only")
     p.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
                    help="S3-compatible endpoint (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
@@ -66,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
+    from .container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
+
+    add_commands(sub)
     return parser
 
 
@@ -75,7 +80,7 @@ def options(args):
     kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
-        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,
+        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
                   runs_dir=args.runs_dir)
