@@ -134,7 +134,7 @@ def test_gpu_host_without_nvidia_runtime_names_the_fix():
 def test_host_runtime_needs_python_3_11():
     f = preflight.parse_probe(gpu_probe(python="3.10.12"))
     d = preflight.decide(f, runtime="host", needs_gpu=True)
-    assert d.runtime is None and any("python3 is 3.10.12" in p and "RUNTIME=docker" in p for p in d.problems)
+    assert d.runtime is None and any("no Python ≥ 3.11 on the host (found python3 3.10.12)" in p and "RUNTIME=docker" in p for p in d.problems)
 
 
 def test_too_little_disk_is_refused():
