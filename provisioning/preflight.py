@@ -343,3 +343,15 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
                    if runtime == "docker" else "free space or pass REMOTE_DIR= on a bigger disk")
             problems.append(f"only {free:.1f} GiB free under {where}, want ≥ {need} GiB for RUNTIME={runtime}: {fix}")
     return Decision(runtime if not problems else None, problems, notes, cuda_line=line)
+
+
+def host_job_environment(facts: HostFacts) -> dict[str, str]:
+    """RUNTIME=host: what the job needs from the box's own image environment (a pod's pid 1), which a
+    non-interactive SSH session does not get: its PATH (after the session's own), its NCCL_* and
+    CARDTIME_* settings, and the nccl-tests folder preflight found."""
+    env = {k: v for k, v in facts.container_env.items() if k.startswith(("NCCL_", "CARDTIME_"))}
+    if facts.container_env.get("PATH"):
+        env["PATH"] = facts.container_env["PATH"] + ":/usr/local/bin:/usr/bin:/bin"  # the job script quotes values
+    if facts.nccl_tests and "CARDTIME_NCCL_TESTS_DIR" not in env:
+        env["CARDTIME_NCCL_TESTS_DIR"] = facts.nccl_tests
+    return env

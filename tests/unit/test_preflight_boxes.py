@@ -1,0 +1,118 @@
+"""Preflight on the boxes people rent (issue 20): the CUDA line from the driver, Pythons beyond
+`python3`, the container's own environment, NCCL's prerequisites, Docker's disk, git and uid.
+
+The probe runs for real in this machine's shell; GPU-side outputs are real captures
+(tests/data/smi, tests/data/remote: sources in their READMEs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from provisioning import cuda_check, preflight
+from provisioning.shell import sh_command
+from suite import gpu_host_checks
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_provisioning import gpu_probe, loopback_probe  # noqa: E402
+
+H200_Q = DATA / "smi" / "h200-550-q.txt"
+
+
+def test_probe_in_a_real_shell_finds_pythons_ids_and_shm(tmp_path):
+    out = subprocess.run(["sh", "-c", sh_command(preflight.probe_command(str(tmp_path / "base")))],
+                         capture_output=True, text=True, timeout=120).stdout
+    f = preflight.parse_probe(out)
+    assert f.pythons, out[-2000:]
+    assert all(exe.startswith("/") for exe, _, _ in f.pythons)
+    assert f.python == max(v for _, v, ok in f.pythons if ok) and f.python >= (3, 11)
+    assert (f.uid, f.gid) == (os.getuid(), os.getgid())
+    assert f.shm_bytes == os.statvfs("/dev/shm").f_blocks * os.statvfs("/dev/shm").f_frsize
+
+
+def test_newest_usable_python_wins_over_python3():
+    pythons = [("/usr/bin/python3", (3, 10, 12), True), ("/usr/bin/python3.11", (3, 11, 0), False),
+               ("/opt/conda/bin/python3", (3, 11, 9), True)]
+    assert preflight.best_python(pythons) == ("/opt/conda/bin/python3", (3, 11, 9), True)
+    assert preflight.best_python(pythons[:1]) == pythons[0]  # only 3.10: kept, for the refusal to name it
+
+
+def test_driver_too_old_for_a_forced_line_is_one_line_naming_the_fix():
+    f = preflight.parse_probe(gpu_probe())  # driver 550.54.15
+    d = preflight.decide(f, runtime=None, needs_gpu=True, cuda_line="cu130")
+    assert d.runtime is None
+    (problem,) = [p for p in d.problems if "driver" in p]
+    assert problem.startswith("driver 550.54.15 is too old for CUDA 13.0.2 (cu130 needs ≥ 580): use CUDA_LINE=cu126")
+    auto = preflight.decide(f, runtime=None, needs_gpu=True)
+    assert auto.problems == [] and auto.cuda_line.name == "cu126"
+
+
+def test_a_cpu_profile_chooses_no_cuda_line():
+    assert preflight.decide(preflight.parse_probe(loopback_probe()), runtime="host", needs_gpu=False).cuda_line is None
+
+
+def test_git_is_needed_only_where_the_code_is_cloned():
+    f = preflight.parse_probe(gpu_probe())
+    f.git = None
+    assert not [p for p in preflight.decide(f, runtime="docker", needs_gpu=True).problems if "git" in p]
+    assert [p for p in preflight.decide(f, runtime="host", needs_gpu=True).problems if "no git" in p]
+
+
+def test_docker_free_space_is_measured_where_docker_stores_images():
+    f = preflight.parse_probe(gpu_probe())
+    f.free_gib, f.docker_free_gib = 500.0, 12.0
+    d = preflight.decide(f, runtime="docker", needs_gpu=True)
+    assert any(p.startswith("only 12.0 GiB free under Docker's root directory") for p in d.problems), d.problems
+
+
+def test_healthy_h200_capture_has_nothing_that_stops_nccl():
+    text = H200_Q.read_text()
+    assert gpu_host_checks.fabric_problem(text) is None  # State Completed, Status Success
+    assert gpu_host_checks.gpu_processes(text) == [] and gpu_host_checks.processes_problem(text) is None
+    laptop = (DATA / "smi" / "rtx4070-laptop-q.txt").read_text()  # Fabric N/A: no NVSwitch, nothing to check
+    assert gpu_host_checks.fabric_problem(laptop) is None
+
+
+def test_small_shm_on_a_multi_gpu_box_is_refused_with_the_flag():
+    assert gpu_host_checks.shm_problem(64 << 20, 8).startswith("/dev/shm is 64 MiB, NCCL needs ≥ 1024 MiB for 8 GPUs")
+    assert "--shm-size" in gpu_host_checks.shm_problem(64 << 20, 8)
+    assert gpu_host_checks.shm_problem(64 << 20, 1) is None and gpu_host_checks.shm_problem(16 << 30, 8) is None
+
+
+def test_host_runtime_takes_the_containers_environment():
+    f = preflight.HostFacts(container_env={"PATH": "/opt/conda/bin:/usr/bin", "NCCL_SOCKET_IFNAME": "eth0",
+                                           "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin", "HOME": "/root"},
+                            nccl_tests="/usr/local/bin")
+    env = preflight.host_job_environment(f)
+    assert env == {"NCCL_SOCKET_IFNAME": "eth0", "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin",
+                   "PATH": "/opt/conda/bin:/usr/bin:/usr/local/bin:/usr/bin:/bin"}
+    assert preflight.host_job_environment(preflight.HostFacts(nccl_tests="/x/bin")) == {"CARDTIME_NCCL_TESTS_DIR": "/x/bin"}
+
+
+def test_host_runtime_without_nccl_tests_says_so():
+    f = preflight.parse_probe(gpu_probe(python="3.11.7"))
+    notes = preflight.decide(f, runtime="host", needs_gpu=True).notes
+    assert any(n.startswith("no nccl-tests on the host") for n in notes) and any(n.startswith("no nsys") for n in notes)
+
+
+def test_torch_cuda_check_refuses_in_one_line():
+    def answer(**kw):
+        return json.dumps(kw)
+
+    ok = answer(torch="2.13.0+cu126", cuda="12.6", available=True, devices=8)
+    assert cuda_check.judge(ok, gpus_seen=8, driver="550.54.15", where="the host venv") is None
+    no_gpu = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=False, devices=0), gpus_seen=8,
+                              driver="550.54.15", where="the host venv")
+    assert "CUDA 13.0 (needs ≥ 580)" in no_gpu and "driver 550.54.15" in no_gpu and "CUDA_LINE=cu126" in no_gpu
+    fewer = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=4), gpus_seen=8,
+                             driver="580.65.06", where="the image x")
+    assert "sees 4 GPU(s) where nvidia-smi lists 8" in fewer
+    cpu = cuda_check.judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
+                           driver="580.65.06", where="the host venv")
+    assert "CPU build" in cpu
+    assert all("\n" not in t for t in (no_gpu, fewer, cpu))
+    assert "nothing readable" in cuda_check.judge("Traceback ...", gpus_seen=1, driver=None, where="w")
