@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from suite.hostprobe import nccl_versions_differ
+
 from . import fmt
 from .runview import RunView
 
@@ -108,6 +110,11 @@ def banners(view: RunView) -> list[str]:
     out = []
     if view.is_rehearsal:
         out.append(REHEARSAL_WARNING)
+    recorded = view.manifest.get("versions") or {}
+    if nccl_versions_differ(recorded.get("nccl"), recorded.get("nccl_tests_nccl")):
+        out.append(f"torch's NCCL ({recorded['nccl']}) and the NCCL nccl-tests was built against "
+                   f"({recorded['nccl_tests_nccl']}) differ: the torch-vs-nccl-tests comparisons compare two "
+                   "libraries, not two programs on one (build nccl-tests with NCCL_HOME at torch's NCCL, as the image does).")
     if not view.manifest.get("finished"):
         out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
                    f"Resume it with `python -m suite run --resume {view.path}`.")
