@@ -111,6 +111,10 @@ def banners(view: RunView) -> list[str]:
     if view.is_rehearsal:
         out.append(REHEARSAL_WARNING)
     recorded = view.manifest.get("versions") or {}
+    if not view.is_rehearsal and "nccl_tests" in recorded and recorded["nccl_tests"] is None:
+        out.append("No nccl-tests on this host (not on PATH nor in CARDTIME_NCCL_TESTS_DIR): the nccl-tests "
+                   "verdicts are skip and every comparison with NCCL's own benchmark is missing. RUNTIME=docker "
+                   "(the image has them) or nccl-tests' *_perf on PATH brings them back.")
     if nccl_versions_differ(recorded.get("nccl"), recorded.get("nccl_tests_nccl")):
         out.append(f"torch's NCCL ({recorded['nccl']}) and the NCCL nccl-tests was built against "
                    f"({recorded['nccl_tests_nccl']}) differ: the torch-vs-nccl-tests comparisons compare two "

@@ -139,7 +139,8 @@ def nccl_tests_versions(env: dict[str, str] | None = None) -> dict[str, str | No
     leaves beside the binaries (Dockerfile: VERSION, NCCL_VERSION in /opt/nccl-tests).
 
     The folder is $CARDTIME_NCCL_TESTS_DIR's parent, else that of all_reduce_perf on PATH; a
-    nccl-tests built by hand has no NCCL_VERSION, and its NCCL stays None (unknown, not guessed).
+    nccl-tests built by hand has no VERSION ('unknown') nor NCCL_VERSION (None: unknown, not
+    guessed). No nccl-tests at all: both None, and the report says so on its first screen.
     """
     import shutil
 
@@ -149,9 +150,12 @@ def nccl_tests_versions(env: dict[str, str] | None = None) -> dict[str, str | No
     out: dict[str, str | None] = {"nccl_tests": None, "nccl_tests_nccl": None}
     if not where:
         return out
+    if not any(Path(where).glob("*_perf*")):
+        return out
+    out["nccl_tests"] = "unknown"
     for key, name in (("nccl_tests", "VERSION"), ("nccl_tests_nccl", "NCCL_VERSION")):
         try:
-            out[key] = (Path(where).parent / name).read_text().strip() or None
+            out[key] = (Path(where).parent / name).read_text().strip() or out[key]
         except OSError:
             pass
     return out

@@ -29,9 +29,11 @@ def test_versions_come_from_the_folder_the_image_names_or_from_path(tmp_path):
     expected = {"nccl_tests": "v2.19.6", "nccl_tests_nccl": "2.29.7"}
     assert nccl_tests_versions({"CARDTIME_NCCL_TESTS_DIR": str(root / "bin"), "PATH": "/usr/bin"}) == expected
     assert nccl_tests_versions({"PATH": f"/usr/bin:{root / 'bin'}"}) == expected
-    (root / "NCCL_VERSION").unlink()  # built by hand: the NCCL it links is unknown, not guessed
-    assert nccl_tests_versions({"PATH": str(root / "bin")}) == {"nccl_tests": "v2.19.6", "nccl_tests_nccl": None}
+    (root / "NCCL_VERSION").unlink()
+    (root / "VERSION").unlink()  # built by hand: present, but its release and the NCCL it links are unknown
+    assert nccl_tests_versions({"PATH": str(root / "bin")}) == {"nccl_tests": "unknown", "nccl_tests_nccl": None}
     assert nccl_tests_versions({"PATH": str(tmp_path / "empty")}) == {"nccl_tests": None, "nccl_tests_nccl": None}
+    assert nccl_tests_versions({"CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "empty"), "PATH": ""})["nccl_tests"] is None
 
 
 def test_nccl_version_line_of_a_real_nccl_tests_capture_compares_with_torchs():
@@ -54,3 +56,10 @@ def test_report_says_when_the_two_nccls_differ():
     assert banner.startswith("torch's NCCL (2.29.7) and the NCCL nccl-tests was built against (2.26.2) differ")
     assert banners(view({"nccl": "2.29.7", "nccl_tests_nccl": "2.29.7"})) == []
     assert banners(view({"nccl": "2.29.7"})) == []
+
+
+def test_report_first_screen_says_when_the_host_had_no_nccl_tests():
+    (banner,) = banners(view({"nccl": "2.29.7", "nccl_tests": None, "nccl_tests_nccl": None}))
+    assert banner.startswith("No nccl-tests on this host") and "RUNTIME=docker" in banner
+    assert banners(view({"nccl": "2.29.7", "nccl_tests": "unknown", "nccl_tests_nccl": None})) == []
+    assert banners(view({"nccl": "2.29.7"})) == []  # a manifest from before the record: nothing claimed
