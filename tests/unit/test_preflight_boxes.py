@@ -116,3 +116,45 @@ def test_torch_cuda_check_refuses_in_one_line():
     assert "CPU build" in cpu
     assert all("\n" not in t for t in (no_gpu, fewer, cpu))
     assert "nothing readable" in cuda_check.judge("Traceback ...", gpus_seen=1, driver=None, where="w")
+
+
+def real_interpreter(version: str) -> str | None:
+    """A real pythonX.Y on this machine (system or pyenv), or None."""
+    import glob
+    import shutil
+
+    found = shutil.which(f"python{version}", path="/usr/bin:/usr/local/bin")
+    return found or next(iter(sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"))), None)
+
+
+def test_ubuntu_2204_shape_python3_is_310_and_python311_is_elsewhere_on_path(tmp_path):
+    """python3 first on PATH is a real 3.10; a real 3.11 sits in another PATH folder, and a real 3.12 in a
+    conda-style prefix under HOME (~/miniconda3/bin): the probe finds all three and preflight takes 3.12."""
+    import shutil
+
+    import pytest
+
+    py310, py311, py312 = (real_interpreter(v) for v in ("3.10", "3.11", "3.12"))
+    if not (py310 and py311 and py312):
+        pytest.skip("needs real Python 3.10, 3.11 and 3.12 interpreters (pyenv on the test machine)")
+    first, second = tmp_path / "first", tmp_path / "second"
+    conda = tmp_path / "home" / "miniconda3" / "bin"
+    for folder, name, target in ((first, "python3", py310), (second, "python3.11", py311), (conda, "python3", py312)):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).symlink_to(target)
+    tools = tmp_path / "tools"  # the shell tools the probe uses, and no other python3 than the ones above
+    tools.mkdir()
+    for tool in ("sh", "df", "tail", "hostname", "uname", "mkdir", "id", "tr", "sed", "grep", "head"):
+        where = shutil.which(tool)
+        if where:
+            (tools / tool).symlink_to(where)
+    env = {"PATH": f"{first}:{second}:{tools}", "HOME": str(tmp_path / "home")}
+    out = subprocess.run(["/bin/sh", "-c", sh_command(preflight.probe_command(str(tmp_path / "base")))],
+                         capture_output=True, text=True, timeout=120, env=env).stdout
+    f = preflight.parse_probe(out)
+    assert sorted(v[:2] for _, v, _ in f.pythons) == [(3, 10), (3, 11), (3, 12)], f.pythons
+    assert f.python[:2] == (3, 12) and f.venv
+    assert [p for p in preflight.decide(f, runtime="host", needs_gpu=False).problems if "Python" in p] == []
+    only_old = preflight.parse_probe(out.replace("3.11.", "3.9.").replace("3.12.", "3.9."))
+    (problem,) = [p for p in preflight.decide(only_old, runtime="host", needs_gpu=False).problems if "Python" in p]
+    assert problem.startswith("no Python ≥ 3.11 on the host (found ") and "python3.11-venv" in problem
