@@ -57,12 +57,12 @@ remote: $(STAMP)
 	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
-	  --remote-dir "$${REMOTE_DIR:-cardtime}" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }
 	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
-	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$${REMOTE_DIR:-cardtime}"
+	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
 # With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.

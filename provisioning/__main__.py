@@ -33,7 +33,8 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--known-hosts", default=None, help="known_hosts file (default ~/.ssh/known_hosts)")
     p.add_argument("--accept-new-host", default="0",
                    help="1: accept an unknown host key on first use, print its fingerprint and record it")
-    p.add_argument("--remote-dir", default="cardtime", help="folder on the host (relative to its home unless absolute)")
+    p.add_argument("--remote-dir", default="", help="folder on the host (relative to its home unless absolute); default: "
+                   "cardtime/ on a mounted persistent volume (/workspace), else ~/cardtime")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,10 +23,26 @@ MIN_PYTHON = (3, 11)  # pyproject.toml: requires-python >= 3.11
 # (CUDA devel base + nccl-tests + nsys + torch) ~25 GiB; run directories with traces a few GiB more.
 MIN_FREE_GIB = {("host", True): 15, ("host", False): 3, ("docker", True): 40, ("docker", False): 8}
 
-PROBE_SCRIPT = r"""
+# Where the remote directory goes when REMOTE_DIR is not given: on a container pod the home folder
+# is on the container disk, lost when the pod stops, while a mounted volume (/workspace on most
+# GPU marketplaces) persists; so a writable mounted volume first, else ~/cardtime.
+PERSISTENT_VOLUMES = ("/workspace", "/data", "/mnt/data")
+REMOTE_DIR_RULE = r"""
+remote_dir() {  # remote_dir REMOTE_DIR MOUNTS VOLUME...: REMOTE_DIR, else VOLUME/cardtime of the first mounted one
+  given=$1 mounts=$2; shift 2
+  if [ -n "$given" ]; then printf '%s\n' "$given"; return; fi
+  for v in "$@"; do
+    if grep -qsE "^[^ ]+ $v " "$mounts" && [ -w "$v" ]; then printf '%s\n' "$v/cardtime"; return; fi
+  done
+  printf '%s\n' cardtime
+}
+"""
+VOLUMES_ARGS = "/proc/mounts " + " ".join(PERSISTENT_VOLUMES)
+
+PROBE_SCRIPT = REMOTE_DIR_RULE + r"""
 section() { printf '@@%s\n' "$1"; }
 ran() { printf '@@rc %s\n' "$?"; }
-base=$1
+base=$(remote_dir "$1" """ + VOLUMES_ARGS + r""")
 section hostname; hostname; ran
 section uname; uname -srm; ran
 section home; printf '%s\n' "$HOME"; ran
@@ -66,8 +82,14 @@ section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepod
 
 
 def probe_command(base: str) -> str:
-    """The script and its one argument, the remote directory, as a POSIX command line."""
+    """The script and its one argument, the remote directory ('' = the rule above), as a POSIX command line."""
     return "set -- " + quote(base) + "\n" + PROBE_SCRIPT
+
+
+def resolve_dir_command(base: str) -> str:
+    """The remote directory's absolute path by the same rule, if it exists (for `make remote-status`)."""
+    return ("set -- " + quote(base) + "\n" + REMOTE_DIR_RULE +
+            'cd -- "$(remote_dir "$1" ' + VOLUMES_ARGS + ')" 2>/dev/null && pwd -P')
 
 
 @dataclass

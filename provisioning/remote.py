@@ -50,8 +50,9 @@ class RemoteOptions:
     key: str | None = None
     known_hosts: str | None = None
     accept_new_host: bool = False
-    remote_dir: str = "cardtime"
-    """On the host, relative to the login's home unless absolute."""
+    remote_dir: str = ""
+    """On the host, relative to the login's home unless absolute; '' = a mounted persistent volume's
+    cardtime/ (/workspace on pods), else ~/cardtime (preflight.REMOTE_DIR_RULE)."""
     archive: str | None = None
     endpoint_url: str | None = None
     allow_dirty: bool = False
@@ -336,9 +337,9 @@ def status_main(opts: RemoteOptions, stream=None) -> int:
     out = stream or sys.stdout
     remote = connect(opts)
     try:
-        base = remote.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", opts.remote_dir], check=False).stdout.strip()
+        base = remote.run(preflight.resolve_dir_command(opts.remote_dir), check=False).stdout.strip()
         if not base:
-            print(f"{opts.host.label}: no {opts.remote_dir} folder: nothing was run here", file=out)
+            print(f"{opts.host.label}: no {opts.remote_dir or 'cardtime'} folder: nothing was run here", file=out)
             return 1
         st = jobs.status(remote, base, log_offset=1 << 62)
         if st.job is not None:

@@ -158,3 +158,21 @@ def test_ubuntu_2204_shape_python3_is_310_and_python311_is_elsewhere_on_path(tmp
     only_old = preflight.parse_probe(out.replace("3.11.", "3.9.").replace("3.12.", "3.9."))
     (problem,) = [p for p in preflight.decide(only_old, runtime="host", needs_gpu=False).problems if "Python" in p]
     assert problem.startswith("no Python ≥ 3.11 on the host (found ") and "python3.11-venv" in problem
+
+
+def remote_dir_by_rule(given: str, *volumes: str) -> str:
+    script = "set -- " + " ".join([repr(given) if given else "''"]) + "\n" + preflight.REMOTE_DIR_RULE + \
+        'remote_dir "$1" /proc/mounts ' + " ".join(volumes)
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts():
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    writable = [m for m in mounts if m.startswith("/") and m not in ("/", "/proc", "/sys") and os.access(m, os.W_OK)
+                and " " not in m and Path(m).is_dir()]
+    assert writable, "this machine mounts no writable folder to stand in for /workspace"
+    volume = writable[0]
+    assert remote_dir_by_rule("", "/no-such-volume", volume) == f"{volume}/cardtime"
+    assert remote_dir_by_rule("", "/no-such-volume") == "cardtime"  # no volume: ~/cardtime (relative to home)
+    assert remote_dir_by_rule("/srv/x", volume) == "/srv/x"  # REMOTE_DIR= always wins
+    assert preflight.PERSISTENT_VOLUMES[0] == "/workspace"
