@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from suite.cuda_lines import CudaLine
+from suite.cuda_lines import DEFAULT, CudaLine
 
 from . import images, suite_container
 from .codesync import LocalCheckout
@@ -26,8 +26,6 @@ from .engine import EngineError, connect_over
 
 def image_tag(commit: str, line: CudaLine | None = None) -> str:
     """cardtime:<commit[:12]>, with the CUDA line when it is not the Dockerfile's default."""
-    from suite.cuda_lines import DEFAULT
-
     suffix = f"-{line.name}" if line is not None and line != DEFAULT else ""
     return f"cardtime:{commit[:12]}{suffix}"
 

@@ -42,7 +42,7 @@ NON_ROOT_ENV = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
 class RunSettings:
     gpus: bool
     mounts: tuple[str, ...] = ()
-    """Folders on the engine's host, each mounted read-write at the same path inside."""
+    """Folders on the engine's host, each mounted read-write at the same path inside (no ':' in them)."""
     environment: dict[str, str] = field(default_factory=dict)
     user: str | None = None
     """'uid:gid' to run as; None: the image's user (root)."""
@@ -63,7 +63,7 @@ class RunSettings:
         if self.user:
             flags += ["--user", self.user]
         for path in self.mounts:
-            flags += ["-v", f"{path}:{path}"]
+            flags += ["-v", f"{path}:{path}:rw"]  # as the engine records the SDK's volumes
         for key, value in self.env().items():
             flags += ["-e", f"{key}={value}"]
         return flags

@@ -182,7 +182,7 @@ def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(e
     settings = container.RunSettings(gpus=True, mounts=(str(tmp_path),), user="1000:1000")
     argv = container.docker_run_argv(image, settings, ["run"], name="cardtime-test-cli-settings")
     assert argv[:3] == ["docker", "run", "--rm"]
-    cli = subprocess.run(["docker", "create", *argv[4:]], capture_output=True, text=True, timeout=60)
+    cli = subprocess.run(["docker", "create", *argv[2:]], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     sdk = container.create_suite(engine, image, settings, args=["run"], name="cardtime-test-sdk-settings")
     try:
@@ -191,8 +191,10 @@ def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(e
     finally:
         container.remove_suite(sdk)
         container.remove_suite(engine.containers.get("cardtime-test-cli-settings"))
-    keys = ("IpcMode", "NetworkMode", "Ulimits", "Binds", "DeviceRequests")
+    keys = ("IpcMode", "NetworkMode", "Ulimits", "Binds")
     assert {k: by_cli["HostConfig"][k] for k in keys} == {k: by_sdk["HostConfig"][k] for k in keys}
+    gpus = [[(r["Count"], r["Capabilities"]) for r in c["HostConfig"]["DeviceRequests"]] for c in (by_cli, by_sdk)]
+    assert gpus[0] == gpus[1] == [(-1, [["gpu"]])]
     assert by_cli["Config"]["User"] == by_sdk["Config"]["User"] == "1000:1000"
     assert sorted(by_cli["Config"]["Env"]) == sorted(by_sdk["Config"]["Env"])
     assert by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]  # --rm: the job's only

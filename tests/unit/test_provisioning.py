@@ -230,7 +230,7 @@ def test_docker_run_line_gives_gpus_and_same_path_mounts():
                     suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert argv[argv.index("--gpus") + 1] == "all"
-    assert "/b/runs:/b/runs" in argv and "/b/jobs/J:/b/jobs/J" in argv
+    assert "/b/runs:/b/runs:rw" in argv and "/b/jobs/J:/b/jobs/J:rw" in argv
     assert argv[argv.index("cardtime:abc"):] == ["cardtime:abc", "run", "--profile", "nccl-gpu", "--out", "/b/runs"]
     assert not any("AWS" in a for a in argv)
     assert argv[argv.index("memlock=-1") - 1] == "--ulimit"

@@ -27,8 +27,8 @@ def flags_as_settings(flags: list[str]) -> dict:
             name, limit = next(it).split("=")
             out["ulimits"][name] = int(limit)
         elif flag == "-v":
-            src, dst = next(it).split(":")
-            out["volumes"][src] = {"bind": dst, "mode": "rw"}
+            src, dst, mode = next(it).split(":")
+            out["volumes"][src] = {"bind": dst, "mode": mode}
         elif flag == "-e":
             key, value = next(it).split("=", 1)
             out["environment"][key] = value
