@@ -34,6 +34,8 @@ def driver_of(capture: Path) -> str:
 @pytest.mark.parametrize("capture, version, line", [
     (DATA / "smi" / "rtx4070-laptop-q.txt", "566.36", "cu126"),
     (DATA / "smi" / "v100-pcie-q-hami-interleaved-head.txt", "535.86.10", "cu126"),
+    (DATA / "smi" / "a100-sxm4-525-q-one-process.txt", "525.60.13", "cu126"),  # CUDA 12's very minimum
+    (DATA / "smi" / "h200-550-q.txt", "550.90.12", "cu126"),
 ])
 def test_lines_for_the_drivers_of_real_captures(capture, version, line):
     assert driver_of(capture) == version

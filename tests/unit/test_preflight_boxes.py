@@ -176,3 +176,17 @@ def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts(
     assert remote_dir_by_rule("", "/no-such-volume") == "cardtime"  # no volume: ~/cardtime (relative to home)
     assert remote_dir_by_rule("/srv/x", volume) == "/srv/x"  # REMOTE_DIR= always wins
     assert preflight.PERSISTENT_VOLUMES[0] == "/workspace"
+
+
+def test_a_process_already_on_the_gpu_is_refused_naming_it():
+    """A real capture of a node whose GPU 0 a hung training rank still held."""
+    text = (DATA / "smi" / "a100-sxm4-525-q-one-process.txt").read_text()
+    (proc,) = gpu_host_checks.gpu_processes(text)
+    assert proc == {"gpu": "00000000:07:00.0", "pid": "280058", "type": "C",
+                    "name": "/gpfswork/rech/cnw/commun/conda/shared-m4-2023-02-28/bin/python", "memory": "22374 MiB"}
+    problem = gpu_host_checks.processes_problem(text)
+    assert problem.startswith("1 process(es) already use the GPUs: pid 280058 ") and "22374 MiB" in problem
+    assert problem.endswith("stop them (kill PID) before measuring") and "\n" not in problem
+    f = preflight.parse_probe(gpu_probe())
+    f.smi_q = text
+    assert problem in preflight.decide(f, runtime=None, needs_gpu=True).problems
