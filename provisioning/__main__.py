@@ -81,6 +81,10 @@ def options(args):
     kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
+        if args.cuda_line:  # an unknown line is refused here, before any SSH
+            from suite.cuda_lines import line_named
+
+            line_named(args.cuda_line)
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,

@@ -190,3 +190,12 @@ def test_a_process_already_on_the_gpu_is_refused_naming_it():
     f = preflight.parse_probe(gpu_probe())
     f.smi_q = text
     assert problem in preflight.decide(f, runtime=None, needs_gpu=True).problems
+
+
+def test_unknown_cuda_line_is_refused_before_any_ssh():
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "provisioning", "remote", "--host", "root@192.0.2.1:22",
+                           "--cuda-line", "cu999"], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: CUDA_LINE=cu999 unknown: use one of cu130, cu126"
