@@ -110,6 +110,15 @@ def banners(view: RunView) -> list[str]:
     out = []
     if view.is_rehearsal:
         out.append(REHEARSAL_WARNING)
+    if not view.manifest.get("finished"):
+        out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
+                   f"Resume it with `python -m suite run --resume {view.path}`.")
+    return out + nccl_banners(view)
+
+
+def nccl_banners(view: RunView) -> list[str]:
+    """A GPU run without nccl-tests, or whose nccl-tests linked another NCCL than torch: said on the first screen."""
+    out = []
     recorded = view.manifest.get("versions") or {}
     if not view.is_rehearsal and "nccl_tests" in recorded and recorded["nccl_tests"] is None:
         out.append("No nccl-tests on this host (not on PATH nor in CARDTIME_NCCL_TESTS_DIR): the nccl-tests "
@@ -119,7 +128,4 @@ def banners(view: RunView) -> list[str]:
         out.append(f"torch's NCCL ({recorded['nccl']}) and the NCCL nccl-tests was built against "
                    f"({recorded['nccl_tests_nccl']}) differ: the torch-vs-nccl-tests comparisons compare two "
                    "libraries, not two programs on one (build nccl-tests with NCCL_HOME at torch's NCCL, as the image does).")
-    if not view.manifest.get("finished"):
-        out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
-                   f"Resume it with `python -m suite run --resume {view.path}`.")
     return out
