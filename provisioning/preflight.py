@@ -152,6 +152,7 @@ class HostFacts:
             f"python    {'.'.join(map(str, self.python)) + ' (' + str(self.python_exe) + ')' if self.python else 'absent'}"
             + ("" if self.venv or not self.python else " (no venv/ensurepip)"),
             f"tools     nccl-tests {self.nccl_tests or 'absent'}; nsys {self.nsys or 'absent'}",
+            f"shm       {self.shm_bytes / 2**30:.1f} GiB at /dev/shm" if self.shm_bytes is not None else "shm       unknown",
             f"git       {self.git or 'absent'};  detach with {'tmux' if self.tmux else 'setsid' if self.setsid else 'nohup'}",
         ]
         return lines
