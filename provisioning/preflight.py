@@ -68,8 +68,10 @@ except Exception:
     ok = 0
 print(sys.executable, "%d.%d.%d" % sys.version_info[:3], ok)' 2>/dev/null
 done; true; ran
+section path; printf '%s\n' "$PATH"; ran
 section tools
-for t in all_reduce_perf nsys; do PATH="$PATH${cpath:+:$cpath}:/opt/nccl-tests/bin:/usr/local/cuda/bin" command -v "$t"; done; true; ran
+for t in all_reduce_perf nsys; do PATH="$PATH${cpath:+:$cpath}:/opt/nccl-tests/bin:/usr/local/cuda/bin" command -v "$t"; done
+ls -d /opt/nvidia/nsight-systems/*/bin/nsys /opt/nvidia/nsight-systems-cli/*/bin/nsys 2>/dev/null | tail -n 1; true; ran
 section shm; df -Pk /dev/shm 2>&1 | tail -n 1; ran
 section smi_q; nvidia-smi -q 2>/dev/null; true; ran
 section fabricmanager; if command -v systemctl >/dev/null; then systemctl is-active nvidia-fabricmanager 2>&1; else pgrep -x nv-fabricmanager >/dev/null && echo active || echo unknown; fi; true; ran
@@ -127,6 +129,8 @@ class HostFacts:
     """Every Python the probe found: (executable, version, has venv+ensurepip)."""
     uid: int | None = None
     gid: int | None = None
+    session_path: str = ""
+    """PATH of a non-interactive SSH session, the one the detached job starts with."""
     container_env: dict[str, str] = field(default_factory=dict)
     """PATH, NCCL_* and CARDTIME_* of the host's pid 1 (a container box's image environment)."""
     nccl_tests: str | None = None
@@ -225,8 +229,9 @@ def parse_probe(text: str) -> HostFacts:
     for tool in (ok("tools") or "").splitlines():
         if tool.endswith("/all_reduce_perf"):
             facts.nccl_tests = tool.rsplit("/", 1)[0]
-        elif tool.endswith("/nsys"):
+        elif tool.endswith("/nsys") and facts.nsys is None:  # PATH's first, else NVIDIA's install folder
             facts.nsys = tool
+    facts.session_path = ok("path") or ""
     facts.smi_q = ok("smi_q") or ""
     facts.fabric_manager = ok("fabricmanager") or ""
     gpus = s.get("gpus")
@@ -370,11 +375,17 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
 
 def host_job_environment(facts: HostFacts) -> dict[str, str]:
     """RUNTIME=host: what the job needs from the box's own image environment (a pod's pid 1), which a
-    non-interactive SSH session does not get: its PATH (after the session's own), its NCCL_* and
-    CARDTIME_* settings, and the nccl-tests folder preflight found."""
+    non-interactive SSH session does not get: its NCCL_* and CARDTIME_* settings, and a PATH that is the
+    session's, then the container's, then the folders of the nccl-tests and nsys preflight found."""
     env = {k: v for k, v in facts.container_env.items() if k.startswith(("NCCL_", "CARDTIME_"))}
-    if facts.container_env.get("PATH"):
-        env["PATH"] = facts.container_env["PATH"] + ":/usr/local/bin:/usr/bin:/bin"  # the job script quotes values
     if facts.nccl_tests and "CARDTIME_NCCL_TESTS_DIR" not in env:
         env["CARDTIME_NCCL_TESTS_DIR"] = facts.nccl_tests
+    tool_dirs = [d for d in (facts.nccl_tests, facts.nsys.rsplit("/", 1)[0] if facts.nsys else None) if d]
+    folders: list[str] = []
+    for part in ":".join([facts.session_path, facts.container_env.get("PATH", ""), *tool_dirs]).split(":"):
+        if part and part not in folders:
+            folders.append(part)
+    session = [p for p in facts.session_path.split(":") if p]
+    if folders != session:  # only where it adds something: the job script sets values literally
+        env["PATH"] = ":".join(folders)
     return env

@@ -84,13 +84,16 @@ def test_small_shm_on_a_multi_gpu_box_is_refused_with_the_flag():
 
 
 def test_host_runtime_takes_the_containers_environment():
-    f = preflight.HostFacts(container_env={"PATH": "/opt/conda/bin:/usr/bin", "NCCL_SOCKET_IFNAME": "eth0",
+    f = preflight.HostFacts(session_path="/usr/local/bin:/usr/bin:/bin",
+                            container_env={"PATH": "/opt/conda/bin:/usr/bin", "NCCL_SOCKET_IFNAME": "eth0",
                                            "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin", "HOME": "/root"},
-                            nccl_tests="/usr/local/bin")
+                            nccl_tests="/opt/nccl-tests/bin", nsys="/opt/nvidia/nsight-systems/2025.3.1/bin/nsys")
     env = preflight.host_job_environment(f)
     assert env == {"NCCL_SOCKET_IFNAME": "eth0", "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin",
-                   "PATH": "/opt/conda/bin:/usr/bin:/usr/local/bin:/usr/bin:/bin"}
-    assert preflight.host_job_environment(preflight.HostFacts(nccl_tests="/x/bin")) == {"CARDTIME_NCCL_TESTS_DIR": "/x/bin"}
+                   "PATH": "/usr/local/bin:/usr/bin:/bin:/opt/conda/bin:/opt/nccl-tests/bin:"
+                           "/opt/nvidia/nsight-systems/2025.3.1/bin"}
+    plain = preflight.HostFacts(session_path="/usr/bin:/bin", nccl_tests="/usr/bin", nsys="/usr/bin/nsys")
+    assert preflight.host_job_environment(plain) == {"CARDTIME_NCCL_TESTS_DIR": "/usr/bin"}  # PATH left alone
 
 
 def test_host_runtime_without_nccl_tests_says_so():
