@@ -5,18 +5,26 @@
 #   docker run --rm --gpus all --ipc=host --network=host --ulimit memlock=-1 --ulimit stack=67108864 \
 #       -v "$PWD/runs:$PWD/runs" cardtime:cuda run --profile nccl-gpu --out "$PWD/runs"
 #
-# Base: NVIDIA's CUDA *devel* image (nvcc, NCCL headers and library, Ubuntu 24.04) plus torch's
-# own CUDA build from PyPI, rather than an NGC PyTorch release. The deciding reason: torch is then
-# the very release the rehearsal ran (pyproject.toml's pin), where NGC ships its own pre-release
-# build tied to its monthly CUDA/NCCL bundle. Size and first build come out close (estimates:
-# ~8 GB to pull, ~17 GB unpacked, against NGC's ~10 GB / 20+ GB, which would save the torch
-# install but not the nccl-tests compile). MPI and nsys are one apt line each. BASE may still name
-# an NGC PyTorch image: each step below installs only what the base lacks (NCCL headers, nsys, torch).
+# Base: NVIDIA's CUDA *devel* image (nvcc, Ubuntu 24.04) plus torch's own CUDA build, rather than
+# an NGC PyTorch release: torch is then the very release the rehearsal ran (pyproject.toml's pin),
+# where NGC ships its own pre-release build tied to its monthly CUDA/NCCL bundle. MPI and nsys are
+# one apt line each.
+#
+# One CUDA line for everything in the image: the base's toolkit (which compiles nccl-tests), torch's
+# build, nsys, and the NCCL that nccl-tests links, which is the NCCL wheel torch itself loads, so
+# that `torch_vs_nccl` compares two programs on one library. The lines are suite/cuda_lines.py's
+# table; the defaults below are its newest line, CUDA 13.0 (driver >= 580). For the CUDA 12 line
+# (drivers 525–579), `make image CUDA_LINE=cu126` passes that line's four build arguments:
+#   --build-arg BASE=nvidia/cuda:12.6.3-devel-ubuntu24.04
+#   --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126
+#   --build-arg NCCL_PACKAGE=nvidia-nccl-cu12
+#   --build-arg NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"
+# A build whose arguments name two lines stops at the first RUN after the torch install, saying which.
 #
 # Layers go from slowest-changing to fastest: a change under suite/ rebuilds only the COPYs at the end.
 # Written for the classic builder and BuildKit alike (no cache mounts, no heredocs), so the same
 # file builds through `docker build` on a rented host and through the Docker SDK.
-ARG BASE=nvidia/cuda:12.9.1-devel-ubuntu24.04
+ARG BASE=nvidia/cuda:13.0.2-devel-ubuntu24.04
 FROM ${BASE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -43,26 +51,50 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
-# NCCL's headers and library: in CUDA devel images already; from NVIDIA's CUDA repository otherwise.
-# DL3008: the repository's NCCL is built for the base's CUDA release; any pin would have to follow it.
-# hadolint ignore=DL3008
-RUN if [ ! -e /usr/include/nccl.h ]; then \
-      apt-get update && apt-get install -y --no-install-recommends libnccl2 libnccl-dev \
-      && rm -rf /var/lib/apt/lists/*; \
-    fi
+# torch: the release the rehearsal ran, from the wheel index of the base's CUDA line; it brings
+# its own NCCL (NCCL_PACKAGE) and cuDNN as wheels. Then the build checks that base, index, NCCL
+# wheel and torch's own CUDA are one major, and exposes the NCCL wheel as /opt/nccl (include/,
+# lib/) for nccl-tests to compile and link against.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
+ARG NCCL_PACKAGE=nvidia-nccl-cu13
+COPY pyproject.toml docker/node_requirements.py /opt/cardtime/
+RUN base_major="${CUDA_VERSION:?the base sets no CUDA_VERSION: use an nvidia/cuda devel image}" \
+ && base_major="${base_major%%.*}" && index_major="$(echo "${TORCH_INDEX_URL##*/cu}" | cut -c1-2)" && nccl_major="${NCCL_PACKAGE##*-cu}" \
+ && if [ "$index_major" != "$base_major" ] || [ "$nccl_major" != "$base_major" ]; then \
+      echo "build arguments name two CUDA lines: base CUDA ${CUDA_VERSION}, TORCH_INDEX_URL ${TORCH_INDEX_URL}, NCCL_PACKAGE ${NCCL_PACKAGE}: pass all four of one line (make image CUDA_LINE=…)" >&2; exit 1; \
+    fi \
+ && python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --quiet --index-url "$TORCH_INDEX_URL" \
+      "$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' /opt/cardtime/pyproject.toml)" \
+ && torch_major="$(/opt/venv/bin/python -c 'import torch; print(torch.version.cuda.split(".")[0])')" \
+ && if [ "$torch_major" != "$base_major" ]; then echo "torch is a CUDA ${torch_major} build on a CUDA ${CUDA_VERSION} base" >&2; exit 1; fi \
+ && /opt/venv/bin/pip show "$NCCL_PACKAGE" >/dev/null \
+ && site="$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && header="$(find "$site/nvidia" -name nccl.h -path '*include*' | head -n 1)" \
+ && library="$(find "$site/nvidia" -name 'libnccl.so.2' | head -n 1)" \
+ && test -n "$header" && test -n "$library" \
+ && install -d /opt/nccl/lib \
+ && ln -s "$(dirname "$header")" /opt/nccl/include \
+ && ln -s "$library" /opt/nccl/lib/libnccl.so.2 && ln -s libnccl.so.2 /opt/nccl/lib/libnccl.so
+# nccl-tests and torch load the same libnccl.so.2 (torch finds it by its own rpath, nccl-tests here).
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    LD_LIBRARY_PATH=/opt/nccl/lib
 
-# nccl-tests from its upstream release tag, with MPI (multi-process and multi-node runs).
-# NVCC_GENCODE: Ampere (A100, sm_80), Hopper (H100/H200, sm_90), Blackwell (B200, sm_100) plus PTX
-# for what comes next; nccl-tests' default list is twice as long and doubles the compile time.
+# nccl-tests from its upstream release tag, with MPI (multi-process and multi-node runs), against
+# torch's NCCL. NVCC_GENCODE (the line's): Ampere (sm_80), Hopper (sm_90), and on CUDA 13 Blackwell
+# (sm_100), plus PTX for what comes next; nccl-tests' default list is twice as long.
+# NCCL_VERSION beside the binaries is the version they were compiled against (the manifest records it).
 ARG NCCL_TESTS_VERSION=v2.19.6
 ARG NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100"
 ARG MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi
 RUN git clone --quiet --depth 1 --branch "${NCCL_TESTS_VERSION}" https://github.com/NVIDIA/nccl-tests.git /tmp/nccl-tests \
  && make -C /tmp/nccl-tests -j"$(nproc)" MPI=1 MPI_HOME="${MPI_HOME}" CUDA_HOME=/usr/local/cuda \
-      NCCL_HOME=/usr NVCC_GENCODE="${NVCC_GENCODE}" >/tmp/nccl-tests-build.log \
+      NCCL_HOME=/opt/nccl NVCC_GENCODE="${NVCC_GENCODE}" >/tmp/nccl-tests-build.log \
  && install -d /opt/nccl-tests/bin \
  && install -m 0755 /tmp/nccl-tests/build/*_perf /opt/nccl-tests/bin/ \
  && echo "${NCCL_TESTS_VERSION}" > /opt/nccl-tests/VERSION \
+ && sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' /opt/nccl/include/nccl.h | paste -sd. > /opt/nccl-tests/NCCL_VERSION \
  && rm -rf /tmp/nccl-tests /tmp/nccl-tests-build.log
 # The bandwidth stage looks for *_perf in CARDTIME_NCCL_TESTS_DIR, then on PATH.
 ENV CARDTIME_NCCL_TESTS_DIR=/opt/nccl-tests/bin \
@@ -73,32 +105,17 @@ ENV CARDTIME_NCCL_TESTS_DIR=/opt/nccl-tests/bin \
 ARG NSYS_PACKAGE=""
 # Nsight Systems' CLI from NVIDIA's CUDA repository (configured in every nvidia/cuda image), unless
 # the base has nsys already. The package matches the base's CUDA release (CUDA_VERSION, set by the
-# base): cuda-nsight-systems-12-9 for 12.9.1. The build fails here, not on the rented box, without it.
+# base): cuda-nsight-systems-13-0 for 13.0.2. The build fails here, not on the rented box, without it.
 # DL3008: the package name already carries the CUDA release; NSYS_PACKAGE= pins another.
 # hadolint ignore=DL3008
 RUN if ! command -v nsys >/dev/null; then \
-      pkg="${NSYS_PACKAGE:-cuda-nsight-systems-$(echo "${CUDA_VERSION:?the base sets no CUDA_VERSION: pass --build-arg NSYS_PACKAGE=}" | cut -d. -f1,2 | tr . -)}" \
+      pkg="${NSYS_PACKAGE:-cuda-nsight-systems-$(echo "${CUDA_VERSION}" | cut -d. -f1,2 | tr . -)}" \
       && apt-get update && apt-get install -y --no-install-recommends "$pkg" \
       && rm -rf /var/lib/apt/lists/* \
       && nsys_bin="$(find /opt/nvidia /usr/local/cuda*/ -path '*/bin/nsys' -type f 2>/dev/null | sort | tail -1)" \
       && ln -sf "$nsys_bin" /usr/local/bin/nsys; \
     fi \
  && nsys --version
-
-# torch: the release the rehearsal ran, its CUDA build (which brings its own NCCL and cuDNN as
-# wheels); TORCH_INDEX_URL picks another CUDA flavour for an older driver, e.g.
-# https://download.pytorch.org/whl/cu126. A base with torch already (NGC) keeps its own.
-ARG TORCH_INDEX_URL=""
-COPY pyproject.toml docker/node_requirements.py /opt/cardtime/
-RUN if python3 -c 'import torch' 2>/dev/null; then \
-      ln -s "$(command -v python3)" /usr/local/bin/python 2>/dev/null || true; \
-    else \
-      python3 -m venv /opt/venv \
-      && /opt/venv/bin/pip install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} \
-           "$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' /opt/cardtime/pyproject.toml)"; \
-    fi
-ENV VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH
 
 # The suite's other dependencies from pyproject.toml (rebuilt only when it changes). Installing the
 # project before its source registers `cardtime`; a .pth file puts the source, copied last, on the path.

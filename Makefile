@@ -47,7 +47,7 @@ bench: $(STAMP)
 
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
-#   [IMAGE=…] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [DETACH=tmux|setsid]
+#   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [DETACH=tmux|setsid]
 # Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
@@ -55,14 +55,14 @@ remote: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
 	@mkdir -p runs
 	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
-	  --runtime "$$RUNTIME" --image "$$IMAGE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
-	  --remote-dir "$${REMOTE_DIR:-cardtime}" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }
 	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
-	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$${REMOTE_DIR:-cardtime}"
+	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
 # With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.
@@ -74,8 +74,9 @@ plan: $(STAMP)
 	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"}; \
 	fi
 
-# Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container.py):
-#   make image [IMAGE=cardtime:cuda] [BASE=…]      the CUDA image, built on the local engine
+# Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container_cli.py):
+#   make image [IMAGE=cardtime:cuda] [CUDA_LINE=cu126] [BASE=…]   the CUDA image, built on the local engine;
+#                                                  CUDA_LINE: suite/cuda_lines.py's line (default cu130, driver ≥ 580)
 #   make image-push IMAGE=registry/name:tag        build, tag and push it; then `make remote IMAGE=…` pulls it
 #   make rehearse-docker [STAGES=a,b] [BASE=…]     the rehearsal inside docker/cpu.Dockerfile, runs/ mounted
 # BASE= replaces an image's FROM (an engine without registry access: docker/debian-base.sh makes one);
@@ -83,19 +84,20 @@ plan: $(STAMP)
 .PHONY: image image-push rehearse-docker
 image: $(STAMP)
 	docker/prepare-context.sh cuda
-	$(PY) -m provisioning.container build --dockerfile Dockerfile --tag "$${IMAGE:-cardtime:cuda}" \
-	  $${BASE:+--base "$$BASE"} $${NETWORK:+--network "$$NETWORK"} --verbose
+	$(PY) -m provisioning image-build --dockerfile Dockerfile --tag "$${IMAGE:-cardtime:cuda}" \
+	  $${CUDA_LINE:+--cuda-line "$$CUDA_LINE"} $${BASE:+--base "$$BASE"} $${NETWORK:+--network "$$NETWORK"} --verbose
 
 image-push: $(STAMP)
 	@test -n "$$IMAGE" || { echo "usage: make image-push IMAGE=registry/name:tag" >&2; exit 2; }
 	docker/prepare-context.sh cuda
-	$(PY) -m provisioning.container build --dockerfile Dockerfile --tag "$$IMAGE" $${BASE:+--base "$$BASE"} --verbose
-	$(PY) -m provisioning.container push "$$IMAGE" --source "$$IMAGE"
+	$(PY) -m provisioning image-build --dockerfile Dockerfile --tag "$$IMAGE" $${CUDA_LINE:+--cuda-line "$$CUDA_LINE"} \
+	  $${BASE:+--base "$$BASE"} --verbose
+	$(PY) -m provisioning image-push "$$IMAGE" --source "$$IMAGE"
 
 rehearse-docker: $(STAMP)
 	PY=$(PY) docker/prepare-context.sh cpu
 	@mkdir -p runs; status=0; \
-	$(PY) -m provisioning.container rehearse --runs runs $${BASE:+--base "$$BASE"} $${STAGES:+--stages "$$STAGES"} \
+	$(PY) -m provisioning rehearse-docker --runs runs $${BASE:+--base "$$BASE"} $${STAGES:+--stages "$$STAGES"} \
 	  || status=$$?; \
 	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
 	exit $$status

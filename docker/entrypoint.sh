@@ -19,8 +19,8 @@ print_versions() {
   version_of driver nvidia-smi --query-gpu=driver_version --format=csv,noheader
   version_of gpus sh -c 'nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed "s/^ *//" | paste -sd, -'
   version_of cuda-toolkit sh -c 'nvcc --version | sed -n "s/.*release \([0-9.]*\).*/\1/p"'
-  version_of nccl-system sh -c 'sed -n "s/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p" /usr/include/nccl.h | paste -sd.'
   version_of nccl-tests cat "${CARDTIME_NCCL_TESTS_DIR:-/opt/nccl-tests/bin}/../VERSION"
+  version_of nccl-tests-nccl cat "${CARDTIME_NCCL_TESTS_DIR:-/opt/nccl-tests/bin}/../NCCL_VERSION"
   version_of nsys sh -c 'nsys --version | sed "s/.*version //"'
   version_of mpirun sh -c 'mpirun --allow-run-as-root --version | head -1'
   python - <<'PY' 2>&1

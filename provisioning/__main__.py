@@ -1,4 +1,5 @@
-"""python -m provisioning remote | status | archive — the laptop's side (see provisioning/remote.py).
+"""python -m provisioning remote | status | plan | archive — the laptop's side (see provisioning/remote.py) —
+and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
     python -m provisioning status --host root@203.0.113.7:2222
@@ -18,7 +19,7 @@ from pathlib import Path
 from .archive import ArchiveError, archive_run
 from .codesync import DirtyTree
 from .connection import RemoteError
-from .container import EngineError
+from .engine import EngineError
 from .hosts import HostSpecError, parse_host
 
 
@@ -32,7 +33,8 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--known-hosts", default=None, help="known_hosts file (default ~/.ssh/known_hosts)")
     p.add_argument("--accept-new-host", default="0",
                    help="1: accept an unknown host key on first use, print its fingerprint and record it")
-    p.add_argument("--remote-dir", default="cardtime", help="folder on the host (relative to its home unless absolute)")
+    p.add_argument("--remote-dir", default="", help="folder on the host (relative to its home unless absolute); default: "
+                   "cardtime/ on a mounted persistent volume (/workspace), else ~/cardtime")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="", choices=["", "docker", "host"],
                    help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
     p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")
+    p.add_argument("--cuda-line", default="", help="cu130 | cu126 (suite/cuda_lines.py); default: the newest the driver runs")
     p.add_argument("--archive", default="", help="s3://bucket/prefix (or a folder); empty: local folder only")
     p.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
                    help="S3-compatible endpoint (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
@@ -66,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
+    from .container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
+
+    add_commands(sub)
     return parser
 
 
@@ -75,7 +81,11 @@ def options(args):
     kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
-        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,
+        if args.cuda_line:  # an unknown line is refused here, before any SSH
+            from suite.cuda_lines import line_named
+
+            line_named(args.cuda_line)
+        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
                   runs_dir=args.runs_dir)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from suite import cuda_lines, gpu_host_checks
+
 from .shell import quote
 
 MIN_PYTHON = (3, 11)  # pyproject.toml: requires-python >= 3.11
@@ -21,10 +23,26 @@ MIN_PYTHON = (3, 11)  # pyproject.toml: requires-python >= 3.11
 # (CUDA devel base + nccl-tests + nsys + torch) ~25 GiB; run directories with traces a few GiB more.
 MIN_FREE_GIB = {("host", True): 15, ("host", False): 3, ("docker", True): 40, ("docker", False): 8}
 
-PROBE_SCRIPT = r"""
+# Where the remote directory goes when REMOTE_DIR is not given: on a container pod the home folder
+# is on the container disk, lost when the pod stops, while a mounted volume (/workspace on most
+# GPU marketplaces) persists; so a writable mounted volume first, else ~/cardtime.
+PERSISTENT_VOLUMES = ("/workspace", "/data", "/mnt/data")
+REMOTE_DIR_RULE = r"""
+remote_dir() {  # remote_dir REMOTE_DIR MOUNTS VOLUME...: REMOTE_DIR, else VOLUME/cardtime of the first mounted one
+  given=$1 mounts=$2; shift 2
+  if [ -n "$given" ]; then printf '%s\n' "$given"; return; fi
+  for v in "$@"; do
+    if grep -qsE "^[^ ]+ $v " "$mounts" && [ -w "$v" ]; then printf '%s\n' "$v/cardtime"; return; fi
+  done
+  printf '%s\n' cardtime
+}
+"""
+VOLUMES_ARGS = "/proc/mounts " + " ".join(PERSISTENT_VOLUMES)
+
+PROBE_SCRIPT = REMOTE_DIR_RULE + r"""
 section() { printf '@@%s\n' "$1"; }
 ran() { printf '@@rc %s\n' "$?"; }
-base=$1
+base=$(remote_dir "$1" """ + VOLUMES_ARGS + r""")
 section hostname; hostname; ran
 section uname; uname -srm; ran
 section home; printf '%s\n' "$HOME"; ran
@@ -35,8 +53,29 @@ section driver; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1
 section docker; command -v docker; ran
 section docker_runtimes; docker info --format '{{json .Runtimes}}' 2>&1 | tail -n 3; ran
 section nvidia_ctk; command -v nvidia-container-runtime-hook || command -v nvidia-ctk || command -v nvidia-container-cli; ran
-section python; python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1; ran
-section venv; python3 -c 'import venv, ensurepip' 2>&1; ran
+section ids; id -u && id -g; ran
+section container_env; tr '\0' '\n' </proc/1/environ 2>/dev/null | grep -E '^(PATH|NCCL_[A-Z0-9_]*|CARDTIME_[A-Z0-9_]*)='; true; ran
+# The container's own PATH (a pod's /opt/conda/bin), which a non-interactive SSH session does not get.
+cpath=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n 's/^PATH=//p')
+section pythons
+for p in python3.13 python3.12 python3.11 python3 /opt/conda/bin/python3 "$HOME/miniconda3/bin/python3" \
+         "$HOME/miniforge3/bin/python3" "$HOME/anaconda3/bin/python3" /usr/local/bin/python3; do
+  exe=$(PATH="$PATH${cpath:+:$cpath}" command -v "$p" 2>/dev/null) || continue
+  "$exe" -c 'import sys
+try:
+    import venv, ensurepip; ok = 1
+except Exception:
+    ok = 0
+print(sys.executable, "%d.%d.%d" % sys.version_info[:3], ok)' 2>/dev/null
+done; true; ran
+section path; printf '%s\n' "$PATH"; ran
+section tools
+for t in all_reduce_perf nsys; do PATH="$PATH${cpath:+:$cpath}:/opt/nccl-tests/bin:/usr/local/cuda/bin" command -v "$t"; done
+ls -d /opt/nvidia/nsight-systems/*/bin/nsys /opt/nvidia/nsight-systems-cli/*/bin/nsys 2>/dev/null | tail -n 1; true; ran
+section shm; df -Pk /dev/shm 2>&1 | tail -n 1; ran
+section smi_q; nvidia-smi -q 2>/dev/null; true; ran
+section fabricmanager; if command -v systemctl >/dev/null; then systemctl is-active nvidia-fabricmanager 2>&1; else pgrep -x nv-fabricmanager >/dev/null && echo active || echo unknown; fi; true; ran
+section docker_df; d=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null) && df -Pk -- "$d" 2>&1 | tail -n 1; ran
 section git; git --version 2>&1; ran
 section tmux; command -v tmux; ran
 section setsid; command -v setsid; ran
@@ -45,8 +84,14 @@ section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepod
 
 
 def probe_command(base: str) -> str:
-    """The script and its one argument, the remote directory, as a POSIX command line."""
+    """The script and its one argument, the remote directory ('' = the rule above), as a POSIX command line."""
     return "set -- " + quote(base) + "\n" + PROBE_SCRIPT
+
+
+def resolve_dir_command(base: str) -> str:
+    """The remote directory's absolute path by the same rule, if it exists (for `make remote-status`)."""
+    return ("set -- " + quote(base) + "\n" + REMOTE_DIR_RULE +
+            'cd -- "$(remote_dir "$1" ' + VOLUMES_ARGS + ')" 2>/dev/null && pwd -P')
 
 
 @dataclass
@@ -77,7 +122,23 @@ class HostFacts:
     nvidia_runtime: bool = False
     """Docker can give containers GPUs: an `nvidia` runtime is registered or the toolkit's hook is installed."""
     python: tuple[int, ...] | None = None
+    """The newest Python found (python3.13 … python3, conda prefixes, the container's PATH)."""
+    python_exe: str | None = None
     venv: bool = False
+    pythons: list[tuple[str, tuple[int, ...], bool]] = field(default_factory=list)
+    """Every Python the probe found: (executable, version, has venv+ensurepip)."""
+    uid: int | None = None
+    gid: int | None = None
+    session_path: str = ""
+    """PATH of a non-interactive SSH session, the one the detached job starts with."""
+    container_env: dict[str, str] = field(default_factory=dict)
+    """PATH, NCCL_* and CARDTIME_* of the host's pid 1 (a container box's image environment)."""
+    nccl_tests: str | None = None
+    nsys: str | None = None
+    shm_bytes: int | None = None
+    smi_q: str = ""
+    fabric_manager: str = ""
+    docker_free_gib: float | None = None
     git: str | None = None
     tmux: bool = False
     setsid: bool = False
@@ -92,8 +153,10 @@ class HostFacts:
             f"disk      {self.free_gib:.1f} GiB free under {self.base}" if self.free_gib is not None else "disk      unknown",
             "docker    " + ("usable" if self.docker_usable else "installed but not usable" if self.docker else "absent")
             + (", NVIDIA runtime" if self.nvidia_runtime else ", no NVIDIA runtime" if self.docker_usable else ""),
-            f"python    {'.'.join(map(str, self.python)) if self.python else 'absent'}"
+            f"python    {'.'.join(map(str, self.python)) + ' (' + str(self.python_exe) + ')' if self.python else 'absent'}"
             + ("" if self.venv or not self.python else " (no venv/ensurepip)"),
+            f"tools     nccl-tests {self.nccl_tests or 'absent'}; nsys {self.nsys or 'absent'}",
+            f"shm       {self.shm_bytes / 2**30:.1f} GiB at /dev/shm" if self.shm_bytes is not None else "shm       unknown",
             f"git       {self.git or 'absent'};  detach with {'tmux' if self.tmux else 'setsid' if self.setsid else 'nohup'}",
         ]
         return lines
@@ -115,6 +178,29 @@ def split_sections(text: str) -> dict[str, Section]:
     return out
 
 
+def _df_free_gib(line: str | None) -> float | None:
+    parts = (line or "").split()
+    # POSIX df -P: Filesystem 1024-blocks Used Available Capacity Mounted-on
+    return int(parts[3]) / 1024**2 if len(parts) >= 6 and parts[3].isdigit() else None
+
+
+def _pythons(text: str | None) -> list[tuple[str, tuple[int, ...], bool]]:
+    found, seen = [], set()
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 3 and re.fullmatch(r"\d+\.\d+\.\d+", parts[1]) and parts[0] not in seen:
+            seen.add(parts[0])
+            found.append((parts[0], tuple(int(x) for x in parts[1].split(".")), parts[2] == "1"))
+    return found
+
+
+def best_python(pythons: list[tuple[str, tuple[int, ...], bool]]) -> tuple[str, tuple[int, ...], bool] | None:
+    """The newest usable Python ≥ MIN_PYTHON with venv; else the newest of any kind (for the refusal)."""
+    usable = [p for p in pythons if p[1] >= MIN_PYTHON and p[2]]
+    pool = usable or pythons
+    return max(pool, key=lambda p: p[1]) if pool else None
+
+
 def parse_probe(text: str) -> HostFacts:
     s = split_sections(text)
 
@@ -128,12 +214,26 @@ def parse_probe(text: str) -> HostFacts:
         home=ok("home") or "",
         base=ok("base") or "",
     )
-    df = ok("df")
-    if df:
-        parts = df.split()
-        # POSIX df -P: Filesystem 1024-blocks Used Available Capacity Mounted-on
-        if len(parts) >= 6 and parts[3].isdigit():
-            facts.free_gib = int(parts[3]) / 1024**2
+    facts.free_gib = _df_free_gib(ok("df"))
+    facts.docker_free_gib = _df_free_gib(ok("docker_df"))
+    shm = (ok("shm") or "").split()
+    if len(shm) >= 6 and shm[1].isdigit():
+        facts.shm_bytes = int(shm[1]) * 1024
+    ids = (ok("ids") or "").split()
+    if len(ids) == 2 and all(x.isdigit() for x in ids):
+        facts.uid, facts.gid = int(ids[0]), int(ids[1])
+    for line in (ok("container_env") or "").splitlines():
+        key, _, value = line.partition("=")
+        if key:
+            facts.container_env[key] = value
+    for tool in (ok("tools") or "").splitlines():
+        if tool.endswith("/all_reduce_perf"):
+            facts.nccl_tests = tool.rsplit("/", 1)[0]
+        elif tool.endswith("/nsys") and facts.nsys is None:  # PATH's first, else NVIDIA's install folder
+            facts.nsys = tool
+    facts.session_path = ok("path") or ""
+    facts.smi_q = ok("smi_q") or ""
+    facts.fabric_manager = ok("fabricmanager") or ""
     gpus = s.get("gpus")
     if gpus is not None:
         lines = [l.strip() for l in gpus.text.splitlines() if re.match(r"\s*GPU \d+:", l)]
@@ -152,10 +252,13 @@ def parse_probe(text: str) -> HostFacts:
             facts.docker_error = runtimes.text.splitlines()[-1] if runtimes.text else ""
     has_hook = ok("nvidia_ctk") is not None
     facts.nvidia_runtime = facts.docker_usable and (('"nvidia"' in (runtimes.text if runtimes else "")) or has_hook)
-    py = ok("python")
-    if py and re.match(r"^\d+\.\d+\.\d+$", py):
-        facts.python = tuple(int(x) for x in py.split("."))
-    facts.venv = ok("venv") is not None
+    facts.pythons = _pythons(ok("pythons"))
+    legacy = ok("python")  # captures of the earlier probe: python3 only, venv as its own section
+    if not facts.pythons and legacy and re.fullmatch(r"\d+\.\d+\.\d+", legacy):
+        facts.pythons = [("python3", tuple(int(x) for x in legacy.split(".")), ok("venv") is not None)]
+    best = best_python(facts.pythons)
+    if best:
+        facts.python_exe, facts.python, facts.venv = best
     git = ok("git")
     facts.git = git.replace("git version", "").strip() if git else None
     facts.tmux = ok("tmux") is not None
@@ -171,9 +274,33 @@ class Decision:
     problems: list[str]
     """One line each, saying what is missing and what to do; empty when the host can run."""
     notes: list[str] = field(default_factory=list)
+    cuda_line: cuda_lines.CudaLine | None = None
+    """The CUDA line both runtimes install (torch's wheel index, the image's build arguments); None on CPU."""
 
 
-def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str | None = None) -> Decision:
+def choose_cuda_line(facts: HostFacts, requested: str | None) -> tuple[cuda_lines.CudaLine | None, str | None]:
+    """(line, problem): the requested line if the driver runs it, else the newest line the driver runs."""
+    try:
+        line = cuda_lines.line_named(requested) if requested else None
+        if facts.driver is None:
+            return line or cuda_lines.DEFAULT, None
+        if line is None:
+            return cuda_lines.line_for_driver(facts.driver), None
+    except ValueError as e:  # an unknown CUDA_LINE, or a driver older than every line
+        return None, str(e)
+    return line, cuda_lines.driver_refusal(facts.driver, line, how_to_choose="CUDA_LINE={name}")
+
+
+def gpu_host_problems(facts: HostFacts) -> list[str]:
+    """What makes NCCL fail on this host (suite/gpu_host_checks.py), one line each."""
+    found = [gpu_host_checks.shm_problem(facts.shm_bytes, len(facts.gpus)),
+             gpu_host_checks.fabric_problem(facts.smi_q, facts.fabric_manager),
+             gpu_host_checks.processes_problem(facts.smi_q)]
+    return [p for p in found if p]
+
+
+def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str | None = None,
+           cuda_line: str | None = None) -> Decision:
     """Choose RUNTIME (the requested one, or docker when the host has Docker with GPU support) and check it."""
     problems: list[str] = []
     notes: list[str] = []
@@ -206,19 +333,59 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
             problems.append("docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host")
     if runtime == "host":
         if facts.python is None:
-            problems.append("no python3 on the host: install Python ≥ 3.11 or use RUNTIME=docker")
+            problems.append("no Python on the host (python3.13 … python3, /opt/conda, ~/miniconda3 probed): "
+                            "install Python ≥ 3.11 (apt-get install python3.11 python3.11-venv) or use RUNTIME=docker")
         elif facts.python < MIN_PYTHON:
-            problems.append(f"python3 is {'.'.join(map(str, facts.python))}, the suite needs ≥ 3.11: "
-                            "install a newer Python or use RUNTIME=docker")
+            found = ", ".join(f"{exe} {'.'.join(map(str, v))}" for exe, v, _ in facts.pythons)
+            problems.append(f"no Python ≥ 3.11 on the host (found {found}): install one "
+                            "(apt-get install python3.11 python3.11-venv, or a conda prefix) or use RUNTIME=docker")
         elif not facts.venv:
-            problems.append("python3 has no venv/ensurepip: apt-get install python3-venv, or use RUNTIME=docker")
-    if facts.python is None and runtime == "docker":
+            problems.append(f"{facts.python_exe} has no venv/ensurepip: apt-get install python3-venv, or use RUNTIME=docker")
+        if needs_gpu and not facts.nccl_tests:
+            notes.append("no nccl-tests on the host (PATH, the container's PATH, /opt/nccl-tests/bin): the nccl-tests "
+                         "verdicts will be skip; RUNTIME=docker has them, or put all_reduce_perf on PATH")
+        if needs_gpu and not facts.nsys:
+            notes.append("no nsys on the host: the profile stage falls back to torch.profiler")
+    if not facts.pythons and runtime == "docker":
         problems.append("no python3 on the host (needed to list and checksum the run directory): install python3")
-    if not facts.git:
-        problems.append("no git on the host (the code arrives as a git bundle): apt-get install git")
+    if not facts.git and runtime != "docker":  # RUNTIME=docker builds the image from a laptop-side archive
+        problems.append("no git on the host (the code arrives as a git bundle): apt-get install git, or use RUNTIME=docker")
+    line = None
+    if needs_gpu and facts.gpus:
+        problems += gpu_host_problems(facts)
+        if image:
+            notes.append(f"IMAGE={image}: its CUDA line is the image's own; torch in it is checked before the run")
+        else:
+            line, problem = choose_cuda_line(facts, cuda_line)
+            if problem:
+                problems.append(problem)
+            elif line is not None:
+                notes.append(f"CUDA line {line.name} (CUDA {line.cuda}) for driver {facts.driver or 'unknown'}")
     if runtime and facts.free_gib is not None:
         need = MIN_FREE_GIB[(runtime, needs_gpu)]
-        if facts.free_gib < need:
-            problems.append(f"only {facts.free_gib:.1f} GiB free under {facts.base}, want ≥ {need} GiB for RUNTIME={runtime}: "
-                            "free space or pass REMOTE_DIR= on a bigger disk")
-    return Decision(runtime if not problems else None, problems, notes)
+        # The image lands in Docker's root directory, not the remote directory: that is the disk to check.
+        free, where = ((facts.docker_free_gib, "Docker's root directory (docker info: DockerRootDir)")
+                       if runtime == "docker" and facts.docker_free_gib is not None else (facts.free_gib, facts.base))
+        if free < need:
+            fix = ("free space there or move Docker's data-root (/etc/docker/daemon.json) to a bigger disk"
+                   if runtime == "docker" else "free space or pass REMOTE_DIR= on a bigger disk")
+            problems.append(f"only {free:.1f} GiB free under {where}, want ≥ {need} GiB for RUNTIME={runtime}: {fix}")
+    return Decision(runtime if not problems else None, problems, notes, cuda_line=line)
+
+
+def host_job_environment(facts: HostFacts) -> dict[str, str]:
+    """RUNTIME=host: what the job needs from the box's own image environment (a pod's pid 1), which a
+    non-interactive SSH session does not get: its NCCL_* and CARDTIME_* settings, and a PATH that is the
+    session's, then the container's, then the folders of the nccl-tests and nsys preflight found."""
+    env = {k: v for k, v in facts.container_env.items() if k.startswith(("NCCL_", "CARDTIME_"))}
+    if facts.nccl_tests and "CARDTIME_NCCL_TESTS_DIR" not in env:
+        env["CARDTIME_NCCL_TESTS_DIR"] = facts.nccl_tests
+    tool_dirs = [d for d in (facts.nccl_tests, facts.nsys.rsplit("/", 1)[0] if facts.nsys else None) if d]
+    folders: list[str] = []
+    for part in ":".join([facts.session_path, facts.container_env.get("PATH", ""), *tool_dirs]).split(":"):
+        if part and part not in folders:
+            folders.append(part)
+    session = [p for p in facts.session_path.split(":") if p]
+    if folders != session:  # only where it adds something: the job script sets values literally
+        env["PATH"] = ":".join(folders)
+    return env

@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import codesync, fetch, hostruntime, jobs, preflight, remote_docker
+from . import codesync, cuda_check, fetch, hostruntime, jobs, preflight, remote_docker
+from .suite_container import host_user
 from .archive import ArchiveError, archive_run
 from .connection import ConnectionLost, Remote, RemoteError, fingerprint
 from .hosts import HostSpec
@@ -44,11 +45,14 @@ class RemoteOptions:
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
     runtime: str | None = None
     image: str | None = None
+    cuda_line: str | None = None
+    """cu130 | cu126 (suite/cuda_lines.py); None: the newest line the host's driver runs."""
     key: str | None = None
     known_hosts: str | None = None
     accept_new_host: bool = False
-    remote_dir: str = "cardtime"
-    """On the host, relative to the login's home unless absolute."""
+    remote_dir: str = ""
+    """On the host, relative to the login's home unless absolute; '' = a mounted persistent volume's
+    cardtime/ (/workspace on pods), else ~/cardtime (preflight.REMOTE_DIR_RULE)."""
     archive: str | None = None
     endpoint_url: str | None = None
     allow_dirty: bool = False
@@ -98,7 +102,8 @@ def host_key_record(remote: Remote) -> dict[str, Any]:
 def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[preflight.HostFacts, preflight.Decision]:
     r = remote.run(preflight.probe_command(opts.remote_dir), timeout=60, what="the preflight probe failed")
     facts = preflight.parse_probe(r.stdout)
-    decision = preflight.decide(facts, runtime=opts.runtime, needs_gpu=needs_gpu(opts.profile), image=opts.image)
+    decision = preflight.decide(facts, runtime=opts.runtime, needs_gpu=needs_gpu(opts.profile), image=opts.image,
+                                cuda_line=opts.cuda_line)
     for line in facts.summary():
         steps.say(line)
     for note in decision.notes:
@@ -178,11 +183,17 @@ def follow(remote_ref: list[Remote], opts: RemoteOptions, base: str, steps: Step
 
 
 def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, runtime: str,
-              local: codesync.LocalCheckout, key: jobs.JobKey, resume_dir: str | None, steps: Steps) -> dict[str, Any]:
+              local: codesync.LocalCheckout, key: jobs.JobKey, resume_dir: str | None, steps: Steps,
+              line=None) -> dict[str, Any]:
     base = facts.base
     steps.begin("code", f"code at {local.commit[:12]} ({local.branch})")
-    code_dir, how = codesync.ship(remote, local, base, say=steps.say)
-    steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
+    if runtime == "docker" and not facts.git:  # the image is built from a laptop-side archive of HEAD
+        code_dir, how = base, "the image"
+        steps.say("no git on the host: the code travels in the image only")
+    else:
+        code_dir, how = codesync.ship(remote, local, base, say=steps.say)
+        steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
+    gpu = needs_gpu(opts.profile)
 
     job_id = jobs.new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
@@ -190,15 +201,22 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     env = {"PYTHONUNBUFFERED": "1"}
     steps.begin("runtime", f"RUNTIME={runtime}")
     if runtime == "docker":
-        image = remote_docker.ensure_image(remote, local, opts.image, say=steps.say)
+        image = remote_docker.ensure_image(remote, local, opts.image, say=steps.say, line=line)
+        if gpu:  # torch in the image must see every GPU before the stages spend their timeouts
+            cuda_check.check_image(remote, image, gpus_seen=len(facts.gpus), driver=facts.driver)
         remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
         argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs", suite_args=args,
-                                      gpus=needs_gpu(opts.profile))
+                                      gpus=gpu, user=host_user(facts.uid, facts.gid))
     else:
+        venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
         python = hostruntime.ensure_venv(
-            remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
-            code_dir, say=steps.say)
+            remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python,
+                                         venv_line),
+            code_dir, say=steps.say, python=facts.python_exe or "python3", line=venv_line)
+        if gpu:
+            cuda_check.check_host_python(remote, python, gpus_seen=len(facts.gpus), driver=facts.driver)
         argv = [python, "-m", "suite", *args]
+        env.update(preflight.host_job_environment(facts))
         # The checkout first on the path for the runner and every torchrun worker it starts.
         env["PYTHONPATH"] = code_dir
 
@@ -250,7 +268,8 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
             resume_dir = current.run_dir if same and current.state == "died" and current.run_dir else None
             if resume_dir:
                 steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
-            record["job"] = start_job(remote, opts, facts, runtime, local, key, resume_dir, steps)
+            record["job"] = start_job(remote, opts, facts, runtime, local, key, resume_dir, steps,
+                                      line=decision.cuda_line)
             record["reattached"] = False
 
         steps.begin("run", "following the run (Ctrl-C or a dropped connection leaves it running)")
@@ -318,9 +337,9 @@ def status_main(opts: RemoteOptions, stream=None) -> int:
     out = stream or sys.stdout
     remote = connect(opts)
     try:
-        base = remote.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", opts.remote_dir], check=False).stdout.strip()
+        base = remote.run(preflight.resolve_dir_command(opts.remote_dir), check=False).stdout.strip()
         if not base:
-            print(f"{opts.host.label}: no {opts.remote_dir} folder: nothing was run here", file=out)
+            print(f"{opts.host.label}: no {opts.remote_dir or 'cardtime'} folder: nothing was run here", file=out)
             return 1
         st = jobs.status(remote, base, log_offset=1 << 62)
         if st.job is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from suite.hostprobe import nccl_versions_differ
+
 from . import fmt
 from .runview import RunView
 
@@ -111,4 +113,19 @@ def banners(view: RunView) -> list[str]:
     if view.manifest_read and not view.manifest.get("finished"):
         out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
                    f"Resume it with `python -m suite run --resume {view.path}`.")
+    return out + nccl_banners(view)
+
+
+def nccl_banners(view: RunView) -> list[str]:
+    """A GPU run without nccl-tests, or whose nccl-tests linked another NCCL than torch: said on the first screen."""
+    out = []
+    recorded = view.manifest.get("versions") or {}
+    if not view.is_rehearsal and "nccl_tests" in recorded and recorded["nccl_tests"] is None:
+        out.append("No nccl-tests on this host (not on PATH nor in CARDTIME_NCCL_TESTS_DIR): the nccl-tests "
+                   "verdicts are skip and every comparison with NCCL's own benchmark is missing. RUNTIME=docker "
+                   "(the image has them) or nccl-tests' *_perf on PATH brings them back.")
+    if nccl_versions_differ(recorded.get("nccl"), recorded.get("nccl_tests_nccl")):
+        out.append(f"torch's NCCL ({recorded['nccl']}) and the NCCL nccl-tests was built against "
+                   f"({recorded['nccl_tests_nccl']}) differ: the torch-vs-nccl-tests comparisons compare two "
+                   "libraries, not two programs on one (build nccl-tests with NCCL_HOME at torch's NCCL, as the image does).")
     return out

@@ -132,3 +132,42 @@ def torch_facts(want_cuda: bool) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a broken driver is a finding, reported by the stage's verdicts
         facts["cuda_error"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
     return facts
+
+
+def nccl_tests_versions(env: dict[str, str] | None = None) -> dict[str, str | None]:
+    """nccl-tests' release and the NCCL it was compiled against, from the files the image's build
+    leaves beside the binaries (Dockerfile: VERSION, NCCL_VERSION in /opt/nccl-tests).
+
+    The folder is $CARDTIME_NCCL_TESTS_DIR's parent, else that of all_reduce_perf on PATH; a
+    nccl-tests built by hand has no VERSION ('unknown') nor NCCL_VERSION (None: unknown, not
+    guessed). No nccl-tests at all: both None, and the report says so on its first screen.
+    """
+    import shutil
+
+    env = os.environ if env is None else env
+    where = env.get("CARDTIME_NCCL_TESTS_DIR") or (os.path.dirname(shutil.which("all_reduce_perf", path=env.get("PATH"))
+                                                                   or "") or None)
+    out: dict[str, str | None] = {"nccl_tests": None, "nccl_tests_nccl": None}
+    if not where:
+        return out
+    if not any(Path(where).glob("*_perf*")):
+        return out
+    out["nccl_tests"] = "unknown"
+    for key, name in (("nccl_tests", "VERSION"), ("nccl_tests_nccl", "NCCL_VERSION")):
+        try:
+            out[key] = (Path(where).parent / name).read_text().strip() or out[key]
+        except OSError:
+            pass
+    return out
+
+
+def nccl_versions_differ(torch_nccl: str | None, nccl_tests_nccl: str | None) -> bool:
+    """Whether torch's NCCL and nccl-tests' NCCL are two libraries ('2.29.7' vs '2.26.2+cuda12.8'); False if one is unknown."""
+    import re
+
+    def numbers(v: str | None) -> tuple[int, ...] | None:
+        m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", v or "")
+        return tuple(int(x) for x in m.groups()) if m else None
+
+    a, b = numbers(torch_nccl), numbers(nccl_tests_nccl)
+    return a is not None and b is not None and a != b

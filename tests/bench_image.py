@@ -2,7 +2,7 @@
 
     python -m tests.bench_image
 
-Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/container.py) from a copy of the
+Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/images.py) from a copy of the
 build context, twice: once to have every layer cached, then after appending a comment to a file
 of suite/ in the copy. Needs a Docker engine and the local base image (docker/debian-base.sh);
 the first build of a fresh machine takes minutes, the figure is the second.
@@ -23,12 +23,13 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 def image_rebuild_after_a_suite_change() -> None:
     from docker_engine import BASE_IMAGE, EngineUnavailable, make_base_image, prepare_context
 
-    from provisioning import container
+    from provisioning import images
+    from provisioning.engine import EngineError, connect
 
     try:
-        client = container.connect()
+        client = connect()
         make_base_image()
-    except (container.EngineError, EngineUnavailable) as e:
+    except (EngineError, EngineUnavailable) as e:
         print(f"image rebuild: not measured ({e})")
         return
     prepare_context()
@@ -43,8 +44,8 @@ def image_rebuild_after_a_suite_change() -> None:
 
         def build() -> float:
             start = time.monotonic()
-            container.build_image(client, context, tag="cardtime:cpu-bench", dockerfile=container.CPU_DOCKERFILE,
-                                  buildargs=args, network_mode="host")
+            images.build_image(client, context, tag="cardtime:cpu-bench", dockerfile=images.CPU_DOCKERFILE,
+                               buildargs=args, network_mode="host")
             return time.monotonic() - start
 
         cached = build()

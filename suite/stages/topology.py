@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..hostprobe import cpu_model_procfs, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
+from ..hostprobe import cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
 from ..judging import judges_performance, performance_skip
 from ..parsers import ParseError
 from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
@@ -82,6 +82,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say("versions (torch, CUDA, NCCL)")
     versions = torch_facts(want_cuda=not profile.is_rehearsal)
     versions.update({k: v for k, v in gpu.get("smi_versions", {}).items() if v})
+    versions.update(nccl_tests_versions())  # the NCCL nccl-tests links, beside torch's own (reports compare them)
     rows += _version_rows(versions)
     if not profile.is_rehearsal:
         rows.append(Row(stage=STAGE, case="gpus", metric="torch_cuda_devices", value=versions["cuda_devices"],
@@ -93,7 +94,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
                         text=record["status"] + (f": {record['detail']}" if record["detail"] else "")))
     atomic_write_text(ctx.raw_dir / "commands.json", dumps(tools))
     ctx.publish("topology", {**cpu, **{k: v for k, v in gpu.items() if k != "smi_versions"}})
-    ctx.publish("versions", {k: versions.get(k) for k in ("driver", "cuda", "cuda_driver", "nccl", "torch", "python")})
+    ctx.publish("versions", {k: versions.get(k) for k in ("driver", "cuda", "cuda_driver", "nccl", "torch", "python",
+                                                       "nccl_tests", "nccl_tests_nccl")})
     return rows
 
 

@@ -2,7 +2,7 @@
 
 A Docker engine on this machine (the running one, or dockerd started here), a Debian base made
 locally (no registry is reachable: debootstrap once, `docker import`), docker/cpu.Dockerfile
-built on it through the Docker SDK (provisioning/container.py), then:
+built on it through the Docker SDK (provisioning/images.py), then:
 
   1. the rehearsal's cheap stages in the container, the run folder mounted: the run directory
      is checked on this side of the mount, and the container's settings (host IPC and network,
@@ -43,6 +43,12 @@ VENV = ROOT / ".venv"
 IMAGE = "cardtime:cpu-test"
 
 
+def tree_commit() -> str:
+    """HEAD of the tree the image is built from, asked of git here (the build asks through provisioning/images.py)."""
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def cheap_stages() -> str:
     from suite import stages
 
@@ -52,21 +58,22 @@ def cheap_stages() -> str:
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    from provisioning import container
+    from provisioning.engine import connect
 
     try:
         proc = start_engine(tmp_path_factory.mktemp("dockerd"))
     except EngineUnavailable as e:
         pytest.skip(f"no Docker engine: {e}")
     try:
-        yield container.connect()
+        yield connect()
     finally:
         stop_engine(proc)
 
 
 @pytest.fixture(scope="module")
 def image(engine):
-    from provisioning import container
+    from provisioning import images
+    from provisioning.container_cli import image_buildargs
 
     try:
         make_base_image()
@@ -75,9 +82,10 @@ def image(engine):
     prepare_context()
     lines: list[str] = []
     started = time.monotonic()
-    image_id = container.build_image(engine, ROOT, tag=IMAGE, dockerfile=container.CPU_DOCKERFILE,
-                                     buildargs={"BASE": BASE_IMAGE, "CARDTIME_COMMIT": "test"},
-                                     network_mode="host", on_line=lines.append)
+    # The build arguments `make rehearse-docker` passes: the commit is the tree's own, not one the test names.
+    image_id = images.build_image(engine, ROOT, tag=IMAGE, dockerfile=images.CPU_DOCKERFILE,
+                                  buildargs=image_buildargs(ROOT, base=BASE_IMAGE), network_mode="host",
+                                  on_line=lines.append)
     print(f"\nbuilt {IMAGE} in {time.monotonic() - started:.1f} s", file=sys.stderr)
     assert engine.images.get(IMAGE).id == image_id
     return IMAGE
@@ -86,13 +94,14 @@ def image(engine):
 @pytest.fixture(scope="module")
 def containerized_run(engine, image, tmp_path_factory):
     """The rehearsal's cheap stages inside the image, the run folder mounted; (run_dir, log, container attrs)."""
-    from provisioning import container
+    from provisioning import suite_container as container
 
     runs = tmp_path_factory.mktemp("runs")
     stages = cheap_stages()
     assert stages, "no cheap stage (topology, bandwidth) in suite/stages"
     args = ["run", "--profile", "gloo-cpu", "--stages", stages, "--out", str(runs), "--record-last", str(runs / "LAST")]
-    run = container.start_suite(engine, image, runs_dir=str(runs), args=args, gpus=False, name="cardtime-test-rehearsal")
+    run = container.start_suite(engine, image, container.RunSettings(gpus=False, mounts=(str(runs),)), args=args,
+                                name="cardtime-test-rehearsal")
     try:
         log = list(container.follow(run))
         code = container.wait(run, timeout_s=900)
@@ -108,7 +117,7 @@ def containerized_run(engine, image, tmp_path_factory):
 def test_image_prints_versions_then_runs_the_suite(containerized_run):
     log = containerized_run["log"]
     text = "\n".join(log)
-    assert log[0].startswith("cardtime image cpu (commit test)"), text[:2000]
+    assert log[0].startswith(f"cardtime image cpu (commit {tree_commit()})"), text[:2000]
     versions = dict(line.split(None, 1) for line in log[1:12] if line and not line.startswith("----"))
     assert versions["torch"].startswith("2.13.0+cpu"), versions
     assert versions["driver"] == "none" and versions["nsys"] == "none"  # a CPU image: said, not hidden
@@ -122,7 +131,8 @@ def test_rehearsal_in_container_leaves_a_complete_run_directory(containerized_ru
     assert containerized_run["code"] in (0, 1), "\n".join(containerized_run["log"][-40:])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["profile_name"] == "gloo-cpu"
-    assert manifest["git"]["commit"] == "test"  # CARDTIME_COMMIT of the image: there is no .git inside
+    # There is no .git inside: the commit is the image's CARDTIME_COMMIT, which must be the tree it was built from.
+    assert manifest["git"]["commit"] == tree_commit() != "unknown"
     assert manifest["versions"]["torch"].startswith("2.13.0")
     for stage in containerized_run["stages"]:
         assert manifest["stages"][stage]["status"] == "complete", (stage, manifest["stages"][stage])
@@ -148,10 +158,10 @@ def test_cpu_container_settings(containerized_run):
 def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_path):
     """Created, not started (no GPU here): the engine records `--gpus all --ipc=host --network=host
     --ulimit memlock=-1 --ulimit stack=67108864` and the run folder as a same-path volume."""
-    from provisioning import container
+    from provisioning import suite_container as container
 
-    created = container.create_suite(engine, image, runs_dir=str(tmp_path), args=["run", "--profile", "nccl-gpu"],
-                                     gpus=True, name="cardtime-test-gpu-settings")
+    created = container.create_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)),
+                                     args=["run", "--profile", "nccl-gpu"], name="cardtime-test-gpu-settings")
     try:
         host = engine.api.inspect_container(created.id)["HostConfig"]
     finally:
@@ -164,11 +174,38 @@ def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_pat
     assert host["Binds"] == [f"{tmp_path}:{tmp_path}:rw"]
 
 
-def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):
-    from provisioning import container
+def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(engine, image, tmp_path):
+    """The job's `docker run` flags (RUNTIME=docker) and start_suite's SDK arguments come from one RunSettings:
+    `docker create` with the flags and create_suite must leave the same HostConfig on the engine."""
+    from provisioning import suite_container as container
 
-    with pytest.raises(container.EngineError, match="nvidia-container-toolkit|LimitMEMLOCK"):
-        container.start_suite(engine, image, runs_dir=str(tmp_path), args=["run"], gpus=True,
+    settings = container.RunSettings(gpus=True, mounts=(str(tmp_path),), user="1000:1000")
+    argv = container.docker_run_argv(image, settings, ["run"], name="cardtime-test-cli-settings")
+    assert argv[:3] == ["docker", "run", "--rm"]
+    cli = subprocess.run(["docker", "create", *argv[2:]], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    sdk = container.create_suite(engine, image, settings, args=["run"], name="cardtime-test-sdk-settings")
+    try:
+        by_cli = engine.api.inspect_container("cardtime-test-cli-settings")
+        by_sdk = engine.api.inspect_container(sdk.id)
+    finally:
+        container.remove_suite(sdk)
+        container.remove_suite(engine.containers.get("cardtime-test-cli-settings"))
+    keys = ("IpcMode", "NetworkMode", "Ulimits", "Binds")
+    assert {k: by_cli["HostConfig"][k] for k in keys} == {k: by_sdk["HostConfig"][k] for k in keys}
+    gpus = [[(r["Count"], r["Capabilities"]) for r in c["HostConfig"]["DeviceRequests"]] for c in (by_cli, by_sdk)]
+    assert gpus[0] == gpus[1] == [(-1, [["gpu"]])]
+    assert by_cli["Config"]["User"] == by_sdk["Config"]["User"] == "1000:1000"
+    assert sorted(by_cli["Config"]["Env"]) == sorted(by_sdk["Config"]["Env"])
+    assert by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]  # --rm: the job's only
+
+
+def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):
+    from provisioning import suite_container as container
+    from provisioning.engine import EngineError
+
+    with pytest.raises(EngineError, match="nvidia-container-toolkit|LimitMEMLOCK"):
+        container.start_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)), args=["run"],
                               name="cardtime-test-cannot-start")
     assert container.find_suite(engine, "cardtime-test-cannot-start") is None
 
@@ -192,7 +229,8 @@ def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
     import fabric
     import paramiko
 
-    from provisioning import container
+    from provisioning import suite_container as container
+    from provisioning.engine import connect_over
 
     known = tmp_path / "known_hosts"
     known.write_text(sshd.known_hosts_line())
@@ -202,11 +240,11 @@ def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
     conn.client.load_host_keys(str(known))
     conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
-        client = container.connect_over(conn)
+        client = connect_over(conn)
         assert client.images.get(image).id == engine.images.get(image).id
-        run = container.start_suite(client, image, runs_dir=str(tmp_path),
+        run = container.start_suite(client, image, container.RunSettings(gpus=False, mounts=(str(tmp_path),)),
                                     args=["python", "-c", "import torch, sys; print('rank-free', torch.__version__); sys.exit(3)"],
-                                    gpus=False, name="cardtime-test-over-ssh")
+                                    name="cardtime-test-over-ssh")
         try:
             lines = list(container.follow(run))
             assert container.wait(run) == 3
@@ -228,14 +266,15 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     from remote_loopback import clean_env
     from test_remote_loopback import make_repo
 
-    from provisioning import container
+    from provisioning import images
 
     repo = make_repo(tmp_path / "laptop")
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     tag = f"cardtime:{commit[:12]}"
-    container.build_image(engine, ROOT, tag=tag, dockerfile=container.CPU_DOCKERFILE,
-                          buildargs={"BASE": BASE_IMAGE, "CARDTIME_COMMIT": commit}, network_mode="host")
+    # The laptop repo's HEAD as CARDTIME_COMMIT, as remote_docker.ensure_image builds it (the files are this tree's).
+    images.build_image(engine, ROOT, tag=tag, dockerfile=images.CPU_DOCKERFILE,
+                       buildargs={"BASE": BASE_IMAGE, **images.commit_buildargs(repo)}, network_mode="host")
     remote_dir = tmp_path / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
     stages = "topology"  # the runtime path is the point here; gloo in the container is test 1's
@@ -251,7 +290,7 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     assert f"image {tag} already on the host" in out, out[-4000:]
     (job_script,) = (remote_dir / "jobs").glob("*/job.sh")
     script = job_script.read_text()
-    assert "docker run" in script and "--ipc host" in script and "--network host" in script and tag in script, script
+    assert "docker run" in script and "--ipc=host" in script and "--network=host" in script and tag in script, script
     (remote_run,) = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
     local_run = repo / "runs" / remote_run.name
     manifest = json.loads((local_run / "manifest.json").read_text())

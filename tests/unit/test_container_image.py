@@ -137,7 +137,7 @@ def test_default_commands_run_each_images_profile():
 
 
 def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
-    from provisioning import container
+    from provisioning import images
 
     for rel in ("pyproject.toml", "suite/__init__.py", "suite/__pycache__/x.cpython-311.pyc", "reports/__init__.py",
                 "provisioning/__init__.py", "docker/entrypoint.sh", "docker/node_requirements.py",
@@ -148,11 +148,11 @@ def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
     (tmp_path / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
 
     def names(dockerfile, exclude):
-        with tarfile.open(fileobj=container.context_tar(tmp_path, dockerfile, exclude)) as tar:
+        with tarfile.open(fileobj=images.context_tar(tmp_path, dockerfile, exclude)) as tar:
             return {n for n in tar.getnames() if not tar.getmember(n).isdir()}
 
-    cuda = names("Dockerfile", container.CONTEXT_ONLY_FOR_CPU)
-    cpu = names(container.CPU_DOCKERFILE, ())
+    cuda = names("Dockerfile", images.CONTEXT_ONLY_FOR_CPU)
+    cpu = names(images.CPU_DOCKERFILE, ())
     wanted = {"pyproject.toml", "suite/__init__.py", "reports/__init__.py", "provisioning/__init__.py",
               "docker/entrypoint.sh", "docker/node_requirements.py", "docker/certs/README.md"}
     assert wanted | {"Dockerfile"} <= cuda and wanted | {"docker/cpu.Dockerfile"} <= cpu
@@ -181,9 +181,9 @@ def test_node_requirements_are_pyprojects_pins_less_the_laptops():
     ("ghcr.io/org/cardtime:2026-11-29", ("ghcr.io/org/cardtime", "2026-11-29")),
 ])
 def test_image_references_split_like_docker(reference, expected):
-    from provisioning import container
+    from provisioning import images
 
-    assert container._split_reference(reference) == expected
+    assert images.split_reference(reference) == expected
 
 
 # ---------------------------------------------------------------- the entry point
@@ -197,26 +197,32 @@ def entrypoint(tmp_path, *args: str, tools: dict[str, str] | None = None) -> sub
         (bin_dir / name).write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
         (bin_dir / name).chmod(0o755)
     path = f"{bin_dir}:{ROOT / '.venv' / 'bin'}:/usr/bin:/bin"
-    env = {"PATH": path, "HOME": str(tmp_path), "CARDTIME_IMAGE_KIND": "cuda", "CARDTIME_COMMIT": "abc123",
+    env = {"PATH": path, "HOME": str(tmp_path), "CARDTIME_IMAGE_KIND": "cuda",
            "CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "nccl-tests" / "bin")}
     return subprocess.run([str(ROOT / "docker" / "entrypoint.sh"), *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
 def test_entrypoint_prints_every_version_then_runs_the_suite(tmp_path):
+    from importlib import metadata
+
     (tmp_path / "nccl-tests" / "bin").mkdir(parents=True)
+    # What the image's build leaves beside the binaries (Dockerfile): the tag, and the NCCL they were compiled against.
     (tmp_path / "nccl-tests" / "VERSION").write_text("v2.19.6\n")
-    # The first lines `nvidia-smi --query-gpu=… --format=csv,noheader` and `nsys --version` print.
+    (tmp_path / "nccl-tests" / "NCCL_VERSION").write_text("2.29.7\n")
+    # nvidia-smi --query-gpu=driver_version prints one line per GPU (two here); nsys --version its banner.
     done = entrypoint(tmp_path, "run", "--list", tools={
-        "nvidia-smi": "570.133.20", "nsys": "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"})
+        "nvidia-smi": "550.54.15\n550.54.15", "nsys": "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "cardtime image cuda (commit abc123)"
-    versions = {ln.split(None, 1)[0]: ln.split(None, 1)[1] for ln in lines[1:] if ln and not ln.startswith(("-", " "))}
-    assert versions["driver"] == "570.133.20"
-    assert versions["nsys"] == "2025.3.1.90-253135822126v0"
-    assert versions["nccl-tests"] == "v2.19.6"
-    assert versions["torch"].startswith("2.13.0")
+    assert lines[0] == "cardtime image cuda (commit unknown)"  # no CARDTIME_COMMIT: said, not invented
+    pairs = [ln.split(None, 1) for ln in lines[1:] if ln and not ln.startswith(("-", " "))]
+    versions = dict(pairs)
+    assert len(versions) == len(pairs)  # each name once
+    assert versions["driver"] == "550.54.15"  # the first GPU's line only, not one per GPU
+    assert versions["nsys"] == "2025.3.1.90-253135822126v0"  # the banner's words dropped
+    assert versions["nccl-tests"] == "v2.19.6" and versions["nccl-tests-nccl"] == "2.29.7"
+    assert versions["torch"].split()[0] == metadata.version("torch")  # this venv's torch, asked independently
     assert "---- python -m suite run --list" in lines
     assert any("topology" in ln for ln in lines[lines.index("---- python -m suite run --list"):])
 
@@ -227,7 +233,7 @@ def test_entrypoint_runs_a_command_on_path_as_itself(tmp_path):
 
 
 def test_no_engine_is_an_error_that_says_what_to_do(tmp_path):
-    from provisioning import container
+    from provisioning import engine
 
-    with pytest.raises(container.EngineError, match=r"no Docker engine at unix://.*Start one .*DOCKER_HOST"):
-        container.connect(f"unix://{tmp_path}/absent.sock", timeout_s=5)
+    with pytest.raises(engine.EngineError, match=r"no Docker engine at unix://.*Start one .*DOCKER_HOST"):
+        engine.connect(f"unix://{tmp_path}/absent.sock", timeout_s=5)

@@ -134,7 +134,7 @@ def test_gpu_host_without_nvidia_runtime_names_the_fix():
 def test_host_runtime_needs_python_3_11():
     f = preflight.parse_probe(gpu_probe(python="3.10.12"))
     d = preflight.decide(f, runtime="host", needs_gpu=True)
-    assert d.runtime is None and any("python3 is 3.10.12" in p and "RUNTIME=docker" in p for p in d.problems)
+    assert d.runtime is None and any("no Python ≥ 3.11 on the host (found python3 3.10.12)" in p and "RUNTIME=docker" in p for p in d.problems)
 
 
 def test_too_little_disk_is_refused():
@@ -230,7 +230,7 @@ def test_docker_run_line_gives_gpus_and_same_path_mounts():
                     suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert argv[argv.index("--gpus") + 1] == "all"
-    assert "/b/runs:/b/runs" in argv and "/b/jobs/J:/b/jobs/J" in argv
+    assert "/b/runs:/b/runs:rw" in argv and "/b/jobs/J:/b/jobs/J:rw" in argv
     assert argv[argv.index("cardtime:abc"):] == ["cardtime:abc", "run", "--profile", "nccl-gpu", "--out", "/b/runs"]
     assert not any("AWS" in a for a in argv)
     assert argv[argv.index("memlock=-1") - 1] == "--ulimit"

@@ -1,0 +1,76 @@
+"""Pure checks of a GPU host that make NCCL fail before any measurement: /dev/shm too small, an
+NVSwitch fabric not up, other processes on the GPUs. Each returns None or one line with the fix.
+
+Shared by preflight (provisioning/preflight.py, on the probe's outputs) and the health stage,
+which can run the same tools on the node and call the same functions.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .parsers.smi_query import parse_query
+
+MIN_SHM_BYTES = 1 << 30
+"""NCCL's shared-memory transport maps buffers per peer pair in /dev/shm; Docker's and many pods' 64 MB
+default ends in "Error while creating shared memory segment" with several GPUs (NCCL's troubleshooting
+guide suggests --shm-size=1g or --ipc=host)."""
+
+
+def shm_problem(shm_bytes: int | None, gpus: int) -> str | None:
+    if shm_bytes is None or gpus < 2 or shm_bytes >= MIN_SHM_BYTES:
+        return None
+    return (f"/dev/shm is {shm_bytes / 2**20:.0f} MiB, NCCL needs ≥ {MIN_SHM_BYTES >> 20} MiB for {gpus} GPUs "
+            "(\"Error while creating shared memory segment\"): start the box/container with --shm-size=16g or --ipc=host")
+
+
+def fabric_problem(smi_q: str, fabric_manager: str = "") -> str | None:
+    """GPUs that report a fabric (NVSwitch boards) must say State Completed, Status Success."""
+    if not smi_q.strip():
+        return None
+    try:
+        gpus = parse_query(smi_q)["gpus"]
+    except Exception:  # noqa: BLE001 - an unreadable -q is the topology stage's finding, not preflight's
+        return None
+    bad = [(i, g.get("fabric_state"), g.get("fabric_status")) for i, g in enumerate(gpus)
+           if g.get("fabric_state") and (g.get("fabric_state") != "Completed" or
+                                         (g.get("fabric_status") or "Success") != "Success")]
+    if not bad:
+        return None
+    i, state, status = bad[0]
+    fm = f" (nvidia-fabricmanager: {fabric_manager.strip()})" if fabric_manager.strip() else ""
+    return (f"the NVSwitch fabric is not up on {len(bad)} GPU(s) (GPU {i}: state {state}, status {status}){fm}, "
+            "CUDA init would fail with error 802: `systemctl restart nvidia-fabricmanager` (same version as the "
+            "driver) and wait for State Completed in `nvidia-smi -q`")
+
+
+def gpu_processes(smi_q: str) -> list[dict[str, str]]:
+    """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}]."""
+    out: list[dict[str, str]] = []
+    gpu = None
+    current: dict[str, str] | None = None
+    for line in smi_q.splitlines():
+        m = re.match(r"GPU ([0-9A-Fa-f:.]+)\s*$", line)
+        if m:
+            gpu = m.group(1)
+            continue
+        kv = re.match(r"\s+(Process ID|Type|Name|Used GPU Memory)\s*:\s*(.*)$", line)
+        if not kv or gpu is None:
+            continue
+        key, value = kv.groups()
+        if key == "Process ID":
+            current = {"gpu": gpu, "pid": value.strip()}
+            out.append(current)
+        elif current is not None:
+            current[{"Type": "type", "Name": "name", "Used GPU Memory": "memory"}[key]] = value.strip()
+    return out
+
+
+def processes_problem(smi_q: str) -> str | None:
+    """Compute processes (type C or C+G) already on the GPUs: they take memory and skew every timing."""
+    compute = [p for p in gpu_processes(smi_q) if "C" in p.get("type", "C")]
+    if not compute:
+        return None
+    shown = ", ".join(f"pid {p['pid']} {p.get('name', '?')} ({p.get('memory', '?')}) on GPU {p['gpu']}" for p in compute[:3])
+    more = f" and {len(compute) - 3} more" if len(compute) > 3 else ""
+    return f"{len(compute)} process(es) already use the GPUs: {shown}{more}: stop them (kill PID) before measuring"
