@@ -27,10 +27,16 @@ NSYS_TRACE = "cuda,nvtx,osrt"
 
 
 def nsys_command(nsys: str, report: str, python: str, module_args: Sequence[str]) -> list[str]:
-    """`nsys profile` around this worker: capture range = the CUDA profiler API's start/stop, cuda+nvtx traced."""
+    """`nsys profile` around this worker: capture range = the CUDA profiler API's start/stop, cuda+nvtx traced.
+
+    CPU sampling and context-switch tracing are off: with one profiler per GPU, eight samplers
+    interrupting every core perturb the very timeline (kernel overlap, step time) being judged.
+    """
     return [
         nsys, "profile",
         f"--trace={NSYS_TRACE}",
+        "--sample=none",
+        "--cpuctxsw=none",
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
         "--force-overwrite=true",

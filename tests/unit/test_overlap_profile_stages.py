@@ -142,6 +142,8 @@ def test_nsys_wraps_each_rank_with_a_cuda_profiler_api_capture_range():
     assert cmd[:2] == ["/opt/nsys/bin/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
     assert "--output=/run/raw/profile/rank_3" in cmd
+    # CPU sampling off: eight concurrent samplers would perturb the timeline being judged
+    assert "--sample=none" in cmd and "--cpuctxsw=none" in cmd
     trace = next(a for a in cmd if a.startswith("--trace="))
     assert {"cuda", "nvtx"} <= set(trace.removeprefix("--trace=").split(","))
     tail = cmd[cmd.index("/usr/bin/python3"):]
