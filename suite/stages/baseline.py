@@ -16,7 +16,7 @@ from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import MFU_FLOOR, model_state_bytes
-from ..costmodel.sizing import parameter_count, training_flops_per_token
+from ..costmodel.sizing import FLOPS_FORMULA, parameter_count, training_flops_per_token
 from ..facts import gpu
 from ..results import Expectation, Row, Verdict
 
@@ -46,7 +46,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         Expectation(metric="parameters", value=params, unit="count", basis="suite/workloads/gpt.py parameter_count",
                     **common),
         Expectation(metric="flops_per_token", value=training_flops_per_token(cfg), unit="FLOP",
-                    basis="6N + 12·L·d·T (PaLM's accounting)", **common),
+                    basis=FLOPS_FORMULA, **common),
         Expectation(metric="model_state_bytes", value=model_state_bytes(params, 1, 0, cfg.dtype), unit="bytes",
                     basis=f"parameters + gradients + AdamW's two moments, all {cfg.dtype}", **common),
     ]
@@ -110,7 +110,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         return out
     ok = mfu_row.value >= MFU_FLOOR
     out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="pass" if ok else "warn",
-                       expected=f"MFU ≥ {MFU_FLOOR:.0%}", observed=f"MFU {mfu_row.value:.1%} on {device}",
+                       expected=f"MFU ≥ {MFU_FLOOR:.0%}, model FLOPs counted as {FLOPS_FORMULA}",
+                       observed=f"MFU {mfu_row.value:.1%} on {device}",
                        reason="the card delivers what its peak allows for this model size" if ok else
                        "far below the card's peak: check clocks and power capping (nvidia-smi -q -d CLOCK,POWER), "
                        "thermal throttling, another process on the card, or a CPU-bound step (launch overhead)"))

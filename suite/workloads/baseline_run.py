@@ -16,6 +16,7 @@ from ..config import GptConfig
 from ..costmodel.mfu import mfu
 from ..gpus import gpu_for
 from ..results import Row
+from ..costmodel.sizing import FLOPS_FORMULA
 from .gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
 from .measure import PeakMemory, time_steps, typical
 from .training import make_optimizer, train_step
@@ -49,7 +50,7 @@ def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
         Row(metric="step_time_s", value=step_s, unit="s", **common),
         Row(metric="tokens_per_s", value=tokens_per_s, unit="tokens/s", **common),
         Row(metric="peak_memory_bytes", value=float(memory.peak_bytes), unit="bytes", **common),
-        Row(metric="flops_per_token", value=flops, unit="FLOP", **common),
+        Row(metric="flops_per_token", value=flops, unit="FLOP", text=FLOPS_FORMULA, **common),
         Row(metric="parameters", value=parameter_count(cfg), unit="count", **common),
         Row(metric="achieved_tflops", value=flops * tokens_per_s / 1e12, unit="TFLOP/s", **common),
         Row(metric="device", value=float("nan"), unit="", text=name, **common),

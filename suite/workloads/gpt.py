@@ -8,9 +8,10 @@ Sizes per profile (suite/config.py; parameter_count() and training_flops_per_tok
   gloo-cpu: d=32, 2 layers, 4 heads, seq 16, batch 8, vocab 256 → 41,280 parameters (untied head)
   nccl-gpu: d=2048, 8 layers, 16 heads, seq 1024, batch 8, vocab 32768 → 536,940,544 parameters
             (8 × (12d² + 4d) = 402.7 M in blocks + 2 × 32768 × 2048 = 134.2 M embedding and head);
-            FLOPs per training token ≈ 6N + 12·L·d·T = 3.222 G + 0.201 G = 3.42 GFLOP;
-            8 × 1024 = 8,192 tokens per step → 28.0 TFLOP per step: 28 ms at an H100's 989 TFLOP/s
-            bf16 dense peak, ~70 ms at 40% MFU: tens of milliseconds per step on one card.
+            FLOPs per training token = 6·(N − V·d) + 12·L·d·T = 2.819 G + 0.201 G = 3.02 GFLOP
+            (the input embedding is a lookup; the untied head is a matmul and stays counted);
+            8 × 1024 = 8,192 tokens per step → 24.7 TFLOP per step: 25 ms at an H100's 989 TFLOP/s
+            bf16 dense peak, ~62 ms at 40% MFU: tens of milliseconds per step on one card.
 
 Layer names are the ones tensor parallelism shards: attn.q/k/v and mlp.up are column-parallel,
 attn.o and mlp.down row-parallel. Attention reads its local head count from q's width, so the

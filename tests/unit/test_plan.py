@@ -40,7 +40,7 @@ def test_bandwidth_stage_adds_launches_to_the_bus_time():
 
 
 def test_step_time_follows_flops_peak_and_mfu():
-    # 3.42 GFLOP/token (gpt.py's docstring) × 8,192 tokens ÷ (989.4 TFLOP/s × 0.35) ≈ 81 ms
+    # 3.02 GFLOP/token (gpt.py's docstring) × 8,192 tokens ÷ (989.4 TFLOP/s × 0.35) ≈ 71 ms
     t = step_compute_s(NCCL_GPU, 989.4e12, 0.35)
     assert 0.06 < t < 0.10
     assert step_compute_s(NCCL_GPU, 989.4e12, 0.7) == pytest.approx(t / 2)

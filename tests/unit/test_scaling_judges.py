@@ -189,6 +189,6 @@ def test_baseline_mfu_verdicts():
 def test_baseline_expects_step_time_from_the_topology_gpu():
     facts = {**GPU, "topology": {"gpus": ["NVIDIA H100 80GB HBM3"]}}
     exp = {e.metric: e for e in baseline.expect(NCCL_GPU, facts)}
-    # 8,192 tokens × 3.4228 GFLOP = 28.04 TFLOP per step; at 20% of 989.4 TFLOP/s: 0.1417 s.
-    assert exp["step_time_s"].value == pytest.approx(8192 * 3.4228e9 / (0.2 * 989.4e12), rel=1e-3)
+    # 8,192 tokens × 3.0203 GFLOP = 24.74 TFLOP per step; at 20% of 989.4 TFLOP/s: 0.1250 s.
+    assert exp["step_time_s"].value == pytest.approx(8192 * 3.0203e9 / (0.2 * 989.4e12), rel=1e-3)
     assert exp["parameters"].value == 536_940_544

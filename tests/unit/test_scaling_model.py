@@ -3,6 +3,7 @@ helpers (communication from real traces, CPU peak memory), and the golden compar
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -14,7 +15,7 @@ import torch
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.mfu import mfu
 from suite.costmodel.scaling_expectations import dp_efficiency, dp_step_s, model_state_bytes
-from suite.costmodel.sizing import parameter_count, training_flops_per_token
+from suite.costmodel.sizing import FLOPS_FORMULA, flops_per_token, parameter_count, training_flops_per_token
 from suite.costmodel.tolerance import tolerance
 from suite.gpus import gpu_for
 from suite.workloads.golden import max_abs_error, max_abs_error_many
@@ -41,12 +42,32 @@ def test_unknown_gpu_gets_no_peak_and_no_mfu():
 
 
 def test_mfu_is_model_flops_per_second_over_peak():
-    # The nccl-gpu model: 3.42 GFLOP per token; 120,000 tokens/s on an H100 SXM.
+    # The nccl-gpu model: 3.02 GFLOP per token; 120,000 tokens/s on an H100 SXM.
     flops = training_flops_per_token(NCCL_GPU.model)
-    assert flops == pytest.approx(3.4228e9, rel=1e-4)
-    achieved = flops * 120_000  # 410.7 TFLOP/s
+    assert flops == pytest.approx(3.0203e9, rel=1e-4)
+    achieved = flops * 120_000  # 362.4 TFLOP/s
     assert mfu(flops, 120_000, gpu_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(achieved / 989.4e12)
     assert mfu(1e9, 1e3, 1e13) == pytest.approx(0.1)
+
+
+def test_flops_per_token_reproduces_palm_540b_published_mfu():
+    # PaLM (Chowdhery et al. 2022, arXiv:2204.02311): 540.35 B parameters, 118 layers, 48 heads × 256 = 12,288
+    # attention width, sequence 2048, input and output embeddings shared (so every parameter is a matmul's);
+    # 238.3 K tokens/s on 6144 TPU v4 chips (275 TFLOP/s bf16 each) is, the paper says, 46.2 % MFU.
+    flops = flops_per_token(540.35e9, 118, 48 * 256, 2048)
+    assert flops == pytest.approx(6 * 540.35e9 + 12 * 118 * 12288 * 2048)
+    assert mfu(flops, 238.3e3, 6144 * 275e12) == pytest.approx(0.462, abs=5e-4)
+
+
+def test_training_flops_leave_the_input_embedding_out_and_keep_an_untied_head():
+    # nccl-gpu: N = 536,940,544 of which V·d = 32768 × 2048 = 67,108,864 is the input embedding (a lookup):
+    # 6 × 469,831,680 + 12 × 8 × 2048 × 1024 = 2.819 G + 0.201 G = 3.0203 GFLOP (6N would say 3.4228 G, 13 % high).
+    cfg = NCCL_GPU.model
+    assert training_flops_per_token(cfg) == 6 * (536_940_544 - 67_108_864) + 12 * 8 * 2048 * 1024
+    # a tied head: the one V·d matrix is the output matmul, so nothing is left out: 6N + 12·L·d·T
+    tied = dataclasses.replace(cfg, tied_head=True)
+    assert training_flops_per_token(tied) == 6 * parameter_count(tied) + 12 * 8 * 2048 * 1024
+    assert "6·(N − V·d) + 12·L·d·T" in FLOPS_FORMULA
 
 
 def test_model_sizes_stated_in_the_docs():
