@@ -321,7 +321,8 @@ NCCL_GPU = Profile(
     nproc=8,
     omp_threads=8,
     stage_timeout_s=900.0,
-    stage_timeouts_s=(("bandwidth", 1800.0), ("crossover", 1200.0), ("fault", 1500.0)),
+    # fault: six drills (three scenarios under two TORCH_NCCL_ASYNC_ERROR_HANDLING settings).
+    stage_timeouts_s=(("bandwidth", 1800.0), ("crossover", 1200.0), ("fault", 2700.0)),
     collective_timeout_s=300.0,
     degrees=(1, 2, 4, 8),
     sweep=SweepConfig(

@@ -30,7 +30,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):
         return []
     out = []
-    scenarios = [s for s in SCENARIOS if s in set(rows["case"])]
+    cases = set(rows["case"])  # on NCCL each scenario also ran under TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+    scenarios = [c for s in SCENARIOS for c in (s, f"{s}.async1") if c in cases]
     if scenarios:
         out.append(timeline_figure(rows, scenarios, facts))
     if (rows["metric"] == "loss").any():

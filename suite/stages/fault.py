@@ -24,13 +24,20 @@ the full batch's gradient, so the drill's losses before the fault must already a
 (`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
 steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
 are deleted after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
+
+On NCCL every scenario runs twice (`drill_cases`): under torch's default TORCH_NCCL_ASYNC_ERROR_HANDLING
+(unset, 3: on a timed-out collective the watchdog ends the process without ncclCommAbort) — what a
+production job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores the
+variable, so the rehearsal runs each scenario once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs
@@ -67,8 +74,9 @@ def estimate(p) -> tuple[float, str]:
     f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
-    seconds = sum(2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in f.scenarios)
-    return seconds, (f"{len(f.scenarios)} drills × (launch, restart, {f.steps} steps); a hang costs the "
+    cases = [c.scenario for c in drill_cases(f.scenarios, p.profile.backend)]  # NCCL: two watchdog settings each
+    seconds = sum(2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in cases)
+    return seconds, (f"{len(cases)} drills × (launch, restart, {f.steps} steps); a hang costs the "
                      f"{f.pg_timeout_s:.0f} s process-group timeout + {wait:.0f} s")
 
 
@@ -78,6 +86,43 @@ RESERVE_S = 5.0
 """Seconds of the stage's limit kept for writing rows after the last drill."""
 MIN_DRILL_S = 20.0
 """A drill given less than this, seconds, cannot get through two start-ups: it is not started."""
+
+
+ASYNC_ENV = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+
+
+@dataclass(frozen=True)
+class DrillCase:
+    """One launch of the drill: a scenario under one setting of the NCCL watchdog's error handling."""
+
+    name: str
+    """The rows' case and the folder raw/fault/<name>/."""
+    scenario: str
+    """crash, hang or exception."""
+    async_error_handling: str | None
+    """TORCH_NCCL_ASYNC_ERROR_HANDLING for the launch; None: unset, torch's default (3)."""
+
+    @property
+    def label(self) -> str:
+        if self.async_error_handling is None:
+            return f"{ASYNC_ENV} unset: torch's default 3 (the watchdog ends the process without aborting NCCL)"
+        return f"{ASYNC_ENV}={self.async_error_handling}" + (" (the watchdog aborts NCCL, then ends the process)"
+                                                             if self.async_error_handling == "1" else "")
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """The launch's environment: the variable removed (torch's default) or set, whatever `base` holds."""
+        out = {k: v for k, v in base.items() if k != ASYNC_ENV}
+        if self.async_error_handling is not None:
+            out[ASYNC_ENV] = self.async_error_handling
+        return out
+
+
+def drill_cases(scenarios, backend: str) -> list[DrillCase]:
+    """Every scenario under torch's default; on NCCL each again under TORCH_NCCL_ASYNC_ERROR_HANDLING=1."""
+    out = [DrillCase(s, s, None) for s in scenarios]
+    if backend == "nccl":  # ProcessGroupNCCL's variable: gloo ignores it, one case per scenario there
+        out += [DrillCase(f"{s}.async1", s, "1") for s in scenarios]
+    return out
 
 
 def drill_ranks(profile: Profile) -> int:
@@ -100,14 +145,15 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     resumed = last_checkpoint_before(cfg.fault_step, cfg.checkpoint_every)
     out = []
-    for scenario in cfg.scenarios:
+    for case in drill_cases(cfg.scenarios, profile.backend):
+        scenario = case.scenario
         if scenario == "hang" or profile.backend == "nccl":
             detect, basis = cfg.pg_timeout_s, (
                 "the process-group timeout: nothing fails before it" if scenario == "hang" else
                 "NCCL kernels wait for the dead peer until the watchdog's timeout (torchrun may stop them first)")
         else:
             detect, basis = 0.0, "immediate: the faulted process's sockets close (FACTS: 13–28 ms on gloo)"
-        common = dict(stage=STAGE, case=scenario, world=ranks)
+        common = dict(stage=STAGE, case=case.name, world=ranks)
         out += [
             Expectation(metric="detect_s", value=detect, unit="s", basis=basis, **common),
             Expectation(metric="resumed_from_step", value=resumed, unit="count",
@@ -145,26 +191,29 @@ def reference_losses(model_cfg, steps: int, device: str) -> list[float]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
-    if cfg.concurrent and len(cfg.scenarios) > 1:
+    cases = drill_cases(cfg.scenarios, profile.backend)
+    if cfg.concurrent and len(cases) > 1:
         # The drills first, the reference while they start up: on 2 cores the launches' start-ups dominate.
-        ctx.say(f"{len(cfg.scenarios)} drills at once ({', '.join(cfg.scenarios)}): rank {cfg.fault_rank} of "
-                f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cfg.scenarios))
-        children = start_drills(profile, ctx, ranks)
+        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}): rank {cfg.fault_rank} of "
+                f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        children = start_drills(profile, ctx, ranks, cases)
         reference = compute_reference(profile, ctx, device)
         outcomes = wait_for_drills(ctx, children)
     else:
         reference = compute_reference(profile, ctx, device)
         outcomes = {}
-        for index, scenario in enumerate(cfg.scenarios):
-            ctx.say(f"{scenario}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
-                    done=index, of=len(cfg.scenarios))
-            outcomes[scenario] = drill(profile, ctx, scenario, ranks)[1]
+        for index, case in enumerate(cases):
+            ctx.say(f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
+                    done=index, of=len(cases))
+            outcomes[case.name] = drill(profile, ctx, case, ranks)[1]
     rows = reference_rows(reference)
-    for scenario in cfg.scenarios:
-        events = DrillWatch(ctx.raw_dir / scenario, cfg.fault_rank, ranks).events()
-        timeline = build_timeline(scenario, ranks, events)
-        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(scenario))
-    ctx.say("drills done", done=len(cfg.scenarios), of=len(cfg.scenarios))
+    for case in cases:
+        events = DrillWatch(ctx.raw_dir / case.name, cfg.fault_rank, ranks).events()
+        timeline = build_timeline(case.name, ranks, events)
+        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
+        rows.append(Row(stage=STAGE, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
+                        world=ranks, text=case.label))
+    ctx.say("drills done", done=len(cases), of=len(cases))
     ctx.publish("fault_drill", {
         "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
         "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
@@ -189,20 +238,20 @@ def compute_reference(profile: Profile, ctx: StageContext, device: str) -> list[
     return reference
 
 
-def start_drills(profile: Profile, ctx: StageContext, ranks: int) -> dict[str, procs.Forked]:
-    """Fork one supervisor per scenario (each runs drill(), then exits); scenario → its child.
+def start_drills(profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]) -> dict[str, procs.Forked]:
+    """Fork one supervisor per case (each runs drill(), then exits); case name → its child.
 
     The children are the stage's descendants: the runner's timeout takes them and their torchruns
     down with the stage, and each dies with the stage if the stage is killed outright.
     """
-    def supervisor(scenario: str):
-        return lambda: {"launch_error": drill(profile, ctx, scenario, ranks)[1]}
+    def supervisor(case: DrillCase):
+        return lambda: {"launch_error": drill(profile, ctx, case, ranks)[1]}
 
     def failed(error: BaseException) -> dict:
         return {"launch_error": f"the drill's supervisor raised {type(error).__name__}: {error}"}
 
-    return {scenario: procs.fork_call(supervisor(scenario), ctx.raw_dir / f".{scenario}.result.json", on_error=failed)
-            for scenario in profile.fault.scenarios}
+    return {case.name: procs.fork_call(supervisor(case), ctx.raw_dir / f".{case.name}.result.json", on_error=failed)
+            for case in cases}
 
 
 def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dict[str, str | None]:
@@ -221,14 +270,14 @@ def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dic
     return outcomes
 
 
-def drill(profile: Profile, ctx: StageContext, scenario: str, ranks: int) -> tuple[list[dict], str | None]:
-    """One scenario's launch, supervised; returns every event and the launch's failure (None when it exited 0)."""
+def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> tuple[list[dict], str | None]:
+    """One case's launch, supervised; returns every event and the launch's failure (None when it exited 0)."""
     cfg = profile.fault
-    folder = ctx.raw_dir / scenario
+    folder = ctx.raw_dir / case.name
     shutil.rmtree(folder, ignore_errors=True)  # a rerun of this stage starts its scenarios afresh
     folder.mkdir(parents=True)
     watch = DrillWatch(folder, cfg.fault_rank, ranks)
-    args = ["--scenario", scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
+    args = ["--scenario", case.scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
             "--fault-step", str(cfg.fault_step), "--fault-rank", str(cfg.fault_rank),
             "--pg-timeout", str(cfg.pg_timeout_s), "--join-timeout", str(profile.collective_timeout_s),
             "--model", json.dumps(dataclasses.asdict(profile.model))]
@@ -240,7 +289,7 @@ def drill(profile: Profile, ctx: StageContext, scenario: str, ranks: int) -> tup
     launch_error = None
     try:
         run_torchrun(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
-                     on_poll=watch.poll)
+                     on_poll=watch.poll, env=case.env(dict(os.environ)))
     except LaunchError as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
         launch_error = f"{error} (exit code {error.exit_code})"
         atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")
@@ -270,15 +319,18 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     hang_after = pg_timeout + float(cfg.get("hang_after_s", 30.0))
     steps = int(cfg.get("steps", 0))
     out = []
-    for scenario in cfg.get("scenarios", ()):
+    backend = facts.get("profile", {}).get("backend", "gloo")
+    for scenario in [c.name for c in drill_cases(cfg.get("scenarios", ()), backend)]:
         got = {r.metric: r for r in rows if r.case == scenario}
         if not got:
             out.append(Verdict(id=f"{STAGE}.drill.{scenario}", stage=STAGE, status="fail", expected="the drill ran",
                                observed="no rows", reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
             continue
-        out += [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
+        case = [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
                 judge_resume(scenario, got, steps),
                 judge_loss(scenario, got)]
+        setting = _text(got, "async_error_handling")  # which watchdog setting this case ran under, said in each
+        out += [dataclasses.replace(v, observed=f"{v.observed} [{setting}]") if setting else v for v in case]
     return out
 
 

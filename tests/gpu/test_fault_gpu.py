@@ -46,12 +46,14 @@ def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path)
     rows = fault.run(p, ctx)
     facts = {"profile": p.to_dict(), **ctx.published}
     verdicts = {v.id: v for v in fault.judge(rows, fault.expect(p, facts), facts)}
-    for scenario in ("crash", "hang"):
+    for scenario in ("crash", "hang", "crash.async1", "hang.async1"):  # torch's default (3), then 1
         assert verdicts[f"fault.detect.{scenario}"].status != "fail", verdicts[f"fault.detect.{scenario}"]
         assert verdicts[f"fault.resume.{scenario}"].status == "pass", verdicts[f"fault.resume.{scenario}"]
         assert verdicts[f"fault.loss.{scenario}"].status == "pass", verdicts[f"fault.loss.{scenario}"]
     settings = {r.metric: r.text for r in rows if r.case == "crash" and r.unit == "text"}
-    assert settings["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    assert settings["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "unset"  # what the workers saw: torch's default
+    settings = {r.metric: r.text for r in rows if r.case == "crash.async1" and r.unit == "text"}
+    assert settings["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     hang = {r.metric: r.value for r in rows if r.case == "hang" and r.unit != "text"}
     assert hang["detect_s"] > 10.0  # the watchdog fires at the 20 s timeout, counted from the survivor's all-reduce
     left = [pid for pid in procs.descendants(os.getpid()) if pid not in before and procs.alive(pid)]

@@ -19,7 +19,7 @@ import pytest
 from suite.config import GLOO_CPU, NCCL_GPU, FaultConfig, ProfileError
 from suite.context import StageContext
 from suite.progress import Progress
-from suite.results import rows_to_frame
+from suite.results import Row, rows_to_frame
 from suite.stages import fault
 from suite.stages._fault_timeline import build_timeline, reference_rows, timeline_rows
 from suite.stages._fault_watch import WORKER, DrillWatch, is_drill_process
@@ -172,6 +172,38 @@ def test_nccl_watchdog_settings_become_rows():
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in values(rows_of("crash", captured("crash")))  # gloo: not recorded
 
 
+def test_nccl_drills_run_under_torchs_default_and_under_1_as_a_labelled_second_case():
+    cases = fault.drill_cases(("crash", "hang"), "nccl")
+    assert [(c.name, c.scenario, c.async_error_handling) for c in cases] == [
+        ("crash", "crash", None), ("hang", "hang", None), ("crash.async1", "crash", "1"), ("hang.async1", "hang", "1")]
+    default, one = cases[0], cases[2]
+    # the default case removes a value the caller's environment holds: torch's own default (3) is measured
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in default.env({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "A": "b"})
+    assert one.env({"A": "b"}) == {"A": "b", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert "default 3" in default.label and one.label.startswith("TORCH_NCCL_ASYNC_ERROR_HANDLING=1")
+    assert [c.name for c in fault.drill_cases(("crash",), "gloo")] == ["crash"]  # gloo ignores the variable
+
+
+def test_both_watchdog_settings_are_judged_and_labelled():
+    rows = []
+    for case in fault.drill_cases(("crash",), "nccl"):
+        rows += rows_of(case.name, captured("crash"))
+        rows.append(Row(stage="fault", case=case.name, metric="async_error_handling", value=math.nan,
+                              unit="text", world=2, text=case.label))
+    facts = copy.deepcopy(FACTS)  # the captured drill's settings, judged as an NCCL run's
+    facts["profile"]["fault"]["scenarios"] = ["crash"]
+    facts["profile"]["backend"] = "nccl"
+    got = {v.id: v for v in fault.judge(rows, [], facts)}
+    for name in ("crash", "crash.async1"):
+        assert got[f"fault.resume.{name}"].status == "pass"
+    assert "default 3" in got["fault.detect.crash"].observed
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in got["fault.detect.crash.async1"].observed
+    facts["profile"]["backend"] = "gloo"  # one case per scenario there: the .async1 rows are not judged
+    assert {v.id for v in fault.judge(rows, [], facts)} == {k for k in got if "async1" not in k}
+    assert {e.case for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})} == {"crash", "hang", "exception", "crash.async1",
+                                                                "hang.async1", "exception.async1"}
+
+
 # ---------------------------------------------------------------- expectations and profile
 
 
@@ -199,7 +231,7 @@ def test_fault_config_refuses_what_cannot_run(bad):
 def test_a_drill_without_enough_time_left_is_not_started(tmp_path):
     ctx = StageContext(stage="fault", profile=GLOO_CPU, run_path=tmp_path, raw_dir=tmp_path, facts={},
                        progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 12)
-    events, error = fault.drill(GLOO_CPU, ctx, "crash", 2)
+    events, error = fault.drill(GLOO_CPU, ctx, fault.DrillCase("crash", "crash", None), 2)
     assert events == [] and error.startswith("not run:") and "--stage-timeout fault=" in error
 
 

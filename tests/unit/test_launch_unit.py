@@ -20,7 +20,9 @@ def test_worker_env_caps_threads_and_pins_loopback():
     env = worker_env(GLOO_CPU, base={"PATH": "/bin"})
     assert env["OMP_NUM_THREADS"] == "1" and env["GLOO_SOCKET_IFNAME"] == "lo"
     gpu = worker_env(NCCL_GPU, base={})
-    assert gpu["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and "GLOO_SOCKET_IFNAME" not in gpu
+    assert "GLOO_SOCKET_IFNAME" not in gpu
+    # torch's own default (3) is what a production job runs under: nothing forces another setting
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in gpu
     assert gpu["OMP_NUM_THREADS"] == "8" and gpu["CARDTIME_DEVICE"] == "cuda"
 
 
