@@ -84,6 +84,9 @@ def declared_sections() -> dict[str, ConfigSection]:
     return dict(_sections())
 
 
+NCCL_TESTS_FORMS = ("mpi", "single")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SweepConfig:
     """Message sizes and iteration counts of the collective sweeps (bandwidth, crossover)."""
@@ -101,7 +104,16 @@ class SweepConfig:
     dtype: str = "float32"
     """Element type of the sweep buffers (torch dtype name)."""
     nccl_tests_args: tuple[str, ...] = ()
-    """Extra arguments for every nccl-tests *_perf binary; empty means `-b min -e max -f factor -g 1`."""
+    """Arguments for every nccl-tests *_perf binary, replacing `-b min -e max -f factor -g … -w … -n … -c 1`."""
+    nccl_tests_form: str = "mpi"
+    """How nccl-tests drives the GPUs: "mpi" — `mpirun -np <nproc> <binary> … -g 1`, one process per GPU as
+    torch runs (NVIDIA's multi-process form; the binaries must be built with MPI=1); "single" — one process
+    driving every GPU, `<binary> … -g <nproc>` (ncclCommInitAll, no MPI needed)."""
+
+    def __post_init__(self) -> None:
+        if self.nccl_tests_form not in NCCL_TESTS_FORMS:
+            raise ProfileError(f"sweep.nccl_tests_form {self.nccl_tests_form!r} unknown: use "
+                               f"{' or '.join(NCCL_TESTS_FORMS)}")
 
     def sizes(self) -> list[int]:
         """Every message size of the sweep, bytes, smallest first."""

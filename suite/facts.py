@@ -55,6 +55,8 @@ class FittedAlphaBeta:
     points: int
     collective: str = "all_reduce"
     algo: str = "ring"
+    nccl_tests_form: str | None = None
+    """Which form of nccl-tests measured it (mpirun -np N … -g 1, or one process -g N); None for torch's."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,7 +71,8 @@ class FittedAlphaBeta:
         return cls(alpha_s=float(alpha), beta_Bps=float(beta),
                    rms_rel_residual=float(fit.get("rms_rel_residual", math.nan)), source=str(fit.get("source") or "?"),
                    world=int(fit.get("world") or 0), points=int(fit.get("points") or 0),
-                   collective=fit.get("collective", "all_reduce"), algo=fit.get("algo", "ring"))
+                   collective=fit.get("collective", "all_reduce"), algo=fit.get("algo", "ring"),
+                   nccl_tests_form=fit.get("nccl_tests_form"))
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,8 @@ def alpha_beta(facts: Mapping[str, Any], device: str) -> AlphaBeta:
     fit = FittedAlphaBeta.from_facts(facts)
     if fit is not None:
         return AlphaBeta(fit.alpha_s, fit.beta_Bps, f"α = {fit.alpha_s * 1e6:.3g} µs, β = {fit.beta_Bps / 1e9:.3g} "
-                                                    f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce",
+                                                    f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce"
+                                                    + (f" ({fit.nccl_tests_form})" if fit.nccl_tests_form else ""),
                          fitted=True)
     key = "cuda" if device == "cuda" else "cpu"
     peak = link_peak(facts) if key == "cuda" else None

@@ -1,8 +1,11 @@
 """nccl-tests' `*_perf` binaries for the bandwidth and crossover stages: find, run, keep output, turn into rows.
 
-Not a stage (the leading underscore keeps it out of discovery). One process drives every GPU with
-`-g <gpus>` (ncclCommInitAll): on one node that needs no MPI launcher, no hostfile and no
-`--allow-run-as-root` inside a container, and it is how nccl-tests' README runs a single box.
+Not a stage (the leading underscore keeps it out of discovery). By default nccl-tests runs in
+NVIDIA's multi-process form, `mpirun -np <nproc> <binary> … -g 1`: one process per GPU, as torch
+runs, so the two are compared like for like (the image builds nccl-tests with MPI=1 and sets
+OMPI_ALLOW_RUN_AS_ROOT[_CONFIRM] for root in a container). `sweep.nccl_tests_form = "single"` runs
+one process driving every GPU (`-g <nproc>`, ncclCommInitAll: no MPI needed). Each status row says
+which form ran, and so does the α-β fit the later stages use.
 The binaries come from PATH or `$CARDTIME_NCCL_TESTS_DIR` (the image sets it to nccl-tests' build/).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -59,25 +63,50 @@ def where_searched(env: dict[str, str] | None = None) -> str:
 
 
 def perf_args(profile: Profile) -> list[str]:
-    """`-b min -e max -f factor -g gpus -w warmup -n iters`, or the profile's own nccl_tests_args."""
+    """`-b min -e max -f factor -g gpus-per-process -w warmup -n iters -c 1`, or the profile's own nccl_tests_args."""
     s = profile.sweep
     if s.nccl_tests_args:
         return list(s.nccl_tests_args)
-    return ["-b", str(s.min_bytes), "-e", str(s.max_bytes), "-f", str(s.factor), "-g", str(profile.nproc),
+    per_process = 1 if s.nccl_tests_form == "mpi" else profile.nproc
+    return ["-b", str(s.min_bytes), "-e", str(s.max_bytes), "-f", str(s.factor), "-g", str(per_process),
             "-w", str(s.warmup_iters), "-n", str(s.iters), "-c", "1"]
 
 
+def form_label(profile: Profile) -> str:
+    """Which form of nccl-tests ran, in words the report and the α-β fit's basis carry."""
+    if profile.sweep.nccl_tests_form == "mpi":
+        return f"mpirun -np {profile.nproc}, -g 1 (one process per GPU)"
+    return f"one process, -g {profile.nproc}"
+
+
+def launcher(profile: Profile, env: dict[str, str] | None = None) -> tuple[list[str] | None, str]:
+    """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why) without mpirun."""
+    if profile.sweep.nccl_tests_form != "mpi":
+        return [], ""
+    path = (env or {}).get("PATH") or os.environ.get("PATH", "")
+    mpirun = shutil.which("mpirun", path=path)
+    if mpirun is None:
+        return None, ("mpirun not found on PATH: install Open MPI (the image has it), or run nccl-tests as one "
+                      "process driving every GPU with sweep.nccl_tests_form = \"single\" in the profile")
+    # Each variable the stage sets (NCCL_ALGO) is exported to every rank by name; --bind-to none leaves
+    # CPU placement to the OS as torchrun does.
+    exports = [a for key in sorted(env or {}) for a in ("-x", key)]
+    return [mpirun, "-np", str(profile.nproc), "--bind-to", "none", *exports], ""
+
+
 def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,
-               timeout_s: float | None = None) -> tuple[int | None, Path]:
-    """Run one binary, stdout and stderr kept untouched in raw/<stage>/<label>.out / .err; (exit code or None on timeout, .out)."""
+               timeout_s: float | None = None, prefix: list[str] | None = None) -> tuple[int | None, Path]:
+    """Run one binary (after `prefix`, e.g. mpirun's words), stdout and stderr kept untouched in
+    raw/<stage>/<label>.out / .err; (exit code or None on timeout, .out)."""
     out, err = raw_dir / f"{label}.out", raw_dir / f"{label}.err"
     full_env = {**os.environ, **(env or {})}
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen([str(binary), *args], stdout=fo, stderr=fe, env=full_env, start_new_session=True)
+        proc = subprocess.Popen([*(prefix or []), str(binary), *args], stdout=fo, stderr=fe, env=full_env,
+                                start_new_session=True)
         try:
             return proc.wait(timeout=timeout_s), out
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)  # mpirun's ranks too: they share its new session's group
             proc.wait()
             return None, out
 
@@ -111,6 +140,8 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
     """Run the binaries of `collectives` (those that exist); rows plus one status row each."""
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
+    prefix, no_launcher = launcher(profile, env)
+    form = form_label(profile)
     for i, collective in enumerate(collectives):
         program = PROGRAMS[collective]
         binary = find_binary(program)
@@ -120,11 +151,14 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
                                    f"(make MPI=1 in its repository) and set {DIR_ENV} to its build/ folder",
                                    algo))
             continue
+        if prefix is None:
+            rows.append(status_row(ctx.stage, collective, "missing", no_launcher, algo))
+            continue
         args = perf_args(profile)
         ctx.say(f"nccl-tests {program}{' ' + algo if algo else ''}", done=i, of=len(collectives))
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
-        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share)
+        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share, prefix=prefix)
         try:
             parsed = parse_file(out)
         except ParseError as e:
@@ -136,6 +170,10 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {code}")
         if code is None:
             why = f"timed out and was killed; {why}"
+        if ok and parsed["nranks"] not in (None, profile.nproc) and not profile.sweep.nccl_tests_args:
+            # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
+            ok, why = False, (f"{parsed['nranks']} rank(s) in one communicator, not {profile.nproc}: "
+                              + ("rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES"))
         rows.append(status_row(ctx.stage, collective, "complete" if ok else "incomplete",
-                               f"{binary.name} {' '.join(args)}: {why}", algo))
+                               f"{binary.name} {' '.join(args)} [{form}]: {why}", algo))
     return rows

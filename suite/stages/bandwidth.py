@@ -12,6 +12,7 @@ least squares from the all_reduce rows and published as facts["alpha_beta"] for 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -23,6 +24,7 @@ from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
+from ._launches import launch_rows, launch_verdicts
 
 STAGE = "bandwidth"
 MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"
@@ -76,13 +78,15 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
         args += ["--bare-repeats", "1"]
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(s.sizes())} sizes")
-    rows = ctx.torchrun("suite.workloads.collective_sweep", args, tag="torch").rows()
-    if profile.device == "cuda":
+    rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
+    if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
         rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
     fits = fit_rows(rows, profile.nproc)
     rows += fits
     best = pick_fit(fits)
     if best:
+        if best.source == "nccl-tests":  # which form of nccl-tests measured the α later stages use
+            best = dataclasses.replace(best, nccl_tests_form=_nccl_tests.form_label(profile))
         ctx.publish("alpha_beta", best)
     return rows
 
@@ -100,7 +104,7 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    verdicts = [judge_coverage(rows)]
+    verdicts = [judge_coverage(rows)] + launch_verdicts(STAGE, rows)
     verdicts += judge_wrong(rows)
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))

@@ -25,6 +25,7 @@ from ..results import Expectation, Row, Verdict
 from ..facts import alpha_beta
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows
+from ._launches import launch_rows, launch_verdicts
 
 STAGE = "crossover"
 MEASURES = "all-reduce time of a ring and a tree over message sizes, and the size where they cross"
@@ -76,14 +77,14 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     common = ["--warmup", str(s.warmup_iters), "--iters", str(s.iters), "--dtype", s.dtype, "--stage", STAGE]
     hand_sizes = [x for x in s.sizes() if x <= HAND_MAX_BYTES]
     ctx.say(f"hand ring and tree all-reduce × {len(hand_sizes)} sizes")
-    rows = ctx.torchrun("suite.workloads.hand_allreduce",
-                        ["--sizes", ",".join(map(str, hand_sizes)), *common, "--library"], tag="hand").rows()
-    if profile.device == "cuda":
+    rows = launch_rows(ctx, "suite.workloads.hand_allreduce",
+                       ["--sizes", ",".join(map(str, hand_sizes)), *common, "--library"], tag="hand")
+    if profile.device == "cuda":  # each tool runs whatever became of the others: a failure never hides their data
         for algo in NCCL_ALGOS:
             ctx.say(f"torch all_reduce with NCCL_ALGO={algo}")
             env = {**os.environ, "NCCL_ALGO": algo}
             args = ["--sizes", sizes, *common, "--collectives", "all_reduce", "--algo", algo]
-            rows += ctx.torchrun("suite.workloads.collective_sweep", args, tag=f"torch-{algo}", env=env).rows()
+            rows += launch_rows(ctx, "suite.workloads.collective_sweep", args, tag=f"torch-{algo}", env=env)
             rows += _nccl_tests.sweep(profile, ctx, ["all_reduce"], algo=algo, env={"NCCL_ALGO": algo})
     rows += analysis_rows(rows, profile.nproc)
     return rows
@@ -163,7 +164,7 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     verdicts = [judge_correct(rows, algo) for algo in ALGOS]
     verdicts += [judge_bytes(rows, algo) for algo in ALGOS]
-    verdicts += judge_nccl_runs(rows)
+    verdicts += judge_nccl_runs(rows) + launch_verdicts(STAGE, rows)
     predicted = next((e.value for e in expectations if e.metric == "crossover_bytes"), float("nan"))
     measured = {r.source: r for r in rows if r.metric == "crossover_bytes"}
     source = next((s for s in ("nccl-tests", "torch", "hand") if s in measured), None)

@@ -18,6 +18,14 @@ the value it must have; the number of wrong elements over all ranks is the `wron
 warm-up and timed iterations run on zeroed buffers (an in-place sum repeated 100 times would
 overflow), the device synchronised before the clock is read; time is the slowest rank's mean.
 
+Memory: the expected result is never materialised — each chunk of the result is compared slice by
+slice (CHECK_SLICE elements) with `base + scale × pattern` — so a case holds only its own buffers:
+S for all_reduce and broadcast, S + S/n for all_gather and reduce_scatter out of place, 2S for
+all_to_all and send/recv (`Collective.peak_bytes`). On a GPU every rank reads its free memory
+(torch.cuda.mem_get_info) before the sweep; the smallest, less a reserve for NCCL and the CUDA
+context, times FREE_SHARE, is the budget, and a case needing more is not run: a `dropped` row says
+so, with the bytes it needed and the budget (an RTX 4090's 24 GB cannot hold an 8 GiB all_to_all).
+
 torch has no out-of-place all_reduce or broadcast: they are in-place (`ip`) only; all_gather and
 reduce_scatter run both (in-place: the input is the rank's own chunk of the output, which NCCL
 detects as in-place); all_to_all and send/recv are out-of-place only.
@@ -55,12 +63,34 @@ def pattern(count: int, offset: int, dtype: torch.dtype, device: torch.device) -
     return out
 
 
-def chunks(n: int, count: int, fill: Callable[[int], torch.Tensor], dtype, device) -> torch.Tensor:
-    """n chunks of count elements, chunk j = fill(j), written in place (torch.cat would hold every chunk twice)."""
-    out = torch.empty(n * count, dtype=dtype, device=device)
-    for j in range(n):
-        out[j * count:(j + 1) * count].copy_(fill(j))
-    return out
+CHECK_SLICE = 1 << 24
+"""Elements compared at once when checking a result (64 MiB of float32 of expected values, at most)."""
+FREE_SHARE = 0.8
+"""Share of the smallest rank's free device memory (after RESERVE_BYTES) one case may hold."""
+RESERVE_BYTES = 1 << 30
+"""Device memory left aside for NCCL's own buffers, the CUDA context's growth and the allocator's slack."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Chunk j of a result holds base + scale × pattern(offset …): the value every element must have."""
+
+    base: int
+    scale: int = 1
+    offset: int = 0
+
+
+def count_wrong(out: torch.Tensor, chunk_count: int, expected: Callable[[int], Expected]) -> int:
+    """Elements of `out` (chunks of chunk_count) differing from `expected(j)`, compared CHECK_SLICE at a time."""
+    wrong = 0
+    for j in range(out.numel() // chunk_count if chunk_count else 0):
+        e = expected(j)
+        chunk = out[j * chunk_count:(j + 1) * chunk_count]
+        for start in range(0, chunk_count, CHECK_SLICE):
+            part = chunk[start:start + CHECK_SLICE]
+            want = pattern(part.numel(), e.offset + start, out.dtype, out.device).mul_(e.scale).add_(e.base)
+            wrong += int((part != want).sum().item())
+    return wrong
 
 
 @dataclass
@@ -73,6 +103,11 @@ class Case:
     """Every buffer the case uses, the result first."""
 
 
+def filled(count: int, base: int, dtype, device, offset: int = 0) -> torch.Tensor:
+    """base + pattern, built in place (no second buffer of the same size)."""
+    return pattern(count, offset, dtype, device).add_(base)
+
+
 class Collective(abc.ABC):
     """An nccl-tests test file's slots: name, counts, data and expected value, the call."""
 
@@ -81,6 +116,12 @@ class Collective(abc.ABC):
     root = -1
     placements: tuple[str, ...] = ("oop",)
     per_rank_chunks = True  # S is split into n chunks (all_gather, reduce_scatter, all_to_all)
+
+    def peak_bytes(self, nbytes: int, n: int, placement: str) -> int:
+        """Device bytes this case holds at once for a buffer of S = nbytes (its own buffers; see the module doc)."""
+        if self.per_rank_chunks and placement == "oop" and self.name != "all_to_all":
+            return nbytes + nbytes // n  # the whole buffer and one rank's chunk
+        return nbytes * (2 if self.name in ("all_to_all", "sendrecv") else 1)
 
     def counts(self, size: int, n: int, elem: int) -> tuple[int, int]:
         """(count as nccl-tests prints it, S in bytes) for a requested size."""
@@ -95,17 +136,13 @@ class Collective(abc.ABC):
         """Buffers filled with this rank's pattern, the call, and the check against the expected result."""
 
 
-def _wrong(out: torch.Tensor, expected: torch.Tensor) -> int:
-    return int((out != expected).sum().item())
-
-
 class AllReduce(Collective):
     name, placements, per_rank_chunks = "all_reduce", ("ip",), False
 
     def build(self, count, rank, n, dtype, device, placement):
-        buf = (rank + 1) + pattern(count, 0, dtype, device)
-        expected = n * (n + 1) // 2 + n * pattern(count, 0, dtype, device)  # Σ(r+1) + n·p
-        return Case(lambda: dist.all_reduce(buf), lambda: _wrong(buf, expected), [buf])
+        buf = filled(count, rank + 1, dtype, device)
+        summed = Expected(n * (n + 1) // 2, n)  # Σ(r+1) + n·p
+        return Case(lambda: dist.all_reduce(buf), lambda: count_wrong(buf, count, lambda j: summed), [buf])
 
 
 class AllGather(Collective):
@@ -113,24 +150,23 @@ class AllGather(Collective):
 
     def build(self, count, rank, n, dtype, device, placement):
         out = torch.zeros(count * n, dtype=dtype, device=device)
-        mine = (rank + 1) + pattern(count, 0, dtype, device)
         if placement == "ip":
             inp = out[rank * count:(rank + 1) * count]
-            inp.copy_(mine)
+            inp.copy_(filled(count, rank + 1, dtype, device))
         else:
-            inp = mine
-        expected = chunks(n, count, lambda j: (j + 1) + pattern(count, 0, dtype, device), dtype, device)
-        return Case(lambda: all_gather_single(out, inp), lambda: _wrong(out, expected), [out, inp])
+            inp = filled(count, rank + 1, dtype, device)
+        return Case(lambda: all_gather_single(out, inp), lambda: count_wrong(out, count, lambda j: Expected(j + 1)),
+                    [out, inp])
 
 
 class ReduceScatter(Collective):
     name, placements = "reduce_scatter", ("oop", "ip")
 
     def build(self, count, rank, n, dtype, device, placement):
-        inp = (rank + 1) + pattern(count * n, 0, dtype, device)
+        inp = filled(count * n, rank + 1, dtype, device)
         out = inp[rank * count:(rank + 1) * count] if placement == "ip" else torch.zeros(count, dtype=dtype, device=device)
-        expected = n * (n + 1) // 2 + n * pattern(count, rank * count, dtype, device)
-        return Case(lambda: reduce_scatter_single(out, inp), lambda: _wrong(out, expected), [out, inp])
+        mine = Expected(n * (n + 1) // 2, n, rank * count)
+        return Case(lambda: reduce_scatter_single(out, inp), lambda: count_wrong(out, count, lambda j: mine), [out, inp])
 
 
 class AllToAll(Collective):
@@ -138,20 +174,21 @@ class AllToAll(Collective):
 
     def build(self, count, rank, n, dtype, device, placement):
         # Rank r's chunk for peer j holds r + 1 + j + p; rank r then holds, from each j, j + 1 + r + p.
-        p = pattern(count, 0, dtype, device)
-        inp = chunks(n, count, lambda j: (rank + 1 + j) + p, dtype, device)
+        inp = torch.empty(count * n, dtype=dtype, device=device)
+        for j in range(n):
+            inp[j * count:(j + 1) * count].copy_(filled(count, rank + 1 + j, dtype, device))
         out = torch.zeros_like(inp)
-        expected = chunks(n, count, lambda j: (j + 1 + rank) + p, dtype, device)
-        return Case(lambda: dist.all_to_all_single(out, inp), lambda: _wrong(out, expected), [out, inp])
+        return Case(lambda: dist.all_to_all_single(out, inp),
+                    lambda: count_wrong(out, count, lambda j: Expected(j + 1 + rank)), [out, inp])
 
 
 class Broadcast(Collective):
     name, redop, root, placements, per_rank_chunks = "broadcast", "none", 0, ("ip",), False
 
     def build(self, count, rank, n, dtype, device, placement):
-        expected = 1 + pattern(count, 0, dtype, device)
-        buf = expected.clone() if rank == self.root else torch.zeros_like(expected)
-        return Case(lambda: dist.broadcast(buf, src=self.root), lambda: _wrong(buf, expected), [buf])
+        buf = filled(count, 1, dtype, device) if rank == self.root else torch.zeros(count, dtype=dtype, device=device)
+        return Case(lambda: dist.broadcast(buf, src=self.root), lambda: count_wrong(buf, count, lambda j: Expected(1)),
+                    [buf])
 
 
 class SendRecv(Collective):
@@ -160,16 +197,15 @@ class SendRecv(Collective):
     name, redop, per_rank_chunks = "sendrecv", "none", False
 
     def build(self, count, rank, n, dtype, device, placement):
-        send = (rank + 1) + pattern(count, 0, dtype, device)
+        send = filled(count, rank + 1, dtype, device)
         recv = torch.zeros_like(send)
-        expected = ((rank - 1) % n + 1) + pattern(count, 0, dtype, device)
         nxt, prv = (rank + 1) % n, (rank - 1) % n
 
         def op():
             for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]):
                 request.wait()
 
-        return Case(op, lambda: _wrong(recv, expected), [recv, send])
+        return Case(op, lambda: count_wrong(recv, count, lambda j: Expected(prv + 1)), [recv, send])
 
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (AllReduce(), AllGather(), ReduceScatter(), AllToAll(),
@@ -250,6 +286,48 @@ def bare_comparison(w: Worker, size: int, args, dtype) -> list[Row]:
     return rows
 
 
+def memory_budget(w: Worker, override: int | None = None) -> int | None:
+    """Bytes one case may hold on every rank: the smallest rank's free memory less RESERVE_BYTES, times
+    FREE_SHARE (every rank must drop the same cases, or the collectives mismatch); None on a CPU."""
+    if override is not None:
+        return override
+    if w.device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(w.device)
+    smallest = torch.tensor([free], dtype=torch.int64, device=w.device)
+    dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+    return int(max(0, int(smallest.item()) - RESERVE_BYTES) * FREE_SHARE)
+
+
+def fit_to_memory(plan: list[tuple[str, int, str]], world: int, elem: int,
+                  budget: int | None) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str, int, int]]]:
+    """(the cases that fit the budget, the dropped ones as (name, size, placement, S bytes, bytes needed))."""
+    if budget is None:
+        return plan, []
+    kept, dropped = [], []
+    for name, size, placement in plan:
+        coll = COLLECTIVES[name]
+        nbytes = coll.counts(size, world, elem)[1]
+        need = coll.peak_bytes(nbytes, world, placement)
+        if need <= budget:
+            kept.append((name, size, placement))
+        else:
+            dropped.append((name, size, placement, nbytes, need))
+    return kept, dropped
+
+
+def dropped_rows(dropped, budget: int, args, world: int) -> list[Row]:
+    """One row per case not run for memory: the bytes it would hold at once, and the budget it exceeds."""
+    def size(b: int) -> str:
+        return f"{b / (1 << 30):.2f} GiB" if b >= 1 << 24 else f"{b} B"
+
+    return [Row(stage=args.stage, case=name, metric="dropped", value=float(need), unit="bytes", size_bytes=nbytes,
+                dtype=args.dtype, placement=placement, source="torch", world=world, algo=args.algo,
+                text=(f"not run: holds {size(need)} at once, over the {size(budget)} budget ({FREE_SHARE:.0%} "
+                      f"of the smallest rank's free memory less {size(RESERVE_BYTES)})"))
+            for name, _, placement, nbytes, need in dropped]
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", required=True, help="comma-separated message sizes, bytes")
@@ -263,6 +341,8 @@ def parse_args(argv=None):
                    help="also time a bare dist.all_reduce loop at the largest size, alternating with the harness")
     p.add_argument("--inject-wrong", default=None, metavar="COLLECTIVE",
                    help="test hook: the last rank corrupts one result element of COLLECTIVE before the check")
+    p.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
+                   help="bytes one case may hold (default: measured from the GPUs' free memory; none on CPU)")
     args = p.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.collectives = [c for c in args.collectives.split(",") if c]
@@ -275,15 +355,23 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     dtype = getattr(torch, args.dtype)
+    elem = torch.tensor([], dtype=dtype).element_size()
     with worker_session() as w:
         plan = [(c, s, p) for c in args.collectives for s in args.sizes for p in COLLECTIVES[c].placements
                 if not (c == "sendrecv" and w.world == 1)]
+        budget = memory_budget(w, args.memory_budget)
+        plan, dropped = fit_to_memory(plan, w.world, elem, budget)
+        if dropped and w.rank == 0:
+            w.emit(dropped_rows(dropped, budget, args, w.world))
         for i, (name, size, placement) in enumerate(plan):
             w.progress(f"{name} {placement} {size} B", done=i, of=len(plan))
             w.emit(measure(w, COLLECTIVES[name], size, placement, args, dtype))
-        if args.bare_repeats:
+            if w.device.type == "cuda" and size >= 1 << 30:
+                torch.cuda.empty_cache()  # give the next large case unfragmented memory
+        reduce_sizes = [size for name, size, _ in plan if name == "all_reduce"]
+        if args.bare_repeats and reduce_sizes:  # the rehearsal's harness-overhead figure
             w.progress("harness vs bare all_reduce", done=len(plan), of=len(plan))
-            w.emit(bare_comparison(w, max(args.sizes), args, dtype))
+            w.emit(bare_comparison(w, max(reduce_sizes), args, dtype))
 
 
 if __name__ == "__main__":

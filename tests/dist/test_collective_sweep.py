@@ -1,5 +1,6 @@
 """The torch collective sweep on 3 gloo ranks (not a power of two): nccl-tests' columns, every collective
-checked, and a corrupted element counted as wrong. One launch serves every assertion."""
+checked, a corrupted element counted as wrong, and the cases over a memory budget dropped as rows.
+One launch serves every assertion."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ pytestmark = pytest.mark.dist
 
 SIZES = [8, 96, 6144]
 N = 3
+BUDGET = 10_000
+"""Bytes one case may hold: 6144 B all_to_all and send/recv hold 2 × 6144 and are dropped; the rest fit."""
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +24,7 @@ def sweep(tmp_path_factory):
     raw = tmp_path_factory.mktemp("sweep")
     result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
                           ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
-                           "--inject-wrong", "all_to_all", "--bare-repeats", "1"],
+                           "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET)],
                           raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
     return result.rows()
 
@@ -69,3 +72,13 @@ def test_harness_and_bare_loop_are_both_recorded(sweep):
     assert len(harness) == len(bare) == 1
     assert harness[0].size_bytes == bare[0].size_bytes == max(SIZES)
     assert harness[0].value > 0 and bare[0].value > 0
+
+
+def test_cases_over_the_memory_budget_become_rows_and_the_rest_still_runs(sweep):
+    dropped = by(sweep, metric="dropped")
+    assert sorted((r.case, r.size_bytes, r.value) for r in dropped) == [("all_to_all", 6144, 12288.0),
+                                                                        ("sendrecv", 6144, 12288.0)]
+    assert all("holds 12288 B at once, over the 10000 B budget" in r.text and "not run" in r.text for r in dropped)
+    assert not by(sweep, case="all_to_all", size_bytes=6144, metric="busbw")
+    assert by(sweep, case="all_to_all", size_bytes=96, metric="busbw")  # smaller sizes of the same collective ran
+    assert by(sweep, case="all_gather", size_bytes=6144, placement="oop", metric="busbw")  # 8192 B fits

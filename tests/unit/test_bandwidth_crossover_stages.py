@@ -3,13 +3,14 @@ driven by stand-in binaries that print real captured outputs (the GPU face's plu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import stat
 from pathlib import Path
 
 import pytest
 
-from suite.config import GLOO_CPU, NCCL_GPU
+from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
 from suite.results import Row
 from suite.facts import link_peak_or_why
@@ -152,19 +153,36 @@ def stand_in(directory: Path, program: str, capture: str, code: int = 0) -> Path
     return path
 
 
+def stand_in_mpirun(directory: Path) -> Path:
+    """An `mpirun` that records its arguments and runs the program after its options once (the capture
+    the program prints already holds every rank's lines)."""
+    path = directory / "mpirun"
+    path.write_text(f"#!/bin/sh\necho \"$@\" > {directory}/mpirun.args\n"
+                    "while [ $# -gt 0 ]; do case \"$1\" in -np|--bind-to|-x) shift 2;; *) break;; esac; done\n"
+                    "exec \"$@\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+FOUR = NCCL_GPU.with_overrides(nproc=4, degrees=(1, 2, 4))  # the 4-GPU box the all_reduce capture comes from
+
+
 def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
-    bins, raw = tmp_path / "build", tmp_path / "raw"
-    bins.mkdir(), raw.mkdir()
+    bins, raw, tools = tmp_path / "build", tmp_path / "raw", tmp_path / "tools"
+    bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     stand_in(bins, "reduce_scatter_perf", "05-a100-reduce_scatter-2021fmt-validation0-zero-size-rows.txt")
     stand_in(bins, "broadcast_perf", "17-rtx5090-all_reduce-2gpu-aborted-ncclwarn-test-failure.txt", code=1)
+    stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     ctx = FakeContext(raw)
-    rows = _nccl_tests.sweep(NCCL_GPU, ctx, ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
+    rows = _nccl_tests.sweep(FOUR, ctx, ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
                              algo="Ring", env={"NCCL_ALGO": "Ring"})
+    # NVIDIA's multi-process form by default: mpirun -np 4, one GPU per process, NCCL_ALGO exported to every rank
+    assert (tools / "mpirun.args").read_text().split()[:6] == ["-np", "4", "--bind-to", "none", "-x", "NCCL_ALGO"]
     args = (bins / "all_reduce_perf.args").read_text().split("\n")
-    assert args[0].split() == ["-b", "8", "-e", str(8 * 1024**3), "-f", "2", "-g", "8", "-w", "5", "-n", "20", "-c", "1"]
+    assert args[0].split() == ["-b", "8", "-e", str(8 * 1024**3), "-f", "2", "-g", "1", "-w", "5", "-n", "20", "-c", "1"]
     assert args[1] == "NCCL_ALGO=Ring"
     assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.out").read_text() == (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_text()
     assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.err").read_text() == "oops\n"
@@ -183,6 +201,36 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     assert v["bandwidth.nccl_tests.all_reduce"].status == "pass"
     assert v["bandwidth.nccl_tests.broadcast"].status == "fail"
     assert v["bandwidth.nccl_tests.all_to_all"].status == "skip" and _nccl_tests.DIR_ENV in v["bandwidth.nccl_tests.all_to_all"].reason
+
+
+def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, monkeypatch):
+    bins, raw, tools = tmp_path / "build", tmp_path / "raw", tmp_path / "tools"
+    bins.mkdir(), raw.mkdir(), tools.mkdir()
+    stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
+    monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    if __import__("shutil").which("mpirun"):
+        pytest.skip("an mpirun on this machine's PATH: the missing-mpirun case cannot be shown")
+    # no mpirun: a status row that names the way out, and nothing run
+    rows = _nccl_tests.sweep(FOUR, FakeContext(raw), ["all_reduce"])
+    status = [r.text for r in rows if r.metric == "status"]
+    assert status[0].startswith("missing: mpirun not found") and 'nccl_tests_form = "single"' in status[0]
+    assert not (bins / "all_reduce_perf.args").exists()
+    # the single-process form: the binary itself, -g 4, and the status says which form ran
+    single = FOUR.with_overrides(sweep=dataclasses.replace(FOUR.sweep, nccl_tests_form="single"))
+    rows = _nccl_tests.sweep(single, FakeContext(raw), ["all_reduce"])
+    assert (bins / "all_reduce_perf.args").read_text().split("\n")[0].split()[6:8] == ["-g", "4"]
+    status = [r.text for r in rows if r.metric == "status"]
+    assert status[0].startswith("complete") and "[one process, -g 4]" in status[0]
+    # mpirun starting copies of a binary built without MPI: each is its own one-rank job
+    stand_in(bins, "all_reduce_perf", "20-rtx5090-all_reduce-1gpu-overflowing-column.txt")
+    stand_in_mpirun(tools)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    rows = _nccl_tests.sweep(FOUR, FakeContext(raw), ["all_reduce"])
+    status = [r.text for r in rows if r.metric == "status"]
+    assert status[0].startswith("incomplete") and "make MPI=1" in status[0] and "[mpirun -np 4, -g 1" in status[0]
+    with pytest.raises(ProfileError, match="nccl_tests_form"):
+        dataclasses.replace(FOUR.sweep, nccl_tests_form="threads")
 
 
 def test_profile_arguments_replace_the_defaults():
