@@ -285,11 +285,18 @@ def test_crossover_verdicts():
     ex = crossover.expect(NCCL_GPU, {"alpha_beta": {"alpha_s": 5e-6, "beta_Bps": 200e9, "source": "x"}})
     predicted = [e for e in ex if e.metric == "crossover_bytes"][0].value
     near = Row(stage="crossover", case="crossover", metric="crossover_bytes", value=predicted * 3, unit="bytes",
-               source="nccl-tests", text="")
+               source="hand", text="")
     far = Row(**{**near.to_dict(), "value": predicted * 20})
     ok = by_id(crossover.judge([near], ex, GPU_FACTS))["crossover.crossover"]
     bad = by_id(crossover.judge([far], ex, GPU_FACTS))["crossover.crossover"]
     assert ok.status == "pass" and bad.status == "warn" and "20.0×" in bad.observed
+    # NCCL's Ring/Tree crossover 20× away is a measured fact beside the model, never held to it
+    nccl = Row(**{**far.to_dict(), "source": "nccl-tests", "text": "tree faster up to 65536 B, ring from 131072 B"})
+    v = by_id(crossover.judge([near, nccl], ex, GPU_FACTS))
+    assert v["crossover.crossover"].status == "pass"  # judged from the hand ring/tree only
+    assert v["crossover.nccl"].status == "pass" and f"{predicted * 20:.3g} B (nccl-tests" in v["crossover.nccl"].observed
+    assert "chain" in v["crossover.nccl"].reason and "NVIDIA/nccl#919" in v["crossover.nccl"].reason
+    assert by_id(crossover.judge([near], ex, GPU_FACTS))["crossover.nccl"].status == "skip"
     cpu = by_id(crossover.judge([far], ex, CPU_FACTS))
     assert cpu["crossover.crossover"].status == "skip"
     assert cpu["crossover.correct.ring"].status == "fail"  # no hand rows at all: nothing was checked
