@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+from ..costmodel.tolerance import Tolerance
 from ..results import Row, Verdict
 
 
-def golden_verdicts(stage: str, rows: list[Row], tol: float, key: str, keys, label: str) -> list[Verdict]:
-    """One verdict per degree (key 'world') or ZeRO stage (key 'zero'): parameters after training within `tol`."""
+def golden_verdicts(stage: str, rows: list[Row], tol: Tolerance, key: str, keys, label: str) -> list[Verdict]:
+    """One verdict per degree (key 'world') or ZeRO stage (key 'zero'): parameters after training within
+    `tol` (its value and derivation said in the verdict)."""
     out = []
     for k in keys:
         found = [r.value for r in rows if r.case == "params_after_training" and r.metric == "max_abs_error"
@@ -18,11 +20,12 @@ def golden_verdicts(stage: str, rows: list[Row], tol: float, key: str, keys, lab
             status, observed, reason = "fail", "no comparison row", f"{name} was not compared: see raw/{stage}/*.rank0.log"
         else:
             error = found[0]
-            ok = math.isfinite(error) and error <= tol
+            ok = math.isfinite(error) and error <= tol.bound
             status, observed = ("pass" if ok else "fail"), f"max |Δ parameter| = {error:.3g}"
             reason = (f"{name} trains exactly what one process trains" if ok else
                       f"{name} trains something else than one process: a gradient reduction skipped or wrongly "
                       f"scaled, ranks seeded differently, or ranks reading other slices of the batch")
         out.append(Verdict(id=f"{stage}.golden.{key}{k}", stage=stage, status=status,
-                           expected=f"max |Δ parameter| ≤ {tol:g} after training", observed=observed, reason=reason))
+                           expected=f"max |Δ parameter| ≤ {tol.describe()} after training", observed=observed,
+                           reason=reason))
     return out

@@ -21,7 +21,7 @@ from ..costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
 from ..dtypes import DTYPE_BYTES
 from ..facts import alpha_beta
 from ..costmodel.sizing import parameter_count
-from ..costmodel.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance, tolerance_from_facts
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -49,13 +49,14 @@ def grad_bytes(profile: Profile) -> float:
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     alpha, beta, ab_basis = alpha_beta(facts, profile.device)
+    golden = golden_tolerance(profile.model, profile.model.warmup_steps + profile.model.steps)  # the check's steps
     g = grad_bytes(profile)
     step_1 = (facts.get("baseline") or {}).get("step_time_s")
     out = []
     for d in profile.degrees:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
-                               value=tolerance(CHECK_DTYPE), unit="abs", world=d, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)"))
+                               value=golden.bound, unit="abs", world=d, dtype=CHECK_DTYPE,
+                               basis=f"at most {golden.describe()} (suite/costmodel/tolerance.py)"))
         if step_1:
             eff = dp_efficiency(step_1, d, g, alpha, beta)
             tokens = profile.model.batch * profile.model.seq_len
@@ -91,7 +92,7 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "world", facts["profile"]["degrees"],
+    out = golden_verdicts(STAGE, rows, tolerance_from_facts(facts), "world", facts["profile"]["degrees"],
                           "DDP over {key} rank(s)")
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}

@@ -13,12 +13,13 @@ Speedup is against the baseline stage's step time (facts["baseline"]), or TP=1 o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..costmodel.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance, tolerance_from_facts
 from ..results import Expectation, Row, Verdict
 
 STAGE = "tp"
@@ -50,9 +51,10 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     out = []
     for d in profile.degrees:
         if d > 1:
-            out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tolerance(CHECK_DTYPE),
-                                unit="abs", basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)",
-                                tp=d, world=d, dtype=CHECK_DTYPE) for case in GOLDEN_CASES]
+            out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs",
+                                basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)",
+                                tp=d, world=d, dtype=CHECK_DTYPE)
+                    for case, tol in case_tolerances(golden_tolerance(profile.model, 0), profile.model.vocab).items()]
         out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
                                basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
                                dtype=profile.model.dtype))
@@ -84,7 +86,8 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(rows, tolerance(CHECK_DTYPE), [d for d in facts["profile"]["degrees"] if d > 1])
+    out = golden_verdicts(rows, case_tolerances(tolerance_from_facts(facts, steps=0), facts["profile"]["model"]["vocab"]),
+                          [d for d in facts["profile"]["degrees"] if d > 1])
     speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}
     share = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "comm_share"}
     observed = ", ".join(f"TP={d}: {s:.2f}×" for d, s in sorted(speedup.items()))
@@ -103,15 +106,22 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     return out
 
 
-def golden_verdicts(rows: list[Row], tol: float, degrees: list[int]) -> list[Verdict]:
-    """One verdict per degree: every golden case at or under `tol`; a missing degree or case fails too."""
+def case_tolerances(one_pass: Tolerance, vocab: int) -> dict[str, Tolerance]:
+    """Each golden case's tolerance: one forward and backward (no optimizer step); the loss, of order ln V,
+    is scaled by it, the rest are values of order one."""
+    return {case: dataclasses.replace(one_pass, scale=math.log(vocab)) if case == "loss" else one_pass
+            for case in GOLDEN_CASES}
+
+
+def golden_verdicts(rows: list[Row], tols: dict[str, Tolerance], degrees: list[int]) -> list[Verdict]:
+    """One verdict per degree: every golden case within its tolerance; a missing degree or case fails too."""
     out = []
     for d in degrees:
         errors = {r.case: r.value for r in rows if r.metric == "max_abs_error" and r.tp == d
                   and r.case in GOLDEN_CASES}
         missing = [c for c in GOLDEN_CASES if c not in errors]
         worst_case, worst = max(errors.items(), key=lambda kv: _sortable(kv[1]), default=("none", math.nan))
-        ok = not missing and all(math.isfinite(v) and v <= tol for v in errors.values())
+        ok = not missing and all(math.isfinite(v) and v <= tols[c].bound for c, v in errors.items())
         observed = ", ".join(f"{c} {v:.2g}" for c, v in errors.items()) or "no comparison rows"
         if missing:
             reason = f"no comparison for {', '.join(missing)} at TP={d}: see raw/tp/tp.rank0.log"
@@ -122,7 +132,9 @@ def golden_verdicts(rows: list[Row], tol: float, degrees: list[int]) -> list[Ver
                       f"check the plan in suite/workloads/parallel_plans.py (a layer sharded on the wrong dimension, "
                       f"a missing reduction, RoPE positions not following the sequence shard, per-rank seeds)")
         out.append(Verdict(id=f"{STAGE}.golden.tp{d}", stage=STAGE, status="pass" if ok else "fail",
-                           expected=f"max |TP − single process| ≤ {tol:g}", observed=observed, reason=reason))
+                           expected=(f"max |TP − single process| ≤ {tols['grads'].describe()}; "
+                                     f"the loss's ≤ {tols['loss'].bound:.2g} (scale ln V)"),
+                           observed=observed, reason=reason))
     return out
 
 

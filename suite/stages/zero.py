@@ -20,7 +20,7 @@ from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import ZERO3_SLOWDOWN, model_state_bytes
 from ..costmodel.sizing import parameter_count
-from ..costmodel.tolerance import CHECK_DTYPE, tolerance
+from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance, tolerance_from_facts
 from ..results import Expectation, Row, Verdict
 from ._golden import golden_verdicts
 
@@ -48,12 +48,13 @@ NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     n, cfg = profile.nproc, profile.model
+    golden = golden_tolerance(profile.model, profile.model.warmup_steps + profile.model.steps)  # the check's steps
     params = parameter_count(cfg)
     out = []
     for z in ZERO_STAGES:
         out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
-                               value=tolerance(CHECK_DTYPE), unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
-                               basis=f"at most the {CHECK_DTYPE} tolerance (suite/costmodel/tolerance.py)"))
+                               value=golden.bound, unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
+                               basis=f"at most {golden.describe()} (suite/costmodel/tolerance.py)"))
         out.append(Expectation(stage=STAGE, case="train_step", metric="state_memory_bytes",
                                value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
                                dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, gradients "
@@ -70,7 +71,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(STAGE, rows, tolerance(CHECK_DTYPE), "zero", ZERO_STAGES, "{key}")
+    out = golden_verdicts(STAGE, rows, tolerance_from_facts(facts), "zero", ZERO_STAGES, "{key}")
     out = [_named(v) for v in out]
     steps = _metric(rows, "step_time_s")
     peaks = _metric(rows, "peak_memory_bytes")

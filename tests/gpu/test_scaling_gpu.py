@@ -62,12 +62,14 @@ def test_device_timer_and_peak_memory():
 def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU
     from suite.launch import run_torchrun
-    from suite.workloads.golden import tolerance
+    from suite.costmodel.tolerance import golden_tolerance
     from suite.workloads.worker_cli import model_args
 
     profile = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
     rows = run_torchrun(profile, module, [*model_args(small_model()), *args], raw_dir=tmp_path, nproc=2,
                         timeout_s=600).rows()
     errors = [r.value for r in rows if r.metric == "max_abs_error"]
-    assert errors and all(e <= tolerance("float32") for e in errors)
+    cfg = small_model()  # one comparison after warm-up + timed steps, loss scaled by ln V: the loosest bound
+    bound = golden_tolerance(cfg, cfg.warmup_steps + cfg.steps, scale=max(1.0, math.log(cfg.vocab))).bound
+    assert errors and all(e <= bound for e in errors), (errors, bound)
     assert [r for r in rows if r.metric == "step_time_s" and r.value > 0]

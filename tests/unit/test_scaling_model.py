@@ -16,8 +16,9 @@ from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.mfu import mfu
 from suite.costmodel.scaling_expectations import dp_efficiency, dp_step_s, model_state_bytes
 from suite.costmodel.sizing import FLOPS_FORMULA, flops_per_token, parameter_count, training_flops_per_token
-from suite.costmodel.tolerance import tolerance
+from suite.costmodel.tolerance import golden_tolerance, tolerance
 from suite.gpus import gpu_for
+from suite.results import Row
 from suite.workloads.golden import max_abs_error, max_abs_error_many
 from suite.workloads.measure import (
     PeakMemory,
@@ -167,3 +168,46 @@ def test_tolerance_per_dtype():
     assert tolerance("bfloat16") > tolerance("float16") > tolerance("float32") > tolerance("float64")
     with pytest.raises(ValueError, match="TOLERANCE"):
         tolerance("int8")
+
+
+def test_golden_tolerance_follows_model_size_dtype_and_steps():
+    cpu, gpu = GLOO_CPU.model, NCCL_GPU.model
+    # gloo-cpu after 1 + 3 steps: depth 6, K = 256 → 6 × 16 × 2⁻²⁴ × 5 = 2.86e-5 relative
+    small = golden_tolerance(cpu, 4)
+    assert small.rtol == pytest.approx(6 * 16 * 2**-24 * 5)
+    assert small.atol == pytest.approx(1e-3 * 4 * 6 * 16 * 2**-24)
+    # nccl-gpu after 3 + 10 steps: depth 18, K = 32768 (the vocabulary) → 2.7e-3
+    big = golden_tolerance(gpu, 13)
+    assert big.bound == pytest.approx(18 * math.sqrt(32768) * 2**-24 * (14 + 13e-3))
+    assert big.bound > 50 * small.bound  # the 41 K-parameter calibration would hold 537 M parameters far too tight
+    assert golden_tolerance(cpu, 4, dtype="bfloat16").bound == pytest.approx(small.bound * 2**16)
+    assert golden_tolerance(cpu, 10).bound > small.bound > golden_tolerance(cpu, 0).bound
+    assert golden_tolerance(cpu, 0, scale=math.log(256)).bound == pytest.approx(golden_tolerance(cpu, 0).rtol * math.log(256))
+    assert "K = 256" in small.describe() and "4 steps" in small.describe() and "rtol" in small.describe()
+    with pytest.raises(ValueError, match="UNIT_ROUNDOFF"):
+        golden_tolerance(cpu, 1, dtype="int8")
+
+
+def test_each_golden_verdict_records_the_tolerance_it_used():
+    from suite.stages import dp, tp, zero
+
+    def params_row(stage, value, **key):
+        return Row(stage=stage, case="params_after_training", metric="max_abs_error", value=value, unit="abs", **key)
+
+    gpu = {"profile": NCCL_GPU.to_dict()}
+    cpu = {"profile": GLOO_CPU.to_dict()}
+    # 1e-3 after 13 float32 AdamW steps of the 537 M model is rounding; after 4 steps of the 41 K model it is a mistake
+    v = {x.id: x for x in dp.judge([params_row("dp", 1e-3, world=d) for d in NCCL_GPU.degrees], [], gpu)}
+    assert v["dp.golden.world8"].status == "pass" and "K = 32768" in v["dp.golden.world8"].expected
+    v = {x.id: x for x in dp.judge([params_row("dp", 1e-3, world=d) for d in GLOO_CPU.degrees], [], cpu)}
+    assert v["dp.golden.world4"].status == "fail" and "atol" in v["dp.golden.world4"].expected
+    v = {x.id: x for x in zero.judge([params_row("zero", 1e-6, zero=z) for z in zero.ZERO_STAGES], [], cpu)}
+    assert all("rtol" in x.expected and x.status == "pass" for k, x in v.items() if ".golden." in k)
+    rows = [Row(stage="tp", case=c, metric="max_abs_error", value=2e-5, unit="abs", tp=2, world=2)
+            for c in tp.GOLDEN_CASES]
+    got = {x.id: x for x in tp.judge(rows, [], {"profile": GLOO_CPU.to_dict()})}["tp.golden.tp2"]
+    assert got.status == "fail" and "0 steps" in got.expected  # one forward and backward: 5.7e-6
+    loss_only = [Row(**{**r.to_dict(), "value": 2e-5 if r.case == "loss" else 1e-7}) for r in rows]
+    assert {x.id: x for x in tp.judge(loss_only, [], cpu)}["tp.golden.tp2"].status == "pass"  # the loss scales by ln V
+    exp = {(e.case, e.world): e for e in dp.expect(NCCL_GPU, gpu) if e.metric == "max_abs_error"}
+    assert exp[("params_after_training", 8)].value == pytest.approx(golden_tolerance(NCCL_GPU.model, 13).bound)
