@@ -25,6 +25,8 @@ def fit_rows(rows: list[Row], world: int, stage: str = "bandwidth", case: str = 
         if len({p[0] for p in pts}) < 2:
             continue
         n = next((r.world for r in rows if r.source == source and r.world), world)
+        if n < 2:  # one rank sends nothing: t = 2(n−1)(α + S/(nβ)) has no α or β to fit
+            continue
         fit = fit_alpha_beta("all_reduce", n, [p[0] for p in pts], [p[1] for p in pts], algo=algo)
         common = dict(stage=stage, case=f"fit.{case}", source=source, world=n, algo=algo)
         out += [Row(metric="alpha", value=fit.alpha_s * 1e6, unit="us", **common),

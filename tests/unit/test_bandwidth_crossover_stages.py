@@ -353,3 +353,19 @@ def test_one_gpu_skips_the_link_verdicts():
     v = by_id(bandwidth.judge(rows, [], GPU_FACTS))
     assert v["bandwidth.performance"].status == "skip" and "one GPU" in v["bandwidth.performance"].reason
     assert not any(k.startswith("bandwidth.peak") for k in v)
+
+
+def test_one_rank_gives_no_fit_and_a_skip_not_a_crash():
+    # found by tests/gpu/device_check.sh --cpu: with one rank 2(n−1) = 0 and the fit divided by it
+    rows = [row(metric="time_us", size_bytes=s, value=3.0 + s / 1e9, world=1) for s in (8, 64, 512)]
+    assert bandwidth.fit_rows(rows, 1) == []
+    v = bandwidth.judge_fit(rows)
+    assert v.status == "skip" and "one rank" in v.observed
+    assert bandwidth.judge_fit([]).status == "fail"  # no timings at all is still a failure
+
+
+def test_one_rank_sweep_is_complete_without_sendrecv():
+    rows = [row(case=c, world=1) for c in bandwidth.COLLECTIVES if c != "sendrecv"]
+    assert bandwidth.judge_coverage(rows).status == "pass"  # one rank has no peer to send to
+    rows = [row(case=c, world=4) for c in bandwidth.COLLECTIVES if c != "sendrecv"]
+    assert bandwidth.judge_coverage(rows).status == "fail"
