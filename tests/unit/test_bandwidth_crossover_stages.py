@@ -172,7 +172,7 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     stand_in(bins, "reduce_scatter_perf", "05-a100-reduce_scatter-2021fmt-validation0-zero-size-rows.txt")
-    stand_in(bins, "broadcast_perf", "17-rtx5090-all_reduce-2gpu-aborted-ncclwarn-test-failure.txt", code=1)
+    stand_in(bins, "broadcast_perf", "27-v100-broadcast-2node-tcp-validation0-cut.txt", code=1)  # a real, cut broadcast
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
@@ -193,7 +193,10 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     assert rs_wrong == []  # N/A: not checked (-c 0), so no wrong rows
     status = {r.case: r.text for r in rows if r.metric == "status"}
     assert status["nccl-tests.all_reduce"].startswith("complete")
-    assert status["nccl-tests.broadcast"].startswith("incomplete") and "Test NCCL failure" in status["nccl-tests.broadcast"]
+    assert status["nccl-tests.broadcast"].startswith("incomplete") and "no footer" in status["nccl-tests.broadcast"]
+    bc = [r for r in rows if r.case == "broadcast" and r.metric == "time_us"]
+    assert [(r.size_bytes, r.root, r.placement, r.value) for r in bc] == [(8, 0, "oop", 45.82), (8, 0, "ip", 38.17)]
+    assert not [r for r in rows if r.case == "broadcast" and r.metric == "wrong"]  # -c 0: N/A, not checked
     assert status["nccl-tests.all_to_all"].startswith("missing") and "alltoall_perf not found" in status["nccl-tests.all_to_all"]
     # the verdicts built from those rows (bandwidth's judge reads status rows without an algo)
     plain = [Row(**{**r.to_dict(), "algo": None}) for r in rows]
