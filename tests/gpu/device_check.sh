@@ -103,7 +103,7 @@ versions() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: $(hostname)"
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
-  "$PYTHON" - "$MODE" <<'EOF'
+  "$PYTHON" - "$MODE" <<'EOF' || return 1
 import sys
 import torch
 print("python:", sys.version.split()[0])
@@ -130,12 +130,14 @@ captures() {
 }
 
 suite_run() {
+  rm -f "$OUT_DIR/run-dir.txt"
   "$PYTHON" -m suite run --profile "$PROFILE" --nproc 1 --stages "$STAGES" --stage-timeout "$STAGE_TIMEOUTS" \
     --out "$OUT_DIR/runs" --record-last "$OUT_DIR/run-dir.txt"
   local code=$?
-  # 1 is a verdict "no": the check step names them; 0 and 1 both leave a complete run to judge
-  [ "$code" -le 1 ] && return 0
-  return "$code"
+  # 1 is a verdict "no" (the check step names them): a complete run to judge, if the run was recorded
+  if [ "$code" -le 1 ] && [ -s "$OUT_DIR/run-dir.txt" ]; then return 0; fi
+  echo "suite run exited $code$([ -s "$OUT_DIR/run-dir.txt" ] || echo ', no run directory recorded')"
+  return $((code == 0 ? 1 : code))
 }
 
 check_run() {
@@ -172,7 +174,10 @@ main() {
     "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x
 }
 
-versions_to_file() { versions | tee "$OUT_DIR/versions.txt"; }
+versions_to_file() {
+  set -o pipefail  # a step runs in its own bash: the script's options do not reach it
+  versions | tee "$OUT_DIR/versions.txt"
+}
 
 parse_topo() {
   "$PYTHON" -m suite parse topo "$OUT_DIR/captures/nvidia-smi-topo-m.txt" > "$OUT_DIR/parsed/topo.json" &&
