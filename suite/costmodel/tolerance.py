@@ -95,13 +95,6 @@ def golden_tolerance(cfg: GptConfig, steps: int, dtype: str = CHECK_DTYPE, scale
                                 f"rtol = depth·√K·u·(1+steps), atol = lr·steps·depth·√K·u")
 
 
-def tolerance_from_facts(facts: dict, steps: int | None = None, scale: float = 1.0) -> Tolerance:
-    """golden_tolerance for the profile recorded in the facts; steps defaults to warm-up + timed steps."""
-    model = GptConfig(**(facts.get("profile") or {}).get("model", {}))
-    total = model.warmup_steps + model.steps if steps is None else steps
-    return golden_tolerance(model, total, scale=scale)
-
-
 def tolerance(dtype: str) -> float:
     """The overlap stage's gradient tolerance in `dtype` (a torch dtype name); golden checks use golden_tolerance."""
     try:

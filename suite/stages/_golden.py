@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import math
 
-from ..costmodel.tolerance import Tolerance
+from ..costmodel.tolerance import Tolerance, golden_tolerance
+from ..facts import profile as profile_of
 from ..results import Row, Verdict
+
+
+def tolerance_after_training(facts: dict) -> Tolerance:
+    """The golden tolerance of the run's model after its warm-up and timed steps (what dp and zero compare)."""
+    model = profile_of(facts).model
+    return golden_tolerance(model, model.warmup_steps + model.steps)
 
 
 def golden_verdicts(stage: str, rows: list[Row], tol: Tolerance, key: str, keys, label: str) -> list[Verdict]:

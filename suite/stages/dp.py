@@ -21,9 +21,9 @@ from ..costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
 from ..dtypes import DTYPE_BYTES
 from ..facts import alpha_beta
 from ..costmodel.sizing import parameter_count
-from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance, tolerance_from_facts
+from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
-from ._golden import golden_verdicts
+from ._golden import golden_verdicts, tolerance_after_training
 
 STAGE = "dp"
 MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch"
@@ -92,7 +92,7 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(STAGE, rows, tolerance_from_facts(facts), "world", facts["profile"]["degrees"],
+    out = golden_verdicts(STAGE, rows, tolerance_after_training(facts), "world", facts["profile"]["degrees"],
                           "DDP over {key} rank(s)")
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}

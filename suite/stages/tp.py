@@ -19,7 +19,8 @@ import math
 from ..config import Profile
 from ..context import StageContext
 from ..judging import judges_performance, performance_skip
-from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance, tolerance_from_facts
+from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
+from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 
 STAGE = "tp"
@@ -86,7 +87,8 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(rows, case_tolerances(tolerance_from_facts(facts, steps=0), facts["profile"]["model"]["vocab"]),
+    model = profile_of(facts).model  # one forward and backward: no optimizer step
+    out = golden_verdicts(rows, case_tolerances(golden_tolerance(model, 0), model.vocab),
                           [d for d in facts["profile"]["degrees"] if d > 1])
     speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}
     share = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "comm_share"}

@@ -20,9 +20,9 @@ from ..context import StageContext
 from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import ZERO3_SLOWDOWN, model_state_bytes
 from ..costmodel.sizing import parameter_count
-from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance, tolerance_from_facts
+from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
-from ._golden import golden_verdicts
+from ._golden import golden_verdicts, tolerance_after_training
 
 STAGE = "zero"
 MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
@@ -71,7 +71,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    out = golden_verdicts(STAGE, rows, tolerance_from_facts(facts), "zero", ZERO_STAGES, "{key}")
+    out = golden_verdicts(STAGE, rows, tolerance_after_training(facts), "zero", ZERO_STAGES, "{key}")
     out = [_named(v) for v in out]
     steps = _metric(rows, "step_time_s")
     peaks = _metric(rows, "peak_memory_bytes")
