@@ -5,6 +5,7 @@
 #   tests/gpu/device_check.sh --dry-run [OUT_DIR]  # print the steps and their commands, run nothing
 #   tests/gpu/device_check.sh --cpu [OUT_DIR]      # the same steps on gloo-cpu (checks this script on a CPU;
 #                                                  # the steps that need a GPU are skipped, saying so)
+#   PYTHON=/path/to/python tests/gpu/device_check.sh   # an interpreter with CUDA torch (default: .venv, python3)
 #
 # What it runs (one card; NCCL refuses two ranks on one device, so nothing here needs a second):
 #   versions     driver, CUDA, torch, torch's NCCL, nsys, nccl-tests as found  → versions.txt
@@ -35,7 +36,7 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run) MODE=dry ;;
     --cpu) MODE=cpu ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "device_check: unknown option $arg (use --dry-run, --cpu or an output folder)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
