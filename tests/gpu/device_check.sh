@@ -36,7 +36,7 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run) MODE=dry ;;
     --cpu) MODE=cpu ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "device_check: unknown option $arg (use --dry-run, --cpu or an output folder)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
