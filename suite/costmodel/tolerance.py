@@ -75,11 +75,16 @@ class Tolerance:
                 f"({self.derivation})")
 
 
-def unit_roundoff(dtype: str) -> float:
+def _per_dtype(table: dict[str, float], name: str, dtype: str) -> float:
+    """table[dtype], or a ValueError naming the table to extend."""
     try:
-        return UNIT_ROUNDOFF[dtype]
+        return table[dtype]
     except KeyError:
-        raise ValueError(f"no unit roundoff stated for dtype {dtype!r}: add it to UNIT_ROUNDOFF in {__name__}") from None
+        raise ValueError(f"no value stated for dtype {dtype!r}: add it to {name} in {__name__}") from None
+
+
+def unit_roundoff(dtype: str) -> float:
+    return _per_dtype(UNIT_ROUNDOFF, "UNIT_ROUNDOFF", dtype)
 
 
 def golden_tolerance(cfg: GptConfig, steps: int, dtype: str = CHECK_DTYPE, scale: float = 1.0) -> Tolerance:
@@ -97,7 +102,4 @@ def golden_tolerance(cfg: GptConfig, steps: int, dtype: str = CHECK_DTYPE, scale
 
 def tolerance(dtype: str) -> float:
     """The overlap stage's gradient tolerance in `dtype` (a torch dtype name); golden checks use golden_tolerance."""
-    try:
-        return TOLERANCE[dtype]
-    except KeyError:
-        raise ValueError(f"no tolerance stated for dtype {dtype!r}: add it to TOLERANCE in {__name__}") from None
+    return _per_dtype(TOLERANCE, "TOLERANCE", dtype)
