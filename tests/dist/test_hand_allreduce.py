@@ -44,8 +44,10 @@ def test_equal_to_dist_all_reduce_at_every_size(launch, algo):
     wrong = {r.size_bytes: r.value for r in rows_of(result, algo, "wrong")}
     assert sorted(wrong) == SIZES
     assert all(v == 0 for v in wrong.values()), wrong
-    assert all(r.value == 0 for r in rows_of(result, algo, "max_abs_diff"))
-    assert all(r.world == n for r in rows_of(result, algo, "time_us"))
+    diffs = {r.size_bytes: r.value for r in rows_of(result, algo, "max_abs_diff")}
+    assert sorted(diffs) == SIZES and set(diffs.values()) == {0}, diffs
+    worlds = [r.world for r in rows_of(result, algo, "time_us")]
+    assert worlds == [n] * len(SIZES)
 
 
 @pytest.mark.parametrize("algo", ["ring", "tree"])
