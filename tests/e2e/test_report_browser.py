@@ -31,6 +31,7 @@ from .browser import Browser, chromium_binary
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.needs("chromium"),
     pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"),
 ]
 REPO = Path(__file__).resolve().parents[2]
