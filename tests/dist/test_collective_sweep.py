@@ -59,9 +59,9 @@ def test_sizes_and_counts_follow_nccl_tests(sweep):
 
 
 def test_busbw_is_algbw_times_the_factor(sweep):
-    for r in by(sweep, metric="busbw", source="torch"):
-        if r.case not in COLLECTIVES:
-            continue
+    measured = [r for r in by(sweep, metric="busbw", source="torch") if r.case in COLLECTIVES]
+    assert {r.case for r in measured} == set(COLLECTIVES)
+    for r in measured:
         algbw = by(sweep, case=r.case, metric="algbw", size_bytes=r.size_bytes, placement=r.placement)[0].value
         time_us = by(sweep, case=r.case, metric="time_us", size_bytes=r.size_bytes, placement=r.placement)[0].value
         assert algbw == pytest.approx(r.size_bytes / (time_us * 1e-6) / 1e9)
