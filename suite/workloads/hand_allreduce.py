@@ -123,6 +123,13 @@ def fill(count: int, rank: int, dtype: torch.dtype, device: torch.device, seed: 
     return torch.randint(-8, 8, (count,), generator=g).to(dtype=dtype, device=device)
 
 
+def difference(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    """(elements of `out` that differ from `reference`, the largest difference)."""
+    wrong = float((out != reference).sum().item())
+    # the difference tensor is another buffer-sized allocation: only made when something is wrong
+    return wrong, float((out - reference).abs().max().item()) if wrong else 0.0
+
+
 def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
     elem = torch.tensor([], dtype=dtype).element_size()
     count = size // elem
@@ -139,9 +146,7 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         out = fn(data.clone(), counter)
         if args.save_results:  # for tests: the result itself, to compare with a single-process sum of the inputs
             torch.save(out.cpu(), w.out_dir / f"result.{algo}.{size}.rank{w.rank}.pt")
-        wrong = float((out != reference).sum().item())
-        # the difference tensor is another buffer-sized allocation: only made when something is wrong
-        worst = float((out - reference).abs().max().item()) if wrong else 0.0
+        wrong, worst = difference(out, reference)
         del out
         rows += [Row(case=f"{algo}.bytes", metric="bytes_sent", value=counter.sent, unit="bytes", algo=algo,
                      rank=w.rank, **base),
@@ -161,8 +166,7 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
             ]
     for mistake in args.mistakes:  # untimed: only whether the comparison with dist.all_reduce sees it
         out = ALGORITHMS[MISTAKES[mistake]](data.clone(), ByteCounter(), mistake)
-        wrong = float((out != reference).sum().item())
-        worst = float((out - reference).abs().max().item()) if wrong else 0.0
+        wrong, worst = difference(out, reference)
         del out
         worst, wrong = group_stats(w, worst, wrong)  # the largest difference on any rank, the wrong elements of all
         if w.rank == 0:
