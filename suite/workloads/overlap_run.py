@@ -1,6 +1,6 @@
 """Every overlap mode of DDP in one launch: gradients checked elementwise, then steps timed.
 
-    ctx.torchrun("suite.workloads.overlap_run", ["--model", json, "--modes", "none,0.01,default,100"])
+    ctx.torchrun("suite.workloads.overlap_run", [*model_args(cfg), "--modes", "none,0.01,default,100"])
 
 For each mode (suite/workloads/ddp_modes.py), in the order given:
   1. check: the model at its seeded weights in float32, wrapped the mode's way; two steps without an
