@@ -13,6 +13,7 @@ import pytest
 from tests.ci_skips import (  # noqa: F401 - pytest finds the hooks by name in this module
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_make_collect_report,
     pytest_runtest_makereport,
     pytest_terminal_summary,
 )

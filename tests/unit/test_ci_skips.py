@@ -113,6 +113,16 @@ def test_in_ci_a_skip_outside_e2e_stays_a_skip(tmp_path):
     assert (code, outcomes) == (0, {"test_gpu": "SKIPPED"}), text
 
 
+def test_in_ci_an_e2e_module_skipped_at_import_fails(tmp_path):
+    e2e = tmp_path / "e2e"
+    e2e.mkdir()
+    module = 'import pytest\n\npytest.skip("no engine", allow_module_level=True)\n\ndef test_x():\n    pass\n'
+    code, _, text = run_pytest(tmp_path, {"e2e/test_module.py": module}, {"CI": "true", MISSING_ENV: "docker"})
+    assert code == 2 and "skipped in CI at import (no engine)" in text, text  # pytest's "errors in collection"
+    code, _, text = run_pytest(tmp_path, {"e2e/test_module.py": module}, {})
+    assert code == 5 and "no engine" in text, text  # outside CI: a skip (and so no test ran)
+
+
 def test_an_unknown_capability_name_is_refused_in_one_line(tmp_path):
     code, _, text = run_pytest(tmp_path, {"test_gen.py": GENERATED.replace('needs("sshd")', 'needs("ssh")')}, {})
     assert code == 4, text  # pytest's usage error
