@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make test       the test suite"
+	@echo "make golden     rewrite the report-structure golden file after an intended report change"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead, parse of 50 MB inputs)"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
@@ -41,6 +42,12 @@ compare: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The report-structure golden file (tests/data/report_structure.golden.txt): the test only compares;
+# this is the one command that writes it. Review `git diff` before committing.
+.PHONY: golden
+golden: $(STAMP)
+	$(PY) -m tests.update_golden
 
 bench: $(STAMP)
 	$(PY) -m tests.bench

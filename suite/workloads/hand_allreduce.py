@@ -17,6 +17,13 @@ gives the same bits), runs ring, tree and dist.all_reduce on copies, counts elem
 from dist.all_reduce, then times each algorithm (warm-up, timed iterations, device synchronised).
 Rows (rank 0 for the group, every rank for its own bytes): time_us, algbw, busbw, wrong,
 max_abs_diff; bytes_sent, bytes_received per rank.
+
+Deliberate mistakes (`--mistakes`, for the tests: the check must catch each), real bugs of a hand-written
+all-reduce that run without an error and keep every rank's sends and receives paired:
+  ring_chunk_offset   the reduce-scatter adds each received chunk into the slot it just sent (index off by one)
+  ring_missing_step   the reduce-scatter stops one step short (n−2 steps): the all-gather spreads partial sums
+  tree_overwrite      a parent receives its child's partial sum over its own buffer instead of adding it
+Each is run untimed after the correct algorithms; rows case `mistake.<name>`: wrong, max_abs_diff.
 """
 
 from __future__ import annotations
@@ -58,7 +65,10 @@ def exchange(counter: ByteCounter, send: torch.Tensor | None, dst: int, recv: to
             request.wait()
 
 
-def ring_allreduce(x: torch.Tensor, counter: ByteCounter) -> torch.Tensor:
+MISTAKES = {"ring_chunk_offset": "ring", "ring_missing_step": "ring", "tree_overwrite": "tree"}
+
+
+def ring_allreduce(x: torch.Tensor, counter: ByteCounter, mistake: str | None = None) -> torch.Tensor:
     """In place: reduce-scatter around the ring, then all-gather; n−1 + n−1 steps of one chunk."""
     n, r = dist.get_world_size(), dist.get_rank()
     if n == 1:
@@ -66,18 +76,23 @@ def ring_allreduce(x: torch.Tensor, counter: ByteCounter) -> torch.Tensor:
     chunks = list(torch.tensor_split(x, n))
     right, left = (r + 1) % n, (r - 1) % n
     scratch = torch.empty_like(chunks[0])
-    for s in range(n - 1):  # reduce-scatter: after it, rank r owns the full sum of chunk (r+1) mod n
+    steps = n - 2 if mistake == "ring_missing_step" else n - 1
+    for s in range(steps):  # reduce-scatter: after it, rank r owns the full sum of chunk (r+1) mod n
         send_i, recv_i = (r - s) % n, (r - s - 1) % n
         buf = scratch[: chunks[recv_i].numel()]
         exchange(counter, chunks[send_i], right, buf, left)
-        chunks[recv_i].add_(buf)
+        if mistake == "ring_chunk_offset":  # uneven chunks differ by one element: add what overlaps
+            m = min(buf.numel(), chunks[send_i].numel())
+            chunks[send_i][:m].add_(buf[:m])
+        else:
+            chunks[recv_i].add_(buf)
     for s in range(n - 1):  # all-gather: pass the finished chunks around
         send_i, recv_i = (r + 1 - s) % n, (r - s) % n
         exchange(counter, chunks[send_i], right, chunks[recv_i], left)
     return x
 
 
-def tree_allreduce(x: torch.Tensor, counter: ByteCounter) -> torch.Tensor:
+def tree_allreduce(x: torch.Tensor, counter: ByteCounter, mistake: str | None = None) -> torch.Tensor:
     """In place: binomial-tree reduce to rank 0, then broadcast back down the same tree."""
     n, r = dist.get_world_size(), dist.get_rank()
     if n == 1:
@@ -86,6 +101,9 @@ def tree_allreduce(x: torch.Tensor, counter: ByteCounter) -> torch.Tensor:
     parent = r - (r & -r) if r else None
     scratch = torch.empty_like(x)
     for child in children:  # smallest subtree first: it finishes its own reduce soonest
+        if mistake == "tree_overwrite":
+            exchange(counter, None, 0, x, child)
+            continue
         exchange(counter, None, 0, scratch, child)
         x.add_(scratch)
     if parent is not None:
@@ -105,6 +123,13 @@ def fill(count: int, rank: int, dtype: torch.dtype, device: torch.device, seed: 
     return torch.randint(-8, 8, (count,), generator=g).to(dtype=dtype, device=device)
 
 
+def difference(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    """(elements of `out` that differ from `reference`, the largest difference)."""
+    wrong = float((out != reference).sum().item())
+    # the difference tensor is another buffer-sized allocation: only made when something is wrong
+    return wrong, float((out - reference).abs().max().item()) if wrong else 0.0
+
+
 def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
     elem = torch.tensor([], dtype=dtype).element_size()
     count = size // elem
@@ -121,9 +146,7 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         out = fn(data.clone(), counter)
         if args.save_results:  # for tests: the result itself, to compare with a single-process sum of the inputs
             torch.save(out.cpu(), w.out_dir / f"result.{algo}.{size}.rank{w.rank}.pt")
-        wrong = float((out != reference).sum().item())
-        # the difference tensor is another buffer-sized allocation: only made when something is wrong
-        worst = float((out - reference).abs().max().item()) if wrong else 0.0
+        wrong, worst = difference(out, reference)
         del out
         rows += [Row(case=f"{algo}.bytes", metric="bytes_sent", value=counter.sent, unit="bytes", algo=algo,
                      rank=w.rank, **base),
@@ -141,6 +164,16 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
                 Row(case=algo, metric="wrong", value=wrong, unit="count", algo=algo, **base),
                 Row(case=algo, metric="max_abs_diff", value=worst, unit="ratio", algo=algo, **base),
             ]
+    for mistake in args.mistakes:  # untimed: only whether the comparison with dist.all_reduce sees it
+        out = ALGORITHMS[MISTAKES[mistake]](data.clone(), ByteCounter(), mistake)
+        wrong, worst = difference(out, reference)
+        del out
+        worst, wrong = group_stats(w, worst, wrong)  # the largest difference on any rank, the wrong elements of all
+        if w.rank == 0:
+            rows += [Row(case=f"mistake.{mistake}", metric="wrong", value=wrong, unit="count", algo=MISTAKES[mistake],
+                         **base),
+                     Row(case=f"mistake.{mistake}", metric="max_abs_diff", value=worst, unit="ratio",
+                         algo=MISTAKES[mistake], **base)]
     if args.library:  # dist.all_reduce itself, timed the same way, for the same curve
         work = torch.zeros_like(data)
         seconds, _ = group_stats(w, timed(w, lambda: dist.all_reduce(work), args.warmup, args.iters), 0.0)
@@ -163,12 +196,18 @@ def parse_args(argv=None):
     p.add_argument("--stage", default="crossover", help="stage name the rows carry")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--save-results", action="store_true", help="save every rank's ring/tree result next to its rows")
+    p.add_argument("--mistakes", default="", help=f"comma-separated deliberate mistakes to check as well (tests): "
+                                                 f"{', '.join(MISTAKES)}")
     args = p.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.algorithms = [a for a in args.algorithms.split(",") if a]
     unknown = [a for a in args.algorithms if a not in ALGORITHMS]
     if unknown:
         p.error(f"unknown algorithm(s) {unknown}: choose from {sorted(ALGORITHMS)}")
+    args.mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    unknown = [m for m in args.mistakes if m not in MISTAKES]
+    if unknown:
+        p.error(f"unknown mistake(s) {unknown}: choose from {', '.join(MISTAKES)}")
     return args
 
 

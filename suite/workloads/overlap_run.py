@@ -1,6 +1,6 @@
 """Every overlap mode of DDP in one launch: gradients checked elementwise, then steps timed.
 
-    ctx.torchrun("suite.workloads.overlap_run", ["--model", json, "--modes", "none,0.01,default,100"])
+    ctx.torchrun("suite.workloads.overlap_run", [*model_args(cfg), "--modes", "none,0.01,default,100"])
 
 For each mode (suite/workloads/ddp_modes.py), in the order given:
   1. check: the model at its seeded weights in float32, wrapped the mode's way; two steps without an
@@ -10,12 +10,19 @@ For each mode (suite/workloads/ddp_modes.py), in the order given:
   2. timing: the model in the profile's dtype, AdamW, warm-up then timed steps.
 Rows (rank 0, maxima over ranks): step_time_s, max_grad_diff, max_grad_diff_vs_<first mode>, buckets, and for
 the no-overlap mode compute_s and comm_s.
+
+Deliberate mistakes (`--mistakes`, for the tests: the gradient check must catch each), real bugs of a
+hand-rolled overlap that run without an error:
+  no_sync       the check step's backward runs inside no_sync() and nothing reduces afterwards: each rank
+                keeps the gradients of its own slice
+  no_average    the all-reduce after backward sums the gradients and never divides by the world size
+  stale_grads   the gradients of the bucket-rebuild steps are not zeroed: the check step adds to them
+Each runs untimed after every mode, in the first overlapped mode given (else the first); rows case
+`mistake.<name>`, metric max_grad_diff.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 
@@ -24,14 +31,16 @@ import torch
 from ..config import GptConfig
 from ..results import Row
 from . import golden
-from .ddp_modes import OverlapMode, bucket_sizes, forward_backward, train_step, wrap
+from .ddp_modes import OverlapMode, all_reduce_flat, bucket_sizes, forward_backward, train_step, wrap
 from .gpt import build_model, loss_fn, synthetic_batch
 from .training import local_batch, make_optimizer
 from .worker import worker_session
+from .worker_cli import mistakes_from, model_from, parser
 
 STAGE = "overlap"
 CHECK_STEP = 1_000_000  # the check batch's step index: a batch no timed step draws
 REBUILD_STEPS = 2  # DDP rebuilds its buckets after the first backward; the second uses them
+MISTAKES = ("no_sync", "no_average", "stale_grads")
 
 
 def reference_grads(cfg: GptConfig, device: torch.device) -> list[torch.Tensor]:
@@ -42,13 +51,23 @@ def reference_grads(cfg: GptConfig, device: torch.device) -> list[torch.Tensor]:
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def checked_grads(cfg: GptConfig, mode: OverlapMode, w) -> tuple[list[torch.Tensor], list[int], object]:
-    """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing)."""
+def checked_grads(cfg: GptConfig, mode: OverlapMode, w,
+                  mistake: str | None = None) -> tuple[list[torch.Tensor], list[int], object]:
+    """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing);
+    with `mistake` (one of MISTAKES), the gradients that mistake produces instead."""
     ddp = wrap(build_model(cfg, w.device), mode, w.device)
     for step in range(REBUILD_STEPS):
         forward_backward(ddp, mode, *local_batch(cfg, CHECK_STEP - 1 - step, w.rank, w.world, w.device))
-        ddp.zero_grad(set_to_none=True)
-    forward_backward(ddp, mode, *local_batch(cfg, CHECK_STEP, w.rank, w.world, w.device))
+        if mistake != "stale_grads":
+            ddp.zero_grad(set_to_none=True)
+    tokens, targets = local_batch(cfg, CHECK_STEP, w.rank, w.world, w.device)
+    if mistake in ("no_sync", "no_average"):
+        with ddp.no_sync():
+            loss_fn(ddp(tokens), targets).backward()
+        if mistake == "no_average":
+            all_reduce_flat(ddp, 1)  # divided by 1: the sum over ranks, not their average
+    else:
+        forward_backward(ddp, mode, tokens, targets)
     grads = [p.grad.detach().clone() for p in ddp.parameters()]
     ddp.zero_grad(set_to_none=True)
     return grads, bucket_sizes(ddp) if mode.overlap else [], ddp
@@ -70,11 +89,13 @@ def timed_steps(cfg: GptConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="the GptConfig as JSON")
-    parser.add_argument("--modes", required=True, help="comma-separated: none, default, or a bucket_cap_mb")
-    args = parser.parse_args()
-    cfg = GptConfig(**json.loads(args.model))
+    p = parser(__doc__.split("\n")[0])
+    p.add_argument("--modes", required=True, help="comma-separated: none, default, or a bucket_cap_mb")
+    args = p.parse_args()
+    cfg, mistakes = model_from(args), mistakes_from(args)
+    unknown = [m for m in mistakes if m not in MISTAKES]
+    if unknown:
+        p.error(f"unknown mistake(s) {unknown}: choose from {', '.join(MISTAKES)}")
     check_cfg = golden.check_config(cfg)
     modes = [OverlapMode.parse(m) for m in args.modes.split(",")]
 
@@ -113,6 +134,15 @@ def main() -> None:
             del ddp
             print(f"{mode.label}: buckets {buckets or '-'}; max |grad - reference| {diff:.3g}; "
                   f"check {checked - started:.2f} s, timing {time.perf_counter() - checked:.2f} s", flush=True)
+        mistaken_mode = next((m for m in modes if m.overlap), modes[0])
+        for mistake in mistakes:  # after every real row: a reader looking up a mode's row finds the real one first
+            w.progress(f"mistake {mistake}: gradient check", done=len(modes), of=len(modes))
+            grads, _, ddp = checked_grads(check_cfg, mistaken_mode, w, mistake)
+            del ddp
+            diff = golden.group_max(golden.max_abs_error_many(zip(grads, reference)))
+            rows.append(Row(stage=STAGE, case=f"mistake.{mistake}", metric="max_grad_diff", value=diff, unit="ratio",
+                            overlap=mistaken_mode.label, world=w.world, dtype=check_cfg.dtype))
+            print(f"mistake {mistake} in {mistaken_mode.label}: max |grad - reference| {diff:.3g}", flush=True)
         rows.append(Row(stage=STAGE, case="ddp", metric="grad_abs_max", value=grad_abs_max, unit="ratio",
                         world=w.world, dtype=check_cfg.dtype))
         if w.rank == 0:

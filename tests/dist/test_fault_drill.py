@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -58,6 +59,18 @@ def processes_touching(folder: Path) -> list[str]:
         if state != "Z" and (str(folder) in cmdline or str(folder) in environ):
             found.append(f"{proc.name} [{state}] {cmdline[:120]}")
     return found
+
+
+def test_the_leftover_search_sees_a_live_process(tmp_path):
+    """The "no process left" assertions below are only worth something if the search can see one."""
+    assert processes_touching(tmp_path) == []
+    marked = subprocess.Popen(["sleep", "60"], env={**os.environ, "CARDTIME_TEST_FOLDER": str(tmp_path)})
+    try:
+        found = processes_touching(tmp_path)
+        assert [line.split()[0] for line in found] == [str(marked.pid)], found
+    finally:
+        marked.kill()
+        marked.wait()
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,14 @@
 Each launch runs both algorithms at sizes whose element counts do not divide evenly among the ranks
 (and some smaller than the world), then: results equal dist.all_reduce (checked in the workers) and
 equal a single-process sum of every rank's input (checked here), and every rank's bytes equal the
-formulas of suite/costmodel/alphabeta.py.
+formulas of suite/costmodel/alphabeta.py. The same launches run each deliberate mistake
+(suite/workloads/hand_allreduce.py MISTAKES: a wrong chunk offset, a missing reduce-scatter step, a
+tree parent overwriting instead of adding) and the comparison with dist.all_reduce must catch it.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -14,13 +18,19 @@ import torch
 from suite.config import GLOO_CPU
 from suite.launch import run_torchrun
 from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
-from suite.workloads.hand_allreduce import fill
+from suite.costmodel.tolerance import tolerance
+from suite.stages.crossover import judge_correct
+from suite.workloads.hand_allreduce import MISTAKES, fill
 
 pytestmark = pytest.mark.dist
 
 # float32 counts: 1, 2, 3, 5, 13, 1025, 12288 — fewer than n, uneven, even for n = 2, 3, 4
 SIZES = [4, 8, 12, 20, 52, 4100, 49152]
 SEED = 99
+# The check itself wants 0 wrong elements (integer inputs sum exactly); a mistake's largest difference must
+# also exceed 10× the float32 tolerance of the golden comparisons, so it could not hide in rounding.
+TOL = tolerance("float32")
+CAUGHT_FROM = 52  # bytes: 13 float32 elements, at least one per rank for every n here
 
 
 @pytest.fixture(scope="module", params=[2, 3, 4], ids=lambda n: f"{n}ranks")
@@ -29,7 +39,7 @@ def launch(request, tmp_path_factory):
     raw = tmp_path_factory.mktemp(f"hand{n}")
     result = run_torchrun(GLOO_CPU, "suite.workloads.hand_allreduce",
                           ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library",
-                           "--save-results", "--seed", str(SEED), "--stage", "test"],
+                           "--save-results", "--seed", str(SEED), "--stage", "test", "--mistakes", ",".join(MISTAKES)],
                           raw_dir=raw, nproc=n, tag="hand", timeout_s=300)
     return n, result
 
@@ -44,8 +54,10 @@ def test_equal_to_dist_all_reduce_at_every_size(launch, algo):
     wrong = {r.size_bytes: r.value for r in rows_of(result, algo, "wrong")}
     assert sorted(wrong) == SIZES
     assert all(v == 0 for v in wrong.values()), wrong
-    assert all(r.value == 0 for r in rows_of(result, algo, "max_abs_diff"))
-    assert all(r.world == n for r in rows_of(result, algo, "time_us"))
+    diffs = {r.size_bytes: r.value for r in rows_of(result, algo, "max_abs_diff")}
+    assert sorted(diffs) == SIZES and set(diffs.values()) == {0}, diffs
+    worlds = [r.world for r in rows_of(result, algo, "time_us")]
+    assert worlds == [n] * len(SIZES)
 
 
 @pytest.mark.parametrize("algo", ["ring", "tree"])
@@ -80,3 +92,27 @@ def test_bytes_match_the_formulas(launch, algo, formula):
 def test_dist_all_reduce_is_timed_alongside(launch):
     _, result = launch
     assert sorted(r.size_bytes for r in rows_of(result, "library", "time_us")) == SIZES
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_the_comparison_catches_each_mistake(launch, mistake):
+    n, result = launch
+    wrong = {r.size_bytes: r.value for r in rows_of(result, f"mistake.{mistake}", "wrong")}
+    diff = {r.size_bytes: r.value for r in rows_of(result, f"mistake.{mistake}", "max_abs_diff")}
+    assert sorted(wrong) == sorted(diff) == SIZES, (wrong, diff)
+    caught = [s for s in SIZES if s >= CAUGHT_FROM]
+    assert len(caught) == 3
+    for size in caught:
+        assert wrong[size] >= 1 and diff[size] > 10 * TOL, (mistake, n, size, wrong[size], diff[size])
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_the_stage_verdict_fails_on_each_mistake(launch, mistake):
+    _, result = launch
+    algo = MISTAKES[mistake]
+    rows = [r for r in result.rows() if r.case != algo]
+    assert judge_correct(rows, algo).status == "fail"  # no rows at all: failed, never passed
+    as_if_real = rows + [dataclasses.replace(r, case=algo) for r in rows if r.case == f"mistake.{mistake}"]
+    verdict = judge_correct(as_if_real, algo)
+    assert verdict.status == "fail", verdict
+    assert judge_correct(result.rows(), algo).status == "pass"  # the real rows beside the mistakes' still pass

@@ -53,6 +53,7 @@ def test_step_times_and_their_differences(run):
     assert set(steps) == {"no_overlap", "bucket_0.01MB", "bucket_25MB", "bucket_100MB"}
     assert all(0 < s < 60 for s in steps.values())
     saving = {r.overlap: r.value for r in rows if r.metric == "step_time_saving_s"}
+    assert set(saving) == set(steps) - {"no_overlap"}
     for label, value in saving.items():
         assert value == pytest.approx(steps["no_overlap"] - steps[label])
     assert {r.overlap for r in rows if r.metric == "predicted_hidden_comm_s"} == set(saving)

@@ -19,7 +19,7 @@ from remote_loopback import fake_credentials, start_moto  # noqa: E402
 
 from provisioning.archive import MANIFEST_NAME, ArchiveError, archive_run, make_client  # noqa: E402
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("s3")]
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 

@@ -36,7 +36,7 @@ from docker_engine import (  # noqa: E402
     stop_engine,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("docker", "debian-base"), pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -224,6 +224,7 @@ def sshd(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.needs("sshd")
 def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
     """The SDK through the SSH session of a Fabric connection: each API call a `docker system dial-stdio` channel."""
     import fabric

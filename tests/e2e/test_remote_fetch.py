@@ -20,7 +20,7 @@ from provisioning.connection import Remote  # noqa: E402
 from provisioning.fetch import fetch_run, safe_local_path  # noqa: E402
 from provisioning.hosts import parse_host  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from .browser import Browser, chromium_binary
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.needs("chromium"),
     pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"),
 ]
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +79,7 @@ def look(report: Path, shots: Path, name: str) -> tuple[dict, dict]:
 
 
 def assert_every_figure_rendered(facts: dict) -> None:
+    assert facts["images"], "no figure in the page: nothing to check"
     for image in facts["images"]:
         assert image["complete"] and image["natural"] > 0, f"figure not decoded: {image['alt']}"
         assert image["width"] > 100 and image["height"] > 50, f"figure drawn too small: {image}"

@@ -59,8 +59,9 @@ def test_a_run_against_itself_marks_nothing(tmp_path):
     a = build_run(tmp_path / "a")
     b = build_run(tmp_path / "b")
     comparison = compare.compare([a, b])
-    assert all(s.marked == 0 for s in comparison.stages)
-    assert all(r[-1] == "1" for r in metric_rows(comparison, "bandwidth").values())
+    assert len(comparison.stages) >= 2 and [s.marked for s in comparison.stages] == [0] * len(comparison.stages)
+    ratios = [r[-1] for r in metric_rows(comparison, "bandwidth").values()]
+    assert len(ratios) >= 1 and set(ratios) == {"1"}, ratios
 
 
 def test_without_repeats_the_noise_is_unknown_and_nothing_is_marked(tmp_path):

@@ -92,12 +92,14 @@ def test_markup_from_the_run_renders_as_text(gpu_run):
     text = "".join(doc.text)
     assert HOSTILE_HOST in text and HOSTILE_GPU in text  # shown, as text, where a person looks for them
     assert not doc.of("script"), "the report must run no script"
+    assert len(doc.tags) > 50  # the whole document was parsed, so the next line looked at every element
     assert all(not any(k.startswith("on") for k in attrs) for _, attrs in doc.tags), "no event-handler attribute"
 
 
 def test_report_is_self_contained(gpu_run, monkeypatch):
     install_figure_module(monkeypatch, "bandwidth", busbw_lines)
     html, doc = render(gpu_run)
+    assert doc.of("img") and doc.of("a"), "the checks below need the report's figures and links"
     for attrs in doc.of("img"):
         assert attrs["src"].startswith("data:image/svg+xml;base64,")
         svg = base64.b64decode(attrs["src"].split(",", 1)[1]).decode()
