@@ -43,7 +43,10 @@ def main(args) -> int:
         print(u.line(), file=sys.stderr)
     if not plan.feeds:
         return usage_error(f"nothing usable among {len(files)} file(s): ingest reads {inputs.KNOWN}")
-    outcome = feed.build(plan, args.out, list(args.paths), args.gpu_model)
+    try:
+        outcome = feed.build(plan, args.out, list(args.paths), args.gpu_model)
+    except OSError as e:
+        return usage_error(f"cannot write the run directory under {args.out}: {e.strerror or e}; pass --out DIR")
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)
         args.record_last.write_text(str(outcome.run.path) + "\n")

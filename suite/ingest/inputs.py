@@ -163,7 +163,7 @@ def read(path: Path) -> list[Capture] | Unused:
         if sniff(head):
             try:
                 return reader(path)
-            except ParseError as e:
+            except (ValueError, OSError, EOFError) as e:  # ParseError is a ValueError; a cut gzip an EOFError
                 return Unused(path, f"looks like {kind} but does not parse: {e}")
     if head.lstrip()[:1] in (b"{", b"["):
         return Unused(path, f"JSON that is none of the kinds ingest reads ({KNOWN}): no nccl-tests -J keys "

@@ -217,3 +217,15 @@ def test_ring_and_tree_runs_feed_crossover_a_lone_one_is_listed(tmp_path):
     measured = [r for r in outcome.run.rows() if r.metric == "crossover_bytes" and r.source == "nccl-tests"]
     assert len(measured) == 1 and measured[0].text  # identical curves: no crossover, and the row says so
     assert "crossover.crossover" in v
+
+
+def test_a_cut_gzip_trace_and_an_unwritable_out_are_one_line_each(tmp_path):
+    cut = tmp_path / "rank0.trace.json.gz"
+    cut.write_bytes((REPO / "tests/data/traces/gloo-cpu-ddp_rank0.trace.json.gz").read_bytes()[:4000])
+    got = inputs.read(cut)
+    assert isinstance(got, inputs.Unused) and got.why.startswith("looks like torch profiler trace but does not parse")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    done, _, _ = ingest(tmp_path, RTX4090_PCIE, args=("--out", str(blocker / "runs")))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: cannot write the run directory")
