@@ -69,18 +69,21 @@ def read_nccl_tests(path: Path) -> list[Capture]:
             env_algo = env.get("NCCL_ALGO") if isinstance(env, dict) else None
         except (ValueError, AttributeError):
             pass
-    out, lines = [], text.splitlines(keepends=True)
+    out, lines, before = [], text.splitlines(keepends=True), ""
     while True:
         parsed = nccl_tests.parse(text, name_hint=path.name)
         if parsed.get("collective") is None:
             raise ParseError("the output names no collective (no `*_perf` program in it or in the file name)")
-        algo = env_algo or _algo(text[: _cut(text)])
+        rest = parsed.get("next_test_line")  # 1-based: the next test's preamble
+        this = "".join(lines[: rest - 1]) if rest else text
+        algo = (env_algo or _algo(before + this[: _cut(this)]) or "").capitalize()
+        algo = algo if algo in ("Ring", "Tree") else None
         out.append(Capture(path, nccl_tests.KIND, "crossover" if algo else "bandwidth", parsed,
-                           {"algo": algo.capitalize() if algo else None, **ranks_of(text)}))
-        rest = parsed.get("next_test_line")
+                           {"algo": algo, **ranks_of(this)}))
         if not rest:
             return out
-        lines = lines[rest:]
+        lines = lines[rest - 1:]
+        before = this[this.rfind("Avg bus bandwidth"):] if "Avg bus bandwidth" in this else ""  # the next command line
         text = "".join(lines)
 
 

@@ -229,3 +229,13 @@ def test_a_cut_gzip_trace_and_an_unwritable_out_are_one_line_each(tmp_path):
     done, _, _ = ingest(tmp_path, RTX4090_PCIE, args=("--out", str(blocker / "runs")))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: cannot write the run directory")
+
+
+def test_a_file_of_several_tests_gives_one_capture_each(tmp_path):
+    """A script looping over binaries prints tests one after another: two real captures concatenated."""
+    both = tmp_path / "all_reduce_perf-loop.log"  # the first capture names its program only in its file name
+    both.write_text(RTX4090_PCIE.read_text() + "\n" + ABORTED.read_text())
+    got = inputs.read(both)
+    assert [len(c.data["rows"]) for c in got] == [29, 0]
+    assert [c.facts["gpus"][0] for c in got] == ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090"]
+    assert [c.data["complete"] for c in got] == [True, False]
