@@ -57,6 +57,7 @@ def test_a_healthy_nvswitch_box_passes_its_nvlink_peak(tmp_path):
     assert peak.status == "pass" and "NVLink 4" in peak.expected and "315.0 GB/s" in peak.expected
     assert peak.observed.startswith("468.6 GB/s")
     assert v["topology.links"].status == "pass" and v["topology.gpu_count"].status == "pass"
+    assert v["topology.tools"].status == "skip" and v["topology.tools"].observed == "read from captures: nvidia-smi-topo-m"
     assert v["bandwidth.fit"].status == "skip"  # one size: no line to fit, not a failure
     assert run.manifest["stages_selected"] == ["topology", "bandwidth"]
     assert not [x for x in v.values() if x.status == "fail"]
