@@ -5,12 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help rehearse test bench lint report
+.PHONY: help rehearse test bench lint report demo
 help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make test       the test suite"
 	@echo "make golden     rewrite the report-structure golden file after an intended report change"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead, parse of 50 MB inputs)"
+	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
 	@echo "make remote-status HOST=…   where the host's run is"
@@ -30,6 +31,17 @@ rehearse: $(STAMP)
 	$(PY) -m suite run --profile gloo-cpu --out runs --record-last runs/LAST $(ARGS) || status=$$?; \
 	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
 	exit $$status
+
+# make demo: `suite ingest` on real public captures (sources in tests/data/*/README.md and the .json beside
+# each): an 8×H100 NVSwitch box's `nvidia-smi topo -m` (an SGLang environment dump) and an 8×H100
+# all_reduce_perf (p5.48xlarge, a separate box of the same build: the demo pairs them, it does not claim one
+# box), plus a README that is not a tool output, listed and skipped. Ends in runs/<id>/report.html.
+DEMO_INPUTS := tests/data/topo/30-h100-8gpu-nv18-8nic-env-dump.txt \
+	tests/data/nccl-tests/21-h100-all_reduce-8gpu-mpirun-tag-output.txt tests/data/nccl-tests/README.md
+DEMO_GPU := NVIDIA H100 80GB HBM3
+demo: $(STAMP)
+	@mkdir -p runs
+	$(PY) -m suite ingest $(DEMO_INPUTS) --gpu-model "$(DEMO_GPU)" --out runs --record-last runs/LAST
 
 report: $(STAMP)
 	$(PY) -m reports $(RUN)
@@ -78,7 +90,8 @@ plan: $(STAMP)
 	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"}; \
 	else \
-	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"}; \
+	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} \
+	    $${IMAGE:+--image pull} $${RUNTIME:+--runtime "$$RUNTIME"} $${DOWNLOAD_RATE:+--download-rate "$$DOWNLOAD_RATE"}; \
 	fi
 
 # Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container_cli.py):

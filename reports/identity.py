@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from suite.hostprobe import nccl_versions_differ
@@ -110,6 +111,12 @@ def banners(view: RunView) -> list[str]:
     out = [f"Incomplete run directory — {problem}" for problem in view.problems]
     if view.is_rehearsal:
         out.append(REHEARSAL_WARNING)
+    ingested = view.manifest.get("ingested")
+    if isinstance(ingested, dict):
+        used = [Path(f.get("path", "?")).name for f in ingested.get("files", [])]
+        out.append(f"Judged from {len(used)} captured file(s) by `python -m suite ingest`, not measured by this "
+                   f"suite: {', '.join(used)} (kept in raw/); {len(ingested.get('unused', []))} file(s) not used "
+                   f"(see the manifest's `ingested`). Checks the captures hold no data for are skipped.")
     if view.manifest_read and not view.manifest.get("finished"):
         out.append("This run has not finished (or was interrupted): stages without verdicts below did not run. "
                    f"Resume it with `python -m suite run --resume {view.path}`.")

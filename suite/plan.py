@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import stages
+from . import plan_setup, stages
 from .config import Profile
 from .costmodel import alphabeta as ab
 from .costmodel.sizing import parameter_count, training_flops_per_token
 from .dtypes import DTYPE_BYTES
 from .gpus import gpu_for
+from .plan_setup import SetupAssumptions, SetupLine
 
 ONE_HOUR_S = 3600.0
 
@@ -70,14 +71,24 @@ class Plan:
     beta_Bps: float
     stages: list[StageEstimate] = field(default_factory=list)
     rate_per_hour: float | None = None
+    before: list[SetupLine] = field(default_factory=list)
+    """Set-up the box is billed for before the first stage (image, code sync, venv)."""
+    after: list[SetupLine] = field(default_factory=list)
+    """After the last stage (fetch; the archive, from the laptop, unbilled)."""
 
     @property
     def total_s(self) -> float:
+        """The stages alone (the one-hour goal is about them)."""
         return sum(s.seconds for s in self.stages)
 
     @property
+    def billed_s(self) -> float:
+        """What the renter pays for: the billed set-up lines, the stages and the fetch."""
+        return self.total_s + sum(line.seconds for line in self.before + self.after if line.billed)
+
+    @property
     def cost(self) -> float | None:
-        return None if self.rate_per_hour is None else self.total_s / 3600.0 * self.rate_per_hour
+        return None if self.rate_per_hour is None else self.billed_s / 3600.0 * self.rate_per_hour
 
     @property
     def fits_one_hour(self) -> bool:
@@ -170,26 +181,38 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
                       peak_flops=peak.bf16_dense_flops)
 
 
-def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None) -> Plan:
-    """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate()."""
+def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,
+             setup: SetupAssumptions = SetupAssumptions()) -> Plan:
+    """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate(),
+    between the set-up lines before and after (suite/plan_setup.py)."""
     inputs = plan_inputs(profile, a)
+    plan_setup.check(setup)
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
-                beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour)
+                beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
+                after=plan_setup.after(setup))
     for name, module in stages.REGISTRY.modules.items():
         seconds, basis = module.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan
 
 
+def _line(step: str, seconds: float, basis: str) -> str:
+    return f"{step:<10} {seconds / 60:8.1f}  {basis}"
+
+
 def render(plan: Plan) -> str:
     lines = [f"plan for {plan.profile} on {plan.gpus} × {plan.gpu}: α = {plan.alpha_s * 1e6:g} µs, "
              f"β = {plan.beta_Bps / 1e9:g} GB/s per direction",
-             f"{'stage':<10} {'minutes':>8}  basis"]
+             f"{'step':<10} {'minutes':>8}  basis"]
+    lines += [_line(s.step, s.seconds, s.basis) for s in plan.before]
     for s in plan.stages:
-        lines.append(f"{s.stage:<10} {s.seconds / 60:8.1f}  {s.basis}")
+        lines.append(_line(s.stage, s.seconds, s.basis))
     total_min = plan.total_s / 60
-    lines.append(f"{'total':<10} {total_min:8.1f}  = {plan.total_s / 3600:.2f} h of the host, "
+    lines.append(f"{'stages':<10} {total_min:8.1f}  = {plan.total_s / 3600:.2f} h of the host, "
                  f"{plan.total_s / 3600 * plan.gpus:.1f} card-hours")
+    lines += [_line(s.step, s.seconds, s.basis) for s in plan.after]
+    lines.append(f"{'billed':<10} {plan.billed_s / 60:8.1f}  set-up + stages + fetch = {plan.billed_s / 3600:.2f} h "
+                 f"of the host, what the renter pays for")
     if plan.cost is not None:
         lines.append(f"cost at ${plan.rate_per_hour:g}/hour: ${plan.cost:.2f}")
     lines.append("fits the goal of one hour" if plan.fits_one_hour else

@@ -11,6 +11,7 @@ and the run goes on. A stage is skipped on resume once its manifest status is `c
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -35,6 +36,7 @@ from .results import (
     Row,
     RunDir,
     Verdict,
+    dumps,
     read_rows_jsonl,
     status_counts,
     write_rows_jsonl,
@@ -57,8 +59,14 @@ class RunOutcome:
         return 1 if self.counts["fail"] else 0
 
     def summary(self) -> str:
+        """The counts; when GPU stages were skipped for want of GPUs, a first line says so."""
         c = self.counts
-        return f"{c['pass']} passed, {c['warn']} warned, {c['fail']} failed, {c['skip']} skipped"
+        counts = f"{c['pass']} passed, {c['warn']} warned, {c['fail']} failed, {c['skip']} skipped"
+        short = self.run.manifest.get("gpu_stages_skipped")
+        if short:
+            return (f"{len(short['stages'])} GPU stage(s) skipped: {short['reason']} "
+                    f"(--keep-going runs them anyway)\n{counts}")
+        return counts
 
 
 # ---------------------------------------------------------------- identity
@@ -146,26 +154,61 @@ def resume_run(path: Path) -> tuple[RunDir, Profile]:
     return run, profile_from_dict(run.manifest["profile"])
 
 
-def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
-    """Run every selected stage that is not complete; returns counts over all verdicts of the run."""
+def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = False,
+            produce: dict[str, Any] | None = None) -> RunOutcome:
+    """Run every selected stage that is not complete; returns counts over all verdicts of the run.
+
+    When a stage publishes `usable_gpus` below what the profile needs, the stages after it are skipped
+    at once with that reason (each would spend its timeout failing) unless keep_going.
+    `produce` maps a stage to what makes its rows instead of its run() (`suite ingest` feeds captures)."""
     selected = run.manifest["stages_selected"]
     start = time.monotonic()
     progress = Progress(run.path, len(selected), stream=stream)
     progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {profile.nproc} processes) → {run.path}")
     for index, name in enumerate(selected, start=1):
         state = run.stage_state(name)
+        progress.index, progress.stage = index, name
         if state["status"] == "complete":
-            progress.index, progress.stage = index, name
             progress.end_stage("already complete: kept")
             continue
-        run_stage(run, profile, name, index, progress)
+        shortfall = None if keep_going else gpu_shortfall(run.facts(), profile)
+        if shortfall:
+            skip_for_want_of_gpus(run, name, shortfall, progress)
+            continue
+        run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)
     return RunOutcome(run=run, counts=status_counts(run.verdicts()), seconds=time.monotonic() - start)
 
 
-def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress) -> None:
+def gpu_shortfall(facts: dict[str, Any], profile: Profile) -> str | None:
+    """Why the GPU stages cannot run, from the `usable_gpus` fact a stage published (topology, health), else None."""
+    usable = facts.get("usable_gpus")
+    if profile.is_rehearsal or not isinstance(usable, dict) or usable.get("count") is None:
+        return None
+    need = usable.get("need", profile.nproc)
+    if usable["count"] >= need:
+        return None
+    return (f"{usable.get('by', 'an earlier stage')} found {usable['count']} usable GPU(s), the profile needs {need}"
+            + (f" ({usable['why']})" if usable.get("why") else ""))
+
+
+def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Progress) -> None:
+    skipped = run.manifest.setdefault("gpu_stages_skipped", {"reason": shortfall, "stages": []})
+    skipped["stages"].append(name)
+    state = run.stage_state(name)
+    state.update(start=utc_now().isoformat(timespec="seconds"))
+    verdict = Verdict(id=f"{name}.run", stage=name, status="skip", expected="the GPUs the profile needs",
+                      observed=shortfall, reason="skipped without launching: with too few GPUs the stage could only "
+                      "fail at its timeout; fix the GPUs (driver, `--gpus all`, CUDA_VISIBLE_DEVICES) or pass "
+                      "--keep-going to run it anyway")
+    finish_stage(run, name, [], [], [verdict], {}, "complete", progress)
+
+
+def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None) -> None:
+    """expect → produce the rows (run() isolated, by default) → judge → record."""
+    produce = produce or run_isolated
     module = stages.load(name)
     state = run.stage_state(name)
     state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None,
@@ -191,7 +234,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
         return
     run.replace_stage_expectations(name, expectations)
 
-    outcome = run_isolated(module, name, profile, run, raw_dir, facts, progress, timeout)
+    outcome = produce(module, name, profile, run, raw_dir, facts, progress, timeout)
     if not outcome["ok"]:
         finish_stage(run, name, [], expectations, [failure_verdict(name, outcome)], {}, "error", progress)
         return
@@ -286,6 +329,15 @@ def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path
         "exit_code": child.exit_code,
         "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
     }
+
+
+def fed(rows: list[Row], published: dict[str, Any] | None = None):
+    """A producer handing the runner rows made elsewhere (a tool's captured output) in place of the stage's run()."""
+    def produce(module, name, profile, run, raw_dir, facts, progress, timeout) -> dict[str, Any]:
+        write_rows_jsonl(raw_dir / ROWS_FILE, rows)
+        # through JSON, as a live stage's facts come back from its child: later stages read the same shapes
+        return {"ok": True, "published": json.loads(dumps(published or {}))}
+    return produce
 
 
 def _child_context(name, profile, run, raw_dir, facts, progress, deadline) -> StageContext:

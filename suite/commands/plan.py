@@ -22,12 +22,18 @@ def add_parser(sub) -> None:
     p.add_argument("--alpha", type=float, help="per-step latency α, s (default 5e-6)")
     p.add_argument("--beta", type=float, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)")
     p.add_argument("--mfu", type=float, help="assumed model FLOPs utilisation (default 0.35)")
+    p.add_argument("--image", choices=("build", "pull"), default="build",
+                   help="the CUDA image built on the box (default) or pulled (make remote IMAGE=…)")
+    p.add_argument("--runtime", choices=("docker", "host"), default="docker", help="docker (default) or host")
+    p.add_argument("--download-rate", type=float, metavar="MB/S",
+                   help="the box's download rate as preflight measured it (default: an assumed 25 MB/s)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     from ..plan import PlanAssumptions, estimate, render
+    from ..plan_setup import SetupAssumptions
 
     try:
         profile = get_profile(args.profile, args.gpus)
@@ -37,13 +43,16 @@ def main(args) -> int:
                                  ("mfu", args.mfu)) if v is not None}
     if args.rate is not None and args.rate < 0:
         return usage_error(f"--rate {args.rate}: a price per hour is not negative")
+    setup = {"image": args.image, "runtime": args.runtime}
+    if args.download_rate is not None:
+        setup.update(download_Bps=args.download_rate * 1e6, download_basis="measured by preflight")
     try:
-        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate)
+        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate, setup=SetupAssumptions(**setup))
     except ValueError as e:
         return usage_error(str(e))
     if args.json:
         data = dataclasses.asdict(plan)
-        data.update(total_s=plan.total_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour)
+        data.update(total_s=plan.total_s, billed_s=plan.billed_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour)
         print(json.dumps(data, indent=1))
     else:
         print(render(plan))

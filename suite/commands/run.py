@@ -25,6 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--stage-timeout", metavar="SECONDS|STAGE=SECONDS,…",
                    help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)")
     p.add_argument("--master-port", type=int, help="fixed rendezvous port (default: a free one per launch)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="run the GPU stages even when topology finds fewer usable GPUs than the profile needs")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
@@ -95,7 +97,7 @@ def main(args) -> int:
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)
         args.record_last.write_text(str(run.path) + "\n")
-    outcome = runner.execute(run, profile)
+    outcome = runner.execute(run, profile, keep_going=args.keep_going)
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
     return outcome.exit_code

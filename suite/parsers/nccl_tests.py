@@ -361,3 +361,17 @@ def _chunks(tokens: list[str], groups: list[list[str]]) -> list[list[str]]:
     return out
 
 
+
+
+# ---------------------------------------------------------------- sniffing (suite ingest)
+
+KIND = "nccl-tests"
+
+
+def sniff(head: bytes) -> bool:
+    """nccl-tests stdout (its preamble, a `Collective test` line or a results header) or its `-J` JSON report."""
+    text = head.decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):
+        return '"results"' in text or '"config"' in text
+    lines = [MPI_TAG.sub("", line) for line in text.splitlines()]
+    return any(PREAMBLE.match(line) or PROGRAM_LINE.search(line) or _header_tokens(line) for line in lines)

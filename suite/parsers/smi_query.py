@@ -100,3 +100,24 @@ def parse_list(text: str) -> list[dict[str, Any]]:
         if m:
             out.append({"index": int(m.group(1)), "name": m.group(2).strip(), "uuid": m.group(3)})
     return out
+
+
+# ---------------------------------------------------------------- sniffing (suite ingest)
+
+KIND = "nvidia-smi -q"
+LIST_KIND = "nvidia-smi -L"
+
+
+def sniff(head: bytes) -> bool:
+    """`nvidia-smi -q`: its banner, or a Driver Version line beside Attached GPUs."""
+    text = head.decode("utf-8", "replace")
+    return "NVSMI LOG" in text or ("Driver Version" in text and "Attached GPUs" in text)
+
+
+def sniff_list(head: bytes) -> bool:
+    """`nvidia-smi -L`: every non-empty line is `GPU n: NAME (UUID: …)`, a MIG line under one, or the
+    command itself as a shell echoed it."""
+    lines = [line.strip() for line in head.decode("utf-8", "replace").splitlines() if line.strip()]
+    gpus = [line for line in lines if _LIST_LINE.fullmatch(line) and "UUID" in line]
+    return bool(gpus) and all(_LIST_LINE.fullmatch(line) or line.startswith("MIG ") or "nvidia-smi" in line
+                              for line in lines)

@@ -258,3 +258,16 @@ def _read_legends(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 def parse_file(path: Path | str) -> dict[str, Any]:
     """`python -m suite parse topo FILE --json`: the parse (the command adds the topology stage's verdicts)."""
     return parse(Path(path).read_text(encoding="utf-8")).to_dict()
+
+
+# ---------------------------------------------------------------- sniffing (suite ingest)
+
+KIND = "nvidia-smi topo -m"
+
+
+def sniff(head: bytes) -> bool:
+    """Whether a file's first bytes look like `nvidia-smi topo -m`: a header naming GPU0 (tabs lost in some
+    copies glue it to GPU1) above GPU0's own row (X)."""
+    lines = [line.split() for line in _ANSI.sub("", head.decode("utf-8", "replace")).splitlines()]
+    row = next((i for i, t in enumerate(lines) if t[:2] == ["GPU0", "X"]), None)
+    return row is not None and any(t and t[0].startswith("GPU0") and t[:2] != ["GPU0", "X"] for t in lines[:row])

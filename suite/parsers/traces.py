@@ -29,6 +29,7 @@ import gzip
 import json
 import re
 import sqlite3
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,8 +177,9 @@ class Classifier:
 
 
 def load_json_trace(path: Path) -> dict[str, Any]:
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
+        with open(path, "rb") as f:
+            opener = gzip.open if f.read(2) == GZIP_MAGIC else open  # by content: a renamed file reads alike
         with opener(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -364,3 +366,23 @@ def parse_file(path: Path) -> dict[str, Any]:
     """`python -m suite parse trace FILE`: {"ranks": [{rank, comm_us, compute_us, overlap_us, overlap_pct}]}."""
     timelines = timelines_of(Path(path))
     return {"ranks": [t.overlap().to_dict() for t in timelines]}
+
+
+# ---------------------------------------------------------------- sniffing (suite ingest)
+
+KIND = "nsys SQLite export"
+TORCH_KIND = "torch profiler trace"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def sniff(head: bytes) -> bool:
+    """An SQLite database (nsys export --type sqlite); whether it holds kernels is for the parse to say."""
+    return head.startswith(b"SQLite format 3\x00")
+
+
+def sniff_torch(head: bytes) -> bool:
+    """A torch profiler (Kineto) / Chrome trace, plain or gzipped: a traceEvents array, or a bare event array."""
+    if head.startswith(GZIP_MAGIC):  # inflate what the head holds (a cut stream gives what it has)
+        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 64 * 1024)
+    start = head.lstrip()[:1]
+    return (start == b"{" and b'"traceEvents"' in head) or (start == b"[" and b'"ph"' in head[:4096])

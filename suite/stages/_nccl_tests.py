@@ -165,15 +165,23 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
             rows.append(status_row(ctx.stage, collective, "incomplete",
                                    f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}", algo))
             continue
-        rows += rows_from_parse(parsed, collective, ctx.stage, algo)
-        ok = parsed["complete"] and code == 0
-        why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {code}")
-        if code is None:
-            why = f"timed out and was killed; {why}"
-        if ok and parsed["nranks"] not in (None, profile.nproc) and not profile.sweep.nccl_tests_args:
-            # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
-            ok, why = False, (f"{parsed['nranks']} rank(s) in one communicator, not {profile.nproc}: "
-                              + ("rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES"))
-        rows.append(status_row(ctx.stage, collective, "complete" if ok else "incomplete",
-                               f"{binary.name} {' '.join(args)} [{form}]: {why}", algo))
+        # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
+        ranks = None if profile.sweep.nccl_tests_args else (
+            profile.nproc, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
+        rows += rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
+                                 what=f"{binary.name} {' '.join(args)} [{form}]", ranks=ranks)
     return rows
+
+
+def rows_from_output(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None, *,
+                     exit_code: int | None = 0, what: str = "", ranks: tuple[int, str] | None = None) -> list[Row]:
+    """One binary's parsed output → its rows and its status row (a live run and `suite ingest` alike);
+    exit_code None means it was killed at its timeout; `ranks` (count, what to do) the communicator expected."""
+    ok = parsed["complete"] and exit_code == 0
+    why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {exit_code}")
+    if exit_code is None:
+        why = f"timed out and was killed; {why}"
+    if ok and ranks and parsed["nranks"] not in (None, ranks[0]):
+        ok, why = False, f"{parsed['nranks']} rank(s) in one communicator, not {ranks[0]}: {ranks[1]}"
+    return rows_from_parse(parsed, collective, stage, algo) + [
+        status_row(stage, collective, "complete" if ok else "incomplete", f"{what}: {why}" if what else why, algo)]

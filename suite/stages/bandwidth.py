@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
+from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
@@ -81,14 +82,20 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
     if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
         rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
-    fits = fit_rows(rows, profile.nproc)
-    rows += fits
-    best = pick_fit(fits)
-    if best:
-        if best.source == "nccl-tests":  # which form of nccl-tests measured the α later stages use
-            best = dataclasses.replace(best, nccl_tests_form=_nccl_tests.form_label(profile))
-        ctx.publish("alpha_beta", best)
+    rows, published = with_fit(rows, profile.nproc, _nccl_tests.form_label(profile))
+    for key, value in published.items():
+        ctx.publish(key, value)
     return rows
+
+
+def with_fit(rows: list[Row], world: int, nccl_tests_form: str | None = None) -> tuple[list[Row], dict[str, Any]]:
+    """The sweep's rows plus the α-β fit rows, and the fit later stages use (run() and `suite ingest` alike);
+    `nccl_tests_form` says which form of nccl-tests measured it, where known."""
+    fits = fit_rows(rows, world)
+    best = pick_fit(fits)
+    if best and best.source == "nccl-tests" and nccl_tests_form:
+        best = dataclasses.replace(best, nccl_tests_form=nccl_tests_form)
+    return rows + fits, ({"alpha_beta": best} if best else {})
 
 
 # ---------------------------------------------------------------- judge
@@ -104,7 +111,7 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    verdicts = [judge_coverage(rows)] + launch_verdicts(STAGE, rows)
+    verdicts = [judge_coverage(rows, facts)] + launch_verdicts(STAGE, rows)
     verdicts += judge_wrong(rows)
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
@@ -125,7 +132,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     return verdicts
 
 
-def judge_coverage(rows: list[Row]) -> Verdict:
+def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
+    if not_captured(facts or {}, "torch"):
+        return not_captured_skip(STAGE, "torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
     seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
     one_rank = {r.world for r in rows if r.source == "torch" and r.metric == "busbw"} == {1}
     missing = [c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")]  # no peer on one rank
@@ -181,6 +190,11 @@ def judge_fit(rows: list[Row]) -> Verdict:
         return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="skip", expected="α and β fitted from all_reduce",
                        observed="one rank", reason="one rank sends nothing: there is no α or β to fit; "
                                                    "later stages use their defaults")
+    sizes = {r.size_bytes for r in rows if r.case == "all_reduce" and r.metric == "time_us" and r.size_bytes}
+    if not sources and len(sizes) == 1:  # a capture of one size (nccl-tests -b = -e): a line needs two points
+        return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="skip", expected="α and β fitted from all_reduce",
+                       observed=f"all_reduce timed at one size ({next(iter(sizes))} B)",
+                       reason="a line needs two sizes: later stages use the default α and the link peak as β")
     if not sources:
         return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="fail", expected="α and β fitted from all_reduce",
                        observed="no all_reduce timings",

@@ -20,7 +20,7 @@ import os
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
+from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
                                tree_allreduce_s)
 from ..results import Expectation, Row, Verdict
@@ -165,8 +165,11 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    verdicts = [judge_correct(rows, algo) for algo in ALGOS]
-    verdicts += [judge_bytes(rows, algo) for algo in ALGOS]
+    if not_captured(facts, "hand"):  # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
+        verdicts = [not_captured_skip(STAGE, f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
+                    for check in ("correct", "bytes") for algo in ALGOS]
+    else:
+        verdicts = [judge_correct(rows, algo) for algo in ALGOS] + [judge_bytes(rows, algo) for algo in ALGOS]
     verdicts += judge_nccl_runs(rows) + launch_verdicts(STAGE, rows)
     predicted = next((e.value for e in expectations if e.metric == "crossover_bytes"), float("nan"))
     measured = {r.source: r for r in rows if r.metric == "crossover_bytes"}

@@ -131,10 +131,17 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     timelines = [t for path in files for t in traces.timelines_of(path)]
     source = "nsys" if nsys else "torch.profiler"
     rows += analysis_rows(timelines, source, profile.nproc)
-    ctx.publish("trace_capture", {"tool": tool, "files": [p.name for p in files],
-                                  "fallback": profile.device == "cuda" and not nsys})
-    ctx.publish("trace_timeline", timeline_windows(timelines, profiled_steps(profile) - 1))
+    for key, value in trace_facts(tool, files, profile.device == "cuda" and not nsys, timelines,
+                                  profiled_steps(profile) - 1).items():
+        ctx.publish(key, value)
     return rows
+
+
+def trace_facts(tool: str, files: list[Path], fallback: bool, timelines: list[traces.RankTimeline],
+                steps: int) -> dict[str, Any]:
+    """What the stage publishes about its traces (run() and `suite ingest` alike): the capture and a timeline window."""
+    return {"trace_capture": {"tool": tool, "files": [p.name for p in files], "fallback": fallback},
+            "trace_timeline": timeline_windows(timelines, steps)}
 
 
 def analysis_rows(timelines: list[traces.RankTimeline], source: str, world: int) -> list[Row]:

@@ -20,7 +20,7 @@ from typing import Any
 from ..config import Profile
 from ..context import StageContext
 from ..hostprobe import cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
-from ..judging import judges_performance, performance_skip
+from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..parsers import ParseError
 from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
 from ..parsers.smi_query import parse_list, parse_query
@@ -93,10 +93,20 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
                         value=float("nan") if record["exit_code"] is None else record["exit_code"],
                         text=record["status"] + (f": {record['detail']}" if record["detail"] else "")))
     atomic_write_text(ctx.raw_dir / "commands.json", dumps(tools))
+    if not profile.is_rehearsal:  # the runner skips the GPU stages after this one when too few are usable
+        ctx.publish("usable_gpus", usable_gpus(gpu.get("gpu_count", 0), versions["cuda_devices"], profile.nproc,
+                                               versions.get("cuda_error")))
     ctx.publish("topology", {**cpu, **{k: v for k, v in gpu.items() if k != "smi_versions"}})
     ctx.publish("versions", {k: versions.get(k) for k in ("driver", "cuda", "cuda_driver", "nccl", "torch", "python",
                                                        "nccl_tests", "nccl_tests_nccl")})
     return rows
+
+
+def usable_gpus(smi_count: int, torch_count: int, need: int, torch_error: str | None = None) -> dict[str, Any]:
+    """The GPUs both nvidia-smi and torch see (every GPU stage needs both), for the runner's skip rule."""
+    count = min(smi_count or 0, torch_count or 0)
+    why = f"nvidia-smi shows {smi_count or 0}, torch sees {torch_count or 0}"
+    return {"count": count, "need": need, "by": STAGE, "why": why + (f": {torch_error}" if torch_error else "")}
 
 
 def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
@@ -133,13 +143,30 @@ def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
 def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
     runs = {name: run_tool(name, argv, ctx.raw_dir) for name, argv in SMI_TOOLS}
     tools.update({name: r.record() for name, r in runs.items()})
-    names = [g["name"] for g in parse_list(runs["nvidia-smi-L"].stdout)] if runs["nvidia-smi-L"].ok else []
+    gpu_rows, facts, unreadable = rows_from_smi({name: r.stdout if r.ok else None for name, r in runs.items()})
+    rows += gpu_rows
+    for name, why in unreadable.items():  # an unreadable matrix is the tool's status; an unreadable -q a detail
+        if name == "nvidia-smi-topo-m":
+            tools[name].update(status="unreadable", detail=why)
+        else:
+            tools[name]["detail"] = f"unreadable: {why}"
+    return facts
+
+
+def rows_from_smi(outputs: dict[str, str | None]) -> tuple[list[Row], dict[str, Any], dict[str, str]]:
+    """nvidia-smi's outputs (by SMI_TOOLS name; None where not run) → (rows, topology facts, {tool: why unreadable}).
+
+    The stage's run() and `python -m suite ingest` both build their rows here."""
+    rows: list[Row] = []
+    unreadable: dict[str, str] = {}
+    listed, queried, matrix = (outputs.get(n) for n in ("nvidia-smi-L", "nvidia-smi-q", "nvidia-smi-topo-m"))
+    names = [g["name"] for g in parse_list(listed)] if listed is not None else []
     query: dict[str, Any] = {}
-    if runs["nvidia-smi-q"].ok:
+    if queried is not None:
         try:
-            query = parse_query(runs["nvidia-smi-q"].stdout)
+            query = parse_query(queried)
         except ParseError as e:
-            tools["nvidia-smi-q"]["detail"] = f"unreadable: {e}"
+            unreadable["nvidia-smi-q"] = str(e)
     names = names or [g["product_name"] for g in query.get("gpus", []) if g.get("product_name")]
     facts: dict[str, Any] = {"gpus": names, "gpu_model": common_model(names),
                              "smi_versions": {"driver": query.get("driver_version"),
@@ -162,16 +189,16 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
                         text=name, source="nvidia-smi -L"))
 
     topo = None
-    if runs["nvidia-smi-topo-m"].ok:
+    if matrix is not None:
         try:
-            topo = parse_topo(runs["nvidia-smi-topo-m"].stdout)
+            topo = parse_topo(matrix)
         except ParseError as e:
-            tools["nvidia-smi-topo-m"].update(status="unreadable", detail=str(e))
+            unreadable["nvidia-smi-topo-m"] = str(e)
     count = len(topo.gpus) if topo else len(names)
     rows.append(Row(stage=STAGE, case="gpus", metric="gpu_count", value=count, unit="count", source="nvidia-smi"))
     facts["gpu_count"] = count
     if topo is None:
-        return facts
+        return rows, facts, unreadable
     for pair, link in topo.links.items():
         rows.append(Row(stage=STAGE, case=pair, metric="link", value=nvlink_count(link), unit="count", text=link,
                         source="nvidia-smi topo -m"))
@@ -185,7 +212,7 @@ def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
         rows.append(Row(stage=STAGE, case=g, metric="numa_node", unit="",
                         value=int(numa) if numa and numa.isdigit() else float("nan"), text=numa))
     facts.update(matrix_facts(topo, facts["gpu_model"]))
-    return facts
+    return rows, facts, unreadable
 
 
 def matrix_facts(topo, model: str | None) -> dict[str, Any]:
@@ -229,7 +256,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                         observed=f"profile {profile.get('name', '?')}", reason=reason) for check in GPU_CHECKS]
         return out
     by = _index(rows)
-    out.append(_judge_tools(by))
+    out.append(_judge_tools(by, facts))
     gpus, links = _links_from_rows(rows)
     names = [r.text for r in sorted((r for r in rows if r.metric == "gpu_name"), key=lambda r: int(r.case[3:]))]
     if gpus:
@@ -249,8 +276,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     return out
 
 
-def _judge_tools(by: dict) -> Verdict:
+def _judge_tools(by: dict, facts: dict) -> Verdict:
     tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
+    if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
+        read = ", ".join(sorted(tools)) or "none"
+        return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="skip",
+                       expected="`nvidia-smi topo -m`, `-q` and `-L` run", observed=f"read from captures: {read}",
+                       reason="ingested outputs: the tools ran elsewhere; those not among the files are not judged")
     broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
     expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
     if tools and not broken:
@@ -264,6 +296,8 @@ def _judge_tools(by: dict) -> Verdict:
 
 
 def _judge_cpu(rows: list[Row], expectations: list[Expectation], facts: dict) -> Verdict:
+    if not_captured(facts, "lscpu"):
+        return not_captured_skip(STAGE, "cpu", "CPU count and NUMA layout recorded", "lscpu")
     by = _index(rows)
     logical, nodes = by.get(("cpu", "logical_cpus")), by.get(("cpu", "numa_nodes"))
     model = by.get(("cpu", "cpu_model"))
@@ -315,6 +349,8 @@ def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Ve
     row = by.get(("cpu", "usable_cpus"))
     expected = f"≥ {int(want.value)} usable CPUs ({want.basis})" if want else "enough CPUs"
     observed = f"{_fmt(row)} usable CPUs"
+    if not_captured(facts, "lscpu"):
+        return not_captured_skip(STAGE, "cpu_threads", expected, "lscpu")
     if not judges_performance(facts):
         return performance_skip(STAGE, "cpu_threads", expected, observed)
     ok = want is None or row is None or row.value >= want.value

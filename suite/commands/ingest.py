@@ -1,0 +1,57 @@
+"""python -m suite ingest FILE_OR_DIR… [--out runs/] [--gpu-model NAME]: judge raw outputs captured on any box.
+
+    python -m suite ingest topo.txt all_reduce_perf.out --gpu-model "NVIDIA H100 80GB HBM3"
+
+Exit codes as `suite run`'s: 0 no fail verdict, 1 a fail verdict, 2 nothing among the files could be used.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import usage_error
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ingest", help="judge captured raw outputs (nvidia-smi, nccl-tests, nsys) into a run directory")
+    p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR",
+                   help="captured outputs, or folders of them: each file's kind is read from its content")
+    p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="folder for the new run directory")
+    p.add_argument("--gpu-model", metavar="NAME",
+                   help="the box's GPU (e.g. 'NVIDIA H100 80GB HBM3') where the captures do not name it")
+    p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..ingest import feed, inputs
+    from reports.report import render_path, summary
+
+    files, unused = inputs.files_of(args.paths)
+    captures = []
+    for path in files:
+        got = inputs.read(path)
+        if isinstance(got, inputs.Unused):
+            unused.append(got)
+        else:
+            captures += got
+    plan = feed.assign(captures)
+    order = {path: i for i, path in enumerate(files)}
+    plan.unused = sorted(unused + plan.unused, key=lambda u: order.get(u.path, -1))  # as the files were named
+    for u in plan.unused:
+        print(u.line(), file=sys.stderr)
+    if not plan.feeds:
+        return usage_error(f"nothing usable among {len(files)} file(s): ingest reads {inputs.KNOWN}")
+    try:
+        outcome = feed.build(plan, args.out, list(args.paths), args.gpu_model)
+    except OSError as e:
+        return usage_error(f"cannot write the run directory under {args.out}: {e.strerror or e}; pass --out DIR")
+    if args.record_last:
+        args.record_last.parent.mkdir(parents=True, exist_ok=True)
+        args.record_last.write_text(str(outcome.run.path) + "\n")
+    out, _ = render_path(outcome.run.path)
+    print(f"run directory: {outcome.run.path}", file=sys.stderr)
+    print(f"report: {out}", file=sys.stderr)
+    print(f"summary: {outcome.summary()}", file=sys.stderr)
+    return outcome.exit_code

@@ -1,0 +1,176 @@
+"""Files → captures: each file's kind sniffed from its content, parsed by the parser a live stage uses.
+
+KINDS is the sniff table, tried in order: a parser module names its KIND and its sniff(head) there,
+and the capture it yields says which stage it feeds. A file no sniff claims, or whose parse fails,
+becomes an Unused with the reason, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..parsers import ParseError, nccl_tests, smi_query, topo, traces
+
+HEAD_BYTES = 64 * 1024
+ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)
+
+
+@dataclass
+class Capture:
+    path: Path
+    kind: str
+    stage: str
+    data: Any
+    """What the stage's rows are built from: a tool's text, a parsed nccl-tests run, trace timelines."""
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Unused:
+    path: Path
+    why: str
+
+    def line(self) -> str:
+        return f"not used: {self.path}: {self.why}"
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def read_smi(kind: str, check: Callable[[str], Any]):
+    def read(path: Path) -> list[Capture]:
+        text = _text(path)
+        check(text)  # raises ParseError with the parser's own reason
+        return [Capture(path, kind, "topology", text)]
+    return read
+
+
+def _names_listed(text: str) -> list:
+    names = smi_query.parse_list(text)
+    if not names:
+        raise ParseError("no `GPU n: NAME (UUID: …)` line")
+    return names
+
+
+def read_nccl_tests(path: Path) -> list[Capture]:
+    """Every test in the file (a script looping over the binaries prints several), with its NCCL_ALGO if pinned."""
+    text = _text(path)
+    env_algo = None
+    if text.lstrip().startswith("{"):
+        try:
+            env = json.loads(text).get("env") or {}
+            if isinstance(env, list):  # ["NCCL_ALGO=Ring", …]
+                env = dict(str(item).partition("=")[::2] for item in env)
+            env_algo = env.get("NCCL_ALGO") if isinstance(env, dict) else None
+        except (ValueError, AttributeError):
+            pass
+    out, lines, before = [], text.splitlines(keepends=True), ""
+    while True:
+        parsed = nccl_tests.parse(text, name_hint=path.name)
+        if parsed.get("collective") is None:
+            raise ParseError("the output names no collective (no `*_perf` program in it or in the file name)")
+        rest = parsed.get("next_test_line")  # 1-based: the next test's preamble
+        this = "".join(lines[: rest - 1]) if rest else text
+        algo = (env_algo or _algo(before + this[: _cut(this)]) or "").capitalize()
+        algo = algo if algo in ("Ring", "Tree") else None
+        out.append(Capture(path, nccl_tests.KIND, "crossover" if algo else "bandwidth", parsed,
+                           {"algo": algo, **ranks_of(this)}))
+        if not rest:
+            return out
+        lines = lines[rest - 1:]
+        before = this[this.rfind("Avg bus bandwidth"):] if "Avg bus bandwidth" in this else ""  # the next command line
+        text = "".join(lines)
+
+
+def _cut(text: str) -> int:
+    """Where the results header starts: NCCL_ALGO is read from the command and preamble before it."""
+    m = re.search(r"^.*#\s*size\s+count", text, re.MULTILINE)
+    return m.start() if m else len(text)
+
+
+def _algo(text: str) -> str | None:
+    m = ALGO.search(text)
+    return m.group(1) if m else None
+
+
+def ranks_of(text: str) -> dict[str, Any]:
+    """The GPU names and host nccl-tests prints per rank (`#  Rank  0 … on box device 0 [0x1a] NVIDIA …`)."""
+    names, host = {}, None
+    for raw in text.splitlines():
+        m = nccl_tests.RANK_LINE.match(nccl_tests.MPI_TAG.sub("", raw))
+        if m and m.group("name"):
+            names[int(m.group("rank"))] = m.group("name")
+            host = host or m.group("host")
+    return {"gpus": [names[r] for r in sorted(names)], "host": host}
+
+
+def read_nsys(path: Path) -> list[Capture]:
+    m = re.search(r"rank[-_]?(\d+)", path.name)
+    conn = traces.open_sqlite(path)
+    try:
+        timelines = traces.nsys_timelines(conn, int(m.group(1)) if m else None)
+    except Exception as e:  # sqlite3.DatabaseError and a schema the reader does not know
+        raise ParseError(f"not an nsys export the trace reader knows: {e}") from None
+    finally:
+        conn.close()
+    if not timelines:
+        raise ParseError("no kernels in this SQLite file: export an nsys report with `nsys export --type sqlite`")
+    return [Capture(path, traces.KIND, "profile", timelines)]
+
+
+def read_torch_trace(path: Path) -> list[Capture]:
+    data = traces.load_json_trace(path)
+    return [Capture(path, traces.TORCH_KIND, "profile", [traces.kineto_timeline(data, traces.rank_of(data, path))])]
+
+
+# The sniff table, tried in order (the first claim wins): (kind, sniff(head bytes), read(path) → captures).
+KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path], list[Capture]]], ...] = (
+    (traces.KIND, traces.sniff, read_nsys),
+    (traces.TORCH_KIND, traces.sniff_torch, read_torch_trace),
+    (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
+    (smi_query.KIND, smi_query.sniff, read_smi("nvidia-smi-q", smi_query.parse_query)),
+    (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
+    (smi_query.LIST_KIND, smi_query.sniff_list, read_smi("nvidia-smi-L", _names_listed)),
+)
+KNOWN = ", ".join(kind for kind, _, _ in KINDS)
+
+
+def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
+    """The files named and those under the folders named (sorted, hidden ones left out)."""
+    files, missing = [], []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.is_file() and not any(part.startswith(".") for part in
+                                                                                 f.relative_to(p).parts))
+        elif p.is_file():
+            files.append(p)
+        else:
+            missing.append(Unused(p, "no such file or folder"))
+    return files, missing
+
+
+def read(path: Path) -> list[Capture] | Unused:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as e:
+        return Unused(path, f"unreadable ({e.strerror})")
+    if not head.strip():
+        return Unused(path, "empty")
+    for kind, sniff, reader in KINDS:
+        if sniff(head):
+            try:
+                return reader(path)
+            except (ValueError, OSError, EOFError) as e:  # ParseError is a ValueError; a cut gzip an EOFError
+                return Unused(path, f"looks like {kind} but does not parse: {e}")
+    if head.lstrip()[:1] in (b"{", b"["):
+        return Unused(path, f"JSON that is none of the kinds ingest reads ({KNOWN}): no nccl-tests -J keys "
+                            f"(results, config), no traceEvents")
+    first = next((" ".join(line.split()) for line in head.decode("utf-8", "replace").splitlines() if line.strip()), "")
+    shown = first[:60] if first.isprintable() else "binary data"
+    return Unused(path, f"not a tool output ingest reads ({KNOWN}); it starts {shown!r}")

@@ -1,0 +1,62 @@
+"""Issue 12 item 14: `make plan` counts the set-up minutes the renter pays for (arithmetic checked by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.config import get_profile
+from suite.plan import estimate, render
+from suite.plan_setup import SetupAssumptions, after, before, check
+
+MB, GB = 1e6, 1e9
+
+
+def lines(items):
+    return {line.step: line for line in items}
+
+
+def test_pull_is_its_size_over_the_download_rate_plus_unpacking():
+    got = lines(before(SetupAssumptions(image="pull", download_Bps=100 * MB, download_basis="measured by preflight")))
+    # 8 GB / 100 MB/s = 80 s; 17 GB / 200 MB/s = 85 s
+    assert got["image pull"].seconds == pytest.approx(165.0)
+    assert "measured by preflight" in got["image pull"].basis
+    assert got["code sync"].seconds == pytest.approx(10 + 20 / 5)  # 20 MB at 5 MB/s + SSH
+    assert got["venv"].seconds == 0.0 and got["venv"].basis == "inside the image"
+
+
+def test_build_is_its_steps():
+    got = lines(before(SetupAssumptions()))  # the default: built on the box at an assumed 25 MB/s
+    # (4.5 + 3 + 0.8) GB / 25 MB/s = 332 s; 17 GB unpacked at 200 MB/s = 85 s; 120 s installing; 300 s nccl-tests
+    assert got["image build"].seconds == pytest.approx(332 + 85 + 120 + 300)
+    assert "assumed" in got["image build"].basis
+
+
+def test_host_runtime_makes_a_venv_and_no_image():
+    got = lines(before(SetupAssumptions(runtime="host")))
+    assert got["image"].seconds == 0.0
+    assert got["venv"].seconds == pytest.approx(3 * GB / (25 * MB) + 120)  # torch's wheels, then installing
+
+
+def test_fetch_is_billed_the_archive_is_not():
+    got = lines(after(SetupAssumptions()))
+    assert got["fetch"].seconds == pytest.approx(10 + 2 * GB / (12.5 * MB)) and got["fetch"].billed
+    assert got["archive"].seconds == pytest.approx(2 * GB / (5 * MB)) and not got["archive"].billed
+
+
+def test_the_bill_adds_set_up_stages_and_fetch():
+    setup = SetupAssumptions(image="pull", download_Bps=100 * MB)
+    plan = estimate(get_profile("nccl-gpu"), rate_per_hour=36.0, setup=setup)
+    billed_setup = 165.0 + 14.0 + 0.0 + (10 + 160.0)  # pull, sync, venv, fetch
+    assert len(plan.stages) >= 10 and plan.total_s > 0
+    assert plan.billed_s == pytest.approx(plan.total_s + billed_setup)
+    assert plan.cost == pytest.approx(plan.billed_s / 3600 * 36.0)
+    text = render(plan)
+    for step in ("image pull", "code sync", "venv", "fetch", "archive", "billed"):
+        assert any(line.startswith(step) for line in text.splitlines()), step
+    assert f"{plan.billed_s / 60:8.1f}" in next(line for line in text.splitlines() if line.startswith("billed"))
+
+
+def test_bad_set_up_assumptions_are_refused():
+    for bad in (SetupAssumptions(image="copy"), SetupAssumptions(runtime="vm"), SetupAssumptions(download_Bps=0)):
+        with pytest.raises(ValueError):
+            check(bad)
