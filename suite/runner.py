@@ -15,7 +15,6 @@ import os
 import platform
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -39,6 +38,8 @@ from .results import (
     status_counts,
     write_rows_jsonl,
 )
+from .gitinfo import suite_checkout
+from .verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
 ROWS_FILE = ".stage-rows.jsonl"
@@ -57,8 +58,7 @@ class RunOutcome:
         return 1 if self.counts["fail"] else 0
 
     def summary(self) -> str:
-        c = self.counts
-        return f"{c['pass']} passed, {c['warn']} warned, {c['fail']} failed, {c['skip']} skipped"
+        return summary_line(self.counts)
 
 
 # ---------------------------------------------------------------- identity
@@ -86,24 +86,6 @@ def unique_run_path(base: Path, run_id: str) -> Path:
     return path
 
 
-def git_commit() -> dict[str, Any]:
-    """The suite's commit and whether the tree was dirty; CARDTIME_COMMIT where there is no .git (the image)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root, capture_output=True, text=True, timeout=10,
-            ).stdout.strip()
-        )
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": os.environ.get("CARDTIME_COMMIT", "unknown"), "dirty": None}
-
-
 def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
@@ -116,7 +98,7 @@ def initial_manifest(profile: Profile, run_id: str, selected: list[str]) -> dict
         "run_id": run_id,
         "profile": profile.to_dict(),
         "profile_name": profile.name,
-        "git": git_commit(),
+        "git": suite_checkout(),
         "host": {
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
@@ -177,8 +159,8 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     timeout = profile.timeout_for(name)
 
     if profile.is_rehearsal and not module.REHEARSAL:
-        verdicts = [Verdict(id=f"{name}.run", stage=name, status="skip", expected="a GPU",
-                            observed=f"profile {profile.name}", reason="this stage needs GPUs and has no rehearsal face")]
+        verdicts = [verdicts_for(name).skip("run", expected="a GPU", observed=f"profile {profile.name}",
+                                            reason="this stage needs GPUs and has no rehearsal face")]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 
@@ -222,9 +204,9 @@ def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Exp
     state = run.stage_state(name)
     state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows))
     run.save_manifest()
-    c = status_counts(verdicts)
+    counts = status_counts(verdicts)
     word = "done" if status == "complete" else "FAILED"
-    progress.end_stage(f"{word}: {len(rows)} rows; {c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip")
+    progress.end_stage(f"{word}: {len(rows)} rows; {summary_line(counts)}")
 
 
 def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
@@ -241,8 +223,7 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
     observed = failure.get("observed") or (
         f"exit code {failure['exit_code']}" if failure.get("exit_code") is not None else failure.get("message", "crashed")
     )
-    return Verdict(id=f"{stage}.run", stage=stage, status="fail", expected="the stage completes",
-                   observed=observed, reason="\n".join(parts))
+    return verdicts_for(stage).fail("run", expected="the stage completes", observed=observed, reason="\n".join(parts))
 
 
 # ---------------------------------------------------------------- isolation
