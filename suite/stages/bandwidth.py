@@ -181,7 +181,8 @@ def judge_fit(rows: list[Row]) -> Verdict:
     world = max((r.world or 0 for r in rows if r.case == "all_reduce" and r.metric == "time_us"), default=0)
     if not sources and world == 1:
         return VERDICTS.skip("fit", expected="α and β fitted from all_reduce", observed="one rank",
-                             reason="one rank sends nothing: there is no α or β to fit; later stages use their defaults")
+                             reason="one rank sends nothing: there is no α or β to fit; "
+                                    "later stages use their defaults")
     if not sources:
         return VERDICTS.fail("fit", expected="α and β fitted from all_reduce", observed="no all_reduce timings",
                              reason="nothing to fit: the all_reduce sweep produced no times")

@@ -234,7 +234,8 @@ def nccl_crossover(measured: dict[str, Row], predicted: float) -> Verdict:
     expected = f"NCCL's Ring/Tree crossover, measured (the binomial model predicts {predicted:.3g} B)"
     if source is None:
         return VERDICTS.skip("nccl", expected=expected, observed="no NCCL_ALGO=Ring/Tree curves",
-                             reason="the NCCL_ALGO-pinned all_reduce runs produced no times: see the nccl_tests verdicts")
+                             reason="the NCCL_ALGO-pinned all_reduce runs produced no times: "
+                                    "see the nccl_tests verdicts")
     row = measured[source]
     where = f"{row.value:.3g} B" if math.isfinite(row.value) else "no crossing"
     return VERDICTS.passed("nccl", expected=expected, observed=f"{where} ({source}: {row.text})", reason=NCCL_TREE_NOTE)
