@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 from pathlib import Path
 from typing import Callable
 
 import docker
 import docker.errors
 import docker.utils
+
+from suite.gitinfo import IMAGE_COMMIT_ENV, head_commit
 
 from .engine import LABEL, EngineError
 
@@ -30,18 +31,10 @@ CUDA_DOCKERFILE = "Dockerfile"
 CONTEXT_ONLY_FOR_CPU = ("docker/wheels",)  # the CPU image's wheels (~300 MB) never travel with the CUDA build
 
 
-def context_commit(context: Path) -> str:
-    """The commit the context's files are: `git rev-parse HEAD` there, or 'unknown' outside a checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=context, capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-    except OSError:
-        return "unknown"
-
-
 def commit_buildargs(context: Path, commit: str | None = None) -> dict[str, str]:
-    """CARDTIME_COMMIT for the image: the manifest of every run in it records this as the suite's commit."""
-    return {"CARDTIME_COMMIT": commit or context_commit(context)}
+    """CARDTIME_COMMIT for the image (the commit the context's files are, 'unknown' outside a checkout): the
+    manifest of every run in it records this as the suite's commit."""
+    return {IMAGE_COMMIT_ENV: commit or head_commit(context) or "unknown"}
 
 
 def context_tar(context: Path, dockerfile: str, exclude: tuple[str, ...] = ()) -> io.BytesIO:

@@ -15,7 +15,6 @@ git commit with a clean tree). Otherwise it is marked "not comparable" and no ra
 
 from __future__ import annotations
 
-import math
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ import pandas as pd
 from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, RunDirError, SchemaError
 from suite.runfiles import read_json_object
 from suite.stages import ORDER
+from suite.values import is_finite_number
 
 from . import figures as figure_modules
 from . import fmt, identity, overlay
@@ -135,11 +135,12 @@ def metric_table(stage: str, runs: list[ComparedRun], others: list[ComparedRun])
         cells += [Cell(str(record["unit"])), Cell(value_text(record, 0), "num")]
         any_mark = False
         for i, run in enumerate(others, start=1):
-            ratio = record[f"v{i}"] / record["v0"] if _finite(record.get("v0")) and _finite(record.get(f"v{i}")) and record["v0"] else float("nan")
-            mark = _finite(ratio) and exceeds_noise(_stats(record, 0), _stats(record, i))
+            base, value = record.get("v0"), record.get(f"v{i}")
+            ratio = value / base if is_finite_number(base) and is_finite_number(value) and base else float("nan")
+            mark = is_finite_number(ratio) and exceeds_noise(_stats(record, 0), _stats(record, i))
             any_mark |= mark
             cells += [Cell(value_text(record, i), "num"),
-                      Cell((fmt.number(ratio) if _finite(ratio) else "—") + (" ⚑" if mark else ""),
+                      Cell((fmt.number(ratio) if is_finite_number(ratio) else "—") + (" ⚑" if mark else ""),
                            "num marked" if mark else "num")]
         (marked_rows if any_mark else body).append(cells)
     rows = marked_rows + body
@@ -154,31 +155,24 @@ def metric_table(stage: str, runs: list[ComparedRun], others: list[ComparedRun])
 
 
 def value_text(record: dict, i: int) -> str:
-    if not _finite(record.get(f"v{i}")):
+    if not is_finite_number(record.get(f"v{i}")):
         return "—"
     text = fmt.number(record[f"v{i}"])
     n = record.get(f"n{i}")
-    if _finite(n) and n >= 2 and record[f"v{i}"]:
+    if is_finite_number(n) and n >= 2 and record[f"v{i}"]:
         spread = (record[f"max{i}"] - record[f"min{i}"]) / 2 / abs(record[f"v{i}"]) * 100
         text += f" ±{spread:.2g}%"
     return text
 
 
 def _stats(record: dict, i: int) -> pd.Series:
-    return pd.Series({"n": record.get(f"n{i}") if _finite(record.get(f"n{i}")) else 0,
+    return pd.Series({"n": record.get(f"n{i}") if is_finite_number(record.get(f"n{i}")) else 0,
                       "min": record.get(f"min{i}"), "max": record.get(f"max{i}")})
 
 
 def _has_repeats(merged: pd.DataFrame, i: int) -> bool:
     column = merged.get(f"n{i}")
     return column is not None and bool((column.fillna(0) >= 2).any())
-
-
-def _finite(x: Any) -> bool:
-    try:
-        return x is not None and x is not pd.NA and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
 
 
 def verdict_matrix(runs: list[ComparedRun], stages: list[str]) -> Table:

@@ -6,7 +6,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from .runview import is_missing
+from suite.values import is_missing
 
 
 def number(value: Any, digits: int = 4) -> str:

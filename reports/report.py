@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import VERDICT_STATUSES, Verdict, atomic_write_text
+from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
+from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 from . import figures as figure_modules
 from . import fmt, identity, tables
 from .render import render_template
 from .runview import RunView, load_run
 
-# The board lists failures first; within a status, stages in run order.
-BOARD_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
 MAX_RAW_LINKS = 200
 RUN_FILES = ("manifest.json", "verdicts.json", "results.csv", "results.parquet", "expectations.csv")
 
@@ -66,27 +65,24 @@ def anchor(stage: str) -> str:
     return f"stage-{stage}"
 
 
-def summary(counts: dict[str, int]) -> str:
-    """'3 passed, 1 warned, 0 failed, 12 skipped' — the line `python -m reports` and `make rehearse` print."""
-    return (f"{counts['pass']} passed, {counts['warn']} warned, {counts['fail']} failed, "
-            f"{counts['skip']} skipped")
+summary = summary_line  # the name reports/__main__.py and compare.py import
 
 
 def board(verdicts: list[Verdict]) -> list[BoardRow]:
+    """Failures first (suite.verdicts.SEVERITY); within a status, stages in run order."""
     position = {name: i for i, name in enumerate(ORDER)}
 
     def key(v: Verdict) -> tuple:
-        return BOARD_ORDER[v.status], position.get(v.stage, len(ORDER)), v.stage, v.id
+        return SEVERITY_RANK[v.status], position.get(v.stage, len(ORDER)), v.stage, v.id
 
     return [BoardRow(stage=v.stage, anchor=anchor(v.stage), status=v.status, id=v.id, expected=v.expected,
                      observed=v.observed, reason=fmt.first_line(v.reason)) for v in sorted(verdicts, key=key)]
 
 
 def verdict_table(verdicts: list[Verdict]) -> tables.Table:
-    position = {s: i for i, s in enumerate(VERDICT_STATUSES)}
     rows = [[tables.Cell(v.id, "id"), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
              tables.Cell(v.observed), tables.Cell(v.reason, "reason")]
-            for v in sorted(verdicts, key=lambda v: (BOARD_ORDER[v.status], position[v.status], v.id))]
+            for v in sorted(verdicts, key=lambda v: (SEVERITY_RANK[v.status], v.id))]
     headers = [tables.Cell(h) for h in ("verdict", "status", "expected", "observed", "reason")]
     return tables.Table(caption="Verdicts", headers=headers, rows=rows)
 
@@ -175,7 +171,7 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "banners": identity.banners(view),
         "identity": identity.identity(view),
         "summary": summary(counts),
-        "counts": [(status, counts[status]) for status in ("fail", "warn", "pass", "skip")],
+        "counts": [(status, counts[status]) for status in SEVERITY],
         "board": board(view.verdicts),
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
         "sections": [section(view, s, out_path.parent) for s in view.stages()],

@@ -11,7 +11,6 @@ shows it. Only when nothing at all can be read does load_run raise (suite.result
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,12 +160,3 @@ def stage_text(stage: str) -> StageText:
         return StageText("", "", "", missing=f"stage module suite/stages/{stage}.py could not be loaded "
                                               f"({type(e).__name__}: {e}); its description is unavailable")
     return StageText(str(module.MEASURES), str(module.WRONG), str(module.REHEARSAL))
-
-
-def is_missing(value: Any) -> bool:
-    """pandas NA, None, NaN or an empty string."""
-    if value is None or value is pd.NA:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and value == ""

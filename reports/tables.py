@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from suite.results import PARAM_COLUMNS
+from suite.values import is_missing
 
 from . import fmt
-from .runview import is_missing
 
 MAX_TABLE_ROWS = 300
 """Rows shown per table; the rest stay in results.csv / expectations.csv (a sweep has thousands)."""

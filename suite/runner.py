@@ -16,7 +16,6 @@ import os
 import platform
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -41,6 +40,8 @@ from .results import (
     status_counts,
     write_rows_jsonl,
 )
+from .gitinfo import suite_checkout
+from .verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
 ROWS_FILE = ".stage-rows.jsonl"
@@ -59,9 +60,8 @@ class RunOutcome:
         return 1 if self.counts["fail"] else 0
 
     def summary(self) -> str:
-        """The counts; when GPU stages were skipped for want of GPUs, a first line says so."""
-        c = self.counts
-        counts = f"{c['pass']} passed, {c['warn']} warned, {c['fail']} failed, {c['skip']} skipped"
+        """The counts (summary_line); when GPU stages were skipped for want of GPUs, a first line says so."""
+        counts = summary_line(self.counts)
         short = self.run.manifest.get("gpu_stages_skipped")
         if short:
             return (f"{len(short['stages'])} GPU stage(s) skipped: {short['reason']} "
@@ -94,24 +94,6 @@ def unique_run_path(base: Path, run_id: str) -> Path:
     return path
 
 
-def git_commit() -> dict[str, Any]:
-    """The suite's commit and whether the tree was dirty; CARDTIME_COMMIT where there is no .git (the image)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root, capture_output=True, text=True, timeout=10,
-            ).stdout.strip()
-        )
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": os.environ.get("CARDTIME_COMMIT", "unknown"), "dirty": None}
-
-
 def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
@@ -124,7 +106,7 @@ def initial_manifest(profile: Profile, run_id: str, selected: list[str]) -> dict
         "run_id": run_id,
         "profile": profile.to_dict(),
         "profile_name": profile.name,
-        "git": git_commit(),
+        "git": suite_checkout(),
         "host": {
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
@@ -220,8 +202,8 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     timeout = profile.timeout_for(name)
 
     if profile.is_rehearsal and not module.REHEARSAL:
-        verdicts = [Verdict(id=f"{name}.run", stage=name, status="skip", expected="a GPU",
-                            observed=f"profile {profile.name}", reason="this stage needs GPUs and has no rehearsal face")]
+        verdicts = [verdicts_for(name).skip("run", expected="a GPU", observed=f"profile {profile.name}",
+                                            reason="this stage needs GPUs and has no rehearsal face")]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 
@@ -265,9 +247,9 @@ def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Exp
     state = run.stage_state(name)
     state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows))
     run.save_manifest()
-    c = status_counts(verdicts)
+    counts = status_counts(verdicts)
     word = "done" if status == "complete" else "FAILED"
-    progress.end_stage(f"{word}: {len(rows)} rows; {c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip")
+    progress.end_stage(f"{word}: {len(rows)} rows; {summary_line(counts)}")
 
 
 def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
@@ -284,8 +266,7 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
     observed = failure.get("observed") or (
         f"exit code {failure['exit_code']}" if failure.get("exit_code") is not None else failure.get("message", "crashed")
     )
-    return Verdict(id=f"{stage}.run", stage=stage, status="fail", expected="the stage completes",
-                   observed=observed, reason="\n".join(parts))
+    return verdicts_for(stage).fail("run", expected="the stage completes", observed=observed, reason="\n".join(parts))
 
 
 # ---------------------------------------------------------------- isolation

@@ -18,8 +18,8 @@ from pathlib import Path
 SUITE_ROOT = Path(__file__).resolve().parent
 PLUMBING = frozenset({
     "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch", "suite.context",
-    "suite.progress", "suite.procs", "suite.judging", "suite.stagecode", "suite.stages", "suite.commands",
-    "suite.workloads.worker",
+    "suite.progress", "suite.procs", "suite.verdicts", "suite.values", "suite.stagecode", "suite.stages",
+    "suite.commands", "suite.workloads.worker",
 })
 MODULE_LITERAL = re.compile(r"^suite(?:\.\w+)+$")
 

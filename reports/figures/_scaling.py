@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
+from suite.values import is_finite_number, is_missing
+
+from ._plot import finish, grouped_bars, limit, new_figure, style
 
 
 def series(frame, metric: str, key: str, case: str = "train_step") -> dict[int, float]:
@@ -17,7 +19,7 @@ def series(frame, metric: str, key: str, case: str = "train_step") -> dict[int, 
     out = {}
     for _, r in part.iterrows():
         k, v = r[key], r["value"]
-        if k is not None and not _missing(k) and v is not None and math.isfinite(float(v)):
+        if not is_missing(k) and is_finite_number(v):
             out[int(k)] = float(v)
     return dict(sorted(out.items()))
 
@@ -28,25 +30,29 @@ def golden_panel(ax, rows, key: str, label: str, tolerance: float | None) -> boo
     if not len(part):
         return False
     cases = sorted(set(part["case"].astype(str)))
-    keys = sorted({int(k) for k in part[key] if not _missing(k)})
-    width = 0.8 / max(len(cases), 1)
-    for i, case in enumerate(cases):
+    keys = sorted({int(k) for k in part[key] if not is_missing(k)})
+    groups = []
+    for case in cases:
         values = []
         for k in keys:
             hit = part[(part["case"] == case) & (part[key] == k)]["value"]
             v = float(hit.iloc[0]) if len(hit) else math.nan
             values.append(max(v, 1e-12) if math.isfinite(v) else math.nan)  # 0 drawn at the floor of the log axis
-        ax.bar([j + i * width for j in range(len(keys))], values, width=width, label=case)
+        groups.append((case, values, None))
+    grouped_bars(ax, range(len(keys)), groups, width=0.8 / max(len(cases), 1))
     if tolerance:
-        ax.axhline(tolerance, color="red", linestyle="--", label=f"tolerance {tolerance:g}")
-    ax.set_yscale("log")
-    ax.set_xticks([j + width * (len(cases) - 1) / 2 for j in range(len(keys))])
-    ax.set_xticklabels([f"{label}={k}" for k in keys])
-    ax.set_ylabel("max |partitioned − single process|")
-    ax.set_title("Golden comparison (float32)")
-    ax.legend(fontsize=7)
-    ax.grid(True, axis="y", alpha=0.3)
+        limit(ax, tolerance, f"tolerance {tolerance:g}")
+    style(ax, title="Golden comparison (float32)", ylabel="max |partitioned − single process|", logy=True,
+          xticks=range(len(keys)), xticklabels=[f"{label}={k}" for k in keys], grid="y")
     return True
+
+
+def golden_figure(rows, expectations, key: str, label: str, title: str, height: float = 3.6) -> Figure | None:
+    """The golden panel as a figure of its own; None when no comparison was recorded."""
+    fig, ax = new_figure(8, height)
+    if not golden_panel(ax, rows, key, label, tolerance_from(expectations)):
+        return None
+    return finish(fig, title)
 
 
 def tolerance_from(expectations) -> float | None:
@@ -54,10 +60,3 @@ def tolerance_from(expectations) -> float | None:
         return None
     tol = expectations[expectations["metric"] == "max_abs_error"]["value"]
     return float(tol.iloc[0]) if len(tol) else None
-
-
-def _missing(x) -> bool:
-    try:
-        return x is None or (isinstance(x, float) and math.isnan(x)) or str(x) in ("<NA>", "nan", "")
-    except TypeError:
-        return True

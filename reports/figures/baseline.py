@@ -3,15 +3,12 @@ model state (parameters, gradients, AdamW moments), and on a GPU the MFU against
 
 from __future__ import annotations
 
-import math
+from matplotlib.figure import Figure
 
-import matplotlib
+from suite.values import is_finite_number
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from ._scaling import series  # noqa: E402
+from ._plot import finish, limit, new_figure, style
+from ._scaling import series
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -22,29 +19,24 @@ def figures(rows, expectations, facts) -> list[Figure]:
     peak = series(rows, "peak_memory_bytes", "tp").get(1)
     if step is None:
         return []
-    state = series(expectations, "model_state_bytes", "tp").get(1) if len(expectations) else None
+    state = series(expectations, "model_state_bytes", "tp").get(1)
     mfu = series(rows, "mfu", "tp").get(1)
-    fig = Figure(figsize=(8, 3.6))
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = new_figure(8, 3.6, 1, 2)
     labels, values = ["measured peak"], [(peak or 0) / 2**20]
     if state is not None:
         labels.append("model state (expected)")
         values.append(state / 2**20)
     left.bar(labels, values, color=["tab:blue", "tab:grey"][: len(values)])
-    left.set_ylabel("MiB")
-    left.set_title("Memory of one device")
-    mfu_floor = series(expectations, "mfu", "tp").get(1) if len(expectations) else None
-    if mfu is not None and math.isfinite(mfu):
+    style(left, title="Memory of one device", ylabel="MiB", grid=None, legend=None)
+    mfu_floor = series(expectations, "mfu", "tp").get(1)
+    if is_finite_number(mfu):
         right.bar(["MFU"], [mfu * 100], color="tab:green")
         if mfu_floor:
-            right.axhline(mfu_floor * 100, color="red", linestyle="--", label=f"floor {mfu_floor:.0%}")
-            right.legend(fontsize=7)
-        right.set_ylabel("% of bf16 dense peak")
-        right.set_title("Model FLOPs utilisation")
+            limit(right, mfu_floor * 100, f"floor {mfu_floor:.0%}")
+        style(right, title="Model FLOPs utilisation", ylabel="% of bf16 dense peak", grid=None,
+              legend=7 if mfu_floor else None)
     else:
         right.axis("off")
         right.text(0.0, 0.5, f"step {step * 1e3:.3g} ms\n{tokens:,.0f} tokens/s\n(no MFU: no GPU peak)",
                    fontsize=11, va="center")
-    fig.suptitle(f"Baseline, TP=1: {step * 1e3:.3g} ms per step, {tokens:,.0f} tokens/s")
-    fig.tight_layout()
-    return [fig]
+    return [finish(fig, f"Baseline, TP=1: {step * 1e3:.3g} ms per step, {tokens:,.0f} tokens/s")]

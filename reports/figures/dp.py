@@ -3,13 +3,10 @@ the golden comparison of parameters after training against its tolerance."""
 
 from __future__ import annotations
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from ._scaling import golden_panel, series, tolerance_from  # noqa: E402
+from ._plot import finish, measured_vs_model, new_figure, style
+from ._scaling import golden_figure, series
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -18,38 +15,17 @@ def figures(rows, expectations, facts) -> list[Figure]:
     out = []
     measured = series(rows, "tokens_per_s_per_rank", "world")
     if measured:
-        fig = Figure(figsize=(9, 3.8))
-        left, right = fig.subplots(1, 2)
+        fig, (left, right) = new_figure(9, 3.8, 1, 2)
         worlds = list(measured)
-        left.plot(worlds, list(measured.values()), marker="o", label="measured")
-        predicted = series(expectations, "tokens_per_s_per_rank", "world") if len(expectations) else {}
-        if predicted:
-            left.plot(list(predicted), list(predicted.values()), "--", marker="x", color="grey", label="α-β model")
-        left.set_xticks(worlds)
-        left.set_xlabel("DDP ranks (fixed global batch)")
-        left.set_ylabel("tokens/s per rank")
-        left.set_title("Per-rank throughput")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize=7)
-        eff = series(rows, "efficiency", "world")
-        eff_model = series(expectations, "efficiency", "world") if len(expectations) else {}
-        if eff:
-            right.plot(list(eff), list(eff.values()), marker="o", label="measured")
-        if eff_model:
-            right.plot(list(eff_model), list(eff_model.values()), "--", marker="x", color="grey", label="α-β model")
+        measured_vs_model(left, measured, series(expectations, "tokens_per_s_per_rank", "world"),
+                          model_label="α-β model", model_marker="x")
+        style(left, title="Per-rank throughput", xlabel="DDP ranks (fixed global batch)", ylabel="tokens/s per rank",
+              xticks=worlds)
+        measured_vs_model(right, series(rows, "efficiency", "world"), series(expectations, "efficiency", "world"),
+                          model_label="α-β model", model_marker="x")
         right.set_ylim(0, 1.1)
-        right.set_xticks(worlds)
-        right.set_xlabel("DDP ranks")
-        right.set_ylabel("per-rank throughput ÷ one rank's")
-        right.set_title("Decay")
-        right.grid(True, alpha=0.3)
-        right.legend(fontsize=7)
-        fig.suptitle("Data parallelism: throughput per rank beside the α-β model")
-        fig.tight_layout()
-        out.append(fig)
-    fig = Figure(figsize=(8, 3.6))
-    if golden_panel(fig.subplots(), rows, "world", "ranks", tolerance_from(expectations)):
-        fig.suptitle("Data parallelism: parameters after training vs one process")
-        fig.tight_layout()
-        out.append(fig)
-    return out
+        style(right, title="Decay", xlabel="DDP ranks", ylabel="per-rank throughput ÷ one rank's", xticks=worlds)
+        out.append(finish(fig, "Data parallelism: throughput per rank beside the α-β model"))
+    golden = golden_figure(rows, expectations, "world", "ranks",
+                           "Data parallelism: parameters after training vs one process")
+    return out + ([golden] if golden else [])

@@ -3,13 +3,11 @@ the measured seconds written on it, and the losses of the drill against the unin
 
 from __future__ import annotations
 
-import math
+from matplotlib.figure import Figure
 
-import matplotlib
+from suite.values import is_missing
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from ._plot import finish, limit, new_figure, style
 
 SCENARIOS = ("crash", "hang", "exception")
 # (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
@@ -44,28 +42,23 @@ def _values(rows, scenario: str) -> dict[str, float]:
     return {m: float(v) for m, v in zip(part["metric"], part["value"]) if m != "loss"}
 
 
-def _finite(x) -> bool:
-    return x is not None and not math.isnan(x)
-
-
 def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     drill = facts.get("fault_drill", {}) if facts else {}
-    fig = Figure(figsize=(11, 1.4 + 1.4 * len(scenarios)))
-    ax = fig.subplots()
+    fig, ax = new_figure(11, 1.4 + 1.4 * len(scenarios))
     longest, labelled = 0.0, set()
     for y, scenario in enumerate(reversed(scenarios)):
         v = _values(rows, scenario)
         v["fault"] = 0.0
         for start, end, label, colour in PHASES:
             a, b = v.get(start), v.get(end)
-            if _finite(a) and _finite(b) and b >= a:
+            if not is_missing(a) and not is_missing(b) and b >= a:
                 ax.barh(y, b - a, left=a, height=0.4, color=colour, label=None if label in labelled else label)
                 labelled.add(label)
                 longest = max(longest, b)
         reached = []
         for key, name in MARKS:
             x = v.get(key)
-            if _finite(x):
+            if not is_missing(x):
                 ax.plot([x], [y], "k|", markersize=16)
                 reached.append(f"{name.replace(chr(10), ' ')} {x:.2f} s")
             elif key != "nudge_s":
@@ -78,15 +71,11 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     ax.set_yticks(range(len(scenarios)), list(reversed(scenarios)))
     ax.set_ylim(-0.75, len(scenarios) - 0.25)
     ax.set_xlim(-0.02 * max(longest, 1.0), 1.05 * max(longest, 1.0))
-    ax.set_xlabel("seconds after the fault")
-    ax.grid(True, axis="x", alpha=0.3)
-    if labelled:
-        ax.legend(fontsize=7, loc="upper right", ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
+    style(ax, xlabel="seconds after the fault", grid="x", legend=7 if labelled else None, loc="upper right",
+          ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
     where = f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout " \
             f"{drill.get('pg_timeout_s', '?')} s" + (", the scenarios run at once" if drill.get("concurrent") else "")
-    fig.suptitle(f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun")
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun")
 
 
 def _error(rows, scenario: str, width: int = 150) -> str:
@@ -102,8 +91,7 @@ def loss_figure(rows, scenarios: list[str]) -> Figure:
     losses = rows[rows["metric"] == "loss"]
     reference = losses[losses["case"] == "reference"].sort_values("repeat")
     ref = dict(zip(reference["repeat"].astype(int), reference["value"]))
-    fig = Figure(figsize=(11, 4))
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = new_figure(11, 4, 1, 2)
     if ref:
         left.plot(list(ref), list(ref.values()), "-", color="black", label="uninterrupted reference")
     tolerance = None
@@ -121,21 +109,11 @@ def loss_figure(rows, scenarios: list[str]) -> Figure:
             diffs = [max(abs(val - ref[s]), ZERO_FLOOR) for s, val in zip(steps, points["value"]) if s in ref]
             right.plot([s for s in steps if s in ref], diffs, marker + "-" if source == "attempt1" else marker,
                        fillstyle="none", label=f"{scenario} {source.replace('attempt', 'attempt ')}")
-        if _finite(v.get("fault_step")):
+        if not is_missing(v.get("fault_step")):
             left.axvline(v["fault_step"], color="#d62728", linestyle=":", linewidth=1)
-    left.set_xlabel("step")
-    left.set_ylabel("loss (nats)")
-    left.set_title("loss per step (fault step dotted)")
-    left.legend(fontsize=6)
-    right.set_yscale("log")
-    if _finite(tolerance):
-        right.axhline(tolerance, color="grey", linestyle="--", label=f"tolerance {tolerance:g}")
-    right.set_xlabel("step")
-    right.set_ylabel("|loss − reference| (nats)")
-    right.set_title(f"difference from the reference (0 drawn at {ZERO_FLOOR:g})")
-    right.legend(fontsize=6)
-    for ax in (left, right):
-        ax.grid(True, alpha=0.3)
-    fig.suptitle("Resumed training against the uninterrupted run of the same seed")
-    fig.tight_layout()
-    return fig
+    style(left, title="loss per step (fault step dotted)", xlabel="step", ylabel="loss (nats)", legend=6)
+    if not is_missing(tolerance):
+        limit(right, tolerance, f"tolerance {tolerance:g}", color="grey")
+    style(right, title=f"difference from the reference (0 drawn at {ZERO_FLOOR:g})", xlabel="step",
+          ylabel="|loss − reference| (nats)", logy=True, legend=6)
+    return finish(fig, "Resumed training against the uninterrupted run of the same seed")

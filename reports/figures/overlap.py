@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
+from suite.values import is_missing
 
-from matplotlib.figure import Figure  # noqa: E402
+from ._plot import finish, grouped_bars, new_figure, style
 
 NO_OVERLAP = "no_overlap"
 
@@ -44,42 +44,33 @@ def figures(rows, expectations, facts) -> list[Figure]:
 
 
 def step_figure(rows, labels: list[str]) -> Figure:
-    fig = Figure(figsize=(7, 4))
-    ax = fig.subplots()
+    fig, ax = new_figure(7, 4)
     steps = [_value(rows, m, "step_time_s") * 1e3 for m in labels]
     colors = ["tab:grey" if m == NO_OVERLAP else "tab:blue" for m in labels]
     bars = ax.bar(labels, steps, color=colors)
     for bar, label in zip(bars, labels):
         buckets = _value(rows, label, "buckets")
         diff = _value(rows, label, "max_grad_diff")
-        note = (f"{buckets:.0f} buckets\n" if not math.isnan(buckets) else "") + (
-            f"Δgrad {diff:.1e}" if not math.isnan(diff) else "")
+        note = (f"{buckets:.0f} buckets\n" if not is_missing(buckets) else "") + (
+            f"Δgrad {diff:.1e}" if not is_missing(diff) else "")
         ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
     base = _value(rows, NO_OVERLAP, "step_time_s") * 1e3
-    if not math.isnan(base):
+    if not is_missing(base):
         ax.axhline(base, color="tab:grey", linestyle=":", label="no overlap")
-        ax.legend(fontsize=8)
-    ax.set_ylabel("step time (ms, median, slowest rank)")
-    ax.set_title("DDP step time by overlap mode (Δgrad: max |grad − one process's|)")
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    style(ax, title="DDP step time by overlap mode (Δgrad: max |grad − one process's|)",
+          ylabel="step time (ms, median, slowest rank)", grid="y", legend=None if is_missing(base) else 8)
+    return finish(fig)
 
 
 def saving_figure(rows, labels: list[str]) -> Figure:
     overlapped = [m for m in labels if m != NO_OVERLAP]
-    fig = Figure(figsize=(7, 4))
-    ax = fig.subplots()
+    fig, ax = new_figure(7, 4)
     x = range(len(overlapped))
-    measured = [_value(rows, m, "step_time_saving_s") * 1e3 for m in overlapped]
-    predicted = [_value(rows, m, "predicted_hidden_comm_s") * 1e3 for m in overlapped]
-    ax.bar([i - 0.2 for i in x], measured, width=0.4, label="measured: no overlap − mode", color="tab:blue")
-    ax.bar([i + 0.2 for i in x], predicted, width=0.4, label="α-β: communication hidden", color="tab:orange")
+    saved = [_value(rows, m, "step_time_saving_s") * 1e3 for m in overlapped]
+    hidden = [_value(rows, m, "predicted_hidden_comm_s") * 1e3 for m in overlapped]
+    grouped_bars(ax, x, [("measured: no overlap − mode", saved, "tab:blue"),
+                         ("α-β: communication hidden", hidden, "tab:orange")], width=0.4)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(list(x), overlapped)
-    ax.set_ylabel("ms per step")
-    ax.set_title("Time saved by overlapping, measured and predicted")
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    style(ax, title="Time saved by overlapping, measured and predicted", ylabel="ms per step", xticks=x,
+          xticklabels=overlapped, grid="y", legend=8)
+    return finish(fig)

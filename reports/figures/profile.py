@@ -3,11 +3,9 @@ per rank the communication, compute and overlapped time with the overlap percent
 
 from __future__ import annotations
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from ._plot import finish, grouped_bars, new_figure, style
 
 LANES = (("compute", "tab:blue"), ("comm", "tab:orange"))
 PIXELS = 700  # drawn width of the time axis, about
@@ -37,8 +35,7 @@ def coalesce(intervals: list, gap: float) -> list[tuple[float, float]]:
 
 
 def timeline_figure(ranks: list[dict], tool: str) -> Figure:
-    fig = Figure(figsize=(10, 0.9 * len(ranks) + 1.4))
-    ax = fig.subplots()
+    fig, ax = new_figure(10, 0.9 * len(ranks) + 1.4)
     labels, ticks = [], []
     for i, r in enumerate(ranks):
         base = (len(ranks) - 1 - i) * 3
@@ -50,37 +47,29 @@ def timeline_figure(ranks: list[dict], tool: str) -> Figure:
             ticks.append(base + j * 1.2 + 0.5)
             labels.append(f"rank {r['rank']} {lane}")
     ax.set_yticks(ticks, labels, fontsize=7)
-    ax.set_xlabel("ms from the window's start (each rank its own window: about one step, ending with its last all-reduce)")
-    ax.set_title(f"Timeline per rank ({tool}): compute and communication lanes")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    style(ax, title=f"Timeline per rank ({tool}): compute and communication lanes",
+          xlabel="ms from the window's start (each rank its own window: about one step, ending with its last "
+                 "all-reduce)", grid="x", legend=8, loc="upper left")
+    return finish(fig)
 
 
 def totals_figure(totals) -> Figure:
-    fig = Figure(figsize=(8, 4))
-    ax = fig.subplots()
+    fig, ax = new_figure(8, 4)
     ranks = sorted(int(r) for r in totals["rank"].dropna().unique())
 
     def get(rank: int, metric: str) -> float:
         part = totals[(totals["rank"] == rank) & (totals["metric"] == metric)]
         return float(part["value"].iloc[0]) if len(part) else float("nan")
 
-    width = 0.27
-    for k, (metric, color) in enumerate((("compute_us", "tab:blue"), ("comm_us", "tab:orange"),
-                                         ("overlap_us", "tab:green"))):
-        ax.bar([r + (k - 1) * width for r in ranks], [get(r, metric) / 1e3 for r in ranks], width=width,
-               color=color, label=metric.removesuffix("_us"))
+    grouped_bars(ax, ranks, [(metric.removesuffix("_us"), [get(r, metric) / 1e3 for r in ranks], color)
+                             for metric, color in (("compute_us", "tab:blue"), ("comm_us", "tab:orange"),
+                                                   ("overlap_us", "tab:green"))], width=0.27)
     for r in ranks:
         pct = get(r, "overlap_pct")
         top = max(get(r, "compute_us"), get(r, "comm_us")) / 1e3
         ax.annotate(f"{pct:.1f}% overlapped", (r, top), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(ranks, [f"rank {r}" for r in ranks])
-    ax.set_ylabel("ms over the analysed steps")
-    ax.set_title("Communication under compute per rank (overlap % = overlapped ÷ communication)")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the percentages
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    style(ax, title="Communication under compute per rank (overlap % = overlapped ÷ communication)",
+          ylabel="ms over the analysed steps", xticks=ranks, xticklabels=[f"rank {r}" for r in ranks], grid="y",
+          legend=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    return finish(fig)

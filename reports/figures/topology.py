@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import re
 
-import matplotlib
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from ._plot import finish, new_figure
 
 # Path types slowest last, with a colour each (NVLink shades are added per bonded count).
 PATH_COLOURS = {"PIX": "#9ecae1", "PXB": "#6baed6", "PHB": "#fdd49e", "NODE": "#fc8d59", "SYS": "#d7301f",
@@ -68,8 +66,7 @@ def _matrix(pairs: dict[str, str], facts: dict, nics: bool) -> Figure:
     cmap = ListedColormap([colours[t] for t in texts])
 
     size = max(3.5, 0.55 * len(top) + 2.0)
-    fig = Figure(figsize=(size, max(3.0, 0.45 * len(left) + 1.6)))
-    ax = fig.add_subplot()
+    fig, ax = new_figure(size, max(3.0, 0.45 * len(left) + 1.6))
     ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(texts) - 0.5, aspect="auto")
     for i, a in enumerate(left):
         for j, b in enumerate(top):
@@ -91,5 +88,4 @@ def _matrix(pairs: dict[str, str], facts: dict, nics: bool) -> Figure:
         ax.set_title(f"GPU × GPU links{f' — {model}' if model else ''}{f' ({kind})' if kind else ''}", fontsize=10)
     handles = [Patch(facecolor=colours[t], edgecolor="#999999", label=t) for t in texts if t != "X"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    fig.tight_layout()
-    return fig
+    return finish(fig)

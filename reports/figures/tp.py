@@ -3,13 +3,10 @@ and the golden comparison (max |TP − single process| per degree) against its t
 
 from __future__ import annotations
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from ._scaling import golden_panel, series, tolerance_from  # noqa: E402
+from ._plot import finish, measured_vs_model, new_figure, style
+from ._scaling import golden_figure, series
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -19,33 +16,17 @@ def figures(rows, expectations, facts) -> list[Figure]:
     speedup = series(rows, "speedup", "tp")
     share = series(rows, "comm_share", "tp")
     if speedup:
-        fig = Figure(figsize=(9, 3.8))
-        left, right = fig.subplots(1, 2)
+        fig, (left, right) = new_figure(9, 3.8, 1, 2)
         degrees = list(speedup)
-        left.plot(degrees, list(speedup.values()), marker="o", label="measured")
-        ideal = series(expectations, "speedup", "tp") if len(expectations) else {}
-        if ideal:
-            left.plot(list(ideal), list(ideal.values()), "--", color="grey", label="ideal (d×)")
-        left.set_xscale("log", base=2)
-        left.set_xticks(degrees)
-        left.set_xticklabels([str(d) for d in degrees])
-        left.set_xlabel("TP degree")
-        left.set_ylabel("speedup vs baseline")
-        left.set_title("Speedup")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize=7)
+        measured_vs_model(left, speedup, series(expectations, "speedup", "tp"), model_label="ideal (d×)")
+        style(left, title="Speedup", xlabel="TP degree", ylabel="speedup vs baseline", logx=2, xticks=degrees,
+              xticklabels=[str(d) for d in degrees])
         if share:
             right.bar([str(d) for d in share], [v * 100 for v in share.values()], color="tab:orange")
             right.set_ylim(0, 100)
-        right.set_xlabel("TP degree")
-        right.set_ylabel("% of step in communication")
-        right.set_title("Communication share (profiler)")
-        fig.suptitle("Tensor parallelism: speedup and communication")
-        fig.tight_layout()
-        out.append(fig)
-    fig = Figure(figsize=(8, 3.8))
-    if golden_panel(fig.subplots(), rows, "tp", "TP", tolerance_from(expectations)):
-        fig.suptitle("Tensor parallelism: sharded vs single-process forward and backward")
-        fig.tight_layout()
-        out.append(fig)
-    return out
+        style(right, title="Communication share (profiler)", xlabel="TP degree", ylabel="% of step in communication",
+              grid=None, legend=None)
+        out.append(finish(fig, "Tensor parallelism: speedup and communication"))
+    golden = golden_figure(rows, expectations, "tp", "TP",
+                           "Tensor parallelism: sharded vs single-process forward and backward", height=3.8)
+    return out + ([golden] if golden else [])

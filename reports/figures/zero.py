@@ -3,13 +3,12 @@ the model's expected state bytes side by side — with each stage's step time; t
 
 from __future__ import annotations
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
+from suite.costmodel.scaling_expectations import ZERO3_SLOWDOWN
 
-from matplotlib.figure import Figure  # noqa: E402
-
-from ._scaling import golden_panel, series, tolerance_from  # noqa: E402
+from ._plot import finish, grouped_bars, limit, new_figure, style
+from ._scaling import golden_figure, series
 
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
@@ -20,37 +19,25 @@ def figures(rows, expectations, facts) -> list[Figure]:
     out = []
     peak = series(rows, "peak_memory_bytes", "zero")
     state = series(rows, "state_memory_bytes", "zero")
-    model = series(expectations, "state_memory_bytes", "zero") if len(expectations) else {}
+    model = series(expectations, "state_memory_bytes", "zero")
     steps = series(rows, "step_time_s", "zero")
     stages = sorted(set(peak) | set(state) | set(model))
     if stages:
-        fig = Figure(figsize=(10, 3.8))
-        left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
-        width = 0.27
-        for i, (label, values, color) in enumerate((("measured peak", peak, "tab:blue"),
-                                                    ("measured model state", state, "tab:cyan"),
-                                                    ("expected model state", model, "tab:grey"))):
-            left.bar([j + (i - 1) * width for j in range(len(stages))],
-                     [values.get(z, 0) / 2**20 for z in stages], width=width, label=label, color=color)
-        left.set_xticks(range(len(stages)))
-        left.set_xticklabels([NAMES.get(z, str(z)) for z in stages])
-        left.set_ylabel("MiB per rank")
-        left.set_title("Memory per rank")
-        left.legend(fontsize=7)
-        left.grid(True, axis="y", alpha=0.3)
+        fig, (left, right) = new_figure(10, 3.8, 1, 2, gridspec_kw={"width_ratios": [3, 2]})
+        grouped_bars(left, range(len(stages)), [
+            (label, [values.get(z, 0) / 2**20 for z in stages], color)
+            for label, values, color in (("measured peak", peak, "tab:blue"),
+                                         ("measured model state", state, "tab:cyan"),
+                                         ("expected model state", model, "tab:grey"))], width=0.27)
+        style(left, title="Memory per rank", ylabel="MiB per rank", xticks=range(len(stages)),
+              xticklabels=[NAMES.get(z, str(z)) for z in stages], grid="y")
         if steps:
             right.bar([NAMES.get(z, str(z)) for z in steps], [v * 1e3 for v in steps.values()], color="tab:purple")
             if 0 in steps:
-                right.axhline(steps[0] * 1.5e3, color="red", linestyle="--", label="1.5 × DDP")
-                right.legend(fontsize=7)
-        right.set_ylabel("ms per step")
-        right.set_title("Step time")
-        fig.suptitle("ZeRO: memory per rank beside the model, and step time")
-        fig.tight_layout()
-        out.append(fig)
-    fig = Figure(figsize=(8, 3.6))
-    if golden_panel(fig.subplots(), rows, "zero", "ZeRO", tolerance_from(expectations)):
-        fig.suptitle("ZeRO: parameters after AdamW steps vs one process (ZeRO=0 is DDP)")
-        fig.tight_layout()
-        out.append(fig)
-    return out
+                limit(right, steps[0] * 1e3 * ZERO3_SLOWDOWN, f"{ZERO3_SLOWDOWN:g} × DDP")
+        style(right, title="Step time", ylabel="ms per step", grid=None,
+              legend=7 if steps and 0 in steps else None)
+        out.append(finish(fig, "ZeRO: memory per rank beside the model, and step time"))
+    golden = golden_figure(rows, expectations, "zero", "ZeRO",
+                           "ZeRO: parameters after AdamW steps vs one process (ZeRO=0 is DDP)")
+    return out + ([golden] if golden else [])

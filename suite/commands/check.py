@@ -16,10 +16,11 @@ from pathlib import Path
 
 from ..results import RunDir, RunDirError, Verdict, status_counts
 from . import usage_error
+from ..verdicts import SEVERITY_RANK, summary_line
 
 # What each --fail-on level rejects.
 REJECTS = {"fail": ("fail",), "warn": ("fail", "warn")}
-ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+ORDER = SEVERITY_RANK  # failures first, as on the report's board
 
 
 def add_parser(sub) -> None:
@@ -75,7 +76,6 @@ def print_table(run: RunDir, verdicts: list[Verdict], unfinished: list[str], cou
         print(f"{v.status.upper():<6}  {v.id:<{width}}  {v.observed} ({v.expected}) — {reason}")
     for stage in unfinished:
         print(f"{'NORUN':<6}  {stage:<{width}}  stage did not complete — resume: python -m suite run --resume {run.path}")
-    print(f"{counts['pass']} passed, {counts['warn']} warned, {counts['fail']} failed, {counts['skip']} skipped"
-          + (f", {len(unfinished)} did not run" if unfinished else ""))
+    print(summary_line(counts) + (f", {len(unfinished)} did not run" if unfinished else ""))
     verdict = "REJECTED" if rejected else "ACCEPTED"
     print(f"{verdict} (--fail-on {fail_on})" + (f": {', '.join(rejected)}" if rejected else ""))

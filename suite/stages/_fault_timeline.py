@@ -15,7 +15,6 @@ below is counted from the fault.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -179,7 +178,3 @@ def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tol
 def reference_rows(reference: list[float]) -> list[Row]:
     return [Row(stage=STAGE, case="reference", metric="loss", value=loss, unit="nats", world=1, repeat=step,
                 source="single-process") for step, loss in enumerate(reference)]
-
-
-def finite(value: float | None) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))

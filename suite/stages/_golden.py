@@ -7,6 +7,7 @@ import math
 from ..costmodel.tolerance import Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Row, Verdict
+from ..verdicts import verdicts_for
 
 
 def tolerance_after_training(facts: dict) -> Tolerance:
@@ -18,21 +19,21 @@ def tolerance_after_training(facts: dict) -> Tolerance:
 def golden_verdicts(stage: str, rows: list[Row], tol: Tolerance, key: str, keys, label: str) -> list[Verdict]:
     """One verdict per degree (key 'world') or ZeRO stage (key 'zero'): parameters after training within
     `tol` (its value and derivation said in the verdict)."""
-    out = []
+    verdicts, out = verdicts_for(stage), []
+    expected = f"max |Δ parameter| ≤ {tol.describe()} after training"
     for k in keys:
         found = [r.value for r in rows if r.case == "params_after_training" and r.metric == "max_abs_error"
                  and getattr(r, key) == k]
-        name = label.format(key=k)
+        name, check = label.format(key=k), f"golden.{key}{k}"
         if not found:
-            status, observed, reason = "fail", "no comparison row", f"{name} was not compared: see raw/{stage}/*.rank0.log"
-        else:
-            error = found[0]
-            ok = math.isfinite(error) and error <= tol.bound
-            status, observed = ("pass" if ok else "fail"), f"max |Δ parameter| = {error:.3g}"
-            reason = (f"{name} trains exactly what one process trains" if ok else
-                      f"{name} trains something else than one process: a gradient reduction skipped or wrongly "
-                      f"scaled, ranks seeded differently, or ranks reading other slices of the batch")
-        out.append(Verdict(id=f"{stage}.golden.{key}{k}", stage=stage, status=status,
-                           expected=f"max |Δ parameter| ≤ {tol.describe()} after training", observed=observed,
-                           reason=reason))
+            out.append(verdicts.fail(check, expected=expected, observed="no comparison row",
+                                     reason=f"{name} was not compared: see raw/{stage}/*.rank0.log"))
+            continue
+        error = found[0]
+        out.append(verdicts.check(
+            check, math.isfinite(error) and error <= tol.bound, expected=expected,
+            observed=f"max |Δ parameter| = {error:.3g}",
+            reason_ok=f"{name} trains exactly what one process trains",
+            reason_bad=f"{name} trains something else than one process: a gradient reduction skipped or wrongly "
+                       f"scaled, ranks seeded differently, or ranks reading other slices of the batch"))
     return out

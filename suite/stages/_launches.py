@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..launch import LaunchError, LaunchResult, launch_out_dir
 from ..results import Row, Verdict, atomic_write_text
+from ..verdicts import verdicts_for
 
 CASE_PREFIX = "launch."
 
@@ -32,8 +33,9 @@ def launch_rows(ctx, module: str, args: list[str], *, tag: str, **kwargs) -> lis
 
 def launch_verdicts(stage: str, rows: list[Row]) -> list[Verdict]:
     """One `fail` per launch that failed, with what it said; none when every launch exited 0."""
-    return [Verdict(id=f"{stage}.{r.case}", stage=stage, status="fail", expected="the launch exits 0",
-                    observed=r.text or "failed",
-                    reason="the torch workers failed; the rows they wrote before it and the other tool's rows are "
-                           "kept and judged — read the log named above (out of memory: lower sweep.max_bytes)")
+    verdicts = verdicts_for(stage)
+    return [verdicts.fail(r.case, expected="the launch exits 0", observed=r.text or "failed",
+                          reason="the torch workers failed; the rows they wrote before it and the other tool's rows "
+                                 "are kept and judged — read the log named above (out of memory: lower "
+                                 "sweep.max_bytes)")
             for r in rows if r.metric == "status" and r.source == "torchrun" and r.case.startswith(CASE_PREFIX)]

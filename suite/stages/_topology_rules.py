@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from ..gpus import gpu_for
 from ..parsers.topo import nvlink_count
 from ..results import Verdict
+from ..verdicts import verdicts_for
 
 STAGE = "topology"
 CROSS_NUMA_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS: across the CPU sockets' interconnect
@@ -132,16 +133,17 @@ def cross_numa_pairs(links: Mapping[str, str], groups: Mapping[str, str | None])
 
 # ---------------------------------------------------------------- verdicts
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[str] | None = None) -> Verdict:
     """topology.links: the GPU×GPU link types judged against the kind of box."""
     model = common_model(gpu_names)
     box = classify(gpus, links, model)
     summary = link_summary(links)
-    vid = f"{STAGE}.links"
     if box.kind == "single":
-        return Verdict(id=vid, stage=STAGE, status="skip", expected="GPU pairs to judge",
-                       observed=f"{len(gpus)} GPU", reason="one GPU: there is no GPU pair to judge")
+        return VERDICTS.skip("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
+                             reason="one GPU: there is no GPU pair to judge")
     nv = {p: nvlink_count(v) for p, v in links.items() if nvlink_count(v)}
     if box.kind == "switched":
         not_nv = [p for p in links if p not in nv]
@@ -150,16 +152,17 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
         odd = [p for p, c in nv.items() if c != want]
         expected = f"every GPU pair NV{want if want else '#'}, one NVLink count ({box.why})"
         if not not_nv and not odd:
-            return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
-                           reason=f"switched NVLink box: all {len(links)} GPU pairs on NVLink with the same count")
+            return VERDICTS.passed(
+                "links", expected=expected, observed=summary,
+                reason=f"switched NVLink box: all {len(links)} GPU pairs on NVLink with the same count")
         problems = []
         if not_nv:
             problems.append(f"{', '.join(f'{p} {links[p]}' for p in not_nv[:6])}"
                             f"{' …' if len(not_nv) > 6 else ''} without NVLink")
         if odd:
             problems.append(f"{', '.join(f'{p} {links[p]}' for p in odd[:6])} with a different NVLink count")
-        return Verdict(
-            id=vid, stage=STAGE, status="fail", expected=expected, observed=summary,
+        return VERDICTS.fail(
+            "links", expected=expected, observed=summary,
             reason=("; ".join(problems) + ": on a switched box this means NVLinks are down or the GPUs are "
                     "split across VMs/partitions. Check `nvidia-smi nvlink -s`, the fabric manager "
                     "(`systemctl status nvidia-fabricmanager`) and `nvidia-smi -q` Fabric state; ask the "
@@ -170,18 +173,18 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
         isolated = [g for g in gpus if degree[g] == 0]
         expected = "point-to-point NVLink mesh: each GPU with at least one NVLink peer"
         if isolated:
-            return Verdict(
-                id=vid, stage=STAGE, status="warn", expected=expected, observed=summary,
+            return VERDICTS.warn(
+                "links", expected=expected, observed=summary,
                 reason=(f"{', '.join(isolated)} {'has' if len(isolated) == 1 else 'have'} no NVLink peer while "
                         f"other GPUs do: a bridge is missing or its links are down (`nvidia-smi nvlink -s`); "
                         f"keep {', '.join(isolated)} out of tensor-parallel groups"),
             )
-        return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
-                       reason=f"{box.why}; {_pairs_without_nvlink(links, nv)}")
+        return VERDICTS.passed("links", expected=expected, observed=summary,
+                               reason=f"{box.why}; {_pairs_without_nvlink(links, nv)}")
     # PCIe only
     expected = "PCIe between GPUs" + (f" ({model} is not an NVLink board)" if model else "")
-    return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed=summary,
-                   reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak")
+    return VERDICTS.passed("links", expected=expected, observed=summary,
+                           reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak")
 
 
 def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> str:
@@ -196,20 +199,19 @@ def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> st
 
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
     """topology.numa: notes GPU pairs whose traffic crosses NUMA nodes (never a failure by itself)."""
-    vid = f"{STAGE}.numa"
     if len(gpus) < 2:
-        return Verdict(id=vid, stage=STAGE, status="skip", expected="GPU pairs to place",
-                       observed=f"{len(gpus)} GPU", reason="one GPU: no GPU pair can cross NUMA nodes")
+        return VERDICTS.skip("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
+                             reason="one GPU: no GPU pair can cross NUMA nodes")
     crossing = cross_numa_pairs(links, groups)
     nodes = sorted({g for g in groups.values() if g})
     expected = "GPU pairs without NVLink kept inside one NUMA node where possible"
     if not crossing:
-        return Verdict(id=vid, stage=STAGE, status="pass", expected=expected, observed="no GPU pair crosses NUMA nodes",
-                       reason="every GPU pair is on NVLink or under one NUMA node")
+        return VERDICTS.passed("numa", expected=expected, observed="no GPU pair crosses NUMA nodes",
+                               reason="every GPU pair is on NVLink or under one NUMA node")
     shown = ", ".join(crossing[:8]) + (" …" if len(crossing) > 8 else "")
     by_group = "; ".join(f"{grp}: {' '.join(g for g in gpus if groups.get(g) == grp)}" for grp in nodes)
-    return Verdict(
-        id=vid, stage=STAGE, status="pass", expected=expected,
+    return VERDICTS.passed(
+        "numa", expected=expected,
         observed=f"{len(crossing)} of {len(links)} GPU pairs cross NUMA nodes: {shown}",
         reason=(f"noted: these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
                 f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"),

@@ -19,10 +19,10 @@ from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
+from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
@@ -100,6 +100,8 @@ def with_fit(rows: list[Row], world: int, nccl_tests_form: str | None = None) ->
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
     """collective → size → best busbw over placements, for one source."""
@@ -118,12 +120,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if not judges_performance(facts):
         expected = (f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; "
                     f"torch within {TORCH_LOSS:.0%} of nccl-tests")
-        return verdicts + [performance_skip(STAGE, "performance", expected)]
+        return verdicts + [VERDICTS.cpu_skip("performance", expected)]
     world = max((r.world or 0 for r in rows if r.source in ("torch", "nccl-tests")), default=0)
     if world < 2:
-        return verdicts + [Verdict(id=f"{STAGE}.performance", stage=STAGE, status="skip", expected="2 or more GPUs",
-                                   observed=f"world of {world}", reason="one GPU has no link to measure: "
-                                   "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
+        return verdicts + [VERDICTS.skip("performance", expected="2 or more GPUs", observed=f"world of {world}",
+                                         reason="one GPU has no link to measure: "
+                                                "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     verdicts += judge_peak(nccl_c or torch_c, "nccl-tests" if nccl_c else "torch", expectations, facts)
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
@@ -134,16 +136,15 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
 def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
     if not_captured(facts or {}, "torch"):
-        return not_captured_skip(STAGE, "torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
+        return VERDICTS.not_captured_skip("torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
     seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
     one_rank = {r.world for r in rows if r.source == "torch" and r.metric == "busbw"} == {1}
     missing = [c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")]  # no peer on one rank
-    return Verdict(id=f"{STAGE}.torch_sweep", stage=STAGE, status="fail" if missing else "pass",
-                   expected=f"busbw rows for {', '.join(COLLECTIVES)}",
-                   observed=f"missing {', '.join(missing)}" if missing else f"{len(seen)} collectives swept",
-                   reason=(f"the torch sweep measured nothing for {', '.join(missing)}: "
-                           f"see raw/bandwidth/torch.rank0.log"
-                           if missing else "every collective swept over the profile's sizes"))
+    return VERDICTS.check(
+        "torch_sweep", not missing, expected=f"busbw rows for {', '.join(COLLECTIVES)}",
+        observed=f"missing {', '.join(missing)}" if missing else f"{len(seen)} collectives swept",
+        reason_ok="every collective swept over the profile's sizes",
+        reason_bad=f"the torch sweep measured nothing for {', '.join(missing)}: see raw/bandwidth/torch.rank0.log")
 
 
 def judge_wrong(rows: list[Row]) -> list[Verdict]:
@@ -157,11 +158,11 @@ def judge_wrong(rows: list[Row]) -> list[Verdict]:
     out = []
     for source, coll in sorted(checked):
         wrong = bad.get((source, coll), [])
-        out.append(Verdict(id=f"{STAGE}.wrong.{source}.{coll}", stage=STAGE, status="fail" if wrong else "pass",
-                           expected="0 wrong elements at every size", observed="; ".join(wrong[:6]) or "0",
-                           reason=(f"{source} {coll} returned wrong values: a broken link, driver or library — "
-                                   f"rerun that size alone and check dmesg / nvidia-smi -q for errors" if wrong
-                                   else "every result equals its expected value")))
+        out.append(VERDICTS.check(
+            f"wrong.{source}.{coll}", not wrong, expected="0 wrong elements at every size",
+            observed="; ".join(wrong[:6]) or "0", reason_ok="every result equals its expected value",
+            reason_bad=f"{source} {coll} returned wrong values: a broken link, driver or library — "
+                       f"rerun that size alone and check dmesg / nvidia-smi -q for errors"))
     return out
 
 
@@ -169,16 +170,17 @@ def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
     status = [r for r in rows if r.metric == "status" and r.source == "nccl-tests" and r.algo is None]
     if not status:
         on_gpu = facts.get("profile", {}).get("device") == "cuda"
-        return [Verdict(id=f"{STAGE}.nccl_tests", stage=STAGE, status="skip", expected="nccl-tests on the GPUs",
-                        observed="not run" if on_gpu else "CPU profile",
-                        reason="nccl-tests needs GPUs; the rehearsal runs the torch sweep only")]
+        return [VERDICTS.skip("nccl_tests", expected="nccl-tests on the GPUs",
+                              observed="not run" if on_gpu else "CPU profile",
+                              reason="nccl-tests needs GPUs; the rehearsal runs the torch sweep only")]
     out = []
     for r in status:
         coll = r.case.split(".", 1)[1]
         kind, _, text = (r.text or "").partition(": ")
         state = {"complete": "pass", "missing": "skip"}.get(kind, "fail")
-        out.append(Verdict(id=f"{STAGE}.nccl_tests.{coll}", stage=STAGE, status=state,
-                           expected=f"{_nccl_tests.PROGRAMS[coll]} runs to its footer", observed=kind, reason=text))
+        out.append(VERDICTS.verdict(f"nccl_tests.{coll}", state,
+                                    expected=f"{_nccl_tests.PROGRAMS[coll]} runs to its footer", observed=kind,
+                                    reason=text))
     return out
 
 
@@ -187,51 +189,49 @@ def judge_fit(rows: list[Row]) -> Verdict:
     sources = sorted({s for s, _ in fits})
     world = max((r.world or 0 for r in rows if r.case == "all_reduce" and r.metric == "time_us"), default=0)
     if not sources and world == 1:
-        return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="skip", expected="α and β fitted from all_reduce",
-                       observed="one rank", reason="one rank sends nothing: there is no α or β to fit; "
-                                                   "later stages use their defaults")
+        return VERDICTS.skip("fit", expected="α and β fitted from all_reduce", observed="one rank",
+                             reason="one rank sends nothing: there is no α or β to fit; "
+                                    "later stages use their defaults")
     sizes = {r.size_bytes for r in rows if r.case == "all_reduce" and r.metric == "time_us" and r.size_bytes}
     if not sources and len(sizes) == 1:  # a capture of one size (nccl-tests -b = -e): a line needs two points
-        return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="skip", expected="α and β fitted from all_reduce",
-                       observed=f"all_reduce timed at one size ({next(iter(sizes))} B)",
-                       reason="a line needs two sizes: later stages use the default α and the link peak as β")
+        return VERDICTS.skip("fit", expected="α and β fitted from all_reduce",
+                             observed=f"all_reduce timed at one size ({next(iter(sizes))} B)",
+                             reason="a line needs two sizes: later stages use the default α and the link peak as β")
     if not sources:
-        return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="fail", expected="α and β fitted from all_reduce",
-                       observed="no all_reduce timings",
-                       reason="nothing to fit: the all_reduce sweep produced no times")
+        return VERDICTS.fail("fit", expected="α and β fitted from all_reduce", observed="no all_reduce timings",
+                             reason="nothing to fit: the all_reduce sweep produced no times")
     observed = "; ".join(f"{s}: α = {fits[(s, 'alpha')]:.3g} µs, β = {fits[(s, 'beta')]:.3g} GB/s, "
                          f"rms residual {fits[(s, 'rms_rel_residual')]:.0%}" for s in sources)
     usable = [s for s in sources if math.isfinite(fits.get((s, "beta"), math.inf)) and fits[(s, "beta")] > 0]
-    return Verdict(id=f"{STAGE}.fit", stage=STAGE, status="pass" if usable else "warn",
-                   expected="α and β fitted from all_reduce", observed=observed,
-                   reason=("published as facts['alpha_beta'] for the later stages" if usable else
-                           "time does not grow with size in these points (noise?): no β to publish; "
-                           "later stages use their defaults — raise the profile's sweep.iters and rerun the stage"))
+    return VERDICTS.check(
+        "fit", bool(usable), bad="warn", expected="α and β fitted from all_reduce", observed=observed,
+        reason_ok="published as facts['alpha_beta'] for the later stages",
+        reason_bad="time does not grow with size in these points (noise?): no β to publish; "
+                   "later stages use their defaults — raise the profile's sweep.iters and rerun the stage")
 
 
 def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation],
                facts: dict) -> list[Verdict]:
     peak, why = link_peak_or_why(facts)
     if peak is None:
-        return [Verdict(id=f"{STAGE}.peak", stage=STAGE, status="skip", expected=f"{PEAK_SHARE:.0%} of the link peak",
-                        observed=why, reason="no link peak to hold busbw to: the topology stage found no known GPU")]
+        return [VERDICTS.skip("peak", expected=f"{PEAK_SHARE:.0%} of the link peak", observed=why,
+                              reason="no link peak to hold busbw to: the topology stage found no known GPU")]
     floor = PEAK_SHARE * peak.per_gpu_GBps
     out = []
     for coll, curve in sorted(c.items()):
         size = max(curve)
         got = curve[size]
-        out.append(Verdict(id=f"{STAGE}.peak.{coll}", stage=STAGE,
-                           status="pass" if got >= floor else "warn" if peak.staged else "fail",
-                           expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {peak.basis})",
-                           observed=f"{got:.1f} GB/s at {size} B ({source})",
-                           reason=("large messages reach the link" if got >= floor else
-                                   f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the ring's slowest hop, which "
-                                   f"crosses the CPUs through host memory: the CPU interconnect and NCCL's SHM path "
-                                   f"set the rate there, not the link (by design on this box; keep such pairs out of "
-                                   f"tensor-parallel groups)" if peak.staged else
-                                   f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the link: check "
-                                   f"`nvidia-smi topo -m` (a pair on PCIe/SYS), NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, "
-                                   f"and NCCL_DEBUG=INFO's transport")))
+        out.append(VERDICTS.check(
+            f"peak.{coll}", got >= floor, bad="warn" if peak.staged else "fail",
+            expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {peak.basis})",
+            observed=f"{got:.1f} GB/s at {size} B ({source})", reason_ok="large messages reach the link",
+            reason_bad=(f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the ring's slowest hop, which "
+                        f"crosses the CPUs through host memory: the CPU interconnect and NCCL's SHM path "
+                        f"set the rate there, not the link (by design on this box; keep such pairs out of "
+                        f"tensor-parallel groups)" if peak.staged else
+                        f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the link: check "
+                        f"`nvidia-smi topo -m` (a pair on PCIe/SYS), NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, "
+                        f"and NCCL_DEBUG=INFO's transport")))
     return out
 
 
@@ -239,18 +239,18 @@ def judge_dip(source: str, coll: str, curve: dict[int, float]) -> Verdict:
     sizes = [s for s in sorted(curve) if s >= LARGE_BYTES]
     dips = [f"{a}→{b} B: {curve[a]:.2f}→{curve[b]:.2f} GB/s" for a, b in zip(sizes, sizes[1:])
             if curve[a] > 0 and curve[b] < (1 - DIP) * curve[a]]
-    return Verdict(id=f"{STAGE}.dip.{source}.{coll}", stage=STAGE, status="warn" if dips else "pass",
-                   expected=f"no drop > {DIP:.0%} between consecutive sizes ≥ {LARGE_BYTES} B",
-                   observed="; ".join(dips) or f"{len(sizes)} large sizes, no dip",
-                   reason=("a step down in the curve: a protocol/algorithm switch or another job on the link — "
-                           "rerun that size range with NCCL_DEBUG=INFO" if dips else "the curve rises or holds"))
+    return VERDICTS.check(
+        f"dip.{source}.{coll}", not dips, bad="warn",
+        expected=f"no drop > {DIP:.0%} between consecutive sizes ≥ {LARGE_BYTES} B",
+        observed="; ".join(dips) or f"{len(sizes)} large sizes, no dip", reason_ok="the curve rises or holds",
+        reason_bad="a step down in the curve: a protocol/algorithm switch or another job on the link — "
+                   "rerun that size range with NCCL_DEBUG=INFO")
 
 
 def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
     if not nccl_c:
-        return [Verdict(id=f"{STAGE}.torch_vs_nccl", stage=STAGE, status="skip", expected="nccl-tests rows to compare",
-                        observed="no nccl-tests rows",
-                        reason="nccl-tests did not run: nothing to hold the torch sweep to")]
+        return [VERDICTS.skip("torch_vs_nccl", expected="nccl-tests rows to compare", observed="no nccl-tests rows",
+                              reason="nccl-tests did not run: nothing to hold the torch sweep to")]
     out = []
     for coll in sorted(set(torch_c) & set(nccl_c)):
         common = sorted(set(torch_c[coll]) & set(nccl_c[coll]))
@@ -258,11 +258,9 @@ def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
             continue
         size = common[-1]
         t, n = torch_c[coll][size], nccl_c[coll][size]
-        ok = t >= (1 - TORCH_LOSS) * n
-        out.append(Verdict(id=f"{STAGE}.torch_vs_nccl.{coll}", stage=STAGE, status="pass" if ok else "warn",
-                           expected=f"torch busbw ≥ {1 - TORCH_LOSS:.0%} of nccl-tests' at {size} B",
-                           observed=f"torch {t:.1f} GB/s, nccl-tests {n:.1f} GB/s",
-                           reason=("torch reaches the library's bandwidth" if ok else
-                                   "the harness is losing bandwidth: stream synchronisation or allocation "
-                                   "inside the timed loop")))
+        out.append(VERDICTS.check(
+            f"torch_vs_nccl.{coll}", t >= (1 - TORCH_LOSS) * n, bad="warn",
+            expected=f"torch busbw ≥ {1 - TORCH_LOSS:.0%} of nccl-tests' at {size} B",
+            observed=f"torch {t:.1f} GB/s, nccl-tests {n:.1f} GB/s", reason_ok="torch reaches the library's bandwidth",
+            reason_bad="the harness is losing bandwidth: stream synchronisation or allocation inside the timed loop"))
     return out

@@ -14,11 +14,11 @@ import math
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import MFU_FLOOR, model_state_bytes
 from ..costmodel.sizing import FLOPS_FORMULA, parameter_count, training_flops_per_token
 from ..facts import gpu
 from ..results import Expectation, Row, Verdict
+from ..verdicts import judges_performance, verdicts_for
 
 STAGE = "baseline"
 MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU"
@@ -88,31 +88,34 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return rows
 
 
+VERDICTS = verdicts_for(STAGE)
+
+
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     by = {r.metric: r for r in rows}
     out = []
     step = by.get("step_time_s")
     ok = step is not None and math.isfinite(step.value) and step.value > 0
-    out.append(Verdict(id=f"{STAGE}.measured", stage=STAGE, status="pass" if ok else "fail",
-                       expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
-                       reason="the denominator of the scaling figures is measured" if ok
-                       else "no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
+    out.append(VERDICTS.check(
+        "measured", ok, expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
+        reason_ok="the denominator of the scaling figures is measured",
+        reason_bad="no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
     if not judges_performance(facts):
-        out.append(performance_skip(STAGE, "mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
-                                    f"{by['tokens_per_s'].value:.4g} tokens/s on CPU" if "tokens_per_s" in by else ""))
+        out.append(VERDICTS.cpu_skip("mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
+                                     f"{by['tokens_per_s'].value:.4g} tokens/s on CPU" if "tokens_per_s" in by else ""))
         return out
     mfu_row = by.get("mfu")
     device = by["device"].text if "device" in by else "?"
     if mfu_row is None or not math.isfinite(mfu_row.value):
-        out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="skip", expected=f"MFU ≥ {MFU_FLOOR:.0%}",
-                           observed=f"{device}: no bf16 peak known",
-                           reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/gpus.py"))
+        out.append(VERDICTS.skip(
+            "mfu", expected=f"MFU ≥ {MFU_FLOOR:.0%}", observed=f"{device}: no bf16 peak known",
+            reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/gpus.py"))
         return out
-    ok = mfu_row.value >= MFU_FLOOR
-    out.append(Verdict(id=f"{STAGE}.mfu", stage=STAGE, status="pass" if ok else "warn",
-                       expected=f"MFU ≥ {MFU_FLOOR:.0%}, model FLOPs counted as {FLOPS_FORMULA}",
-                       observed=f"MFU {mfu_row.value:.1%} on {device}",
-                       reason="the card delivers what its peak allows for this model size" if ok else
-                       "far below the card's peak: check clocks and power capping (nvidia-smi -q -d CLOCK,POWER), "
-                       "thermal throttling, another process on the card, or a CPU-bound step (launch overhead)"))
+    out.append(VERDICTS.check(
+        "mfu", mfu_row.value >= MFU_FLOOR, bad="warn",
+        expected=f"MFU ≥ {MFU_FLOOR:.0%}, model FLOPs counted as {FLOPS_FORMULA}",
+        observed=f"MFU {mfu_row.value:.1%} on {device}",
+        reason_ok="the card delivers what its peak allows for this model size",
+        reason_bad="far below the card's peak: check clocks and power capping (nvidia-smi -q -d CLOCK,POWER), "
+                   "thermal throttling, another process on the card, or a CPU-bound step (launch overhead)"))
     return out

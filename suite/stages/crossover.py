@@ -20,11 +20,11 @@ import os
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
                                tree_allreduce_s)
 from ..results import Expectation, Row, Verdict
 from ..facts import alpha_beta
+from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows
 from ._launches import launch_rows, launch_verdicts
@@ -163,10 +163,12 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     if not_captured(facts, "hand"):  # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
-        verdicts = [not_captured_skip(STAGE, f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
+        verdicts = [VERDICTS.not_captured_skip(f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
                     for check in ("correct", "bytes") for algo in ALGOS]
     else:
         verdicts = [judge_correct(rows, algo) for algo in ALGOS] + [judge_bytes(rows, algo) for algo in ALGOS]
@@ -178,8 +180,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     observed = (f"measured {hand.value:.3g} B (hand: {hand.text}); predicted {predicted:.3g} B" if hand
                 else f"no hand ring/tree crossover rows; predicted {predicted:.3g} B")
     if not judges_performance(facts):
-        return verdicts + [performance_skip(STAGE, "crossover", f"within {FAR:g}× of the α-β prediction", observed),
-                           performance_skip(STAGE, "nccl", "NCCL's Ring/Tree crossover, measured", "")]
+        return verdicts + [VERDICTS.cpu_skip("crossover", f"within {FAR:g}× of the α-β prediction", observed),
+                           VERDICTS.cpu_skip("nccl", "NCCL's Ring/Tree crossover, measured", "")]
     return verdicts + [judge_crossover(hand, predicted, [r for r in rows if r.source == "hand"]),
                        nccl_crossover(measured, predicted)]
 
@@ -187,13 +189,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 def judge_correct(rows: list[Row], algo: str) -> Verdict:
     wrong = [r for r in rows if r.source == "hand" and r.case == algo and r.metric == "wrong"]
     bad = [f"{r.size_bytes} B: {r.value:g}" for r in wrong if r.value != 0]
-    status = "fail" if bad or not wrong else "pass"
-    return Verdict(id=f"{STAGE}.correct.{algo}", stage=STAGE, status=status,
-                   expected="equal to dist.all_reduce elementwise at every size",
-                   observed="; ".join(bad[:6]) or (f"{len(wrong)} sizes, 0 wrong" if wrong else "no rows"),
-                   reason=(f"the hand {algo} differs from dist.all_reduce: see raw/crossover/hand.rank0.log" if bad else
-                           f"no {algo} results: the launch produced no rows" if not wrong else
-                           f"hand {algo} equals dist.all_reduce everywhere"))
+    return VERDICTS.check(
+        f"correct.{algo}", bool(wrong) and not bad, expected="equal to dist.all_reduce elementwise at every size",
+        observed="; ".join(bad[:6]) or (f"{len(wrong)} sizes, 0 wrong" if wrong else "no rows"),
+        reason_ok=f"hand {algo} equals dist.all_reduce everywhere",
+        reason_bad=(f"the hand {algo} differs from dist.all_reduce: see raw/crossover/hand.rank0.log" if bad else
+                    f"no {algo} results: the launch produced no rows"))
 
 
 def judge_bytes(rows: list[Row], algo: str) -> Verdict:
@@ -205,12 +206,12 @@ def judge_bytes(rows: list[Row], algo: str) -> Verdict:
         want = sent if r.metric == "bytes_sent" else received
         if r.value != want:
             bad.append(f"rank {r.rank} {r.size_bytes} B {r.metric} {r.value:g} ≠ {want}")
-    status = "fail" if bad or not counted else "pass"
     formula = "2(n−1)·S/n per rank" if algo == "ring" else "S × (children + parent) per rank, 2(n−1)·S in all"
-    return Verdict(id=f"{STAGE}.bytes.{algo}", stage=STAGE, status=status, expected=formula,
-                   observed="; ".join(bad[:4]) or f"{len(counted)} counts match",
-                   reason=(f"the hand {algo} moves other bytes than its formula: a step sends the wrong chunk"
-                           if bad else "no byte counts recorded" if not counted else "every rank's bytes match"))
+    return VERDICTS.check(
+        f"bytes.{algo}", bool(counted) and not bad, expected=formula,
+        observed="; ".join(bad[:4]) or f"{len(counted)} counts match", reason_ok="every rank's bytes match",
+        reason_bad=(f"the hand {algo} moves other bytes than its formula: a step sends the wrong chunk"
+                    if bad else "no byte counts recorded"))
 
 
 def judge_nccl_runs(rows: list[Row]) -> list[Verdict]:
@@ -219,10 +220,10 @@ def judge_nccl_runs(rows: list[Row]) -> list[Verdict]:
     for r in rows:
         if r.metric == "status" and r.source == "nccl-tests":
             kind, _, text = (r.text or "").partition(": ")
-            out.append(Verdict(id=f"{STAGE}.nccl_tests.{r.algo}", stage=STAGE,
-                               status={"complete": "pass", "missing": "skip"}.get(kind, "fail"),
-                               expected=f"all_reduce_perf with NCCL_ALGO={r.algo} runs to its footer",
-                               observed=kind, reason=text))
+            status = {"complete": "pass", "missing": "skip"}.get(kind, "fail")
+            out.append(VERDICTS.verdict(f"nccl_tests.{r.algo}", status,
+                                        expected=f"all_reduce_perf with NCCL_ALGO={r.algo} runs to its footer",
+                                        observed=kind, reason=text))
     return out
 
 
@@ -235,33 +236,31 @@ def nccl_crossover(measured: dict[str, Row], predicted: float) -> Verdict:
     source = next((s for s in ("nccl-tests", "torch") if s in measured), None)
     expected = f"NCCL's Ring/Tree crossover, measured (the binomial model predicts {predicted:.3g} B)"
     if source is None:
-        return Verdict(id=f"{STAGE}.nccl", stage=STAGE, status="skip", expected=expected,
-                       observed="no NCCL_ALGO=Ring/Tree curves",
-                       reason="the NCCL_ALGO-pinned all_reduce runs produced no times: see the nccl_tests verdicts")
+        return VERDICTS.skip("nccl", expected=expected, observed="no NCCL_ALGO=Ring/Tree curves",
+                             reason="the NCCL_ALGO-pinned all_reduce runs produced no times: "
+                                    "see the nccl_tests verdicts")
     row = measured[source]
     where = f"{row.value:.3g} B" if math.isfinite(row.value) else "no crossing"
-    return Verdict(id=f"{STAGE}.nccl", stage=STAGE, status="pass", expected=expected,
-                   observed=f"{where} ({source}: {row.text})", reason=NCCL_TREE_NOTE)
+    return VERDICTS.passed("nccl", expected=expected, observed=f"{where} ({source}: {row.text})", reason=NCCL_TREE_NOTE)
 
 
 def judge_crossover(measured: Row | None, predicted: float, rows: list[Row]) -> Verdict:
     if not math.isfinite(predicted):
-        return Verdict(id=f"{STAGE}.crossover", stage=STAGE, status="skip", expected="a predicted crossover",
-                       observed="none predicted", reason="the model predicts no crossover for this world size (n ≤ 2)")
+        return VERDICTS.skip("crossover", expected="a predicted crossover", observed="none predicted",
+                             reason="the model predicts no crossover for this world size (n ≤ 2)")
     sizes = sorted({r.size_bytes for r in rows if r.metric == "time_us" and r.size_bytes})
     if measured is None or not math.isfinite(measured.value):
         inside = bool(sizes) and sizes[0] <= predicted <= sizes[-1]
         what = measured.text if measured is not None else "no ring/tree curves"
-        return Verdict(id=f"{STAGE}.crossover", stage=STAGE, status="warn" if inside else "pass",
-                       expected=f"crossover near {predicted:.3g} B", observed=what,
-                       reason=("the model puts a crossover inside the sweep but none was measured: α or β is off, "
-                               "or NCCL_ALGO was not honoured" if inside else
-                               "the predicted crossover lies outside the sweep, and none was measured inside it"))
+        return VERDICTS.check(
+            "crossover", not inside, bad="warn", expected=f"crossover near {predicted:.3g} B", observed=what,
+            reason_ok="the predicted crossover lies outside the sweep, and none was measured inside it",
+            reason_bad="the model puts a crossover inside the sweep but none was measured: α or β is off, "
+                       "or NCCL_ALGO was not honoured")
     ratio = max(measured.value / predicted, predicted / measured.value)
-    ok = ratio <= FAR
-    return Verdict(id=f"{STAGE}.crossover", stage=STAGE, status="pass" if ok else "warn",
-                   expected=f"within {FAR:g}× of {predicted:.3g} B",
-                   observed=f"{measured.value:.3g} B ({measured.source}), {ratio:.1f}× away",
-                   reason=("the α-β model places the crossover" if ok else
-                           "the crossover is far from the model: the fitted α/β do not describe this algorithm "
-                           "(NVLS/CollNet in play, or a latency-bound protocol) — compare the per-algorithm fits"))
+    return VERDICTS.check(
+        "crossover", ratio <= FAR, bad="warn", expected=f"within {FAR:g}× of {predicted:.3g} B",
+        observed=f"{measured.value:.3g} B ({measured.source}), {ratio:.1f}× away",
+        reason_ok="the α-β model places the crossover",
+        reason_bad="the crossover is far from the model: the fitted α/β do not describe this algorithm "
+                   "(NVLS/CollNet in play, or a latency-bound protocol) — compare the per-algorithm fits")

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
 from ..dtypes import DTYPE_BYTES
 from ..facts import alpha_beta
 from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
+from ..verdicts import judges_performance, verdicts_for
 from ._golden import golden_verdicts, tolerance_after_training
 
 STAGE = "dp"
@@ -91,6 +91,9 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
                 dtype=dtype, source="torch") for d, v in sorted(per_rank.items())]
 
 
+VERDICTS = verdicts_for(STAGE)
+
+
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     out = golden_verdicts(STAGE, rows, tolerance_after_training(facts), "world", facts["profile"]["degrees"],
                           "DDP over {key} rank(s)")
@@ -100,16 +103,15 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                          else f"{d} ranks: {measured[d]:.2f}" for d in sorted(measured))
     expected = f"per-rank efficiency ≥ {DP_MARGIN:.0%} of the α-β prediction"
     if not judges_performance(facts):
-        return out + [performance_skip(STAGE, "decay", expected, observed)]
+        return out + [VERDICTS.cpu_skip("decay", expected, observed)]
     if not predicted:
-        return out + [Verdict(id=f"{STAGE}.decay", stage=STAGE, status="skip", expected=expected,
-                              observed=observed or "no efficiency rows",
-                              reason="no baseline step time to predict from: rerun the baseline stage first")]
+        return out + [VERDICTS.skip("decay", expected=expected, observed=observed or "no efficiency rows",
+                                    reason="no baseline step time to predict from: rerun the baseline stage first")]
     worse = [d for d in sorted(measured) if d in predicted and measured[d] < DP_MARGIN * predicted[d]]
-    out.append(Verdict(id=f"{STAGE}.decay", stage=STAGE, status="warn" if worse else "pass", expected=expected,
-                       observed=observed, reason=(
-                           f"per-rank throughput at {', '.join(map(str, worse))} ranks decays more than the gradient "
-                           f"all-reduce explains: check DDP's bucketing (bucket_cap_mb) and overlap (see the overlap "
-                           f"stage), and whether a small per-rank batch leaves the card underused"
-                           if worse else "the decay is what the α-β model allows")))
+    out.append(VERDICTS.check(
+        "decay", not worse, bad="warn", expected=expected, observed=observed,
+        reason_ok="the decay is what the α-β model allows",
+        reason_bad=f"per-rank throughput at {', '.join(map(str, worse))} ranks decays more than the gradient "
+                   f"all-reduce explains: check DDP's bucketing (bucket_cap_mb) and overlap (see the overlap "
+                   f"stage), and whether a small per-rank batch leaves the card underused"))
     return out

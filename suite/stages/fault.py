@@ -43,10 +43,11 @@ from pathlib import Path
 from .. import procs
 from ..config import ConfigSection, FaultConfig, Profile
 from ..context import StageContext
-from ..judging import verdict
 from ..launch import LaunchError, run_torchrun
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
-from ._fault_timeline import STAGE, build_timeline, finite, reference_rows, timeline_rows
+from ..values import is_missing
+from ..verdicts import verdicts_for
+from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_watch import WORKER, DrillWatch
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
@@ -311,6 +312,8 @@ def forget_checkpoints(folder: Path) -> None:
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     cfg = facts.get("profile", {}).get("fault", {})
@@ -323,8 +326,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     for scenario in [c.name for c in drill_cases(cfg.get("scenarios", ()), backend)]:
         got = {r.metric: r for r in rows if r.case == scenario}
         if not got:
-            out.append(Verdict(id=f"{STAGE}.drill.{scenario}", stage=STAGE, status="fail", expected="the drill ran",
-                               observed="no rows", reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
+            out.append(VERDICTS.fail(f"drill.{scenario}", expected="the drill ran", observed="no rows",
+                                     reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
             continue
         case = [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
                 judge_resume(scenario, got, steps),
@@ -336,7 +339,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
 def _value(got: dict[str, Row], metric: str) -> float | None:
     row = got.get(metric)
-    return row.value if row is not None and finite(row.value) else None
+    return row.value if row is not None and not is_missing(row.value) else None
 
 
 def _text(got: dict[str, Row], metric: str) -> str | None:
@@ -349,31 +352,32 @@ def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_
     detect, restart = _value(got, "detect_s"), _value(got, "restart_s")
     error = _text(got, "error")
     expected = f"a surviving rank raises within {hang_after:.0f} s (timeout {pg_timeout:g} s + margin)"
-    vid = f"{STAGE}.detect.{scenario}"
+    check = f"detect.{scenario}"
     if detect is None:
         if restart is not None and restart <= hang_after:
-            return Verdict(id=vid, stage=STAGE, status="pass", expected=expected,
-                           observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
-                           reason="torchrun saw the faulted process exit and stopped the others before they raised")
+            return VERDICTS.passed(
+                check, expected=expected,
+                observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
+                reason="torchrun saw the faulted process exit and stopped the others before they raised")
         launch = _text(got, "launch_error")
         if _value(got, "fault_step") is None:
-            return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="the fault never happened",
-                           reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
-                                  f"raw/fault/{scenario}/ holds torchrun's and every rank's log")
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="no surviving rank raised",
-                       reason="hangs without an error: set a timeout / enable async error handling "
-                              "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
-                              + (f"; {launch}" if launch else ""))
+            return VERDICTS.fail(check, expected=expected, observed="the fault never happened",
+                                 reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
+                                        f"raw/fault/{scenario}/ holds torchrun's and every rank's log")
+        return VERDICTS.fail(check, expected=expected, observed="no surviving rank raised",
+                             reason="hangs without an error: set a timeout / enable async error handling "
+                                    "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
+                                    + (f"; {launch}" if launch else ""))
     observed = f"{detect:.3f} s: {error or '(no error text)'}"
     if detect > hang_after:
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
-                       reason="raised only after the timeout plus margin: effectively a hang; lower the "
-                              "process-group timeout or enable async error handling")
-    return verdict(STAGE, f"detect.{scenario}", detect <= warn_after, expected=expected, observed=observed,
-                   reason_ok="a surviving rank raised; torchrun could restart the group",
-                   reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
-                              f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                   bad="warn")
+        return VERDICTS.fail(check, expected=expected, observed=observed,
+                             reason="raised only after the timeout plus margin: effectively a hang; lower the "
+                                    "process-group timeout or enable async error handling")
+    return VERDICTS.check(check, detect <= warn_after, expected=expected, observed=observed,
+                          reason_ok="a surviving rank raised; torchrun could restart the group",
+                          reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
+                                     f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                          bad="warn")
 
 
 def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
@@ -381,21 +385,21 @@ def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
     done = _value(got, "steps_done")
     last = 0.0 if last is None else last  # no checkpoint before the fault: resuming from step 0 is right
     expected = f"resumes from the last checkpoint (step {last:.0f}) and finishes all {steps} steps"
-    vid = f"{STAGE}.resume.{scenario}"
+    check = f"resume.{scenario}"
     if resumed is None:
         launch = _text(got, "launch_error")
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed="training did not resume",
-                       reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
-                              f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""))
+        return VERDICTS.fail(check, expected=expected, observed="training did not resume",
+                             reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
+                                    f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""))
     observed = (f"resumed from step {resumed:.0f}, {_value(got, 'steps_lost') or 0:.0f} step(s) redone, "
                 f"{(done or 0):.0f}/{steps} steps done")
     if resumed < last:
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
-                       reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
-                              "the newest complete checkpoint was not found or not loaded")
-    return verdict(STAGE, f"resume.{scenario}", done is not None and done >= steps, expected=expected,
-                   observed=observed, reason_ok="restarted from the newest checkpoint and trained to the end",
-                   reason_bad="the restarted group did not train to the last step: see its rank logs")
+        return VERDICTS.fail(check, expected=expected, observed=observed,
+                             reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
+                                    "the newest complete checkpoint was not found or not loaded")
+    return VERDICTS.check(check, done is not None and done >= steps, expected=expected,
+                          observed=observed, reason_ok="restarted from the newest checkpoint and trained to the end",
+                          reason_bad="the restarted group did not train to the last step: see its rank logs")
 
 
 def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
@@ -403,10 +407,10 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
     diffs = {m: _value(got, m) for m in ("loss_diff", "replay_diff", "pre_fault_diff")}
     expected = f"resumed losses equal the uninterrupted run's within {tolerance:g} nats"
     observed = ", ".join(f"{m} {v:.2e}" if v is not None else f"{m} n/a" for m, v in diffs.items())
-    vid = f"{STAGE}.loss.{scenario}"
+    check = f"loss.{scenario}"
     if diffs["loss_diff"] is None:
-        return Verdict(id=vid, stage=STAGE, status="fail", expected=expected, observed=observed,
-                       reason="no loss after resuming to compare: training did not resume")
+        return VERDICTS.fail(check, expected=expected, observed=observed,
+                             reason="no loss after resuming to compare: training did not resume")
     bad = [m for m, v in diffs.items() if v is not None and v > tolerance]
     reasons = {
         "loss_diff": "the resumed run left the uninterrupted trajectory: model or optimizer state not restored "
@@ -416,5 +420,6 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
         "pre_fault_diff": "the drill differs from the reference before any fault: DDP and one process disagree "
                           "(data split or seed), so the comparison says nothing",
     }
-    return Verdict(id=vid, stage=STAGE, status="fail" if bad else "pass", expected=expected, observed=observed,
-                   reason="; ".join(reasons[m] for m in bad) if bad else "the resumed run continues the same trajectory")
+    return VERDICTS.check(check, not bad, expected=expected, observed=observed,
+                          reason_ok="the resumed run continues the same trajectory",
+                          reason_bad="; ".join(reasons[m] for m in bad))

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 from ..config import GptConfig, Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip, verdict
 from ..costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from ..facts import alpha_beta
 from ..results import Expectation, Row, Verdict
+from ..values import is_missing
+from ..verdicts import judges_performance, verdicts_for
 
 STAGE = "overlap"
 MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
@@ -126,7 +126,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 def _value(rows: list[Row], label: str, metric: str) -> float | None:
     for r in rows:
-        if r.overlap == label and r.metric == metric and r.value is not None and not math.isnan(r.value):
+        if r.overlap == label and r.metric == metric and not is_missing(r.value):
             return r.value
     return None
 
@@ -154,6 +154,8 @@ def derived_rows(rows: list[Row], n: int, alpha_s: float, beta_Bps: float) -> li
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def grad_tolerance(dtype: str | None) -> float:
     from ..workloads import golden
@@ -171,13 +173,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         dtype = next((r.dtype for r in rows if r.overlap == label and r.metric == "max_grad_diff"), None)
         tol = grad_tolerance(dtype)
         if diff is None:
-            out.append(Verdict(id=f"{STAGE}.grads.{label}", stage=STAGE, status="fail", expected=f"≤ {tol:g}",
-                               observed="no gradient check row",
-                               reason=f"mode {label} reported no gradient check: see raw/{STAGE}/ddp.rank0.log"))
+            out.append(VERDICTS.fail(f"grads.{label}", expected=f"≤ {tol:g}", observed="no gradient check row",
+                                     reason=f"mode {label} reported no gradient check: see raw/{STAGE}/ddp.rank0.log"))
             continue
         worst = max(diff, vs_first or 0.0)
-        out.append(verdict(
-            STAGE, f"grads.{label}", worst <= tol,
+        out.append(VERDICTS.check(
+            f"grads.{label}", worst <= tol,
             expected=f"max |grad − one process's| ≤ {tol:g} ({dtype})",
             observed=f"{diff:.3g} vs one process, {vs_first if vs_first is not None else float('nan'):.3g} vs {labels[0]}",
             reason_ok="gradients after the step equal one process's and the other modes', elementwise",
@@ -198,19 +199,18 @@ def performance_verdicts(rows: list[Row], labels: list[str], facts: dict) -> lis
         hidden = _value(rows, label, "predicted_hidden_comm_s")
         expected = f"step ≤ no overlap's ({base * 1e3:.1f} ms)" if base is not None else "a step time"
         if step is None or base is None:
-            out.append(Verdict(id=f"{STAGE}.speed.{label}", stage=STAGE, status="fail", expected=expected,
-                               observed="no step time", reason=f"no step time for {label} or {NO_OVERLAP}: "
-                                                               f"see raw/{STAGE}/ddp.rank0.log"))
+            out.append(VERDICTS.fail(f"speed.{label}", expected=expected, observed="no step time",
+                                     reason=f"no step time for {label} or {NO_OVERLAP}: see raw/{STAGE}/ddp.rank0.log"))
             continue
         observed = (f"{step * 1e3:.1f} ms vs {base * 1e3:.1f} ms without overlap "
                     f"(saves {(base - step) * 1e3:.1f} ms; α-β hides {(hidden or 0.0) * 1e3:.2f} ms"
                     f"{f'; {buckets:.0f} buckets' if buckets is not None else ''})")
         if not judges_performance(facts):
-            out.append(performance_skip(STAGE, f"speed.{label}", expected, observed))
+            out.append(VERDICTS.cpu_skip(f"speed.{label}", expected, observed))
             continue
         cap = label.removeprefix("bucket_")
-        out.append(verdict(
-            STAGE, f"speed.{label}", step <= base, expected=expected, observed=observed,
+        out.append(VERDICTS.check(
+            f"speed.{label}", step <= base, expected=expected, observed=observed,
             reason_ok=f"overlap with {cap} buckets is no slower than communicating after backward",
             reason_bad=f"buckets too small: communication fragmented (bucket_cap_mb {cap}"
                        f"{f', {buckets:.0f} buckets' if buckets is not None else ''}): each all-reduce pays the "

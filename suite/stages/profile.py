@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,10 +24,11 @@ from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
 from ..launch import LaunchError
 from ..parsers import traces
 from ..results import Expectation, Row, Verdict
+from ..values import is_missing
+from ..verdicts import judges_performance, verdicts_for
 
 STAGE = "profile"
 MEASURES = "whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)"
@@ -188,6 +188,8 @@ def timeline_windows(timelines: list[traces.RankTimeline], steps: int) -> dict[s
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def _by_rank(rows: list[Row], metric: str) -> dict[int, float]:
     return {r.rank: r.value for r in rows if r.metric == metric and r.rank is not None}
@@ -204,12 +206,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     missing = [r for r in range(world) if r not in comm]
     empty = [r for r in sorted(comm) if not comm[r] > 0 or not compute.get(r, 0) > 0]
     seen = ", ".join(f"rank {r}: {comm[r] / 1e3:.1f} ms comm, {compute.get(r, 0) / 1e3:.1f} ms compute" for r in sorted(comm))
-    ok = not missing and not empty
-    out.append(Verdict(
-        id=f"{STAGE}.traces", stage=STAGE, status="pass" if ok else "fail",
+    out.append(VERDICTS.check(
+        "traces", not missing and not empty,
         expected=f"{world} traces, each with communication and compute", observed=seen or "no trace analysed",
-        reason="every rank's trace holds both communication and compute intervals" if ok else
-        (f"no trace for rank(s) {missing}" if missing else f"rank(s) {empty} show no communication or no compute")
+        reason_ok="every rank's trace holds both communication and compute intervals",
+        reason_bad=(f"no trace for rank(s) {missing}" if missing
+                    else f"rank(s) {empty} show no communication or no compute")
         + f": look in raw/{STAGE}/ (the worker logs ddp.rank<N>.log; the traces); the communication pattern is "
           f"{traces.COMM_PATTERN!r}"))
 
@@ -219,26 +221,25 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         observed = f"overlap {p:.1f}% of {comm.get(rank, 0) / 1e3:.1f} ms communication ({s:.1f}% of the span)"
         check = f"overlap.rank{rank}"
         if not judges_performance(facts):
-            out.append(performance_skip(STAGE, check, expected, observed))
+            out.append(VERDICTS.cpu_skip(check, expected, observed))
             continue
-        serial = (not math.isnan(p)) and p < MIN_OVERLAP_PCT and s > MIN_COMM_SHARE_PCT
-        out.append(Verdict(
-            id=f"{STAGE}.{check}", stage=STAGE, status="warn" if serial else "pass", expected=expected,
-            observed=observed,
-            reason="communication and compute serial on the timeline: DDP's all-reduce waits for backward "
-                   "(one bucket? gradient hooks disabled? a sync point between kernels?); open the rank's "
-                   f"report in raw/{STAGE}/" if serial else "communication runs under compute"))
+        serial = not is_missing(p) and p < MIN_OVERLAP_PCT and s > MIN_COMM_SHARE_PCT
+        out.append(VERDICTS.check(
+            check, not serial, bad="warn", expected=expected, observed=observed,
+            reason_ok="communication runs under compute",
+            reason_bad="communication and compute serial on the timeline: DDP's all-reduce waits for backward "
+                       "(one bucket? gradient hooks disabled? a sync point between kernels?); open the rank's "
+                       f"report in raw/{STAGE}/"))
     return out
 
 
 def capture_verdict(capture: dict, device: str, ranks: list[int]) -> Verdict:
     tool = capture.get("tool", "?")
     if device == "cuda" and capture.get("fallback"):
-        return Verdict(id=f"{STAGE}.capture", stage=STAGE, status="warn", expected="Nsight Systems (nsys)",
-                       observed=f"torch.profiler, {len(ranks)} ranks",
-                       reason="nsys is not on PATH: torch.profiler traces were analysed instead; "
-                              "run inside the suite's image (it ships the Nsight Systems CLI) or install nsys")
+        return VERDICTS.warn("capture", expected="Nsight Systems (nsys)",
+                             observed=f"torch.profiler, {len(ranks)} ranks",
+                             reason="nsys is not on PATH: torch.profiler traces were analysed instead; "
+                                    "run inside the suite's image (it ships the Nsight Systems CLI) or install nsys")
     expected = "Nsight Systems (nsys)" if device == "cuda" else "torch.profiler (Kineto) on CPU"
-    return Verdict(id=f"{STAGE}.capture", stage=STAGE, status="pass", expected=expected,
-                   observed=f"{tool}, {len(ranks)} ranks", reason=f"traces captured with {tool}: "
-                                                                  f"{', '.join(capture.get('files', []))}")
+    return VERDICTS.passed("capture", expected=expected, observed=f"{tool}, {len(ranks)} ranks",
+                           reason=f"traces captured with {tool}: {', '.join(capture.get('files', []))}")

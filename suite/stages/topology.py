@@ -12,7 +12,6 @@ suite/stages/_topology_rules.py (`python -m suite parse topo` adds them to its p
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from typing import Any
@@ -20,13 +19,14 @@ from typing import Any
 from ..config import Profile
 from ..context import StageContext
 from ..hostprobe import cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
-from ..judging import judges_performance, not_captured, not_captured_skip, performance_skip
 from ..parsers import ParseError
 from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
 from ..parsers.smi_query import parse_list, parse_query
 from ..parsers.topo import nvlink_count
 from ..parsers.topo import parse as parse_topo
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
+from ..values import is_missing
+from ..verdicts import judges_performance, not_captured, verdicts_for
 from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 
 STAGE = "topology"
@@ -245,6 +245,8 @@ def _count(cpulist: str | None) -> float:
 
 # ---------------------------------------------------------------- judge
 
+VERDICTS = verdicts_for(STAGE)
+
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = facts.get("profile", {})
@@ -252,8 +254,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out = [_judge_cpu(rows, expectations, facts), _judge_threads(_index(rows), expectations, facts)]
     if not on_gpu:
         reason = CPU_SKIP_REASON.format(name=profile.get("name", "gloo-cpu"))
-        out += [Verdict(id=f"{STAGE}.{check}", stage=STAGE, status="skip", expected="a GPU box",
-                        observed=f"profile {profile.get('name', '?')}", reason=reason) for check in GPU_CHECKS]
+        out += [VERDICTS.skip(check, expected="a GPU box", observed=f"profile {profile.get('name', '?')}",
+                              reason=reason) for check in GPU_CHECKS]
         return out
     by = _index(rows)
     out.append(_judge_tools(by, facts))
@@ -264,9 +266,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                              {g: by[(g, "cpu_affinity")].text for g in gpus if (g, "cpu_affinity") in by})
         out += [judge_links(gpus, links, names), judge_numa(gpus, links, groups)]
     else:
-        out += [Verdict(id=f"{STAGE}.{check}", stage=STAGE, status="skip", expected="a topology matrix",
-                        observed="none", reason="no topology matrix was read: see topology.tools")
-                for check in ("links", "numa")]
+        out += [VERDICTS.skip(check, expected="a topology matrix", observed="none",
+                              reason="no topology matrix was read: see topology.tools") for check in ("links", "numa")]
     out.append(_judge_count(by, expectations, "gpu_count", "nvidia-smi shows",
                             "rent the box the profile names, or pass --nproc with the number of GPUs it has"))
     out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
@@ -280,68 +281,63 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
     tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
     if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
-        return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="skip",
-                       expected="`nvidia-smi topo -m`, `-q` and `-L` run", observed=f"read from captures: {read}",
-                       reason="ingested outputs: the tools ran elsewhere; those not among the files are not judged")
+        return VERDICTS.skip("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
+                             observed=f"read from captures: {read}",
+                             reason="ingested outputs: the tools ran elsewhere; those not among the files are not judged")
     broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
     expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
     if tools and not broken:
-        return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="pass", expected=expected, observed="all ran",
-                       reason="raw outputs kept in raw/topology/")
+        return VERDICTS.passed("tools", expected=expected, observed="all ran",
+                               reason="raw outputs kept in raw/topology/")
     observed = "; ".join(f"{c}: {t}" for c, t in broken.items()) or "not run"
-    return Verdict(id=f"{STAGE}.tools", stage=STAGE, status="fail", expected=expected, observed=observed,
-                   reason="without nvidia-smi the GPUs cannot be checked: run inside the CUDA image with the GPUs "
-                          "passed in (`docker run --gpus all`) or install the NVIDIA driver utilities; whatever the "
-                          "tools printed is in raw/topology/")
+    return VERDICTS.fail("tools", expected=expected, observed=observed,
+                         reason="without nvidia-smi the GPUs cannot be checked: run inside the CUDA image with the "
+                                "GPUs passed in (`docker run --gpus all`) or install the NVIDIA driver utilities; "
+                                "whatever the tools printed is in raw/topology/")
 
 
 def _judge_cpu(rows: list[Row], expectations: list[Expectation], facts: dict) -> Verdict:
     if not_captured(facts, "lscpu"):
-        return not_captured_skip(STAGE, "cpu", "CPU count and NUMA layout recorded", "lscpu")
+        return VERDICTS.not_captured_skip("cpu", "CPU count and NUMA layout recorded", "lscpu")
     by = _index(rows)
     logical, nodes = by.get(("cpu", "logical_cpus")), by.get(("cpu", "numa_nodes"))
     model = by.get(("cpu", "cpu_model"))
-    ok = logical is not None and not math.isnan(logical.value) and nodes is not None and nodes.value >= 1
+    ok = logical is not None and not is_missing(logical.value) and nodes is not None and nodes.value >= 1
     observed = (f"{model.text if model and model.text else 'unknown CPU'}, "
                 f"{_fmt(logical)} logical CPUs, {_fmt(nodes)} NUMA node(s)")
-    return Verdict(id=f"{STAGE}.cpu", stage=STAGE, status="pass" if ok else "warn",
-                   expected="CPU count and NUMA layout recorded", observed=observed,
-                   reason="recorded in raw/topology/ and the manifest's facts" if ok else
-                   "lscpu and /sys/devices/system/node were unreadable: NUMA placement cannot be checked; "
+    return VERDICTS.check(
+        "cpu", ok, bad="warn", expected="CPU count and NUMA layout recorded", observed=observed,
+        reason_ok="recorded in raw/topology/ and the manifest's facts",
+        reason_bad="lscpu and /sys/devices/system/node were unreadable: NUMA placement cannot be checked; "
                    "install util-linux (lscpu) in the image")
 
 
 def _judge_count(by: dict, expectations: list[Expectation], metric: str, who: str, fix: str) -> Verdict:
     want = next((e for e in expectations if e.metric == metric), None)
     row = by.get(("gpus", metric))
-    vid = f"{STAGE}.{metric}"
     if want is None or row is None:
-        return Verdict(id=vid, stage=STAGE, status="skip", expected="an expectation and a measurement",
-                       observed="missing", reason=f"{metric} was not recorded (see raw/topology/commands.json)")
+        return VERDICTS.skip(metric, expected="an expectation and a measurement", observed="missing",
+                             reason=f"{metric} was not recorded (see raw/topology/commands.json)")
     have, need = int(row.value), int(want.value)
     observed = f"{who} {have} GPU(s)" + (f" ({row.text})" if row.text else "")
-    if have >= need:
-        return Verdict(id=vid, stage=STAGE, status="pass", expected=f"≥ {need} ({want.basis})", observed=observed,
-                       reason="enough GPUs for every stage's process count")
-    return Verdict(id=vid, stage=STAGE, status="fail", expected=f"≥ {need} ({want.basis})", observed=observed,
-                   reason=f"{need} processes need {need} GPUs but {who.split()[0]} reports {have}: {fix}")
+    return VERDICTS.check(metric, have >= need, expected=f"≥ {need} ({want.basis})", observed=observed,
+                          reason_ok="enough GPUs for every stage's process count",
+                          reason_bad=f"{need} processes need {need} GPUs but {who.split()[0]} reports {have}: {fix}")
 
 
 def _judge_fabric(rows: list[Row], facts: dict) -> Verdict:
     states = {r.case: r.text for r in rows if r.metric == "fabric_state" and r.text}
     known = {g: s for g, s in states.items() if not s.startswith("N/A")}
-    vid = f"{STAGE}.fabric"
+    expected = "NVSwitch fabric state 'Completed'"
     if not known:
-        return Verdict(id=vid, stage=STAGE, status="skip", expected="NVSwitch fabric state 'Completed'",
-                       observed="not reported", reason="no GPU reports a fabric state (no NVSwitch fabric, or an older driver)")
+        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
+                             reason="no GPU reports a fabric state (no NVSwitch fabric, or an older driver)")
     bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
     observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
-    if not bad:
-        return Verdict(id=vid, stage=STAGE, status="pass", expected="NVSwitch fabric state 'Completed'",
-                       observed=observed, reason="the NVSwitch fabric is up on every GPU")
-    return Verdict(id=vid, stage=STAGE, status="fail", expected="NVSwitch fabric state 'Completed'", observed=observed,
-                   reason="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
-                          "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")
+    return VERDICTS.check(
+        "fabric", not bad, expected=expected, observed=observed, reason_ok="the NVSwitch fabric is up on every GPU",
+        reason_bad="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
+                   "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")
 
 
 def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Verdict:
@@ -350,13 +346,13 @@ def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Ve
     expected = f"≥ {int(want.value)} usable CPUs ({want.basis})" if want else "enough CPUs"
     observed = f"{_fmt(row)} usable CPUs"
     if not_captured(facts, "lscpu"):
-        return not_captured_skip(STAGE, "cpu_threads", expected, "lscpu")
+        return VERDICTS.not_captured_skip("cpu_threads", expected, "lscpu")
     if not judges_performance(facts):
-        return performance_skip(STAGE, "cpu_threads", expected, observed)
+        return VERDICTS.cpu_skip("cpu_threads", expected, observed)
     ok = want is None or row is None or row.value >= want.value
-    return Verdict(id=f"{STAGE}.cpu_threads", stage=STAGE, status="pass" if ok else "warn", expected=expected,
-                   observed=observed, reason="no CPU oversubscription" if ok else
-                   "more worker threads than usable CPUs: data loading and NCCL proxy threads will contend; "
+    return VERDICTS.check(
+        "cpu_threads", ok, bad="warn", expected=expected, observed=observed, reason_ok="no CPU oversubscription",
+        reason_bad="more worker threads than usable CPUs: data loading and NCCL proxy threads will contend; "
                    "lower omp_threads in the profile or give the container more CPUs")
 
 
@@ -373,7 +369,7 @@ def _index(rows: list[Row]) -> dict[tuple[str, str], Row]:
 
 
 def _fmt(row: Row | None) -> str:
-    if row is None or row.value is None or (isinstance(row.value, float) and math.isnan(row.value)):
+    if row is None or is_missing(row.value):
         return "?"
     return f"{row.value:g}"
 

@@ -18,10 +18,10 @@ import math
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
 from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
+from ..verdicts import judges_performance, verdicts_for
 
 STAGE = "tp"
 MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
@@ -86,6 +86,9 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
                 dtype=dtype, source=f"vs {source}") for d, t in sorted(steps.items()) if t and t > 0]
 
 
+VERDICTS = verdicts_for(STAGE)
+
+
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     model = profile_of(facts).model  # one forward and backward: no optimizer step
     out = golden_verdicts(rows, case_tolerances(golden_tolerance(model, 0), model.vocab),
@@ -95,16 +98,14 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     observed = ", ".join(f"TP={d}: {s:.2f}×" for d, s in sorted(speedup.items()))
     expected = "speedup(4) > speedup(2)"
     if not judges_performance(facts):
-        return out + [performance_skip(STAGE, "scaling", expected, observed)]
+        return out + [VERDICTS.cpu_skip("scaling", expected, observed)]
     if 2 not in speedup or 4 not in speedup:
-        return out + [Verdict(id=f"{STAGE}.scaling", stage=STAGE, status="skip", expected=expected,
-                              observed=observed or "no speedup rows",
-                              reason="TP=2 and TP=4 were not both measured: run with at least 4 processes")]
-    ok = speedup[4] > speedup[2]
+        return out + [VERDICTS.skip("scaling", expected=expected, observed=observed or "no speedup rows",
+                                    reason="TP=2 and TP=4 were not both measured: run with at least 4 processes")]
     causes = stall_causes(share, facts.get("topology") or {})
-    out.append(Verdict(id=f"{STAGE}.scaling", stage=STAGE, status="pass" if ok else "warn", expected=expected,
-                       observed=observed, reason="TP keeps paying off up to 4 cards" if ok else
-                       f"speedup stalls by TP=4: {causes}"))
+    out.append(VERDICTS.check("scaling", speedup[4] > speedup[2], bad="warn", expected=expected, observed=observed,
+                              reason_ok="TP keeps paying off up to 4 cards",
+                              reason_bad=f"speedup stalls by TP=4: {causes}"))
     return out
 
 
@@ -133,10 +134,10 @@ def golden_verdicts(rows: list[Row], tols: dict[str, Tolerance], degrees: list[i
             reason = (f"TP={d} computes something else than one process ({worst_case}: {worst:.3g}): "
                       f"check the plan in suite/workloads/parallel_plans.py (a layer sharded on the wrong dimension, "
                       f"a missing reduction, RoPE positions not following the sequence shard, per-rank seeds)")
-        out.append(Verdict(id=f"{STAGE}.golden.tp{d}", stage=STAGE, status="pass" if ok else "fail",
-                           expected=(f"max |TP − single process| ≤ {tols['grads'].describe()}; "
-                                     f"the loss's ≤ {tols['loss'].bound:.2g} (scale ln V)"),
-                           observed=observed, reason=reason))
+        out.append(VERDICTS.check(f"golden.tp{d}", ok,
+                                  expected=(f"max |TP − single process| ≤ {tols['grads'].describe()}; "
+                                            f"the loss's ≤ {tols['loss'].bound:.2g} (scale ln V)"),
+                                  observed=observed, reason=reason))
     return out
 
 

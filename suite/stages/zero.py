@@ -13,15 +13,16 @@ AdamW's state in bf16) down to 16Ψ/N for ZeRO-3.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 from ..config import Profile
 from ..context import StageContext
-from ..judging import judges_performance, performance_skip
 from ..costmodel.scaling_expectations import ZERO3_SLOWDOWN, model_state_bytes
 from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
+from ..values import is_finite_number
+from ..verdicts import judges_performance, verdicts_for
 from ._golden import golden_verdicts, tolerance_after_training
 
 STAGE = "zero"
@@ -70,6 +71,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
                         tag="zero").rows()
 
 
+VERDICTS = verdicts_for(STAGE)
+
+
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     out = golden_verdicts(STAGE, rows, tolerance_after_training(facts), "zero", ZERO_STAGES, "{key}")
     out = [_named(v) for v in out]
@@ -80,36 +84,35 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     expected_mem = "peak memory per rank falling as the ZeRO stage rises"
     observed_mem = ", ".join(f"{NAMES[z]} {b / 2**20:.3g} MiB" for z, b in sorted(peaks.items()))
     if not judges_performance(facts):
-        return out + [performance_skip(STAGE, "zero3_time", expected_time, observed_time),
-                      performance_skip(STAGE, "memory", expected_mem, observed_mem)]
+        return out + [VERDICTS.cpu_skip("zero3_time", expected_time, observed_time),
+                      VERDICTS.cpu_skip("memory", expected_mem, observed_mem)]
     if 0 in steps and 3 in steps:
         ratio = steps[3] / steps[0]
         ok = ratio <= ZERO3_SLOWDOWN
-        out.append(Verdict(id=f"{STAGE}.zero3_time", stage=STAGE, status="pass" if ok else "warn",
-                           expected=expected_time, observed=f"{ratio:.2f}× ({observed_time})",
-                           reason="ZeRO-3's parameter gathering hides behind compute" if ok else
-                           "ZeRO-3's parameter all-gathers are not overlapping the forward/backward: check FSDP2 "
-                           "prefetching, the interconnect (bandwidth stage), and the per-rank batch size"))
+        out.append(VERDICTS.check(
+            "zero3_time", ok, bad="warn", expected=expected_time, observed=f"{ratio:.2f}× ({observed_time})",
+            reason_ok="ZeRO-3's parameter gathering hides behind compute",
+            reason_bad="ZeRO-3's parameter all-gathers are not overlapping the forward/backward: check FSDP2 "
+                       "prefetching, the interconnect (bandwidth stage), and the per-rank batch size"))
     else:
-        out.append(Verdict(id=f"{STAGE}.zero3_time", stage=STAGE, status="skip", expected=expected_time,
-                           observed=observed_time or "no step times", reason="DDP or ZeRO-3 did not run"))
+        out.append(VERDICTS.skip("zero3_time", expected=expected_time, observed=observed_time or "no step times",
+                                 reason="DDP or ZeRO-3 did not run"))
     rising = [(a, b) for a, b in zip(ZERO_STAGES, ZERO_STAGES[1:]) if a in peaks and b in peaks and peaks[b] >= peaks[a]]
-    out.append(Verdict(id=f"{STAGE}.memory", stage=STAGE, status="warn" if rising else "pass", expected=expected_mem,
-                       observed=observed_mem, reason=(
-                           "not falling from " + ", ".join(f"{NAMES[a]} to {NAMES[b]}" for a, b in rising)
-                           + ": activations may dominate the model state at this size, or a stage keeps unsharded "
-                             "copies (DDP buckets, FSDP2 reshard_after_forward)" if rising else
-                           "each ZeRO stage holds less per rank")))
+    out.append(VERDICTS.check(
+        "memory", not rising, bad="warn", expected=expected_mem, observed=observed_mem,
+        reason_ok="each ZeRO stage holds less per rank",
+        reason_bad="not falling from " + ", ".join(f"{NAMES[a]} to {NAMES[b]}" for a, b in rising)
+                   + ": activations may dominate the model state at this size, or a stage keeps unsharded "
+                     "copies (DDP buckets, FSDP2 reshard_after_forward)"))
     return out
 
 
 def _metric(rows: list[Row], metric: str) -> dict[int, float]:
     return {r.zero: r.value for r in rows if r.case == "train_step" and r.metric == metric
-            and r.value is not None and math.isfinite(r.value)}
+            and is_finite_number(r.value)}
 
 
 def _named(v: Verdict) -> Verdict:
     """golden.zero<k> verdicts name the stage as a person says it."""
     z = int(v.id.rsplit("zero", 1)[1])
-    return Verdict(id=v.id, stage=v.stage, status=v.status, expected=v.expected, observed=v.observed,
-                   reason=v.reason.replace(f"{z} trains", f"{NAMES[z]} trains"))
+    return dataclasses.replace(v, reason=v.reason.replace(f"{z} trains", f"{NAMES[z]} trains"))

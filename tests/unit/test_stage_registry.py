@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from suite.config import ConfigSection
-from suite.results import Expectation, Row, Verdict
+from suite.results import Expectation, Row
+from suite.verdicts import verdicts_for
 
 ROW = 11
 AFTER = ("bandwidth",)
@@ -77,8 +78,8 @@ def run(profile, ctx):
 
 def judge(rows, expectations, facts):
     ok = len(rows) == facts["profile"]["echo"]["repeats"] and all(r.value == expectations[0].value for r in rows)
-    return [Verdict(id="{name}.echo", stage="{name}", status="pass" if ok else "fail", expected=str(expectations[0].value),
-                    observed=str([r.value for r in rows]), reason="the section came through")]
+    return [verdicts_for("{name}").check("echo", ok, expected=str(expectations[0].value),
+                                         observed=str([r.value for r in rows]), reason="the section came through")]
 '''
 
 

@@ -1,0 +1,109 @@
+"""How every stage figure draws what was measured beside what the model predicted, so all figures read alike.
+
+    fig, ax = new_figure(8, 4)
+    measured_vs_model(ax, {1: 1.0, 2: 1.8, 4: 3.1}, {1: 1, 2: 2, 4: 4}, model_label="ideal (d×)")
+    limit(ax, 0.2, "floor 20%")
+    style(ax, title="Speedup", xlabel="TP degree", ylabel="speedup", logx=2)
+    return finish(fig, "Tensor parallelism")
+
+The house style: measured solid with markers, the model dashed (grey unless it is paired with one
+measured series by colour), a limit or tolerance as a horizontal dashed line, light grid, small legend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+GRID_ALPHA = 0.3
+LEGEND_SIZE = 7
+MODEL_COLOUR = "grey"
+
+Series = Mapping[Any, float] | tuple[Sequence[float], Sequence[float]]
+"""{x: y}, or (xs, ys)."""
+
+
+def new_figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots) -> tuple[Figure, Any]:
+    """A figure not tied to pyplot (nothing to close by hand) and its axes, as Figure.subplots returns them."""
+    fig = Figure(figsize=(width, height))
+    return fig, fig.subplots(rows, cols, **subplots)
+
+
+def _xy(series: Series) -> tuple[list, list]:
+    if isinstance(series, Mapping):
+        return list(series), list(series.values())
+    xs, ys = series
+    return list(xs), list(ys)
+
+
+def measured(ax, series: Series, label: str = "measured", **line) -> None:
+    """A measured series: solid, a marker at every point (pass linestyle="none" for points only)."""
+    line.setdefault("marker", "o")
+    ax.plot(*_xy(series), label=label, **line)
+
+
+def model(ax, series: Series, label: str = "model", **line) -> None:
+    """The model's prediction: dashed, grey unless `color` pairs it with a measured series."""
+    line.setdefault("linestyle", "--")
+    line.setdefault("color", MODEL_COLOUR)
+    ax.plot(*_xy(series), label=label, **line)
+
+
+def measured_vs_model(ax, measured_series: Series | None, model_series: Series | None = None, *,
+                      label: str = "measured", model_label: str = "model", color: str | None = None,
+                      model_marker: str | None = None, points: bool = False) -> None:
+    """Both series on one axes; either may be empty (nothing drawn for it). `color` gives the pair one colour."""
+    if measured_series is not None and len(measured_series):
+        measured(ax, measured_series, label, **({"color": color} if color else {}),
+                 **({"linestyle": "none"} if points else {}))
+    if model_series is not None and len(model_series):
+        model(ax, model_series, model_label, color=color or MODEL_COLOUR,
+              **({"marker": model_marker} if model_marker else {}))
+
+
+def limit(ax, y: float, label: str, color: str = "red", linestyle: str = "--") -> None:
+    """A threshold the measurement is held to (a tolerance, a floor), across the whole axes."""
+    ax.axhline(y, color=color, linestyle=linestyle, label=label)
+
+
+def grouped_bars(ax, positions: Sequence[float], groups: Sequence[tuple[str, Sequence[float], str | None]],
+                 width: float) -> None:
+    """One bar per group at each position, side by side and centred on it: (label, heights, colour or None)."""
+    n = len(groups)
+    for i, (label, heights, colour) in enumerate(groups):
+        offset = (i - (n - 1) / 2) * width
+        ax.bar([p + offset for p in positions], list(heights), width=width, label=label, color=colour)
+
+
+def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
+          logx: int | None = None, logy: bool = False, xticks: Sequence[float] | None = None,
+          xticklabels: Sequence[str] | None = None, grid: str | None = "both", legend: int | None = LEGEND_SIZE,
+          **legend_options) -> None:
+    """Scales, labels, ticks (after the scale, which would reset them), grid and legend of one axes."""
+    if logx:
+        ax.set_xscale("log", base=logx)
+    if logy:
+        ax.set_yscale("log")
+    if xticks is not None:
+        ax.set_xticks(list(xticks))
+    if xticklabels is not None:
+        ax.set_xticklabels(list(xticklabels))
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if grid:
+        ax.grid(True, axis=grid, alpha=GRID_ALPHA)
+    if legend:
+        ax.legend(fontsize=legend, **legend_options)
+
+
+def finish(fig: Figure, title: str | None = None) -> Figure:
+    """The figure's title, and the layout tightened so no label is cut off."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
