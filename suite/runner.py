@@ -62,7 +62,7 @@ class RunOutcome:
     def summary(self) -> str:
         """The counts (summary_line); when GPU stages were skipped for want of GPUs, a first line says so."""
         counts = summary_line(self.counts)
-        short = self.run.manifest.get("gpu_stages_skipped")
+        short = self.run.manifest.get("gpu_stages_skipped") if self.run is not None else None
         if short:
             return (f"{len(short['stages'])} GPU stage(s) skipped: {short['reason']} "
                     f"(--keep-going runs them anyway)\n{counts}")
