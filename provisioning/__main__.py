@@ -5,7 +5,8 @@
     python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
 
 The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, RUNTIME=, IMAGE=, PROFILE=,
-STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1 onto these flags.
+STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1,
+FETCH_EXPORTS=1 onto these flags.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dirty", default="0", help="1: run HEAD even with uncommitted changes (loud warning)")
     p.add_argument("--new-run", default="0", help="1: start a new run even if the same one finished on the host")
     p.add_argument("--detach", default="", choices=["", "tmux", "setsid"], help="default: tmux when the host has it")
+    p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -78,7 +80,7 @@ def options(args):
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
-                  runs_dir=args.runs_dir)
+                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports))
     return RemoteOptions(**kw)
 
 

@@ -59,6 +59,8 @@ class RemoteOptions:
     follow_interval_s: float = 2.0
     detach: str | None = None
     """tmux | setsid; None: tmux when the host has it."""
+    fetch_exports: bool = False
+    """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
 
 
 class Steps:
@@ -263,7 +265,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
                               output=final.log or "", hint=f"read {final.job_dir}/log on the host")
 
         steps.begin("fetch", f"{final.run_dir} → {opts.runs_dir}/")
-        fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say)
+        fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say, exports=opts.fetch_exports)
         record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
                       fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       files=len(fetched.files))

@@ -64,9 +64,10 @@ class Sshd:
     def host(self) -> str:
         return f"root@127.0.0.1:{self.port}"
 
-    def known_hosts_line(self) -> str:
+    def known_hosts_line(self, port: int | None = None) -> str:
+        """The host key as known_hosts files it for 127.0.0.1 at `port` (sshd's own by default)."""
         kind, blob = self.host_pub.split()[:2]
-        return f"[127.0.0.1]:{self.port} {kind} {blob}\n"
+        return f"[127.0.0.1]:{port or self.port} {kind} {blob}\n"
 
     def audit(self) -> str:
         return self.audit_log.read_text() if self.audit_log.exists() else ""
@@ -149,3 +150,90 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SSH_AUTH_SOCK"))}
     env.update(extra)
     return env
+
+
+class DelayProxy:
+    """A TCP relay on 127.0.0.1 that delivers every byte `delay_s` after it arrived, in each
+    direction: a long-distance link modelled in user space (no root, no tc). Throughput is not
+    limited, only latency added, so a protocol waiting for each reply pays one round trip per
+    request and a pipelined one pays it once. `pause()` stops delivery (a laptop asleep, a link
+    gone quiet without a reset); `client_bytes` counts what the client sent."""
+
+    def __init__(self, target_port: int, delay_s: float):
+        import threading
+
+        self.target_port, self.delay_s = target_port, delay_s
+        self.client_bytes = 0
+        self.running = threading.Event()
+        self.running.set()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def pause(self) -> None:
+        self.running.clear()
+
+    def resume(self) -> None:
+        self.running.set()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        import queue
+        import threading
+
+        due: queue.Queue = queue.Queue()
+
+        def deliver() -> None:
+            while True:
+                when, data = due.get()
+                if data is None:
+                    return
+                time.sleep(max(0.0, when - time.monotonic()))
+                self.running.wait()
+                try:
+                    dst.sendall(data)
+                except OSError:
+                    return
+
+        threading.Thread(target=deliver, daemon=True).start()
+        while True:
+            try:
+                data = src.recv(1 << 16)
+            except OSError:
+                data = b""
+            if from_client:
+                self.client_bytes += len(data)
+            if not data:
+                due.put((0.0, None))
+                try:
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            due.put((time.monotonic() + self.delay_s, data))
+
+    def stop(self) -> None:
+        self.running.set()
+        for s in self.sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
