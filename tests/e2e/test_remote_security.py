@@ -96,6 +96,11 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
     remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    # A relative `touch pwned` runs wherever the shell that ran it stood: the remote user's home
+    # (an SSH session's working directory), the remote folder or its parents, or this process's cwd.
+    session_cwd = Path(remote.run(["pwd", "-P"]).stdout.strip())
+    places = {session_cwd, Path.home(), Path.cwd(), tmp_path, *Path(remote_dir).parents, Path(remote_dir)}
+    assert session_cwd.is_dir() and all(not (p / marker.name).exists() for p in places), "a stale marker"
     try:
         opts = RemoteOptions(host=remote.spec, profile="gloo-cpu", runtime="host", remote_dir=remote_dir)
         facts, decision = run_preflight(remote, opts, Steps(open(os.devnull, "w")))
@@ -121,7 +126,8 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
     finally:
         remote.close()
     assert not marker.exists()
-    assert not list(tmp_path.rglob("pwned")), "a hostile value was executed"
+    executed = [str(p / marker.name) for p in places if (p / marker.name).exists()]
+    assert not executed and not list(tmp_path.rglob("pwned")), f"a hostile value was executed: {executed}"
     assert Path(remote_dir).is_dir()  # the folder exists under its literal name
     assert Path(remote_dir, "code", local.commit, "README").read_text() == "hello\n"
 
