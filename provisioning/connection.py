@@ -20,6 +20,7 @@ import hashlib
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -32,6 +33,13 @@ from .hosts import HostSpec
 from .shell import sh_command
 
 TAIL_LINES = 15
+KEEPALIVE_S = 30
+"""An SSH keepalive this often: a NAT or a provider's relay drops idle TCP after minutes, and a
+dead link is noticed (Fabric ignores ServerAliveInterval)."""
+COMMAND_TIMEOUT_S = 600.0
+"""Any command without its own timeout (a clone of a large origin is the slowest): after a laptop
+sleep a read on a dead link would otherwise block for as long as TCP takes to give up."""
+WATCHDOG_GRACE_S = 5.0  # beyond a command's timeout, before its connection is declared dead
 
 
 class RemoteError(RuntimeError):
@@ -150,6 +158,7 @@ class Remote:
             self.close()
         try:
             self.conn.open()
+            self.conn.transport.set_keepalive(KEEPALIVE_S)
         except RemoteError:
             raise
         except paramiko.BadHostKeyException as e:
@@ -170,14 +179,33 @@ class Remote:
         self.connect()
         command = sh_command(script)
         shown = script if isinstance(script, str) else " ".join(str(a) for a in script)
+        timeout = COMMAND_TIMEOUT_S if timeout is None else timeout
+        # Every command here is short or bounded: no answer in time means the link is gone (a
+        # laptop asleep, a relay dropped). Invoke's own timeout stops a command that hangs on a
+        # live link; on a dead one paramiko waits for the channel forever, so the watchdog closes
+        # the transport, which wakes every wait, and callers retry on a fresh connection.
+        def lost(output: str = "") -> ConnectionLost:
+            return ConnectionLost(self.label, f"no answer within {timeout:.0f} s: connection treated as lost",
+                                  command=shown, output=output, hint=hint or "rerun the same make command: it re-attaches")
+
+        fired = threading.Event()
+        watchdog = threading.Timer(timeout + WATCHDOG_GRACE_S, lambda: (fired.set(), self._abandon()))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             r = self.conn.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
         except CommandTimedOut as e:
-            raise RemoteError(self.label, f"timed out after {timeout} s", command=shown,
-                              output=(e.result.stdout or "") + (e.result.stderr or ""), hint=hint) from None
+            self.close()
+            raise lost((e.result.stdout or "") + (e.result.stderr or "")) from None
         except (OSError, EOFError, socket.timeout, paramiko.SSHException) as e:
+            if fired.is_set():
+                raise lost() from None
             raise ConnectionLost(self.label, f"connection lost: {e}", command=shown,
                                  hint="rerun the same make command: it re-attaches") from None
+        finally:
+            watchdog.cancel()
+        if fired.is_set():
+            raise lost()
         result = Result(r.stdout, r.stderr, r.exited)
         if r.exited == -1 and not self.conn.is_connected:
             # The channel closed without an exit status because the connection went away.
@@ -187,6 +215,11 @@ class Remote:
             raise RemoteError(self.label, what, command=shown, exit_code=r.exited,
                               output=r.stdout + r.stderr, hint=hint)
         return result
+
+    def _abandon(self) -> None:
+        transport = self.conn.transport
+        if transport is not None:
+            transport.close()
 
     def sftp(self) -> paramiko.SFTPClient:
         self.connect()

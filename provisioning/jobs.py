@@ -86,6 +86,7 @@ print(json.dumps(out))
 """
 
 TMUX_SOCKET = "cardtime"
+POLL_TIMEOUT_S = 30.0  # a status read takes well under a second; longer means the link is gone
 STARTING_GRACE_S = 60.0  # a job whose pid file has not appeared this long after its start has died
 
 
@@ -154,7 +155,8 @@ def describe_progress(p: dict[str, Any] | None) -> str:
 
 
 def status(remote: Remote, base: str, log_offset: int = 0) -> JobStatus:
-    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset)], what="cannot read the job's status")
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset)], timeout=POLL_TIMEOUT_S,
+                   what="cannot read the job's status")
     data = json.loads(r.stdout.strip().splitlines()[-1])
     return JobStatus(**{k: v for k, v in data.items() if k in JobStatus.__dataclass_fields__})
 

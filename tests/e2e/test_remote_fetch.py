@@ -163,3 +163,50 @@ def test_regenerable_exports_stay_on_the_host_unless_asked(remote, tmp_path):
     assert any("FETCH_EXPORTS=1" in line for line in said)
     again = fetch_run(remote, str(run), laptop, say=said.append, exports=True)
     assert (again.downloaded, again.skipped) == (1, 2) and (local / "rank_0.sqlite").read_bytes() == b"sqlite export"
+
+
+def test_keepalive_flows_on_an_idle_connection(far_remote, monkeypatch):
+    """A relay or NAT drops an idle TCP connection: the client sends a keepalive on its own."""
+    from provisioning import connection
+
+    monkeypatch.setattr(connection, "KEEPALIVE_S", 1)
+    far_remote.close()
+    far_remote.connect()
+    time.sleep(1.0)  # the handshake's last bytes in flight
+    before = far_remote.proxy.client_bytes
+    time.sleep(3.5)
+    assert far_remote.proxy.client_bytes > before, "no byte from the client in 3.5 s of idling"
+
+
+def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, monkeypatch):
+    """The laptop slept or the link went quiet without a reset: the status poll gives up in its
+    timeout as a lost connection (which follow() retries), not after TCP's many minutes."""
+    import threading
+
+    from provisioning import jobs
+    from provisioning.connection import ConnectionLost
+
+    monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
+    base = far_remote.run(["mktemp", "-d"]).stdout.strip()
+    assert jobs.status(far_remote, base).job is None
+    far_remote.proxy.pause()
+    outcome = {}
+
+    def poll():
+        try:
+            jobs.status(far_remote, base)
+            outcome["result"] = "answered"
+        except ConnectionLost as e:
+            outcome["result"] = e
+        except Exception as e:  # noqa: BLE001 - any other error is the failure reported below
+            outcome["result"] = repr(e)
+
+    t = threading.Thread(target=poll, daemon=True)
+    start = time.monotonic()
+    t.start()
+    t.join(timeout=30)
+    far_remote.proxy.resume()
+    assert not t.is_alive(), "the poll blocked for 30 s on a dead link"
+    assert isinstance(outcome["result"], ConnectionLost), outcome
+    assert time.monotonic() - start < 15 and "connection treated as lost" in str(outcome["result"])
+    assert jobs.status(far_remote, base).job is None  # the next call reconnects and answers
