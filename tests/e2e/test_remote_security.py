@@ -237,3 +237,31 @@ def test_remote_errors_carry_host_command_exit_code_and_output(sshd, tmp_path):
     assert text.startswith(f"{sshd.host}: the step failed")
     assert "command: echo first; echo 'the last line' >&2; exit 7" in text
     assert "exit code: 7" in text and "the last line" in text and "next: do this next" in text
+
+
+def test_credentials_in_the_origin_url_never_reach_the_host(sshd, tmp_path):
+    """origin = https://user:token@…: the host is asked about the URL without the token (and,
+    unable to read it, gets a bundle); the token is in no command line and no file there."""
+    token = "ghp_SENTINELtokenThatStaysOnTheLaptop"
+    repo = git_repo(tmp_path / "laptop")
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
+                    f"https://someone:{token}@127.0.0.1:1/private/repo.git"], check=True)
+    local = codesync.local_checkout(repo, allow_dirty=False)
+    assert local.origin == "https://127.0.0.1:1/private/repo.git"
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    base = tmp_path / "host"
+    before = len(sshd.audit())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        code_dir, how = codesync.ship(remote, local, str(base), say=lambda s: None)
+    finally:
+        remote.close()
+    audit = sshd.audit()[before:]
+    assert "127.0.0.1:1/private/repo.git" in audit  # the host was asked about origin, without the token
+    assert how == "bundle" and token not in audit
+    leaked = [p for p in base.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert not leaked, leaked
+    for url, clean in [("https://tok@h/r.git", "https://h/r.git"), ("ssh://git:pw@h:22/r", "ssh://git@h:22/r"),
+                       ("git@github.com:o/r.git", "git@github.com:o/r.git"), ("https://h/r", "https://h/r")]:
+        assert codesync.without_credentials(url) == clean
