@@ -226,8 +226,16 @@ class Remote:
         try:
             return self.conn.sftp()
         except (OSError, EOFError, paramiko.SSHException) as e:
-            raise ConnectionLost(self.label, f"SFTP unavailable: {e}",
-                                 hint="enable the sftp subsystem in sshd_config (Subsystem sftp internal-sftp)") from None
+            if self.conn.is_connected:
+                # The login works, the subsystem is refused: a marketplace's proxied "basic SSH"
+                # relay, or an sshd without the sftp subsystem. Code and runs travel over SFTP.
+                raise RemoteError(self.label, f"this SSH endpoint offers no SFTP ({e or 'subsystem refused'}): "
+                                  "make remote ships code and fetches runs over SFTP",
+                                  hint="use the provider's direct SSH connection (the box's public IP and mapped "
+                                  "port, often called 'SSH over exposed TCP'), not its proxied SSH; on your own "
+                                  "box enable `Subsystem sftp internal-sftp` in sshd_config") from None
+            raise ConnectionLost(self.label, f"connection lost opening SFTP: {e}",
+                                 hint="rerun the same make command: it re-attaches") from None
 
     def write_text(self, path: str, text: str, mode: int = 0o644) -> None:
         """Write a small file on the host through SFTP (no shell sees its content)."""

@@ -223,6 +223,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
 
     steps.begin("preflight", f"checking {opts.host.label}")
     remote = connect(opts)
+    remote.sftp()  # a proxied endpoint without SFTP is refused here, before anything is shipped
     record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote),
                               "commit": local.commit, "branch": local.branch, "dirty": local.dirty,
                               "profile": opts.profile, "stages": opts.stages}

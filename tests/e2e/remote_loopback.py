@@ -86,7 +86,8 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def start_sshd(folder: Path) -> Sshd:
+def start_sshd(folder: Path, sftp: bool = True) -> Sshd:
+    """sftp=False: no sftp subsystem, as on a marketplace's proxied "basic SSH" endpoint."""
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     for name in ("host_key", "client_key"):
@@ -103,7 +104,7 @@ def start_sshd(folder: Path) -> Sshd:
         f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         # AcceptEnv *: were the laptop to send any variable, sshd would pass it on and the audit would see it.
-        "AcceptEnv *\nSubsystem sftp internal-sftp\n"
+        "AcceptEnv *\n" + ("Subsystem sftp internal-sftp\n" if sftp else "") +
         f"ForceCommand {audit}\nLogLevel VERBOSE\nMaxSessions 50\nMaxStartups 50\n"
     )
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,

@@ -265,3 +265,24 @@ def test_credentials_in_the_origin_url_never_reach_the_host(sshd, tmp_path):
     for url, clean in [("https://tok@h/r.git", "https://h/r.git"), ("ssh://git:pw@h:22/r", "ssh://git@h:22/r"),
                        ("git@github.com:o/r.git", "git@github.com:o/r.git"), ("https://h/r", "https://h/r")]:
         assert codesync.without_credentials(url) == clean
+
+
+def test_an_endpoint_without_sftp_is_refused_before_shipping(tmp_path):
+    """A proxied "basic SSH" endpoint: logins and commands work, the sftp subsystem does not."""
+    from remote_loopback import start_sshd as start
+
+    server = start(tmp_path / "sshd-nosftp", sftp=False)
+    try:
+        repo = git_repo(tmp_path / "clean")
+        kh = tmp_path / "known_hosts"
+        kh.write_text(server.known_hosts_line())
+        remote_dir = tmp_path / "host"
+        r = provisioning("remote", "--host", server.host, "--key", str(server.client_key), "--known-hosts", str(kh),
+                         "--profile", "gloo-cpu", "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    finally:
+        server.stop()
+    assert r.returncode == 2, r.stderr
+    assert "offers no SFTP" in r.stderr and "direct SSH connection" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not remote_dir.exists()  # nothing shipped, not even the folder made
+    assert "CMD " not in server.audit()  # refused before the first command
