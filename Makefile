@@ -48,6 +48,7 @@ bench: $(STAMP)
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [DETACH=tmux|setsid] [FETCH_EXPORTS=1]
+#   [FETCH=<job-id>: fetch, report, archive a run left on the host; `make remote-status` lists them]
 # Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
@@ -58,7 +59,7 @@ remote: $(STAMP)
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$${REMOTE_DIR:-cardtime}" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
-	  $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+	  --fetch "$$FETCH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }

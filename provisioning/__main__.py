@@ -6,7 +6,7 @@
 
 The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, RUNTIME=, IMAGE=, PROFILE=,
 STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1,
-FETCH_EXPORTS=1 onto these flags.
+FETCH=<job-id>, FETCH_EXPORTS=1 onto these flags.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dirty", default="0", help="1: run HEAD even with uncommitted changes (loud warning)")
     p.add_argument("--new-run", default="0", help="1: start a new run even if the same one finished on the host")
     p.add_argument("--detach", default="", choices=["", "tmux", "setsid"], help="default: tmux when the host has it")
+    p.add_argument("--fetch", default="", metavar="JOB_ID",
+                   help="fetch, report and archive this job's run (follow it first if it still runs); start nothing")
     p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
@@ -80,7 +82,7 @@ def options(args):
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
-                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports))
+                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
     return RemoteOptions(**kw)
 
 
@@ -91,13 +93,13 @@ def cmd_remote(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from .remote import status_main
+    from .remote_status import status_main
 
     return status_main(options(args))
 
 
 def cmd_plan(args) -> int:
-    from .remote import plan_main
+    from .remote_status import plan_main
 
     return plan_main(options(args), args.profile, args.rate)
 

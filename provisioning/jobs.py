@@ -19,6 +19,7 @@ JobStatus; `state` is starting | running | finished | died.
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,20 +28,21 @@ from typing import Any
 from .connection import Remote, RemoteError
 from .shell import join, quote
 
-# argv: base, log offset (bytes). Prints one JSON object. Runs on the host's python3 (any 3.x).
-STATUS_PROGRAM = r"""
+# argv: base, log offset (bytes)[, job id: '' the latest, '*' every job (without logs)].
+# Prints one JSON object (a list for '*'). Runs on the host's python3 (any 3.x).
+# The functions shared by the host-side programs (this one and hostlock.LOCK_PROGRAM): argv[1] is base.
+HOST_FUNCTIONS = r"""
 import json, os, sys, time
-base, offset = sys.argv[1], int(sys.argv[2])
+base = sys.argv[1]
 jobs = os.path.join(base, "jobs")
-out = {"job": None}
 def read(path):
     try:
         with open(path) as f:
             return f.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-jid = read(os.path.join(jobs, "current"))
-if jid:
+def describe(jid, with_log, offset=0):
+    out = {"job": None}
     d = os.path.join(jobs, jid)
     try:
         out["job"] = json.loads(read(os.path.join(d, "job.json")) or "null")
@@ -62,9 +64,9 @@ if jid:
     code = read(os.path.join(d, "exit"))
     out.update(job_dir=d, pid=int(pid) if pid and pid.isdigit() else None, alive=alive,
                exit_code=int(code) if code and code.lstrip("-").isdigit() else None,
-               run_dir=read(os.path.join(d, "LAST")))
+               run_dir=read(os.path.join(d, "LAST")), fetched=os.path.exists(os.path.join(d, "fetched")))
     progress = None
-    if out["run_dir"]:
+    if out["run_dir"] and with_log:
         try:
             progress = json.loads(read(os.path.join(out["run_dir"], "progress.json")) or "null")
         except ValueError:
@@ -73,16 +75,28 @@ if jid:
     log = os.path.join(d, "log")
     try:
         size = os.path.getsize(log)
-        with open(log, "rb") as f:
-            f.seek(min(offset, size))
-            chunk = f.read(65536)
+        chunk = b""
+        if with_log:
+            with open(log, "rb") as f:
+                f.seek(min(offset, size))
+                chunk = f.read(65536)
         out["log"] = chunk.decode("utf-8", "replace")
         out["log_offset"] = min(offset, size) + len(chunk)
         out["log_size"] = size
     except OSError:
         out.update(log="", log_offset=offset, log_size=0)
     out["now"] = time.time()
-print(json.dumps(out))
+    return out
+"""
+STATUS_PROGRAM = HOST_FUNCTIONS + r"""
+offset = int(sys.argv[2])
+wanted = sys.argv[3] if len(sys.argv) > 3 else ""
+if wanted == "*":
+    names = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else []
+    print(json.dumps([describe(n, False) for n in names if os.path.isfile(os.path.join(jobs, n, "job.json"))]))
+else:
+    jid = wanted or read(os.path.join(jobs, "current"))
+    print(json.dumps(describe(jid, True, offset) if jid else {"job": None, "now": time.time()}))
 """
 
 TMUX_SOCKET = "cardtime"
@@ -116,6 +130,8 @@ class JobStatus:
     log: str = ""
     log_offset: int = 0
     log_size: int = 0
+    fetched: bool = False
+    """The laptop fetched this job's run (it writes jobs/<id>/fetched when it has)."""
     now: float = field(default_factory=time.time)
 
     @property
@@ -154,11 +170,27 @@ def describe_progress(p: dict[str, Any] | None) -> str:
     return text
 
 
-def status(remote: Remote, base: str, log_offset: int = 0) -> JobStatus:
-    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset)], timeout=POLL_TIMEOUT_S,
-                   what="cannot read the job's status")
-    data = json.loads(r.stdout.strip().splitlines()[-1])
+def job_status(data: dict[str, Any]) -> JobStatus:
     return JobStatus(**{k: v for k, v in data.items() if k in JobStatus.__dataclass_fields__})
+
+
+def status(remote: Remote, base: str, log_offset: int = 0, job_id: str | None = None) -> JobStatus:
+    """One job (the latest when job_id is None) with its log from log_offset on."""
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""], timeout=POLL_TIMEOUT_S,
+                   what="cannot read the job's status")
+    return job_status(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def every_job(remote: Remote, base: str) -> list[JobStatus]:
+    """Every job on the host, oldest first (ids start with their UTC start time), without logs."""
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, "0", "*"], timeout=POLL_TIMEOUT_S,
+                   what="cannot list the host's jobs")
+    return [job_status(d) for d in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
+def mark_fetched(remote: Remote, job_dir: str) -> None:
+    """Recorded on the host once the run is safely on the laptop: no longer "finished, unfetched"."""
+    remote.write_text(f"{job_dir}/fetched", datetime.now(timezone.utc).isoformat(timespec="seconds") + "\n")
 
 
 def new_job_id(key: JobKey, when: datetime | None = None) -> str:
@@ -166,9 +198,17 @@ def new_job_id(key: JobKey, when: datetime | None = None) -> str:
     return f"{when:%Y%m%dT%H%M%SZ}-{key.commit[:12]}-{key.profile}"
 
 
+def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
+    """Remove the host's run lock (<base>/jobs/lock, provisioning/hostlock.py) if, and only if, job_id holds it."""
+    return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"; true', "sh",
+            f"{jobs_dir}/lock", job_id]
+
+
 def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]) -> str:
-    """The POSIX script the detacher runs: pid first, the suite's output to `log`, its exit code last."""
+    """The POSIX script the detacher runs: pid first, the suite's output to `log`, its exit code,
+    then the host's run lock given back (when this job holds it)."""
     q = quote
+    jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
     return (
         "#!/bin/sh\n"
@@ -182,6 +222,7 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         "  code=$?\n"
         f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
+        f"{join(release_lock_argv(jobs_dir, job_id))}\n"
     )
 
 
@@ -212,10 +253,10 @@ def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str]
     return job_id
 
 
-def wait_started(remote: Remote, base: str, timeout_s: float = 30.0) -> JobStatus:
+def wait_started(remote: Remote, base: str, job_id: str, timeout_s: float = 30.0) -> JobStatus:
     deadline = time.monotonic() + timeout_s
     while True:
-        st = status(remote, base)
+        st = status(remote, base, job_id=job_id)
         if st.pid is not None or st.exit_code is not None:
             return st
         if time.monotonic() > deadline:

@@ -114,6 +114,18 @@ def start_sshd(folder: Path, sftp: bool = True) -> Sshd:
                 host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
 
 
+def git_repo(path: Path, branch: str = "main") -> Path:
+    """A tiny laptop-side repository: pyproject.toml and README, one commit on `branch`."""
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
+    (path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (path / "README").write_text("hello\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    return path
+
+
 @dataclass
 class Moto:
     port: int

@@ -97,20 +97,20 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     import io
     import threading
 
-    from provisioning import jobs, remote as remote_mod
+    from provisioning import follow as follow_mod, jobs
+    from provisioning.remote import Steps
 
     base = tmp_path / "host"
     base.mkdir()
     key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
     argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]
-    jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
-    monkeypatch.setattr(remote_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
-    opts = remote_mod.RemoteOptions(host=remote.spec, follow_interval_s=0.5)
-    monkeypatch.setattr(remote_mod, "connect", lambda o: (remote.close(), remote.connect(), remote)[2])
+    job_id = jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
+    monkeypatch.setattr(follow_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
     out = io.StringIO()
     result = {}
-    t = threading.Thread(target=lambda: result.update(st=remote_mod.follow([remote], opts, str(base),
-                                                                         remote_mod.Steps(out))))
+    reconnect = lambda: (remote.close(), remote.connect(), remote)[2]  # noqa: E731
+    t = threading.Thread(target=lambda: result.update(
+        st=follow_mod.follow([remote], reconnect, str(base), job_id, Steps(out).say, interval_s=0.5)))
     t.start()
     time.sleep(2.5)
     before = remote.conn.transport

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import clean_env, git_repo, sshd_available, start_sshd  # noqa: E402
 
 from provisioning import codesync, jobs  # noqa: E402
 from provisioning.connection import Remote  # noqa: E402
@@ -40,17 +40,6 @@ def sshd(tmp_path_factory):
 def provisioning(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([PY, "-m", "provisioning", *args], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
                           capture_output=True, text=True, timeout=300)
-
-
-def git_repo(path: Path, branch: str = "main") -> Path:
-    path.mkdir(parents=True)
-    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
-    (path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (path / "README").write_text("hello\n")
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
-    return path
 
 
 def test_unknown_host_key_is_refused_with_its_fingerprint(sshd, tmp_path):
