@@ -4,7 +4,7 @@
     python -m provisioning status --host root@203.0.113.7:2222
     python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
 
-The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, RUNTIME=, IMAGE=, PROFILE=,
+The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, SSH_CONFIG=, RUNTIME=, IMAGE=, PROFILE=,
 STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1,
 FETCH=<job-id>, FETCH_EXPORTS=1 onto these flags.
 """
@@ -30,7 +30,9 @@ def truthy(value: str | None) -> bool:
 def add_connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", required=True, help="user@host[:port]")
     p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/config)")
-    p.add_argument("--known-hosts", default=None, help="known_hosts file (default ~/.ssh/known_hosts)")
+    p.add_argument("--known-hosts", default=None, help="known_hosts file (default: ssh's UserKnownHostsFile)")
+    p.add_argument("--ssh-config", default=None,
+                   help="ssh_config file (default ~/.ssh/config); HOST is resolved by `ssh -G`, aliases and Include too")
     p.add_argument("--accept-new-host", default="0",
                    help="1: accept an unknown host key on first use, print its fingerprint and record it")
     p.add_argument("--remote-dir", default="cardtime", help="folder on the host (relative to its home unless absolute)")
@@ -77,6 +79,7 @@ def options(args):
     from .remote import RemoteOptions
 
     kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
+              ssh_config=args.ssh_config or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None,

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Iterable
 
 import paramiko
-from fabric import Connection
+from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
-from .hosts import HostSpec
+from .hosts import HostSpec, SshTarget, parse_jump, resolve
 from .shell import sh_command
 
 TAIL_LINES = 15
@@ -129,22 +129,39 @@ class Remote:
     conn: Connection
     known_hosts: Path
     first_use: list[FirstUse] = field(default_factory=list)
+    target: SshTarget | None = None
+    """Where `spec` leads by the user's ssh configuration (hosts.resolve)."""
+    hops: list["Remote"] = field(default_factory=list)
+    """The ProxyJump gateways, in order, each under the same host-key policy."""
 
     @classmethod
     def open(cls, spec: HostSpec, *, key: str | None = None, known_hosts: str | os.PathLike | None = None,
-             accept_new_host: bool = False, connect_timeout: int = 15) -> "Remote":
-        connect_kwargs = {"key_filename": [str(Path(key).expanduser())]} if key else {}
+             accept_new_host: bool = False, connect_timeout: int = 15, ssh_config: str | None = None,
+             gateway: "Remote | None" = None, first_use: list[FirstUse] | None = None) -> "Remote":
+        target = resolve(spec, ssh_config)
+        keys = ([str(Path(key).expanduser())] if key else []) + [k for k in target.identity_files if k != key]
+        connect_kwargs: dict = {"key_filename": keys} if keys else {}
         # banner/auth timeouts keep a half-open TCP connection from hanging the laptop forever.
         connect_kwargs.update(banner_timeout=connect_timeout, auth_timeout=connect_timeout)
-        conn = Connection(spec.host, user=spec.user, port=spec.port, connect_timeout=connect_timeout,
-                          connect_kwargs=connect_kwargs, inline_ssh_env=True)
-        path = Path(known_hosts or conn.ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts").split()[0]).expanduser()
-        remote = cls(spec=spec, conn=conn, known_hosts=path)
+        path = Path(known_hosts or target.known_hosts or "~/.ssh/known_hosts").expanduser()
+        first_use = [] if first_use is None else first_use
+        hops: list[Remote] = []
+        if gateway is None:
+            for hop in target.proxy_jumps:  # each hop reached through the one before it, as ssh -J does
+                hops.append(cls.open(parse_jump(hop), key=key, known_hosts=path, accept_new_host=accept_new_host,
+                                     connect_timeout=connect_timeout, ssh_config=ssh_config,
+                                     gateway=hops[-1] if hops else False, first_use=first_use))
+            gateway = hops[-1] if hops else None
+        # Fabric's own ssh_config reading (no Include) stays off: `ssh -G` has answered already.
+        conn = Connection(target.hostname, user=target.user, port=target.port, connect_timeout=connect_timeout,
+                          connect_kwargs=connect_kwargs, inline_ssh_env=True, gateway=gateway.conn if gateway else False,
+                          config=Config(overrides={"load_ssh_configs": False}))
+        remote = cls(spec=spec, conn=conn, known_hosts=path, first_use=first_use, target=target, hops=hops)
         if Path("/etc/ssh/ssh_known_hosts").is_file():
             conn.client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
         if path.is_file():
             conn.client.load_host_keys(str(path))
-        conn.client.set_missing_host_key_policy(TrustOnFirstUse(spec.label, path, accept_new_host, remote.first_use))
+        conn.client.set_missing_host_key_policy(TrustOnFirstUse(spec.label, path, accept_new_host, first_use))
         return remote
 
     @property
@@ -245,7 +262,8 @@ class Remote:
         sftp.chmod(path, mode)
 
     def close(self) -> None:
-        try:
-            self.conn.close()
-        except Exception:  # noqa: BLE001 - closing a dead connection is not an error worth raising
-            pass
+        for c in [self.conn, *(h.conn for h in reversed(self.hops))]:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection is not an error worth raising
+                pass

@@ -48,6 +48,8 @@ class RemoteOptions:
     image: str | None = None
     key: str | None = None
     known_hosts: str | None = None
+    ssh_config: str | None = None
+    """An ssh_config file instead of ~/.ssh/config (HOST is resolved by `ssh -G` either way)."""
     accept_new_host: bool = False
     remote_dir: str = "cardtime"
     """On the host, relative to the login's home unless absolute."""
@@ -89,7 +91,8 @@ class Steps:
 
 
 def connect(opts: RemoteOptions) -> Remote:
-    remote = Remote.open(opts.host, key=opts.key, known_hosts=opts.known_hosts, accept_new_host=opts.accept_new_host)
+    remote = Remote.open(opts.host, key=opts.key, known_hosts=opts.known_hosts, accept_new_host=opts.accept_new_host,
+                         ssh_config=opts.ssh_config)
     remote.connect()
     return remote
 
@@ -109,7 +112,7 @@ def connect_for_transfers(opts: RemoteOptions) -> Remote:
 def host_key_record(remote: Remote) -> dict[str, Any]:
     key = remote.conn.client.get_transport().get_remote_server_key()
     first = [asdict(f) for f in remote.first_use]
-    return {"name": remote.spec.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
+    return {"name": remote.target.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
             "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
 
 

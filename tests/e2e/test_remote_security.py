@@ -275,3 +275,36 @@ def test_an_endpoint_without_sftp_is_refused_before_shipping(tmp_path):
     assert "Traceback" not in r.stderr
     assert not remote_dir.exists()  # nothing shipped, not even the folder made
     assert "CMD " not in server.audit()  # refused before the first command
+
+
+def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(sshd, tmp_path):
+    """HOST=box, an alias in a file that ~/.ssh/config-like `Include`s, reached through a ProxyJump
+    gateway (a second sshd): resolved as the user's ssh resolves it; the gateway's unknown key is
+    refused like the box's, and accepted only with ACCEPT_NEW_HOST=1, printed and recorded."""
+    from remote_loopback import start_sshd as start
+
+    jump = start(tmp_path / "sshd-jump")
+    try:
+        (tmp_path / "included.conf").write_text(
+            f"Host box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  ProxyJump root@127.0.0.1:{jump.port}\n"
+            f"Host *\n  IdentityFile {sshd.client_key}\n  IdentityFile {jump.client_key}\n")
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Include {tmp_path / 'included.conf'}\n")
+        kh = tmp_path / "known_hosts"
+        kh.write_text(sshd.known_hosts_line())  # the box is known, its gateway is not
+        base = ["status", "--host", "box", "--ssh-config", str(config), "--known-hosts", str(kh),
+                "--remote-dir", str(tmp_path / "nothing-here")]
+        r = provisioning(*base)
+        assert r.returncode == 2 and f"host key unknown: [127.0.0.1]:{jump.port}" in r.stderr, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr
+        before = sshd.audit()
+        r = provisioning(*base, "--accept-new-host", "1")
+        assert f"trusting [127.0.0.1]:{jump.port} on first use" in r.stderr, r.stdout + r.stderr
+        assert "nothing was run here" in r.stdout, r.stdout + r.stderr
+        assert kh.read_text() == sshd.known_hosts_line() + jump.known_hosts_line()
+        assert sshd.audit() != before and "CMD " not in jump.audit()  # commands on the box, the jump only relayed
+        assert "Accepted publickey" in (jump.folder / "sshd.log").read_text()
+        r = provisioning(*base)  # both known now: no question, no trust message
+        assert r.returncode == 1 and "trusting" not in r.stderr and "nothing was run here" in r.stdout
+    finally:
+        jump.stop()
