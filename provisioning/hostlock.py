@@ -17,9 +17,9 @@ from typing import Any
 from .connection import Remote, RemoteError
 from .jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 
-LOCK_STALE_S = 2 * 3600.0
+LOCK_STALE_S = 30 * 60.0
 """A holder whose job never wrote its pid this long after taking the lock died while starting
-(code shipping and a first venv install or image build can take most of an hour)."""
+(shipping the code and the build context; the set-up itself runs inside the job)."""
 
 # argv: base, holder JSON (with job_id), stale seconds. Prints {"acquired": bool, "holder": {...}, "age_s": s}.
 LOCK_PROGRAM = HOST_FUNCTIONS + r"""

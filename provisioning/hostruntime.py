@@ -3,7 +3,8 @@
 The venv lives at <base>/venvs/<sha256(pyproject.toml)[:16]>-py<X.Y> and is marked ready only
 after `pip install -e` succeeded, so a re-attach or a second run at another commit reuses it
 (same pyproject.toml, same dependencies) and an install cut off half-way is redone from scratch,
-never trusted. The suite's own code always comes from the run's checkout: the job runs in it
+never trusted. The install runs inside the detached job (setup_script → jobs.start), so a
+sleeping laptop or a dropped link does not cut it off. The suite's own code always comes from the run's checkout: the job runs in it
 with PYTHONPATH pointing at it (see remote.py), whichever checkout the editable install named.
 """
 
@@ -13,17 +14,16 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from .connection import Remote
 from .shell import join
-
-READY = ".cardtime-ready"
 
 # $1 venv, $2 code dir. pip's own output is kept for the error message; the ready mark comes last.
 ENSURE_VENV = r"""
 set -e
 venv=$1 code=$2
-if [ ! -f "$venv/.cardtime-ready" ]; then
-  echo "@@installing"
+if [ -f "$venv/.cardtime-ready" ]; then
+  echo "venv $venv reused"
+else
+  echo "creating the venv $venv (pip install -e; first time on this host: minutes)"
   rm -rf -- "$venv"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$code"
@@ -45,15 +45,7 @@ def venv_dir(base: str, key: str, python: tuple[int, ...]) -> str:
     return f"{base}/venvs/{key}-py{python[0]}.{python[1]}"
 
 
-def ensure_venv(remote: Remote, venv: str, code_dir: str, say=print) -> str:
-    """Create or reuse the venv; returns the python to run the suite with."""
-    r = remote.run(["test", "-f", f"{venv}/{READY}"], check=False)
-    if r.exit_code != 0:
-        say(f"creating the venv {venv} (pip install -e; first time on this host: minutes)")
-    out = remote.run("set -- " + join([venv, code_dir]) + "\n" + ENSURE_VENV, timeout=3600,
-                     what="installing the suite into the host's venv failed",
-                     hint="read pip's error above; RUNTIME=docker avoids the host's Python altogether")
-    if "@@installing" not in out.stdout:
-        say(f"venv {venv} reused")
-    return f"{venv}/bin/python"
-
+def setup_script(venv: str, code_dir: str) -> str:
+    """ENSURE_VENV with its arguments: the detached job's set-up (jobs.start), so that an install
+    outlives a sleeping laptop or a dropped link; returns nothing, leaves `<venv>/bin/python`."""
+    return "set -- " + join([venv, code_dir]) + "\n" + ENSURE_VENV

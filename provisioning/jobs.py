@@ -6,6 +6,7 @@ On the host, under the remote directory <base>:
     jobs/current              the id of the latest job
     jobs/<job-id>/job.json    what was started: commit, profile, stages, runtime, command
     jobs/<job-id>/job.sh      the script the detacher runs (written over SFTP, every value quoted)
+    jobs/<job-id>/setup.sh    what it runs first: the venv install or the image build (detached too)
     jobs/<job-id>/pid         the job shell's pid, written first thing
     jobs/<job-id>/log         everything the suite prints
     jobs/<job-id>/LAST        the run directory (python -m suite run --record-last)
@@ -204,12 +205,25 @@ def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
             f"{jobs_dir}/lock", job_id]
 
 
-def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]) -> str:
-    """The POSIX script the detacher runs: pid first, the suite's output to `log`, its exit code,
-    then the host's run lock given back (when this job holds it)."""
+def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False) -> str:
+    """The POSIX script the detacher runs: pid first; then the set-up (`setup.sh`: the venv install
+    or the image build, which survive the laptop like the run does); the suite's output to `log`,
+    its exit code (2 when the set-up failed), then the host's run lock given back (when this job holds it)."""
     q = quote
     jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
+    if setup:
+        run = (f"  echo \"── set-up ($(date -u +%H:%M:%SZ))\"\n"
+               f"  if sh {q(job_dir + '/setup.sh')}; then\n"
+               f"    echo \"── set-up done ($(date -u +%H:%M:%SZ)); the run starts\"\n"
+               f"    {join(argv)}\n"
+               "    code=$?\n"
+               "  else\n"
+               "    echo \"cardtime set-up FAILED (exit $?): see the lines above; rerun the same make remote to retry it\"\n"
+               "    code=2\n"
+               "  fi\n")
+    else:
+        run = f"  {join(argv)}\n  code=$?\n"
     return (
         "#!/bin/sh\n"
         "# A cardtime run, started detached by `make remote`; `make remote-status` shows where it is.\n"
@@ -218,8 +232,7 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         "{\n"
         f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
         f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
-        f"  {join(argv)}\n"
-        "  code=$?\n"
+        f"{run}"
         f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
         f"{join(release_lock_argv(jobs_dir, job_id))}\n"
@@ -237,8 +250,10 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
 
 
 def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
-          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None) -> str:
-    """Write the job's files and start it detached; returns the job id."""
+          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None,
+          setup: str = "") -> str:
+    """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script
+    the job runs before argv (idempotent: a re-run after a reboot finds its work done)."""
     job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
@@ -246,7 +261,9 @@ def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str]
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "started_epoch": time.time(),
               **(extra or {})}
     remote.write_text(f"{job_dir}/job.json", json.dumps(record, indent=1) + "\n")
-    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}), mode=0o755)
+    if setup:
+        remote.write_text(f"{job_dir}/setup.sh", setup, mode=0o755)
+    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup)), mode=0o755)
     remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
     remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
     remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")

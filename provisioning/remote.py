@@ -169,24 +169,27 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
         job_dir = f"{base}/jobs/{job_id}"
         args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
         env = {"PYTHONUNBUFFERED": "1"}
+        # The runtime's set-up (image build, venv install) runs inside the detached job: minutes
+        # to an hour that a sleeping laptop or a dropped link must not cut off.
         steps.begin("runtime", f"RUNTIME={runtime}")
         if runtime == "docker":
-            image = remote_docker.ensure_image(remote, local, opts.image, say=steps.say)
+            image, setup = remote_docker.image_setup(remote, local, opts.image, base, say=steps.say)
             remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
             argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs",
                                           suite_args=args, gpus=needs_gpu(opts.profile))
         else:
-            python = hostruntime.ensure_venv(
-                remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python),
-                code_dir, say=steps.say)
-            argv = [python, "-m", "suite", *args]
+            venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python)
+            setup = hostruntime.setup_script(venv, code_dir)
+            steps.say(f"the job installs the venv {venv} first unless it is ready (first time on this host: minutes)")
+            argv = [f"{venv}/bin/python", "-m", "suite", *args]
             # The checkout first on the path for the runner and every torchrun worker it starts.
             env["PYTHONPATH"] = code_dir
 
         steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
         use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
         jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
-                   env=env, extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
+                   env=env, setup=setup,
+                   extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
         started = True
     finally:
         if not started:

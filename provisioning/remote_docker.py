@@ -1,9 +1,10 @@
 """RUNTIME=docker on the host: the image (IMAGE= pulled, else built on the host's engine from the
 local HEAD), and the `docker run` command line the detached job runs.
 
-The engine is driven through provisioning.container over the SSH session already open (one
-login, the same host-key policy). The build context is `git archive HEAD`, so the image holds
-exactly the commit the host runs, never uncommitted files. The container runs in the foreground
+The image is pulled or built by the host's own `docker` inside the detached job (jobs.py), so a
+build of tens of minutes outlives a sleeping laptop. The build context is `git archive HEAD`,
+made on the laptop and sent as a tar, so the image holds exactly the commit the host runs, never
+uncommitted files. The container runs in the foreground
 of the detached job (provisioning/jobs.py), so pid, log, exit code and re-attach work exactly as
 with RUNTIME=host; its flags are container.start_suite's (GPUs, host network and IPC, ulimits),
 and the run and job folders are mounted at the same paths inside as outside, so every path the
@@ -18,49 +19,42 @@ from pathlib import Path
 
 from .codesync import LocalCheckout
 from .connection import Remote
+from .shell import quote
 
 
 def image_tag(commit: str) -> str:
     return f"cardtime:{commit[:12]}"
 
 
-def export_head(local: LocalCheckout, dest: Path) -> None:
-    """The files of HEAD, and nothing else, into `dest` (the build context)."""
-    archive = subprocess.run(["git", "-C", str(local.root), "archive", "--format=tar", local.commit],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-
-
-def ensure_image(remote: Remote, local: LocalCheckout, image: str | None, say=print) -> str:
-    """The image to run: IMAGE= pulled, or cardtime:<commit> built on the host's engine (reused when there)."""
-    import docker.errors
-
-    from . import container
-
-    client = container.connect_over(remote.conn)
+def image_setup(remote: Remote, local: LocalCheckout, image: str | None, base: str, say=print) -> tuple[str, str]:
+    """(the image the job runs, the POSIX script the detached job runs first to make it present):
+    IMAGE= pulled (or the host's copy), else cardtime:<commit> built by the host's docker from
+    HEAD's files, shipped now as a tar, so a long build outlives the laptop as the run does."""
+    q = quote
     if image:
-        say(f"pulling {image}: the run uses the code inside this image, not the shipped HEAD")
-        try:
-            container.pull_image(client, image, on_line=say)
-        except container.EngineError as e:
-            try:
-                client.images.get(image)  # a host without registry access may hold the image already
-            except docker.errors.ImageNotFound:
-                raise e from None
-            say(f"pull failed ({str(e).splitlines()[0]}); using the copy of {image} already on the host")
-        return image
+        say(f"the job pulls {image} first: the run uses the code inside this image, not the shipped HEAD")
+        return image, (f"docker pull {q(image)} || {{ docker image inspect {q(image)} > /dev/null && "
+                       f"echo {q(f'pull failed; using the copy of {image} already on the host')}; }}\n")
     tag = image_tag(local.commit)
-    try:
-        client.images.get(tag)
-        say(f"image {tag} already on the host")
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    say(f"building {tag} on the host's engine from HEAD (first build: tens of minutes)")
-    with tempfile.TemporaryDirectory() as tmp:
-        export_head(local, Path(tmp))
-        container.build_image(client, Path(tmp), tag=tag, buildargs={"CARDTIME_COMMIT": local.commit}, on_line=say)
-    return tag
+    context = f"{base}/images/{local.commit}.tar"
+    if remote.run(["test", "-s", context], check=False).exit_code != 0:
+        remote.run(["mkdir", "-p", "--", f"{base}/images"], what="cannot create the images folder")
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "context.tar"
+            subprocess.run(["git", "-C", str(local.root), "archive", "--format=tar", "-o", str(archive), local.commit],
+                           check=True, capture_output=True)
+            say(f"sending the build context ({archive.stat().st_size / 1e6:.1f} MB, HEAD's files only)")
+            remote.sftp().put(str(archive), context + ".part")
+        remote.run(["mv", "-f", "--", context + ".part", context])
+    say(f"the job builds {tag} first unless the host has it (first build: tens of minutes, detached)")
+    buildargs = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in image_buildargs(local).items())
+    return tag, (f"if docker image inspect {q(tag)} > /dev/null 2>&1; then echo {q(f'image {tag} already on the host')}; "
+                 f"else docker build --tag {q(tag)}{buildargs} - < {q(context)}; fi\n")
+
+
+def image_buildargs(local: LocalCheckout) -> dict[str, str]:
+    """The image's build arguments for this checkout."""
+    return {"CARDTIME_COMMIT": local.commit}
 
 
 def run_argv(image: str, *, job_id: str, job_dir: str, runs_dir: str, suite_args: list[str], gpus: bool) -> list[str]:

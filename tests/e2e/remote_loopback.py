@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+WORKTREE = Path(__file__).resolve().parents[2]
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 AUDIT = """#!/bin/sh
@@ -112,6 +113,22 @@ def start_sshd(folder: Path, sftp: bool = True) -> Sshd:
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
                 host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
+
+
+def make_repo(dest: Path) -> Path:
+    """A fresh git repository holding this working tree's files (tracked and new, not ignored), one commit."""
+    files = subprocess.run(["git", "-C", str(WORKTREE), "ls-files", "-co", "--exclude-standard", "-z"],
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = WORKTREE / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(src.read_bytes())
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "snapshot for the remote e2e test"], check=True)
+    return dest
 
 
 def git_repo(path: Path, branch: str = "main") -> Path:

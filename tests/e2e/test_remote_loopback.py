@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, fake_credentials, sshd_available, start_moto, start_sshd  # noqa: E402
+from remote_loopback import clean_env, fake_credentials, make_repo, sshd_available, start_moto, start_sshd  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
@@ -44,22 +44,6 @@ BUCKET = "cardtime-e2e"
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def make_repo(dest: Path) -> Path:
-    """A fresh git repository holding this working tree's files (tracked and new, not ignored), one commit."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            (dest / rel).write_bytes(src.read_bytes())
-    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "snapshot for the remote e2e test"], check=True)
-    return dest
 
 
 def pick_stages() -> str:

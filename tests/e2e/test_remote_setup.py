@@ -1,0 +1,112 @@
+"""The runtime's set-up runs inside the detached job, over a real sshd on 127.0.0.1.
+
+The laptop side of `make remote` is SIGKILLed in the middle of the venv install; the install
+goes on on the host; the next `make remote` re-attaches to the same job, which finishes the
+install, runs the stage and is fetched: nothing is installed (downloaded) twice.
+
+The installer is the one thing replaced: a stand-in for ENSURE_VENV (same arguments, same ready
+mark) that takes a few seconds, counts its downloads and makes a `python` running this checkout's
+venv, so the test needs no network and no second torch. Everything else is the real path:
+shipping, the job, its set-up step, re-attach, follow, fetch, the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from remote_loopback import clean_env, make_repo, sshd_available, start_sshd  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900),
+              pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+ROOT = Path(__file__).resolve().parents[2]
+LAPTOP_PY = ROOT / ".venv" / "bin" / "python"
+
+# $1 venv, $2 code dir, as hostruntime.ENSURE_VENV. {downloads} counts installs that downloaded.
+FAKE_INSTALL = r"""
+set -e
+venv=$1 code=$2
+if [ -f "$venv/.cardtime-ready" ]; then
+  echo "venv $venv reused"
+else
+  echo "fake install: downloading (8 s)"
+  echo download >> {downloads}
+  sleep 8
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nexec %s "$@"\n' {python} > "$venv/bin/python"
+  chmod +x "$venv/bin/python"
+  : > "$venv/.cardtime-ready"
+fi
+"""
+
+DRIVER = """
+import sys
+from provisioning import hostruntime
+hostruntime.ENSURE_VENV = open(sys.argv[1]).read()
+from provisioning.__main__ import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
+    from provisioning.shell import quote
+
+    sshd = start_sshd(tmp_path / "sshd")
+    try:
+        repo = make_repo(tmp_path / "laptop")
+        remote_dir = tmp_path / "host" / "cardtime"
+        downloads = tmp_path / "downloads"
+        installer = tmp_path / "install.sh"
+        installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(downloads)).replace("{python}", quote(LAPTOP_PY)))
+        kh = tmp_path / "known_hosts"
+        kh.write_text(sshd.known_hosts_line())
+        args = [str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
+                "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", "gloo-cpu", "--runtime", "host",
+                "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")]
+        env = clean_env(PYTHONPATH=str(repo))
+        log1 = tmp_path / "first.log"
+        with open(log1, "w") as out:
+            first = subprocess.Popen(args, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        job_log = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None:
+            logs = list(remote_dir.glob("jobs/*/log"))
+            if logs and "fake install: downloading" in logs[0].read_text():
+                job_log = logs[0]
+                break
+            time.sleep(0.1)
+        assert job_log is not None and first.poll() is None, log1.read_text()
+        os.killpg(first.pid, signal.SIGKILL)  # the laptop sleeps mid-install
+        first.wait()
+        job_dir = job_log.parent
+        os.kill(int((job_dir / "pid").read_text()), 0)  # the install (in the job) goes on
+        assert not (job_dir / "exit").exists()
+
+        second = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        out = second.stdout + second.stderr
+        assert "re-attaching" in out and job_dir.name in out, out
+        assert len(list(remote_dir.glob("jobs/*/job.json"))) == 1, "a second job was started"
+        run_dir = Path((job_dir / "LAST").read_text().strip())
+        verdicts = json.loads((run_dir / "verdicts.json").read_text())["verdicts"]
+        assert verdicts, out
+        assert second.returncode == (1 if any(v["status"] == "fail" for v in verdicts) else 0), out
+        assert downloads.read_text().splitlines() == ["download"], "the install ran twice"
+        log = job_log.read_text()
+        assert log.count("fake install: downloading") == 1 and log.count("── set-up done") == 1
+        assert log.index("fake install") < log.index("── set-up done") < log.index("topology")  # set-up, then the run
+        assert (tmp_path / "runs" / run_dir.name / "report.html").is_file(), out
+    finally:
+        for pid_file in remote_dir.glob("jobs/*/pid"):
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+        sshd.stop()
