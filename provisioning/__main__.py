@@ -16,10 +16,11 @@ import os
 import sys
 from pathlib import Path
 
+import paramiko
+
 from .archive import ArchiveError, archive_run
 from .codesync import DirtyTree
 from .connection import RemoteError
-from .container import EngineError
 from .hosts import HostSpecError, parse_host
 
 
@@ -116,8 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (HostSpecError, DirtyTree, ArchiveError, RemoteError, EngineError, ValueError) as e:
+    except (HostSpecError, DirtyTree, ArchiveError, RemoteError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        # A connection that failed outside a wrapped step (mid-SFTP transfer, say): one line, no traceback.
+        print(f"error: {type(e).__name__}: {e}\n  next: rerun the same make command: it re-attaches or resumes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: a detached run goes on on the host; rerun the same command to re-attach", file=sys.stderr)

@@ -110,3 +110,57 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
             except (OSError, ValueError):
                 pass
         sshd.stop()
+
+
+FAKE_DOCKER = r"""#!/bin/sh
+# Records each call; `image inspect NAME` succeeds once NAME was "built"; build keeps its stdin.
+printf '%s\n' "$*" >> "$FAKE_DOCKER_DIR/calls"
+case "$1 $2" in
+  "image inspect") [ "$(cat "$FAKE_DOCKER_DIR/built" 2>/dev/null)" = "$3" ] ;;
+  "build --tag") cat > "$FAKE_DOCKER_DIR/context.tar"; printf '%s' "$3" > "$FAKE_DOCKER_DIR/built" ;;
+  pull*) exit 1 ;;
+esac
+"""
+
+
+def test_the_image_set_up_builds_from_the_shipped_context_once(tmp_path):
+    """RUNTIME=docker's set-up script, run on the host as the job runs it, against a stand-in
+    `docker` that records its calls: built once from exactly HEAD's files, then reused; an
+    IMAGE= value reaches `docker pull` as one literal word."""
+    import tarfile
+
+    from remote_loopback import git_repo
+
+    from provisioning import codesync, remote_docker
+    from provisioning.connection import Remote
+    from provisioning.hosts import parse_host
+
+    sshd = start_sshd(tmp_path / "sshd")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "docker").write_text(FAKE_DOCKER)
+    (fake / "docker").chmod(0o755)
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        local = codesync.local_checkout(git_repo(tmp_path / "laptop"), allow_dirty=False)
+        base = str(tmp_path / "host")
+        env = f"export PATH={fake}:$PATH FAKE_DOCKER_DIR={fake}\n"
+        for _ in range(2):
+            tag, setup = remote_docker.image_setup(remote, local, None, base, say=lambda s: None)
+            remote.run(env + setup)
+        hostile = "x;$(touch pwned)"
+        image, pull = remote_docker.image_setup(remote, local, hostile, base, say=lambda s: None)
+        assert image == hostile and remote.run(env + pull, check=False).exit_code != 0
+    finally:
+        remote.close()
+        sshd.stop()
+    calls = (fake / "calls").read_text().splitlines()
+    assert tag == f"cardtime:{local.commit[:12]}"
+    builds = [c for c in calls if c.startswith("build")]
+    assert builds == [f"build --tag {tag} --build-arg CARDTIME_COMMIT={local.commit} -"], calls
+    assert f"pull {hostile}" in calls
+    with tarfile.open(fake / "context.tar") as tar:
+        assert sorted(tar.getnames()) == ["README", "pyproject.toml"]
+    assert not list(tmp_path.rglob("pwned")) and not (Path.home() / "pwned").exists()
