@@ -255,9 +255,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
                 steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
             record["job"] = start_job(remote, opts, facts, runtime, local, key, resume_dir, steps)
             record["reattached"] = False
-        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps)
-        record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
-                      fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files))
+        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
     finally:
         remote.close()
     return report_and_archive(opts, fetched.local_dir, record, final, steps)
@@ -280,9 +278,7 @@ def fetch_main(opts: RemoteOptions, steps: Steps) -> int:
                                   "commit": st.job.get("commit"), "profile": st.job.get("profile"),
                                   "stages": st.job.get("stages"), "runtime": st.job.get("runtime"),
                                   "reattached": True, "fetched_by_job_id": True}
-        remote, final, fetched = follow_and_fetch(remote, opts, base, opts.fetch_job, steps)
-        record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
-                      fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files))
+        remote, final, fetched = follow_and_fetch(remote, opts, base, opts.fetch_job, steps, record)
     finally:
         remote.close()
     return report_and_archive(opts, fetched.local_dir, record, final, steps)
@@ -293,9 +289,9 @@ def resolve_base(remote: Remote, remote_dir: str) -> str:
     return remote.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", remote_dir], check=False).stdout.strip()
 
 
-def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str,
-                     steps: Steps) -> tuple[Remote, jobs.JobStatus, fetch.FetchReport]:
-    """Follow the job to its end, fetch its run and mark it fetched on the host."""
+def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str, steps: Steps,
+                     record: dict[str, Any]) -> tuple[Remote, jobs.JobStatus, fetch.FetchReport]:
+    """Follow the job to its end, fetch its run, mark it fetched on the host and note it in `record`."""
     steps.begin("run", "following the run (Ctrl-C or a dropped connection leaves it running)")
     ref = [remote]
     final = follow(ref, lambda: connect(opts), base, job_id, steps.say, opts.follow_interval_s)
@@ -307,6 +303,8 @@ def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str
     steps.begin("fetch", f"{final.run_dir} → {opts.runs_dir}/")
     fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say, exports=opts.fetch_exports)
     jobs.mark_fetched(remote, final.job_dir)
+    record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
+                  fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files))
     return remote, final, fetched
 
 

@@ -175,6 +175,12 @@ def fake_credentials(endpoint: str) -> dict[str, str]:
     }
 
 
+def provisioning(*args: str, cwd: Path = WORKTREE) -> subprocess.CompletedProcess:
+    """`python -m provisioning ARGS` as the laptop runs it: this checkout's code, no agent, no AWS settings."""
+    return subprocess.run([str(WORKTREE / ".venv" / "bin" / "python"), "-m", "provisioning", *args], cwd=cwd,
+                          env=clean_env(PYTHONPATH=str(WORKTREE)), capture_output=True, text=True, timeout=300)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without ssh-agent or AWS settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SSH_AUTH_SOCK"))}

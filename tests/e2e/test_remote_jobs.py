@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -19,15 +18,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from remote_loopback import clean_env, git_repo, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import git_repo, provisioning, sshd_available, start_sshd  # noqa: E402
 
 from provisioning import hostlock, jobs  # noqa: E402
 from provisioning.connection import Remote  # noqa: E402
 from provisioning.hosts import parse_host  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
-ROOT = Path(__file__).resolve().parents[2]
-PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +63,6 @@ def finished_job(remote: Remote, base: Path, run_dir: Path) -> str:
             return job_id
         time.sleep(0.1)
     raise AssertionError(jobs.status(remote, str(base), job_id=job_id))
-
-
-def provisioning(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "provisioning", *args], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_an_unfetched_run_blocks_a_new_one_until_fetched_by_id(sshd, remote, tmp_path):

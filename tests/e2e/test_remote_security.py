@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, git_repo, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import clean_env, git_repo, provisioning, sshd_available, start_sshd  # noqa: E402
 
 from provisioning import codesync, jobs  # noqa: E402
 from provisioning.connection import Remote  # noqa: E402
@@ -27,7 +27,6 @@ from provisioning.remote import RemoteOptions, run_preflight, Steps  # noqa: E40
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
-PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +34,6 @@ def sshd(tmp_path_factory):
     server = start_sshd(tmp_path_factory.mktemp("sshd-security"))
     yield server
     server.stop()
-
-
-def provisioning(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "provisioning", *args], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_unknown_host_key_is_refused_with_its_fingerprint(sshd, tmp_path):
@@ -145,13 +139,19 @@ def test_dirty_tree_is_refused_before_any_connection(sshd, tmp_path):
     assert sshd.audit() == before
 
 
-def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_path):
+def remote_from_a_clean_repo(server, tmp_path: Path, profile: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`provisioning remote` of a fresh one-commit repository to `server` (key known), RUNTIME=host."""
     repo = git_repo(tmp_path / "clean")
     kh = tmp_path / "known_hosts"
-    kh.write_text(sshd.known_hosts_line())
+    kh.write_text(server.known_hosts_line())
     remote_dir = tmp_path / "host"
-    r = provisioning("remote", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
-                     "--profile", "nccl-gpu", "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    r = provisioning("remote", "--host", server.host, "--key", str(server.client_key), "--known-hosts", str(kh),
+                     "--profile", profile, "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    return r, remote_dir
+
+
+def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_path):
+    r, remote_dir = remote_from_a_clean_repo(sshd, tmp_path, "nccl-gpu")
     assert r.returncode == 2
     assert "REFUSED: no NVIDIA GPU visible" in r.stderr
     assert not (remote_dir / "code").exists() and not (remote_dir / "jobs").exists()
@@ -262,12 +262,7 @@ def test_an_endpoint_without_sftp_is_refused_before_shipping(tmp_path):
 
     server = start(tmp_path / "sshd-nosftp", sftp=False)
     try:
-        repo = git_repo(tmp_path / "clean")
-        kh = tmp_path / "known_hosts"
-        kh.write_text(server.known_hosts_line())
-        remote_dir = tmp_path / "host"
-        r = provisioning("remote", "--host", server.host, "--key", str(server.client_key), "--known-hosts", str(kh),
-                         "--profile", "gloo-cpu", "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+        r, remote_dir = remote_from_a_clean_repo(server, tmp_path, "gloo-cpu")
     finally:
         server.stop()
     assert r.returncode == 2, r.stderr
