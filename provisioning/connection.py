@@ -175,7 +175,8 @@ class Remote:
             self.close()
         try:
             self.conn.open()
-            self.conn.transport.set_keepalive(KEEPALIVE_S)
+            for c in [self.conn, *(h.conn for h in self.hops)]:
+                c.transport.set_keepalive(KEEPALIVE_S)
         except RemoteError:
             raise
         except paramiko.BadHostKeyException as e:

@@ -112,8 +112,13 @@ def connect_for_transfers(opts: RemoteOptions) -> Remote:
 def host_key_record(remote: Remote) -> dict[str, Any]:
     key = remote.conn.client.get_transport().get_remote_server_key()
     first = [asdict(f) for f in remote.first_use]
-    return {"name": remote.target.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
-            "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
+    record = {"name": remote.target.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
+              "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
+    if remote.hops:  # the ProxyJump gateways, each checked against known_hosts like the box
+        record["via"] = [{"name": h.target.known_hosts_name,
+                          "fingerprint": fingerprint(h.conn.client.get_transport().get_remote_server_key())}
+                         for h in remote.hops]
+    return record
 
 
 def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[preflight.HostFacts, preflight.Decision]:
@@ -304,7 +309,8 @@ def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str
     fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say, exports=opts.fetch_exports)
     jobs.mark_fetched(remote, final.job_dir)
     record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
-                  fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files))
+                  fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files),
+                  left_on_host=[f.path for f in fetched.left_on_host])
     return remote, final, fetched
 
 

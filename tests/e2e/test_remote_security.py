@@ -301,5 +301,20 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         assert "Accepted publickey" in (jump.folder / "sshd.log").read_text()
         r = provisioning(*base)  # both known now: no question, no trust message
         assert r.returncode == 1 and "trusting" not in r.stderr and "nothing was run here" in r.stdout
+        import base64
+        import hashlib
+
+        from provisioning.remote import host_key_record
+
+        remote = Remote.open(parse_host("box"), ssh_config=str(config), known_hosts=kh)
+        try:
+            remote.connect()
+            record = host_key_record(remote)
+            assert record["name"] == f"[127.0.0.1]:{sshd.port}"  # the alias's real name, as known_hosts files it
+            assert [v["name"] for v in record["via"]] == [f"[127.0.0.1]:{jump.port}"]
+            blob = base64.b64decode(jump.host_pub.split()[1])
+            assert record["via"][0]["fingerprint"] == "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+        finally:
+            remote.close()
     finally:
         jump.stop()
