@@ -2,13 +2,17 @@
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://b/cardtime
 
- 1 preflight  connect, report GPUs/driver/disk/docker/python; refuse with one line what is missing
- 2 code       exactly the local HEAD: git clone of origin if the host reaches it, else a git bundle over SFTP
+ 1 preflight  connect (HOST resolved by `ssh -G`; an endpoint without SFTP refused), report GPUs/driver/
+              disk/docker/python; refuse with one line what is missing
+ 2 code       under the host's run lock (hostlock.py): exactly the local HEAD, a git clone of origin
+              (its URL without credentials) if the host reaches it, else a git bundle over SFTP
  3 runtime    RUNTIME=host: a venv keyed by pyproject.toml's hash; RUNTIME=docker: the image built or
-              pulled on the host (remote_docker.py)
- 4 run        detached (tmux or setsid+nohup); followed through progress.json and its log; a second
-              `make remote` with the same commit/profile/stages re-attaches instead of starting another
- 5 fetch      the run directory to runs/<run-id>/ (resumable, sizes and sha256 checked)
+              pulled on the host (remote_docker.py); either set-up runs first inside the detached job
+ 4 run        detached (tmux or setsid+nohup); followed by job id through progress.json and its log;
+              a second `make remote` with the same commit/profile/stages re-attaches instead of
+              starting another, and a finished run never fetched blocks a new one (jobchoice.py)
+ 5 fetch      the run directory to runs/<run-id>/ (resumable, pipelined, sizes and sha256 checked);
+              FETCH=<job-id> fetches a given job's run instead of starting one
  6 report     rendered locally (python -m reports), before the archive so that the archive carries it
  7 archive    ARCHIVE=s3://bucket/prefix → prefix/<run-id>/ from the laptop (credentials stay here)
 
@@ -167,6 +171,12 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
                                                    "commit": key.commit, "profile": key.profile})
     started = False
     try:
+        # Under the lock, look once more: another laptop may have started (or finished) a run
+        # between our first look and the lock.
+        again = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
+        if again.action != "start":
+            raise hostlock.HostBusy(remote.label, "another run was started on the host a moment ago",
+                                    hint="rerun the same make remote: it re-attaches or says what holds the host")
         steps.begin("code", f"code at {local.commit[:12]} ({local.branch})")
         code_dir, how = codesync.ship(remote, local, base, say=steps.say)
         steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
