@@ -137,7 +137,9 @@ class Remote:
     @classmethod
     def open(cls, spec: HostSpec, *, key: str | None = None, known_hosts: str | os.PathLike | None = None,
              accept_new_host: bool = False, connect_timeout: int = 15, ssh_config: str | None = None,
-             gateway: "Remote | None" = None, first_use: list[FirstUse] | None = None) -> "Remote":
+             gateway: "Remote | bool | None" = None, first_use: list[FirstUse] | None = None) -> "Remote":
+        """`gateway`: None follows the configured ProxyJump; a Remote is the hop to go through;
+        False goes direct (a hop of a chain, reached through the one before it)."""
         target = resolve(spec, ssh_config)
         keys = ([str(Path(key).expanduser())] if key else []) + [k for k in target.identity_files if k != key]
         connect_kwargs: dict = {"key_filename": keys} if keys else {}
