@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dirty", default="0", help="1: run HEAD even with uncommitted changes (loud warning)")
     p.add_argument("--new-run", default="0", help="1: start a new run even if the same one finished on the host")
     p.add_argument("--detach", default="", choices=["", "tmux", "setsid"], help="default: tmux when the host has it")
-    p.add_argument("--fetch", default="", metavar="JOB_ID",
+    p.add_argument("--fetch", default="", metavar="JOB_ID", type=lambda t: job_id_arg(t) if t else "",
                    help="fetch, report and archive this job's run (follow it first if it still runs); start nothing")
     p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
@@ -74,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
     return parser
+
+
+def job_id_arg(text: str) -> str:
+    """FETCH=<job-id>: a name from `make remote-status`, never a path on the host."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
+        raise argparse.ArgumentTypeError(f"FETCH={text!r} is not a job id (make remote-status lists them)")
+    return text
 
 
 def options(args):

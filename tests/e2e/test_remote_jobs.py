@@ -84,6 +84,8 @@ def test_an_unfetched_run_blocks_a_new_one_until_fetched_by_id(sshd, remote, tmp
 
     r = provisioning("remote", *conn, "--fetch", "no-such-job", cwd=repo)
     assert r.returncode == 2 and "no job no-such-job" in r.stderr and job_id in r.stderr, r.stderr
+    r = provisioning("remote", *conn, "--fetch", "../../elsewhere", cwd=repo)
+    assert r.returncode == 2 and "is not a job id" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
     runs = tmp_path / "runs"
     r = provisioning("remote", *conn, "--fetch", job_id, "--runs-dir", str(runs), cwd=repo)
