@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provisioning import cuda_check, preflight
+from provisioning import cuda_check, cuda_check_host, preflight
 from provisioning.shell import sh_command
 from suite import gpu_host_checks
 
@@ -106,19 +106,22 @@ def test_torch_cuda_check_refuses_in_one_line():
     def answer(**kw):
         return json.dumps(kw)
 
+    def judge(text, **kw):  # the host program's judgement, with the table the laptop sends it
+        return cuda_check_host.judge(text, min_drivers=cuda_check.min_drivers(), **kw)
+
     ok = answer(torch="2.13.0+cu126", cuda="12.6", available=True, devices=8)
-    assert cuda_check.judge(ok, gpus_seen=8, driver="550.54.15", where="the host venv") is None
-    no_gpu = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=False, devices=0), gpus_seen=8,
-                              driver="550.54.15", where="the host venv")
+    assert judge(ok, gpus_seen=8, driver="550.54.15", where="the host venv") is None
+    no_gpu = judge(answer(torch="2.13.0", cuda="13.0", available=False, devices=0), gpus_seen=8,
+                   driver="550.54.15", where="the host venv")
     assert "CUDA 13.0 (needs ≥ 580)" in no_gpu and "driver 550.54.15" in no_gpu and "CUDA_LINE=cu126" in no_gpu
-    fewer = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=4), gpus_seen=8,
-                             driver="580.65.06", where="the image x")
+    fewer = judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=4), gpus_seen=8,
+                  driver="580.65.06", where="the image x")
     assert "sees 4 GPU(s) where nvidia-smi lists 8" in fewer
-    cpu = cuda_check.judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
-                           driver="580.65.06", where="the host venv")
+    cpu = judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
+                driver="580.65.06", where="the host venv")
     assert "CPU build" in cpu
     assert all("\n" not in t for t in (no_gpu, fewer, cpu))
-    assert "nothing readable" in cuda_check.judge("Traceback ...", gpus_seen=1, driver=None, where="w")
+    assert "nothing readable" in judge("Traceback ...", gpus_seen=1, driver=None, where="w")
 
 
 def real_interpreter(version: str) -> str | None:
