@@ -56,21 +56,28 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
+def remote_args(tmp_path: Path, sshd, profile: str) -> tuple[list[str], Path]:
+    """`python -m provisioning remote` RUNTIME=host STAGES=topology against `sshd`, with the stand-in
+    installer (its downloads counted in tmp_path/downloads); returns the command and the remote folder."""
     from provisioning.shell import quote
 
+    remote_dir = tmp_path / "host" / "cardtime"
+    installer = tmp_path / "install.sh"
+    installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
+                         .replace("{python}", quote(LAPTOP_PY)))
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    return ([str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
+             "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", profile, "--runtime", "host",
+             "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")], remote_dir)
+
+
+def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
     sshd = start_sshd(tmp_path / "sshd")
+    downloads = tmp_path / "downloads"
     try:
         repo = make_repo(tmp_path / "laptop")
-        remote_dir = tmp_path / "host" / "cardtime"
-        downloads = tmp_path / "downloads"
-        installer = tmp_path / "install.sh"
-        installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(downloads)).replace("{python}", quote(LAPTOP_PY)))
-        kh = tmp_path / "known_hosts"
-        kh.write_text(sshd.known_hosts_line())
-        args = [str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
-                "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", "gloo-cpu", "--runtime", "host",
-                "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")]
+        args, remote_dir = remote_args(tmp_path, sshd, "gloo-cpu")
         env = clean_env(PYTHONPATH=str(repo))
         log1 = tmp_path / "first.log"
         with open(log1, "w") as out:
@@ -129,7 +136,6 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
     `make remote` starts a fresh job (the fix may be CUDA_LINE= or IMAGE=) instead of re-attaching
     to the refused one."""
     from provisioning import cuda_check_host
-    from provisioning.shell import quote
 
     fake = tmp_path / "fakebin"
     fake.mkdir()
@@ -138,15 +144,7 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
     sshd = start_sshd(tmp_path / "sshd", path_first=fake)
     try:
         repo = make_repo(tmp_path / "laptop")
-        remote_dir = tmp_path / "host" / "cardtime"
-        installer = tmp_path / "install.sh"
-        installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
-                             .replace("{python}", quote(LAPTOP_PY)))
-        kh = tmp_path / "known_hosts"
-        kh.write_text(sshd.known_hosts_line())
-        args = [str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
-                "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", "nccl-gpu", "--runtime", "host",
-                "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")]
+        args, remote_dir = remote_args(tmp_path, sshd, "nccl-gpu")
         env = clean_env(PYTHONPATH=str(repo))
         runs = [subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300) for _ in range(2)]
     finally:
