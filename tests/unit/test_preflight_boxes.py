@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from provisioning import cuda_check, cuda_check_host, preflight
 from provisioning.shell import sh_command
 from suite import gpu_host_checks
@@ -138,8 +140,6 @@ def test_ubuntu_2204_shape_python3_is_310_and_python311_is_elsewhere_on_path(tmp
     conda-style prefix under HOME (~/miniconda3/bin): the probe finds all three and preflight takes 3.12."""
     import shutil
 
-    import pytest
-
     py310, py311, py312 = (real_interpreter(v) for v in ("3.10", "3.11", "3.12"))
     if not (py310 and py311 and py312):
         pytest.skip("needs real Python 3.10, 3.11 and 3.12 interpreters (pyenv on the test machine)")
@@ -182,6 +182,27 @@ def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts(
     assert remote_dir_by_rule("", "/no-such-volume") == "cardtime"  # no volume: ~/cardtime (relative to home)
     assert remote_dir_by_rule("/srv/x", volume) == "/srv/x"  # REMOTE_DIR= always wins
     assert preflight.PERSISTENT_VOLUMES[0] == "/workspace"
+
+
+def test_status_and_fetch_find_the_remote_dir_by_the_same_rule(tmp_path):
+    """remote.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
+    the folder `make remote` chose (here no /workspace is mounted: cardtime/ under the login's
+    directory), '' when it does not exist, and never created by looking."""
+    if any(line.split()[1] == preflight.PERSISTENT_VOLUMES[0] for line in Path("/proc/mounts").read_text().splitlines()):
+        pytest.skip("this machine mounts /workspace: the rule picks it (the test above)")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def resolve(given: str) -> str:
+        return subprocess.run(["sh", "-c", sh_command(preflight.resolve_dir_command(given))], cwd=home,
+                              capture_output=True, text=True).stdout.strip()
+
+    assert resolve("") == "" and not (home / "cardtime").exists()
+    (home / "cardtime").mkdir()
+    (home / "elsewhere").symlink_to(home / "cardtime")
+    assert resolve("") == str((home / "cardtime").resolve())
+    assert resolve("elsewhere") == str((home / "cardtime").resolve())  # physical path, as jobs record it
+    assert resolve(str(tmp_path / "missing")) == ""
 
 
 def test_a_process_already_on_the_gpu_is_refused_naming_it():
