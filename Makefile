@@ -66,7 +66,9 @@ bench: $(STAMP)
 
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
-#   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [DETACH=tmux|setsid]
+#   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
+#   [DETACH=tmux|setsid] [FETCH_EXPORTS=1] [FETCH=<job-id>: fetch, report, archive a run left on the host;
+#   `make remote-status` lists them]
 # Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
@@ -75,19 +77,20 @@ remote: $(STAMP)
 	@mkdir -p runs
 	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
-	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
-	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
+	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
+	  --fetch "$$FETCH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }
-	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
 # With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.
 plan: $(STAMP)
 	@if [ -n "$$HOST" ]; then \
-	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"}; \
 	else \
 	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} \

@@ -5,16 +5,20 @@ and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
     python -m provisioning status --host root@203.0.113.7:2222
     python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
 
-The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, RUNTIME=, IMAGE=, PROFILE=,
-STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1 onto these flags.
+The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, SSH_CONFIG=, RUNTIME=, IMAGE=, CUDA_LINE=, PROFILE=,
+STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1,
+FETCH=<job-id>, FETCH_EXPORTS=1 onto these flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
+
+import paramiko
 
 from .archive import ArchiveError, archive_run
 from .codesync import DirtyTree
@@ -30,7 +34,9 @@ def truthy(value: str | None) -> bool:
 def add_connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", required=True, help="user@host[:port]")
     p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/config)")
-    p.add_argument("--known-hosts", default=None, help="known_hosts file (default ~/.ssh/known_hosts)")
+    p.add_argument("--known-hosts", default=None, help="known_hosts file (default: ssh's UserKnownHostsFile)")
+    p.add_argument("--ssh-config", default=None,
+                   help="ssh_config file (default ~/.ssh/config); HOST is resolved by `ssh -G`, aliases and Include too")
     p.add_argument("--accept-new-host", default="0",
                    help="1: accept an unknown host key on first use, print its fingerprint and record it")
     p.add_argument("--remote-dir", default="", help="folder on the host (relative to its home unless absolute); default: "
@@ -54,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dirty", default="0", help="1: run HEAD even with uncommitted changes (loud warning)")
     p.add_argument("--new-run", default="0", help="1: start a new run even if the same one finished on the host")
     p.add_argument("--detach", default="", choices=["", "tmux", "setsid"], help="default: tmux when the host has it")
+    p.add_argument("--fetch", default="", metavar="JOB_ID", type=lambda t: job_id_arg(t) if t else "",
+                   help="fetch, report and archive this job's run (follow it first if it still runs); start nothing")
+    p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -75,10 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def job_id_arg(text: str) -> str:
+    """FETCH=<job-id>: a name from `make remote-status`, never a path on the host."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
+        raise argparse.ArgumentTypeError(f"FETCH={text!r} is not a job id (make remote-status lists them)")
+    return text
+
+
 def options(args):
     from .remote import RemoteOptions
 
     kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
+              ssh_config=args.ssh_config or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
         if args.cuda_line:  # an unknown line is refused here, before any SSH
@@ -88,7 +105,7 @@ def options(args):
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
-                  runs_dir=args.runs_dir)
+                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
     return RemoteOptions(**kw)
 
 
@@ -99,13 +116,13 @@ def cmd_remote(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from .remote import status_main
+    from .remote_status import status_main
 
     return status_main(options(args))
 
 
 def cmd_plan(args) -> int:
-    from .remote import plan_main
+    from .remote_status import plan_main
 
     return plan_main(options(args), args.profile, args.rate)
 
@@ -121,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (HostSpecError, DirtyTree, ArchiveError, RemoteError, EngineError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        # A connection that failed outside a wrapped step (mid-SFTP transfer, say): one line, no traceback.
+        print(f"error: {type(e).__name__}: {e}\n  next: rerun the same make command: it re-attaches or resumes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: a detached run goes on on the host; rerun the same command to re-attach", file=sys.stderr)

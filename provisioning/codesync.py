@@ -33,11 +33,28 @@ class LocalCheckout:
     dirty: list[str]
     """`git status --porcelain` lines; empty for a clean tree."""
     origin: str | None
-    """The URL of `origin`, when there is one."""
+    """The URL of `origin` without any password or token in it, when there is one."""
 
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def without_credentials(url: str | None) -> str | None:
+    """origin as the host may see it: no password or token. `https://user:token@host/r.git` and
+    `https://token@host/r.git` → `https://host/r.git`; an ssh login name (`ssh://git@host/r`,
+    `git@host:r`) is no secret and stays. A clone on the host would otherwise write the token
+    into its .git/config and show it in its process list."""
+    if not url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    authority, sep, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    userinfo, host = authority.rsplit("@", 1)
+    if scheme.lower() in ("http", "https", "ftp", "ftps"):
+        return f"{scheme}://{host}{sep}{path}"
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@{host}{sep}{path}"
 
 
 def local_checkout(start: Path, *, allow_dirty: bool) -> LocalCheckout:
@@ -50,7 +67,7 @@ def local_checkout(start: Path, *, allow_dirty: bool) -> LocalCheckout:
     branch = git(root, "rev-parse", "--abbrev-ref", "HEAD")
     dirty = [l for l in git(root, "status", "--porcelain").splitlines() if l.strip()]
     try:
-        origin = git(root, "remote", "get-url", "origin") or None
+        origin = without_credentials(git(root, "remote", "get-url", "origin") or None)
     except subprocess.CalledProcessError:
         origin = None
     if dirty and not allow_dirty:

@@ -20,18 +20,26 @@ import hashlib
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import paramiko
-from fabric import Connection
+from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
-from .hosts import HostSpec
+from .hosts import HostSpec, SshTarget, parse_jump, resolve
 from .shell import sh_command
 
 TAIL_LINES = 15
+KEEPALIVE_S = 30
+"""An SSH keepalive this often: a NAT or a provider's relay drops idle TCP after minutes, and a
+dead link is noticed (Fabric ignores ServerAliveInterval)."""
+COMMAND_TIMEOUT_S = 600.0
+"""Any command without its own timeout (a clone of a large origin is the slowest): after a laptop
+sleep a read on a dead link would otherwise block for as long as TCP takes to give up."""
+WATCHDOG_GRACE_S = 5.0  # beyond a command's timeout, before its connection is declared dead
 
 
 class RemoteError(RuntimeError):
@@ -121,22 +129,41 @@ class Remote:
     conn: Connection
     known_hosts: Path
     first_use: list[FirstUse] = field(default_factory=list)
+    target: SshTarget | None = None
+    """Where `spec` leads by the user's ssh configuration (hosts.resolve)."""
+    hops: list["Remote"] = field(default_factory=list)
+    """The ProxyJump gateways, in order, each under the same host-key policy."""
 
     @classmethod
     def open(cls, spec: HostSpec, *, key: str | None = None, known_hosts: str | os.PathLike | None = None,
-             accept_new_host: bool = False, connect_timeout: int = 15) -> "Remote":
-        connect_kwargs = {"key_filename": [str(Path(key).expanduser())]} if key else {}
+             accept_new_host: bool = False, connect_timeout: int = 15, ssh_config: str | None = None,
+             gateway: "Remote | bool | None" = None, first_use: list[FirstUse] | None = None) -> "Remote":
+        """`gateway`: None follows the configured ProxyJump; a Remote is the hop to go through;
+        False goes direct (a hop of a chain, reached through the one before it)."""
+        target = resolve(spec, ssh_config)
+        keys = ([str(Path(key).expanduser())] if key else []) + [k for k in target.identity_files if k != key]
+        connect_kwargs: dict = {"key_filename": keys} if keys else {}
         # banner/auth timeouts keep a half-open TCP connection from hanging the laptop forever.
         connect_kwargs.update(banner_timeout=connect_timeout, auth_timeout=connect_timeout)
-        conn = Connection(spec.host, user=spec.user, port=spec.port, connect_timeout=connect_timeout,
-                          connect_kwargs=connect_kwargs, inline_ssh_env=True)
-        path = Path(known_hosts or conn.ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts").split()[0]).expanduser()
-        remote = cls(spec=spec, conn=conn, known_hosts=path)
+        path = Path(known_hosts or target.known_hosts or "~/.ssh/known_hosts").expanduser()
+        first_use = [] if first_use is None else first_use
+        hops: list[Remote] = []
+        if gateway is None:
+            for hop in target.proxy_jumps:  # each hop reached through the one before it, as ssh -J does
+                hops.append(cls.open(parse_jump(hop), key=key, known_hosts=path, accept_new_host=accept_new_host,
+                                     connect_timeout=connect_timeout, ssh_config=ssh_config,
+                                     gateway=hops[-1] if hops else False, first_use=first_use))
+            gateway = hops[-1] if hops else None
+        # Fabric's own ssh_config reading (no Include) stays off: `ssh -G` has answered already.
+        conn = Connection(target.hostname, user=target.user, port=target.port, connect_timeout=connect_timeout,
+                          connect_kwargs=connect_kwargs, inline_ssh_env=True, gateway=gateway.conn if gateway else False,
+                          config=Config(overrides={"load_ssh_configs": False}))
+        remote = cls(spec=spec, conn=conn, known_hosts=path, first_use=first_use, target=target, hops=hops)
         if Path("/etc/ssh/ssh_known_hosts").is_file():
             conn.client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
         if path.is_file():
             conn.client.load_host_keys(str(path))
-        conn.client.set_missing_host_key_policy(TrustOnFirstUse(spec.label, path, accept_new_host, remote.first_use))
+        conn.client.set_missing_host_key_policy(TrustOnFirstUse(spec.label, path, accept_new_host, first_use))
         return remote
 
     @property
@@ -150,6 +177,8 @@ class Remote:
             self.close()
         try:
             self.conn.open()
+            for c in [self.conn, *(h.conn for h in self.hops)]:
+                c.transport.set_keepalive(KEEPALIVE_S)
         except RemoteError:
             raise
         except paramiko.BadHostKeyException as e:
@@ -170,14 +199,33 @@ class Remote:
         self.connect()
         command = sh_command(script)
         shown = script if isinstance(script, str) else " ".join(str(a) for a in script)
+        timeout = COMMAND_TIMEOUT_S if timeout is None else timeout
+        # Every command here is short or bounded: no answer in time means the link is gone (a
+        # laptop asleep, a relay dropped). Invoke's own timeout stops a command that hangs on a
+        # live link; on a dead one paramiko waits for the channel forever, so the watchdog closes
+        # the transport, which wakes every wait, and callers retry on a fresh connection.
+        def lost(output: str = "") -> ConnectionLost:
+            return ConnectionLost(self.label, f"no answer within {timeout:.0f} s: connection treated as lost",
+                                  command=shown, output=output, hint=hint or "rerun the same make command: it re-attaches")
+
+        fired = threading.Event()
+        watchdog = threading.Timer(timeout + WATCHDOG_GRACE_S, lambda: (fired.set(), self._abandon()))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             r = self.conn.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
         except CommandTimedOut as e:
-            raise RemoteError(self.label, f"timed out after {timeout} s", command=shown,
-                              output=(e.result.stdout or "") + (e.result.stderr or ""), hint=hint) from None
+            self.close()
+            raise lost((e.result.stdout or "") + (e.result.stderr or "")) from None
         except (OSError, EOFError, socket.timeout, paramiko.SSHException) as e:
+            if fired.is_set():
+                raise lost() from None
             raise ConnectionLost(self.label, f"connection lost: {e}", command=shown,
                                  hint="rerun the same make command: it re-attaches") from None
+        finally:
+            watchdog.cancel()
+        if fired.is_set():
+            raise lost()
         result = Result(r.stdout, r.stderr, r.exited)
         if r.exited == -1 and not self.conn.is_connected:
             # The channel closed without an exit status because the connection went away.
@@ -188,13 +236,26 @@ class Remote:
                               output=r.stdout + r.stderr, hint=hint)
         return result
 
+    def _abandon(self) -> None:
+        transport = self.conn.transport
+        if transport is not None:
+            transport.close()
+
     def sftp(self) -> paramiko.SFTPClient:
         self.connect()
         try:
             return self.conn.sftp()
         except (OSError, EOFError, paramiko.SSHException) as e:
-            raise ConnectionLost(self.label, f"SFTP unavailable: {e}",
-                                 hint="enable the sftp subsystem in sshd_config (Subsystem sftp internal-sftp)") from None
+            if self.conn.is_connected:
+                # The login works, the subsystem is refused: a marketplace's proxied "basic SSH"
+                # relay, or an sshd without the sftp subsystem. Code and runs travel over SFTP.
+                raise RemoteError(self.label, f"this SSH endpoint offers no SFTP ({e or 'subsystem refused'}): "
+                                  "make remote ships code and fetches runs over SFTP",
+                                  hint="use the provider's direct SSH connection (the box's public IP and mapped "
+                                  "port, often called 'SSH over exposed TCP'), not its proxied SSH; on your own "
+                                  "box enable `Subsystem sftp internal-sftp` in sshd_config") from None
+            raise ConnectionLost(self.label, f"connection lost opening SFTP: {e}",
+                                 hint="rerun the same make command: it re-attaches") from None
 
     def write_text(self, path: str, text: str, mode: int = 0o644) -> None:
         """Write a small file on the host through SFTP (no shell sees its content)."""
@@ -204,7 +265,8 @@ class Remote:
         sftp.chmod(path, mode)
 
     def close(self) -> None:
-        try:
-            self.conn.close()
-        except Exception:  # noqa: BLE001 - closing a dead connection is not an error worth raising
-            pass
+        for c in [self.conn, *(h.conn for h in reversed(self.hops))]:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection is not an error worth raising
+                pass

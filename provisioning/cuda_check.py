@@ -1,71 +1,62 @@
-"""Before the run starts: does torch, in the runtime that will run the stages, see the host's GPUs?
+"""Before the run starts: the GPU check as a step of the detached job, right after its set-up.
 
-A torch whose CUDA the driver cannot run imports fine and reports `torch.cuda.is_available()`
-False, and every GPU stage would then fail in turn, each spending its timeout. One short
-program in the very runtime (the host venv's python, or the image through `docker run` with the
-suite's own GPU settings) answers first; `judge` turns its answer into one refusal line.
+The venv or the image the check needs exists only once the job's set-up (hostruntime.setup_script,
+remote_docker.image_setup) has run, so the check runs there too: the text of
+provisioning/cuda_check_host.py, by the host venv's python or by `python` in the image through
+`docker run` with the suite's own GPU settings. A refusal ends the job with exit 2 before any
+stage, its one line in the log and in jobs/<id>/refused, which the laptop shows (follow_and_fetch).
 """
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
-from suite.cuda_lines import line_of_cuda
+from suite.cuda_lines import LINES
 
 from . import suite_container
-from .connection import Remote, RemoteError
+from .cuda_check_host import REFUSED
+from .shell import join, quote
 
-PROGRAM = r"""
-import json
-try:
-    import torch
-except Exception as e:
-    print(json.dumps({"error": f"import torch: {type(e).__name__}: {e}"[:300]}))
-    raise SystemExit(0)
-out = {"torch": torch.__version__, "cuda": torch.version.cuda}
-try:
-    out["available"] = bool(torch.cuda.is_available())
-    out["devices"] = torch.cuda.device_count() if out["available"] else 0
-except Exception as e:
-    out["available"], out["devices"], out["error"] = False, 0, f"{type(e).__name__}: {e}"[:300]
-print(json.dumps(out))
-"""
+HOST_PROGRAM = Path(__file__).with_name("cuda_check_host.py")
+REFUSED_FILE = "refused"
 
 
-def judge(answer: str, *, gpus_seen: int, driver: str | None, where: str) -> str | None:
-    """None when torch sees every GPU nvidia-smi listed; else one line saying why not and what to do."""
-    try:
-        facts = json.loads(answer.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return f"torch in {where} answered nothing readable ({answer.strip()[-200:] or 'no output'}): run it by hand there"
-    if "torch" not in facts:
-        return f"torch in {where} does not import ({facts.get('error')}): reinstall it (a new venv: delete the venvs folder)"
-    if facts.get("cuda") is None:
-        return (f"torch {facts['torch']} in {where} is a CPU build: install a CUDA build "
-                "(RUNTIME=host installs the CUDA line's wheel index; IMAGE= must be a CUDA image)")
-    if not facts.get("available"):
-        line = line_of_cuda(facts["cuda"])
-        need = f" (needs ≥ {line.min_driver_text})" if line else ""
-        return (f"torch {facts['torch']} (CUDA {facts['cuda']}{need}) in {where} sees no GPU with driver {driver or 'unknown'}"
-                f"{': ' + facts['error'] if facts.get('error') else ''}: choose the CUDA line the driver runs "
-                "(CUDA_LINE=cu126 for drivers < 580) or check that the runtime is given the GPUs")
-    if facts.get("devices") != gpus_seen:
-        return (f"torch in {where} sees {facts.get('devices')} GPU(s) where nvidia-smi lists {gpus_seen}: "
-                "unset CUDA_VISIBLE_DEVICES or give the container every GPU (--gpus all)")
-    return None
+def min_drivers() -> dict[str, str]:
+    """CUDA major → the oldest driver that runs it (suite/cuda_lines.py), for the host program's refusal."""
+    return {str(line.major): line.min_driver_text for line in LINES}
 
 
-def check_host_python(remote: Remote, python: str, *, gpus_seen: int, driver: str | None) -> None:
-    r = remote.run([python, "-c", PROGRAM], check=False, timeout=300)
-    problem = judge(r.stdout, gpus_seen=gpus_seen, driver=driver, where=f"the host venv ({python})")
-    if problem:
-        raise RemoteError(remote.label, problem)
+def program_args(*, gpus_seen: int, driver: str | None, where: str) -> list[str]:
+    """`python -c <the host program> …`: its text and its arguments, each line's oldest driver included."""
+    args = ["-c", HOST_PROGRAM.read_text(), "--gpus", str(gpus_seen), "--driver", driver or "", "--where", where]
+    for major, minimum in min_drivers().items():
+        args += ["--min-driver", f"{major}={minimum}"]
+    return args
 
 
-def check_image(remote: Remote, image: str, *, gpus_seen: int, driver: str | None) -> None:
-    argv = suite_container.docker_run_argv(image, suite_container.RunSettings(gpus=True), ["python", "-c", PROGRAM],
-                                           name=f"cardtime-cuda-check-{image.replace(':', '-').replace('/', '-')}")
-    r = remote.run(argv, check=False, timeout=600)
-    problem = judge(r.stdout or r.stderr, gpus_seen=gpus_seen, driver=driver, where=f"the image {image}")
-    if problem:
-        raise RemoteError(remote.label, problem)
+def host_python_argv(python: str, *, gpus_seen: int, driver: str | None) -> list[str]:
+    return [python, *program_args(gpus_seen=gpus_seen, driver=driver, where=f"the host venv ({python})")]
+
+
+def image_argv(image: str, job_id: str, *, gpus_seen: int, driver: str | None, user: str | None = None) -> list[str]:
+    """The image's python through `docker run` with the suite's GPU settings (the run's own user)."""
+    settings = suite_container.RunSettings(gpus=True, user=user)
+    return suite_container.docker_run_argv(
+        image, settings, ["python", *program_args(gpus_seen=gpus_seen, driver=driver, where=f"the image {image}")],
+        name=f"cardtime-cuda-check-{job_id}")
+
+
+def job_step(argv: list[str], job_dir: str) -> str:
+    """The POSIX lines the job's set-up ends with: run the check, keep its output in the log and its
+    refusal line in <job_dir>/refused, and end the set-up with exit 2 when it refused."""
+    out, refused = quote(f"{job_dir}/cuda-check.out"), quote(f"{job_dir}/{REFUSED_FILE}")
+    return (
+        'echo "── GPU check: does torch in the runtime see the GPUs nvidia-smi listed?"\n'
+        f"if {join(argv)} > {out} 2>&1; then rc=0; else rc=$?; fi\n"
+        f"cat {out}\n"
+        'if [ "$rc" -ne 0 ]; then\n'
+        f"  sed -n {quote('s/^' + REFUSED + '//p')} {out} | tail -n 1 > {refused}\n"
+        f"  [ -s {refused} ] || echo \"the GPU check itself failed (exit $rc): see the job's log\" > {refused}\n"
+        "  exit 2\n"
+        "fi\n"
+    )

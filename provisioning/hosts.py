@@ -45,3 +45,59 @@ def parse_host(text: str) -> HostSpec:
     if port is not None and not 0 < port < 65536:
         raise HostSpecError(f"HOST={text!r}: port {port} is outside 1–65535 (HOST=user@host[:port])")
     return HostSpec(host=m["host"].strip("[]"), user=m["user"], port=port)
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where HOST really leads, as the user's own `ssh` resolves it (aliases, Include, Match,
+    ProxyJump): paramiko's own ssh_config reader ignores Include, so an alias defined in an
+    included file would silently become the bare name on port 22."""
+
+    hostname: str
+    user: str | None
+    port: int
+    identity_files: tuple[str, ...] = ()
+    """Those that exist, in ssh's order."""
+    known_hosts: str | None = None
+    """The first UserKnownHostsFile."""
+    proxy_jumps: tuple[str, ...] = ()
+    """ProxyJump's hops in order ([user@]host[:port] each); () without one."""
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name OpenSSH files the key under: host, or [host]:port off port 22."""
+        return HostSpec(self.hostname, self.user, self.port).known_hosts_name
+
+
+def resolve(spec: HostSpec, ssh_config: str | None = None) -> SshTarget:
+    """`ssh -G` for HOST: the user's ssh's answer. Without an ssh client, HOST as written."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("ssh") is None:
+        return SshTarget(spec.host, spec.user, spec.port or 22)
+    argv = ["ssh", "-G", *(["-F", ssh_config] if ssh_config else []), *(["-p", str(spec.port)] if spec.port else []),
+            *(["-l", spec.user] if spec.user else []), spec.host]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        raise HostSpecError(f"ssh -G {spec.host} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}"
+                            " (check ~/.ssh/config or SSH_CONFIG=)")
+    values: dict[str, list[str]] = {}
+    for line in r.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        values.setdefault(key.lower(), []).append(value.strip())
+    one = lambda key: (values.get(key) or [None])[0]  # noqa: E731
+    identities = tuple(str(Path(p).expanduser()) for p in values.get("identityfile", [])
+                       if Path(p).expanduser().is_file())
+    jump = one("proxyjump")
+    known = one("userknownhostsfile")
+    return SshTarget(hostname=one("hostname") or spec.host, user=one("user") or spec.user,
+                     port=int(one("port") or spec.port or 22), identity_files=identities,
+                     known_hosts=known.split()[0] if known else None,
+                     proxy_jumps=tuple(h.strip() for h in jump.split(",")) if jump and jump.lower() != "none" else ())
+
+
+def parse_jump(text: str) -> HostSpec:
+    """A ProxyJump hop, `[user@]host[:port]` or `ssh://[user@]host[:port]`, as a HostSpec."""
+    return parse_host(text[len("ssh://"):] if text.startswith("ssh://") else text)

@@ -6,9 +6,11 @@ On the host, under the remote directory <base>:
     jobs/current              the id of the latest job
     jobs/<job-id>/job.json    what was started: commit, profile, stages, runtime, command
     jobs/<job-id>/job.sh      the script the detacher runs (written over SFTP, every value quoted)
+    jobs/<job-id>/setup.sh    what it runs first: the venv install or the image build (detached too)
     jobs/<job-id>/pid         the job shell's pid, written first thing
     jobs/<job-id>/log         everything the suite prints
     jobs/<job-id>/LAST        the run directory (python -m suite run --record-last)
+    jobs/<job-id>/refused     the GPU check's one line, when it refused the runtime (cuda_check.py)
     jobs/<job-id>/exit        the suite's exit code, written last (0 all passed, 1 a fail verdict)
     runs/<run-id>/            the run directory itself
 
@@ -19,6 +21,7 @@ JobStatus; `state` is starting | running | finished | died.
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,20 +30,21 @@ from typing import Any
 from .connection import Remote, RemoteError
 from .shell import join, quote
 
-# argv: base, log offset (bytes). Prints one JSON object. Runs on the host's python3 (any 3.x).
-STATUS_PROGRAM = r"""
+# argv: base, log offset (bytes)[, job id: '' the latest, '*' every job (without logs)].
+# Prints one JSON object (a list for '*'). Runs on the host's python3 (any 3.x).
+# The functions shared by the host-side programs (this one and hostlock.LOCK_PROGRAM): argv[1] is base.
+HOST_FUNCTIONS = r"""
 import json, os, sys, time
-base, offset = sys.argv[1], int(sys.argv[2])
+base = sys.argv[1]
 jobs = os.path.join(base, "jobs")
-out = {"job": None}
 def read(path):
     try:
         with open(path) as f:
             return f.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-jid = read(os.path.join(jobs, "current"))
-if jid:
+def describe(jid, with_log, offset=0):
+    out = {"job": None}
     d = os.path.join(jobs, jid)
     try:
         out["job"] = json.loads(read(os.path.join(d, "job.json")) or "null")
@@ -62,9 +66,10 @@ if jid:
     code = read(os.path.join(d, "exit"))
     out.update(job_dir=d, pid=int(pid) if pid and pid.isdigit() else None, alive=alive,
                exit_code=int(code) if code and code.lstrip("-").isdigit() else None,
-               run_dir=read(os.path.join(d, "LAST")))
+               run_dir=read(os.path.join(d, "LAST")), fetched=os.path.exists(os.path.join(d, "fetched")),
+               refused=read(os.path.join(d, "refused")))
     progress = None
-    if out["run_dir"]:
+    if out["run_dir"] and with_log:
         try:
             progress = json.loads(read(os.path.join(out["run_dir"], "progress.json")) or "null")
         except ValueError:
@@ -73,19 +78,32 @@ if jid:
     log = os.path.join(d, "log")
     try:
         size = os.path.getsize(log)
-        with open(log, "rb") as f:
-            f.seek(min(offset, size))
-            chunk = f.read(65536)
+        chunk = b""
+        if with_log:
+            with open(log, "rb") as f:
+                f.seek(min(offset, size))
+                chunk = f.read(65536)
         out["log"] = chunk.decode("utf-8", "replace")
         out["log_offset"] = min(offset, size) + len(chunk)
         out["log_size"] = size
     except OSError:
         out.update(log="", log_offset=offset, log_size=0)
     out["now"] = time.time()
-print(json.dumps(out))
+    return out
+"""
+STATUS_PROGRAM = HOST_FUNCTIONS + r"""
+offset = int(sys.argv[2])
+wanted = sys.argv[3] if len(sys.argv) > 3 else ""
+if wanted == "*":
+    names = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else []
+    print(json.dumps([describe(n, False) for n in names if os.path.isfile(os.path.join(jobs, n, "job.json"))]))
+else:
+    jid = wanted or read(os.path.join(jobs, "current"))
+    print(json.dumps(describe(jid, True, offset) if jid else {"job": None, "now": time.time()}))
 """
 
 TMUX_SOCKET = "cardtime"
+POLL_TIMEOUT_S = 30.0  # a status read takes well under a second; longer means the link is gone
 STARTING_GRACE_S = 60.0  # a job whose pid file has not appeared this long after its start has died
 
 
@@ -115,6 +133,10 @@ class JobStatus:
     log: str = ""
     log_offset: int = 0
     log_size: int = 0
+    fetched: bool = False
+    """The laptop fetched this job's run (it writes jobs/<id>/fetched when it has)."""
+    refused: str | None = None
+    """The GPU check's one line when it refused the runtime after set-up (the job then exits 2, no run)."""
     now: float = field(default_factory=time.time)
 
     @property
@@ -129,12 +151,19 @@ class JobStatus:
             return "starting"
         return "died"
 
+    @property
+    def waits_for_fetch(self) -> bool:
+        """Finished with a run directory that the laptop has not fetched yet."""
+        return self.state == "finished" and bool(self.run_dir) and not self.fetched
+
     def describe(self) -> str:
         """One line: which job, where it is."""
         if self.job is None:
             return "no cardtime job on this host"
         j = self.job
         head = f"job {j['job_id']} (commit {j['commit'][:12]}, {j['profile']}, {j['stages'] or 'all stages'}, RUNTIME={j['runtime']})"
+        if self.state == "finished" and self.refused:
+            return f"{head}: REFUSED before the run: {self.refused}"
         if self.state == "finished":
             return f"{head}: finished, exit {self.exit_code}; run directory {self.run_dir}"
         if self.state == "died":
@@ -153,10 +182,27 @@ def describe_progress(p: dict[str, Any] | None) -> str:
     return text
 
 
-def status(remote: Remote, base: str, log_offset: int = 0) -> JobStatus:
-    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset)], what="cannot read the job's status")
-    data = json.loads(r.stdout.strip().splitlines()[-1])
+def job_status(data: dict[str, Any]) -> JobStatus:
     return JobStatus(**{k: v for k, v in data.items() if k in JobStatus.__dataclass_fields__})
+
+
+def status(remote: Remote, base: str, log_offset: int = 0, job_id: str | None = None) -> JobStatus:
+    """One job (the latest when job_id is None) with its log from log_offset on."""
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""], timeout=POLL_TIMEOUT_S,
+                   what="cannot read the job's status")
+    return job_status(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def every_job(remote: Remote, base: str) -> list[JobStatus]:
+    """Every job on the host, oldest first (ids start with their UTC start time), without logs."""
+    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, "0", "*"], timeout=POLL_TIMEOUT_S,
+                   what="cannot list the host's jobs")
+    return [job_status(d) for d in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
+def mark_fetched(remote: Remote, job_dir: str) -> None:
+    """Recorded on the host once the run is safely on the laptop: no longer "finished, unfetched"."""
+    remote.write_text(f"{job_dir}/fetched", datetime.now(timezone.utc).isoformat(timespec="seconds") + "\n")
 
 
 def new_job_id(key: JobKey, when: datetime | None = None) -> str:
@@ -164,10 +210,31 @@ def new_job_id(key: JobKey, when: datetime | None = None) -> str:
     return f"{when:%Y%m%dT%H%M%SZ}-{key.commit[:12]}-{key.profile}"
 
 
-def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]) -> str:
-    """The POSIX script the detacher runs: pid first, the suite's output to `log`, its exit code last."""
+def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
+    """Remove the host's run lock (<base>/jobs/lock, provisioning/hostlock.py) if, and only if, job_id holds it."""
+    return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"; true', "sh",
+            f"{jobs_dir}/lock", job_id]
+
+
+def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False) -> str:
+    """The POSIX script the detacher runs: pid first; then the set-up (`setup.sh`: the venv install
+    or the image build, which survive the laptop like the run does); the suite's output to `log`,
+    its exit code (2 when the set-up failed), then the host's run lock given back (when this job holds it)."""
     q = quote
+    jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
+    if setup:
+        run = (f"  echo \"── set-up ($(date -u +%H:%M:%SZ))\"\n"
+               f"  if sh {q(job_dir + '/setup.sh')}; then\n"
+               f"    echo \"── set-up done ($(date -u +%H:%M:%SZ)); the run starts\"\n"
+               f"    {join(argv)}\n"
+               "    code=$?\n"
+               "  else\n"
+               "    echo \"cardtime set-up FAILED (exit $?): see the lines above; rerun the same make remote to retry it\"\n"
+               "    code=2\n"
+               "  fi\n")
+    else:
+        run = f"  {join(argv)}\n  code=$?\n"
     return (
         "#!/bin/sh\n"
         "# A cardtime run, started detached by `make remote`; `make remote-status` shows where it is.\n"
@@ -176,10 +243,10 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         "{\n"
         f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
         f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
-        f"  {join(argv)}\n"
-        "  code=$?\n"
+        f"{run}"
         f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
+        f"{join(release_lock_argv(jobs_dir, job_id))}\n"
     )
 
 
@@ -194,8 +261,10 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
 
 
 def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
-          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None) -> str:
-    """Write the job's files and start it detached; returns the job id."""
+          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None,
+          setup: str = "") -> str:
+    """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script
+    the job runs before argv (idempotent: a re-run after a reboot finds its work done)."""
     job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
@@ -203,17 +272,19 @@ def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str]
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "started_epoch": time.time(),
               **(extra or {})}
     remote.write_text(f"{job_dir}/job.json", json.dumps(record, indent=1) + "\n")
-    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}), mode=0o755)
+    if setup:
+        remote.write_text(f"{job_dir}/setup.sh", setup, mode=0o755)
+    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup)), mode=0o755)
     remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
     remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
     remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")
     return job_id
 
 
-def wait_started(remote: Remote, base: str, timeout_s: float = 30.0) -> JobStatus:
+def wait_started(remote: Remote, base: str, job_id: str, timeout_s: float = 30.0) -> JobStatus:
     deadline = time.monotonic() + timeout_s
     while True:
-        st = status(remote, base)
+        st = status(remote, base, job_id=job_id)
         if st.pid is not None or st.exit_code is not None:
             return st
         if time.monotonic() > deadline:

@@ -2,13 +2,19 @@
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://b/cardtime
 
- 1 preflight  connect, report GPUs/driver/disk/docker/python; refuse with one line what is missing
- 2 code       exactly the local HEAD: git clone of origin if the host reaches it, else a git bundle over SFTP
+ 1 preflight  connect (HOST resolved by `ssh -G`; an endpoint without SFTP refused), report GPUs/driver/
+              disk/docker/python; refuse with one line what is missing
+ 2 code       under the host's run lock (hostlock.py): exactly the local HEAD, a git clone of origin
+              (its URL without credentials) if the host reaches it, else a git bundle over SFTP
  3 runtime    RUNTIME=host: a venv keyed by pyproject.toml's hash; RUNTIME=docker: the image built or
-              pulled on the host (remote_docker.py)
- 4 run        detached (tmux or setsid+nohup); followed through progress.json and its log; a second
-              `make remote` with the same commit/profile/stages re-attaches instead of starting another
- 5 fetch      the run directory to runs/<run-id>/ (resumable, sizes and sha256 checked)
+              pulled on the host (remote_docker.py), torch of the CUDA line the driver runs; either
+              set-up runs first inside the detached job, then (GPU profiles) the check that torch
+              there sees every GPU (cuda_check.py), which ends the job with its one line if not
+ 4 run        detached (tmux or setsid+nohup); followed by job id through progress.json and its log;
+              a second `make remote` with the same commit/profile/stages re-attaches instead of
+              starting another, and a finished run never fetched blocks a new one (jobchoice.py)
+ 5 fetch      the run directory to runs/<run-id>/ (resumable, pipelined, sizes and sha256 checked);
+              FETCH=<job-id> fetches a given job's run instead of starting one
  6 report     rendered locally (python -m reports), before the archive so that the archive carries it
  7 archive    ARCHIVE=s3://bucket/prefix → prefix/<run-id>/ from the laptop (credentials stay here)
 
@@ -17,7 +23,9 @@ Exit status: the run's (0 all verdicts pass/warn/skip, 1 a fail verdict), 2 when
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -26,15 +34,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import codesync, cuda_check, fetch, hostruntime, jobs, preflight, remote_docker
+from . import codesync, cuda_check, fetch, hostlock, hostruntime, jobchoice, jobs, preflight, remote_docker
 from .suite_container import host_user
 from .archive import ArchiveError, archive_run
-from .connection import ConnectionLost, Remote, RemoteError, fingerprint
+from .connection import Remote, RemoteError, fingerprint
+from .follow import follow
 from .hosts import HostSpec
 
 STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
 RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, kept beside manifest.json
-RECONNECT_WAITS_S = (2, 4, 8, 16, 30, 30)  # ~1.5 min of retries before giving the terminal back
 
 
 @dataclass
@@ -49,6 +57,8 @@ class RemoteOptions:
     """cu130 | cu126 (suite/cuda_lines.py); None: the newest line the host's driver runs."""
     key: str | None = None
     known_hosts: str | None = None
+    ssh_config: str | None = None
+    """An ssh_config file instead of ~/.ssh/config (HOST is resolved by `ssh -G` either way)."""
     accept_new_host: bool = False
     remote_dir: str = ""
     """On the host, relative to the login's home unless absolute; '' = a mounted persistent volume's
@@ -63,6 +73,10 @@ class RemoteOptions:
     follow_interval_s: float = 2.0
     detach: str | None = None
     """tmux | setsid; None: tmux when the host has it."""
+    fetch_job: str | None = None
+    """FETCH=<job-id>: fetch (report, archive) that job's run instead of starting or re-attaching."""
+    fetch_exports: bool = False
+    """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
 
 
 class Steps:
@@ -87,16 +101,34 @@ class Steps:
 
 
 def connect(opts: RemoteOptions) -> Remote:
-    remote = Remote.open(opts.host, key=opts.key, known_hosts=opts.known_hosts, accept_new_host=opts.accept_new_host)
+    remote = Remote.open(opts.host, key=opts.key, known_hosts=opts.known_hosts, accept_new_host=opts.accept_new_host,
+                         ssh_config=opts.ssh_config)
     remote.connect()
+    return remote
+
+
+def connect_for_transfers(opts: RemoteOptions) -> Remote:
+    """A connection that can ship and fetch: an endpoint without SFTP (a proxied relay) is refused
+    here, before anything is shipped or run."""
+    remote = connect(opts)
+    try:
+        remote.sftp()
+    except RemoteError:
+        remote.close()
+        raise
     return remote
 
 
 def host_key_record(remote: Remote) -> dict[str, Any]:
     key = remote.conn.client.get_transport().get_remote_server_key()
     first = [asdict(f) for f in remote.first_use]
-    return {"name": remote.spec.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
-            "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
+    record = {"name": remote.target.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
+              "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
+    if remote.hops:  # the ProxyJump gateways, each checked against known_hosts like the box
+        record["via"] = [{"name": h.target.known_hosts_name,
+                          "fingerprint": fingerprint(h.conn.client.get_transport().get_remote_server_key())}
+                         for h in remote.hops]
+    return record
 
 
 def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[preflight.HostFacts, preflight.Decision]:
@@ -136,109 +168,105 @@ def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str |
     return args
 
 
-def follow(remote_ref: list[Remote], opts: RemoteOptions, base: str, steps: Steps) -> jobs.JobStatus:
-    """Print the run's log and progress until it finishes; reconnect on a dropped connection."""
-    offset = None  # first learn the log's size: on re-attach, show only its last few lines
-    quiet_since = time.monotonic()
-    last_heartbeat = 0.0
-    failures = 0
-    while True:
-        try:
-            if offset is None:
-                offset = max(0, jobs.status(remote_ref[0], base, log_offset=1 << 62).log_size - 4000)
-            st = jobs.status(remote_ref[0], base, log_offset=offset)
-            failures = 0
-        except ConnectionLost as e:
-            if failures >= len(RECONNECT_WAITS_S):
-                raise ConnectionLost(opts.host.label, "connection lost while following the run; it goes on on the host",
-                                     hint=f"rerun `make remote HOST={opts.host.label} …` with the same settings to re-attach, "
-                                     f"or `make remote-status HOST={opts.host.label}`") from e
-            wait = RECONNECT_WAITS_S[failures]
-            failures += 1
-            steps.say(f"connection lost ({e.what}); reconnecting in {wait} s ({failures}/{len(RECONNECT_WAITS_S)})")
-            time.sleep(wait)
-            remote_ref[0].close()
-            try:
-                remote_ref[0] = connect(opts)
-            except RemoteError:
-                pass
-            continue
-        if st.log:
-            offset = st.log_offset
-            for line in st.log.splitlines():
-                steps.say(f"  │ {line}")
-            quiet_since = time.monotonic()
-        now = time.monotonic()
-        if st.state in ("running", "starting") and now - quiet_since > 20 and now - last_heartbeat > 20:
-            last_heartbeat = now
-            steps.say(f"  {jobs.describe_progress(st.progress)}")
-        if st.state == "finished":
-            return st
-        if st.state == "died":
-            raise RemoteError(opts.host.label, f"the run stopped without an exit code: {st.describe()}",
-                              output=st.log, hint="rerun the same `make remote`: it resumes the run after its last complete stage")
-        if st.log_offset < st.log_size:
-            continue  # more log waiting: read it now
-        time.sleep(opts.follow_interval_s)
-
-
 def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, runtime: str,
               local: codesync.LocalCheckout, key: jobs.JobKey, resume_dir: str | None, steps: Steps,
               line=None) -> dict[str, Any]:
+    """Take the host's run lock, ship the code, prepare the runtime and start the job detached;
+    the job gives the lock back when it ends (the laptop does, if the start fails). `line`: the
+    CUDA line preflight chose (None: a CPU profile, or IMAGE=)."""
     base = facts.base
-    steps.begin("code", f"code at {local.commit[:12]} ({local.branch})")
-    if runtime == "docker" and not facts.git:  # the image is built from a laptop-side archive of HEAD
-        code_dir, how = base, "the image"
-        steps.say("no git on the host: the code travels in the image only")
-    else:
-        code_dir, how = codesync.ship(remote, local, base, say=steps.say)
-        steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
-    gpu = needs_gpu(opts.profile)
-
     job_id = jobs.new_job_id(key)
-    job_dir = f"{base}/jobs/{job_id}"
-    args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
-    env = {"PYTHONUNBUFFERED": "1"}
-    steps.begin("runtime", f"RUNTIME={runtime}")
-    if runtime == "docker":
-        image = remote_docker.ensure_image(remote, local, opts.image, say=steps.say, line=line)
-        if gpu:  # torch in the image must see every GPU before the stages spend their timeouts
-            cuda_check.check_image(remote, image, gpus_seen=len(facts.gpus), driver=facts.driver)
-        remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
-        argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs", suite_args=args,
-                                      gpus=gpu, user=host_user(facts.uid, facts.gid))
-    else:
-        venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
-        python = hostruntime.ensure_venv(
-            remote, hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python,
-                                         venv_line),
-            code_dir, say=steps.say, python=facts.python_exe or "python3", line=venv_line)
-        if gpu:
-            cuda_check.check_host_python(remote, python, gpus_seen=len(facts.gpus), driver=facts.driver)
-        argv = [python, "-m", "suite", *args]
-        env.update(preflight.host_job_environment(facts))
-        # The checkout first on the path for the runner and every torchrun worker it starts.
-        env["PYTHONPATH"] = code_dir
+    lock = hostlock.acquire(remote, base, job_id, {"by": f"{getpass.getuser()}@{socket.gethostname()}",
+                                                   "commit": key.commit, "profile": key.profile})
+    started = False
+    try:
+        # Under the lock, look once more: another laptop may have started (or finished) a run
+        # between our first look and the lock.
+        again = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
+        if again.action != "start":
+            raise hostlock.HostBusy(remote.label, "another run was started on the host a moment ago",
+                                    hint="rerun the same make remote: it re-attaches or says what holds the host")
+        steps.begin("code", f"code at {local.commit[:12]} ({local.branch})")
+        if runtime == "docker" and not facts.git:  # the image is built from a laptop-side archive of HEAD
+            code_dir, how = base, "the image"
+            steps.say("no git on the host: the code travels in the image only")
+        else:
+            code_dir, how = codesync.ship(remote, local, base, say=steps.say)
+            steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
+        gpu = needs_gpu(opts.profile)
 
-    steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
-    use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
-    jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
-               env=env, extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
-    st = jobs.wait_started(remote, base)
+        job_dir = f"{base}/jobs/{job_id}"
+        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+        env = {"PYTHONUNBUFFERED": "1"}
+        # The runtime's set-up (image build, venv install) runs inside the detached job: minutes
+        # to an hour that a sleeping laptop or a dropped link must not cut off.
+        steps.begin("runtime", f"RUNTIME={runtime}")
+        user = host_user(facts.uid, facts.gid)
+        if runtime == "docker":
+            image, setup = remote_docker.image_setup(remote, local, opts.image, base, say=steps.say, line=line)
+            remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
+            argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs",
+                                          suite_args=args, gpus=gpu, user=user)
+            check = cuda_check.image_argv(image, job_id, gpus_seen=len(facts.gpus), driver=facts.driver, user=user)
+        else:
+            venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
+            venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python,
+                                        venv_line)
+            setup = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=venv_line)
+            steps.say(f"the job installs the venv {venv} first unless it is ready (first time on this host: minutes)")
+            argv = [f"{venv}/bin/python", "-m", "suite", *args]
+            check = cuda_check.host_python_argv(f"{venv}/bin/python", gpus_seen=len(facts.gpus), driver=facts.driver)
+            env.update(preflight.host_job_environment(facts))
+            # The checkout first on the path for the runner and every torchrun worker it starts.
+            env["PYTHONPATH"] = code_dir
+        if gpu:  # torch in the runtime must see every GPU before the stages spend their timeouts
+            setup += cuda_check.job_step(check, job_dir)
+            steps.say("then it checks that torch there sees every GPU, before any stage")
+
+        steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
+        use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
+        jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
+                   env=env, setup=setup,
+                   extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
+        started = True
+    finally:
+        if not started:
+            hostlock.release(remote, lock)
+    st = jobs.wait_started(remote, base, job_id)
     how_to_watch = f"tmux -L {jobs.TMUX_SOCKET} attach -t cardtime-{job_id}" if use_tmux else "setsid"
     steps.say(f"job {job_id} started (pid {st.pid}, {how_to_watch}); closing the laptop now loses nothing")
     return st.job or {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
 
 
+def refuse_choice(choice: jobchoice.Choice, opts: RemoteOptions, steps: Steps) -> int:
+    """The host is busy, or holds finished runs nobody fetched: say which and what to do; exit 2."""
+    label = opts.host.label
+    if choice.action == "busy":
+        busy = choice.job
+        steps.say(f"REFUSED: the host is busy: {busy.describe()}")
+        steps.say(f"  re-attach with that run's settings (PROFILE={busy.job['profile']} "
+                  f"STAGES={busy.job['stages']} at commit {busy.job['commit'][:12]}), watch it with "
+                  f"`make remote-status HOST={label}`, or stop it on the host: kill -TERM -- -{busy.pid}")
+        return 2
+    steps.say(f"REFUSED: {len(choice.waiting)} finished run(s) on the host were never fetched:")
+    for j in choice.waiting:
+        steps.say(f"  {j.describe()}")
+    steps.say(f"  fetch one with `make remote HOST={label} FETCH={choice.waiting[-1].job['job_id']}`, "
+              "or start another anyway with NEW_RUN=1")
+    return 2
+
+
 def remote_main(opts: RemoteOptions, stream=None) -> int:
     steps = Steps(stream)
     opts.runs_dir = Path(opts.runs_dir).resolve()  # printed paths are absolute: they are clicked on
+    if opts.fetch_job:
+        return fetch_main(opts, steps)
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
 
     steps.begin("preflight", f"checking {opts.host.label}")
-    remote = connect(opts)
+    remote = connect_for_transfers(opts)
     record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote),
                               "commit": local.commit, "branch": local.branch, "dirty": local.dirty,
                               "profile": opts.profile, "stages": opts.stages}
@@ -252,43 +280,80 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         record.update(runtime=runtime, host_facts=asdict(facts))
         base = facts.base
         key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=runtime)
-        current = jobs.status(remote, base)
-        same = current.job is not None and key.matches(current.job)
-        if same and current.state in ("running", "starting") or same and current.state == "finished" and not opts.new_run:
-            steps.begin("run", f"re-attaching: {current.describe()}")
-            record["job"] = current.job
+        choice = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
+        if choice.action == "reattach":
+            steps.begin("run", f"re-attaching: {choice.job.describe()}")
+            record["job"] = choice.job.job
             record["reattached"] = True
-        elif current.state in ("running", "starting"):
-            steps.say(f"REFUSED: the host is busy: {current.describe()}")
-            steps.say(f"  re-attach with that run's settings (PROFILE={current.job['profile']} "
-                      f"STAGES={current.job['stages']} at commit {current.job['commit'][:12]}), watch it with "
-                      f"`make remote-status HOST={opts.host.label}`, or stop it on the host: kill -TERM -- -{current.pid}")
-            return 2
+        elif choice.action in ("busy", "unfetched"):
+            return refuse_choice(choice, opts, steps)
         else:
-            resume_dir = current.run_dir if same and current.state == "died" and current.run_dir else None
+            resume_dir = choice.job.run_dir if choice.job is not None else None
             if resume_dir:
                 steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
             record["job"] = start_job(remote, opts, facts, runtime, local, key, resume_dir, steps,
                                       line=decision.cuda_line)
             record["reattached"] = False
-
-        steps.begin("run", "following the run (Ctrl-C or a dropped connection leaves it running)")
-        ref = [remote]
-        final = follow(ref, opts, base, steps)
-        remote = ref[0]
-        steps.say(final.describe())
-        if not final.run_dir:
-            raise RemoteError(opts.host.label, "the run ended without a run directory", exit_code=final.exit_code,
-                              output=final.log or "", hint=f"read {final.job_dir}/log on the host")
-
-        steps.begin("fetch", f"{final.run_dir} → {opts.runs_dir}/")
-        fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say)
-        record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
-                      fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      files=len(fetched.files))
+        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
     finally:
         remote.close()
-    local_dir = fetched.local_dir
+    return report_and_archive(opts, fetched.local_dir, record, final, steps)
+
+
+def fetch_main(opts: RemoteOptions, steps: Steps) -> int:
+    """FETCH=<job-id>: bring back that job's run (following it first if it still runs), then
+    report and archive it as `make remote` would have."""
+    steps.begin("preflight", f"checking {opts.host.label} for job {opts.fetch_job}")
+    remote = connect_for_transfers(opts)
+    try:
+        base = resolve_base(remote, opts.remote_dir)
+        st = jobs.status(remote, base, log_offset=1 << 62, job_id=opts.fetch_job) if base else None
+        if st is None or st.job is None:
+            known = [j.job["job_id"] for j in jobs.every_job(remote, base) if j.job] if base else []
+            steps.say(f"REFUSED: no job {opts.fetch_job} under {base or opts.remote_dir or 'cardtime'} on {opts.host.label}; "
+                      f"jobs there: {', '.join(known) or 'none'}")
+            return 2
+        record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote), "job": st.job,
+                                  "commit": st.job.get("commit"), "profile": st.job.get("profile"),
+                                  "stages": st.job.get("stages"), "runtime": st.job.get("runtime"),
+                                  "reattached": True, "fetched_by_job_id": True}
+        remote, final, fetched = follow_and_fetch(remote, opts, base, opts.fetch_job, steps, record)
+    finally:
+        remote.close()
+    return report_and_archive(opts, fetched.local_dir, record, final, steps)
+
+
+def resolve_base(remote: Remote, remote_dir: str) -> str:
+    """The remote folder's absolute path on the host ('' when it does not exist); REMOTE_DIR='' by
+    preflight's rule (a mounted persistent volume's cardtime/, else ~/cardtime), as `make remote` chose it."""
+    return remote.run(preflight.resolve_dir_command(remote_dir), check=False).stdout.strip()
+
+
+def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str, steps: Steps,
+                     record: dict[str, Any]) -> tuple[Remote, jobs.JobStatus, fetch.FetchReport]:
+    """Follow the job to its end, fetch its run, mark it fetched on the host and note it in `record`."""
+    steps.begin("run", "following the run (Ctrl-C or a dropped connection leaves it running)")
+    ref = [remote]
+    final = follow(ref, lambda: connect(opts), base, job_id, steps.say, opts.follow_interval_s)
+    remote = ref[0]
+    steps.say(final.describe())
+    if final.refused:  # the GPU check after set-up: its one line, the run never started
+        raise RemoteError(opts.host.label, final.refused, exit_code=final.exit_code,
+                          hint="fix the above, then rerun the same make remote: it starts afresh")
+    if not final.run_dir:
+        raise RemoteError(opts.host.label, "the run ended without a run directory", exit_code=final.exit_code,
+                          output=final.log or "", hint=f"read {final.job_dir}/log on the host")
+    steps.begin("fetch", f"{final.run_dir} → {opts.runs_dir}/")
+    fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say, exports=opts.fetch_exports)
+    jobs.mark_fetched(remote, final.job_dir)
+    record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
+                  fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files),
+                  left_on_host=[f.path for f in fetched.left_on_host])
+    return remote, final, fetched
+
+
+def report_and_archive(opts: RemoteOptions, local_dir: Path, record: dict[str, Any], final: jobs.JobStatus,
+                       steps: Steps) -> int:
     write_record(local_dir / RECORD_NAME, record)
     (opts.runs_dir / "LAST").write_text(str(local_dir) + "\n")
 
@@ -330,64 +395,3 @@ def render_report(run_dir: Path, steps: Steps) -> bool:
     if r.returncode != 0:
         steps.say(f"report FAILED (exit {r.returncode}): rerun `make report RUN={run_dir}` after fixing the above")
     return r.returncode == 0
-
-
-def status_main(opts: RemoteOptions, stream=None) -> int:
-    """`make remote-status HOST=…`: the host's latest job, its stage and the last lines of its log."""
-    out = stream or sys.stdout
-    remote = connect(opts)
-    try:
-        base = remote.run(preflight.resolve_dir_command(opts.remote_dir), check=False).stdout.strip()
-        if not base:
-            print(f"{opts.host.label}: no {opts.remote_dir or 'cardtime'} folder: nothing was run here", file=out)
-            return 1
-        st = jobs.status(remote, base, log_offset=1 << 62)
-        if st.job is not None:
-            st_tail = jobs.status(remote, base, log_offset=max(0, st.log_size - 2000))
-            st.log = st_tail.log
-    finally:
-        remote.close()
-    print(f"{opts.host.label}: {st.describe()}", file=out)
-    if st.job is not None:
-        print(f"  job folder {st.job_dir} (log: {st.job_dir}/log)", file=out)
-        for line in st.log.splitlines()[-10:]:
-            print(f"  │ {line}", file=out)
-    return 0 if st.state in ("running", "starting", "finished") else 1
-
-
-def gpu_model(nvidia_smi_l_line: str) -> str:
-    """'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)' → 'NVIDIA H100 80GB HBM3'."""
-    text = nvidia_smi_l_line.split(":", 1)[1] if ":" in nvidia_smi_l_line else nvidia_smi_l_line
-    return text.split(" (UUID")[0].strip()
-
-
-def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream=None) -> int:
-    """`make plan HOST=…`: the plan for the GPU count and model the host reports."""
-    from suite.config import get_profile
-    from suite.plan import PlanAssumptions, estimate, render
-
-    out = stream or sys.stdout
-    remote = connect(opts)
-    try:
-        r = remote.run(["nvidia-smi", "-L"], check=False, timeout=60)
-    finally:
-        remote.close()
-    gpus = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("GPU ")]
-    if r.exit_code != 0 or not gpus:
-        print(f"{opts.host.label}: no GPU listed by nvidia-smi -L ({last_line(r.stdout + r.stderr)}): "
-              "plan without HOST= (make plan GPUS=8) or fix the driver", file=out)
-        return 2
-    model = gpu_model(gpus[0])
-    print(f"{opts.host.label}: {len(gpus)} × {model}", file=out)
-    try:
-        plan = estimate(get_profile(profile_name, len(gpus)), PlanAssumptions(gpu_name=model), rate_per_hour=rate)
-    except ValueError as e:
-        print(f"{e}; or plan for an H100 box with `make plan GPUS={len(gpus)}`", file=out)
-        return 2
-    print(render(plan), file=out)
-    return 0
-
-
-def last_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else "no output"

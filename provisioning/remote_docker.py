@@ -1,11 +1,12 @@
 """RUNTIME=docker on the host: the image (IMAGE= pulled, else built on the host's engine from the
 local HEAD, on the CUDA line preflight chose), and the `docker run` command line the detached job runs.
 
-The engine is driven through provisioning/engine.py over the SSH session already open (one
-login, the same host-key policy). The build context is `git archive HEAD`, so the image holds
-exactly the commit the host runs, never uncommitted files. The container runs in the foreground
-of the detached job (provisioning/jobs.py), so pid, log, exit code and re-attach work exactly as
-with RUNTIME=host; its settings are suite_container.RunSettings' (GPUs, host network and IPC,
+The image is pulled or built by the host's own `docker` inside the detached job (jobs.py), so a
+build of tens of minutes outlives a sleeping laptop. The build context is `git archive HEAD`,
+made on the laptop and sent as a tar, so the image holds exactly the commit the host runs, never
+uncommitted files (and the host needs no git). The container runs in the foreground of the
+detached job (provisioning/jobs.py), so pid, log, exit code and re-attach work exactly as with
+RUNTIME=host; its settings are suite_container.RunSettings' (GPUs, host network and IPC,
 ulimits, the host user's uid), and the run and job folders are mounted at the same paths inside
 as outside, so every path the suite records (LAST, the manifest) is valid on the host too.
 """
@@ -21,7 +22,7 @@ from suite.cuda_lines import DEFAULT, CudaLine
 from . import images, suite_container
 from .codesync import LocalCheckout
 from .connection import Remote
-from .engine import EngineError, connect_over
+from .shell import quote
 
 
 def image_tag(commit: str, line: CudaLine | None = None) -> str:
@@ -30,46 +31,37 @@ def image_tag(commit: str, line: CudaLine | None = None) -> str:
     return f"cardtime:{commit[:12]}{suffix}"
 
 
-def export_head(local: LocalCheckout, dest: Path) -> None:
-    """The files of HEAD, and nothing else, into `dest` (the build context)."""
-    archive = subprocess.run(["git", "-C", str(local.root), "archive", "--format=tar", local.commit],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-
-
-def ensure_image(remote: Remote, local: LocalCheckout, image: str | None, say=print,
-                 line: CudaLine | None = None) -> str:
-    """The image to run: IMAGE= pulled, or cardtime:<commit> of `line` built on the host's engine (reused when there)."""
-    import docker.errors
-
-    client = connect_over(remote.conn)
+def image_setup(remote: Remote, local: LocalCheckout, image: str | None, base: str, say=print,
+                line: CudaLine | None = None) -> tuple[str, str]:
+    """(the image the job runs, the POSIX script the detached job runs first to make it present):
+    IMAGE= pulled (or the host's copy), else cardtime:<commit> of `line` built by the host's docker
+    from HEAD's files, shipped now as a tar, so a long build outlives the laptop as the run does."""
+    q = quote
     if image:
-        say(f"pulling {image}: the run uses the code inside this image, not the shipped HEAD")
-        try:
-            images.pull_image(client, image, on_line=say)
-        except EngineError as e:
-            try:
-                client.images.get(image)  # a host without registry access may hold the image already
-            except docker.errors.ImageNotFound:
-                raise e from None
-            say(f"pull failed ({str(e).splitlines()[0]}); using the copy of {image} already on the host")
-        return image
+        say(f"the job pulls {image} first: the run uses the code inside this image, not the shipped HEAD")
+        return image, (f"docker pull {q(image)} || {{ docker image inspect {q(image)} > /dev/null && "
+                       f"echo {q(f'pull failed; using the copy of {image} already on the host')}; }}\n")
     tag = image_tag(local.commit, line)
-    try:
-        client.images.get(tag)
-        say(f"image {tag} already on the host")
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    say(f"building {tag} on the host's engine from HEAD{f' (CUDA {line.cuda})' if line else ''} "
-        "(first build: tens of minutes)")
-    buildargs = images.commit_buildargs(local.root, local.commit)
-    if line is not None:
-        buildargs.update(line.build_args())
-    with tempfile.TemporaryDirectory() as tmp:
-        export_head(local, Path(tmp))
-        images.build_image(client, Path(tmp), tag=tag, buildargs=buildargs, on_line=say)
-    return tag
+    context = f"{base}/images/{local.commit}.tar"
+    if remote.run(["test", "-s", context], check=False).exit_code != 0:
+        remote.run(["mkdir", "-p", "--", f"{base}/images"], what="cannot create the images folder")
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "context.tar"
+            subprocess.run(["git", "-C", str(local.root), "archive", "--format=tar", "-o", str(archive), local.commit],
+                           check=True, capture_output=True)
+            say(f"sending the build context ({archive.stat().st_size / 1e6:.1f} MB, HEAD's files only)")
+            remote.sftp().put(str(archive), context + ".part")
+        remote.run(["mv", "-f", "--", context + ".part", context])
+    say(f"the job builds {tag}{f' (CUDA {line.cuda})' if line else ''} first unless the host has it "
+        "(first build: tens of minutes, detached)")
+    buildargs = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in image_buildargs(local, line).items())
+    return tag, (f"if docker image inspect {q(tag)} > /dev/null 2>&1; then echo {q(f'image {tag} already on the host')}; "
+                 f"else docker build --tag {q(tag)}{buildargs} - < {q(context)}; fi\n")
+
+
+def image_buildargs(local: LocalCheckout, line: CudaLine | None = None) -> dict[str, str]:
+    """The image's build arguments for this checkout: its commit, and `line`'s base image and torch index."""
+    return {**images.commit_buildargs(local.root, local.commit), **(line.build_args() if line is not None else {})}
 
 
 def run_argv(image: str, *, job_id: str, job_dir: str, runs_dir: str, suite_args: list[str], gpus: bool,

@@ -119,6 +119,14 @@ def image_rebuild() -> None:
     image_rebuild_after_a_suite_change()
 
 
+@bench
+def fetch_rate() -> None:
+    """A run's files fetched over SFTP vs a plain get(), on loopback and behind a 100 ms round trip."""
+    from .bench_fetch import fetch_rates
+
+    fetch_rates()
+
+
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     for fn in BENCHES:

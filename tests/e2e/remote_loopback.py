@@ -9,6 +9,7 @@ command with /bin/sh (or the SFTP server): the tests read that log to prove what
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -17,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+WORKTREE = Path(__file__).resolve().parents[2]
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 AUDIT = """#!/bin/sh
-{{ printf 'CMD %s\\n' "$SSH_ORIGINAL_COMMAND"; env | sed 's/^/ENV /'; }} >> {log}
+{path}{{ printf 'CMD %s\\n' "$SSH_ORIGINAL_COMMAND"; env | sed 's/^/ENV /'; }} >> {log}
 case "$SSH_ORIGINAL_COMMAND" in
   internal-sftp|sftp|*sftp-server) exec {sftp} ;;
 esac
@@ -64,9 +66,10 @@ class Sshd:
     def host(self) -> str:
         return f"root@127.0.0.1:{self.port}"
 
-    def known_hosts_line(self) -> str:
+    def known_hosts_line(self, port: int | None = None) -> str:
+        """The host key as known_hosts files it for 127.0.0.1 at `port` (sshd's own by default)."""
         kind, blob = self.host_pub.split()[:2]
-        return f"[127.0.0.1]:{self.port} {kind} {blob}\n"
+        return f"[127.0.0.1]:{port or self.port} {kind} {blob}\n"
 
     def audit(self) -> str:
         return self.audit_log.read_text() if self.audit_log.exists() else ""
@@ -85,7 +88,9 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def start_sshd(folder: Path) -> Sshd:
+def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None) -> Sshd:
+    """sftp=False: no sftp subsystem, as on a marketplace's proxied "basic SSH" endpoint.
+    path_first: a folder every session finds first on its PATH (a host's own tools, nvidia-smi say)."""
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     for name in ("host_key", "client_key"):
@@ -93,7 +98,8 @@ def start_sshd(folder: Path) -> Sshd:
     (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
     audit_log = folder / "audit.log"
     audit = folder / "audit.sh"
-    audit.write_text(AUDIT.format(log=audit_log, sftp=SFTP_SERVER))
+    path = f"PATH={shlex.quote(str(path_first))}:$PATH; export PATH\n" if path_first else ""
+    audit.write_text(AUDIT.format(log=audit_log, sftp=SFTP_SERVER, path=path))
     audit.chmod(0o755)
     port = free_port()
     config = folder / "sshd_config"
@@ -102,7 +108,7 @@ def start_sshd(folder: Path) -> Sshd:
         f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         # AcceptEnv *: were the laptop to send any variable, sshd would pass it on and the audit would see it.
-        "AcceptEnv *\nSubsystem sftp internal-sftp\n"
+        "AcceptEnv *\n" + ("Subsystem sftp internal-sftp\n" if sftp else "") +
         f"ForceCommand {audit}\nLogLevel VERBOSE\nMaxSessions 50\nMaxStartups 50\n"
     )
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
@@ -110,6 +116,34 @@ def start_sshd(folder: Path) -> Sshd:
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
                 host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
+
+
+def make_repo(dest: Path) -> Path:
+    """A fresh git repository holding this working tree's files (tracked and new, not ignored), one commit."""
+    files = subprocess.run(["git", "-C", str(WORKTREE), "ls-files", "-co", "--exclude-standard", "-z"],
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = WORKTREE / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(src.read_bytes())
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "snapshot for the remote e2e test"], check=True)
+    return dest
+
+
+def git_repo(path: Path, branch: str = "main") -> Path:
+    """A tiny laptop-side repository: pyproject.toml and README, one commit on `branch`."""
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
+    (path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (path / "README").write_text("hello\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    return path
 
 
 @dataclass
@@ -144,8 +178,101 @@ def fake_credentials(endpoint: str) -> dict[str, str]:
     }
 
 
+def provisioning(*args: str, cwd: Path = WORKTREE) -> subprocess.CompletedProcess:
+    """`python -m provisioning ARGS` as the laptop runs it: this checkout's code, no agent, no AWS settings."""
+    return subprocess.run([str(WORKTREE / ".venv" / "bin" / "python"), "-m", "provisioning", *args], cwd=cwd,
+                          env=clean_env(PYTHONPATH=str(WORKTREE)), capture_output=True, text=True, timeout=300)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without ssh-agent or AWS settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SSH_AUTH_SOCK"))}
     env.update(extra)
     return env
+
+
+class DelayProxy:
+    """A TCP relay on 127.0.0.1 that delivers every byte `delay_s` after it arrived, in each
+    direction: a long-distance link modelled in user space (no root, no tc). Throughput is not
+    limited, only latency added, so a protocol waiting for each reply pays one round trip per
+    request and a pipelined one pays it once. `pause()` stops delivery (a laptop asleep, a link
+    gone quiet without a reset); `client_bytes` counts what the client sent."""
+
+    def __init__(self, target_port: int, delay_s: float):
+        import threading
+
+        self.target_port, self.delay_s = target_port, delay_s
+        self.client_bytes = 0
+        self.running = threading.Event()
+        self.running.set()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def pause(self) -> None:
+        self.running.clear()
+
+    def resume(self) -> None:
+        self.running.set()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        import queue
+        import threading
+
+        due: queue.Queue = queue.Queue()
+
+        def deliver() -> None:
+            while True:
+                when, data = due.get()
+                if data is None:
+                    return
+                time.sleep(max(0.0, when - time.monotonic()))
+                self.running.wait()
+                try:
+                    dst.sendall(data)
+                except OSError:
+                    return
+
+        threading.Thread(target=deliver, daemon=True).start()
+        while True:
+            try:
+                data = src.recv(1 << 16)
+            except OSError:
+                data = b""
+            if from_client:
+                self.client_bytes += len(data)
+            if not data:
+                due.put((0.0, None))
+                try:
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            due.put((time.monotonic() + self.delay_s, data))
+
+    def stop(self) -> None:
+        self.running.set()
+        for s in self.sockets:
+            try:
+                s.close()
+            except OSError:
+                pass

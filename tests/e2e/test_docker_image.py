@@ -273,7 +273,7 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     tag = f"cardtime:{commit[:12]}"
-    # The laptop repo's HEAD as CARDTIME_COMMIT, as remote_docker.ensure_image builds it (the files are this tree's).
+    # The laptop repo's HEAD as CARDTIME_COMMIT, as remote_docker.image_setup has the host build it (the files are this tree's).
     images.build_image(engine, ROOT, tag=tag, dockerfile=images.CPU_DOCKERFILE,
                        buildargs={"BASE": BASE_IMAGE, **images.commit_buildargs(repo)}, network_mode="host")
     remote_dir = tmp_path / "host" / "cardtime"

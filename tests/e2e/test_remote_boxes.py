@@ -2,8 +2,8 @@
 
 What a rented box's non-interactive SSH session shows the probe (issue 20): every Python it can
 find with its absolute path, the login's uid/gid (the container's --user), /dev/shm's size; and
-the torch check run in a real interpreter over SSH refuses, in one line, a torch that cannot use
-the GPUs nvidia-smi listed (this venv's CPU torch stands in for a CUDA line the driver cannot run).
+the job's torch check, run in a real interpreter over SSH, refuses in one line a torch that cannot
+use the GPUs nvidia-smi listed (this venv's CPU torch stands in for a CUDA line the driver cannot run).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import sshd_available, start_sshd  # noqa: E402
 
-from provisioning import cuda_check  # noqa: E402
-from provisioning.connection import Remote, RemoteError  # noqa: E402
+from provisioning import cuda_check, cuda_check_host  # noqa: E402
+from provisioning.connection import Remote  # noqa: E402
 from provisioning.hosts import parse_host  # noqa: E402
 from provisioning.remote import RemoteOptions, Steps, run_preflight  # noqa: E402
+from provisioning.shell import quote  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +50,16 @@ def test_preflight_over_ssh_sees_pythons_ids_and_shm(remote, tmp_path):
     assert facts.shm_bytes == stat.f_blocks * stat.f_frsize
 
 
-def test_torch_that_cannot_use_the_gpus_is_refused_before_the_run(remote):
+def test_torch_that_cannot_use_the_gpus_is_refused_before_the_run(remote, tmp_path):
+    """The job's GPU check step, run over SSH as the job runs it after set-up: the host program's
+    text by `python -c` (nothing of the suite on its path), this venv's CPU torch refused in one
+    line kept in jobs/<id>/refused, exit 2."""
     python = str(ROOT / ".venv" / "bin" / "python")  # torch 2.13.0+cpu: no CUDA at all
-    with pytest.raises(RemoteError) as e:
-        cuda_check.check_host_python(remote, python, gpus_seen=8, driver="550.54.15")
-    what = e.value.what
-    assert "\n" not in what and "is a CPU build" in what and python in what
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    step = cuda_check.job_step(cuda_check.host_python_argv(python, gpus_seen=8, driver="550.54.15"), str(job_dir))
+    r = remote.run(f"cd {quote(str(tmp_path))} && env -i PATH=/usr/bin:/bin sh -c {quote(step)}", check=False)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    refused = (job_dir / "refused").read_text().strip()
+    assert "\n" not in refused and "is a CPU build" in refused and python in refused
+    assert cuda_check_host.REFUSED + refused in r.stdout

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, fake_credentials, sshd_available, start_moto, start_sshd  # noqa: E402
+from remote_loopback import clean_env, fake_credentials, make_repo, sshd_available, start_moto, start_sshd  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(3000), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
@@ -44,22 +44,6 @@ BUCKET = "cardtime-e2e"
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def make_repo(dest: Path) -> Path:
-    """A fresh git repository holding this working tree's files (tracked and new, not ignored), one commit."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            (dest / rel).write_bytes(src.read_bytes())
-    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "snapshot for the remote e2e test"], check=True)
-    return dest
 
 
 def pick_stages() -> str:
@@ -116,6 +100,13 @@ def current_job(remote_dir: Path) -> Path | None:
     return remote_dir / "jobs" / current.read_text().strip() if current.exists() else None
 
 
+def expected_exit(run_dir: Path) -> int:
+    """What `make remote` must exit with for this run: 1 when a verdict failed, else 0 (never 2)."""
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())["verdicts"]
+    assert verdicts, f"{run_dir}: no verdicts"
+    return 1 if any(v["status"] == "fail" for v in verdicts) else 0
+
+
 def test_remote_end_to_end_with_reattach(world):
     import boto3
 
@@ -156,18 +147,18 @@ def test_remote_end_to_end_with_reattach(world):
 
     # 3. Status, then re-attach and finish.
     status = subprocess.run(make_args(world, "remote-status"), env=env, capture_output=True, text=True, timeout=120)
-    assert status.returncode in (0, 1), status.stdout + status.stderr
+    assert status.returncode == 0, status.stdout + status.stderr  # running or finished: both 0
     assert job_dir.name in status.stdout
     assert re.search(r": (running|starting|finished)", status.stdout), status.stdout
 
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     out2 = second.stdout + second.stderr
-    assert second.returncode in (0, 1), out2
     assert "re-attaching" in out2, out2
     assert len(list((remote_dir / "jobs").glob("*/job.json"))) == 1, "a second run was started"
     remote_runs = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
     assert len(remote_runs) == 1
     remote_run = remote_runs[0]
+    assert second.returncode == expected_exit(remote_run), out2
     assert (job_dir / "exit").read_text().strip() == str(second.returncode)
 
     # Fetched: the same files, byte for byte; the laptop's record names the host key accepted on first use.
@@ -250,7 +241,7 @@ def test_a_run_that_died_on_the_host_is_resumed(world):
 
     again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     out = again.stdout + again.stderr
-    assert again.returncode in (0, 1), out
+    assert again.returncode == expected_exit(Path(current_job(remote_dir).joinpath("LAST").read_text().strip())), out
     assert f"resuming {run_dir}" in out, out
     resumed_job = current_job(remote_dir)
     assert resumed_job not in (job_dir, old_job)

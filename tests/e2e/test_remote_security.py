@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import clean_env, git_repo, provisioning, sshd_available, start_sshd  # noqa: E402
 
 from provisioning import codesync, jobs  # noqa: E402
 from provisioning.connection import Remote  # noqa: E402
@@ -27,7 +27,6 @@ from provisioning.remote import RemoteOptions, run_preflight, Steps  # noqa: E40
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
-PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 @pytest.fixture(scope="module")
@@ -35,22 +34,6 @@ def sshd(tmp_path_factory):
     server = start_sshd(tmp_path_factory.mktemp("sshd-security"))
     yield server
     server.stop()
-
-
-def provisioning(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "provisioning", *args], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=300)
-
-
-def git_repo(path: Path, branch: str = "main") -> Path:
-    path.mkdir(parents=True)
-    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
-    (path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (path / "README").write_text("hello\n")
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
-    return path
 
 
 def test_unknown_host_key_is_refused_with_its_fingerprint(sshd, tmp_path):
@@ -96,6 +79,11 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
     remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    # A relative `touch pwned` runs wherever the shell that ran it stood: the remote user's home
+    # (an SSH session's working directory), the remote folder or its parents, or this process's cwd.
+    session_cwd = Path(remote.run(["pwd", "-P"]).stdout.strip())
+    places = {session_cwd, Path.home(), Path.cwd(), tmp_path, *Path(remote_dir).parents, Path(remote_dir)}
+    assert session_cwd.is_dir() and all(not (p / marker.name).exists() for p in places), "a stale marker"
     try:
         opts = RemoteOptions(host=remote.spec, profile="gloo-cpu", runtime="host", remote_dir=remote_dir)
         facts, decision = run_preflight(remote, opts, Steps(open(os.devnull, "w")))
@@ -121,7 +109,8 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
     finally:
         remote.close()
     assert not marker.exists()
-    assert not list(tmp_path.rglob("pwned")), "a hostile value was executed"
+    executed = [str(p / marker.name) for p in places if (p / marker.name).exists()]
+    assert not executed and not list(tmp_path.rglob("pwned")), f"a hostile value was executed: {executed}"
     assert Path(remote_dir).is_dir()  # the folder exists under its literal name
     assert Path(remote_dir, "code", local.commit, "README").read_text() == "hello\n"
 
@@ -150,13 +139,19 @@ def test_dirty_tree_is_refused_before_any_connection(sshd, tmp_path):
     assert sshd.audit() == before
 
 
-def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_path):
+def remote_from_a_clean_repo(server, tmp_path: Path, profile: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`provisioning remote` of a fresh one-commit repository to `server` (key known), RUNTIME=host."""
     repo = git_repo(tmp_path / "clean")
     kh = tmp_path / "known_hosts"
-    kh.write_text(sshd.known_hosts_line())
+    kh.write_text(server.known_hosts_line())
     remote_dir = tmp_path / "host"
-    r = provisioning("remote", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
-                     "--profile", "nccl-gpu", "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    r = provisioning("remote", "--host", server.host, "--key", str(server.client_key), "--known-hosts", str(kh),
+                     "--profile", profile, "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    return r, remote_dir
+
+
+def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_path):
+    r, remote_dir = remote_from_a_clean_repo(sshd, tmp_path, "nccl-gpu")
     assert r.returncode == 2
     assert "REFUSED: no NVIDIA GPU visible" in r.stderr
     assert not (remote_dir / "code").exists() and not (remote_dir / "jobs").exists()
@@ -231,3 +226,95 @@ def test_remote_errors_carry_host_command_exit_code_and_output(sshd, tmp_path):
     assert text.startswith(f"{sshd.host}: the step failed")
     assert "command: echo first; echo 'the last line' >&2; exit 7" in text
     assert "exit code: 7" in text and "the last line" in text and "next: do this next" in text
+
+
+def test_credentials_in_the_origin_url_never_reach_the_host(sshd, tmp_path):
+    """origin = https://user:token@…: the host is asked about the URL without the token (and,
+    unable to read it, gets a bundle); the token is in no command line and no file there."""
+    token = "ghp_SENTINELtokenThatStaysOnTheLaptop"
+    repo = git_repo(tmp_path / "laptop")
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
+                    f"https://someone:{token}@127.0.0.1:1/private/repo.git"], check=True)
+    local = codesync.local_checkout(repo, allow_dirty=False)
+    assert local.origin == "https://127.0.0.1:1/private/repo.git"
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    base = tmp_path / "host"
+    before = len(sshd.audit())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        code_dir, how = codesync.ship(remote, local, str(base), say=lambda s: None)
+    finally:
+        remote.close()
+    audit = sshd.audit()[before:]
+    assert "127.0.0.1:1/private/repo.git" in audit  # the host was asked about origin, without the token
+    assert how == "bundle" and token not in audit
+    leaked = [p for p in base.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert not leaked, leaked
+    for url, clean in [("https://tok@h/r.git", "https://h/r.git"), ("ssh://git:pw@h:22/r", "ssh://git@h:22/r"),
+                       ("git@github.com:o/r.git", "git@github.com:o/r.git"), ("https://h/r", "https://h/r")]:
+        assert codesync.without_credentials(url) == clean
+
+
+def test_an_endpoint_without_sftp_is_refused_before_shipping(tmp_path):
+    """A proxied "basic SSH" endpoint: logins and commands work, the sftp subsystem does not."""
+    from remote_loopback import start_sshd as start
+
+    server = start(tmp_path / "sshd-nosftp", sftp=False)
+    try:
+        r, remote_dir = remote_from_a_clean_repo(server, tmp_path, "gloo-cpu")
+    finally:
+        server.stop()
+    assert r.returncode == 2, r.stderr
+    assert "offers no SFTP" in r.stderr and "direct SSH connection" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not remote_dir.exists()  # nothing shipped, not even the folder made
+    assert "CMD " not in server.audit()  # refused before the first command
+
+
+def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(sshd, tmp_path):
+    """HOST=box, an alias in a file that ~/.ssh/config-like `Include`s, reached through a ProxyJump
+    gateway (a second sshd): resolved as the user's ssh resolves it; the gateway's unknown key is
+    refused like the box's, and accepted only with ACCEPT_NEW_HOST=1, printed and recorded."""
+    from remote_loopback import start_sshd as start
+
+    jump = start(tmp_path / "sshd-jump")
+    try:
+        (tmp_path / "included.conf").write_text(
+            f"Host box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  ProxyJump root@127.0.0.1:{jump.port}\n"
+            f"Host *\n  IdentityFile {sshd.client_key}\n  IdentityFile {jump.client_key}\n")
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Include {tmp_path / 'included.conf'}\n")
+        kh = tmp_path / "known_hosts"
+        kh.write_text(sshd.known_hosts_line())  # the box is known, its gateway is not
+        base = ["status", "--host", "box", "--ssh-config", str(config), "--known-hosts", str(kh),
+                "--remote-dir", str(tmp_path / "nothing-here")]
+        r = provisioning(*base)
+        assert r.returncode == 2 and f"host key unknown: [127.0.0.1]:{jump.port}" in r.stderr, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr
+        before = sshd.audit()
+        r = provisioning(*base, "--accept-new-host", "1")
+        assert f"trusting [127.0.0.1]:{jump.port} on first use" in r.stderr, r.stdout + r.stderr
+        assert "nothing was run here" in r.stdout, r.stdout + r.stderr
+        assert kh.read_text() == sshd.known_hosts_line() + jump.known_hosts_line()
+        assert sshd.audit() != before and "CMD " not in jump.audit()  # commands on the box, the jump only relayed
+        assert "Accepted publickey" in (jump.folder / "sshd.log").read_text()
+        r = provisioning(*base)  # both known now: no question, no trust message
+        assert r.returncode == 1 and "trusting" not in r.stderr and "nothing was run here" in r.stdout
+        import base64
+        import hashlib
+
+        from provisioning.remote import host_key_record
+
+        remote = Remote.open(parse_host("box"), ssh_config=str(config), known_hosts=kh)
+        try:
+            remote.connect()
+            record = host_key_record(remote)
+            assert record["name"] == f"[127.0.0.1]:{sshd.port}"  # the alias's real name, as known_hosts files it
+            assert [v["name"] for v in record["via"]] == [f"[127.0.0.1]:{jump.port}"]
+            blob = base64.b64decode(jump.host_pub.split()[1])
+            assert record["via"][0]["fingerprint"] == "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+        finally:
+            remote.close()
+    finally:
+        jump.stop()

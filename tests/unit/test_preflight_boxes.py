@@ -12,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provisioning import cuda_check, preflight
+import pytest
+
+from provisioning import cuda_check, cuda_check_host, preflight
 from provisioning.shell import sh_command
 from suite import gpu_host_checks
 
@@ -106,19 +108,22 @@ def test_torch_cuda_check_refuses_in_one_line():
     def answer(**kw):
         return json.dumps(kw)
 
+    def judge(text, **kw):  # the host program's judgement, with the table the laptop sends it
+        return cuda_check_host.judge(text, min_drivers=cuda_check.min_drivers(), **kw)
+
     ok = answer(torch="2.13.0+cu126", cuda="12.6", available=True, devices=8)
-    assert cuda_check.judge(ok, gpus_seen=8, driver="550.54.15", where="the host venv") is None
-    no_gpu = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=False, devices=0), gpus_seen=8,
-                              driver="550.54.15", where="the host venv")
+    assert judge(ok, gpus_seen=8, driver="550.54.15", where="the host venv") is None
+    no_gpu = judge(answer(torch="2.13.0", cuda="13.0", available=False, devices=0), gpus_seen=8,
+                   driver="550.54.15", where="the host venv")
     assert "CUDA 13.0 (needs ≥ 580)" in no_gpu and "driver 550.54.15" in no_gpu and "CUDA_LINE=cu126" in no_gpu
-    fewer = cuda_check.judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=4), gpus_seen=8,
-                             driver="580.65.06", where="the image x")
+    fewer = judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=4), gpus_seen=8,
+                  driver="580.65.06", where="the image x")
     assert "sees 4 GPU(s) where nvidia-smi lists 8" in fewer
-    cpu = cuda_check.judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
-                           driver="580.65.06", where="the host venv")
+    cpu = judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
+                driver="580.65.06", where="the host venv")
     assert "CPU build" in cpu
     assert all("\n" not in t for t in (no_gpu, fewer, cpu))
-    assert "nothing readable" in cuda_check.judge("Traceback ...", gpus_seen=1, driver=None, where="w")
+    assert "nothing readable" in judge("Traceback ...", gpus_seen=1, driver=None, where="w")
 
 
 def real_interpreter(version: str) -> str | None:
@@ -134,8 +139,6 @@ def test_ubuntu_2204_shape_python3_is_310_and_python311_is_elsewhere_on_path(tmp
     """python3 first on PATH is a real 3.10; a real 3.11 sits in another PATH folder, and a real 3.12 in a
     conda-style prefix under HOME (~/miniconda3/bin): the probe finds all three and preflight takes 3.12."""
     import shutil
-
-    import pytest
 
     py310, py311, py312 = (real_interpreter(v) for v in ("3.10", "3.11", "3.12"))
     if not (py310 and py311 and py312):
@@ -179,6 +182,27 @@ def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts(
     assert remote_dir_by_rule("", "/no-such-volume") == "cardtime"  # no volume: ~/cardtime (relative to home)
     assert remote_dir_by_rule("/srv/x", volume) == "/srv/x"  # REMOTE_DIR= always wins
     assert preflight.PERSISTENT_VOLUMES[0] == "/workspace"
+
+
+def test_status_and_fetch_find_the_remote_dir_by_the_same_rule(tmp_path):
+    """remote.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
+    the folder `make remote` chose (here no /workspace is mounted: cardtime/ under the login's
+    directory), '' when it does not exist, and never created by looking."""
+    if any(line.split()[1] == preflight.PERSISTENT_VOLUMES[0] for line in Path("/proc/mounts").read_text().splitlines()):
+        pytest.skip("this machine mounts /workspace: the rule picks it (the test above)")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def resolve(given: str) -> str:
+        return subprocess.run(["sh", "-c", sh_command(preflight.resolve_dir_command(given))], cwd=home,
+                              capture_output=True, text=True).stdout.strip()
+
+    assert resolve("") == "" and not (home / "cardtime").exists()
+    (home / "cardtime").mkdir()
+    (home / "elsewhere").symlink_to(home / "cardtime")
+    assert resolve("") == str((home / "cardtime").resolve())
+    assert resolve("elsewhere") == str((home / "cardtime").resolve())  # physical path, as jobs record it
+    assert resolve(str(tmp_path / "missing")) == ""
 
 
 def test_a_process_already_on_the_gpu_is_refused_naming_it():

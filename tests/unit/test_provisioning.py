@@ -239,7 +239,7 @@ def test_docker_run_line_gives_gpus_and_same_path_mounts():
 
 
 def test_gpu_model_from_nvidia_smi_l():
-    from provisioning.remote import gpu_model
+    from provisioning.remote_status import gpu_model
 
     line = (DATA / "smi" / "rtx4070-laptop-L.txt").read_text().splitlines()[0]
     assert gpu_model(line) == "NVIDIA GeForce RTX 4070 Laptop GPU"

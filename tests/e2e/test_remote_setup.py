@@ -1,0 +1,226 @@
+"""The runtime's set-up runs inside the detached job, over a real sshd on 127.0.0.1.
+
+The laptop side of `make remote` is SIGKILLed in the middle of the venv install; the install
+goes on on the host; the next `make remote` re-attaches to the same job, which finishes the
+install, runs the stage and is fetched: nothing is installed (downloaded) twice.
+
+The installer is the one thing replaced: a stand-in for ENSURE_VENV (same arguments, same ready
+mark) that takes a few seconds, counts its downloads and makes a `python` running this checkout's
+venv, so the test needs no network and no second torch. Everything else is the real path:
+shipping, the job, its set-up step, re-attach, follow, fetch, the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from remote_loopback import clean_env, make_repo, sshd_available, start_sshd  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900),
+              pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+ROOT = Path(__file__).resolve().parents[2]
+LAPTOP_PY = ROOT / ".venv" / "bin" / "python"
+
+# $1 venv, $2 code dir, as hostruntime.ENSURE_VENV. {downloads} counts installs that downloaded.
+FAKE_INSTALL = r"""
+set -e
+venv=$1 code=$2
+if [ -f "$venv/.cardtime-ready" ]; then
+  echo "venv $venv reused"
+else
+  echo "fake install: downloading (8 s)"
+  echo download >> {downloads}
+  sleep 8
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nexec %s "$@"\n' {python} > "$venv/bin/python"
+  chmod +x "$venv/bin/python"
+  : > "$venv/.cardtime-ready"
+fi
+"""
+
+DRIVER = """
+import sys
+from provisioning import hostruntime
+hostruntime.ENSURE_VENV = open(sys.argv[1]).read()
+from provisioning.__main__ import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def remote_args(tmp_path: Path, sshd, profile: str) -> tuple[list[str], Path]:
+    """`python -m provisioning remote` RUNTIME=host STAGES=topology against `sshd`, with the stand-in
+    installer (its downloads counted in tmp_path/downloads); returns the command and the remote folder."""
+    from provisioning.shell import quote
+
+    remote_dir = tmp_path / "host" / "cardtime"
+    installer = tmp_path / "install.sh"
+    installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
+                         .replace("{python}", quote(LAPTOP_PY)))
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    return ([str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
+             "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", profile, "--runtime", "host",
+             "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")], remote_dir)
+
+
+def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
+    sshd = start_sshd(tmp_path / "sshd")
+    downloads = tmp_path / "downloads"
+    try:
+        repo = make_repo(tmp_path / "laptop")
+        args, remote_dir = remote_args(tmp_path, sshd, "gloo-cpu")
+        env = clean_env(PYTHONPATH=str(repo))
+        log1 = tmp_path / "first.log"
+        with open(log1, "w") as out:
+            first = subprocess.Popen(args, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        job_log = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None:
+            logs = list(remote_dir.glob("jobs/*/log"))
+            if logs and "fake install: downloading" in logs[0].read_text():
+                job_log = logs[0]
+                break
+            time.sleep(0.1)
+        assert job_log is not None and first.poll() is None, log1.read_text()
+        os.killpg(first.pid, signal.SIGKILL)  # the laptop sleeps mid-install
+        first.wait()
+        job_dir = job_log.parent
+        os.kill(int((job_dir / "pid").read_text()), 0)  # the install (in the job) goes on
+        assert not (job_dir / "exit").exists()
+
+        second = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        out = second.stdout + second.stderr
+        assert "re-attaching" in out and job_dir.name in out, out
+        assert len(list(remote_dir.glob("jobs/*/job.json"))) == 1, "a second job was started"
+        run_dir = Path((job_dir / "LAST").read_text().strip())
+        verdicts = json.loads((run_dir / "verdicts.json").read_text())["verdicts"]
+        assert verdicts, out
+        assert second.returncode == (1 if any(v["status"] == "fail" for v in verdicts) else 0), out
+        assert downloads.read_text().splitlines() == ["download"], "the install ran twice"
+        log = job_log.read_text()
+        assert log.count("fake install: downloading") == 1 and log.count("── set-up done") == 1
+        assert log.index("fake install") < log.index("── set-up done") < log.index("topology")  # set-up, then the run
+        assert "GPU check" not in log and not (job_dir / "refused").exists()  # a CPU profile checks no GPU
+        assert (tmp_path / "runs" / run_dir.name / "report.html").is_file(), out
+    finally:
+        for pid_file in remote_dir.glob("jobs/*/pid"):
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+        sshd.stop()
+
+
+FAKE_NVIDIA_SMI = r"""#!/bin/sh
+# One H100 on an R550 driver, as `nvidia-smi` answers the probe (preflight.PROBE_SCRIPT).
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-000000000000)" ;;
+  *driver_version*) echo "550.54.15" ;;
+esac
+"""
+
+
+def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
+    """PROFILE=nccl-gpu on a host whose nvidia-smi lists a GPU, with a venv whose torch is a CPU
+    build (this checkout's, through the stand-in installer): the job's GPU check, after its set-up,
+    refuses it in one line; the laptop shows that line and exits 2; no stage ran. The next
+    `make remote` starts a fresh job (the fix may be CUDA_LINE= or IMAGE=) instead of re-attaching
+    to the refused one."""
+    from provisioning import cuda_check_host
+
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (fake / "nvidia-smi").chmod(0o755)
+    sshd = start_sshd(tmp_path / "sshd", path_first=fake)
+    try:
+        repo = make_repo(tmp_path / "laptop")
+        args, remote_dir = remote_args(tmp_path, sshd, "nccl-gpu")
+        env = clean_env(PYTHONPATH=str(repo))
+        runs = [subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300) for _ in range(2)]
+    finally:
+        sshd.stop()
+    out = runs[0].stdout + runs[0].stderr
+    assert runs[0].returncode == 2, out
+    assert "CUDA line cu126" in out  # preflight chose the line for the R550 driver
+    job_dirs = sorted(p.parent for p in remote_dir.glob("jobs/*/job.json"))
+    assert len(job_dirs) == 2, "the second make remote re-attached to the refused job"
+    for job_dir, run in zip(job_dirs, runs):
+        refused = (job_dir / "refused").read_text().strip()
+        assert "is a CPU build" in refused and "the host venv (" in refused and "-cu126/bin/python" in refused
+        assert (job_dir / "exit").read_text().strip() == "2" and not (job_dir / "LAST").exists()
+        said = run.stdout + run.stderr
+        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, said  # the line, on the laptop
+        log = (job_dir / "log").read_text()
+        assert log.index("── set-up (") < log.index("── GPU check") < log.index(cuda_check_host.REFUSED + refused)
+        assert "── set-up done" not in log and "topology" not in log.split("── GPU check")[1]  # no stage ran
+
+
+FAKE_DOCKER = r"""#!/bin/sh
+# Records each call; `image inspect NAME` succeeds once NAME was "built"; build keeps its stdin.
+printf '%s\n' "$*" >> "$FAKE_DOCKER_DIR/calls"
+case "$1 $2" in
+  "image inspect") [ "$(cat "$FAKE_DOCKER_DIR/built" 2>/dev/null)" = "$3" ] ;;
+  "build --tag") cat > "$FAKE_DOCKER_DIR/context.tar"; printf '%s' "$3" > "$FAKE_DOCKER_DIR/built" ;;
+  pull*) exit 1 ;;
+esac
+"""
+
+
+def test_the_image_set_up_builds_from_the_shipped_context_once(tmp_path):
+    """RUNTIME=docker's set-up script, run on the host as the job runs it, against a stand-in
+    `docker` that records its calls: built once from exactly HEAD's files, then reused; an
+    IMAGE= value reaches `docker pull` as one literal word."""
+    import tarfile
+
+    from remote_loopback import git_repo
+
+    from provisioning import codesync, remote_docker
+    from provisioning.connection import Remote
+    from provisioning.hosts import parse_host
+    from suite.cuda_lines import line_named
+
+    sshd = start_sshd(tmp_path / "sshd")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "docker").write_text(FAKE_DOCKER)
+    (fake / "docker").chmod(0o755)
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts_line())
+    remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
+    try:
+        local = codesync.local_checkout(git_repo(tmp_path / "laptop"), allow_dirty=False)
+        base = str(tmp_path / "host")
+        env = f"export PATH={fake}:$PATH FAKE_DOCKER_DIR={fake}\n"
+        for _ in range(2):
+            tag, setup = remote_docker.image_setup(remote, local, None, base, say=lambda s: None)
+            remote.run(env + setup)
+        cu126 = line_named("cu126")  # the older line, as preflight chooses it for an R550 driver
+        tag126, setup = remote_docker.image_setup(remote, local, None, base, say=lambda s: None, line=cu126)
+        remote.run(env + setup)
+        hostile = "x;$(touch pwned)"
+        image, pull = remote_docker.image_setup(remote, local, hostile, base, say=lambda s: None)
+        assert image == hostile and remote.run(env + pull, check=False).exit_code != 0
+    finally:
+        remote.close()
+        sshd.stop()
+    calls = (fake / "calls").read_text().splitlines()
+    assert tag == f"cardtime:{local.commit[:12]}"
+    builds = [c for c in calls if c.startswith("build")]
+    line_args = " ".join(f"--build-arg {k}={v}" for k, v in cu126.build_args().items())
+    assert tag126 == f"cardtime:{local.commit[:12]}-cu126"
+    assert builds == [f"build --tag {tag} --build-arg CARDTIME_COMMIT={local.commit} -",
+                      f"build --tag {tag126} --build-arg CARDTIME_COMMIT={local.commit} {line_args} -"], calls
+    assert f"pull {hostile}" in calls
+    with tarfile.open(fake / "context.tar") as tar:
+        assert sorted(tar.getnames()) == ["README", "pyproject.toml"]
+    assert not list(tmp_path.rglob("pwned")) and not (Path.home() / "pwned").exists()
