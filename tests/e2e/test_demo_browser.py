@@ -17,6 +17,7 @@ from .test_report_browser import assert_every_figure_rendered, look, shots_dir
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.needs("chromium"),
     pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"),
 ]
 REPO = Path(__file__).resolve().parents[2]

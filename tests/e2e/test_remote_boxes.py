@@ -23,7 +23,7 @@ from provisioning.hosts import parse_host  # noqa: E402
 from provisioning.remote import RemoteOptions, Steps, run_preflight  # noqa: E402
 from provisioning.shell import quote  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -24,7 +24,7 @@ from provisioning import hostlock, jobs  # noqa: E402
 from provisioning.connection import Remote  # noqa: E402
 from provisioning.hosts import parse_host  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
 
 @pytest.fixture(scope="module")

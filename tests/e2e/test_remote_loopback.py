@@ -247,5 +247,5 @@ def test_a_run_that_died_on_the_host_is_resumed(world):
     assert resumed_job not in (job_dir, old_job)
     assert (resumed_job / "LAST").read_text().strip() == run_dir  # the same run directory, continued
     manifest = json.loads(Path(run_dir, "manifest.json").read_text())
-    assert all(s["status"] == "complete" for s in manifest["stages"].values())
+    assert manifest["stages"] and all(s["status"] == "complete" for s in manifest["stages"].values())
     assert json.loads((resumed_job / "job.json").read_text())["resumes"] == run_dir

@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, make_repo, sshd_available, start_sshd  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900),
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(900),
               pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
 LAPTOP_PY = ROOT / ".venv" / "bin" / "python"
