@@ -1,0 +1,108 @@
+"""Pipeline figures: the measured bubble of each schedule on the formula's curve (sleep stages, and the GPT
+per PP degree), and the golden comparison of each schedule against its tolerance."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+from suite.costmodel.bubble import bubble_fraction, schedule_chunks  # noqa: E402
+
+COLOURS = {"hand_1f1b": "tab:green", "gpipe": "tab:blue", "1f1b": "tab:orange", "interleaved_1f1b": "tab:purple"}
+
+
+def figures(rows, expectations, facts) -> list[Figure]:
+    if rows is None or not len(rows):
+        return []
+    chunks = int(((facts or {}).get("profile", {}).get("pp") or {}).get("chunks", 2))
+    out = []
+    sleep = _bubble_points(rows, "sleep_stages")
+    if sleep:
+        fig = Figure(figsize=(8, 4.2))
+        _bubble_axes(fig.subplots(), sleep, chunks, "sleep stages (40 ms forward, 80 ms backward)")
+        fig.suptitle("Pipeline bubble: measured idle/total per rank against the formula")
+        fig.tight_layout()
+        out.append(fig)
+    gpt = _bubble_points(rows, "gpt")
+    degrees = sorted({p for (_, p) in gpt})
+    if degrees:
+        fig = Figure(figsize=(4 * len(degrees), 3.8))
+        axes = fig.subplots(1, len(degrees), squeeze=False)[0]
+        for ax, d in zip(axes, degrees):
+            _bubble_axes(ax, {k: v for k, v in gpt.items() if k[1] == d}, chunks, f"GPT, PP={d}")
+        fig.suptitle("Pipeline bubble of the GPT per schedule")
+        fig.tight_layout()
+        out.append(fig)
+    golden = _golden(rows)
+    if golden:
+        fig = Figure(figsize=(8, 3.8))
+        ax = fig.subplots()
+        labels = sorted(golden)
+        cases = sorted({c for v in golden.values() for c in v})
+        width = 0.8 / max(len(cases), 1)
+        for i, case in enumerate(cases):
+            ax.bar([j + i * width for j in range(len(labels))],
+                   [max(golden[k].get(case, math.nan), 1e-12) for k in labels], width=width, label=case)
+        tol = _tolerance(expectations)
+        if tol:
+            ax.axhline(tol, color="red", linestyle="--", label=f"tolerance (gradients) {tol:.2g}")
+        ax.set_yscale("log")
+        ax.set_xticks([j + width * (len(cases) - 1) / 2 for j in range(len(labels))])
+        ax.set_xticklabels([f"{s}\nPP={d}" for s, d in labels], fontsize=7)
+        ax.set_ylabel("max |pipeline − one process|")
+        ax.legend(fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.suptitle("Pipeline schedules against one process (float32)")
+        fig.tight_layout()
+        out.append(fig)
+    return out
+
+
+def _bubble_points(rows, case: str) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """{(schedule, P): [(M, idle share of one rank), …]}."""
+    part = rows[(rows["case"] == case) & (rows["metric"] == "bubble")]
+    out: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for _, r in part.iterrows():
+        value = float(r["value"])
+        if math.isfinite(value):
+            out.setdefault((str(r["algo"]), int(r["world"])), []).append((int(r["count"]), value))
+    return out
+
+
+def _bubble_axes(ax, points, chunks: int, title: str) -> None:
+    for (schedule, p), pts in sorted(points.items()):
+        colour = COLOURS.get(schedule)
+        v = schedule_chunks(schedule, chunks)
+        ms = [m for m, _ in pts]
+        curve = [m / 4 for m in range(4, 4 * max(ms) + 1)]
+        ax.plot(curve, [bubble_fraction(p, m, v) for m in curve], "--",
+                color=colour, alpha=0.6, label=f"{schedule} formula" + (f" (v={v})" if v > 1 else ""))
+        ax.plot(ms, [x for _, x in pts], "o", color=colour, label=f"{schedule} measured (P={p})", markersize=4)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("micro-batches M")
+    ax.set_ylabel("idle / total")
+    ax.set_ylim(0, 0.6)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6)
+
+
+def _golden(rows) -> dict[tuple[str, int], dict[str, float]]:
+    part = rows[(rows["metric"] == "max_abs_error") & ~rows["case"].astype(str).str.startswith("mistake.")]
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for _, r in part.iterrows():
+        value = float(r["value"])
+        out.setdefault((str(r["algo"]), int(r["world"])), {})[str(r["case"])] = value if math.isfinite(value) else 1.0
+    return out
+
+
+def _tolerance(expectations) -> float | None:
+    if expectations is None or not len(expectations):
+        return None
+    tol = expectations[(expectations["metric"] == "max_abs_error") & (expectations["case"] == "grads")]["value"]
+    return float(tol.iloc[0]) if len(tol) else None
