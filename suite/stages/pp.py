@@ -95,16 +95,30 @@ def pp_model(profile: Profile) -> GptConfig:
 
 
 def launch_ranks(profile: Profile) -> int:
-    pp = profile.pp
-    ranks = pp.ranks or profile.nproc
-    need = max(*pp.degrees, pp.bubble_ranks)
-    if need > ranks or ranks < 2:
-        raise ProfileError(f"pp needs {max(need, 2)} ranks but the launch has {ranks}: lower the pp degrees "
-                           f"or raise nproc (PP on one GPU is impossible with NCCL)")
-    if pp.golden_microbatches < max(pp.degrees) or profile.model.batch % pp.golden_microbatches:
+    """Processes of the launch: the pp section's ranks, else nproc (1 means the stage cannot run)."""
+    return profile.pp.ranks or profile.nproc
+
+
+def pp_degrees(profile: Profile) -> tuple[int, ...]:
+    """The configured PP degrees that fit the launch (PP=8 needs 8 cards)."""
+    return tuple(d for d in profile.pp.degrees if 2 <= d <= launch_ranks(profile))
+
+
+def bubble_ranks(profile: Profile) -> int:
+    return min(profile.pp.bubble_ranks or launch_ranks(profile), launch_ranks(profile))
+
+
+def check_launch(profile: Profile) -> None:
+    pp, degrees = profile.pp, pp_degrees(profile)
+    if not degrees:
+        raise ProfileError(f"no PP degree of {pp.degrees} fits {launch_ranks(profile)} ranks: raise nproc")
+    if pp.golden_microbatches < max(degrees) or profile.model.batch % pp.golden_microbatches:
         raise ProfileError(f"golden_microbatches {pp.golden_microbatches} must divide the batch "
-                           f"{profile.model.batch} and be ≥ every PP degree {pp.degrees}")
-    return ranks
+                           f"{profile.model.batch} and be ≥ every PP degree {degrees}")
+
+
+ONE_RANK = ("a pipeline needs ≥ 2 ranks, and NCCL refuses two ranks on one GPU (ncclInvalidUsage, "
+            "'Duplicate GPU detected'): run pp with --nproc ≥ 2 on a box with ≥ 2 cards")
 
 
 def worker_args(profile: Profile, mistakes: tuple[str, ...] = ()) -> list[str]:
@@ -113,17 +127,13 @@ def worker_args(profile: Profile, mistakes: tuple[str, ...] = ()) -> list[str]:
 
     pp = profile.pp
     join = lambda xs: ",".join(map(str, xs))  # noqa: E731
-    return [*model_args(pp_model(profile)), "--degrees", join(pp.degrees), "--schedules", join(pp.schedules),
+    return [*model_args(pp_model(profile)), "--degrees", join(pp_degrees(profile)), "--schedules", join(pp.schedules),
             "--chunks", str(pp.chunks), "--golden-microbatches", str(pp.golden_microbatches),
             "--golden-steps", str(pp.golden_steps), "--bubble-schedules", join(pp.bubble_schedules),
             "--bubble-microbatches", join(pp.bubble_microbatches), "--bubble-ranks", str(bubble_ranks(profile)),
             "--forward-ms", str(pp.forward_ms), "--backward-ms", str(pp.backward_ms),
             "--timed-schedules", join(pp.timed_schedules), "--timed-microbatches", join(pp.timed_microbatches),
             "--micro-batch", str(pp.micro_batch), "--mistakes", join(mistakes)]
-
-
-def bubble_ranks(profile: Profile) -> int:
-    return profile.pp.bubble_ranks or profile.pp.ranks or profile.nproc
 
 
 def estimate(p) -> tuple[float, str]:
@@ -135,16 +145,18 @@ def estimate(p) -> tuple[float, str]:
     drill = sum(ideal_step_s(ranks, m, f, b, schedule_chunks(s, pp.chunks)) + 0.1
                 for s in pp.bubble_schedules for m in pp.bubble_microbatches if runs_at(s, ranks, m))
     layer_ratio = (pp.layers or prof.model.layers) / prof.model.layers
+    degrees = [d for d in pp.degrees if 2 <= d <= p.gpus]
     timed = 0.0
-    for d in (d for d in pp.degrees if d <= p.gpus):
+    for d in degrees:
         for s in pp.timed_schedules:
             for m in pp.timed_microbatches:
                 if runs_at(s, d, m):
                     work = p.step_s * m * pp.micro_batch / prof.model.batch * layer_ratio / d
                     timed += p.steps * work / (1 - bubble_fraction(d, m, schedule_chunks(s, pp.chunks)))
-    golden = len(pp.degrees) * len(pp.schedules) * (pp.golden_steps + 1) * p.step_s * layer_ratio * 4  # float32
+    golden = len(degrees) * len(pp.schedules) * (pp.golden_steps + 1) * p.step_s * layer_ratio * 4  # float32
     return (p.assume.torchrun_launch_s + drill + timed + golden,
-            f"sleep drill {drill:.0f} s at P = {ranks}; GPT at PP = {'/'.join(map(str, pp.degrees))}")
+            f"sleep drill {drill:.0f} s at P = {ranks}; GPT at PP = {'/'.join(map(str, degrees))}, "
+            f"{'/'.join(pp.timed_schedules)}")
 
 
 GOLDEN_CASES = ("loss", "grads", "params_after_training")
@@ -158,17 +170,19 @@ def case_tolerances(cfg: GptConfig, steps: int) -> dict[str, Tolerance]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    pp, cfg = profile.pp, pp_model(profile)
+    pp, cfg, degrees = profile.pp, pp_model(profile), pp_degrees(profile)
+    if launch_ranks(profile) < 2:
+        return []
     out = [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
                        algo=s, count=pp.golden_microbatches, dtype=CHECK_DTYPE,
                        basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)")
-           for d in pp.degrees for s in pp.schedules
+           for d in degrees for s in pp.schedules
            for case, tol in case_tolerances(cfg, pp.golden_steps).items()]
     p = bubble_ranks(profile)
     out += [_bubble_expectation("sleep_stages", s, p, m, pp.chunks)
             for s in pp.bubble_schedules for m in pp.bubble_microbatches if runs_at(s, p, m)]
     out += [_bubble_expectation("gpt", s, d, m, pp.chunks)
-            for d in pp.degrees for s in pp.timed_schedules for m in pp.timed_microbatches if runs_at(s, d, m)]
+            for d in degrees for s in pp.timed_schedules for m in pp.timed_microbatches if runs_at(s, d, m)]
     return out
 
 
@@ -181,20 +195,26 @@ def _bubble_expectation(case: str, schedule: str, p: int, m: int, chunks: int) -
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ranks = launch_ranks(profile)
+    if ranks < 2:
+        ctx.say(ONE_RANK)
+        return []
+    check_launch(profile)
     ctx.say(f"pipeline: golden per schedule, sleep-stage bubble, GPT timed (one launch of {ranks} ranks)")
     return ctx.torchrun("suite.workloads.pp_run", worker_args(profile), tag="pp", nproc=ranks).rows()
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     prof = profile_of(facts)
-    pp = prof.pp
+    pp, degrees = prof.pp, pp_degrees(prof)
+    if launch_ranks(prof) < 2:
+        return [V.skip("run", expected="≥ 2 ranks", observed=f"{launch_ranks(prof)} rank", reason=ONE_RANK)]
     tols = case_tolerances(pp_model(prof), pp.golden_steps)
-    out = [golden_verdict(rows, tols, d, s) for d in pp.degrees for s in pp.schedules]
+    out = [golden_verdict(rows, tols, d, s) for d in degrees for s in pp.schedules]
     want = [e for e in expectations if e.metric == "bubble"]
     for schedule in pp.bubble_schedules:
         out.append(bubble_verdict(rows, [e for e in want if e.case == "sleep_stages" and e.algo == schedule],
                                   schedule, pp.bubble_tolerance))
-    for d in pp.degrees:
+    for d in degrees:
         for schedule in pp.timed_schedules:
             out.append(gpt_bubble_verdict(rows, [e for e in want if e.case == "gpt" and e.algo == schedule
                                                  and e.world == d], schedule, d, pp, facts))
@@ -211,7 +231,7 @@ def golden_verdict(rows: list[Row], tols: dict[str, Tolerance], degree: int, sch
         reason_bad = f"no comparison for {', '.join(missing)}: see raw/pp/pp.rank0.log"
     else:
         reason_bad = (f"{schedule} at PP={degree} trains something else than one process ({', '.join(bad)}): a stage "
-                      f"boundary dropping a layer (inf: a parameter no stage holds), gradients not scaled by 1/M, "
+                      f"boundary dropping a layer (a parameter no stage holds), gradients not scaled by 1/M, "
                       f"micro-batches of inputs and targets in different orders")
     return V.check(f"golden.{schedule}.pp{degree}", not missing and not bad,
                    expected=(f"max |pipeline − one process| ≤ {tols['grads'].bound:.2g} (loss {tols['loss'].bound:.2g}, "

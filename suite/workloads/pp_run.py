@@ -14,7 +14,7 @@
 3. timed (every degree): the GPT in the profile's dtype, M micro-batches of `micro_batch` sequences:
    step time, each rank's bubble (CUDA events around the compute calls on GPUs) and, on GPUs, the
    activation memory of each stage (peak during the step − allocated at its start).
-A parameter no stage holds (dropped_layer) makes the gradient and parameter errors infinite.
+A parameter no stage holds (dropped_layer) is compared as zeros: its error is its own largest magnitude.
 """
 
 from __future__ import annotations
@@ -66,11 +66,15 @@ def _pipeline(cfg, schedule, group, chunks, microbatches, device, mistake=None, 
 
 
 def _coverage_error(held: dict, want: dict, group) -> float:
-    """max |held − want| over this rank's tensors, or inf when the group holds fewer than `want` (a dropped layer)."""
-    count = torch.tensor([len(held)], dtype=torch.float64, device=next(iter(want.values())).device)
-    dist.all_reduce(count, group=group)
+    """max |held − want| over the group; a tensor of `want` that no rank holds (a dropped layer) counts as
+    zeros, so its error is its own largest magnitude."""
+    names = sorted(want)
+    presence = torch.tensor([float(n in held) for n in names], dtype=torch.float64,
+                            device=next(iter(want.values())).device)
+    dist.all_reduce(presence, group=group)
     local = max((max_abs_error(t, want[n]) for n, t in held.items()), default=0.0)
-    return group_max(math.inf if count.item() < len(want) else local, group)
+    orphans = [want[n].abs().max().item() for n, count in zip(names, presence.tolist()) if count == 0]
+    return group_max(max([local, *orphans]), group)
 
 
 def golden(w: Worker, cfg: GptConfig, schedule: str, group, chunks: int, microbatches: int, steps: int,
@@ -108,6 +112,9 @@ def sleep_stage_idle(w: Worker, schedule: str, group, microbatches: int, forward
     clock = BusyClock("wall", w.device)
     if schedule == "hand_1f1b":
         module = SleepStage(forward_s, backward_s).to(w.device)
+        module.sleeping = False  # a first step connects the pair: not measured
+        hand_1f1b(module, microbatches, group, w.device, clock)
+        module.sleeping = True
         return measure_idle(lambda: hand_1f1b(module, microbatches, group, w.device, clock), clock, w.device, group)
     from torch.distributed.pipelining import PipelineStage
 
