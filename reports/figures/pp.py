@@ -19,12 +19,14 @@ COLOURS = {"hand_1f1b": "tab:green", "gpipe": "tab:blue", "1f1b": "tab:orange", 
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):
         return []
-    chunks = int(((facts or {}).get("profile", {}).get("pp") or {}).get("chunks", 2))
+    section = ((facts or {}).get("profile") or {}).get("pp") or {}
+    chunks = int(section.get("chunks", 2))
+    sleeps = f"{section.get('forward_ms', 40):g} ms forward, {section.get('backward_ms', 80):g} ms backward"
     out = []
     sleep = _bubble_points(rows, "sleep_stages")
     if sleep:
         fig = Figure(figsize=(8, 4.2))
-        _bubble_axes(fig.subplots(), sleep, chunks, "sleep stages (40 ms forward, 80 ms backward)")
+        _bubble_axes(fig.subplots(), sleep, chunks, f"sleep stages ({sleeps})")
         fig.suptitle("Pipeline bubble: measured idle/total per rank against the formula")
         fig.tight_layout()
         out.append(fig)
@@ -74,16 +76,27 @@ def _bubble_points(rows, case: str) -> dict[tuple[str, int], list[tuple[int, flo
     return out
 
 
+MARKERS = {"hand_1f1b": "s", "gpipe": "o", "1f1b": "^", "interleaved_1f1b": "D"}
+
+
 def _bubble_axes(ax, points, chunks: int, title: str) -> None:
+    """One formula curve per (P, v) — GPipe, 1F1B and the hand-written 1F1B share one — and each schedule's
+    measured points (one per rank) on it."""
+    curves: dict[tuple[int, int], int] = {}
+    for (schedule, p), pts in points.items():
+        key = (p, schedule_chunks(schedule, chunks))
+        curves[key] = max(curves.get(key, 1), *(m for m, _ in pts))
+    for (p, v), top in sorted(curves.items()):
+        ms = [m / 8 for m in range(8, 8 * top + 1)]
+        ax.plot(ms, [bubble_fraction(p, m, v) for m in ms], "--", color="grey" if v == 1 else "tab:purple", alpha=0.7,
+                label=f"(P−1)/(M+P−1), P={p}" if v == 1 else f"(P−1)/(vM+P−1), P={p}, v={v}")
     for (schedule, p), pts in sorted(points.items()):
-        colour = COLOURS.get(schedule)
-        v = schedule_chunks(schedule, chunks)
-        ms = [m for m, _ in pts]
-        curve = [m / 4 for m in range(4, 4 * max(ms) + 1)]
-        ax.plot(curve, [bubble_fraction(p, m, v) for m in curve], "--",
-                color=colour, alpha=0.6, label=f"{schedule} formula" + (f" (v={v})" if v > 1 else ""))
-        ax.plot(ms, [x for _, x in pts], "o", color=colour, label=f"{schedule} measured (P={p})", markersize=4)
+        ax.plot([m for m, _ in pts], [x for _, x in pts], MARKERS.get(schedule, "o"), color=COLOURS.get(schedule),
+                label=f"{schedule} measured", markersize=5, alpha=0.8, fillstyle="none")
+    ticks = sorted({m for pts in points.values() for m, _ in pts})
     ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(m) for m in ticks])
     ax.set_xlabel("micro-batches M")
     ax.set_ylabel("idle / total")
     ax.set_ylim(0, 0.6)

@@ -84,7 +84,8 @@ class PpConfig:
 
 
 CONFIG = ConfigSection("pp", PpConfig, {
-    "gloo-cpu": PpConfig(ranks=2, degrees=(2,), bubble_microbatches=(1, 2, 4), timed_microbatches=(4,)),
+    "gloo-cpu": PpConfig(ranks=2, degrees=(2,), bubble_microbatches=(1, 2, 4), timed_schedules=("1f1b",),
+                         timed_microbatches=(4,)),
     "nccl-gpu": PpConfig(golden_microbatches=8, layers=16),
 })
 

@@ -105,7 +105,8 @@ def _sync(device: torch.device) -> None:
 
 
 def window_s(step: Callable[[], None], device: torch.device, group: dist.ProcessGroup | None) -> float:
-    """Seconds of `step` inside barrier … barrier on `group`, the device drained at both ends."""
+    """Seconds of `step` inside barrier … barrier on `group`, the device drained at both ends (so the host
+    clock reads what the card did: the busy time inside it comes from CUDA events on GPUs)."""
     dist.barrier(group=group)
     _sync(device)
     t0 = time.perf_counter()

@@ -57,8 +57,7 @@ def reference(cfg: GptConfig, steps: int, device) -> dict:
     return {"loss": loss.detach(), "grads": grads, "params": train_single_process(cfg, steps, device)}
 
 
-def _pipeline(cfg, schedule, group, chunks, microbatches, device, mistake=None, model=None):
-    model = model if model is not None else build_model(cfg, "cpu")
+def _pipeline(cfg, schedule, group, chunks, microbatches, device, mistake, model):
     stages = local_stages(model, schedule, group, chunks, device, drop_layer=mistake == "dropped_layer")
     sched = make_schedule(schedule, stages, microbatches, loss_fn, scale_grads=mistake != "unscaled_grads")
     params = {n: p for m in stage_modules(stages) for n, p in m.named_parameters()}
@@ -78,10 +77,11 @@ def _coverage_error(held: dict, want: dict, group) -> float:
 
 
 def golden(w: Worker, cfg: GptConfig, schedule: str, group, chunks: int, microbatches: int, steps: int,
-           ref: dict, mistake: str | None = None) -> dict[str, float]:
+           ref: dict, model, mistake: str | None = None) -> dict[str, float]:
     """max |pipeline − one process| of the loss and the gradients after one step, and of the parameters after
-    `steps` AdamW steps (one step and no parameters for a mistake)."""
-    stages, sched, params = _pipeline(cfg, schedule, group, chunks, microbatches, w.device, mistake)
+    `steps` AdamW steps (one step and no parameters for a mistake). `model` is the float32 GPT on the CPU,
+    built once: each pipeline copies its stages out of it."""
+    stages, sched, params = _pipeline(cfg, schedule, group, chunks, microbatches, w.device, mistake, model)
     optimizer = make_optimizer(params.values())
     out: dict[str, float] = {}
     for step in range(max(1, steps)):
@@ -136,7 +136,7 @@ def sleep_stage_idle(w: Worker, schedule: str, group, microbatches: int, forward
 def timed(w: Worker, cfg: GptConfig, schedule: str, group, chunks: int, microbatches: int, micro_batch: int,
           model) -> list[Row]:
     """Step time, this rank's bubble and (on GPUs) activation memory of the GPT under `schedule`."""
-    stages, sched, params = _pipeline(cfg, schedule, group, chunks, microbatches, w.device, model=model)
+    stages, sched, params = _pipeline(cfg, schedule, group, chunks, microbatches, w.device, None, model)
     optimizer = make_optimizer(params.values())
     cuda = w.device.type == "cuda"
     clock = BusyClock("cuda" if cuda else "wall", w.device)
@@ -203,15 +203,17 @@ def run(args: argparse.Namespace) -> None:
         groups = {d: dist.new_group(list(range(d))) for d in sorted({*degrees, args.bubble_ranks})}
         check_cfg = check_config(cfg)
         ref = reference(check_cfg, args.golden_steps, w.device)
+        golden_model = build_model(check_cfg, "cpu")
         log(t0, "reference done")
         for d in degrees:
             if w.rank < d:
                 for schedule in _names(args.schedules):
                     errors = golden(w, check_cfg, schedule, groups[d], args.chunks, args.golden_microbatches,
-                                    args.golden_steps, ref)
+                                    args.golden_steps, ref, golden_model)
                     for mistake in (mistakes if schedule == MISTAKE_SCHEDULE else []):
                         for what, value in golden(w, check_cfg, schedule, groups[d], args.chunks,
-                                                  args.golden_microbatches, 0, ref, mistake).items():
+                                                  args.golden_microbatches, 0, ref, golden_model,
+                                                  mistake).items():
                             errors[f"mistake.{mistake}.{what}"] = value
                     if w.rank == 0:
                         w.emit([Row(stage=STAGE, case=case, metric="max_abs_error", value=v, unit="abs", world=d,

@@ -119,5 +119,6 @@ def test_figures_draw_the_measured_points_on_the_curve():
     figs = pp_figures.figures(rows, expectations, {"profile": GLOO_CPU.to_dict()})
     assert len(figs) == 3 and all(isinstance(f, Figure) for f in figs)  # sleep, GPT, golden
     sleep_axes = figs[0].axes[0]
-    assert len(sleep_axes.lines) == 2 * len(GLOO_CPU.pp.bubble_schedules)  # a curve and the points each
+    # one curve for GPipe, 1F1B and the hand-written 1F1B, one for interleaved; the points of each schedule
+    assert len(sleep_axes.lines) == 2 + len(GLOO_CPU.pp.bubble_schedules)
     assert pp_figures.figures(pd.DataFrame(), expectations, {}) == []
