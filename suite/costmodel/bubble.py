@@ -17,6 +17,10 @@ INTERLEAVED = frozenset({"interleaved_1f1b"})
 """Schedules whose ranks hold v > 1 chunks (the formula with v·M)."""
 NEEDS_M_AT_LEAST_P = frozenset({"1f1b", "hand_1f1b", "interleaved_1f1b"})
 """Schedules run only at M ≥ P (torch refuses Schedule1F1B below it; the hand-written one follows it)."""
+IN_ROUNDS = frozenset({"interleaved_1f1b", "interleaved_zb"})
+"""torch runs these in max(1, M // P) rounds and refuses an M that is not a multiple of the rounds."""
+NEEDS_M_AT_LEAST_2P = frozenset({"dualpipev"})
+"""torch's DualPipeV needs as many micro-batches as stages (2 per rank)."""
 
 
 def bubble_fraction(stages: int, microbatches: int, chunks: int = 1) -> float:
@@ -32,8 +36,12 @@ def schedule_chunks(schedule: str, chunks: int) -> int:
 
 
 def runs_at(schedule: str, stages: int, microbatches: int) -> bool:
-    """Whether `schedule` is measured at P = stages, M = microbatches."""
-    return microbatches >= stages or schedule not in NEEDS_M_AT_LEAST_P
+    """Whether `schedule` runs at P = stages, M = microbatches (torch's own refusals, said before the run)."""
+    if schedule in NEEDS_M_AT_LEAST_P and microbatches < stages:
+        return False
+    if schedule in NEEDS_M_AT_LEAST_2P and microbatches < 2 * stages:
+        return False
+    return schedule not in IN_ROUNDS or microbatches % max(1, microbatches // stages) == 0
 
 
 def ideal_step_s(stages: int, microbatches: int, forward_s: float, backward_s: float, chunks: int = 1) -> float:

@@ -113,9 +113,11 @@ def check_launch(profile: Profile) -> None:
     pp, degrees = profile.pp, pp_degrees(profile)
     if not degrees:
         raise ProfileError(f"no PP degree of {pp.degrees} fits {launch_ranks(profile)} ranks: raise nproc")
-    if pp.golden_microbatches < max(degrees) or profile.model.batch % pp.golden_microbatches:
-        raise ProfileError(f"golden_microbatches {pp.golden_microbatches} must divide the batch "
-                           f"{profile.model.batch} and be ≥ every PP degree {degrees}")
+    refused = [f"{s} at PP={d}" for d in degrees for s in pp.schedules if not runs_at(s, d, pp.golden_microbatches)]
+    if refused or profile.model.batch % pp.golden_microbatches:
+        raise ProfileError(f"golden_microbatches {pp.golden_microbatches} must divide the batch {profile.model.batch} "
+                           f"and suit every schedule (torch refuses {', '.join(refused) or 'none'}): change it "
+                           f"in the pp section")
 
 
 ONE_RANK = ("a pipeline needs ≥ 2 ranks, and NCCL refuses two ranks on one GPU (ncclInvalidUsage, "

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from reports.figures import pp as pp_figures
-from suite.config import GLOO_CPU, NCCL_GPU, get_profile
+from suite.config import GLOO_CPU, NCCL_GPU, ProfileError, get_profile
 from suite.costmodel.bubble import bubble_fraction, runs_at
 from suite.results import Row
 from suite.stages import pp
@@ -23,6 +23,8 @@ def test_the_formula_at_p2_and_interleaved():
     assert bubble_fraction(4, 4, chunks=2) == pytest.approx(3 / 11)
     assert bubble_fraction(8, 16) == pytest.approx(7 / 23)
     assert not runs_at("1f1b", 2, 1) and runs_at("gpipe", 2, 1) and runs_at("interleaved_1f1b", 4, 4)
+    assert not runs_at("interleaved_1f1b", 4, 9) and runs_at("interleaved_1f1b", 4, 10)  # M % (M // P) rounds
+    assert not runs_at("dualpipev", 4, 7) and runs_at("dualpipev", 4, 8)
     with pytest.raises(ValueError):
         bubble_fraction(2, 0)
 
@@ -96,6 +98,12 @@ def test_gpt_bubble_warns_on_gpus_far_above_the_formula():
     assert verdicts(good, NCCL_GPU)["pp.gpt_bubble.1f1b.pp8"] == "pass"
     far = [dataclasses.replace(r, value=0.9) if r.case == "gpt" else r for r in good]
     assert verdicts(far, NCCL_GPU)["pp.gpt_bubble.1f1b.pp8"] == "warn"
+
+
+def test_a_golden_m_torch_would_refuse_is_refused_before_the_run():
+    pp.check_launch(NCCL_GPU)
+    with pytest.raises(ProfileError, match="1f1b at PP=8"):
+        pp.check_launch(NCCL_GPU.with_overrides(pp=dataclasses.replace(NCCL_GPU.pp, golden_microbatches=4)))
 
 
 def test_one_rank_skips_the_stage_saying_why():
