@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from ..config import ConfigSection, GptConfig, Profile, ProfileError
 from ..context import StageContext
-from ..costmodel.bubble import bubble_fraction, ideal_step_s, runs_at, schedule_chunks
+from ..costmodel.bubble import (HAND_SCHEDULES, TORCH_SCHEDULES, bubble_fraction, ideal_step_s, runs_at,
+                                schedule_chunks)
 from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
@@ -81,6 +82,18 @@ class PpConfig:
     gpt_bubble_factor: float = 2.0
     """On GPUs the GPT's bubble warns above factor × formula + bubble_tolerance (its stages are unequal:
     the first holds the embedding, the last the head)."""
+
+    def __post_init__(self) -> None:
+        known = (*TORCH_SCHEDULES, *HAND_SCHEDULES)
+        unknown = [s for s in (*self.schedules, *self.bubble_schedules, *self.timed_schedules) if s not in known]
+        if unknown or any(s in HAND_SCHEDULES for s in (*self.schedules, *self.timed_schedules)):
+            raise ProfileError(f"pp schedules {unknown or list(HAND_SCHEDULES)} not usable there: choose from "
+                               f"{', '.join(TORCH_SCHEDULES)} (and hand_1f1b in bubble_schedules)")
+        if min(self.degrees, default=0) < 2 or self.chunks < 1 or self.micro_batch < 1:
+            raise ProfileError(f"pp degrees {self.degrees} must be ≥ 2, chunks {self.chunks} and micro_batch "
+                               f"{self.micro_batch} ≥ 1: change them in the pp section")
+        if not (self.forward_ms > 0 and self.backward_ms > 0 and self.bubble_tolerance > 0):
+            raise ProfileError("pp forward_ms, backward_ms and bubble_tolerance must be positive")
 
 
 CONFIG = ConfigSection("pp", PpConfig, {

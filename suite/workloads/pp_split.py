@@ -22,12 +22,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from ..costmodel.bubble import SINGLE, TORCH_SCHEDULES as SCHEDULES, V_SHAPED
 from .gpt import GPT
-
-SINGLE = ("gpipe", "1f1b")
-LOOPED = ("interleaved_1f1b", "looped_bfs", "interleaved_zb")
-V_SHAPED = ("zbv", "dualpipev")
-SCHEDULES = SINGLE + LOOPED + V_SHAPED
 
 
 def _schedule_class(name: str):

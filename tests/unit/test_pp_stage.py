@@ -106,6 +106,13 @@ def test_a_golden_m_torch_would_refuse_is_refused_before_the_run():
         pp.check_launch(NCCL_GPU.with_overrides(pp=dataclasses.replace(NCCL_GPU.pp, golden_microbatches=4)))
 
 
+def test_the_section_refuses_what_cannot_run():
+    for bad in ({"schedules": ("gpipe", "zigzag")}, {"timed_schedules": ("hand_1f1b",)}, {"degrees": (1, 2)},
+                {"forward_ms": 0.0}):
+        with pytest.raises(ProfileError, match="pp"):
+            pp.PpConfig(**bad)
+
+
 def test_one_rank_skips_the_stage_saying_why():
     one = get_profile("nccl-gpu", 1)
     assert pp.expect(one, {}) == []
