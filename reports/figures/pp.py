@@ -40,6 +40,24 @@ def figures(rows, expectations, facts) -> list[Figure]:
         fig.suptitle("Pipeline bubble of the GPT per schedule")
         fig.tight_layout()
         out.append(fig)
+    memory = _memory(rows)
+    if memory:
+        fig = Figure(figsize=(8, 3.8))
+        ax = fig.subplots()
+        labels = sorted(memory)
+        ranks = sorted({r for v in memory.values() for r in v})
+        width = 0.8 / max(len(ranks), 1)
+        for i, rank in enumerate(ranks):
+            ax.bar([j + i * width for j in range(len(labels))],
+                   [memory[k].get(rank, math.nan) / 2**30 for k in labels], width=width, label=f"rank {rank}")
+        ax.set_xticks([j + width * (len(ranks) - 1) / 2 for j in range(len(labels))])
+        ax.set_xticklabels([f"{s}\nPP={d} M={m}" for s, d, m in labels], fontsize=7)
+        ax.set_ylabel("activation memory, GiB (peak − start of step)")
+        ax.legend(fontsize=6, ncol=2)
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.suptitle("Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)")
+        fig.tight_layout()
+        out.append(fig)
     golden = _golden(rows)
     if golden:
         fig = Figure(figsize=(8, 3.8))
@@ -103,6 +121,15 @@ def _bubble_axes(ax, points, chunks: int, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=6)
+
+
+def _memory(rows) -> dict[tuple[str, int, int], dict[int, float]]:
+    """{(schedule, P, M): {rank: activation bytes}} of the GPT timing (GPUs only)."""
+    part = rows[(rows["case"] == "gpt") & (rows["metric"] == "activation_memory_bytes")]
+    out: dict[tuple[str, int, int], dict[int, float]] = {}
+    for _, r in part.iterrows():
+        out.setdefault((str(r["algo"]), int(r["world"]), int(r["count"])), {})[int(r["rank"])] = float(r["value"])
+    return out
 
 
 def _golden(rows) -> dict[tuple[str, int], dict[str, float]]:

@@ -138,3 +138,7 @@ def test_figures_draw_the_measured_points_on_the_curve():
     # one curve for GPipe, 1F1B and the hand-written 1F1B, one for interleaved; the points of each schedule
     assert len(sleep_axes.lines) == 2 + len(GLOO_CPU.pp.bubble_schedules)
     assert pp_figures.figures(pd.DataFrame(), expectations, {}) == []
+    memory = [Row(stage="pp", case="gpt", metric="activation_memory_bytes", value=2.0**30 * (r + 1), unit="bytes",
+                  world=2, algo="1f1b", count=8, rank=r) for r in range(2)]
+    with_memory = pd.DataFrame([r.to_dict() for r in golden_rows() + bubble_rows(want) + memory])
+    assert len(pp_figures.figures(with_memory, expectations, {"profile": GLOO_CPU.to_dict()})) == 4
