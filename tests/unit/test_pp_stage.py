@@ -74,6 +74,11 @@ def test_judge_passes_on_the_formula_and_fails_off_it():
     assert got["pp.gpt_bubble.1f1b.pp2"] == "skip"  # a performance verdict: skipped on CPU
     off = verdicts(golden_rows() + bubble_rows(want, offset=1.2 * GLOO_CPU.pp.bubble_tolerance))
     assert all(off[f"pp.bubble.{s}"] == "fail" for s in GLOO_CPU.pp.bubble_schedules)
+    # one rank's overrun sleep: it idles less, its neighbour more; the pipeline's bubble is the mean
+    shifted = [dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.05)) for r in bubble_rows(want)]
+    assert verdicts(golden_rows() + shifted)["pp.bubble.gpipe"] == "pass"
+    one_rank = [r for r in bubble_rows(want) if not (r.algo == "gpipe" and r.count == 2 and r.rank == 1)]
+    assert verdicts(golden_rows() + one_rank)["pp.bubble.gpipe"] == "fail"  # a rank's row missing
 
 
 def test_judge_fails_a_missing_or_wrong_case():
