@@ -37,6 +37,12 @@ def judges_performance(facts: dict[str, Any]) -> bool:
     return bool(facts.get("profile", {}).get("judge_performance", False))
 
 
+def not_captured(facts: dict[str, Any], source: str) -> bool:
+    """Whether this run was built by `suite ingest` from captures holding no `source` output (its checks skip)."""
+    ingest = facts.get("ingest")
+    return isinstance(ingest, dict) and source not in ingest.get("sources", ())
+
+
 @dataclass(frozen=True)
 class StageVerdicts:
     """Makes one stage's verdicts: `<stage>.<check>` ids, the stage filled in, the status spelled by the method."""
@@ -71,6 +77,11 @@ class StageVerdicts:
         if reason is None:
             reason = reason_ok if ok else reason_bad
         return self.verdict(check, "pass" if ok else bad, expected=expected, observed=observed, reason=reason)
+
+    def not_captured_skip(self, check: str, expected: str, what: str) -> Verdict:
+        """The verdict of a check whose data an ingested run's captures do not hold (see not_captured)."""
+        return self.skip(check, expected=expected, observed=f"no {what} among the ingested files",
+                         reason=f"this run was ingested from captured outputs (manifest: ingested) and they hold no {what}")
 
     def cpu_skip(self, check: str, expected: str, observed: str = "") -> Verdict:
         """The verdict a performance check gets on the CPU rehearsal."""

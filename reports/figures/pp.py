@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from suite.costmodel.bubble import bubble_fraction, schedule_chunks  # noqa: E402
+from suite.costmodel.bubble import bubble_fraction, schedule_chunks
 
 COLOURS = {"hand_1f1b": "tab:green", "gpipe": "tab:blue", "1f1b": "tab:orange", "interleaved_1f1b": "tab:purple"}
 
@@ -27,9 +23,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
     if sleep:
         fig = Figure(figsize=(8, 4.2))
         _bubble_axes(fig.subplots(), sleep, chunks, f"sleep stages ({sleeps})")
-        fig.suptitle("Pipeline bubble: measured idle/total per rank against the formula")
-        fig.tight_layout()
-        out.append(fig)
+        out.append(_finish(fig, "Pipeline bubble: measured idle/total per rank against the formula"))
     gpt = _bubble_points(rows, "gpt")
     degrees = sorted({p for (_, p) in gpt})
     if degrees:
@@ -37,50 +31,49 @@ def figures(rows, expectations, facts) -> list[Figure]:
         axes = fig.subplots(1, len(degrees), squeeze=False)[0]
         for ax, d in zip(axes, degrees):
             _bubble_axes(ax, {k: v for k, v in gpt.items() if k[1] == d}, chunks, f"GPT, PP={d}")
-        fig.suptitle("Pipeline bubble of the GPT per schedule")
-        fig.tight_layout()
-        out.append(fig)
+        out.append(_finish(fig, "Pipeline bubble of the GPT per schedule"))
     memory = _memory(rows)
     if memory:
         fig = Figure(figsize=(8, 3.8))
         ax = fig.subplots()
-        labels = sorted(memory)
         ranks = sorted({r for v in memory.values() for r in v})
-        width = 0.8 / max(len(ranks), 1)
-        for i, rank in enumerate(ranks):
-            ax.bar([j + i * width for j in range(len(labels))],
-                   [memory[k].get(rank, math.nan) / 2**30 for k in labels], width=width, label=f"rank {rank}")
-        ax.set_xticks([j + width * (len(ranks) - 1) / 2 for j in range(len(labels))])
-        ax.set_xticklabels([f"{s}\nPP={d} M={m}" for s, d, m in labels], fontsize=7)
+        _grouped_bars(ax, memory, [(f"rank {r}", r) for r in ranks], lambda v: v / 2**30,
+                      lambda k: f"{k[0]}\nPP={k[1]} M={k[2]}")
         ax.set_ylabel("activation memory, GiB (peak − start of step)")
-        ax.legend(fontsize=6, ncol=2)
-        ax.grid(True, axis="y", alpha=0.3)
-        fig.suptitle("Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)")
-        fig.tight_layout()
-        out.append(fig)
+        out.append(_finish(fig, "Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)"))
     golden = _golden(rows)
     if golden:
         fig = Figure(figsize=(8, 3.8))
         ax = fig.subplots()
-        labels = sorted(golden)
         cases = sorted({c for v in golden.values() for c in v})
-        width = 0.8 / max(len(cases), 1)
-        for i, case in enumerate(cases):
-            ax.bar([j + i * width for j in range(len(labels))],
-                   [max(golden[k].get(case, math.nan), 1e-12) for k in labels], width=width, label=case)
+        _grouped_bars(ax, golden, [(c, c) for c in cases], lambda v: max(v, 1e-12), lambda k: f"{k[0]}\nPP={k[1]}")
         tol = _tolerance(expectations)
         if tol:
             ax.axhline(tol, color="red", linestyle="--", label=f"tolerance (gradients) {tol:.2g}")
+            ax.legend(fontsize=6)
         ax.set_yscale("log")
-        ax.set_xticks([j + width * (len(cases) - 1) / 2 for j in range(len(labels))])
-        ax.set_xticklabels([f"{s}\nPP={d}" for s, d in labels], fontsize=7)
         ax.set_ylabel("max |pipeline − one process|")
-        ax.legend(fontsize=7)
-        ax.grid(True, axis="y", alpha=0.3)
-        fig.suptitle("Pipeline schedules against one process (float32)")
-        fig.tight_layout()
-        out.append(fig)
+        out.append(_finish(fig, "Pipeline schedules against one process (float32)"))
     return out
+
+
+def _finish(fig: Figure, title: str) -> Figure:
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def _grouped_bars(ax, table: dict, groups: list[tuple[str, object]], scale, label) -> None:
+    """Bars of table[key][member] for each key (x) and group member (a bar beside the others), centred."""
+    keys = sorted(table)
+    width = 0.8 / max(len(groups), 1)
+    for i, (name, member) in enumerate(groups):
+        ax.bar([j + i * width for j in range(len(keys))], [scale(table[k].get(member, math.nan)) for k in keys],
+               width=width, label=name)
+    ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(keys))])
+    ax.set_xticklabels([label(k) for k in keys], fontsize=7)
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(True, axis="y", alpha=0.3)
 
 
 def _bubble_points(rows, case: str) -> dict[tuple[str, int], list[tuple[int, float]]]:
