@@ -18,6 +18,9 @@
 #   check        python -m suite check on that run: every fail verdict named  → check.json
 #   report       python -m reports: the run's report.html
 #   pytest       the one-GPU tests under tests/gpu (two-GPU ones skip)        → steps/pytest.log
+#   pp           the pipeline over NCCL at PP = 2 (tests/gpu/test_pp_gpu.py): needs two GPUs, so on one
+#                card it is skipped, saying why — a pipeline needs two ranks and NCCL refuses two ranks
+#                on one device; the one-card parts (the CUDA-event clock) run in the pytest step
 # Other one-card drills (pipeline, context and expert parallel, the nccl-1gpu profile, health) add a
 # `step` line in main() below, inside the same 8-minute budget.
 #
@@ -36,7 +39,7 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run) MODE=dry ;;
     --cpu) MODE=cpu ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "device_check: unknown option $arg (use --dry-run, --cpu or an output folder)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
@@ -61,7 +64,8 @@ SUMMARY="$OUT_DIR/summary.txt"
 : > "$SUMMARY"
 FAILED=()
 
-# step NAME TIMEOUT_S NEEDS WHAT -- COMMAND…   (NEEDS: gpu = skipped in --cpu mode, any = always runs)
+# step NAME TIMEOUT_S NEEDS WHAT -- COMMAND…   (NEEDS: gpu = skipped in --cpu mode, gpus2 = skipped with
+# fewer than two GPUs visible, any = always runs)
 step() {
   local name="$1" limit="$2" needs="$3" what="$4"
   shift 5
@@ -72,6 +76,10 @@ step() {
   fi
   if [ "$needs" = gpu ] && [ "$MODE" = cpu ]; then
     record skip "$name" 0 "$what: needs a GPU (--cpu)"
+    return 0
+  fi
+  if [ "$needs" = gpus2 ] && [ "$(gpu_count)" -lt 2 ]; then
+    record skip "$name" 0 "$what: needs 2 GPUs, $(gpu_count) visible (NCCL refuses two ranks on one device)"
     return 0
   fi
   if [ "$left" -lt 10 ]; then
@@ -92,6 +100,10 @@ step() {
     record FAIL "$name" "$took" "$what: exit $code — $(tail -n 1 "$OUT_DIR/steps/$name.log" | cut -c1-160)"
   fi
   return "$code"
+}
+
+gpu_count() {
+  if [ "$MODE" = cpu ]; then echo 0; else nvidia-smi -L 2>/dev/null | grep -c '^GPU '; fi
 }
 
 record() {  # record STATUS NAME SECONDS WHAT
@@ -173,6 +185,8 @@ main() {
   step report 60 any "the run's report.html" -- report
   step pytest 90 gpu "tests/gpu on this card (two-GPU tests skip)" -- \
     "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x
+  step pp 120 gpus2 "pipeline at PP = 2 over NCCL: golden, bubble, activation memory" -- \
+    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_pp_gpu.py -k nccl
 }
 
 versions_to_file() {

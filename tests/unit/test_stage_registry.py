@@ -27,7 +27,7 @@ from suite.config import ConfigSection
 from suite.results import Expectation, Row
 from suite.verdicts import verdicts_for
 
-ROW = 11
+ROW = 99
 AFTER = ("bandwidth",)
 TITLE = "an echo of its own config section"
 MEASURES = "nothing: it reports its config section back"
@@ -107,9 +107,9 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
     add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway"))
     stages.rediscover()
 
-    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 11 is last).
+    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 99 is last).
     assert stages.available() == before + ["throwaway"]
-    assert stages.CHECKLIST_ROW["throwaway"] == 11 and stages.ORDER[-1] == "throwaway"
+    assert stages.CHECKLIST_ROW["throwaway"] == 99 and stages.ORDER[-1] == "throwaway"
 
     # make plan: its own estimate, in run order.
     plan = estimate(NCCL_GPU)
@@ -142,7 +142,7 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
     ("ROW = 12\nAFTER = 'topology'", r"AFTER = 'topology' must be a tuple"),
 ])
 def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module, declaration, complaint):
-    source = THROWAWAY.replace("{name}", "misdeclared").replace("ROW = 11\nAFTER = (\"bandwidth\",)", declaration)
+    source = THROWAWAY.replace("{name}", "misdeclared").replace("ROW = 99\nAFTER = (\"bandwidth\",)", declaration)
     assert declaration in source
     add_stage_module("misdeclared", source)
     with pytest.raises(stages.StageDeclarationError, match=complaint) as raised:
@@ -158,7 +158,7 @@ def test_a_stage_missing_its_declarations_is_refused(add_stage_module):
 
 def test_a_cycle_through_after_is_refused(add_stage_module):
     for name, other in (("ping", "pong"), ("pong", "ping")):
-        source = THROWAWAY.replace("{name}", name).replace("ROW = 11\nAFTER = (\"bandwidth\",)",
+        source = THROWAWAY.replace("{name}", name).replace("ROW = 99\nAFTER = (\"bandwidth\",)",
                                                             f"ROW = {20 if name == 'ping' else 21}\nAFTER = ({other!r},)")
         add_stage_module(name, source.replace('ConfigSection("echo"', f'ConfigSection("echo_{name}"'))
     with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"):
@@ -166,8 +166,8 @@ def test_a_cycle_through_after_is_refused(add_stage_module):
 
 
 def test_a_stage_may_put_itself_first_with_before(add_stage_module):
-    source = THROWAWAY.replace("{name}", "early").replace("ROW = 11\nAFTER = (\"bandwidth\",)",
-                                                         "ROW = 11\nAFTER = ()\nBEFORE = ('topology',)")
+    source = THROWAWAY.replace("{name}", "early").replace("ROW = 99\nAFTER = (\"bandwidth\",)",
+                                                         "ROW = 99\nAFTER = ()\nBEFORE = ('topology',)")
     add_stage_module("early", source)
     assert stages.rediscover().order[0] == "early"
 
