@@ -7,8 +7,7 @@ which can run the same tools on the node and call the same functions.
 
 from __future__ import annotations
 
-import re
-
+from .parsers.smi_health import gpu_processes  # noqa: F401 - preflight reads it from here
 from .parsers.smi_query import parse_query
 
 MIN_SHM_BYTES = 1 << 30
@@ -42,28 +41,6 @@ def fabric_problem(smi_q: str, fabric_manager: str = "") -> str | None:
     return (f"the NVSwitch fabric is not up on {len(bad)} GPU(s) (GPU {i}: state {state}, status {status}){fm}, "
             "CUDA init would fail with error 802: `systemctl restart nvidia-fabricmanager` (same version as the "
             "driver) and wait for State Completed in `nvidia-smi -q`")
-
-
-def gpu_processes(smi_q: str) -> list[dict[str, str]]:
-    """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}]."""
-    out: list[dict[str, str]] = []
-    gpu = None
-    current: dict[str, str] | None = None
-    for line in smi_q.splitlines():
-        m = re.match(r"GPU ([0-9A-Fa-f:.]+)\s*$", line)
-        if m:
-            gpu = m.group(1)
-            continue
-        kv = re.match(r"\s+(Process ID|Type|Name|Used GPU Memory)\s*:\s*(.*)$", line)
-        if not kv or gpu is None:
-            continue
-        key, value = kv.groups()
-        if key == "Process ID":
-            current = {"gpu": gpu, "pid": value.strip()}
-            out.append(current)
-        elif current is not None:
-            current[{"Type": "type", "Name": "name", "Used GPU Memory": "memory"}[key]] = value.strip()
-    return out
 
 
 def processes_problem(smi_q: str) -> str | None:
