@@ -87,23 +87,28 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
 
 
 def gpu_processes(text: str) -> list[dict[str, str]]:
-    """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}] (gpu = its bus id)."""
+    """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}] (gpu = its bus id).
+
+    A process's keys are the lines below its `Process ID`, indented deeper; the next GPU block's `Bridge Chip/Type`
+    comes after the next block's header, which ends the process: it cannot overwrite the last process's type.
+    """
     out: list[dict[str, str]] = []
     gpu = None
     current: dict[str, str] | None = None
+    indent = -1
     for line in text.splitlines():
         m = re.match(r"GPU ([0-9A-Fa-f:.]+)\s*$", line)
         if m:
-            gpu = m.group(1)
+            gpu, current = m.group(1), None
             continue
-        kv = re.match(r"\s+(Process ID|Type|Name|Used GPU Memory)\s*:\s*(.*)$", line)
+        kv = re.match(r"(\s+)(Process ID|Type|Name|Used GPU Memory)\s*:\s*(.*)$", line)
         if not kv or gpu is None:
             continue
-        key, value = kv.groups()
+        spaces, key, value = kv.groups()
         if key == "Process ID":
-            current = {"gpu": gpu, "pid": value.strip()}
+            current, indent = {"gpu": gpu, "pid": value.strip()}, len(spaces)
             out.append(current)
-        elif current is not None:
+        elif current is not None and len(spaces) > indent:
             current[{"Type": "type", "Name": "name", "Used GPU Memory": "memory"}[key]] = value.strip()
     return out
 

@@ -7,6 +7,7 @@ of its peers (the others), or < the expected fraction of its datasheet peak / of
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any, Iterable
 
@@ -127,23 +128,32 @@ def kernel_log_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verd
     if parsed is None:
         return V.skip("kernel_log", expected=expected, observed="not read", reason=why_not)
     events = parsed["xid_events"]
-    grave = [e for e in events if e["xid"] not in APP_XIDS]
+    grave = [e for e in events if e["xid"] not in APP_XIDS or caused_by(e) not in (None, *APP_XIDS)]
     counts: dict[tuple[str, int], int] = {}
     for e in grave or events:
         counts[(e["bus"], e["xid"])] = counts.get((e["bus"], e["xid"]), 0) + 1
     shown = "; ".join(f"XID {x} ×{n} on {bus}" for (bus, x), n in list(counts.items())[:4])
+    if len(counts) > 4:
+        shown += f"; and {len(counts) - 4} more"
     if parsed["fallen_off_bus"]:
         return V.fail("kernel_log", expected=expected, observed=f"fallen off the bus: {', '.join(parsed['fallen_off_bus'])}",
                       reason=f"GPU {parsed['fallen_off_bus'][0]} fell off the bus: {action(79)}")
     if grave:
         first = grave[0]
+        code = first["xid"] if first["xid"] not in APP_XIDS else caused_by(first)
         return V.fail("kernel_log", expected=expected, observed=shown,
-                      reason=f"{shown} (line {first['line']}): XID {first['xid']}: {action(first['xid'])}")
+                      reason=f"{shown} (first at line {first['line']}): XID {code}: {action(code)}")
     if events:
         return V.warn("kernel_log", expected=expected, observed=shown,
                       reason=f"{shown}: {action(events[0]['xid'])}")
     return V.passed("kernel_log", expected=expected, observed=f"{parsed['lines']} lines, no XID",
                     reason="no XID since boot")
+
+
+def caused_by(event: dict[str, Any]) -> int | None:
+    """The earlier XID a program-level XID names ('… caused by previous Xid 149'), if any."""
+    m = re.search(r"previous Xid (\d+)", event["text"])
+    return int(m.group(1)) if m else None
 
 
 def network_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
