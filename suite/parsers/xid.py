@@ -20,6 +20,8 @@ from . import ParseError
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\): (\d+), ?(.*)$")
 _OFF_BUS = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at) (?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})"
                       r".*?(?:has )?fallen off the bus")
+_GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})")
+
 APP_XIDS = {13: "graphics engine exception (the program's fault, e.g. an out-of-range access)",
             31: "GPU memory page fault (the program's fault: an illegal address)",
             43: "a program's GPU channel was stopped (its own error)",
@@ -54,14 +56,21 @@ def parse(text: str) -> dict[str, Any]:
         raise ParseError(f"line {line}: a NUL byte: this is not a text kernel log")
     events, off_bus, aer = [], [], []
     lines = text.splitlines()
+    named: tuple[int, str] | None = None  # R570+ splits "The NVIDIA GPU <bus> … has fallen off the bus" over 3 lines
     for number, line in enumerate(lines, 1):
         m = _XID.search(line)
         if m:
             events.append({"line": number, "bus": m.group(1).lower(), "xid": int(m.group(2)), "text": m.group(3)})
             continue
         off = _OFF_BUS.search(line)
+        start = _GPU_NAMED.search(line)
         if off:
             off_bus.append(off.group(1).lower())
+        elif start:
+            named = (number, start.group(1).lower())
+        elif named and number - named[0] <= 3 and "fallen off the bus" in line:
+            off_bus.append(named[1])
+            named = None
         elif "AER:" in line and ("error" in line.lower()):
             aer.append({"line": number, "text": line.split("AER:", 1)[1].strip()})
     counts = Counter(f"{e['bus']} {e['xid']}" for e in events)

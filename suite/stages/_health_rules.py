@@ -269,9 +269,9 @@ def usable_gpus(parsed: dict[str, Any] | None, kernel_log: dict[str, Any] | None
     gone = set(kernel_log["fallen_off_bus"]) if kernel_log else set()
     out = []
     for g in parsed["gpus"]:
-        bus = g["bus_id"].lower()[-12:-2] if len(g["bus_id"]) >= 12 else g["bus_id"].lower()
+        bus = g["bus_id"].lower()[-12:-2]  # 00000000:B3:00.0 → 0000:b3:00, as the kernel log names it
         blocked = (g["remapped_rows"].get("Pending") == "Yes" or (g.get("reset_required") or "No") == "Yes"
-                   or (g.get("mig_mode_current") or "Disabled") == "Enabled" or any(bus.endswith(x[-7:]) for x in gone))
+                   or (g.get("mig_mode_current") or "Disabled") == "Enabled" or bus in gone)
         if not blocked:
             out.append(g["index"])
     return out
