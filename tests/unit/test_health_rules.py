@@ -164,3 +164,24 @@ def test_judge_on_gpus_uses_the_capture_taken_under_load():
     facts["health"]["smi_why"] = "nvidia-smi -q: nvidia-smi: not on PATH"
     broken = by_id(health.judge([], [], facts))["health.pcie_link"]
     assert broken.status == "fail" and "not on PATH" in broken.reason
+
+
+def test_the_figure_draws_one_bar_per_gpu_and_colours_the_outlier_red():
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from reports.figures import health as figure
+    from suite.results import rows_to_frame
+
+    rows = [Row(stage="health", case="gemm", metric="gemm_tflops", value=v, unit="TFLOP/s", rank=r)
+            for r, v in enumerate([700.0, 690.0, 400.0, 705.0])]
+    rows += [Row(stage="health", case="copy", metric=m, value=50.0, unit="GB/s", rank=r)
+             for m in ("h2d_GBps", "d2h_GBps") for r in range(4)]
+    figs = figure.figures(rows_to_frame(rows), pd.DataFrame(), {"profile": NCCL_GPU.to_dict()})
+    assert len(figs) == 1
+    axes = figs[0].axes
+    assert [a.get_title() for a in axes] == ["bf16 GEMM", "host → device (pinned)", "device → host (pinned)"]
+    bars = axes[0].patches
+    assert len(bars) == 4 and [to_hex(b.get_facecolor()) for b in bars].count(to_hex("tab:red")) == 1
+    assert to_hex(bars[2].get_facecolor()) == to_hex("tab:red")
+    assert figure.figures(rows_to_frame([]), pd.DataFrame(), {}) == []
