@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
 
-PANELS = (("gemm_tflops", "bf16 GEMM", "TFLOP/s"), ("h2d_GBps", "host → device (pinned)", "GB/s"),
+PANELS = (("gemm_tflops", "GEMM", "TFLOP/s"), ("h2d_GBps", "host → device (pinned)", "GB/s"),
           ("d2h_GBps", "device → host (pinned)", "GB/s"))
 PEER_FRACTION = 0.90  # suite/stages/_health_rules.py's rule (the report does not import the stages)
 
@@ -37,7 +37,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
         ax.bar([str(r) for r in ranks], values, color=colours)
         ax.hlines(marks, [i - 0.4 for i in range(len(marks))], [i + 0.4 for i in range(len(marks))],
                   colors="black", linestyles="--", label=f"{PEER_FRACTION:.0%} of its peers' median")
-        ax.set_title(title, fontsize=10)
+        dtypes = sorted({str(d) for d in sel.get("dtype", []) if isinstance(d, str)})
+        ax.set_title(f"{'/'.join(dtypes)} {title}" if metric == "gemm_tflops" and dtypes else title, fontsize=10)
         ax.set_xlabel(who)
         ax.set_ylabel(unit)
         ax.grid(axis="y", alpha=0.3)

@@ -248,7 +248,7 @@ def measured_verdicts(values: dict[str, dict[int, float]], *, on_gpu: bool, gemm
             why_floor = f"{COPY_LINK_FRACTION:.0%} of the GPU's PCIe link rate (generation × width)"
         bad += [f"GPU {g} {v:.3g} {unit} < {floor_of[g]:.3g} ({why_floor})" for g, v in per_gpu.items()
                 if g in floor_of and v < floor_of[g] and g not in slow]
-        expected = f"every GPU ≥ {PEER_FRACTION:.0%} of its peers' median" + (
+        expected = f"every {'GPU' if on_gpu else 'rank'} ≥ {PEER_FRACTION:.0%} of its peers' median" + (
             " and ≥ the expected fraction of its peak" if on_gpu else "")
         observed_all = ", ".join(f"{g}: {v:.3g}" for g, v in sorted(per_gpu.items()))
         if on_gpu:

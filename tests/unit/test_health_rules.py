@@ -173,14 +173,14 @@ def test_the_figure_draws_one_bar_per_gpu_and_colours_the_outlier_red():
     from reports.figures import health as figure
     from suite.results import rows_to_frame
 
-    rows = [Row(stage="health", case="gemm", metric="gemm_tflops", value=v, unit="TFLOP/s", rank=r)
+    rows = [Row(stage="health", case="gemm", metric="gemm_tflops", value=v, unit="TFLOP/s", rank=r, dtype="bfloat16")
             for r, v in enumerate([700.0, 690.0, 400.0, 705.0])]
     rows += [Row(stage="health", case="copy", metric=m, value=50.0, unit="GB/s", rank=r)
              for m in ("h2d_GBps", "d2h_GBps") for r in range(4)]
     figs = figure.figures(rows_to_frame(rows), pd.DataFrame(), {"profile": NCCL_GPU.to_dict()})
     assert len(figs) == 1
     axes = figs[0].axes
-    assert [a.get_title() for a in axes] == ["bf16 GEMM", "host → device (pinned)", "device → host (pinned)"]
+    assert [a.get_title() for a in axes] == ["bfloat16 GEMM", "host → device (pinned)", "device → host (pinned)"]
     bars = axes[0].patches
     assert len(bars) == 4 and [to_hex(b.get_facecolor()) for b in bars].count(to_hex("tab:red")) == 1
     assert to_hex(bars[2].get_facecolor()) == to_hex("tab:red")
