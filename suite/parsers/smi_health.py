@@ -56,12 +56,7 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
     power = next((s for s in POWER_SECTIONS if _children(gpu, s, direct=True)), POWER_SECTIONS[0])
     return {
         "index": index,
-        "bus_id": gpu.bus_id,
-        "product_name": gpu.get("Product Name"),
-        "pcie_gen_max": _int(gpu.get("PCI/GPU Link Info/PCIe Generation/Max")),
-        "pcie_gen_current": _int(gpu.get("PCI/GPU Link Info/PCIe Generation/Current")),
-        "link_width_max": _int(gpu.get("PCI/GPU Link Info/Link Width/Max")),
-        "link_width_current": _int(gpu.get("PCI/GPU Link Info/Link Width/Current")),
+        **gpu.summary(),  # bus id, name, PCIe generation and width (current and max), fabric state and status
         "pcie_replays": _int(gpu.get("PCI/Replays Since Reset")),
         "performance_state": gpu.get("Performance State"),
         "persistence_mode": gpu.get("Persistence Mode"),
@@ -76,13 +71,12 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
         "active_clock_reasons": [k.rsplit("/", 1)[-1] for k, v in reasons.items() if v == "Active"],
         "gpu_temp_c": _float(gpu.get("Temperature/GPU Current Temp")),
         "slowdown_temp_c": _float(gpu.get("Temperature/GPU Slowdown Temp")),
+        "tlimit_margin_c": _float(gpu.get("Temperature/GPU T.Limit Temp")),  # R550+: degrees left below the limit
         "power_draw_w": _float(_first(gpu, f"{power}/Power Draw", f"{power}/Instantaneous Power Draw")),
         "power_limit_w": _float(_first(gpu, f"{power}/Current Power Limit", f"{power}/Power Limit",
                                        f"{power}/Enforced Power Limit")),
         "power_default_w": _float(gpu.get(f"{power}/Default Power Limit")),
         "reset_required": gpu.get("GPU Reset Status/Reset Required"),
-        "fabric_state": gpu.get("Fabric/State"),
-        "fabric_status": gpu.get("Fabric/Status"),
     }
 
 

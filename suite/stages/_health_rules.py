@@ -95,6 +95,8 @@ def settings_verdicts(gpus: list[dict[str, Any]]) -> list[Verdict]:
     persist = [_name(g) for g in gpus if g.get("persistence_mode") == "Disabled"]
     hot = [f"{_name(g)} {g['gpu_temp_c']:.0f} C (slowdown at {g['slowdown_temp_c']:.0f} C)" for g in gpus
            if g["gpu_temp_c"] is not None and g["slowdown_temp_c"] and g["gpu_temp_c"] >= g["slowdown_temp_c"] - 5]
+    hot += [f"{_name(g)} {g['tlimit_margin_c']:.0f} C below its T.Limit" for g in gpus
+            if g.get("tlimit_margin_c") is not None and g["tlimit_margin_c"] <= 5]
     return [
         _one("power_limit", power, expected="power limit at its default", ok="power limits at their defaults",
              status="warn", fix="`nvidia-smi -pl <default>` (root) or ask the provider why it is capped"),

@@ -29,6 +29,11 @@ def test_healthy_h200_passes_every_smi_check():
     verdicts = rules.smi_verdicts(smi("nvsmi-q-08-h200-550-healthy.txt"))
     assert len(verdicts) == 10
     assert {v.id: v.status for v in verdicts if v.status != "pass"} == {}
+    found = smi("nvsmi-q-08-h200-550-healthy.txt")
+    assert found["gpus"][0]["tlimit_margin_c"] == 59.0  # 28 C now, 59 C of margin below the T.Limit
+    found["gpus"][0]["tlimit_margin_c"] = 3.0
+    hot = by_id(rules.smi_verdicts(found))["health.temperature"]
+    assert hot.status == "warn" and "GPU 0 (00000000:03:00.0) 3 C below its T.Limit" in hot.reason
 
 
 def test_a_link_at_x4_of_x8_fails_naming_the_gpu_and_its_bus():
