@@ -24,6 +24,7 @@ from ..context import StageContext
 from ..facts import gpu, profile as profile_of
 from ..gpus import gpu_for
 from ..hostprobe import run_tool
+from ..launch import LaunchError
 from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance
@@ -146,6 +147,25 @@ def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
             "dcgm_why": dcgm_why, "fabric_manager": fabric_manager.strip()}
 
 
+def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[str, Any]) -> list[Row]:
+    """The one launch. Unlike other stages, a failed launch here becomes a `health.measured` fail (command, exit
+    code and log tail kept) instead of the stage's `run` failure: a box whose GPU cannot run a kernel is the box
+    this stage exists for, and its other findings (the XID, the remap, the fabric) say why; they must survive."""
+    nproc = profile.nproc
+    if found.get("smi") is not None:
+        nproc = min(nproc, len(found["smi"]["gpus"]))
+    if nproc < 1:
+        return [Row(stage=STAGE, case="launch", metric="launch_failed", value=float("nan"), unit="",
+                    text="not launched: nvidia-smi -q lists no GPU")]
+    ctx.say("per-GPU GEMM and host↔device copies")
+    try:
+        return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc).rows()
+    except LaunchError as e:
+        return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
+                    value=float("nan") if e.exit_code is None else e.exit_code,
+                    text=f"{e} (command: {' '.join(e.command)}); log tail: {e.log_tail[-600:]}")]
+
+
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg: HealthConfig = profile.health
     found: dict[str, Any] = {}
@@ -160,8 +180,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
             str(cfg.copy_mib << 20), "--copy-iters", str(cfg.copy_iters), "--slow-rank", str(cfg.slow_rank)]
     if not profile.is_rehearsal and shutil.which("nvidia-smi"):
         args += ["--smi-under-load", str(under_load)]
-    ctx.say("per-GPU GEMM and host↔device copies")
-    rows = ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=profile.nproc).rows()
+    rows = _measure(profile, ctx, args, found)
     if under_load.exists():
         try:
             found["smi_under_load"] = smi_health.parse(under_load.read_text(encoding="utf-8", errors="replace"))
@@ -203,6 +222,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if not prof.is_rehearsal:
         out += [rules.nvlink_verdict(found.get("nvlink"), found.get("nvlink_why", "")),
                 rules.dcgm_verdict(found.get("dcgm"), found.get("dcgm_why", ""))]
+    out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
+                         reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "
+                                f"the bus, a remap pending, a driver not loaded): {rules.RESET}, or {rules.NEW_NODE}")
+            for r in rows if r.metric == "launch_failed"]
     values: dict[str, dict[int, float]] = {}
     for r in rows:
         if r.metric in ("gemm_tflops", "h2d_GBps", "d2h_GBps") and r.rank is not None:

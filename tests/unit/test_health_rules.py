@@ -190,3 +190,14 @@ def test_the_figure_draws_one_bar_per_gpu_and_colours_the_outlier_red():
     assert len(bars) == 4 and [to_hex(b.get_facecolor()) for b in bars].count(to_hex("tab:red")) == 1
     assert to_hex(bars[2].get_facecolor()) == to_hex("tab:red")
     assert figure.figures(rows_to_frame([]), pd.DataFrame(), {}) == []
+
+
+def test_a_failed_measurement_launch_is_a_fail_that_keeps_the_other_findings():
+    rows = [Row(stage="health", case="launch", metric="launch_failed", value=1, unit="",
+                text="torchrun exited 1 (command: torchrun …); log tail: CUDA error: unknown error")]
+    facts = {"profile": NCCL_GPU.to_dict(),
+             "health": {"smi": smi("nvsmi-q-02-a10-remapped-rows-pending-535.txt"), "kernel_log": None,
+                        "kernel_log_why": "x", "network": None}}
+    v = by_id(health.judge(rows, [], facts))
+    assert v["health.measured"].status == "fail" and "CUDA error: unknown error" in v["health.measured"].reason
+    assert v["health.remapped_rows"].status == "fail"  # the finding that says why is still there
