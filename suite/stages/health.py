@@ -163,7 +163,7 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
     except LaunchError as e:
         return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
                     value=float("nan") if e.exit_code is None else e.exit_code,
-                    text=f"{e} (command: {' '.join(e.command)}); log tail: {e.log_tail[-600:]}")]
+                    text=f"{e}; last log lines: {' | '.join(e.log_tail.strip().splitlines()[-3:])[-400:]}")]
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
@@ -207,10 +207,11 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if prof.is_rehearsal:
         out += [rules.V.skip(check, expected="a GPU box", observed=f"profile {prof.name}",
                              reason=GPU_SKIP.format(name=prof.name)) for check in GPU_CHECKS]
-    elif smi is None:
-        out += [rules.V.fail(check, expected="`nvidia-smi -q` readable", observed="not read",
-                             reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: the driver is not loaded or "
-                                    "the container lacks `--gpus all`; fix it or ask the provider for another node")
+    elif smi is None:  # one fail saying why, the checks it feeds skip pointing at it
+        out.append(rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed="not read",
+                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: the driver is not loaded "
+                                       "or the container lacks `--gpus all`; fix it or ask the provider for another node"))
+        out += [rules.V.skip(check, expected="`nvidia-smi -q`", observed="not read", reason="see health.nvidia_smi")
                 for check in GPU_CHECKS[:10]]
     else:
         loaded = found.get("smi_under_load")

@@ -167,8 +167,9 @@ def test_judge_on_gpus_uses_the_capture_taken_under_load():
     assert by_id(health.judge([], [], facts))["health.pcie_link"].status == "pass"
     facts["health"]["smi"] = None
     facts["health"]["smi_why"] = "nvidia-smi -q: nvidia-smi: not on PATH"
-    broken = by_id(health.judge([], [], facts))["health.pcie_link"]
-    assert broken.status == "fail" and "not on PATH" in broken.reason
+    broken = by_id(health.judge([], [], facts))
+    assert broken["health.nvidia_smi"].status == "fail" and "not on PATH" in broken["health.nvidia_smi"].reason
+    assert broken["health.pcie_link"].status == "skip" and broken["health.pcie_link"].reason == "see health.nvidia_smi"
 
 
 def test_the_figure_draws_one_bar_per_gpu_and_colours_the_outlier_red():
