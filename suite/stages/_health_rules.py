@@ -12,6 +12,7 @@ import statistics
 from typing import Any, Iterable
 
 from ..gpu_host_checks import fabric_problem_from_gpus, processes_problem_from_list
+from ..cuda_lines import driver_refusal, line_of_cuda
 from ..gpus import PCIE_X16_GBps
 from ..parsers.xid import APP_XIDS, action
 from ..results import Verdict
@@ -122,6 +123,18 @@ def smi_verdicts(parsed: dict[str, Any], *, under_load: bool = False, fabric_man
     out.append(V.check("processes", procs is None, expected="no compute process on the GPUs before the run",
                        observed=procs or "none", reason_ok="no other process holds the GPUs", reason_bad=procs or ""))
     return out
+
+
+def driver_verdict(driver: str | None, torch_cuda: str | None) -> Verdict:
+    """The driver must run the CUDA torch was built for (the same rule preflight applies before the image)."""
+    expected = "a driver that runs the CUDA torch was built for"
+    line = line_of_cuda(torch_cuda or "")
+    if not driver or line is None:
+        return V.skip("driver", expected=expected, observed=f"driver {driver or '?'}, torch CUDA {torch_cuda or '?'}",
+                      reason="the driver version or torch's CUDA line is unknown: nothing to compare")
+    problem = driver_refusal(driver, line, how_to_choose="CUDA_LINE={name}")
+    return V.check("driver", problem is None, expected=expected, observed=f"driver {driver}, torch CUDA {torch_cuda}",
+                   reason_ok=f"driver {driver} runs CUDA {line.cuda}", reason_bad=problem or "")
 
 
 def kernel_log_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:

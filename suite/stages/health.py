@@ -23,7 +23,7 @@ from ..config import ConfigSection, Profile
 from ..context import StageContext
 from ..facts import gpu, profile as profile_of
 from ..gpus import gpu_for
-from ..hostprobe import run_tool
+from ..hostprobe import run_tool, torch_facts
 from ..launch import LaunchError
 from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
 from ..results import Expectation, Row, Verdict
@@ -42,7 +42,7 @@ REHEARSAL = "the GEMM/copy outlier rule on CPU ranks, the kernel-log reader; eve
 GPU_SKIP = ("profile {name} runs on CPU: GPU health is checked on nccl-gpu; the parsers and rules are proven on real "
             "captures in tests/unit/test_health_parsers.py")
 GPU_CHECKS = ("pcie_link", "ecc", "remapped_rows", "clock_brakes", "power_limit", "modes", "persistence",
-              "temperature", "fabric", "processes", "nvlink", "dcgm")
+              "temperature", "fabric", "processes", "driver", "nvlink", "dcgm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +186,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
             found["smi_under_load"] = smi_health.parse(under_load.read_text(encoding="utf-8", errors="replace"))
         except ParseError as e:
             found["smi_under_load_why"] = f"nvidia-smi -q under load unreadable: {e}"
+    if not profile.is_rehearsal:  # after the launch: this process then holds no CUDA context while the GPUs measure
+        found["torch_cuda"] = torch_facts(want_cuda=True).get("cuda")
     usable = rules.usable_gpus(found.get("smi"), found["kernel_log"])
     seen = len(found["smi"]["gpus"]) if found.get("smi") else 0
     if found.get("kernel_log"):  # the manifest keeps the counts and the first events, not 600 repeats
@@ -221,7 +223,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             base = [live[v.id] if v.id in ("health.pcie_link", "health.clock_brakes") else v for v in base]
         out += base
     if not prof.is_rehearsal:
-        out += [rules.nvlink_verdict(found.get("nvlink"), found.get("nvlink_why", "")),
+        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda")),
+                rules.nvlink_verdict(found.get("nvlink"), found.get("nvlink_why", "")),
                 rules.dcgm_verdict(found.get("dcgm"), found.get("dcgm_why", ""))]
     out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
                          reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "

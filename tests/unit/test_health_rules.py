@@ -202,3 +202,20 @@ def test_a_failed_measurement_launch_is_a_fail_that_keeps_the_other_findings():
     v = by_id(health.judge(rows, [], facts))
     assert v["health.measured"].status == "fail" and "CUDA error: unknown error" in v["health.measured"].reason
     assert v["health.remapped_rows"].status == "fail"  # the finding that says why is still there
+
+
+def test_the_driver_must_run_torchs_cuda():
+    from suite.cuda_lines import LINES
+
+    newest = LINES[0]
+    old = rules.driver_verdict("470.57.02", newest.cuda)
+    assert old.status == "fail" and "470.57.02" in old.reason and newest.min_driver_text in old.reason
+    assert rules.driver_verdict("999.1", newest.cuda).status == "pass"
+    assert rules.driver_verdict(None, newest.cuda).status == "skip"
+
+
+def test_usable_gpus_is_read_through_facts():
+    from suite.facts import usable_gpus
+
+    assert usable_gpus({"health": {"usable_gpus": 7}}) == 7
+    assert usable_gpus({"health": {"usable_gpus": None}}) is None and usable_gpus({}) is None
