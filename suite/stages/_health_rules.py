@@ -21,6 +21,9 @@ from ..verdicts import verdicts_for
 V = verdicts_for("health")
 PEER_FRACTION = 0.90
 """A GPU below 90 % of its peers' median is slower than its twins: throttled, downtrained or faulty."""
+CPU_PEER_FRACTION = 0.50
+"""The same rule on CPU ranks (the rehearsal) at half the median: ranks on shared cores vary by up to ~2× with
+whatever else runs, so a tighter mark would flag noise; an injected slow rank (4× the work) is still caught."""
 GEMM_PEAK_FRACTION = 0.50
 """A large bf16 GEMM reaches 60–80 % of the dense datasheet peak on a healthy H100/A100; below half is a brake."""
 COPY_LINK_FRACTION = 0.60
@@ -252,8 +255,9 @@ def measured_verdicts(values: dict[str, dict[int, float]], *, on_gpu: bool, gemm
         if not per_gpu:
             continue
         unit = "TFLOP/s" if metric.startswith("gemm") else "GB/s"
-        slow = outliers(per_gpu)
-        bad = [f"GPU {g} {v:.3g} {unit} < {PEER_FRACTION:.0%} of its peers' median {m:.3g}" for g, (v, m) in slow.items()]
+        fraction = PEER_FRACTION if on_gpu else CPU_PEER_FRACTION
+        slow = outliers(per_gpu, fraction)
+        bad = [f"GPU {g} {v:.3g} {unit} < {fraction:.0%} of its peers' median {m:.3g}" for g, (v, m) in slow.items()]
         floor_of = {}
         if on_gpu and metric.startswith("gemm") and gemm_peak_tflops:
             floor_of = {g: GEMM_PEAK_FRACTION * gemm_peak_tflops for g in per_gpu}
@@ -263,7 +267,7 @@ def measured_verdicts(values: dict[str, dict[int, float]], *, on_gpu: bool, gemm
             why_floor = f"{COPY_LINK_FRACTION:.0%} of the GPU's PCIe link rate (generation × width)"
         bad += [f"GPU {g} {v:.3g} {unit} < {floor_of[g]:.3g} ({why_floor})" for g, v in per_gpu.items()
                 if g in floor_of and v < floor_of[g] and g not in slow]
-        expected = f"every {'GPU' if on_gpu else 'rank'} ≥ {PEER_FRACTION:.0%} of its peers' median" + (
+        expected = f"every {'GPU' if on_gpu else 'rank'} ≥ {fraction:.0%} of its peers' median" + (
             " and ≥ the expected fraction of its peak" if on_gpu else "")
         observed_all = ", ".join(f"{g}: {v:.3g}" for g, v in sorted(per_gpu.items()))
         if on_gpu:

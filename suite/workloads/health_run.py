@@ -25,16 +25,17 @@ from suite.workloads.worker import worker_session
 STAGE = "health"
 
 
-TRIALS = 5
-"""Each figure comes from 5 timed windows. On a GPU their median: one slow window does not make a GPU an outlier,
-a GPU held down for the whole measurement still is. On CPU ranks the fastest: the rehearsal's cores are shared
-with whatever else runs, and a neighbour's burst must not look like a slow rank (an injected one still does)."""
+TRIALS = {"cuda": 5, "cpu": 15}
+"""Each figure comes from several timed windows. On a GPU the median of 5: one slow window does not make a GPU an
+outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 15 short ones: the
+rehearsal's cores are shared with whatever else runs, and a neighbour's burst must not look like a slow rank (an
+injected one still does: it is slow in every window)."""
 
 
 def _timed(fn, device: torch.device, iters: int) -> float:
     """Seconds for `iters` calls of fn, by CUDA events on a GPU, the wall clock on CPU (see TRIALS)."""
     fn()  # warm-up (cuBLAS heuristics, page-locking)
-    windows = [_window(fn, device, iters) for _ in range(TRIALS)]
+    windows = [_window(fn, device, iters) for _ in range(TRIALS.get(device.type, 5))]
     return statistics.median(windows) if device.type == "cuda" else min(windows)
 
 
