@@ -60,7 +60,7 @@ class HealthConfig:
 
 
 CONFIG = ConfigSection("health", HealthConfig, {
-    "gloo-cpu": HealthConfig(gemm_n=256, gemm_iters=10, copy_mib=8, copy_iters=8, dcgm=False),
+    "gloo-cpu": HealthConfig(gemm_n=256, gemm_iters=10, copy_mib=16, copy_iters=2, dcgm=False),
     "nccl-gpu": HealthConfig(),
 })
 

@@ -25,9 +25,9 @@ from suite.workloads.worker import worker_session
 STAGE = "health"
 
 
-TRIALS = {"cuda": 5, "cpu": 15}
+TRIALS = {"cuda": 5, "cpu": 9}
 """Each figure comes from several timed windows. On a GPU the median of 5: one slow window does not make a GPU an
-outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 15 short ones: the
+outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 9 short ones: the
 rehearsal's cores are shared with whatever else runs, and a neighbour's burst must not look like a slow rank (an
 injected one still does: it is slow in every window)."""
 
