@@ -88,37 +88,58 @@ def parse_text(text: str) -> dict[str, Any]:
             "warning_rows": len(warnings), "overall": _overall(tests)}
 
 
+_JSON_STATUS = {"PASS": "Pass", "FAIL": "Fail", "WARN": "Warn", "SKIP": "Skip", "SKIPPED": "Skip"}
+
+
+def _status(value: Any) -> str:
+    word = str(value or "?").strip()
+    return _JSON_STATUS.get(word.upper(), word)
+
+
 def parse_json(data: dict[str, Any]) -> dict[str, Any]:
-    diag = data.get("DCGM GPU Diagnostic")
-    if not isinstance(diag, dict) or not isinstance(diag.get("test_categories"), list):
-        raise ParseError("no 'DCGM GPU Diagnostic' → 'test_categories': not `dcgmi diag --json` output")
+    """DCGM 3.x nests everything under "DCGM GPU Diagnostic" (4.x: "Diagnostic" with a "metadata" block); a result's
+    gpu_ids is one id or a CSV of them; statuses are Pass or PASS; warnings are strings or {"warning": …}."""
+    diag = data.get("DCGM GPU Diagnostic", data.get("Diagnostic"))
+    if not isinstance(diag, dict):
+        raise ParseError("no 'DCGM GPU Diagnostic' object: not `dcgmi diag --json` output")
+    if diag.get("runtime_error") and not diag.get("test_categories"):
+        return {"tests": {}, "per_gpu": {}, "warnings": [], "warning_rows": 0, "overall": "Error",
+                "runtime_error": str(diag["runtime_error"])}
+    if not isinstance(diag.get("test_categories"), list):
+        raise ParseError("no 'test_categories' list under 'DCGM GPU Diagnostic': the JSON is cut or not dcgmi's")
     tests: dict[str, str] = {}
     per_gpu: dict[str, dict[str, str]] = {}
     warnings: list[str] = []
     for cat in diag["test_categories"]:
         for test in cat.get("tests", []):
-            name = f"{cat.get('category', '?')}/{test.get('name', '?')}"
+            name = test.get("name", "?")
             results = test.get("results", [])
-            statuses = [r.get("status", "?") for r in results]
-            tests[name] = (statuses[0] if len(set(statuses)) == 1 else " | ".join(statuses)) if statuses else "?"
+            statuses = [_status(r.get("status")) for r in results]
+            tests[f"{cat.get('category', '?')}/{name}"] = (
+                (statuses[0] if len(set(statuses)) == 1 else " | ".join(statuses)) if statuses else "?")
             for r in results:
-                gpu = r.get("gpu_id", r.get("gpu_ids", r.get("entity_id")))
-                if gpu is not None and len(results) > 1:
-                    per_gpu.setdefault(test.get("name", "?"), {})[f"GPU{gpu}"] = r.get("status", "?")
+                ids = str(r.get("gpu_ids", r.get("gpu_id", r.get("entity_id", ""))))
+                if len(set(statuses)) > 1:
+                    for gpu in filter(None, (g.strip().removeprefix("gpu") for g in ids.split(","))):
+                        per_gpu.setdefault(name, {})[f"GPU{gpu}"] = _status(r.get("status"))
                 for w in r.get("warnings", []) or []:
-                    warnings.append(w.get("warning", w.get("message", "")) if isinstance(w, dict) else str(w))
-    meta = {v: data.get(k, diag.get(k)) for k, v in META.items() if data.get(k, diag.get(k)) is not None}
-    return {**meta, "tests": tests, "per_gpu": per_gpu, "warnings": warnings, "warning_rows": len(warnings),
-            "overall": _overall(tests)}
+                    warnings.append(str(w.get("warning", w.get("message", ""))) if isinstance(w, dict) else str(w))
+    meta = {"dcgm_version": diag.get("version", data.get("metadata", {}).get("version")),
+            "driver_version": diag.get("driver_version_detected", diag.get("Driver Version Detected"))}
+    return {**{k: v for k, v in meta.items() if v}, "tests": tests, "per_gpu": per_gpu, "warnings": warnings,
+            "warning_rows": len(warnings), "overall": _overall(tests)}
 
 
 def parse(text: str) -> dict[str, Any]:
-    if text.lstrip().startswith("{"):
+    """The table, or the JSON form (after any banner line such as "Successfully ran diagnostic for group.")."""
+    start = next((i for i, line in enumerate(text.splitlines(keepends=True)) if line.lstrip().startswith("{")), None)
+    if start is not None and not any(line.lstrip().startswith("|") for line in text.splitlines()[:start]):
+        body = "".join(text.splitlines(keepends=True)[start:])
         try:
-            data = json.loads(text)
+            data = json.loads(body)
         except json.JSONDecodeError as e:
-            raise ParseError(f"line {e.lineno}: not valid JSON ({e.msg}): the `dcgmi diag --json` output is cut "
-                             "or garbled") from None
+            raise ParseError(f"line {e.lineno + start}: not valid JSON ({e.msg}): the `dcgmi diag --json` output "
+                             "is cut or garbled") from None
         return parse_json(data)
     return parse_text(text)
 

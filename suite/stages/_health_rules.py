@@ -223,6 +223,9 @@ def dcgm_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
     expected = "`dcgmi diag` overall Pass"
     if parsed is None:
         return V.skip("dcgm", expected=expected, observed="not run", reason=why_not)
+    if parsed.get("runtime_error"):
+        return V.skip("dcgm", expected=expected, observed="dcgmi diag did not run its tests",
+                      reason=f"DCGM: {parsed['runtime_error']} (start nv-hostengine, or install DCGM matching the driver)")
     failed = [f"{name}: {result}" for name, result in parsed["tests"].items() if "Fail" in result]
     warned = [f"{name}: {result}" for name, result in parsed["tests"].items() if "Warn" in result]
     detail = (parsed["warnings"] or [""])[0]

@@ -190,6 +190,24 @@ def test_dcgm_cut_row_and_cut_json_name_the_line():
         dcgm.parse('{\n  "DCGM GPU Diagnostic": {\n    "test_categories": [,\n')
 
 
+def test_dcgm_json_in_the_layout_dcgm_documents():
+    """No real `dcgmi diag --json` capture was found (tests/data/health/README.md): this is the layout DCGM's
+    source documents (NvvsJsonStrings: statuses PASS|FAIL|WARN|SKIPPED, gpu_ids one id or a CSV), not a capture."""
+    doc = """Successfully ran diagnostic for group.
+{"DCGM GPU Diagnostic": {"version": "3.3.9", "test_categories": [
+  {"category": "Deployment", "tests": [{"name": "Denylist", "results": [{"gpu_ids": "0,1", "status": "PASS"}]}]},
+  {"category": "Stress", "tests": [{"name": "Targeted Power", "results": [
+     {"gpu_ids": "0", "status": "PASS"},
+     {"gpu_ids": "1", "status": "FAIL", "warnings": [{"warning": "GPU 1 max power 224.1 W"}]}]}]}]}}
+"""
+    got = dcgm.parse(doc)
+    assert got["tests"] == {"Deployment/Denylist": "Pass", "Stress/Targeted Power": "Pass | Fail"}
+    assert got["per_gpu"] == {"Targeted Power": {"GPU0": "Pass", "GPU1": "Fail"}}
+    assert got["warnings"] == ["GPU 1 max power 224.1 W"] and got["overall"] == "Fail" and got["dcgm_version"] == "3.3.9"
+    error = dcgm.parse('{"DCGM GPU Diagnostic": {"runtime_error": "Unable to connect to the host engine"}}')
+    assert error["overall"] == "Error" and "host engine" in error["runtime_error"]
+
+
 # ---------------------------------------------------------------- kernel log
 
 
