@@ -159,7 +159,9 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
                     text="not launched: nvidia-smi -q lists no GPU")]
     ctx.say("per-GPU GEMM and host↔device copies")
     try:
-        return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc).rows()
+        # PCI bus order: rank r is then nvidia-smi's GPU r, so a slow rank names the GPU -q describes
+        return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc,
+                            env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).rows()
     except LaunchError as e:
         return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
                     value=float("nan") if e.exit_code is None else e.exit_code,
@@ -175,7 +177,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     found["kernel_log"], found["kernel_log_why"] = read_kernel_log(ctx.raw_dir)
     ctx.say("InfiniBand / RoCE ports")
     found["network"], found["network_why"] = read_network(ctx.raw_dir)
-    under_load = ctx.raw_dir / "nvidia-smi-q-under-load.txt"
+    under_load = (ctx.raw_dir / "nvidia-smi-q-under-load.txt").resolve()  # the workers' cwd may differ
     args = ["--gemm-n", str(cfg.gemm_n), "--gemm-iters", str(cfg.gemm_iters), "--copy-bytes",
             str(cfg.copy_mib << 20), "--copy-iters", str(cfg.copy_iters), "--slow-rank", str(cfg.slow_rank)]
     if not profile.is_rehearsal and shutil.which("nvidia-smi"):
