@@ -176,3 +176,10 @@ def alpha_beta(facts: Mapping[str, Any], device: str) -> AlphaBeta:
         return AlphaBeta(DEFAULT_ALPHA_S[key], peak.per_gpu_GBps * 1e9,
                          f"no fitted α-β: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {peak.basis}")
     return AlphaBeta(DEFAULT_ALPHA_S[key], DEFAULT_BETA_Bps[key], DEFAULT_BASIS[key])
+
+
+def usable_gpus(facts: Mapping[str, Any]) -> int | None:
+    """GPUs the health stage found fit to run (no pending remap or reset, MIG off, not fallen off the bus);
+    None where health did not run or the profile is a CPU one. A rule that skips GPU stages reads this."""
+    count = facts.get("health", {}).get("usable_gpus")
+    return int(count) if isinstance(count, (int, float)) and not isinstance(count, bool) else None

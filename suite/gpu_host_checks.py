@@ -7,8 +7,7 @@ which can run the same tools on the node and call the same functions.
 
 from __future__ import annotations
 
-import re
-
+from .parsers.smi_health import gpu_processes  # noqa: F401 - preflight reads it from here
 from .parsers.smi_query import parse_query
 
 MIN_SHM_BYTES = 1 << 30
@@ -32,6 +31,11 @@ def fabric_problem(smi_q: str, fabric_manager: str = "") -> str | None:
         gpus = parse_query(smi_q)["gpus"]
     except Exception:  # noqa: BLE001 - an unreadable -q is the topology stage's finding, not preflight's
         return None
+    return fabric_problem_from_gpus(gpus, fabric_manager)
+
+
+def fabric_problem_from_gpus(gpus: list[dict], fabric_manager: str = "") -> str | None:
+    """The same rule on parsed GPUs (dicts with fabric_state / fabric_status), as the health stage holds them."""
     bad = [(i, g.get("fabric_state"), g.get("fabric_status")) for i, g in enumerate(gpus)
            if g.get("fabric_state") and (g.get("fabric_state") != "Completed" or
                                          (g.get("fabric_status") or "Success") != "Success")]
@@ -44,31 +48,14 @@ def fabric_problem(smi_q: str, fabric_manager: str = "") -> str | None:
             "driver) and wait for State Completed in `nvidia-smi -q`")
 
 
-def gpu_processes(smi_q: str) -> list[dict[str, str]]:
-    """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}]."""
-    out: list[dict[str, str]] = []
-    gpu = None
-    current: dict[str, str] | None = None
-    for line in smi_q.splitlines():
-        m = re.match(r"GPU ([0-9A-Fa-f:.]+)\s*$", line)
-        if m:
-            gpu = m.group(1)
-            continue
-        kv = re.match(r"\s+(Process ID|Type|Name|Used GPU Memory)\s*:\s*(.*)$", line)
-        if not kv or gpu is None:
-            continue
-        key, value = kv.groups()
-        if key == "Process ID":
-            current = {"gpu": gpu, "pid": value.strip()}
-            out.append(current)
-        elif current is not None:
-            current[{"Type": "type", "Name": "name", "Used GPU Memory": "memory"}[key]] = value.strip()
-    return out
-
-
 def processes_problem(smi_q: str) -> str | None:
     """Compute processes (type C or C+G) already on the GPUs: they take memory and skew every timing."""
-    compute = [p for p in gpu_processes(smi_q) if "C" in p.get("type", "C")]
+    return processes_problem_from_list(gpu_processes(smi_q))
+
+
+def processes_problem_from_list(processes: list[dict[str, str]], mine: frozenset[str] = frozenset()) -> str | None:
+    """The same rule on parsed processes; `mine` are this run's own pids (not another tenant's)."""
+    compute = [p for p in processes if "C" in p.get("type", "C") and p.get("pid") not in mine]
     if not compute:
         return None
     shown = ", ".join(f"pid {p['pid']} {p.get('name', '?')} ({p.get('memory', '?')}) on GPU {p['gpu']}" for p in compute[:3])

@@ -1,4 +1,4 @@
-"""python -m suite parse topo|nccl-tests|trace FILE [--json]: a tool's raw output as the suite reads it.
+"""python -m suite parse topo|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
 
 Exit status: 0 the file parsed; 1 an nccl-tests capture that stops short (the run aborted or hung, or
 the capture was cut: `complete: false`; the rows it holds are still printed), unless --allow-partial;
@@ -20,11 +20,19 @@ PARSERS = {
     "topo": "suite.parsers.topo",
     "nccl-tests": "suite.parsers.nccl_tests",
     "trace": "suite.parsers.traces",
+    "smi-q": "suite.parsers.smi_health",
+    "nvlink": "suite.parsers.nvlink",
+    "ibstat": "suite.parsers.ibstat",
+    "dcgm": "suite.parsers.dcgm",
+    "xid": "suite.parsers.xid",
 }
+
+HEALTH_VERDICTS = {"smi-q": "smi_verdicts", "nvlink": "nvlink_verdict", "ibstat": "network_verdict",
+                   "dcgm": "dcgm_verdict", "xid": "kernel_log_verdict"}
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("parse", help="parse a tool's raw output (nvidia-smi topo -m, nccl-tests, a trace)")
+    p = sub.add_parser("parse", help="parse a tool's raw output (nvidia-smi topo -m / -q / nvlink, nccl-tests, a trace, ibstat, dcgmi diag, a kernel log)")
     p.add_argument("kind", choices=sorted(PARSERS), help="what the file holds")
     p.add_argument("file", type=Path, help="the raw output")
     p.add_argument("--json", action="store_true", help="print JSON (the default and only format)")
@@ -53,6 +61,10 @@ def main(args) -> int:
     if args.kind == "topo":  # the parser returns the parse; the verdicts are the topology stage's rules
         from ..stages._topology_rules import verdicts_for_parse
         data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
+    elif args.kind in HEALTH_VERDICTS:  # the health stage's rules on this one tool's output
+        from ..stages import _health_rules
+        found = getattr(_health_rules, HEALTH_VERDICTS[args.kind])(data)
+        data["verdicts"] = [v.to_dict() for v in (found if isinstance(found, list) else [found])]
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
     if data.get("complete") is False and not args.allow_partial:
         print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "

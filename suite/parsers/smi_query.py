@@ -52,18 +52,20 @@ def _int(value: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def parse_query(text: str) -> dict[str, Any]:
-    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [per-GPU summary]}."""
+def parse_blocks(text: str) -> tuple[dict[str, str], list[SmiGpu], list[int]]:
+    """`nvidia-smi -q` → (the banner's keys, one SmiGpu per `GPU <bus id>` block, each block's first line number)."""
     top: dict[str, str] = {}
     gpus: list[SmiGpu] = []
+    starts: list[int] = []
     stack: list[tuple[int, str]] = []  # (indent, section name) inside the current GPU block
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line.strip() or line.lstrip().startswith("="):
             continue
         block = _GPU_BLOCK.fullmatch(line)
         if block:
             gpus.append(SmiGpu(bus_id=block.group(1)))
+            starts.append(number)
             stack = []
             continue
         indent = len(line) - len(line.lstrip())
@@ -80,6 +82,12 @@ def parse_query(text: str) -> dict[str, Any]:
         else:
             name = kv.group(2).strip() if kv else line.strip()
             stack.append((indent, name))
+    return top, gpus, starts
+
+
+def parse_query(text: str) -> dict[str, Any]:
+    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [per-GPU summary]}."""
+    top, gpus, _ = parse_blocks(text)
     driver = next((top[k] for k in DRIVER_KEYS if k in top), None)
     if driver is None and not gpus:
         raise ParseError("no 'Driver Version' line and no 'GPU <bus id>' block: this is not `nvidia-smi -q` output")

@@ -10,6 +10,9 @@
 # What it runs (one card; NCCL refuses two ranks on one device, so nothing here needs a second):
 #   versions     driver, CUDA, torch, torch's NCCL, nsys, nccl-tests as found  → versions.txt
 #   captures     nvidia-smi -L, topo -m, -q, nvlink -s                         → captures/*.txt
+#   health       the health stage on this card (nvidia-smi -q, kernel log, GEMM and copy bandwidth) → runs/
+#   health       python -m suite run --stages health --nproc 1: nvidia-smi -q idle and under load, nvlink,
+#                the kernel log, IB ports, dcgmi diag -r 1 when installed, GEMM and copies → runs/<run-id>/
 #   parse        the suite's own topology parser on that capture               → parsed/topo.json
 #   suite        python -m suite run --profile nccl-gpu --nproc 1: topology (capture and parse), bandwidth
 #                (the torch sweep with one rank, memory-capped; nccl-tests when its binaries exist),
@@ -21,7 +24,7 @@
 #   pp           the pipeline over NCCL at PP = 2 (tests/gpu/test_pp_gpu.py): needs two GPUs, so on one
 #                card it is skipped, saying why — a pipeline needs two ranks and NCCL refuses two ranks
 #                on one device; the one-card parts (the CUDA-event clock) run in the pytest step
-# Other one-card drills (pipeline, context and expert parallel, the nccl-1gpu profile, health) add a
+# Other one-card drills (pipeline, context and expert parallel, the nccl-1gpu profile) add a
 # `step` line in main() below, inside the same 8-minute budget.
 #
 # Writes summary.txt (one line per step: ok | FAIL | skip, seconds, what) and prints it; every step's
@@ -39,7 +42,7 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run) MODE=dry ;;
     --cpu) MODE=cpu ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "device_check: unknown option $arg (use --dry-run, --cpu or an output folder)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
@@ -179,6 +182,8 @@ report() {
 main() {
   step versions 60 any "driver, CUDA, torch and NCCL versions" -- versions_to_file
   step captures 30 gpu "nvidia-smi -L, topo -m, -q, nvlink -s kept as captures" -- captures
+  step health 120 any "the health stage on this card (its raw outputs under runs/<run-id>/raw/health/)" -- \
+    "$PYTHON" -m suite run --profile "$PROFILE" --nproc 1 --stages health --stage-timeout health=110 --out "$OUT_DIR/runs"
   step parse 30 gpu "the suite's topology parser on the capture" -- parse_topo
   step suite 400 any "suite run --profile $PROFILE --nproc 1 --stages $STAGES" -- suite_run
   step check 30 any "every verdict of that run; a fail names its id" -- check_run

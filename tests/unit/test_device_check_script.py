@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "gpu" / "device_check.sh"
-STEPS = ("versions", "captures", "parse", "suite", "check", "report", "pytest", "pp")
+STEPS = ("versions", "captures", "health", "parse", "suite", "check", "report", "pytest", "pp")
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -43,7 +43,7 @@ def test_failing_steps_are_named_and_the_exit_code_is_1(tmp_path):
     assert result.returncode == 1
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[:2] for line in summary] == [
-        ["FAIL", "versions"], ["skip", "captures"], ["skip", "parse"], ["FAIL", "suite"], ["FAIL", "check"],
-        ["FAIL", "report"], ["skip", "pytest"], ["skip", "pp"]]
-    assert "FAILED: versions suite check report" in result.stdout
+        ["FAIL", "versions"], ["skip", "captures"], ["FAIL", "health"], ["skip", "parse"], ["FAIL", "suite"],
+        ["FAIL", "check"], ["FAIL", "report"], ["skip", "pytest"], ["skip", "pp"]]
+    assert "FAILED: versions health suite check report" in result.stdout
     assert run("--bogus").returncode == 2

@@ -1,0 +1,62 @@
+"""`nvidia-smi nvlink -s` (link speeds) and `nvidia-smi nvlink -e` (error counters) → per GPU, per link.
+
+    GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5269b708-…)
+             Link 0: 25 GB/s                    ← -s; a link that trained down or is off says <inactive>
+             Link 0: Replay Errors: 0           ← -e; one counter per line
+
+A card without NVLink prints nothing (or one `NVML: …` line); both read as zero links, not as an error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from . import ParseError
+
+_GPU = re.compile(r"GPU (\d+): (.+?)(?: \(UUID: ([^)]+)\))?\s*$")
+_LINK = re.compile(r"\s+Link (\d+): (.*?)\s*$")
+_COUNTER = re.compile(r"(.+?):\s*(\d+)$")
+_SPEED = re.compile(r"(\d+(?:\.\d+)?) GB/s$")
+
+
+def parse(text: str) -> dict[str, Any]:
+    """Either form → {gpus: [{gpu, name, uuid, links: {n: text}, speeds_GBps: {n: float|None},
+    counters: {n: {name: int}}}], notes: [NVML lines]}; raises ParseError naming the line it cannot read."""
+    gpus: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        gpu = _GPU.match(raw.strip()) if not raw[:1].isspace() else None
+        if gpu:
+            gpus.append({"gpu": int(gpu.group(1)), "name": gpu.group(2).strip(), "uuid": gpu.group(3),
+                         "links": {}, "speeds_GBps": {}, "counters": {}})
+            continue
+        link = _LINK.match(raw)
+        if link and gpus:
+            n, value = int(link.group(1)), link.group(2)
+            counter = _COUNTER.fullmatch(value)
+            if counter:
+                gpus[-1]["counters"].setdefault(n, {})[counter.group(1).strip()] = int(counter.group(2))
+            else:
+                gpus[-1]["links"][n] = value
+                speed = _SPEED.fullmatch(value)
+                gpus[-1]["speeds_GBps"][n] = float(speed.group(1)) if speed else None
+            continue
+        if raw.strip().startswith("NVML:"):
+            notes.append(raw.strip())
+            continue
+        where = "before any 'GPU N: …' line" if link else "not a 'GPU N:' or 'Link N:' line"
+        raise ParseError(f"line {number}: {raw.strip()[:60]!r} is {where}: not `nvidia-smi nvlink -s`/`-e` output")
+    return {"gpus": gpus, "notes": notes}
+
+
+def inactive_links(parsed: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """(gpu, link, what it says) for every -s link that reports no speed (<inactive>, a trained-down link)."""
+    return [(g["gpu"], n, g["links"][n]) for g in parsed["gpus"] for n, s in g["speeds_GBps"].items() if s is None]
+
+
+def parse_file(path: Path | str) -> dict[str, Any]:
+    return parse(Path(path).read_text(encoding="utf-8"))

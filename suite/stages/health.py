@@ -1,0 +1,250 @@
+"""Stage health — "is this the box I paid for?", answered before anything else runs (≤ 2 minutes on 8 GPUs).
+
+    python -m suite run --stages health --profile nccl-gpu    # on the rented box
+    python -m suite run --stages health --profile gloo-cpu    # the rehearsal: outlier rule on CPU ranks, kernel log
+
+GPU face: `nvidia-smi -q` (PCIe link, ECC, remapped rows, clock brakes, power limit, modes, fabric, other
+processes; taken once idle and once under GEMM load), `nvidia-smi nvlink -s`/`-e`, the kernel log (`dmesg`, else
+`journalctl -k`), IB/RoCE ports (`ibstat`, else `ibv_devinfo`, else /sys/class/infiniband), `dcgmi diag -r 1`
+when DCGM is installed — every output kept untouched under raw/health/ — and one torchrun launch measuring per
+GPU a bf16 GEMM and pinned host↔device copies (suite/workloads/health_run.py). The rules are in
+suite/stages/_health_rules.py. Publishes facts["health"]: GPUs seen, usable GPUs (None on CPU), and the parsed findings.
+Both faces: the kernel-log reader, the network ports, the measured outlier rule.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import ConfigSection, Profile
+from ..context import StageContext
+from ..facts import gpu, profile as profile_of
+from ..gpus import gpu_for
+from ..hostprobe import run_tool, torch_facts
+from ..launch import LaunchError
+from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
+from ..results import Expectation, Row, Verdict
+from ..verdicts import judges_performance
+from . import _health_rules as rules
+
+STAGE = "health"
+ROW = 15
+AFTER: tuple[str, ...] = ()
+BEFORE = ("topology",)  # runs first: a broken box is named before anything is measured on it
+TITLE = "`nvidia-smi -q` health, kernel-log XIDs, NVLink/fabric, IB ports, per-GPU GEMM and copy speed"
+MEASURES = "per-GPU health from nvidia-smi -q, the kernel log, NVLink, IB ports, DCGM; per-GPU GEMM and copy speed"
+WRONG = ("a downtrained link, pending remaps or uncorrectable ECC, XIDs, a power/thermal brake under load, fabric "
+         "manager down, a port down or slow, one GPU < 90 % of its peers")
+REHEARSAL = "the GEMM/copy outlier rule on CPU ranks, the kernel-log reader; every parser on real captures (tests)"
+GPU_SKIP = ("profile {name} runs on CPU: GPU health is checked on nccl-gpu; the parsers and rules are proven on real "
+            "captures in tests/unit/test_health_parsers.py")
+GPU_CHECKS = ("pcie_link", "ecc", "remapped_rows", "clock_brakes", "power_limit", "modes", "persistence",
+              "temperature", "fabric", "processes", "driver", "nvlink", "dcgm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HealthConfig:
+    gemm_n: int = 8192
+    """Side of the square bf16 GEMM (8192: 1.1 TFLOP a call, ~2 ms on an H100)."""
+    gemm_iters: int = 50
+    copy_mib: int = 256
+    """Pinned buffer copied host→device and back; large enough to reach the link's rate."""
+    copy_iters: int = 4
+    dcgm: bool = True
+    """Run `dcgmi diag -r 1` (about a minute) when dcgmi is installed."""
+    slow_rank: int = -1
+    """A rank made slow on purpose (its work ×4 for the same count): the drill that proves the outlier rule."""
+
+
+CONFIG = ConfigSection("health", HealthConfig, {
+    "gloo-cpu": HealthConfig(gemm_n=256, gemm_iters=10, copy_mib=16, copy_iters=2, dcgm=False),
+    "nccl-gpu": HealthConfig(),
+})
+
+
+def estimate(p) -> tuple[float, str]:
+    """`make plan`'s seconds (p: suite.plan.PlanInputs): tools, one launch, DCGM's short diagnostic."""
+    dcgm_s = 60.0 if p.profile.health.dcgm else 0.0
+    return 15.0 + p.assume.torchrun_launch_s + dcgm_s, (
+        "nvidia-smi -q twice, nvlink, kernel log, IB ports; one launch: a bf16 GEMM and pinned copies per GPU"
+        + ("; dcgmi diag -r 1 (~1 min) when installed" if dcgm_s else ""))
+
+
+def expect(profile: Profile, facts: dict) -> list[Expectation]:
+    return []  # the floors depend on the GPU model and each GPU's link, both read by run(): judge() applies them
+
+
+# ---------------------------------------------------------------- run
+
+
+def _parsed(run, parse: Callable[[str], dict], label: str) -> tuple[dict | None, str]:
+    """A tool's parse, or None and why not (missing, failed, unreadable output)."""
+    if not run.ok:
+        return None, f"{label}: {run.detail}"
+    try:
+        return parse(run.stdout), ""
+    except ParseError as e:
+        return None, f"{label}: output unreadable ({e}); kept in raw/health/{run.name}.txt"
+
+
+def read_kernel_log(raw: Path) -> tuple[dict | None, str]:
+    """`dmesg`, else `journalctl -k -b`: the first readable one, parsed; None and both reasons when neither is."""
+    reasons = []
+    for name, argv in (("dmesg", ["dmesg"]), ("journalctl-k", ["journalctl", "-k", "-b", "--no-pager", "-q"])):
+        found = run_tool(name, argv, raw, timeout_s=30)
+        if found.ok and found.stdout.strip():
+            return _parsed(found, xid.parse, name)
+        reasons.append(found.detail or f"{name}: empty output")
+    return None, ("kernel log not readable (" + "; ".join(reasons) + "): XIDs unchecked; run as root or add the "
+                  "user to group adm/systemd-journal")
+
+
+def read_network(raw: Path) -> tuple[dict | None, str]:
+    """IB/RoCE ports from ibstat, else ibv_devinfo, else sysfs (present on any host with the rdma modules)."""
+    for name, argv, parse in (("ibstat", ["ibstat"], ibstat.parse_ibstat),
+                              ("ibv_devinfo", ["ibv_devinfo"], ibstat.parse_ibv_devinfo)):
+        if shutil.which(argv[0]):
+            found, why = _parsed(run_tool(name, argv, raw), parse, name)
+            if found is not None:
+                return found, ""
+    ports = []
+    for port_dir in sorted(Path("/sys/class/infiniband").glob("*/ports/*")):
+        read = {f: (port_dir / f).read_text() if (port_dir / f).exists() else "" for f in
+                ("state", "phys_state", "rate", "link_layer")}
+        ports.append(ibstat.port_from_sysfs(port_dir.parent.parent.name, int(port_dir.name), **read))
+    if ports:
+        return {"tool": "sysfs", "ca_count": len({p["ca"] for p in ports}), "ports": ports, "errors": []}, ""
+    return None, ""
+
+
+def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
+    raw = ctx.raw_dir
+    ctx.say("nvidia-smi -q")
+    smi, smi_why = _parsed(run_tool("nvidia-smi-q", ["nvidia-smi", "-q"], raw), smi_health.parse, "nvidia-smi -q")
+    ctx.say("nvidia-smi nvlink -s / -e")
+    links, links_why = _parsed(run_tool("nvidia-smi-nvlink-s", ["nvidia-smi", "nvlink", "-s"], raw), nvlink.parse,
+                               "nvidia-smi nvlink -s")
+    errors, _ = _parsed(run_tool("nvidia-smi-nvlink-e", ["nvidia-smi", "nvlink", "-e"], raw), nvlink.parse,
+                        "nvidia-smi nvlink -e")
+    if links and errors:  # one view: -s speeds and -e counters per GPU
+        by_gpu = {g["gpu"]: g for g in errors["gpus"]}
+        for g in links["gpus"]:
+            g["counters"] = by_gpu.get(g["gpu"], {}).get("counters", {})
+    fabric_manager = ""
+    if shutil.which("systemctl"):
+        fabric_manager = run_tool("fabricmanager", ["systemctl", "is-active", "nvidia-fabricmanager"], raw).stdout
+    dcgm_found, dcgm_why = None, "dcgmi not installed: DCGM's diagnostic skipped (install datacenter-gpu-manager)"
+    if not cfg.dcgm:
+        dcgm_why = "health.dcgm = false in the profile"
+    elif shutil.which("dcgmi"):
+        ctx.say("dcgmi diag -r 1")
+        dcgm_found, dcgm_why = _parsed(run_tool("dcgmi-diag-r1", ["dcgmi", "diag", "-r", "1"], raw, timeout_s=180),
+                                       dcgm.parse, "dcgmi diag -r 1")
+    return {"smi": smi, "smi_why": smi_why, "nvlink": links, "nvlink_why": links_why, "dcgm": dcgm_found,
+            "dcgm_why": dcgm_why, "fabric_manager": fabric_manager.strip()}
+
+
+def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[str, Any]) -> list[Row]:
+    """The one launch. Unlike other stages, a failed launch here becomes a `health.measured` fail (command, exit
+    code and log tail kept) instead of the stage's `run` failure: a box whose GPU cannot run a kernel is the box
+    this stage exists for, and its other findings (the XID, the remap, the fabric) say why; they must survive."""
+    nproc = profile.nproc
+    if found.get("smi") is not None:
+        nproc = min(nproc, len(found["smi"]["gpus"]))
+    if nproc < 1:
+        return [Row(stage=STAGE, case="launch", metric="launch_failed", value=float("nan"), unit="",
+                    text="not launched: nvidia-smi -q lists no GPU")]
+    ctx.say("per-GPU GEMM and host↔device copies")
+    try:
+        # PCI bus order: rank r is then nvidia-smi's GPU r, so a slow rank names the GPU -q describes
+        return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc,
+                            env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).rows()
+    except LaunchError as e:
+        return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
+                    value=float("nan") if e.exit_code is None else e.exit_code,
+                    text=f"{e}; last log lines: {' | '.join(e.log_tail.strip().splitlines()[-3:])[-400:]}")]
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    cfg: HealthConfig = profile.health
+    found: dict[str, Any] = {}
+    if not profile.is_rehearsal:
+        found.update(_gpu_tools(ctx, cfg))
+    ctx.say("kernel log (dmesg / journalctl -k)")
+    found["kernel_log"], found["kernel_log_why"] = read_kernel_log(ctx.raw_dir)
+    ctx.say("InfiniBand / RoCE ports")
+    found["network"], found["network_why"] = read_network(ctx.raw_dir)
+    under_load = (ctx.raw_dir / "nvidia-smi-q-under-load.txt").resolve()  # the workers' cwd may differ
+    args = ["--gemm-n", str(cfg.gemm_n), "--gemm-iters", str(cfg.gemm_iters), "--copy-bytes",
+            str(cfg.copy_mib << 20), "--copy-iters", str(cfg.copy_iters), "--slow-rank", str(cfg.slow_rank)]
+    if not profile.is_rehearsal and shutil.which("nvidia-smi"):
+        args += ["--smi-under-load", str(under_load)]
+    rows = _measure(profile, ctx, args, found)
+    if under_load.exists():
+        try:
+            found["smi_under_load"] = smi_health.parse(under_load.read_text(encoding="utf-8", errors="replace"))
+        except ParseError as e:
+            found["smi_under_load_why"] = f"nvidia-smi -q under load unreadable: {e}"
+    if not profile.is_rehearsal:  # after the launch: this process then holds no CUDA context while the GPUs measure
+        found["torch_cuda"] = torch_facts(want_cuda=True).get("cuda")
+    usable = rules.usable_gpus(found.get("smi"), found["kernel_log"])
+    seen = len(found["smi"]["gpus"]) if found.get("smi") else 0
+    if found.get("kernel_log"):  # the manifest keeps the counts and the first events, not 600 repeats
+        found["kernel_log"] = {**found["kernel_log"], "xid_events": found["kernel_log"]["xid_events"][:50]}
+    ctx.publish("health", {"gpus_seen": seen, "usable_gpus": None if profile.is_rehearsal else len(usable),
+                           "usable": usable, **found})
+    return rows
+
+
+# ---------------------------------------------------------------- judge
+
+
+def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    found = facts.get("health", {})
+    prof = profile_of(facts)
+    out = [rules.kernel_log_verdict(found.get("kernel_log"), found.get("kernel_log_why", "not read")),
+           rules.network_verdict(found.get("network"), found.get("network_why", ""))]
+    smi = found.get("smi")
+    if prof.is_rehearsal:
+        out += [rules.V.skip(check, expected="a GPU box", observed=f"profile {prof.name}",
+                             reason=GPU_SKIP.format(name=prof.name)) for check in GPU_CHECKS]
+    elif smi is None:  # one fail saying why, the checks it feeds skip pointing at it
+        out.append(rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed="not read",
+                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: the driver is not loaded "
+                                       "or the container lacks `--gpus all`; fix it or ask the provider for another node"))
+        out += [rules.V.skip(check, expected="`nvidia-smi -q`", observed="not read", reason="see health.nvidia_smi")
+                for check in GPU_CHECKS[:10]]
+    else:
+        loaded = found.get("smi_under_load")
+        base = rules.smi_verdicts(smi, fabric_manager=found.get("fabric_manager", ""))
+        if loaded:  # the link generation and the clock brakes as the GEMMs saw them
+            live = {v.id: v for v in rules.smi_verdicts(loaded, under_load=True)}
+            base = [live[v.id] if v.id in ("health.pcie_link", "health.clock_brakes") else v for v in base]
+        out += base
+    if not prof.is_rehearsal:
+        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda")),
+                rules.nvlink_verdict(found.get("nvlink"), found.get("nvlink_why", "")),
+                rules.dcgm_verdict(found.get("dcgm"), found.get("dcgm_why", ""))]
+    out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
+                         reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "
+                                f"the bus, a remap pending, a driver not loaded): {rules.RESET}, or {rules.NEW_NODE}")
+            for r in rows if r.metric == "launch_failed"]
+    values: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if r.metric in ("gemm_tflops", "h2d_GBps", "d2h_GBps") and r.rank is not None:
+            values.setdefault(r.metric, {})[int(r.rank)] = r.value
+    model = gpu(facts) or gpu_for_rows(rows)
+    out += rules.measured_verdicts(
+        values, on_gpu=judges_performance(facts),
+        gemm_peak_tflops=model.bf16_dense_tflops if model else None,
+        link_GBps=rules.link_rate_GBps(smi["gpus"]) if smi else {}, peak_source=model.peak_source if model else "")
+    return out
+
+
+def gpu_for_rows(rows: list[Row]):
+    """The GPU model from the workers' device names (health runs before topology names it)."""
+    names = {r.text for r in rows if r.text and r.text != "cpu"}
+    return gpu_for(names.pop()) if len(names) == 1 else None
