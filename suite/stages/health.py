@@ -196,6 +196,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         found["kernel_log"] = {**found["kernel_log"], "xid_events": found["kernel_log"]["xid_events"][:50]}
     ctx.publish("health", {"gpus_seen": seen, "usable_gpus": None if profile.is_rehearsal else len(usable),
                            "usable": usable, **found})
+    if not profile.is_rehearsal:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
+        unfit = seen - len(usable)
+        ctx.publish("usable_gpus", {"count": len(usable), "need": profile.nproc, "by": STAGE,
+                                    "why": f"nvidia-smi shows {seen}, {unfit} of them unfit (see the health verdicts)"})
     return rows
 
 
