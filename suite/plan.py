@@ -176,6 +176,8 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
                 beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour)
     for name, module in stages.REGISTRY.modules.items():
+        if not stages.runs_on(name, profile.name):
+            continue
         seconds, basis = module.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan
