@@ -178,7 +178,8 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
 
     if profile.is_rehearsal and not module.REHEARSAL:
         verdicts = [Verdict(id=f"{name}.run", stage=name, status="skip", expected="a GPU",
-                            observed=f"profile {profile.name}", reason="this stage needs GPUs and has no rehearsal face")]
+                            observed=f"profile {profile.name}",
+                            reason=getattr(module, "CPU_SKIP", "this stage needs GPUs and has no rehearsal face"))]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 

@@ -13,6 +13,7 @@ profile's config sections and the report learn everything about it from the modu
     REHEARSAL: str       what its gloo-cpu face does ("" when it has none: skipped on CPU)
     CONFIG: ConfigSection | None   its own part of the profile, with a value per profile (suite/config.py)
     PROFILES: tuple[str]  optional: the profiles that run it (default DEFAULT_PROFILES, the multi-card ones)
+    CPU_SKIP: str        optional, for REHEARSAL = "": why the CPU rehearsal skips it (the skip verdict's reason)
     def estimate(p: suite.plan.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
     def expect(profile, facts) -> list[Expectation]
     def run(profile, ctx) -> list[Row]
