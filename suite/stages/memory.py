@@ -27,7 +27,7 @@ MEASURES = "parameters, gradients, AdamW state and activations per block against
 WRONG = "a term off its formula; a batch search that leaks memory after an OutOfMemoryError; a fragmented allocator"
 REHEARSAL = "MemTracker's categories on CPU against the formula; the OOM search under an imposed memory cap"
 
-ROW = 21
+ROW = 31
 AFTER = ("baseline",)
 TITLE = "memory budget: 16Ψ state, activations per block, checkpointing, largest batch, fragmentation"
 PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")

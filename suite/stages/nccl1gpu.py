@@ -32,7 +32,7 @@ REHEARSAL = ""
 CPU_SKIP = ("NCCL needs a CUDA device: on gloo-cpu there is no communicator to create, no stream to order and "
             "no CUDA tensor to give gloo (nccl-1gpu runs it on one card)")
 
-ROW = 23
+ROW = 33
 AFTER = ("baseline",)
 TITLE = "NCCL on one card: two ranks refused (Duplicate GPU), one rank, async_op, gloo with CUDA tensors"
 PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")

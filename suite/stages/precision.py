@@ -29,7 +29,7 @@ MEASURES = "fp16 gradients lost without loss scaling, GradScaler's recovery, bf1
 WRONG = "an fp16 run that trains without a scaler; bf16 or fp16+scaler loss curves leaving fp32's"
 REHEARSAL = "the same numerics on CPU under autocast to bf16 and fp16: range probe, four tiny training runs"
 
-ROW = 22
+ROW = 32
 AFTER = ("baseline",)  # the checklist's one-card rows follow the baseline; reads no facts
 TITLE = "fp16 without/with GradScaler, bf16, clipping: gradients lost, steps skipped, loss curves"
 PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")

@@ -103,12 +103,13 @@ def add_stage_module(tmp_path):
 
 def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add_stage_module, tmp_path):
     before = stages.available()
-    add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway"))
+    # Row 99: above every real stage's row, so it runs last.
+    add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway").replace("ROW = 11", "ROW = 99"))
     stages.rediscover()
 
-    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 11 is last).
+    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 99 is last).
     assert stages.available() == before + ["throwaway"]
-    assert stages.CHECKLIST_ROW["throwaway"] == 11 and stages.ORDER[-1] == "throwaway"
+    assert stages.CHECKLIST_ROW["throwaway"] == 99 and stages.ORDER[-1] == "throwaway"
 
     # make plan: its own estimate, in run order.
     plan = estimate(NCCL_GPU)
