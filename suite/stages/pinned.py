@@ -59,8 +59,10 @@ def estimate(p) -> tuple[float, str]:
 
 def link_GBps(facts: dict) -> tuple[float | None, str]:
     """The card's PCIe rate per direction and where it comes from."""
-    pcie = TopologyFacts.from_facts(facts).pcie
-    gen, width = pcie.get("GPU0", (None, None))
+    gen, width = TopologyFacts.from_facts(facts).pcie.get("GPU0", (None, None))
+    if not gen:  # one card: no topology matrix to spread the box-wide figure over, so read it as such
+        box = (facts.get("topology") or {}).get("pcie") or {}
+        gen, width = box.get("gen_max"), box.get("width_max")
     if gen:
         return pcie_GBps(gen, width), f"PCIe Gen{gen} x{width or 16} (nvidia-smi -q)"
     entry = gpu(facts)
