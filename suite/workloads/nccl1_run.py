@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -121,7 +122,8 @@ def gloo_collectives(rank: int, world: int, device: torch.device) -> list[Row]:
             continue
         diff = float((got - reference).abs().max()) if got.shape == reference.shape else float("inf")
         out += [row(name, "supported", 1.0, rank=rank, world=world, source="gloo"),
-                row(name, "max_abs_diff_vs_cpu", diff, unit="abs", rank=rank, world=world, source="gloo")]
+                row(name, "max_abs_diff_vs_cpu", diff, unit="abs", rank=rank, world=world, source="gloo"),
+                row(name, "result", text=json.dumps(got.tolist()), rank=rank, world=world, source="gloo")]
     return out
 
 
