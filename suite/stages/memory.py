@@ -149,16 +149,21 @@ def search_verdicts(rows: list[Row], mc: MemoryConfig, facts: dict) -> list[Verd
                    reason_bad="a failed step kept tensors alive (a saved exception or traceback, a list it filled): "
                               "every later try has less memory than it thinks")]
     converged = oom is not None and math.isfinite(oom.value) and oom.value == largest.value + 1
+    out.append(V.check("search.threshold", largest.value >= 1 and converged,
+                       expected="a batch b that fits and b+1 that raises OutOfMemoryError",
+                       observed=f"largest {largest.value:.0f}, first OOM {oom.value if oom else math.nan:.0f}",
+                       reason_ok="the threshold is found, every OutOfMemoryError recovered from",
+                       reason_bad="the search did not converge: every batch up to search_max_batch fit (raise it, "
+                                  "or lower budget_gib), or batch 1 did not fit"))
     p = predicted.value if predicted else math.nan
     near = math.isfinite(p) and p > 0 and (abs(largest.value - p) <= 1 or abs(largest.value / p - 1) <= mc.search_tolerance)
-    out.append(V.check("search.threshold", largest.value >= 1 and converged and near,
-                       expected=f"batch b fits, b+1 does not, b within {mc.search_tolerance:.0%} of the linear "
-                                "prediction from the first two tries",
-                       observed=f"largest {largest.value:.0f}, first OOM {oom.value if oom else math.nan:.0f}, "
-                                f"predicted {p:.0f}",
-                       reason_ok="the threshold is found and memory grows linearly with the batch",
-                       reason_bad="the search did not converge, or the threshold is far from linear growth: "
-                                  "fragmentation, or something allocated once per size (see try_peak_bytes)"))
+    out.append(V.check("search.linear", near, bad="warn",
+                       expected=f"the threshold within {mc.search_tolerance:.0%} (or 1) of the linear extrapolation "
+                                "of the first two tries' peaks to the cap",
+                       observed=f"largest {largest.value:.0f}, predicted {p:.0f}",
+                       reason_ok="memory grows linearly with the batch up to the cap",
+                       reason_bad="the threshold is far from linear growth: fragmentation (see the fragmentation "
+                                  "verdict) or something allocated once per size (see try_peak_bytes)"))
     reserved, allocated = _one(rows, "fragmentation", "reserved_bytes_peak"), _one(rows, "fragmentation",
                                                                                     "allocated_bytes_peak")
     if reserved is None or allocated is None:

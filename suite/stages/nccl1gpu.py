@@ -77,8 +77,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from ..launch import LaunchError, loopback_interface
 
     nc = profile.nccl1
+    version = torch.cuda.nccl.version()  # a tuple since torch 1.x's int form (e.g. 2708 for 2.7.8)
     rows = [Row(stage=STAGE, case="versions", metric="nccl", value=float("nan"), unit="count",
-                text=".".join(map(str, torch.cuda.nccl.version())))]
+                text=".".join(map(str, version)) if isinstance(version, tuple) else str(version))]
     ctx.say("2 NCCL ranks on cuda:0 (expected: refused)")
     env = {**os.environ, "NCCL_DEBUG": "WARN"}
     try:

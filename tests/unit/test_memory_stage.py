@@ -34,7 +34,7 @@ def by_id(verdicts):
 
 def test_every_term_matches_the_formula(rows):
     verdicts = by_id(stage.judge(rows, stage.expect(GLOO_CPU, {}), FACTS))
-    assert len(verdicts) == 9
+    assert len(verdicts) == 10
     assert verdicts.pop("memory.fragmentation").status == "skip"
     assert {v.status for v in verdicts.values()} == {"pass"}, [v for v in verdicts.values() if v.status != "pass"]
     per_layer = next(r.value for r in rows if r.case == "activations" and r.metric == "bytes_per_layer")
@@ -60,6 +60,17 @@ def test_the_search_finds_the_threshold_under_a_cap(rows):
     fits = [r for r in rows if r.metric == "try_fits"]
     assert len(fits) >= 4 and largest >= 2 and oom == largest + 1
     assert any(r.value == 0 for r in fits), "the cap never bit: no OutOfMemoryError was recovered from"
+
+
+def test_a_search_that_never_hits_the_cap_or_strays_from_linear_is_flagged(rows):
+    def replaced(metric, value):
+        return [dataclasses.replace(r, value=value) if (r.case, r.metric) == ("search", metric) else r for r in rows]
+
+    largest = next(r.value for r in rows if r.metric == "largest_batch")
+    unconverged = by_id(stage.search_verdicts(replaced("smallest_oom", float("nan")), MC, FACTS))
+    assert unconverged["memory.search.threshold"].status == "fail"
+    strayed = by_id(stage.search_verdicts(replaced("predicted_batch", 3 * largest), MC, FACTS))
+    assert strayed["memory.search.linear"].status == "warn" and strayed["memory.search.threshold"].status == "pass"
 
 
 def test_a_tensor_leaked_by_a_step_is_caught():
