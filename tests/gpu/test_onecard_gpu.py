@@ -3,8 +3,8 @@
     .venv/bin/python -m pytest -q -m gpu tests/gpu/test_onecard_gpu.py
 
 Small sizes: the allocator's numbers against the memory formula, fp16/bf16 numerics on the card, pinned
-copies and the side-stream overlap. Each runs in a subprocess-free way in this process, so the memory
-fraction the batch search sets is left at 1.0 (budget 0) here.
+copies and the side-stream overlap. The batch search is left to the nccl-1gpu run: the memory fraction it
+sets would stay on this test process.
 """
 
 from __future__ import annotations
