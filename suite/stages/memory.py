@@ -37,19 +37,25 @@ V = verdicts_for(STAGE)
 @dataclass(frozen=True, kw_only=True)
 class MemoryConfig:
     vocab: int = 128
+    """The measured GPT's vocabulary, tokens (its shape: suite/workloads/gpt.py; fp32 parameters, bf16 autocast)."""
     hidden: int = 64
+    """Hidden size h."""
     heads: int = 4
+    """Attention heads a."""
     seq_len: int = 32
+    """Tokens per sequence s."""
     batch: int = 4
-    """Sequences of the activation measurement."""
+    """Sequences b of the activation measurement."""
     search_layers: int = 2
     """Blocks of the model whose state is measured and whose largest batch is searched."""
     search_max_batch: int = 1024
+    """Largest batch the search tries, sequences."""
     budget_gib: float = 0.0
     """CUDA: cap this process at this many GiB (a smaller card's memory; 0 = the whole card)."""
     cpu_headroom_bytes: int = 2 * 2**20
     """CPU: the imposed cap, bytes above the model state."""
     state_tolerance: float = 0.01
+    """Largest |measured / formula − 1| of parameters, gradients and AdamW state."""
     activation_tolerance: float = 0.02
     """Largest |measured / formula − 1| of the activations (the allocator rounds to 512 B on CUDA)."""
     search_tolerance: float = 0.15

@@ -48,6 +48,7 @@ class Nccl1Config:
     gloo_ranks: int = 2
     """gloo processes sharing the card in the gloo_cuda case."""
     gemm_n: int = 4096
+    """Size n of the fp32 n×n matmuls of the async case."""
     gemm_count: int = 40
     """fp32 n×n matmuls the async collective waits behind (~90 ms on an H100-class card)."""
     launch_timeout_s: float = 180.0

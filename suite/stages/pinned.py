@@ -44,6 +44,7 @@ class PinnedConfig:
     copy_bytes: int = 256 * 2**20
     """Bytes per copy (large: the rate, not the latency)."""
     iters: int = 10
+    """Timed copies per direction and kind of host memory."""
     gemm_n: int = 4096
     """bf16 n×n GEMMs, chained to last as long as one copy."""
 

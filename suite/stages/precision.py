@@ -41,15 +41,21 @@ class PrecisionConfig:
     hidden: int = 16
     """Tiny GPT: hidden size (numerics, not speed: the same size on every profile)."""
     layers: int = 1
+    """Decoder blocks."""
     heads: int = 2
+    """Attention heads."""
     seq_len: int = 8
+    """Tokens per sequence."""
     batch: int = 4
+    """Sequences per step."""
     vocab: int = 64
+    """Vocabulary, tokens."""
     steps: int = 120
     """AdamW steps of each training run."""
     batches: int = 4
     """Fixed batches cycled through (the model can learn them: the loss curve has somewhere to go)."""
     lr: float = 3e-3
+    """AdamW's learning rate."""
     grad_shrink_log2: int = -20
     """The loss × 2^this in training and in the underflow probe: activation gradients below 2^-24."""
     overflow_log2: int = 20
