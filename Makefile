@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: help rehearse test bench lint report demo
 help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
+	@echo "make rehearse PROFILE=nccl-1gpu   the one-card profile on a machine with one CUDA device"
 	@echo "make test       the test suite"
 	@echo "make golden     rewrite the report-structure golden file after an intended report change"
 	@echo "make bench      timing figures (rehearsal wall time, harness overhead, parse of 50 MB inputs)"
@@ -28,7 +29,7 @@ $(STAMP): pyproject.toml
 
 rehearse: $(STAMP)
 	@mkdir -p runs; status=0; \
-	$(PY) -m suite run --profile gloo-cpu --out runs --record-last runs/LAST $(ARGS) || status=$$?; \
+	$(PY) -m suite run --profile "$${PROFILE:-gloo-cpu}" --out runs --record-last runs/LAST $(ARGS) || status=$$?; \
 	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
 	exit $$status
 

@@ -2,6 +2,7 @@
 
     python -m suite run --profile gloo-cpu     # the rehearsal: 4 gloo processes on a laptop
     python -m suite run --profile nccl-gpu     # the real thing: one process per GPU, NCCL
+    python -m suite run --profile nccl-1gpu    # one CUDA card (a workstation's, a laptop's): one process, NCCL
 
 Each field carries its unit in the docstring under it. Validation happens at construction and
 names the flag to change, so a wrong profile fails before any card time is spent.
@@ -355,7 +356,26 @@ NCCL_GPU = Profile(
     judge_performance=True,
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (GLOO_CPU, NCCL_GPU)}
+# One card, one process: what a single GPU adds to the rehearsal (issue 16). The model is sized for a
+# 16 GB card: d=1024, 8 layers, seq 1024, batch 4, vocab 32768 → 167.8 M parameters (8 × 12.6 M in blocks
+# + 2 × 33.6 M embedding and head); 16 B per parameter (mixed-precision AdamW) is 2.7 GB, activations
+# ≈ s·b·h·34 per layer ≈ 143 MB × 8 layers: it fits beside the memory stage's batch search.
+NCCL_1GPU = Profile(
+    name="nccl-1gpu",
+    backend="nccl",
+    device="cuda",
+    nproc=1,
+    omp_threads=4,
+    stage_timeout_s=600.0,
+    collective_timeout_s=120.0,
+    degrees=(1,),
+    sweep=SweepConfig(min_bytes=8, max_bytes=256 * 1024**2, factor=4, warmup_iters=3, iters=10, dtype="float32"),
+    model=GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=4, dtype="bfloat16",
+                    steps=10, warmup_steps=3),
+    judge_performance=True,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (GLOO_CPU, NCCL_GPU, NCCL_1GPU)}
 
 
 def get_profile(name: str, nproc: int | None = None) -> Profile:
@@ -364,6 +384,9 @@ def get_profile(name: str, nproc: int | None = None) -> Profile:
         profile = PROFILES[name]
     except KeyError:
         raise ProfileError(f"profile {name!r} unknown: choose one of {', '.join(PROFILES)}") from None
+    if nproc is not None and nproc != profile.nproc and profile.name == NCCL_1GPU.name:
+        raise ProfileError(f"profile {name} is one process on one card: drop --nproc {nproc}, or use nccl-gpu "
+                           f"for {nproc} cards")
     if nproc is not None and nproc != profile.nproc:
         degrees = tuple(d for d in profile.degrees if d <= nproc) or (1,)
         profile = profile.with_overrides(nproc=nproc, degrees=degrees)

@@ -191,6 +191,8 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
                 beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
                 after=plan_setup.after(setup))
     for name, module in stages.REGISTRY.modules.items():
+        if not stages.runs_on(name, profile.name):
+            continue
         seconds, basis = module.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan

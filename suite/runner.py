@@ -203,7 +203,8 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
 
     if profile.is_rehearsal and not module.REHEARSAL:
         verdicts = [verdicts_for(name).skip("run", expected="a GPU", observed=f"profile {profile.name}",
-                                            reason="this stage needs GPUs and has no rehearsal face")]
+                                            reason=getattr(module, "CPU_SKIP",
+                                                           "this stage needs GPUs and has no rehearsal face"))]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 

@@ -14,7 +14,8 @@ from . import usage_error
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run the stages in the checklist's order into runs/<run-id>/")
     p.add_argument("--profile", default="gloo-cpu", choices=sorted(PROFILES),
-                   help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU (default gloo-cpu)")
+                   help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU; nccl-1gpu: one process on one "
+                        "CUDA card (default gloo-cpu)")
     p.add_argument("--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)")
     p.add_argument("--list", action="store_true", help="list the stages in order and exit")
     p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
@@ -31,9 +32,9 @@ def add_parser(sub) -> None:
     p.set_defaults(func=main)
 
 
-def list_stages() -> int:
+def list_stages(profile: str | None = None) -> int:
     print(f"{'#':>2}  {'stage':<10} {'rehearsal':<9} measures")
-    for name in stages.available():
+    for name in stages.available(profile):
         module, n = stages.load(name), stages.CHECKLIST_ROW[name]
         face = "yes" if module.REHEARSAL else "no"
         print(f"{n:>2}  {name:<10} {face:<9} {module.MEASURES}")
@@ -76,7 +77,7 @@ def main(args) -> int:
     from .. import runner
 
     if args.list:
-        return list_stages()
+        return list_stages(args.profile)
     try:
         timeouts = parse_timeouts(args.stage_timeout)
         if args.resume:
@@ -87,7 +88,7 @@ def main(args) -> int:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
                 profile = profile.with_overrides(master_port=args.master_port)
-            selected = stages.select(args.stages)
+            selected = stages.select(args.stages, profile.name)
         if timeouts:
             profile = apply_timeouts(profile, timeouts)
         if not args.resume:

@@ -12,6 +12,8 @@ profile's config sections and the report learn everything about it from the modu
     WRONG: str           one sentence: what wrong looks like (CHECKLIST.md's verdict column)
     REHEARSAL: str       what its gloo-cpu face does ("" when it has none: skipped on CPU)
     CONFIG: ConfigSection | None   its own part of the profile, with a value per profile (suite/config.py)
+    PROFILES: tuple[str]  optional: the profiles that run it (default DEFAULT_PROFILES, the multi-card ones)
+    CPU_SKIP: str        optional, for REHEARSAL = "": why the CPU rehearsal skips it (the skip verdict's reason)
     def estimate(p: suite.plan.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
     def expect(profile, facts) -> list[Expectation]
     def run(profile, ctx) -> list[Row]
@@ -31,6 +33,10 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from .. import config
+
+DEFAULT_PROFILES = ("gloo-cpu", "nccl-gpu")
+"""The profiles a stage runs on when its module declares no PROFILES: the rehearsal and the multi-card box.
+A stage that means something on one card (nccl-1gpu) says so itself: `PROFILES = (*DEFAULT_PROFILES, "nccl-1gpu")`."""
 
 REQUIRED = ("ROW", "AFTER", "TITLE", "MEASURES", "WRONG", "REHEARSAL", "CONFIG", "estimate", "expect", "run", "judge")
 
@@ -77,6 +83,13 @@ def check_declarations(module: ModuleType) -> None:
     for text in ("TITLE", "MEASURES", "WRONG"):
         if not isinstance(getattr(module, text), str) or not getattr(module, text).strip():
             raise StageDeclarationError(f"{where}: {text} must be a non-empty sentence")
+    names = getattr(module, "PROFILES", DEFAULT_PROFILES)
+    if isinstance(names, str) or not isinstance(names, (tuple, list)) or not names:
+        raise StageDeclarationError(f"{where}: PROFILES = {names!r} must be a non-empty tuple of profile names")
+    unknown = [n for n in names if n not in config.PROFILES]
+    if unknown:
+        raise StageDeclarationError(f"{where}: PROFILES names {', '.join(map(repr, unknown))}, which is no profile: "
+                                    f"choose from {', '.join(config.PROFILES)}")
     if module.CONFIG is not None and not isinstance(module.CONFIG, config.ConfigSection):
         raise StageDeclarationError(f"{where}: CONFIG must be a suite.config.ConfigSection or None")
 
@@ -139,9 +152,20 @@ def rediscover() -> Registry:
     return REGISTRY
 
 
-def available() -> list[str]:
-    """Every stage, in run order."""
-    return list(REGISTRY.order)
+def profiles_of(module: ModuleType) -> tuple[str, ...]:
+    """The profiles that run this stage (its PROFILES, else DEFAULT_PROFILES)."""
+    return tuple(getattr(module, "PROFILES", DEFAULT_PROFILES))
+
+
+def runs_on(name: str, profile: str | None) -> bool:
+    """Whether stage `name` belongs to profile `profile`; a profile the suite does not define (a test's, a
+    renamed one) and None run every stage."""
+    return profile is None or profile not in config.PROFILES or profile in profiles_of(REGISTRY.modules[name])
+
+
+def available(profile: str | None = None) -> list[str]:
+    """Every stage (of `profile`, when given), in run order."""
+    return [name for name in REGISTRY.order if runs_on(name, profile)]
 
 
 def load(name: str) -> ModuleType:
@@ -151,15 +175,19 @@ def load(name: str) -> ModuleType:
         raise StageSelectionError(f"no stage {name!r}: choose from {', '.join(REGISTRY.order)}") from None
 
 
-def select(spec: str | None) -> list[str]:
-    """The stages named in a comma-separated --stages value (all when empty), in run order."""
-    stages = available()
+def select(spec: str | None, profile: str | None = None) -> list[str]:
+    """The stages named in a comma-separated --stages value (all of `profile`'s when empty), in run order."""
+    stages = available(profile)
     if not spec:
         return stages
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [s for s in wanted if s not in stages]
+    unknown = [s for s in wanted if s not in REGISTRY.order]
     if unknown:
         raise StageSelectionError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(stages)}")
+    elsewhere = [s for s in wanted if s not in stages]
+    if elsewhere:
+        raise StageSelectionError(f"stage(s) {', '.join(elsewhere)} do not run on profile {profile}: choose from "
+                                  f"{', '.join(stages)}")
     return [s for s in stages if s in wanted]
 
 

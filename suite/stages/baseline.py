@@ -29,6 +29,7 @@ ROW = 4
 AFTER = ("topology",)  # the GPU model for the MFU
 TITLE = "the model at TP=1 on one card: tokens/s, memory, MFU"
 CONFIG = None  # the profile's `model`, shared by every scaling stage
+PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a baseline too
 
 
 def estimate(p) -> tuple[float, str]:

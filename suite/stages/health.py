@@ -34,6 +34,7 @@ STAGE = "health"
 ROW = 15
 AFTER: tuple[str, ...] = ()
 BEFORE = ("topology",)  # runs first: a broken box is named before anything is measured on it
+PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one rented card is worth checking too
 TITLE = "`nvidia-smi -q` health, kernel-log XIDs, NVLink/fabric, IB ports, per-GPU GEMM and copy speed"
 MEASURES = "per-GPU health from nvidia-smi -q, the kernel log, NVLink, IB ports, DCGM; per-GPU GEMM and copy speed"
 WRONG = ("a downtrained link, pending remaps or uncorrectable ECC, XIDs, a power/thermal brake under load, fabric "

@@ -39,6 +39,7 @@ ROW = 1
 AFTER: tuple[str, ...] = ()
 TITLE = "`nvidia-smi topo -m`/`-q`/`-L`, versions, NUMA"
 CONFIG = None
+PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a PCIe link, versions and NUMA facts too
 
 
 def estimate(p) -> tuple[float, str]:

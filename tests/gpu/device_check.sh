@@ -20,11 +20,14 @@
 #                the overlap analysis)                                        → runs/<run-id>/
 #   check        python -m suite check on that run: every fail verdict named  → check.json
 #   report       python -m reports: the run's report.html
+#   onecard      python -m suite run --profile nccl-1gpu --stages memory,precision,nccl1gpu,pinned, then
+#                suite check on it: the memory budget, mixed precision, NCCL on one card (two ranks refused),
+#                pinned copies and copy/compute overlap                        → runs/<run-id>/, onecard-check.json
 #   pytest       the one-GPU tests under tests/gpu (two-GPU ones skip)        → steps/pytest.log
 #   pp           the pipeline over NCCL at PP = 2 (tests/gpu/test_pp_gpu.py): needs two GPUs, so on one
 #                card it is skipped, saying why — a pipeline needs two ranks and NCCL refuses two ranks
 #                on one device; the one-card parts (the CUDA-event clock) run in the pytest step
-# Other one-card drills (pipeline, context and expert parallel, the nccl-1gpu profile) add a
+# Other one-card drills (context and expert parallel) add a
 # `step` line in main() below, inside the same 8-minute budget.
 #
 # Writes summary.txt (one line per step: ok | FAIL | skip, seconds, what) and prints it; every step's
@@ -60,6 +63,10 @@ PROFILE=nccl-gpu
 [ "$MODE" = cpu ] && PROFILE=gloo-cpu
 STAGES=topology,bandwidth,crossover,baseline,profile
 STAGE_TIMEOUTS=topology=40,bandwidth=120,crossover=60,baseline=60,profile=100
+ONECARD_PROFILE=nccl-1gpu
+[ "$MODE" = cpu ] && ONECARD_PROFILE=gloo-cpu
+ONECARD_STAGES=memory,precision,nccl1gpu,pinned
+ONECARD_TIMEOUTS=memory=90,precision=60,nccl1gpu=150,pinned=60
 
 mkdir -p "$OUT_DIR/steps" "$OUT_DIR/captures" "$OUT_DIR/parsed" "$OUT_DIR/runs" || exit 2
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -188,10 +195,23 @@ main() {
   step suite 400 any "suite run --profile $PROFILE --nproc 1 --stages $STAGES" -- suite_run
   step check 30 any "every verdict of that run; a fail names its id" -- check_run
   step report 60 any "the run's report.html" -- report
+  step onecard 240 any "suite run --profile $ONECARD_PROFILE --stages $ONECARD_STAGES, checked" -- onecard_run
   step pytest 90 gpu "tests/gpu on this card (two-GPU tests skip)" -- \
     "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x
   step pp 120 gpus2 "pipeline at PP = 2 over NCCL: golden, bubble, activation memory" -- \
     "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_pp_gpu.py -k nccl
+}
+
+onecard_run() {  # the one-card profile's own stages in a run of their own, then every fail verdict named
+  rm -f "$OUT_DIR/onecard-run-dir.txt"
+  "$PYTHON" -m suite run --profile "$ONECARD_PROFILE" --stages "$ONECARD_STAGES" --stage-timeout "$ONECARD_TIMEOUTS" \
+    --out "$OUT_DIR/runs" --record-last "$OUT_DIR/onecard-run-dir.txt"
+  local code=$? run
+  run="$(cat "$OUT_DIR/onecard-run-dir.txt" 2>/dev/null)" || { echo "suite run exited $code, no run directory"; return 1; }
+  "$PYTHON" -m suite check "$run" --json > "$OUT_DIR/onecard-check.json" || code=1
+  "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d.get("counts")); [print("fail", v["id"], v.get("observed", "")[:200]) for v in d.get("verdicts", []) if v.get("status") == "fail"]' \
+    "$OUT_DIR/onecard-check.json"
+  return "$code"
 }
 
 versions_to_file() {
@@ -204,8 +224,8 @@ parse_topo() {
     head -c 600 "$OUT_DIR/parsed/topo.json"
 }
 
-export -f versions versions_to_file captures parse_topo suite_run check_run report
-export OUT_DIR PYTHON PROFILE MODE STAGES STAGE_TIMEOUTS
+export -f versions versions_to_file captures parse_topo suite_run check_run report onecard_run
+export OUT_DIR PYTHON PROFILE MODE STAGES STAGE_TIMEOUTS ONECARD_PROFILE ONECARD_STAGES ONECARD_TIMEOUTS
 main
 [ "$MODE" = dry ] && exit 0
 
