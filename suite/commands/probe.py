@@ -43,10 +43,13 @@ def run_probe(profile, raw_dir: Path, mistakes: str = "", timeout_s: float | Non
 
 def main(args) -> int:
     from ..launch import LaunchError
-    from ..stages._probe import STATUS_OF, summarize
+    from ..stages._probe import STATUS_OF, summarize, unknown_mistakes
 
     if args.nproc is not None and args.nproc < 1:
         return usage_error("--nproc must be at least 1")
+    problem = unknown_mistakes([m.strip() for m in args.mistakes.split(",") if m.strip()])
+    if problem:
+        return usage_error(problem)
     try:
         profile = get_profile(args.profile, args.nproc)
     except ProfileError as e:

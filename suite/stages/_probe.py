@@ -22,6 +22,9 @@ CASE_PREFIX = "probe."
 PRIMITIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
               "broadcast", "barrier", "send_recv", "isend_irecv", "batch_isend_irecv")
 """What suite/workloads/probe.py tries (one trial function each, same names), in this order."""
+MISTAKE_PREFIX = "wrong."
+MISTAKES = tuple(MISTAKE_PREFIX + p for p in PRIMITIVES if p != "barrier")
+"""The tests' deliberate mistakes: the last rank adds 1 to the primitive's result before the check."""
 STATUS_OF = {"ok": "pass", "wrong": "fail", "error": "warn", "not run": "skip", "missing": "fail"}
 
 
@@ -51,8 +54,8 @@ def summarize(rows: list[Row]) -> list[ProbeResult]:
             status, detail = "error", f"rank {ranks}: {errors[0][1].removeprefix('error: ')}"
         elif any(t.startswith("not run") for t in texts):
             status, detail = "not run", texts[0].removeprefix("not run: ")
-        elif missing:
-            status, detail = "missing", f"no row from rank {', '.join(map(str, missing))}"
+        elif missing or not by_rank:
+            status, detail = "missing", (f"no row from rank {', '.join(map(str, missing))}" if missing else "no row")
         elif wrong:
             bad = [str(k) for k, r in sorted(by_rank.items()) if r.value]
             status, detail = "wrong", f"{wrong:g} wrong elements (rank {', '.join(bad)})"
@@ -61,6 +64,12 @@ def summarize(rows: list[Row]) -> list[ProbeResult]:
                 f"completed on {len(by_rank)} ranks"
         out.append(ProbeResult(name=name, status=status, detail=detail, ranks=len(by_rank)))
     return out
+
+
+def unknown_mistakes(mistakes: list[str]) -> str | None:
+    """A line naming the mistakes that do not exist, or None."""
+    unknown = [m for m in mistakes if m not in MISTAKES]
+    return f"unknown mistake(s) {unknown}: choose from {', '.join(MISTAKES)}" if unknown else None
 
 
 def probe_verdicts(stage: str, rows: list[Row]) -> list[Verdict]:

@@ -22,14 +22,12 @@ import torch
 import torch.distributed as dist
 
 from ..results import Row
-from ..stages._probe import CASE_PREFIX, PRIMITIVES
+from ..stages._probe import CASE_PREFIX, MISTAKE_PREFIX, PRIMITIVES, unknown_mistakes
 from .worker import Worker, worker_session
 
 COUNT = 16
 """Elements per rank: enough to tell a misplaced chunk from a right one, small enough for any backend."""
 POINT_TO_POINT = ("send_recv", "isend_irecv", "batch_isend_irecv")
-MISTAKE_PREFIX = "wrong."
-MISTAKES = tuple(MISTAKE_PREFIX + p for p in PRIMITIVES if p != "barrier")
 
 
 def values(base: int, count: int, device) -> torch.Tensor:
@@ -157,9 +155,9 @@ def probe_rows(w: Worker, stage: str, mistakes: list[str]) -> list[Row]:
 
 
 def check_mistakes(mistakes: list[str], error: Callable[[str], None]) -> None:
-    unknown = [m for m in mistakes if m not in MISTAKES]
-    if unknown:
-        error(f"unknown mistake(s) {unknown}: choose from {', '.join(MISTAKES)}")
+    problem = unknown_mistakes(mistakes)
+    if problem:
+        error(problem)
 
 
 def main(argv=None) -> None:
