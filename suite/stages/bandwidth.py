@@ -4,8 +4,8 @@
     python -m suite run --stages bandwidth --profile gloo-cpu    # the rehearsal: the torch sweep on gloo
 
 One torchrun launch first tries every collective and point-to-point primitive once (the probe,
-suite/workloads/probe.py: supported or not, right or wrong), then sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and
-send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
+suite/workloads/probe.py: supported or not, right or wrong; judged in suite/stages/_probe.py), then
+sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
 result checked elementwise). On a GPU box each nccl-tests `*_perf` binary then runs once
 (suite/stages/_nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
 least squares from the all_reduce rows and published as facts["alpha_beta"] for later stages.

@@ -12,8 +12,8 @@
 #   captures     nvidia-smi -L, topo -m, -q, nvlink -s                         → captures/*.txt
 #   parse        the suite's own topology parser on that capture               → parsed/topo.json
 #   suite        python -m suite run --profile nccl-gpu --nproc 1: topology (capture and parse), bandwidth
-#                (the torch sweep with one rank, memory-capped; nccl-tests when its binaries exist),
-#                crossover (hand ring/tree), baseline (bf16, MFU), profile (nsys or torch.profiler and
+#                (the primitive probe, then the torch sweep with one rank, memory-capped; nccl-tests when its
+#                binaries exist), crossover (hand ring/tree), baseline (bf16, MFU), profile (nsys or torch.profiler and
 #                the overlap analysis)                                        → runs/<run-id>/
 #   check        python -m suite check on that run: every fail verdict named  → check.json
 #   report       python -m reports: the run's report.html
