@@ -33,20 +33,26 @@ DEFAULT_BUCKET_CAP_MB = 25.0
 DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB
 
 
-def ddp_bucket_layout(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[int]:
-    """Bucket sizes, bytes, in the order they are all-reduced; `sizes_bytes` in gradient-ready order."""
+def ddp_bucket_members(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[list[int]]:
+    """Which gradients (indices into `sizes_bytes`, in gradient-ready order) each bucket holds, in all-reduce order."""
     limits = [first_cap_bytes if first_cap_bytes is not None else cap_bytes, cap_bytes]
-    buckets: list[int] = []
-    current = 0
-    for size in sizes_bytes:
-        current += size
-        limit = limits[0] if not buckets else limits[1]
-        if current >= limit:
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    filled = 0
+    for index, size in enumerate(sizes_bytes):
+        current.append(index)
+        filled += size
+        if filled >= (limits[0] if not buckets else limits[1]):
             buckets.append(current)
-            current = 0
+            current, filled = [], 0
     if current:
         buckets.append(current)
     return buckets
+
+
+def ddp_bucket_layout(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[int]:
+    """Bucket sizes, bytes, in the order they are all-reduced; `sizes_bytes` in gradient-ready order."""
+    return [sum(sizes_bytes[i] for i in bucket) for bucket in ddp_bucket_members(sizes_bytes, cap_bytes, first_cap_bytes)]
 
 
 def caps_for(bucket_cap_mb: float | None) -> tuple[int, int]:

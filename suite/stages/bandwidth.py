@@ -3,8 +3,9 @@
     python -m suite run --stages bandwidth --profile nccl-gpu    # on the rented box
     python -m suite run --stages bandwidth --profile gloo-cpu    # the rehearsal: the torch sweep on gloo
 
-One torchrun launch sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and
-send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
+One torchrun launch first tries every collective and point-to-point primitive once (the probe,
+suite/workloads/probe.py: supported or not, right or wrong; judged in suite/stages/_probe.py), then
+sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
 result checked elementwise). On a GPU box each nccl-tests `*_perf` binary then runs once
 (suite/stages/_nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
 least squares from the all_reduce rows and published as facts["alpha_beta"] for later stages.
@@ -26,6 +27,7 @@ from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
+from ._probe import probe_verdicts
 
 STAGE = "bandwidth"
 MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"
@@ -75,7 +77,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     s = profile.sweep
     args = ["--sizes", ",".join(str(x) for x in s.sizes()), "--warmup", str(s.warmup_iters), "--iters", str(s.iters),
-            "--dtype", s.dtype, "--stage", STAGE]
+            "--dtype", s.dtype, "--stage", STAGE, "--probe"]
     if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
         args += ["--bare-repeats", "1"]
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(s.sizes())} sizes")
@@ -115,6 +117,7 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     verdicts = [judge_coverage(rows, facts)] + launch_verdicts(STAGE, rows)
     verdicts += judge_wrong(rows)
+    verdicts += probe_verdicts(STAGE, rows)
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     if not judges_performance(facts):

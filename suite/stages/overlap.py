@@ -11,6 +11,11 @@ of the whole batch, elementwise. Then each mode's steps are timed.
 The α-β model (suite/costmodel/buckets.py) says how much communication each mode can hide: every
 bucket but the last all-reduces under the rest of backward. Small buckets pay 2(n−1)α each, so
 on a GPU a mode slower than no overlap at all means the buckets are too small.
+
+The same launch watches each overlapped mode's buckets (suite/workloads/ddp_watch.py, judged in
+suite/stages/_overlap_watch.py): which parameters DDP put in which bucket after its rebuild, against the
+bucket model's layout, and when each bucket's all-reduce was launched and completed against the
+gradients backward computed, drawn as a timeline (reports/figures/overlap.py).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..facts import alpha_beta
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
 from ..verdicts import judges_performance, verdicts_for
+from ._overlap_watch import named_gradient_sizes, watch_verdicts
 
 STAGE = "overlap"
 MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
@@ -55,13 +61,7 @@ BACKWARD_SHARE = 2 / 3
 
 def gradient_sizes(cfg: GptConfig) -> list[int]:
     """Bytes of every gradient in the order backward produces them (the reverse of registration), without allocating."""
-    import torch
-
-    from ..workloads.gpt import GPT, torch_dtype
-
-    with torch.device("meta"):
-        model = GPT(cfg).to(torch_dtype(cfg.dtype))
-    return [p.numel() * p.element_size() for p in reversed(list(model.parameters()))]
+    return [nbytes for _, nbytes in named_gradient_sizes(cfg)]
 
 
 def small_cap_mb(grad_bytes: int) -> float:
@@ -164,8 +164,8 @@ def grad_tolerance(dtype: str | None) -> float:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [
-        mode_of(m).label for m in modes(GptConfig(**facts["profile"]["model"]))]
+    cfg = GptConfig(**facts["profile"]["model"])
+    labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [mode_of(m).label for m in modes(cfg)]
     out: list[Verdict] = []
     for label in labels:
         diff = _value(rows, label, "max_grad_diff")
@@ -185,6 +185,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             reason_bad=f"{label} reduces different gradients: the same weights and batch must give the same "
                        f"average; check how {label} reduces (bucketing, no_sync, the division by the world size)"))
     out += performance_verdicts(rows, labels, facts)
+    by_label = {mode_of(m).label: mode_of(m) for m in modes(cfg)}
+    out += watch_verdicts(rows, {label: by_label[label] for label in labels if label in by_label}, cfg, facts)
     return out
 
 

@@ -44,6 +44,7 @@ import torch.distributed as dist
 
 from ..costmodel.alphabeta import algbw_GBps, busbw_factor
 from ..results import Row
+from . import probe
 from .worker import Worker, worker_session
 
 # torch 2.13 prefers the *_single names (the *_tensor ones warn); older torch has only *_tensor.
@@ -343,7 +344,12 @@ def parse_args(argv=None):
                    help="test hook: the last rank corrupts one result element of COLLECTIVE before the check")
     p.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
                    help="bytes one case may hold (default: measured from the GPUs' free memory; none on CPU)")
+    p.add_argument("--probe", action="store_true",
+                   help="first try every primitive once (suite/workloads/probe.py): which the backend supports")
+    p.add_argument("--mistakes", default="", help="the probe's deliberate mistakes, wrong.<primitive> (tests)")
     args = p.parse_args(argv)
+    args.mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    probe.check_mistakes(args.mistakes, p.error)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.collectives = [c for c in args.collectives.split(",") if c]
     unknown = [c for c in args.collectives if c not in COLLECTIVES]
@@ -357,6 +363,8 @@ def main(argv=None) -> None:
     dtype = getattr(torch, args.dtype)
     elem = torch.tensor([], dtype=dtype).element_size()
     with worker_session() as w:
+        if args.probe:  # every rank its own rows: the probe needs no collective to report
+            w.emit(probe.probe_rows(w, args.stage, args.mistakes))
         plan = [(c, s, p) for c in args.collectives for s in args.sizes for p in COLLECTIVES[c].placements
                 if not (c == "sendrecv" and w.world == 1)]
         budget = memory_budget(w, args.memory_budget)

@@ -7,7 +7,10 @@ For each mode (suite/workloads/ddp_modes.py), in the order given:
      optimizer let DDP rebuild its buckets in gradient-ready order; then the gradients of one fixed
      global batch (each rank its slice) are compared elementwise with one process's gradients of the
      whole batch, and with the first mode's;
-  2. timing: the model in the profile's dtype, AdamW, warm-up then timed steps.
+  2. watch (overlapped modes): the model in the profile's dtype under a communication hook, one backward
+     after the rebuild: each bucket's parameters, launch and completion against every gradient's
+     (suite/workloads/ddp_watch.py; rank 0's clock);
+  3. timing: the model in the profile's dtype, AdamW, warm-up then timed steps.
 Rows (rank 0, maxima over ranks): step_time_s, max_grad_diff, max_grad_diff_vs_<first mode>, buckets, and for
 the no-overlap mode compute_s and comm_s.
 
@@ -32,6 +35,7 @@ from ..config import GptConfig
 from ..results import Row
 from . import golden
 from .ddp_modes import OverlapMode, all_reduce_flat, bucket_sizes, forward_backward, train_step, wrap
+from .ddp_watch import watch_backward, watch_rows
 from .gpt import build_model, loss_fn, synthetic_batch
 from .training import local_batch, make_optimizer
 from .worker import worker_session
@@ -123,9 +127,12 @@ def main() -> None:
                      row(mode, f"max_grad_diff_vs_{modes[0].label}", diff_first, "ratio", dtype=check_cfg.dtype)]
             if buckets:
                 rows.append(row(mode, "buckets", len(buckets), "count", text=" ".join(map(str, buckets))))
+            if mode.overlap:  # a fresh wrapper with a communication hook: the check above stays on DDP's reducer
+                w.progress(f"{mode.label}: buckets watched", done=index, of=len(modes))
+                rows += watch_rows(watch_backward(cfg, mode, w), mode.label, w.world, cfg.dtype)
+            watched = time.perf_counter()
 
             w.progress(f"{mode.label}: timing", done=index, of=len(modes))
-            checked = time.perf_counter()
             if cfg.dtype != check_cfg.dtype:
                 del ddp
                 ddp = wrap(build_model(cfg, w.device), mode, w.device)
@@ -133,7 +140,7 @@ def main() -> None:
                 rows.append(row(mode, metric, golden.group_max(seconds), "s"))
             del ddp
             print(f"{mode.label}: buckets {buckets or '-'}; max |grad - reference| {diff:.3g}; "
-                  f"check {checked - started:.2f} s, timing {time.perf_counter() - checked:.2f} s", flush=True)
+                  f"check and watch {watched - started:.2f} s, timing {time.perf_counter() - watched:.2f} s", flush=True)
         mistaken_mode = next((m for m in modes if m.overlap), modes[0])
         for mistake in mistakes:  # after every real row: a reader looking up a mode's row finds the real one first
             w.progress(f"mistake {mistake}: gradient check", done=len(modes), of=len(modes))

@@ -1,5 +1,6 @@
 """The torch collective sweep on 3 gloo ranks (not a power of two): nccl-tests' columns, every collective
-checked, a corrupted element counted as wrong, and the cases over a memory budget dropped as rows.
+checked, a corrupted element counted as wrong, and the cases over a memory budget dropped as rows; before
+it, the primitive probe (as the bandwidth stage runs it), one primitive made to return a wrong value.
 One launch serves every assertion."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.dist
 
 SIZES = [8, 96, 6144]
 N = 3
+PROBE_MISTAKE = "wrong.all_gather_into_tensor"
 BUDGET = 10_000
 """Bytes one case may hold: 6144 B all_to_all and send/recv hold 2 × 6144 and are dropped; the rest fit."""
 
@@ -24,7 +26,8 @@ def sweep(tmp_path_factory):
     raw = tmp_path_factory.mktemp("sweep")
     result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
                           ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
-                           "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET)],
+                           "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET),
+                           "--probe", "--mistakes", PROBE_MISTAKE],
                           raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
     return result.rows()
 
@@ -42,7 +45,7 @@ def test_every_collective_and_placement_is_measured(sweep):
 
 
 def test_results_are_right_except_the_corrupted_one(sweep):
-    checked = by(sweep, metric="wrong")
+    checked = [r for r in by(sweep, metric="wrong") if not r.case.startswith("probe.")]
     # every collective is checked at some size (all_gather/all_to_all skip 8 B: fewer elements than ranks)
     assert {r.case for r in checked} == set(COLLECTIVES), sorted({r.case for r in checked})
     assert len(by(sweep, metric="wrong", case="all_to_all")) >= 1
@@ -86,3 +89,22 @@ def test_cases_over_the_memory_budget_become_rows_and_the_rest_still_runs(sweep)
     assert not by(sweep, case="all_to_all", size_bytes=6144, metric="busbw")
     assert by(sweep, case="all_to_all", size_bytes=96, metric="busbw")  # smaller sizes of the same collective ran
     assert by(sweep, case="all_gather", size_bytes=6144, placement="oop", metric="busbw")  # 8192 B fits
+
+
+def test_the_probe_tries_every_primitive_on_every_rank_and_catches_the_wrong_one(sweep):
+    from suite.stages import bandwidth
+    from suite.stages._probe import PRIMITIVES, summarize
+
+    probed = [r for r in sweep if r.case.startswith("probe.")]
+    assert len(probed) == len(PRIMITIVES) * N  # every rank its own row per primitive
+    assert {(r.case, r.rank) for r in probed} == {(f"probe.{p}", k) for p in PRIMITIVES for k in range(N)}
+    wrong = {(r.case, r.rank): r.value for r in probed if r.value}
+    assert wrong == {("probe.all_gather_into_tensor", N - 1): 1.0}  # the injected element, on the last rank only
+    results = {r.name: r for r in summarize(sweep)}
+    assert results["all_gather_into_tensor"].status == "wrong"
+    assert {r.status for name, r in results.items() if name != "all_gather_into_tensor"} == {"ok"}
+    verdicts = {v.id: v.status for v in bandwidth.judge(sweep, [], {"profile": GLOO_CPU.to_dict()})
+                if v.id.startswith("bandwidth.probe.")}
+    assert len(verdicts) == len(PRIMITIVES)
+    assert verdicts.pop("bandwidth.probe.all_gather_into_tensor") == "fail"
+    assert set(verdicts.values()) == {"pass"}

@@ -1,5 +1,6 @@
 """The overlap stage's gradient check catches each deliberate mistake (suite/workloads/overlap_run.py
-MISTAKES: no_sync, no_average, stale_grads) by ≥ 10× its tolerance, while every real mode passes.
+MISTAKES: no_sync, no_average, stale_grads) by ≥ 10× its tolerance, while every real mode passes, and the
+same launch's watched buckets are DDP's own and fire after their gradients.
 
 One 4-rank launch runs the stage's own modes and every mistake; the stage's judge reads its rows.
 """
@@ -60,3 +61,18 @@ def test_the_stage_verdict_fails_on_the_mistake(rows, mistake):
     swapped.insert(0, dataclasses.replace(bad, case="ddp"))
     verdicts = {v.id: v for v in overlap.judge(swapped, [], FACTS)}
     assert verdicts[f"overlap.grads.{label}"].status == "fail", verdicts[f"overlap.grads.{label}"]
+
+
+def test_the_watched_buckets_are_ddps_and_fire_after_their_gradients(rows):
+    verdicts = {v.id: v for v in overlap.judge(rows, [], FACTS)}
+    overlapped = [overlap.mode_of(m).label for m in overlap.modes(GLOO_CPU.model) if overlap.mode_of(m).overlap]
+    assert len(overlapped) == 3
+    for label in overlapped:
+        for check in ("membership", "launch"):
+            assert verdicts[f"overlap.{check}.{label}"].status == "pass", verdicts[f"overlap.{check}.{label}"]
+        # the hook's buckets are the ones DDP's logging data reports for the checked model (same dtype here)
+        logged = next(r.text for r in rows if r.overlap == label and r.metric == "buckets")
+        watched = [r for r in rows if r.overlap == label and r.metric == "bucket_bytes"]
+        assert [int(r.value) for r in sorted(watched, key=lambda r: int(r.case.rsplit(".", 1)[1]))] == \
+            [int(x) for x in logged.split()]
+        assert sum(len(r.text.split()) for r in watched) == 24  # every parameter in exactly one bucket

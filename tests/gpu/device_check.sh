@@ -15,8 +15,8 @@
 #                the kernel log, IB ports, dcgmi diag -r 1 when installed, GEMM and copies → runs/<run-id>/
 #   parse        the suite's own topology parser on that capture               → parsed/topo.json
 #   suite        python -m suite run --profile nccl-gpu --nproc 1: topology (capture and parse), bandwidth
-#                (the torch sweep with one rank, memory-capped; nccl-tests when its binaries exist),
-#                crossover (hand ring/tree), baseline (bf16, MFU), profile (nsys or torch.profiler and
+#                (the primitive probe, then the torch sweep with one rank, memory-capped; nccl-tests when its
+#                binaries exist), crossover (hand ring/tree), baseline (bf16, MFU), profile (nsys or torch.profiler and
 #                the overlap analysis)                                        → runs/<run-id>/
 #   check        python -m suite check on that run: every fail verdict named  → check.json
 #   report       python -m reports: the run's report.html

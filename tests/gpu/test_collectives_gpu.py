@@ -68,3 +68,9 @@ def test_bandwidth_stage_on_this_box(tmp_path):
     assert "alpha_beta" in ctx.published
     verdicts = bandwidth.judge(rows, bandwidth.expect(p, {}), {"profile": p.to_dict()})
     assert not [v for v in verdicts if v.id.startswith("bandwidth.wrong") and v.status != "pass"]
+    # the primitive probe ran first in the same launch: NCCL supports every primitive (point-to-point needs 2 ranks)
+    probe = {v.id.removeprefix("bandwidth.probe."): v.status for v in verdicts if v.id.startswith("bandwidth.probe.")}
+    assert len(probe) == 10
+    p2p = {"send_recv", "isend_irecv", "batch_isend_irecv"}
+    assert {s for k, s in probe.items() if k not in p2p} == {"pass"}, probe
+    assert {probe[k] for k in p2p} == ({"skip"} if p.nproc == 1 else {"pass"}), probe

@@ -55,6 +55,10 @@ def test_overlap_stage_on_nccl(tmp_path):
     for r in rows:
         if r.metric == "buckets":
             assert r.value == expected[r.overlap], (r.overlap, r.text)
+    # the buckets watched on CUDA events: DDP's own, each launched after its last gradient; hidden or not
+    for check, allowed in (("membership", {"pass"}), ("launch", {"pass"}), ("hidden", {"pass", "warn"})):
+        got = {v.id: v.status for k, v in verdicts.items() if k.startswith(f"overlap.{check}.")}
+        assert len(got) == 3 and set(got.values()) <= allowed, (check, [verdicts[k].observed for k in got])
 
 
 def test_profile_stage_on_nccl(tmp_path):
