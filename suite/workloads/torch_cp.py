@@ -12,6 +12,8 @@ its gradient path is not checked here (g only, h = 0). On CPU the public API is 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -22,7 +24,9 @@ QUANTITIES = ("output", "dq", "dk", "dv")
 
 
 def torch_cp_errors(inputs: dict[str, torch.Tensor], mesh, causal: bool) -> dict[str, float]:
-    from torch.distributed.tensor.experimental import context_parallel, context_parallel_unshard
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import context_parallel_unshard  # where torch's CP tutorial takes it
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q0, k0, v0 = (inputs[n].detach().clone().requires_grad_(True) for n in "qkv")
     want_out, _ = block_attention(q0, k0, v0, causal=causal)
@@ -30,10 +34,14 @@ def torch_cp_errors(inputs: dict[str, torch.Tensor], mesh, causal: bool) -> dict
     want = {"output": want_out.detach(), "dq": q0.grad, "dk": k0.grad, "dv": v0.grad}
 
     buffers = [inputs[n].detach().clone() for n in ("q", "k", "v", "g")]
-    with context_parallel(mesh, buffers=buffers, buffer_seq_dims=[2, 2, 2, 2]):
+    # no_restore: putting the full values back in place would write into leaves that now require grad.
+    with context_parallel(mesh, buffers=buffers, buffer_seq_dims=[2, 2, 2, 2], no_restore_buffers=set(buffers)):
         q, k, v = (b.requires_grad_(True) for b in buffers[:3])
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        (out * buffers[3]).sum().backward()
+        # On CUDA the memory-efficient kernel: it takes float32 (flash does not) and context_parallel()
+        # intercepts it. On CPU torch refuses here (no sharding strategy for the CPU kernels: FACTS.md).
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]) if q.is_cuda else contextlib.nullcontext():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            (out * buffers[3]).sum().backward()
     got = context_parallel_unshard(mesh, [out.detach(), q.grad, k.grad, v.grad], [2, 2, 2, 2])
     group = mesh.get_group()
     return {name: group_max(max_abs_error(g, want[name]), group) for name, g in zip(QUANTITIES, got)}

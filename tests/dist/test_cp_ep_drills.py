@@ -146,3 +146,21 @@ def test_ep_verdicts_and_timing_rows(ep_rows):
     assert len(steps) == 2 * len(EP.capacity_factors) and all(v > 0 for v in steps.values())
     bw = [r for r in ep_rows if r.case == "dispatch" and r.metric == "algbw"]
     assert len(bw) == 2 and all(r.value > 0 and r.size_bytes > 0 for r in bw)
+
+
+# ---------------------------------------------------------------- figures, from the real rows
+
+
+def test_figures_draw_from_the_real_rows(cp_rows, ep_rows):
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from reports.figures import cp as cp_figures
+    from reports.figures import ep as ep_figures
+    from suite.results import EXPECTATION_COLUMNS, ROW_COLUMNS
+
+    for module, stage, rows in ((cp_figures, cp_stage, cp_rows), (ep_figures, ep_stage, ep_rows)):
+        frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(ROW_COLUMNS))
+        expected = pd.DataFrame([e.to_dict() for e in stage.expect(GLOO_CPU, {})], columns=list(EXPECTATION_COLUMNS))
+        figures = module.figures(frame, expected, FACTS)
+        assert len(figures) == 2 and all(isinstance(f, Figure) for f in figures)
