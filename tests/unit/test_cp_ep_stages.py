@@ -100,3 +100,10 @@ def test_comparing_plain_tensors_does_not_import_dtensor():
             "print('torch.distributed.tensor' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_cp_on_one_process_is_a_skip_not_a_failure():
+    one = GLOO_CPU.with_overrides(nproc=1, degrees=(1,))
+    assert cp_stage.degrees(one) == [] and cp_stage.expect(one, {}) == []
+    verdicts = cp_stage.judge([], [], {"profile": one.to_dict()})
+    assert [(v.id, v.status) for v in verdicts] == [("cp.golden", "skip")]
