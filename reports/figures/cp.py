@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from ._plot import grouped_bars, limit, measured, new_figure, finish, style
 
 
-def _finite(v) -> bool:
-    try:
-        return v is not None and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
+def _worst(frame, algo: str, world: int) -> float:
+    v = frame[(frame["algo"] == algo) & (frame["world"] == world)]["value"].astype(float).max()
+    return max(v, 1e-12) if math.isfinite(v) else math.nan  # 0 drawn at the floor of the log axis
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -26,64 +22,38 @@ def figures(rows, expectations, facts) -> list[Figure]:
     out = []
     golden = rows[(rows["metric"] == "max_abs_error") & ~rows["case"].astype(str).str.startswith("mistake.")]
     if len(golden):
-        fig = Figure(figsize=(9, 3.8))
-        left, right = fig.subplots(1, 2)
+        fig, (left, right) = new_figure(9, 3.8, 1, 2)
         keys = sorted({(str(r.algo), int(r.world)) for r in golden.itertuples()})
-        worst = [golden[(golden["algo"] == a) & (golden["world"] == d)]["value"].astype(float).max() for a, d in keys]
-        left.bar(range(len(keys)), [max(v, 1e-12) if _finite(v) else math.nan for v in worst], color="tab:blue")
-        tol = expectations[(expectations["metric"] == "max_abs_error") & expectations["case"].astype(str).str.endswith(
-            ".output")]["value"] if len(expectations) else []
+        left.bar(range(len(keys)), [_worst(golden, a, d) for a, d in keys], color="tab:blue", label="worst of 10")
+        tol = expectations[(expectations["metric"] == "max_abs_error")
+                           & expectations["case"].astype(str).str.endswith(".output")]["value"] if len(expectations) else []
         if len(tol):
-            left.axhline(float(max(tol)), color="red", linestyle="--", label=f"tolerance {float(max(tol)):.2g}")
-            left.legend(fontsize=7)
-        left.set_yscale("log")
-        left.set_xticks(range(len(keys)))
-        left.set_xticklabels([f"{a}\nCP={d}" for a, d in keys], fontsize=7)
-        left.set_ylabel("worst max |CP − full attention|")
-        left.set_title("Golden: output, LSE, dq, dk, dv (float32)")
-        left.grid(True, axis="y", alpha=0.3)
+            limit(left, float(max(tol)), f"tolerance {float(max(tol)):.2g}")
+        style(left, title="Golden: output, LSE, dq, dk, dv (float32)", ylabel="worst max |CP − full attention|",
+              logy=True, xticks=range(len(keys)), xticklabels=[f"{a}\nCP={d}" for a, d in keys], grid="y")
         sent = rows[rows["metric"] == "bytes_sent"]
         want = expectations[expectations["metric"] == "bytes_sent"] if len(expectations) else sent.iloc[0:0]
-        labels = [f"{r.algo}\nCP={int(r.world)}" for r in sent.itertuples()]
-        right.bar([i - 0.2 for i in range(len(sent))], sent["value"].astype(float), width=0.4, label="counted")
         formula = [want[(want["algo"] == r.algo) & (want["world"] == r.world)]["value"] for r in sent.itertuples()]
-        right.bar([i + 0.2 for i in range(len(sent))], [float(f.iloc[0]) if len(f) else math.nan for f in formula],
-                  width=0.4, color="grey", label="formula")
-        right.set_xticks(range(len(sent)))
-        right.set_xticklabels(labels, fontsize=7)
-        right.set_ylabel("bytes sent per rank per forward")
-        right.set_title("Communication volume")
-        right.legend(fontsize=7)
-        fig.suptitle("Context parallelism: ring attention and Ulysses against one process")
-        fig.tight_layout()
-        out.append(fig)
+        grouped_bars(right, range(len(sent)), [("counted", sent["value"].astype(float), None),
+                                               ("formula", [float(f.iloc[0]) if len(f) else math.nan for f in formula],
+                                                "grey")], width=0.4)
+        style(right, title="Communication volume", ylabel="bytes sent per rank per forward", xticks=range(len(sent)),
+              xticklabels=[f"{r.algo}\nCP={int(r.world)}" for r in sent.itertuples()], grid="y")
+        out.append(finish(fig, "Context parallelism: ring attention and Ulysses against one process"))
     layer = rows[(rows["case"] == "layer") & (rows["metric"] == "time_s")]
     if len(layer):
-        fig = Figure(figsize=(9, 3.8))
-        left, right = fig.subplots(1, 2)
+        fig, (left, right) = new_figure(9, 3.8, 1, 2)
         for (algo, d), part in layer.groupby(["algo", "world"]):
             part = part.sort_values("count")
-            left.plot(part["count"].astype(int), part["value"].astype(float) * 1e3, marker="o", label=f"{algo} CP={int(d)}")
-        left.set_xscale("log", base=2)
-        left.set_yscale("log")
-        left.set_xlabel("sequence length (tokens)")
-        left.set_ylabel("ms per layer (forward + backward)")
-        left.set_title("Time per attention layer")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize=7)
-        hidden = rows[rows["metric"] == "rotation_hidden"]
-        for d, part in hidden.groupby("world"):
+            measured(left, (part["count"].astype(int), part["value"].astype(float) * 1e3), f"{algo} CP={int(d)}")
+        style(left, title="Time per attention layer", xlabel="sequence length (tokens)",
+              ylabel="ms per layer (forward + backward)", logx=2, logy=True)
+        for d, part in rows[rows["metric"] == "rotation_hidden"].groupby("world"):
             part = part.sort_values("count")
-            right.plot(part["count"].astype(int), part["value"].astype(float) * 100, marker="o", label=f"CP={int(d)}")
-        right.set_xscale("log", base=2)
+            measured(right, (part["count"].astype(int), part["value"].astype(float) * 100), f"CP={int(d)}")
         right.set_ylim(-5, 105)
-        right.set_xlabel("sequence length (tokens)")
-        right.set_ylabel("% of the K/V rotation hidden")
-        right.set_title("Ring: rotation behind compute")
-        right.grid(True, alpha=0.3)
-        right.legend(fontsize=7)
-        fig.suptitle("Context parallelism: timings" + ("" if (facts or {}).get("profile", {}).get("judge_performance")
-                                                        else " (CPU: not judged)"))
-        fig.tight_layout()
-        out.append(fig)
+        style(right, title="Ring: rotation behind compute", xlabel="sequence length (tokens)",
+              ylabel="% of the K/V rotation hidden", logx=2)
+        judged = (facts or {}).get("profile", {}).get("judge_performance")
+        out.append(finish(fig, "Context parallelism: timings" + ("" if judged else " (CPU: not judged)")))
     return out

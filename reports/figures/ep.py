@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 import re
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from ._plot import finish, measured, new_figure, style
 
 ROUTERS = ("uniform", "skewed")
 
@@ -21,68 +19,51 @@ def _per_expert(rows, router: str, metric: str) -> dict[int, float]:
     return dict(sorted((int(str(c).rsplit("expert", 1)[1]), float(v)) for c, v in zip(part["case"], part["value"])))
 
 
+def _factor(case: str) -> float:
+    """step.cf1.25 → 1.25; step.cf_none → inf (no limit, drawn last)."""
+    match = re.match(r"step\.cf([0-9.]+)$", str(case))
+    return float(match.group(1)) if match else math.inf
+
+
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):
         return []
     out = []
     routed = {r: _per_expert(rows, r, "tokens_routed") for r in ROUTERS}
     if any(routed.values()):
-        fig = Figure(figsize=(10, 3.8))
-        panels = fig.subplots(1, 3)
+        fig, panels = new_figure(10, 3.8, 1, 3)
         for ax, router in zip(panels[:2], ROUTERS):
             kept = _per_expert(rows, router, "tokens_kept")
             ax.bar(list(routed[router]), list(routed[router].values()), color="lightgrey", label="routed")
             ax.bar(list(kept), list(kept.values()), color="tab:blue", width=0.5, label="kept (received)")
             imb = rows[(rows["case"] == router) & (rows["metric"] == "imbalance")]["value"]
-            ax.set_title(f"{router} router" + (f": max/mean {float(imb.iloc[0]):.2f}" if len(imb) else ""), fontsize=9)
-            ax.set_xlabel("expert")
-            ax.set_ylabel("assignments")
-            ax.legend(fontsize=7)
+            style(ax, title=f"{router} router" + (f": max/mean {float(imb.iloc[0]):.2f}" if len(imb) else ""),
+                  xlabel="expert", ylabel="assignments", grid="y")
         golden = rows[(rows["metric"] == "max_abs_error") & ~rows["case"].astype(str).str.startswith("mistake.")]
-        ax = panels[2]
-        labels = list(golden["case"].astype(str))
+        ax, labels = panels[2], list(golden["case"].astype(str))
         ax.bar(range(len(golden)), [max(float(v), 1e-12) if math.isfinite(float(v)) else math.nan
-                                    for v in golden["value"]], color="tab:blue")
+                                    for v in golden["value"]], color="tab:blue", label="|EP − one process|")
         if len(expectations):  # each case's own tolerance (weight gradients have a larger scale)
             tol = expectations[expectations["metric"] == "max_abs_error"].set_index("case")["value"]
             marks = [(i, float(tol[c])) for i, c in enumerate(labels) if c in tol.index]
-            if marks:
-                ax.scatter([i for i, _ in marks], [t for _, t in marks], marker="_", s=200, color="red", label="tolerance")
-                ax.legend(fontsize=7)
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(labels)))
+            ax.scatter([i for i, _ in marks], [t for _, t in marks], marker="_", s=200, color="red", label="tolerance")
+        style(ax, title="Golden (float32)", logy=True, xticks=range(len(labels)), grid="y")
         ax.set_xticklabels(labels, rotation=90, fontsize=6)
-        ax.set_title("Golden: |EP − one process|", fontsize=9)
-        fig.suptitle("Expert parallelism: load per expert and the golden comparison")
-        fig.tight_layout()
-        out.append(fig)
+        out.append(finish(fig, "Expert parallelism: load per expert and the golden comparison"))
     steps = rows[rows["case"].astype(str).str.startswith("step.") & (rows["metric"] == "time_s")]
     if len(steps):
-        fig = Figure(figsize=(9, 3.8))
-        left, right = fig.subplots(1, 2)
+        fig, (left, right) = new_figure(9, 3.8, 1, 2)
         for router, part in steps.groupby("algo"):
-            factors = [_factor(c) for c in part["case"]]
-            pairs = sorted(zip(factors, part["value"].astype(float) * 1e3))
-            left.plot([f"{f:g}" if math.isfinite(f) else "none" for f, _ in pairs], [t for _, t in pairs], marker="o", label=router)
-        left.set_xlabel("capacity factor")
-        left.set_ylabel("ms per step (forward + backward)")
-        left.set_title("Step time per capacity factor")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize=7)
+            pairs = sorted(zip([_factor(c) for c in part["case"]], part["value"].astype(float) * 1e3))
+            measured(left, ([f"{f:g}" if math.isfinite(f) else "none" for f, _ in pairs], [t for _, t in pairs]),
+                     str(router))
+        style(left, title="Step time per capacity factor", xlabel="capacity factor",
+              ylabel="ms per step (forward + backward)")
         bw = rows[(rows["case"] == "dispatch") & (rows["metric"] == "algbw")]
         right.bar(list(bw["algo"].astype(str)), bw["value"].astype(float), color="tab:orange")
         for i, size in enumerate(bw["size_bytes"]):
             right.annotate(f"{int(size) / 2**20:.2f} MiB", (i, 0), ha="center", va="bottom", fontsize=7)
-        right.set_ylabel("GB/s leaving the busiest rank")
-        right.set_title("Dispatch all-to-all")
-        fig.suptitle("Expert parallelism: timings" + ("" if (facts or {}).get("profile", {}).get("judge_performance")
-                                                       else " (CPU: not judged)"))
-        fig.tight_layout()
-        out.append(fig)
+        style(right, title="Dispatch all-to-all", ylabel="GB/s leaving the busiest rank", grid="y", legend=None)
+        judged = (facts or {}).get("profile", {}).get("judge_performance")
+        out.append(finish(fig, "Expert parallelism: timings" + ("" if judged else " (CPU: not judged)")))
     return out
-
-
-def _factor(case: str) -> float:
-    """step.cf1.25 → 1.25; step.cf_none → 0 (no limit, drawn last)."""
-    match = re.match(r"step\.cf([0-9.]+)$", str(case))
-    return float(match.group(1)) if match else math.inf

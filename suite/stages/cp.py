@@ -45,9 +45,11 @@ HIDDEN_FLOOR = 0.8
 @dataclass(frozen=True, kw_only=True)
 class CpConfig:
     batch: int = 1
+    """Sequences per batch."""
     heads: int = 16
     """Attention heads; every CP degree must divide them (Ulysses shards heads)."""
     head_dim: int = 64
+    """Elements per head (D)."""
     golden_seq_len: int = 1024
     """Sequence length of the golden comparison (float32, against full attention in one process)."""
     seq_lens: tuple[int, ...] = (2048, 4096, 8192, 16384)
@@ -59,6 +61,7 @@ class CpConfig:
     dtype: str = "bfloat16"
     """dtype of the timings (the golden comparison is float32)."""
     seed: int = 0
+    """Seed of q, k, v and the upstream gradients (the same on every rank)."""
 
     def __post_init__(self) -> None:
         for d in self.degrees:

@@ -46,22 +46,31 @@ class EpConfig:
     experts: int = 16
     """Experts in all; the launch's ranks must divide them."""
     top_k: int = 2
+    """Experts per token."""
     capacity_factor: float = 1.25
     """Of the golden comparison: an expert accepts ⌈factor·T·k/E⌉ assignments per rank (0: no limit)."""
     skew: float = 3.0
     """The skewed router's logit bias, from +skew (expert 0) down to 0 (the last expert)."""
     golden_tokens: int = 256
+    """Tokens per rank of the golden comparison (float32, against one process)."""
     golden_hidden: int = 256
+    """Model width of the golden comparison."""
     golden_ffn: int = 512
+    """Expert MLP width of the golden comparison."""
     tokens: int = 8192
     """Tokens per rank of the timings."""
     hidden: int = 2048
+    """Model width of the timings."""
     ffn: int = 4096
+    """Expert MLP width of the timings."""
     capacity_factors: tuple[float, ...] = (1.0, 1.25, 2.0, 0.0)
     """Timed capacity factors (0: no limit)."""
     reps: int = 10
+    """Timed repetitions per case (after one warm-up)."""
     dtype: str = "bfloat16"
+    """dtype of the timings (the golden comparison is float32)."""
     seed: int = 0
+    """Seed of the weights and tokens (the same on every rank)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.top_k <= self.experts:
