@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 PANELS = (("gemm_tflops", "GEMM", "TFLOP/s"), ("h2d_GBps", "host → device (pinned)", "GB/s"),
           ("d2h_GBps", "device → host (pinned)", "GB/s"))

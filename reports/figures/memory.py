@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 TERMS = (("state", "parameters"), ("state", "gradients"), ("state", "optimizer"),
          ("activations", "bytes_per_layer"), ("activations.checkpoint", "bytes_per_layer"))

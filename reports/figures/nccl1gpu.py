@@ -3,11 +3,7 @@ synchronize() against the chain's device time), and gloo with CUDA tensors: |CUD
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 
 def figures(rows, expectations, facts) -> list[Figure]:

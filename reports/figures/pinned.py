@@ -3,11 +3,7 @@ the CUDA-event timeline of a GEMM on the default stream with a copy on a side st
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 
 def figures(rows, expectations, facts) -> list[Figure]:

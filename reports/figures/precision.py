@@ -3,11 +3,7 @@ beside the range probe's lost gradients (zeroed and non-finite elements per form
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 RUNS = (("fp32", "black"), ("bf16", "tab:green"), ("fp16_unscaled", "tab:red"), ("fp16_scaler", "tab:blue"))
 
