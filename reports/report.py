@@ -9,6 +9,7 @@ Everything the template shows is prepared here as strings and lists; the templat
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import urllib.parse
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from .render import render_template
 from .runview import RunView, load_run
 
 MAX_RAW_LINKS = 200
+PARALLEL = 4
 RUN_FILES = ("manifest.json", "verdicts.json", "results.csv", "results.parquet", "expectations.csv")
 
 
@@ -173,9 +175,35 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
     return out
 
 
+_FORKED: tuple[RunView, Path] | None = None
+"""The view a forked section worker reads (inherited from the parent, never pickled)."""
+
+
+def _forked_section(stage: str) -> Section:
+    view, out_dir = _FORKED
+    return section(view, stage, out_dir)
+
+
+def all_sections(view: RunView, out_dir: Path) -> list[Section]:
+    """Every stage's section; drawing the figures is most of a report's time, so stages are drawn in forked
+    workers, one per CPU (at most PARALLEL), when there are several. Serially where fork is unavailable."""
+    global _FORKED
+    stages = view.stages()
+    workers = min(PARALLEL, os.cpu_count() or 1, len(stages))
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [section(view, s, out_dir) for s in stages]
+    figure_modules.warm_up(stages)  # imports and fonts loaded once, shared by the workers, not once in each
+    _FORKED = (view, out_dir)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(_forked_section, stages, chunksize=1)
+    finally:
+        _FORKED = None
+
+
 def context(view: RunView, out_path: Path) -> dict[str, Any]:
     counts = view.counts()
-    sections = [section(view, s, out_path.parent) for s in view.stages()]
+    sections = all_sections(view, out_path.parent)
     return {
         "title": f"cardtime report — {view.run_id}",
         "run_id": view.run_id,
@@ -186,7 +214,6 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "counts": [(status, counts[status]) for status in SEVERITY],
         "attention": headline.attention(view.verdicts, anchor, list(ORDER)),
         "stage_lines": [s.line for s in sections],
-        "board": board(view.verdicts),
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
         "sections": sections,
         "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES

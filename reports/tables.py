@@ -16,8 +16,8 @@ from suite.values import is_missing
 
 from . import fmt
 
-MAX_TABLE_ROWS = 300
-"""Rows shown per table; the rest stay in results.csv / expectations.csv (a sweep has thousands)."""
+MAX_TABLE_ROWS = 100
+"""Rows kept per table (folded ones too: the report stays small); the rest are in results.csv / expectations.csv."""
 MAX_OPEN_ROWS = 30
 """A table longer than this is folded (<details>): a reader opens it, it never pushes the figures away."""
 

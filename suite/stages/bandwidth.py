@@ -26,6 +26,7 @@ from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
+from .. import headlines as hl
 
 STAGE = "bandwidth"
 MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"
@@ -264,3 +265,16 @@ def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
             observed=f"torch {t:.1f} GB/s, nccl-tests {n:.1f} GB/s", reason_ok="torch reaches the library's bandwidth",
             reason_bad="the harness is losing bandwidth: stream synchronisation or allocation inside the timed loop"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """all_reduce busbw at the largest size (nccl-tests where it ran, else torch) against the 70%-of-peak floor."""
+    for source in ("nccl-tests", "torch"):
+        top = hl.last(rows, "all_reduce", "busbw", key="size_bytes", source=source)
+        if top is not None:
+            break
+    else:
+        return None
+    floor = hl.matching(expectations, "all_reduce", "busbw_min")
+    against = f"expected ≥ {hl.number(floor[0].value)}" if floor else "no link peak to hold it to"
+    return f"all_reduce busbw {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} ({source}) · {against}"
