@@ -38,7 +38,8 @@ class StageLine:
     counts: str
     """'3 pass · 1 warn' over the judged verdicts; skips are in skip_line."""
     skip_line: str
-    """'7 checks skipped: CPU numbers say nothing about GPUs', or '' without skips."""
+    """'7 skipped', or '' without skips; skip_why says why (the most common reason)."""
+    skip_why: str = ""
     skipped: list[Skipped] = field(default_factory=list)
 
 
@@ -94,15 +95,14 @@ def declared_headline(stage: str, rows, verdicts: list[Verdict], expectations) -
     return str(text) if text else None
 
 
-def skip_summary(skips: list[Verdict]) -> str:
-    """'7 checks skipped: CPU numbers say nothing about GPUs' (the most common reason; '…' when they differ)."""
+def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
+    """('7 skipped', 'CPU numbers say nothing about GPUs'): the most common reason, '+ n more' when they differ."""
     if not skips:
-        return ""
+        return "", ""
     reasons = Counter(fmt.first_line(v.reason) for v in skips)
     reason, n = reasons.most_common(1)[0]
-    more = "" if n == len(skips) else f" (and {len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''})"
-    noun = "check" if len(skips) == 1 else "checks"
-    return f"{len(skips)} {noun} skipped: {clip(reason, 90)}{more}"
+    more = "" if n == len(skips) else f" (+{len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''})"
+    return f"{len(skips)} skipped", clip(reason, 70) + more
 
 
 def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str) -> StageLine:
@@ -110,8 +110,9 @@ def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdi
     skips = [v for v in verdicts if v.status == "skip"]
     counts = " · ".join(f"{judged[s]} {s}" for s in ("fail", "warn", "pass") if judged[s])
     text = declared_headline(stage, rows, verdicts, expectations) or generic_headline(verdicts, state)
+    skip_line, skip_why = skip_summary(skips)
     return StageLine(stage=stage, anchor=anchor, status=worst_status(verdicts), headline=clip(text, MAX_HEADLINE),
-                     counts=counts, skip_line=skip_summary(skips),
+                     counts=counts, skip_line=skip_line, skip_why=skip_why,
                      skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips])
 
 
