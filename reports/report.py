@@ -212,6 +212,7 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "identity": identity.identity(view),
         "summary": summary(counts),
         "counts": [(status, counts[status]) for status in SEVERITY],
+        "worst": headline.worst_status(view.verdicts),
         "attention": headline.attention(view.verdicts, anchor, list(ORDER)),
         "stage_lines": [s.line for s in sections],
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
