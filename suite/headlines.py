@@ -69,4 +69,4 @@ def times(x: float) -> str:
 
 
 def number(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.0f}"
+    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
