@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 
-
 from reports import headline, tables
 from reports.figures import compact_svg
 from reports.report import render_path
