@@ -39,6 +39,8 @@ class Image:
     src: str
     """data:image/svg+xml;charset=utf-8,… (percent-encoded where URI_SAFE says; safe in a quoted attribute)"""
     alt: str
+    caption: str = ""
+    """One sentence under the figure: what good looks like (from _plot.finish)."""
 
 
 @dataclass
@@ -117,8 +119,9 @@ def to_image(fig: Figure, fallback_alt: str) -> Image:
     with matplotlib.rc_context(SVG_RC):
         fig.savefig(buf, format="svg", metadata={"Date": None}, **tight)
     alt = describe(fig, fallback_alt)
+    caption = str(getattr(fig, "caption", "") or "")
     close(fig)
-    return Image(src=svg_uri(buf.getvalue()), alt=alt)
+    return Image(src=svg_uri(buf.getvalue()), alt=alt, caption=caption)
 
 
 COORDINATES = re.compile(r'(\s(?:d|x|y|x1|x2|y1|y2|width|height|points)=")([^"]*)(")')

@@ -22,8 +22,8 @@ from suite import headlines
 GRID_ALPHA = 0.3
 LEGEND_SIZE = 7
 MODEL_COLOUR = "grey"
-MAX_LOG_TICKS = 8
-"""Labelled ticks on a log axis: a sweep over 2²…2³⁰ bytes gets every 4th power, not 28 crowded labels."""
+MAX_LOG_TICKS = 5
+"""Labelled ticks on a log axis: a sweep over 2²…2³⁰ bytes gets a label every few powers, not 28 crowded ones."""
 SOURCE_COLOUR = {"torch": "C0", "nccl-tests": "C1", "hand": "C2", "model": MODEL_COLOUR, "α-β": MODEL_COLOUR}
 """One colour per source in every figure: torch blue, nccl-tests orange, hand green, the model grey."""
 
@@ -130,10 +130,12 @@ def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: st
         ax.legend(fontsize=legend, **legend_options)
 
 
-def finish(fig: Figure, title: str | None = None) -> Figure:
-    """The figure's title, and the layout tightened so no label is cut off."""
+def finish(fig: Figure, title: str | None = None, caption: str | None = None) -> Figure:
+    """The figure's title, its caption (one sentence: what good looks like; the report prints it under the
+    figure), and the layout tightened so no label is cut off."""
     if title:
         fig.suptitle(title)
+    fig.caption = caption or ""
     fig.tight_layout()
     fig.laid_out = True  # reports.figures.to_image then skips a second, costly tight bounding box
     return fig
