@@ -93,3 +93,14 @@ def test_compact_svg_keeps_text_and_rounds_only_coordinates():
            '  </g>\n  <text x="10.98765" y="2">busbw 0.123456 GB/s</text>\n</svg>')
     assert compact_svg(svg) == ("<svg><g><path d='M 1.23 2.5 L 3.14 4' style='stroke-width: 0.812345'/></g>"
                                 "<text x='10.98' y='2'>busbw 0.123456 GB/s</text></svg>")
+
+
+def test_sections_drawn_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
+    from reports import report
+
+    run = build_run(tmp_path / "run")
+    monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
+    parallel = render_path(run, tmp_path / "parallel.html")[0].read_text()
+    monkeypatch.setattr(report, "PARALLEL", 1)
+    serial = render_path(run, tmp_path / "serial.html")[0].read_text()
+    assert parallel.count("<section") == 6 and parallel == serial
