@@ -151,16 +151,6 @@ def load(name: str) -> ModuleType:
         raise StageSelectionError(f"no stage {name!r}: choose from {', '.join(REGISTRY.order)}") from None
 
 
-TEXTS = ("TITLE", "MEASURES", "WRONG", "REHEARSAL")
-"""What a stage says about itself, recorded in the manifest when a run is made (the report of an old run
-shows what that run's code said, not today's)."""
-
-
-def texts(names: list[str]) -> dict[str, dict[str, str]]:
-    """{stage: {"title": …, "measures": …, "wrong": …, "rehearsal": …}} for the stages a run selected."""
-    return {name: {attr.lower(): str(getattr(load(name), attr)) for attr in TEXTS} for name in names}
-
-
 def select(spec: str | None) -> list[str]:
     """The stages named in a comma-separated --stages value (all when empty), in run order."""
     stages = available()
@@ -179,3 +169,13 @@ ORDER: tuple[str, ...]
 CHECKLIST_ROW: dict[str, int]
 """Each stage's CHECKLIST.md row, as the report cites it (the modules' ROW)."""
 rediscover()
+
+
+TEXTS = ("TITLE", "MEASURES", "WRONG", "REHEARSAL")
+"""What a stage says about itself, recorded in the manifest when a run is made (the report of an old run
+shows what that run's code said, not today's)."""
+
+
+def texts(names: list[str]) -> dict[str, dict[str, str]]:
+    """{stage: {"title": …, "measures": …, "wrong": …, "rehearsal": …}} for the stages a run selected."""
+    return {name: {attr.lower(): str(getattr(load(name), attr)) for attr in TEXTS} for name in names}

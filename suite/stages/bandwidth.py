@@ -17,6 +17,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from .. import headlines as hl
 from ..config import Profile
 from ..context import StageContext
 from ..costmodel.alphabeta import collective_time_s
@@ -26,7 +27,6 @@ from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
-from .. import headlines as hl
 
 STAGE = "bandwidth"
 MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from .. import headlines as hl
 from ..config import GptConfig, Profile
 from ..context import StageContext
 from ..costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
@@ -25,7 +26,6 @@ from ..facts import alpha_beta
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
 from ..verdicts import judges_performance, verdicts_for
-from .. import headlines as hl
 
 STAGE = "overlap"
 MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
