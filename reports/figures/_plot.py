@@ -135,7 +135,8 @@ def finish(fig: Figure, title: str | None = None, caption: str | None = None) ->
     figure), and the layout tightened so no label is cut off."""
     if title:
         fig.suptitle(title)
-    fig.caption = caption or ""
+    if caption:  # else a caption the figure module set itself (fig.caption = …), or none
+        fig.caption = caption
     fig.tight_layout()
     fig.laid_out = True  # reports.figures.to_image then skips a second, costly tight bounding box
     return fig

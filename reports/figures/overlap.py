@@ -66,6 +66,7 @@ def step_figure(rows, labels: list[str]) -> Figure:
 def saving_figure(rows, labels: list[str]) -> Figure:
     overlapped = [m for m in labels if m != NO_OVERLAP]
     fig, ax = new_figure(7, 4)
+    fig.caption = "Good: the measured saving positive and near the α-β estimate of the communication it hides."
     x = range(len(overlapped))
     saved = [_value(rows, m, "step_time_saving_s") * 1e3 for m in overlapped]
     hidden = [_value(rows, m, "predicted_hidden_comm_s") * 1e3 for m in overlapped]
@@ -74,5 +75,4 @@ def saving_figure(rows, labels: list[str]) -> Figure:
     ax.axhline(0, color="black", linewidth=0.8)
     style(ax, title="Time saved by overlapping, measured and predicted", ylabel="ms per step", xticks=x,
           xticklabels=overlapped, grid="y", legend=8)
-    return finish(fig, caption="Good: the measured saving positive and near the α-β estimate of the communication "
-                               "it hides.")
+    return finish(fig)
