@@ -6,6 +6,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from suite import headlines
 from suite.values import is_missing
 
 
@@ -34,14 +35,7 @@ def number(value: Any, digits: int = 4) -> str:
 
 def size_bytes(value: Any) -> str:
     """Binary units as the sweeps use them: 8 B, 4 KiB, 4 MiB, 8 GiB (exact powers stay exact)."""
-    if is_missing(value):
-        return ""
-    n = int(value)
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= scale:
-            q = n / scale
-            return f"{q:g} {unit}" if q == int(q) else f"{q:.3g} {unit}"
-    return f"{n} B"
+    return "" if is_missing(value) else headlines.size(value)
 
 
 def cell(column: str, value: Any) -> str:

@@ -91,6 +91,20 @@ def machine(view: RunView) -> str:
     return ", ".join(parts)
 
 
+def one_line(view: RunView) -> list[tuple[str, str]]:
+    """The first screen's identity, short enough for one line: host, GPUs, profile, commit, date."""
+    m = view.manifest
+    git = m.get("git") or {}
+    sha = str(git.get("commit") or "unknown")[:10] + ("+dirty" if git.get("dirty") else "")
+    start = fmt.parse_time(m.get("started"))
+    end = fmt.parse_time(m.get("finished"))
+    when = utc(start).strftime("%Y-%m-%d %H:%M UTC") if start else "date unknown"
+    if start and end:
+        when += f" ({fmt.duration((end - start).total_seconds())})"
+    name = m.get("profile_name") or view.profile.get("name") or "unknown"
+    return [("host", host(view)), ("GPUs", gpus(view)), ("profile", str(name)), ("commit", sha), ("date", when)]
+
+
 def identity(view: RunView) -> list[tuple[str, str]]:
     m = view.manifest
     return [
@@ -136,3 +150,10 @@ def nccl_banners(view: RunView) -> list[str]:
                    f"({recorded['nccl_tests_nccl']}) differ: the torch-vs-nccl-tests comparisons compare two "
                    "libraries, not two programs on one (build nccl-tests with NCCL_HOME at torch's NCCL, as the image does).")
     return out
+
+
+def utc(t):
+    """A recorded time in UTC (a naive one is taken as UTC already, as the runner writes them)."""
+    from datetime import timezone
+
+    return t.astimezone(timezone.utc) if t.tzinfo else t

@@ -1,4 +1,5 @@
-"""One run directory → report.html: identity and verdict board on top, then one section per stage.
+"""One run directory → report.html: the first screen answers (identity line, verdict count, what needs
+attention, one line per stage with its headline figure), then one section per stage, figure first.
 
     python -m reports runs/20261129T1630Z-box-gloo-cpu        # writes runs/…/report.html
 
@@ -8,6 +9,7 @@ Everything the template shows is prepared here as strings and lists; the templat
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import urllib.parse
 from dataclasses import dataclass, field
@@ -19,11 +21,12 @@ from suite.stages import CHECKLIST_ROW, ORDER
 from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 from . import figures as figure_modules
-from . import fmt, identity, tables
+from . import fmt, headline, identity, tables
 from .render import render_template
 from .runview import RunView, load_run
 
 MAX_RAW_LINKS = 200
+PARALLEL = 4
 RUN_FILES = ("manifest.json", "verdicts.json", "results.csv", "results.parquet", "expectations.csv")
 
 
@@ -49,6 +52,7 @@ class Section:
     anchor: str
     name: str
     heading: str
+    line: headline.StageLine
     measures: list[str]
     wrong: list[str]
     about: list[str]
@@ -57,8 +61,6 @@ class Section:
     notes: list[str] = field(default_factory=list)
     tables: list[tables.Table] = field(default_factory=list)
     raw_links: list[Link] = field(default_factory=list)
-    raw_titles: list[str] = field(default_factory=list)
-    """["Raw output"] when there are raw files (the template only loops)."""
 
 
 def anchor(stage: str) -> str:
@@ -79,12 +81,22 @@ def board(verdicts: list[Verdict]) -> list[BoardRow]:
                      observed=v.observed, reason=fmt.first_line(v.reason)) for v in sorted(verdicts, key=key)]
 
 
-def verdict_table(verdicts: list[Verdict]) -> tables.Table:
+def verdict_table(verdicts: list[Verdict], caption: str = "Verdicts", folded: bool = False) -> tables.Table:
     rows = [[tables.Cell(v.id, "id"), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
              tables.Cell(v.observed), tables.Cell(v.reason, "reason")]
             for v in sorted(verdicts, key=lambda v: (SEVERITY_RANK[v.status], v.id))]
     headers = [tables.Cell(h) for h in ("verdict", "status", "expected", "observed", "reason")]
-    return tables.Table(caption="Verdicts", headers=headers, rows=rows)
+    return tables.Table(caption=caption, headers=headers, rows=rows, folded=folded)
+
+
+def verdict_tables(verdicts: list[Verdict]) -> list[tables.Table]:
+    """Expected vs observed for the checks that were judged; the skipped ones folded behind one line."""
+    judged = [v for v in verdicts if v.status != "skip"]
+    skipped = [v for v in verdicts if v.status == "skip"]
+    out = [verdict_table(judged, "Expected and observed, per check")] if judged else []
+    if skipped:
+        out.append(verdict_table(skipped, "Skipped checks", folded=True))
+    return out
 
 
 def state_line(view: RunView, stage: str) -> str:
@@ -133,15 +145,18 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
                      else "No CPU face: this stage needs GPUs and is skipped in a rehearsal.")
     about.append(state_line(view, stage))
     number = CHECKLIST_ROW.get(stage)
+    rows, expectations = view.stage_rows(stage), view.stage_expectations(stage)
+    verdicts = view.stage_verdicts(stage)
+    title = f" — {text.title}" if text.title else ""
     out = Section(
         anchor=anchor(stage),
         name=stage,
-        heading=f"{stage} (checklist #{number})" if number else stage,
+        heading=(f"{stage} (checklist #{number})" if number else stage) + title,
+        line=headline.stage_line(stage, anchor(stage), rows, expectations, verdicts, state_line(view, stage)),
         measures=[f"Measures: {text.measures}"] if text.measures else [],
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
         about=about,
     )
-    rows, expectations = view.stage_rows(stage), view.stage_expectations(stage)
     made = figure_modules.stage_figures(stage, rows, expectations, view.facts)
     out.notes.extend(made.notes)
     for i, fig in enumerate(made.figures, start=1):
@@ -150,31 +165,61 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
             out.figures.append(image)
         if note:
             out.notes.append(note)
-    verdicts = view.stage_verdicts(stage)
-    if verdicts:
-        out.tables.append(verdict_table(verdicts))
+    out.tables.extend(verdict_tables(verdicts))
     if len(expectations):
         out.tables.append(tables.expectation_table(expectations, rows))
     if len(rows):
         out.tables.append(tables.rows_table(rows))
     out.raw_links, link_notes = raw_links(view, stage, out_dir)
-    out.raw_titles = ["Raw output"] if out.raw_links else []
     out.notes.extend(link_notes)
     return out
 
 
+_FORKED: tuple[RunView, Path] | None = None
+"""The view a forked section worker reads (inherited from the parent, never pickled)."""
+
+
+def _forked_section(stage: str) -> Section:
+    view, out_dir = _FORKED
+    return section(view, stage, out_dir)
+
+
+def all_sections(view: RunView, out_dir: Path) -> list[Section]:
+    """Every stage's section; drawing the figures is most of a report's time, so stages are drawn in forked
+    workers, one per CPU (at most PARALLEL), when there are several. Serially where fork is unavailable."""
+    global _FORKED
+    stages = view.stages()
+    workers = min(PARALLEL, os.cpu_count() or 1, len(stages))
+    if (workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+            or multiprocessing.current_process().daemon):  # a daemonic process may not start workers
+        return [section(view, s, out_dir) for s in stages]
+    figure_modules.warm_up(stages)  # imports and fonts loaded once, shared by the workers, not once in each
+    _FORKED = (view, out_dir)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(_forked_section, stages, chunksize=1)
+    except OSError:  # no processes to be had (a limit on them): the same sections, one after another
+        return [section(view, s, out_dir) for s in stages]
+    finally:
+        _FORKED = None
+
+
 def context(view: RunView, out_path: Path) -> dict[str, Any]:
     counts = view.counts()
+    sections = all_sections(view, out_path.parent)
     return {
         "title": f"cardtime report — {view.run_id}",
         "run_id": view.run_id,
         "banners": identity.banners(view),
+        "identity_line": identity.one_line(view),
         "identity": identity.identity(view),
         "summary": summary(counts),
         "counts": [(status, counts[status]) for status in SEVERITY],
-        "board": board(view.verdicts),
+        "worst": headline.worst_status(view.verdicts),
+        "attention": headline.attention(view.verdicts, anchor, list(ORDER)),
+        "stage_lines": [s.line for s in sections],
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
-        "sections": [section(view, s, out_path.parent) for s in view.stages()],
+        "sections": sections,
         "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES
                   if (view.path / name).exists()],
     }

@@ -32,13 +32,16 @@ from suite.results import (
 
 @dataclass(frozen=True)
 class StageText:
-    """What a stage says about itself (its module's MEASURES, WRONG, REHEARSAL), or why it cannot."""
+    """What a stage says about itself (TITLE, MEASURES, WRONG, REHEARSAL), or why it cannot."""
 
     measures: str
     wrong: str
     rehearsal: str
     missing: str = ""
-    """Empty when the stage module loaded; else why its texts are unknown in this checkout."""
+    """Empty when the texts were found; else why they are unknown."""
+    title: str = ""
+    recorded: bool = False
+    """True when read from the run's manifest (`stage_texts`, what the run's own code said); False: today's code."""
 
 
 @dataclass
@@ -101,8 +104,9 @@ class RunView:
         return (self.manifest.get("stages") or {}).get(stage) or {}
 
     def text(self, stage: str) -> StageText:
+        """The texts the run recorded for the stage; for a run made before they were recorded, today's code's."""
         if stage not in self.texts:
-            self.texts[stage] = stage_text(stage)
+            self.texts[stage] = recorded_text(self.manifest, stage) or stage_text(stage)
         return self.texts[stage]
 
 
@@ -152,6 +156,15 @@ def expectations_frame(run: RunDir) -> pd.DataFrame:
     return records_to_frame(run.expectations(), EXPECTATION_COLUMNS)
 
 
+def recorded_text(manifest: dict[str, Any], stage: str) -> StageText | None:
+    """The manifest's `stage_texts` entry for the stage (runner.initial_manifest writes it), or None."""
+    recorded = (manifest.get("stage_texts") or {}).get(stage) if isinstance(manifest.get("stage_texts"), dict) else None
+    if not isinstance(recorded, dict) or not recorded.get("measures"):
+        return None
+    return StageText(str(recorded.get("measures", "")), str(recorded.get("wrong", "")),
+                     str(recorded.get("rehearsal", "")), title=str(recorded.get("title", "")), recorded=True)
+
+
 def stage_text(stage: str) -> StageText:
     """The stage module's own sentences; a stage this checkout lacks still gets a section, saying so."""
     try:
@@ -159,4 +172,4 @@ def stage_text(stage: str) -> StageText:
     except Exception as e:  # noqa: BLE001 - an unloadable stage module must not stop the report
         return StageText("", "", "", missing=f"stage module suite/stages/{stage}.py could not be loaded "
                                               f"({type(e).__name__}: {e}); its description is unavailable")
-    return StageText(str(module.MEASURES), str(module.WRONG), str(module.REHEARSAL))
+    return StageText(str(module.MEASURES), str(module.WRONG), str(module.REHEARSAL), title=str(module.TITLE))

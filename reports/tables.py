@@ -16,8 +16,10 @@ from suite.values import is_missing
 
 from . import fmt
 
-MAX_TABLE_ROWS = 300
-"""Rows shown per table; the rest stay in results.csv / expectations.csv (a sweep has thousands)."""
+MAX_TABLE_ROWS = 100
+"""Rows kept per table (folded ones too: the report stays small); the rest are in results.csv / expectations.csv."""
+MAX_OPEN_ROWS = 30
+"""A table longer than this is folded (<details>): a reader opens it, it never pushes the figures away."""
 
 NUMERIC = {"value", "expected", "observed", "observed / expected", "n", *PARAM_COLUMNS} - {
     "dtype", "redop", "placement", "source", "algo", "overlap"}
@@ -39,10 +41,19 @@ class Table:
     headers: list[Cell]
     rows: list[list[Cell]]
     notes: list[str] = field(default_factory=list)
+    folded: bool = False
+    """Shown behind a one-line <details> summary; always so for more than MAX_OPEN_ROWS rows."""
+
+    def __post_init__(self) -> None:
+        self.folded = self.folded or len(self.rows) > MAX_OPEN_ROWS
+
+    @property
+    def summary(self) -> str:
+        return f"{self.caption} ({len(self.rows)} row{'' if len(self.rows) == 1 else 's'})"
 
 
 def make_table(caption: str, headers: list[str], rows: list[list[str]], total: int | None = None,
-               where: str = "") -> Table:
+               where: str = "", folded: bool = False) -> Table:
     """A table of strings; numeric columns right-aligned; truncated to MAX_TABLE_ROWS with a note saying where the rest is."""
     classes = ["num" if h in NUMERIC else "prose" if h in PROSE else "" for h in headers]
     total = len(rows) if total is None else total
@@ -55,6 +66,7 @@ def make_table(caption: str, headers: list[str], rows: list[list[str]], total: i
         headers=[Cell(h, c) for h, c in zip(headers, classes)],
         rows=[[Cell(text, c) for text, c in zip(row, classes)] for row in shown],
         notes=notes,
+        folded=folded,
     )
 
 
@@ -68,7 +80,8 @@ def rows_table(rows: pd.DataFrame) -> Table:
     has_text = "text" in rows.columns and rows["text"].notna().any()
     headers = ["case", "metric", "value", "unit", *params, *(["text"] if has_text else [])]
     body = [[fmt.cell(h, record.get(h)) for h in headers] for record in rows.head(MAX_TABLE_ROWS).to_dict("records")]
-    return make_table("Measurements", headers, body, total=len(rows), where="results.csv / results.parquet")
+    return make_table("Measurements", headers, body, total=len(rows), where="results.csv / results.parquet",
+                      folded=True)
 
 
 def expectation_table(expectations: pd.DataFrame, rows: pd.DataFrame) -> Table:
@@ -90,7 +103,7 @@ def expectation_table(expectations: pd.DataFrame, rows: pd.DataFrame) -> Table:
             fmt.cell("basis", e.get("basis")),
         ])
     return make_table("Expected (before the run) and observed", headers, body, total=len(expectations),
-                      where="expectations.csv")
+                      where="expectations.csv", folded=True)
 
 
 def matching_values(expectation: dict, rows: pd.DataFrame) -> pd.Series:

@@ -115,6 +115,7 @@ def initial_manifest(profile: Profile, run_id: str, selected: list[str]) -> dict
         },
         "versions": {"torch": package_version("torch"), "cardtime": package_version("cardtime")},
         "stages_selected": selected,
+        "stage_texts": stages.texts(selected),  # the report shows what this run's code said it measured
         "stages": {name: {"status": "pending", "attempt": 0} for name in selected},
         "facts": {},
         "started": utc_now().isoformat(timespec="seconds"),

@@ -15,6 +15,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHES = []
+REPORT_BASELINE = "dcae1e2305"
+"""The commit whose renderer the report bench compares with (before the first-screen report, issue 17)."""
+_REHEARSAL: dict[str, Path] = {}
+"""The run directory rehearsal_wall_time made, kept for report_render (one rehearsal serves both)."""
+_KEEP = []
 
 
 def bench(fn):
@@ -25,18 +30,65 @@ def bench(fn):
 @bench
 def rehearsal_wall_time() -> None:
     """The full gloo-cpu rehearsal once the venv exists (target: under 120 s on the 2-core machine)."""
-    with tempfile.TemporaryDirectory() as out:
-        start = time.monotonic()
-        result = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--out", out],
-                                cwd=REPO, capture_output=True, text=True)
-        seconds = time.monotonic() - start
-        summary = [line for line in result.stderr.splitlines() if line.startswith("summary:")]
-        per_stage = [line for line in result.stderr.splitlines() if " done:" in line or "FAILED" in line]
+    out = tempfile.TemporaryDirectory()
+    _KEEP.append(out)  # removed at exit: report_render renders the run first
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--out", out.name,
+                             "--record-last", f"{out.name}/LAST"], cwd=REPO, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    last = Path(out.name) / "LAST"
+    if last.exists():
+        _REHEARSAL["run"] = Path(last.read_text().strip())
+    summary = [line for line in result.stderr.splitlines() if line.startswith("summary:")]
+    per_stage = [line for line in result.stderr.splitlines() if " done:" in line or "FAILED" in line]
     print(f"rehearsal wall time: {seconds:.1f} s (target < 120 s); exit {result.returncode}")
     for line in per_stage:
         print("  " + line.strip())
     if summary:
         print("  " + summary[-1])
+
+
+def _render(python_path: Path, run: Path, out: Path) -> tuple[float, float, int, int]:
+    """`python -m reports RUN -o OUT` with the given code first on the path: wall and CPU seconds (a loaded
+    machine stretches the wall time, hardly the CPU time), bytes, exit code."""
+    import os
+    import resource
+
+    env = {**os.environ, "PYTHONPATH": str(python_path)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "reports", str(run), "-o", str(out)], cwd=python_path, env=env,
+                          capture_output=True, text=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, out.stat().st_size if out.exists() else 0, done.returncode
+
+
+@bench
+def report_render() -> None:
+    """A full rehearsal's report: render time and size, this renderer against the one of REPORT_BASELINE, in the
+    same run on the same run directory (target: ≤ 5 s and ≤ 600 KB on the 2-core machine)."""
+    run = _REHEARSAL.get("run")
+    if run is None:
+        rehearsal_wall_time()
+        run = _REHEARSAL.get("run")
+    if run is None:
+        print("report render: no rehearsal run directory to render (the rehearsal did not start)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        old = Path(d) / "baseline"
+        old.mkdir()
+        archive = subprocess.run(["git", "archive", REPORT_BASELINE, "reports", "suite"], cwd=REPO, capture_output=True)
+        if archive.returncode != 0:
+            print(f"report render: cannot read the baseline renderer (git archive {REPORT_BASELINE}): "
+                  f"{archive.stderr.decode().strip()}")
+            return
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        for name, code in (("baseline " + REPORT_BASELINE, old), ("current", REPO)):
+            wall, cpu, size, code_exit = _render(code, run, Path(d) / f"{code.name}.html")
+            print(f"report render, {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {size / 1024:.0f} KB, exit {code_exit} "
+                  f"(target ≤ 5 s, ≤ 600 KB)")
 
 
 @bench

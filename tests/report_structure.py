@@ -1,7 +1,8 @@
 """The report's structure as text: what tests/data/report_structure.golden.txt pins (asv's habit).
 
-The structure lists, in document order, the sections, headings, identity labels, banners, the
-verdict board's rows and every table's caption, headers and row count of the synthetic run's
+The structure lists, in document order, the sections, headings, identity labels, banners, the first
+screen's stage lines and attention items, the comparison's verdict board rows and every table's
+caption, headers, row count and whether it is folded, of the synthetic run's
 report and comparison. Figures and notes are left out: they depend on which stages' figure
 modules exist. tests/unit/test_report_golden.py compares it with the checked-in file; only
 `python -m tests.update_golden` (or `make golden`) writes that file.
@@ -36,11 +37,19 @@ class Structure(HTMLParser):
         self.in_board = False
         self.board_cells: list[str] = []
         self.in_banner = False
+        self.folded = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "section":
             self.lines.append(f"section #{attrs.get('id')}")
+        if tag == "tr" and "stage-line" in (attrs.get("class") or ""):
+            status = (attrs.get("class") or "").replace("stage-line", "").strip()
+            self.lines.append(f"  stage-line: {status} {attrs.get('data-stage')}")
+        if tag == "li" and attrs.get("data-check"):
+            self.lines.append(f"  attention: {attrs.get('class')} {attrs.get('data-check')}")
+        if tag == "details" and "table" in (attrs.get("class") or ""):
+            self.folded = True
         if tag == "table":
             self.headers, self.caption, self.rows = [], "", 0
             self.in_board = "board" in (attrs.get("class") or "")
@@ -75,9 +84,14 @@ class Structure(HTMLParser):
                 status, stage, vid = self.board_cells[1], self.board_cells[0], self.board_cells[2]
                 self.lines.append(f"    board: {status} {stage} {vid}")
             self.rows += 1
+        if tag == "table" and (self.headers or self.caption):  # the first screen's stage lines are listed above
+            folded = " folded" if self.folded else ""
+            self.lines.append(f"  table: {self.caption or '(board)'} | {' | '.join(self.headers)} | rows={self.rows - 1}"
+                              f"{folded}")
         if tag == "table":
-            self.lines.append(f"  table: {self.caption or '(board)'} | {' | '.join(self.headers)} | rows={self.rows - 1}")
             self.in_board = False
+        if tag == "details":
+            self.folded = False
         if tag == "p" and self.in_banner:
             self.lines.append(f"  banner: {text}")
             self.in_banner = False

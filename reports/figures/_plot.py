@@ -14,11 +14,37 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from matplotlib import ticker
 from matplotlib.figure import Figure
+
+from suite import headlines
 
 GRID_ALPHA = 0.3
 LEGEND_SIZE = 7
 MODEL_COLOUR = "grey"
+MAX_LOG_TICKS = 5
+"""Labelled ticks on a log axis: a sweep over 2²…2³⁰ bytes gets a label every few powers, not 28 crowded ones."""
+SOURCE_COLOUR = {"torch": "C0", "nccl-tests": "C1", "hand": "C2", "model": MODEL_COLOUR, "α-β": MODEL_COLOUR}
+"""One colour per source in every figure: torch blue, nccl-tests orange, hand green, the model grey."""
+
+
+def source_colour(source: str | None, fallback: str | None = None) -> str | None:
+    return SOURCE_COLOUR.get(str(source), fallback)
+
+
+def sparse_log_ticks(axis, base: int) -> None:
+    """At most MAX_LOG_TICKS labelled powers and no minor ticks: readable, and each tick is drawn text to pay for."""
+    axis.set_major_locator(ticker.LogLocator(base=base, numticks=MAX_LOG_TICKS))
+    axis.set_minor_locator(ticker.NullLocator())
+
+
+def human_units(axis, unit: str, base: int) -> None:
+    """Log-axis ticks in the units a person reads: 4 KiB, 1 MiB (unit "bytes"); 850 µs, 12 ms, 2 s (unit "us")."""
+    sparse_log_ticks(axis, base)
+    if unit == "bytes":
+        axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: headlines.size(x) if x >= 1 else ""))
+    elif unit == "us":
+        axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: headlines.seconds(x * 1e-6) if x > 0 else ""))
 
 Series = Mapping[Any, float] | tuple[Sequence[float], Sequence[float]]
 """{x: y}, or (xs, ys)."""
@@ -79,12 +105,15 @@ def grouped_bars(ax, positions: Sequence[float], groups: Sequence[tuple[str, Seq
 def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
           logx: int | None = None, logy: bool = False, xticks: Sequence[float] | None = None,
           xticklabels: Sequence[str] | None = None, grid: str | None = "both", legend: int | None = LEGEND_SIZE,
-          **legend_options) -> None:
-    """Scales, labels, ticks (after the scale, which would reset them), grid and legend of one axes."""
+          xunit: str | None = None, yunit: str | None = None, **legend_options) -> None:
+    """Scales, labels, ticks (after the scale, which would reset them), grid and legend of one axes.
+    xunit/yunit ("bytes", "us") label a log axis in human units (human_units)."""
     if logx:
         ax.set_xscale("log", base=logx)
+        human_units(ax.xaxis, xunit, logx) if xunit else sparse_log_ticks(ax.xaxis, logx)
     if logy:
         ax.set_yscale("log")
+        human_units(ax.yaxis, yunit, 10) if yunit else sparse_log_ticks(ax.yaxis, 10)
     if xticks is not None:
         ax.set_xticks(list(xticks))
     if xticklabels is not None:
@@ -101,9 +130,13 @@ def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: st
         ax.legend(fontsize=legend, **legend_options)
 
 
-def finish(fig: Figure, title: str | None = None) -> Figure:
-    """The figure's title, and the layout tightened so no label is cut off."""
+def finish(fig: Figure, title: str | None = None, caption: str | None = None) -> Figure:
+    """The figure's title, its caption (one sentence: what good looks like; the report prints it under the
+    figure), and the layout tightened so no label is cut off."""
     if title:
         fig.suptitle(title)
+    if caption:  # else a caption the figure module set itself (fig.caption = …), or none
+        fig.caption = caption
     fig.tight_layout()
+    fig.laid_out = True  # reports.figures.to_image then skips a second, costly tight bounding box
     return fig

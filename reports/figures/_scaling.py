@@ -52,7 +52,8 @@ def golden_figure(rows, expectations, key: str, label: str, title: str, height: 
     fig, ax = new_figure(8, height)
     if not golden_panel(ax, rows, key, label, tolerance_from(expectations)):
         return None
-    return finish(fig, title)
+    return finish(fig, title, "Good: every bar below the red tolerance line (the sharded run computes what one "
+                              "process computes, to float32 rounding).")
 
 
 def tolerance_from(expectations) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from ._plot import finish, limit, measured, measured_vs_model, new_figure, style
+from ._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")
 STYLE = {"torch": "-", "nccl-tests": "--"}
@@ -31,15 +31,19 @@ def busbw_figure(busbw, expectations) -> Figure:
         part = busbw[busbw["case"] == coll]
         for (source, placement), curve in part.groupby(["source", "placement"], dropna=False):
             curve = curve.sort_values("size_bytes")
+            # the colour says the source, the marker the placement (out of place: x, in place: dot)
             measured(ax, (curve["size_bytes"].astype(float), curve["value"]), f"{source} {placement}",
-                     linestyle=STYLE.get(source, ":"), marker=".")
+                     linestyle=STYLE.get(source, ":"), marker="x" if placement == "oop" else ".",
+                     color=source_colour(source), alpha=0.7 if placement == "oop" else 1.0)
         floor = expectations[(expectations["case"] == coll) & (expectations["metric"] == "busbw_min")] \
             if len(expectations) else expectations
         if floor is not None and len(floor):
             limit(ax, float(floor["value"].iloc[0]), "70% of link peak", color="grey", linestyle=":")
-        style(ax, title=coll, xlabel="message size (bytes)" if i >= 3 else None, ylabel="busbw (GB/s)", logx=2,
-              legend=7 if len(part) else None)
-    return finish(fig, "Bus bandwidth by message size (torch solid, nccl-tests dashed)")
+        style(ax, title=coll, xlabel="message size" if i >= 3 else None, ylabel="busbw (GB/s)", logx=2,
+              xunit="bytes", legend=7 if len(part) else None)
+    return finish(fig, "Bus bandwidth by message size (torch solid, nccl-tests dashed)",
+                  "Good: each curve rises with the message size and flattens above the dotted 70%-of-link-peak "
+                  "floor, torch close to nccl-tests, no dip.")
 
 
 def fit_figure(rows, facts) -> Figure | None:
@@ -60,9 +64,10 @@ def fit_figure(rows, facts) -> Figure | None:
         # t = 2(n−1)(α + S/(nβ)); α in µs, β in GB/s = 1e3 bytes/µs
         model = [2 * (n - 1) * (got["alpha"] + s / (n * got["beta"] * 1e3)) for s in sizes]
         measured_vs_model(ax, (sizes, pts["value"]), (sizes, model), label=f"{source} measured",
-                          model_label=f"{source} α-β fit", color=f"C{i}", points=True)
+                          model_label=f"{source} α-β fit", color=source_colour(source, f"C{i}"), points=True)
         notes.append(f"{source}: α = {got['alpha']:.3g} µs, β = {got['beta']:.3g} GB/s, "
                      f"rms residual {got['rms_rel_residual']:.0%}")
-    style(ax, xlabel="message size (bytes)", ylabel="all_reduce time (µs)", logx=2, logy=True, legend=8)
+    style(ax, xlabel="message size", ylabel="all_reduce time", logx=2, logy=True, xunit="bytes", yunit="us", legend=8)
     ax.set_title("all_reduce time and the fitted ring α-β model\n" + "\n".join(notes), fontsize=9)
-    return finish(fig, "α-β fit of all_reduce")
+    return finish(fig, "α-β fit of all_reduce", "Good: the measured points lie on their dashed α-β line "
+                                                "(a small rms residual); α is the latency, β the bandwidth.")

@@ -43,5 +43,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
         if is_finite_number(r["value"]):
             ax.axvline(float(r["value"]), linestyle=":", color="black", alpha=0.7,
                        label=f"measured crossover ({r['source']})")
-    style(ax, xlabel="message size (bytes)", ylabel="all-reduce time (µs)", logx=2, logy=True)
-    return [finish(fig, "Ring vs tree all-reduce: where they cross")]
+    style(ax, xlabel="message size", ylabel="all-reduce time", logx=2, logy=True, xunit="bytes", yunit="us")
+    return [finish(fig, "Ring vs tree all-reduce: where they cross",
+                   "Good: tree faster for small messages, ring for large, crossing (dotted) within 10× of the "
+                   "α-β prediction (dashed).")]

@@ -25,7 +25,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
                           model_label="α-β model", model_marker="x")
         right.set_ylim(0, 1.1)
         style(right, title="Decay", xlabel="DDP ranks", ylabel="per-rank throughput ÷ one rank's", xticks=worlds)
-        out.append(finish(fig, "Data parallelism: throughput per rank beside the α-β model"))
+        out.append(finish(fig, "Data parallelism: throughput per rank beside the α-β model",
+                          "Good: throughput per rank stays near the one-card value as ranks are added, at or "
+                          "above the model."))
     golden = golden_figure(rows, expectations, "world", "ranks",
                            "Data parallelism: parameters after training vs one process")
     return out + ([golden] if golden else [])

@@ -75,7 +75,9 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
           ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
     where = f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout " \
             f"{drill.get('pg_timeout_s', '?')} s" + (", the scenarios run at once" if drill.get("concurrent") else "")
-    return finish(fig, f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun")
+    return finish(fig, f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun",
+                  "Good: each fault detected well inside the process-group timeout, and training resumed from the "
+                  "last checkpoint.")
 
 
 def _error(rows, scenario: str, width: int = 150) -> str:
@@ -116,4 +118,5 @@ def loss_figure(rows, scenarios: list[str]) -> Figure:
         limit(right, tolerance, f"tolerance {tolerance:g}", color="grey")
     style(right, title=f"difference from the reference (0 drawn at {ZERO_FLOOR:g})", xlabel="step",
           ylabel="|loss − reference| (nats)", logy=True, legend=6)
-    return finish(fig, "Resumed training against the uninterrupted run of the same seed")
+    return finish(fig, "Resumed training against the uninterrupted run of the same seed",
+                  "Good: after the resume the loss matches the uninterrupted run (differences below the tolerance).")

@@ -50,7 +50,7 @@ def timeline_figure(ranks: list[dict], tool: str) -> Figure:
     style(ax, title=f"Timeline per rank ({tool}): compute and communication lanes",
           xlabel="ms from the window's start (each rank its own window: about one step, ending with its last "
                  "all-reduce)", grid="x", legend=8, loc="upper left")
-    return finish(fig)
+    return finish(fig, caption="Good: communication spans sitting under compute spans (overlap), not after them.")
 
 
 def totals_figure(totals) -> Figure:
@@ -72,4 +72,4 @@ def totals_figure(totals) -> Figure:
     style(ax, title="Communication under compute per rank (overlap % = overlapped ÷ communication)",
           ylabel="ms over the analysed steps", xticks=ranks, xticklabels=[f"rank {r}" for r in ranks], grid="y",
           legend=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
-    return finish(fig)
+    return finish(fig, caption="Good: a large overlapped share of the communication on every rank, ranks alike.")

@@ -88,4 +88,5 @@ def _matrix(pairs: dict[str, str], facts: dict, nics: bool) -> Figure:
         ax.set_title(f"GPU × GPU links{f' — {model}' if model else ''}{f' ({kind})' if kind else ''}", fontsize=10)
     handles = [Patch(facecolor=colours[t], edgecolor="#999999", label=t) for t in texts if t != "X"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    return finish(fig)
+    return finish(fig, caption="Good: one link type between every GPU pair (NV# on an NVLink box), and each GPU's "
+                               "NIC on its own PCIe switch (PIX).")

@@ -26,7 +26,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
             right.set_ylim(0, 100)
         style(right, title="Communication share (profiler)", xlabel="TP degree", ylabel="% of step in communication",
               grid=None, legend=None)
-        out.append(finish(fig, "Tensor parallelism: speedup and communication"))
+        out.append(finish(fig, "Tensor parallelism: speedup and communication",
+                          "Good: the speedup keeps rising towards the dashed ideal with each TP doubling, and the "
+                          "communication share stays small."))
     golden = golden_figure(rows, expectations, "tp", "TP",
                            "Tensor parallelism: sharded vs single-process forward and backward", height=3.8)
     return out + ([golden] if golden else [])

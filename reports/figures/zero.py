@@ -37,7 +37,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
                 limit(right, steps[0] * 1e3 * ZERO3_SLOWDOWN, f"{ZERO3_SLOWDOWN:g} × DDP")
         style(right, title="Step time", ylabel="ms per step", grid=None,
               legend=7 if steps and 0 in steps else None)
-        out.append(finish(fig, "ZeRO: memory per rank beside the model, and step time"))
+        out.append(finish(fig, "ZeRO: memory per rank beside the model, and step time",
+                          "Good: memory per rank falling with each ZeRO stage as the model predicts, at a modest "
+                          "step-time cost."))
     golden = golden_figure(rows, expectations, "zero", "ZeRO",
                            "ZeRO: parameters after AdamW steps vs one process (ZeRO=0 is DDP)")
     return out + ([golden] if golden else [])

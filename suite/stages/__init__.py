@@ -197,3 +197,13 @@ ORDER: tuple[str, ...]
 CHECKLIST_ROW: dict[str, int]
 """Each stage's CHECKLIST.md row, as the report cites it (the modules' ROW)."""
 rediscover()
+
+
+TEXTS = ("TITLE", "MEASURES", "WRONG", "REHEARSAL")
+"""What a stage says about itself, recorded in the manifest when a run is made (the report of an old run
+shows what that run's code said, not today's)."""
+
+
+def texts(names: list[str]) -> dict[str, dict[str, str]]:
+    """{stage: {"title": …, "measures": …, "wrong": …, "rehearsal": …}} for the stages a run selected."""
+    return {name: {attr.lower(): str(getattr(load(name), attr)) for attr in TEXTS} for name in names}

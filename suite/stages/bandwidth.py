@@ -18,6 +18,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from .. import headlines as hl
 from ..config import Profile
 from ..context import StageContext
 from ..costmodel.alphabeta import collective_time_s
@@ -267,3 +268,16 @@ def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
             observed=f"torch {t:.1f} GB/s, nccl-tests {n:.1f} GB/s", reason_ok="torch reaches the library's bandwidth",
             reason_bad="the harness is losing bandwidth: stream synchronisation or allocation inside the timed loop"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """all_reduce busbw at the largest size (nccl-tests where it ran, else torch) against the 70%-of-peak floor."""
+    for source in ("nccl-tests", "torch"):
+        top = hl.last(rows, "all_reduce", "busbw", key="size_bytes", source=source)
+        if top is not None:
+            break
+    else:
+        return None
+    floor = hl.matching(expectations, "all_reduce", "busbw_min")
+    against = f"expected ≥ {hl.number(floor[0].value)}" if floor else "no link peak to hold it to"
+    return f"all_reduce busbw {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} ({source}) · {against}"

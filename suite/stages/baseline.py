@@ -19,6 +19,7 @@ from ..costmodel.sizing import FLOPS_FORMULA, parameter_count, training_flops_pe
 from ..facts import gpu
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from .. import headlines as hl
 
 STAGE = "baseline"
 MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU"
@@ -120,3 +121,19 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         reason_bad="far below the card's peak: check clocks and power capping (nvidia-smi -q -d CLOCK,POWER), "
                    "thermal throttling, another process on the card, or a CPU-bound step (launch overhead)"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """One card's step time and throughput (the denominator of the scaling figures)."""
+    step = hl.matching(rows, "train_step", "step_time_s")
+    if not step:
+        return None
+    tokens = hl.matching(rows, "train_step", "tokens_per_s")
+    flops = hl.matching(rows, "train_step", "achieved_tflops")
+    parts = [f"step {hl.seconds(step[0].value)}"]
+    parts += [f"{hl.number(tokens[0].value)} tokens/s"] if tokens else []
+    parts += [f"{hl.number(flops[0].value)} TFLOP/s"] if flops else []
+    mfu = hl.verdict(verdicts, "baseline.mfu")
+    if mfu is not None and mfu.status != "skip":
+        parts.append(f"MFU {mfu.observed} · expected {mfu.expected}")
+    return " · ".join(parts)

@@ -28,6 +28,7 @@ from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _nccl_tests
 from ._alphabeta_fit import fit_rows
 from ._launches import launch_rows, launch_verdicts
+from .. import headlines as hl
 
 STAGE = "crossover"
 MEASURES = "all-reduce time of a ring and a tree over message sizes, and the size where they cross"
@@ -264,3 +265,13 @@ def judge_crossover(measured: Row | None, predicted: float, rows: list[Row]) -> 
         reason_ok="the α-β model places the crossover",
         reason_bad="the crossover is far from the model: the fitted α/β do not describe this algorithm "
                    "(NVLS/CollNet in play, or a latency-bound protocol) — compare the per-algorithm fits")
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Where Tree stops beating Ring, measured against the α-β prediction."""
+    measured = hl.matching(rows, "crossover", "crossover_bytes")
+    predicted = hl.matching(expectations, "crossover", "crossover_bytes")
+    if not measured:
+        return None
+    return (f"Ring/Tree crossover at {hl.size(measured[0].value)}"
+            + (f" · α-β predicts {hl.size(predicted[0].value)}" if predicted else ""))

@@ -24,6 +24,7 @@ from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
 from ._golden import golden_verdicts, tolerance_after_training
+from .. import headlines as hl
 
 STAGE = "dp"
 MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch"
@@ -115,3 +116,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                    f"all-reduce explains: check DDP's bucketing (bucket_cap_mb) and overlap (see the overlap "
                    f"stage), and whether a small per-rank batch leaves the card underused"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Scaling efficiency at the largest world against the expected one."""
+    top = hl.last(rows, "train_step", "efficiency", key="world")
+    if top is None:
+        return None
+    want = hl.matching(expectations, "train_step", "efficiency", world=top.world)
+    return (f"DP={top.world} scaling efficiency {top.value:.0%}"
+            + (f" · expected {want[0].value:.0%}" if want else ""))

@@ -49,6 +49,7 @@ from ..values import is_missing
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_watch import WORKER, DrillWatch
+from .. import headlines as hl
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
@@ -423,3 +424,15 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
     return VERDICTS.check(check, not bad, expected=expected, observed=observed,
                           reason_ok="the resumed run continues the same trajectory",
                           reason_bad="; ".join(reasons[m] for m in bad))
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Per drill: how fast the fault was detected and training resumed."""
+    parts = []
+    for scenario in dict.fromkeys(r.case for r in rows if r.metric == "detect_s"):
+        detect = hl.matching(rows, scenario, "detect_s")
+        resume = hl.matching(rows, scenario, "resume_s")
+        if detect:
+            parts.append(f"{scenario}: detected in {hl.seconds(detect[0].value)}"
+                         + (f", resumed in {hl.seconds(resume[0].value)}" if resume else ", not resumed"))
+    return " · ".join(parts) or None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from .. import headlines as hl
 from ..config import GptConfig, Profile
 from ..context import StageContext
 from ..costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
@@ -218,3 +219,14 @@ def performance_verdicts(rows: list[Row], labels: list[str], facts: dict) -> lis
                        f"{f', {buckets:.0f} buckets' if buckets is not None else ''}): each all-reduce pays the "
                        f"latency α; raise bucket_cap_mb", bad="warn"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The best bucket setting's step-time saving over no overlap."""
+    savings = hl.matching(rows, "ddp", "step_time_saving_s", source="measured")
+    base = hl.matching(rows, "ddp", "step_time_s", overlap="no_overlap")
+    if not savings or not base:
+        return None
+    best = max(savings, key=lambda r: r.value)
+    return (f"best overlap ({best.overlap}) saves {hl.seconds(best.value)} of a {hl.seconds(base[0].value)} step "
+            f"({best.value / base[0].value:+.0%})")

@@ -29,6 +29,7 @@ from ..parsers import traces
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
 from ..verdicts import judges_performance, verdicts_for
+from .. import headlines as hl
 
 STAGE = "profile"
 MEASURES = "whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)"
@@ -243,3 +244,15 @@ def capture_verdict(capture: dict, device: str, ranks: list[int]) -> Verdict:
     expected = "Nsight Systems (nsys)" if device == "cuda" else "torch.profiler (Kineto) on CPU"
     return VERDICTS.passed("capture", expected=expected, observed=f"{tool}, {len(ranks)} ranks",
                            reason=f"traces captured with {tool}: {', '.join(capture.get('files', []))}")
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Communication share and overlap, the median over the traced ranks."""
+    import statistics
+
+    share = [r.value for r in hl.matching(rows, "ddp", "comm_share_pct")]
+    overlap = [r.value for r in hl.matching(rows, "ddp", "overlap_pct")]
+    if not share:
+        return None
+    text = f"communication {statistics.median(share):.0f}% of the step over {len(share)} rank(s)"
+    return text + (f", {statistics.median(overlap):.1f}% of it overlapped" if overlap else "")

@@ -28,6 +28,7 @@ from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+from .. import headlines as hl
 
 STAGE = "topology"
 MEASURES = "link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions"
@@ -374,3 +375,11 @@ def _fmt(row: Row | None) -> str:
         return "?"
     return f"{row.value:g}"
 
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The GPUs and how they are linked; on a CPU box, the CPU."""
+    links, count = hl.verdict(verdicts, "topology.links"), hl.verdict(verdicts, "topology.gpu_count")
+    if links is not None and links.status != "skip":
+        return f"{count.observed if count else 'GPUs'} · links {links.observed}"
+    cpu = hl.verdict(verdicts, "topology.cpu")
+    return f"CPU: {cpu.observed}" if cpu is not None and cpu.status != "skip" else None

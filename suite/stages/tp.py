@@ -22,6 +22,7 @@ from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from .. import headlines as hl
 
 STAGE = "tp"
 MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
@@ -158,3 +159,12 @@ def stall_causes(comm_share: dict[int, float], topology: dict) -> str:
     if topology.get("nvlink") is False:
         causes.append("the topology stage found no NVLink between the GPUs: TP's per-layer reductions ride PCIe")
     return "; ".join(causes) or "unoverlapped communication or a TP group crossing NUMA nodes (see topology)"
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The speedup at the highest TP degree against the ideal (d×)."""
+    top = hl.last(rows, "train_step", "speedup", key="tp")
+    if top is None:
+        return None
+    ideal = hl.matching(expectations, "train_step", "speedup", tp=top.tp)
+    return f"TP={top.tp} speedup {hl.times(top.value)}" + (f" · ideal {hl.times(ideal[0].value)}" if ideal else "")

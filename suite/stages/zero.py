@@ -24,6 +24,7 @@ from ..results import Expectation, Row, Verdict
 from ..values import is_finite_number
 from ..verdicts import judges_performance, verdicts_for
 from ._golden import golden_verdicts, tolerance_after_training
+from .. import headlines as hl
 
 STAGE = "zero"
 MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
@@ -116,3 +117,16 @@ def _named(v: Verdict) -> Verdict:
     """golden.zero<k> verdicts name the stage as a person says it."""
     z = int(v.id.rsplit("zero", 1)[1])
     return dataclasses.replace(v, reason=v.reason.replace(f"{z} trains", f"{NAMES[z]} trains"))
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The highest ZeRO stage's step time and model-state memory, each as a multiple of plain DDP (zero 0)."""
+    steps = {r.zero: r.value for r in hl.matching(rows, "train_step", "step_time_s") if r.zero is not None}
+    state = {r.zero: r.value for r in hl.matching(rows, "train_step", "state_memory_bytes") if r.zero is not None}
+    top = max(steps, default=None)
+    if top is None or not steps.get(0) or top == 0:
+        return None
+    text = f"ZeRO-{top} step {hl.times(steps[top] / steps[0])} DDP"
+    if state.get(0) and top in state:
+        text += f", model-state memory {hl.times(state[top] / state[0])} DDP"
+    return text

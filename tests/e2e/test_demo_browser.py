@@ -43,7 +43,7 @@ def test_demo_report_in_chromium(tmp_path):
     run = RunDir.load(Path((tmp_path / "runs/LAST").read_text().strip()))
     verdicts = run.verdicts()
     wide, narrow = look(run.path / "report.html", shots_dir(tmp_path), "demo")
-    assert wide["boardRows"] == len(verdicts) > 10
+    assert wide["verdictRows"] == len(verdicts) > 10
     assert wide["sections"] == ["stage-topology", "stage-bandwidth"]
     assert "468.6 GB/s" in wide["text"] and "NVLink 4" in wide["text"]  # the peak verdict, as a person reads it
     assert "fail" not in {v.status for v in verdicts}

@@ -41,12 +41,13 @@ PAGE_FACTS = """(() => {
   const images = [...document.images].map(img => ({
     alt: img.alt, complete: img.complete, natural: img.naturalWidth,
     width: img.getBoundingClientRect().width, height: img.getBoundingClientRect().height}));
-  const board = document.querySelector('table.board');
+  const verdictTables = [...document.querySelectorAll('section.stage table')].filter(t => t.caption &&
+    /^(Expected and observed, per check|Skipped checks)$/.test(t.caption.textContent.trim()));
   return {
     images,
-    boardRows: board ? board.tBodies[0].rows.length : -1,
-    boardHeight: board ? board.getBoundingClientRect().height : 0,
-    badges: [...document.querySelectorAll('table.board td.badge')].map(td => getComputedStyle(td).backgroundColor),
+    verdictRows: verdictTables.reduce((n, t) => n + t.tBodies[0].rows.length, 0),
+    stageLines: document.querySelectorAll('tr.stage-line').length,
+    badges: [...document.querySelectorAll('ul.attention .badge')].map(b => getComputedStyle(b).backgroundColor),
     sections: [...document.querySelectorAll('section.stage')].map(s => s.id),
     notes: [...document.querySelectorAll('p.note')].map(p => p.innerText),
     banners: [...document.querySelectorAll('p.banner')].map(p => p.innerText),
@@ -92,7 +93,8 @@ def test_synthetic_report_in_chromium(tmp_path, monkeypatch):
     run = build_run(tmp_path / "run-a")
     report, view = render_path(run)
     wide, narrow = look(report, shots_dir(tmp_path), "synthetic")
-    assert wide["boardRows"] == len(view.verdicts) == 7 and wide["boardHeight"] > 100
+    assert wide["verdictRows"] == len(view.verdicts) == 7  # every verdict in its stage's section
+    assert wide["stageLines"] == 5 and len(wide["badges"]) == 4
     assert wide["badges"][0] == "rgb(179, 38, 30)"  # a failure on top, in red
     assert len(wide["images"]) == 2
     assert_every_figure_rendered(wide)
@@ -104,7 +106,7 @@ def test_synthetic_report_in_chromium(tmp_path, monkeypatch):
 
 
 def test_rehearsal_report_in_chromium(rehearsal_run, tmp_path):
-    """The real rehearsal's report: the board, every stage's section, every figure drawn, no figure module failing."""
+    """The real rehearsal's report: every verdict in its section, every figure drawn, no figure module failing."""
     result = subprocess.run([sys.executable, "-m", "reports", str(rehearsal_run)], cwd=REPO, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -113,7 +115,7 @@ def test_rehearsal_report_in_chromium(rehearsal_run, tmp_path):
     assert lines[1].endswith("skipped") and " passed, " in lines[1]
     run = RunDir.load(rehearsal_run)
     wide, narrow = look(rehearsal_run / "report.html", shots_dir(tmp_path), "rehearsal")
-    assert wide["boardRows"] == len(run.verdicts()) > 0
+    assert wide["verdictRows"] == len(run.verdicts()) > 0
     assert wide["sections"] == [f"stage-{s}" for s in run.manifest["stages_selected"]]
     assert any("mean nothing about GPUs" in b for b in wide["banners"])
     assert not [n for n in wide["notes"] if "figure" in n], "a figure module failed on the rehearsal"

@@ -1,0 +1,126 @@
+"""The first screen's answer: one line per stage (status, headline figure, link) and the failures to act on.
+
+A stage's headline comes from its module's optional `headline(rows, verdicts, expectations)` (see
+suite/headlines.py); a stage that declares none, or whose function raises or returns nothing, gets
+the generic line: its most severe judged verdict's observed value against the expected one, or how
+many checks were skipped and why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from suite import stages as suite_stages
+from suite.results import Verdict, expectation_from_dict, row_from_dict
+from suite.verdicts import SEVERITY_RANK
+
+from . import fmt
+
+MAX_HEADLINE = 140
+"""Characters of a headline kept on the first screen (the full verdict is in the stage's section)."""
+MAX_REASON = 220
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StageLine:
+    stage: str
+    anchor: str
+    status: str
+    """The stage's most severe verdict status; "none" when it has no verdict (it did not run)."""
+    headline: str
+    counts: str
+    """'3 pass · 1 warn' over the judged verdicts; skips are in skip_line."""
+    skip_line: str
+    """'7 skipped', or '' without skips; skip_why says why (the most common reason)."""
+    skip_why: str = ""
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """A failure or warning on the first screen: where, what was seen against what was expected, what to do."""
+
+    stage: str
+    anchor: str
+    status: str
+    check: str
+    seen: str
+    reason: str
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def check_name(v: Verdict) -> str:
+    """The verdict id without its stage prefix: 'peak.all_reduce'."""
+    prefix = v.stage + "."
+    return v.id[len(prefix):] if v.id.startswith(prefix) else v.id
+
+
+def worst_status(verdicts: list[Verdict]) -> str:
+    return min((v.status for v in verdicts), key=SEVERITY_RANK.__getitem__) if verdicts else "none"
+
+
+def generic_headline(verdicts: list[Verdict], state: str) -> str:
+    """The most severe judged verdict, 'check: observed · expected …'; else why nothing was judged."""
+    judged = sorted((v for v in verdicts if v.status != "skip"), key=lambda v: SEVERITY_RANK[v.status])
+    if judged:
+        v = judged[0]
+        return f"{check_name(v)}: {fmt.first_line(v.observed)} · expected {fmt.first_line(v.expected)}"
+    if verdicts:
+        return "nothing judged on this run (every check skipped)"
+    return state or "no verdicts recorded"
+
+
+def declared_headline(stage: str, rows, verdicts: list[Verdict], expectations) -> str | None:
+    """The stage module's own headline, or None (no module, no function, it raised, it returned nothing)."""
+    module = suite_stages.REGISTRY.modules.get(stage)
+    make = getattr(module, "headline", None)
+    if make is None:
+        return None
+    try:
+        text = make([row_from_dict(r) for r in rows.to_dict("records")], verdicts,
+                    [expectation_from_dict(e) for e in expectations.to_dict("records")])
+    except Exception:  # noqa: BLE001 - a broken headline falls back to the generic line, never a failed report
+        return None
+    return str(text) if text else None
+
+
+def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
+    """('7 skipped', 'CPU numbers say nothing about GPUs'): the most common reason, '+ n more' when they differ."""
+    if not skips:
+        return "", ""
+    reasons = Counter(fmt.first_line(v.reason) for v in skips)
+    reason, n = reasons.most_common(1)[0]
+    more = "" if n == len(skips) else f" (+{len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''})"
+    return f"{len(skips)} skipped", clip(reason, 70) + more
+
+
+def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str) -> StageLine:
+    judged = Counter(v.status for v in verdicts if v.status != "skip")
+    skips = [v for v in verdicts if v.status == "skip"]
+    counts = " · ".join(f"{judged[s]} {s}" for s in ("fail", "warn", "pass") if judged[s])
+    text = declared_headline(stage, rows, verdicts, expectations) or generic_headline(verdicts, state)
+    skip_line, skip_why = skip_summary(skips)
+    return StageLine(stage=stage, anchor=anchor, status=worst_status(verdicts), headline=clip(text, MAX_HEADLINE),
+                     counts=counts, skip_line=skip_line, skip_why=skip_why,
+                     skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips])
+
+
+def attention(verdicts: list[Verdict], anchor_of, order: list[str]) -> list[Attention]:
+    """Failures, then warnings, stages in run order: each with what was seen and its one-line reason."""
+    position = {name: i for i, name in enumerate(order)}
+    picked = sorted((v for v in verdicts if v.status in ("fail", "warn")),
+                    key=lambda v: (SEVERITY_RANK[v.status], position.get(v.stage, len(order)), v.id))
+    return [Attention(stage=v.stage, anchor=anchor_of(v.stage), status=v.status, check=check_name(v),
+                      seen=clip(f"{fmt.first_line(v.observed)} (expected {fmt.first_line(v.expected)})", MAX_HEADLINE),
+                      reason=clip(fmt.first_line(v.reason), MAX_REASON)) for v in picked]

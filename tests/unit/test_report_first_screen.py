@@ -1,0 +1,106 @@
+"""The first screen's stage lines (each stage's declared headline, else the generic line), the stage texts a
+run records for its report, folded tables and the figures' compact SVG."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from reports import headline, tables
+from reports.figures import compact_svg
+from reports.report import render_path
+from reports.runview import load_run
+from suite import runner
+from suite.config import GLOO_CPU
+from suite.results import EXPECTATION_COLUMNS, ROW_COLUMNS, Expectation, Row, Verdict, records_to_frame
+from suite.stages import bandwidth, tp
+from tests.report_synthetic import build_run
+
+
+def frame(records, columns):
+    return records_to_frame(records, columns)
+
+
+def test_bandwidth_headline_is_the_largest_all_reduce_against_its_floor():
+    rows = [Row(stage="bandwidth", case="all_reduce", metric="busbw", value=v, unit="GB/s", size_bytes=s,
+                source="nccl-tests") for s, v in ((2**20, 100.0), (2**33, 362.4))]
+    rows.append(Row(stage="bandwidth", case="all_reduce", metric="busbw", value=999.0, unit="GB/s", size_bytes=2**34,
+                    source="torch"))
+    floor = [Expectation(stage="bandwidth", case="all_reduce", metric="busbw_min", value=315.0, unit="GB/s",
+                         basis="70% of NVLink")]
+    assert bandwidth.headline(rows, [], floor) == "all_reduce busbw 362.4 GB/s at 8 GiB (nccl-tests) · expected ≥ 315"
+    assert bandwidth.headline(rows[2:], [], []) == ("all_reduce busbw 999 GB/s at 16 GiB (torch) · "
+                                                   "no link peak to hold it to")
+    assert bandwidth.headline([], [], floor) is None
+
+
+def test_tp_headline_is_the_highest_degree_against_the_ideal():
+    rows = [Row(stage="tp", case="train_step", metric="speedup", value=v, unit="ratio", tp=d)
+            for d, v in ((2, 1.9), (4, 3.1), (8, math.nan))]
+    ideal = [Expectation(stage="tp", case="train_step", metric="speedup", value=4.0, unit="ratio", tp=4, basis="d×")]
+    assert tp.headline(rows, [], ideal) == "TP=4 speedup 3.1× · ideal 4×"  # TP=8 measured nothing: not the headline
+
+
+def test_a_stage_without_a_headline_gets_its_most_severe_verdict(monkeypatch):
+    verdicts = [Verdict(id="drill.a", stage="drill", status="pass", expected="≤ 1 s", observed="0.2 s", reason="ok"),
+                Verdict(id="drill.b", stage="drill", status="warn", expected="≤ 5 s", observed="7 s", reason="slow"),
+                Verdict(id="drill.c", stage="drill", status="skip", expected="a GPU", observed="CPU", reason="CPU run")]
+    empty_rows, empty_exp = frame([], ROW_COLUMNS), frame([], EXPECTATION_COLUMNS)
+    line = headline.stage_line("drill", "stage-drill", empty_rows, empty_exp, verdicts, "state: complete")
+    assert (line.status, line.headline, line.counts) == ("warn", "b: 7 s · expected ≤ 5 s", "1 warn · 1 pass")
+    assert (line.skip_line, line.skip_why, [s.id for s in line.skipped]) == ("1 skipped", "CPU run", ["drill.c"])
+    nothing = headline.stage_line("drill", "stage-drill", empty_rows, empty_exp, [], "state: pending · did not run")
+    assert (nothing.status, nothing.headline) == ("none", "state: pending · did not run")
+
+
+def test_a_headline_that_raises_falls_back_to_the_generic_line(monkeypatch):
+    def broken(rows, verdicts, expectations):
+        raise KeyError("no such row")
+
+    monkeypatch.setattr(tp, "headline", broken)
+    verdicts = [Verdict(id="tp.golden.tp2", stage="tp", status="fail", expected="≤ 1e-6", observed="3e-2", reason="x")]
+    line = headline.stage_line("tp", "stage-tp", frame([], ROW_COLUMNS), frame([], EXPECTATION_COLUMNS), verdicts, "")
+    assert line.headline == "golden.tp2: 3e-2 · expected ≤ 1e-6"
+
+
+def test_the_run_records_its_stage_texts_and_the_report_shows_those(tmp_path):
+    manifest = runner.initial_manifest(GLOO_CPU, "r", ["topology", "bandwidth"])
+    assert set(manifest["stage_texts"]) == {"topology", "bandwidth"}
+    assert manifest["stage_texts"]["bandwidth"]["measures"] == bandwidth.MEASURES
+    run = build_run(tmp_path / "run")
+    data = json.loads((run / "manifest.json").read_text())
+    assert "stage_texts" not in data  # a run made before the texts were recorded: today's code speaks
+    html = render_path(run)[0].read_text()
+    assert f"Measures: {bandwidth.MEASURES}" in html
+    data["stage_texts"] = {"bandwidth": {"title": "the old sweep", "measures": "busbw as that run's code measured it",
+                                         "wrong": "what wrong looked like then", "rehearsal": ""}}
+    (run / "manifest.json").write_text(json.dumps(data))
+    view = load_run(run)
+    assert view.text("bandwidth").recorded and not view.text("topology").recorded
+    html = render_path(run)[0].read_text()
+    assert "Measures: busbw as that run&#39;s code measured it" in html and "bandwidth (checklist #2) — the old sweep" in html
+    assert f"Measures: {bandwidth.MEASURES}" not in html
+
+
+def test_a_long_table_is_always_folded():
+    short = tables.make_table("t", ["case"], [["a"]] * tables.MAX_OPEN_ROWS)
+    long = tables.make_table("t", ["case"], [["a"]] * (tables.MAX_OPEN_ROWS + 1))
+    assert not short.folded and long.folded and long.summary == f"t ({tables.MAX_OPEN_ROWS + 1} rows)"
+
+
+def test_compact_svg_keeps_text_and_rounds_only_coordinates():
+    svg = ('<svg>\n  <g id="line2d_1">\n   <path d="M 1.234567 2.5\nL 3.14159 4" style="stroke-width: 0.812345"/>\n'
+           '  </g>\n  <text x="10.98765" y="2">busbw 0.123456 GB/s</text>\n</svg>')
+    assert compact_svg(svg) == ("<svg><g><path d='M 1.23 2.5 L 3.14 4' style='stroke-width: 0.812345'/></g>"
+                                "<text x='10.98' y='2'>busbw 0.123456 GB/s</text></svg>")
+
+
+def test_sections_drawn_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
+    from reports import report
+
+    run = build_run(tmp_path / "run")
+    monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
+    parallel = render_path(run, tmp_path / "parallel.html")[0].read_text()
+    monkeypatch.setattr(report, "PARALLEL", 1)
+    serial = render_path(run, tmp_path / "serial.html")[0].read_text()
+    assert parallel.count("<section") == 6 and parallel == serial
