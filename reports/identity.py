@@ -21,6 +21,9 @@ def gpus(view: RunView) -> str:
     """'8 × NVIDIA H100 80GB HBM3' from the topology facts; on a CPU profile, says there are none."""
     facts = view.manifest.get("facts") or {}
     names = gpu_names(facts)
+    count = (facts.get("topology") or {}).get("gpu_count") if isinstance(facts.get("topology"), dict) else None
+    if names and len(set(names)) == 1 and isinstance(count, int) and count > len(names):
+        names = names * count  # one model named (e.g. ingest's --gpu-model) for a matrix of `count` GPUs
     if names:
         counted = Counter(names)
         return ", ".join(f"{n} × {name}" for name, n in counted.items())
