@@ -23,7 +23,7 @@ from . import procs
 from .config import Profile
 from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
                      worker_env)
-from .multinode import (JOIN_TIMEOUT_S, Node, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
+from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
                         torchrun_node_command)
 
 PEER_GRACE_S = 20.0  # after one node fails, how long the others get to fail by themselves before they are killed
@@ -62,7 +62,7 @@ def run_across_nodes(
     base.update(node_socket_env(profile.socket_ifname))
     base.update(CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix, CARDTIME_NODES=",".join(profile.nodes))
     started: list[tuple[Node, subprocess.Popen, list[str]]] = []
-    logs: list[Path] = []
+    logs: list[Path] = []  # the torchrun logs, for a failure while starting
     start = time.monotonic()
     try:
         for rank, node in enumerate(nodes):
@@ -73,9 +73,9 @@ def run_across_nodes(
                                             endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
                                             join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args)
             torchrun_log = node_dir / f"{prefix}torchrun.log"
-            logs += [torchrun_log] + [node_dir / f"{prefix}rank{rank * n + r}.log" for r in range(n)]
+            logs.append(torchrun_log)
             started.append((node, _start(node, rank, command, node_env, torchrun_log, profile.ssh_config), command))
-        failed = _wait(started, start, timeout_s, on_poll, module, logs)
+        failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix))
     except BaseException:
         for _, proc, _ in started:
             kill_group(proc)
@@ -86,9 +86,19 @@ def run_across_nodes(
     if failed:
         node, proc, command = failed
         raise LaunchError(f"torchrun running {module} on node {node.name} exited with code {proc.returncode}",
-                          command=command, exit_code=proc.returncode, log_tail=log_tail(logs))
+                          command=command, exit_code=proc.returncode, log_tail=log_tail(_logs(raw_dir, nodes, prefix)))
     return LaunchResult(command=started[0][2], exit_code=0, seconds=time.monotonic() - start, out_dir=out_dir,
-                        log_paths=logs)
+                        log_paths=_logs(raw_dir, nodes, prefix))
+
+
+def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
+    """Each node's torchrun log, then its ranks' (c10d numbers the ranks as the nodes join: found, not assumed)."""
+    out = []
+    for node in nodes:
+        ranks = sorted((raw_dir / node.name).glob(f"{prefix}rank*.log"),
+                       key=lambda p: int(p.stem.rsplit("rank", 1)[1]) if p.stem.rsplit("rank", 1)[1].isdigit() else 0)
+        out += [raw_dir / node.name / f"{prefix}torchrun.log", *ranks]
+    return out
 
 
 def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_path: Path,
@@ -107,7 +117,7 @@ def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_p
                                 preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
 
 
-def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, logs: list[Path]):
+def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, logs: Callable[[], list[Path]]):
     """Until every node's torchrun has exited; the first that failed (after the others got PEER_GRACE_S to
     notice and stop by themselves), or None. A timeout kills every node's and raises LaunchError."""
     failed = None
@@ -128,7 +138,7 @@ def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, 
                 kill_group(proc)
             raise LaunchError(f"{module} timed out after {timeout_s:.0f} s on {len(started)} nodes "
                               f"({', '.join(s[0].name for s in running)} still running)",
-                              command=started[0][2], log_tail=log_tail(logs))
+                              command=started[0][2], log_tail=log_tail(logs()))
         if on_poll is not None:
             on_poll()
         time.sleep(0.2)
@@ -146,3 +156,18 @@ def _copy_back(node: Node, ssh_config: str, raw_dir: Path, names: list[str]) -> 
         pack.wait(timeout=COPY_BACK_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return  # the launch's own outcome is what the stage reports; missing rows show up there
+
+
+def check_reachable(nodes: Sequence[Node], ssh_config: str = "", timeout_s: float = 30.0) -> None:
+    """Every node but the first (this one) answers over ssh, before any stage starts; else NodesError naming it."""
+    for node in nodes[1:]:
+        argv = node.ssh_argv(ssh_config)[:1] + ["-o", "ConnectTimeout=10"] + node.ssh_argv(ssh_config)[1:] + ["true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise NodesError(f"node {node.name}: ssh did not answer within {timeout_s:.0f} s: check the address "
+                             "and that sshd runs there") from None
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            raise NodesError(f"node {node.name}: unreachable over ssh ({said}): fix the name or address, install "
+                             "this node's key there (ssh-copy-id), or pass --ssh-config")

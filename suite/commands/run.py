@@ -93,6 +93,9 @@ def with_nodes(profile, args):
     parse_nodes(entries or ["localhost"])
     if len(entries) < 2:
         return profile
+    from ..multilaunch import check_reachable
+
+    check_reachable(parse_nodes(entries), args.ssh_config)  # before any stage: one line naming the node
     return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname)
 
 

@@ -1,0 +1,75 @@
+"""The suite across a real two-node cluster made of network namespaces (tests/e2e/two_nodes.py).
+
+One launch sequence serves the whole test (each two-node launch costs tens of seconds on 2 cores): the
+bandwidth stage run on node-a with --nodes node-a,node-b — torch's sweep over gloo between the two
+namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix — and, after
+the cluster is torn down, that nothing it started or made is left.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.remote_loopback import WORKTREE
+from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
+
+
+@pytest.fixture(scope="module")
+def can_make_namespaces():
+    why = netns_missing()
+    if why:
+        pytest.skip(f"no two-node cluster on this machine: {why}")
+
+
+def suite_run_on_node_a(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    argv = [str(WORKTREE / ".venv" / "bin" / "python"), "-m", "suite", "run", "--profile", "gloo-cpu", "--nproc", "1",
+            "--stages", "bandwidth", "--nodes", "node-a,node-b", "--ssh-config", str(cluster.ssh_config),
+            "--socket-ifname", IFNAME, "--out", str(out), "--record-last", str(out / "LAST"), *extra]
+    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
+    return cluster.ssh("node-a", command, timeout_s=600, check=False)
+
+
+def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
+    out = tmp_path / "runs"
+    with two_node_cluster(tmp_path / "cluster") as cluster:
+        namespaces, bridge_net = list(cluster.namespaces.values()), cluster.subnet
+        refused = cluster.ssh("node-a", f"cd {shlex.quote(str(WORKTREE))} && {WORKTREE}/.venv/bin/python -m suite run "
+                              f"--stages bandwidth --nodes node-a,node-c --ssh-config {cluster.ssh_config} "
+                              f"--out {out}", check=False)
+        done = suite_run_on_node_a(cluster, out)
+        sessions = cluster.pids()
+    # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
+    assert refused.returncode == 2, refused.stderr
+    assert "node node-c: unreachable over ssh" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = Path((out / "LAST").read_text().strip())
+    raw = run / "raw" / "bandwidth"
+    # Each node's own output under raw/bandwidth/<node>/: its torchrun's log and its rank's log.
+    for node in ("node-a", "node-b"):
+        log = (raw / node / "torch.torchrun.log").read_text()
+        assert "--rdzv-backend=c10d" in log and "--rdzv-endpoint=node-a:" in log and "--nnodes=2" in log
+        assert len(list((raw / node).glob("torch.rank*.log"))) == 1
+    assert "ssh" in (raw / "node-b" / "torch.torchrun.log").read_text().splitlines()[0]
+    rows = [json.loads(line) for line in (run / "raw" / "bandwidth" / ".stage-rows.jsonl").read_text().splitlines()]
+    sweep = [r for r in rows if r["source"] == "torch" and r["metric"] == "wrong"]
+    assert len(sweep) >= 6 and {r["world"] for r in sweep} == {2} and all(r["value"] == 0 for r in sweep)
+    pairs = {(r["case"], r["metric"]): r["value"] for r in rows if r["source"] == "p2p"}
+    assert {c for c, _ in pairs} == {"node-a→node-b", "node-b→node-a"}
+    for case in ("node-a→node-b", "node-b→node-a"):
+        assert pairs[(case, "wrong")] == 0 and pairs[(case, "busbw")] > 0
+    verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
+    assert verdicts["bandwidth.p2p_pairs"] == "pass" and verdicts["bandwidth.p2p_wrong"] == "pass"
+    assert not [k for k, s in verdicts.items() if s == "fail"], verdicts
+    # Teardown: no process the cluster held is alive, no namespace or bridge address is left.
+    assert sessions and not [p for p in sessions if _alive(p)]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [ns for ns in namespaces if ns in listed.split()]
+    assert bridge_net.rsplit(".", 1)[0] not in subprocess.run(["ip", "-br", "addr"], capture_output=True,
+                                                              text=True).stdout
