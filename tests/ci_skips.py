@@ -28,6 +28,7 @@ CAPABILITIES = {
     "docker": "a Docker engine that answers (the image tests)",
     "debian-base": "a local Debian base image: debootstrap and the Debian mirror, or the cached tarball",
     "netns": "root and network namespaces (the two-node tests)",
+    "openmpi": "Open MPI's mpirun (the two-node mpirun test; apt-get install openmpi-bin)",
 }
 
 

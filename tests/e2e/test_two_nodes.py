@@ -73,3 +73,26 @@ def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
     assert not [ns for ns in namespaces if ns in listed.split()]
     assert bridge_net.rsplit(".", 1)[0] not in subprocess.run(["ip", "-br", "addr"], capture_output=True,
                                                               text=True).stdout
+
+
+@pytest.mark.needs("openmpi")
+def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
+    """nccl-tests' launcher words (suite/mpirun.py) start one process on each node, with the NCCL variables."""
+    import shutil
+
+    from suite.mpirun import hostfile_text, mpirun_across_nodes
+    from suite.multinode import parse_nodes
+
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
+    with two_node_cluster(tmp_path / "cluster") as cluster:
+        nodes = parse_nodes("node-a,node-b")
+        hostfile = tmp_path / "hostfile"
+        hostfile.write_text(hostfile_text(nodes, 1))
+        words = mpirun_across_nodes("mpirun", nodes, 1, str(hostfile), env={"NCCL_SOCKET_IFNAME": IFNAME},
+                                    ssh_config=str(cluster.ssh_config), ifname=IFNAME, as_root=True)
+        probe = 'echo "rank=$OMPI_COMM_WORLD_RANK host=$(hostname) if=$NCCL_SOCKET_IFNAME"'
+        done = cluster.ssh("node-a", shlex.join([*words, "sh", "-c", probe]), timeout_s=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = sorted(done.stdout.split("\n"))
+    assert [line for line in lines if line] == [f"rank=0 host=node-a if={IFNAME}", f"rank=1 host=node-b if={IFNAME}"]

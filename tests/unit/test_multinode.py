@@ -1,0 +1,90 @@
+"""The nodes of a multi-node run and the command lines started on them (suite/multinode.py, suite/mpirun.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from suite.mpirun import hostfile_text, mpirun_across_nodes, rsh_agent
+from suite.multinode import (Node, NodesError, expand_slurm_nodelist, forwarded_env, parse_nodes, read_hostfile,
+                             remote_shell_command, torchrun_node_command)
+
+
+def test_nodes_parse_user_host_port():
+    nodes = parse_nodes("root@gpu-a:2222, gpu-b ,ubuntu@10.0.0.3")
+    assert nodes == (Node("root", "gpu-a", 2222), Node("", "gpu-b", None), Node("ubuntu", "10.0.0.3", None))
+    assert [n.name for n in nodes] == ["gpu-a", "gpu-b", "10.0.0.3"]
+    assert nodes[0].ssh_argv("cfg", tty=True) == ["ssh", "-o", "BatchMode=yes", "-F", "cfg", "-p", "2222", "-tt",
+                                                 "root@gpu-a"]
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("a,,b", "node 2 of the list is empty"),
+    ("root@a,root@a:22", "node a is listed twice (entries 1 and 2)"),
+    ("root@a:22x", "port '22x' is not a number"),
+    ("root@a:70000", "port '70000' is not a number"),
+    ("root@gpu_a!", "'gpu_a!' is not a host name"),
+    ("ro ot@a", "user 'ro ot' is not a user name"),
+])
+def test_bad_nodes_are_refused_naming_the_entry(spec, says):
+    with pytest.raises(NodesError) as e:
+        parse_nodes(spec)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_hostfile_comments_slots_and_typos():
+    text = "# the cluster\nroot@gpu-a slots=8\n\nroot@gpu-b:2222   # second\n"
+    assert read_hostfile(text) == ("root@gpu-a", "root@gpu-b:2222")
+    with pytest.raises(NodesError, match=r"hosts line 2: 'slot=8' after 'root@gpu-b'"):
+        read_hostfile("root@gpu-a\nroot@gpu-b slot=8\n", "hosts")
+    with pytest.raises(NodesError, match=r"hosts line 1: node 'root@gpu-a:': port '' is not a number"):
+        read_hostfile("root@gpu-a:\n", "hosts")
+    with pytest.raises(NodesError, match="names no node"):
+        read_hostfile("# nothing\n\n")
+    with pytest.raises(NodesError, match="listed twice"):
+        read_hostfile("gpu-a\ngpu-a slots=4\n")
+
+
+def test_slurm_nodelist_expansion():
+    assert expand_slurm_nodelist("gpu-[01-03,07],login1") == ["gpu-01", "gpu-02", "gpu-03", "gpu-07", "login1"]
+    assert expand_slurm_nodelist("node-a,node-b") == ["node-a", "node-b"]
+    assert expand_slurm_nodelist("n[8-10]") == ["n8", "n9", "n10"]
+
+
+def test_torchrun_node_command_rendezvous_at_the_first_node():
+    argv = torchrun_node_command("py", "suite.workloads.node_pairs", ["--iters", "5"], nproc=8, nnodes=2,
+                                 endpoint="gpu-a:29400", rdzv_id="r1", join_timeout_s=90)
+    assert argv[:3] == ["py", "-m", "torch.distributed.run"]
+    assert {"--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu-a:29400",
+            "--rdzv-id=r1", "--rdzv-conf=join_timeout=90", "--max-restarts=0"} <= set(argv)
+    assert argv[-4:] == ["-m", "suite.workloads.node_pairs", "--iters", "5"]
+
+
+def test_remote_shell_command_runs_in_the_checkout_with_exactly_the_environment(tmp_path):
+    """Run for real by sh, as sshd would: quoting survives a value with spaces, quotes and $."""
+    env = forwarded_env({"NCCL_IB_HCA": "mlx5_0 'x' $HOME", "CARDTIME_RAW_DIR": "/r", "AWS_SECRET_ACCESS_KEY": "no",
+                         "HOME": "/root"})
+    assert set(env) == {"NCCL_IB_HCA", "CARDTIME_RAW_DIR"}
+    probe = [sys.executable, "-c", "import os; print(os.getcwd()); print(os.environ['NCCL_IB_HCA']); "
+                                   "print(os.environ.get('AWS_SECRET_ACCESS_KEY'))"]
+    done = subprocess.run(["sh", "-c", remote_shell_command(str(tmp_path), env, probe)], capture_output=True,
+                          text=True, env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(tmp_path), "mlx5_0 'x' $HOME", "None"]
+
+
+def test_mpirun_words_one_process_per_gpu_on_each_node():
+    nodes = parse_nodes("root@gpu-a,root@gpu-b")
+    assert hostfile_text(nodes, 8) == "gpu-a slots=8\ngpu-b slots=8\n"
+    words = mpirun_across_nodes("mpirun", nodes, 8, "hf", env={"NCCL_ALGO": "Ring", "HOME": "/root"},
+                                ssh_config="cfg", ifname="ens5")
+    text = " ".join(words)
+    assert words[:3] == ["mpirun", "-np", "16"] and "--hostfile hf --map-by ppr:8:node --bind-to none" in text
+    assert "-x NCCL_ALGO=Ring" in text and "HOME" not in text
+    assert "--mca btl_tcp_if_include ens5 --mca oob_tcp_if_include ens5" in text
+    assert words[words.index("plm_rsh_agent") + 1] == "ssh -o BatchMode=yes -F cfg -l root"
+    with pytest.raises(NodesError, match="one user and one port"):
+        rsh_agent(parse_nodes("root@a,root@b:2222,root@c"))
