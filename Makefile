@@ -64,6 +64,9 @@ golden: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tests.bench
 
+# Multi-node: HOSTS=user@a,user@b[:port] or HOSTFILE=path (one node a line) instead of HOST= preflights every
+#   node and refuses, in one line naming the node, any that is unreachable or differs from the first (GPUs,
+#   driver, Python); the run itself: `python -m suite run --nodes a,b` on the first node (suite/multinode.py).
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
@@ -73,9 +76,9 @@ bench: $(STAMP)
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
 remote: $(STAMP)
-	@test -n "$$HOST" || { echo "usage: make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
+	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
 	@mkdir -p runs
-	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	$(PY) -m provisioning remote --host "$$HOST" --hosts "$$HOSTS" --hostfile "$$HOSTFILE" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
