@@ -122,8 +122,8 @@ def cluster_main(opts, steps) -> int:
         try:
             remote = connect_for_transfers(node_opts)
         except RemoteError as e:
-            steps.say(f"REFUSED: node {spec.label}: unreachable ({e.what}): check the address and port, the key "
-                      "(KEY=) or SSH_CONFIG=, or leave the node out of HOSTS=")
+            fix = e.hint or "check the address and port, the key (KEY=) or SSH_CONFIG=, or leave the node out of HOSTS="
+            steps.say(f"REFUSED: node {spec.label}: {e.what}: {fix}")
             return 2
         try:
             facts, decision = run_preflight(remote, node_opts, steps)

@@ -1,7 +1,7 @@
 """The suite across a real two-node cluster made of network namespaces (tests/e2e/two_nodes.py).
 
-One launch sequence serves the whole test (each two-node launch costs tens of seconds on 2 cores): the
-bandwidth stage run on node-a with --nodes node-a,node-b — torch's sweep over gloo between the two
+One cluster serves the whole first test (each two-node launch costs tens of seconds on 2 cores): `make
+remote HOSTS=`'s preflight of both nodes (and of an unreachable one), then the bandwidth stage run on node-a with --nodes node-a,node-b — torch's sweep over gloo between the two
 namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix — and, after
 the cluster is torn down, that nothing it started or made is left.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE
+from tests.e2e.remote_loopback import WORKTREE, provisioning
 from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
@@ -36,6 +36,13 @@ def suite_run_on_node_a(cluster, out: Path, *extra: str) -> subprocess.Completed
     return cluster.ssh("node-a", command, timeout_s=600, check=False)
 
 
+def provisioning_remote(cluster, hosts: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`make remote HOSTS=…` from the root namespace (the laptop), a CPU profile: the preflight of every node."""
+    return provisioning("remote", "--host", "", "--hosts", hosts, "--ssh-config", str(cluster.ssh_config),
+                        "--profile", "gloo-cpu", "--runtime", "host", "--allow-dirty", "1",
+                        "--remote-dir", str(tmp_path / "remote"))
+
+
 def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
     out = tmp_path / "runs"
     with two_node_cluster(tmp_path / "cluster") as cluster:
@@ -43,8 +50,16 @@ def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
         refused = cluster.ssh("node-a", f"cd {shlex.quote(str(WORKTREE))} && {WORKTREE}/.venv/bin/python -m suite run "
                               f"--stages bandwidth --nodes node-a,node-c --ssh-config {cluster.ssh_config} "
                               f"--out {out}", check=False)
+        preflights = {hosts: provisioning_remote(cluster, hosts, tmp_path) for hosts in ("node-a,node-c", "node-a,node-b")}
         done = suite_run_on_node_a(cluster, out)
         sessions = cluster.pids()
+    # make remote HOSTS=: an unreachable node refused in one line naming it; two nodes of one shape agree.
+    unreachable = preflights["node-a,node-c"]
+    assert unreachable.returncode == 2
+    (refusal,) = [line for line in unreachable.stderr.splitlines() if "REFUSED" in line]
+    assert "REFUSED: node node-c: cannot connect" in refusal and "checking node node-b" not in unreachable.stderr
+    agree = preflights["node-a,node-b"].stderr
+    assert "host      node-a" in agree and "host      node-b" in agree and "2 nodes agree" in agree
     # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
     assert refused.returncode == 2, refused.stderr
     assert "node node-c: unreachable over ssh" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

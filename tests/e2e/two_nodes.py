@@ -105,7 +105,7 @@ def _write_ssh_files(folder: Path, net: str) -> Path:
             f"Port 22\nListenAddress {net}.{i + 1}\nHostKey {nd / 'host_key'}\nPidFile {nd / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            "MaxSessions 50\nMaxStartups 50\nLogLevel VERBOSE\n")
+            "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\nLogLevel VERBOSE\n")
         kind, blob = (nd / "host_key.pub").read_text().split()[:2]
         known.append(f"{node},{net}.{i + 1} {kind} {blob}\n")
         client.append(f"Host {node}\n  HostName {net}.{i + 1}\n")
