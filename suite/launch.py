@@ -212,18 +212,12 @@ def run_torchrun(
     extra_torchrun_args: Sequence[str] = (),
     on_poll: Callable[[], None] | None = None,
 ) -> LaunchResult:
-    """Launch a workload and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
+    """Launch a workload on this node and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
 
     The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
     CARDTIME_LOG_PREFIX. The launch runs in its own process group so a timeout kills every worker.
-    A profile naming several nodes launches on every node (suite/multilaunch.py).
+    One node only: a profile naming several goes through suite/multilaunch.py (StageContext.torchrun chooses).
     """
-    if len(profile.nodes) > 1:
-        from .multilaunch import run_across_nodes  # imports this module
-
-        return run_across_nodes(profile, module, args, raw_dir=raw_dir, tag=tag, nproc=nproc, timeout_s=timeout_s,
-                                max_restarts=max_restarts, env=env, extra_torchrun_args=extra_torchrun_args,
-                                on_poll=on_poll)
     raw_dir = Path(raw_dir)
     prefix = f"{tag}." if tag else ""
     out_dir = launch_out_dir(raw_dir, tag)

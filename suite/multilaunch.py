@@ -1,6 +1,6 @@
 """One launch across the nodes of a multi-node profile: a torchrun on every node, joined by c10d rendezvous.
 
-suite.launch.run_torchrun hands a launch here when the profile names more than one node. The first node's
+StageContext.torchrun launches here instead of suite.launch.run_torchrun when the profile names more than one node. The first node's
 torchrun runs as a child of the suite; each other node's over `ssh -tt` (a hang-up ends it when the suite
 kills the ssh). Each node keeps its own output under raw/<stage>/<node>/ — torchrun's log and its ranks'
 logs — and the ranks' rows go to the launch's output folder; after the launch, what a node wrote on its

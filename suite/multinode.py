@@ -26,6 +26,11 @@ USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
 JOIN_TIMEOUT_S = 120.0  # how long a node waits at the rendezvous for the others (torchrun's default is 600 s)
 
 
+def arrow(sender: str, receiver: str) -> str:
+    """A node pair's name in rows and verdicts: 'gpu-a→gpu-b'."""
+    return f"{sender}→{receiver}"
+
+
 class NodesError(ValueError):
     """A nodes list that cannot be used; the message names the entry and the fix."""
 

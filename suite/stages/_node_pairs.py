@@ -9,10 +9,9 @@ import math
 import statistics
 
 from ..config import Profile
-from ..multinode import parse_nodes
+from ..multinode import arrow, parse_nodes
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
-from ..workloads.node_pairs import arrow
 from ._launches import launch_rows
 
 STAGE = "bandwidth"

@@ -21,14 +21,11 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..multinode import arrow
 from ..results import Row
 from .worker import Worker, worker_session
 
 STAGE = "bandwidth"
-
-
-def arrow(sender: str, receiver: str) -> str:
-    return f"{sender}→{receiver}"
 
 
 def node_leaders(w: Worker) -> list[tuple[str, int]]:

@@ -88,3 +88,46 @@ def test_mpirun_words_one_process_per_gpu_on_each_node():
     assert words[words.index("plm_rsh_agent") + 1] == "ssh -o BatchMode=yes -F cfg -l root"
     with pytest.raises(NodesError, match="one user and one port"):
         rsh_agent(parse_nodes("root@a,root@b:2222,root@c"))
+
+
+def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, monkeypatch):
+    from suite.config import NCCL_GPU
+    from suite.stages import _nccl_tests
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "mpirun").write_text("#!/bin/sh\n")
+    (tools / "mpirun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    two = NCCL_GPU.with_overrides(nodes=("root@gpu-a", "root@gpu-b"), ssh_config="cfg", socket_ifname="ens5")
+    words, why = _nccl_tests.launcher(two, {"NCCL_ALGO": "Ring"}, tmp_path / "raw")
+    assert why == "" and words[:3] == [str(tools / "mpirun"), "-np", "16"]
+    assert (tmp_path / "raw" / "hostfile").read_text() == "gpu-a slots=8\ngpu-b slots=8\n"
+    assert {"-x NCCL_ALGO=Ring", "-x NCCL_SOCKET_IFNAME=ens5", "--map-by ppr:8:node"} <= {
+        f"{a} {b}" for a, b in zip(words, words[1:])}
+    assert _nccl_tests.perf_args(two)[_nccl_tests.perf_args(two).index("-g") + 1] == "1"
+    assert _nccl_tests.form_label(two).startswith("mpirun -np 16 across 2 nodes")
+
+
+def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
+    from suite.config import NCCL_GPU
+    from suite.results import Row
+    from suite.stages import _node_pairs
+
+    three = NCCL_GPU.with_overrides(nodes=("a", "b", "c"))
+    expectations = _node_pairs.expect(three)
+    assert len(expectations) == 6 and {e.case for e in expectations} >= {"a→b", "c→a"}
+
+    def pair(case, busbw, wrong=0.0):
+        return [Row(stage="bandwidth", case=case, metric="busbw", value=busbw, unit="GB/s", source="p2p"),
+                Row(stage="bandwidth", case=case, metric="wrong", value=wrong, unit="count", source="p2p")]
+    rows = [r for c in ("a→b", "a→c", "b→a", "b→c", "c→a") for r in pair(c, 40.0)] + pair("c→b", 10.0, wrong=3)
+    gpu = {"profile": {"judge_performance": True}}
+    v = {x.id: x for x in _node_pairs.judge(rows, expectations, gpu)}
+    assert v["bandwidth.p2p_pairs"].status == "pass"
+    assert v["bandwidth.p2p_wrong"].status == "fail" and "c→b: 3" in v["bandwidth.p2p_wrong"].observed
+    assert v["bandwidth.p2p_slow_pair"].status == "warn" and v["bandwidth.p2p_slow_pair"].observed.startswith("c→b")
+    v = {x.id: x for x in _node_pairs.judge(rows[2:], expectations, {})}
+    assert v["bandwidth.p2p_pairs"].status == "fail" and "a→b" in v["bandwidth.p2p_pairs"].observed
+    assert v["bandwidth.p2p_slow_pair"].status == "skip"
+    assert _node_pairs.judge(rows, _node_pairs.expect(NCCL_GPU), gpu) == []  # one node: no pairs to judge
