@@ -14,6 +14,8 @@ help:
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
+	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: preflight every node of a multi-node run"
+	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8]: the sbatch script, submitted and followed"
 	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
 	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
@@ -83,6 +85,16 @@ remote: $(STAMP)
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
 	  --fetch "$$FETCH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+
+# make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]
+#   [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless SUBMIT=0) submits
+#   and follows it; inside the job the suite takes the allocation's nodes and launches with one srun each.
+.PHONY: slurm
+slurm: $(STAMP)
+	@test -n "$$PARTITION" || { echo "usage: make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…]" >&2; exit 2; }
+	$(PY) -m suite slurm --partition "$$PARTITION" --nodes "$${NODES:-2}" --gpus-per-node "$${GPUS_PER_NODE:-8}" \
+	  --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	  --container-image "$$IMAGE" --out runs $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit)
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }

@@ -234,6 +234,8 @@ class Profile:
     suite runs on and the rendezvous host; () or one node is a single-node run (suite/multinode.py)."""
     ssh_config: str = ""
     """The ssh_config file the suite reaches the other nodes with ('' : ssh's own)."""
+    node_launcher: str = "ssh"
+    """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm allocation)."""
     socket_ifname: str = ""
     """GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node of a multi-node run ('' : the libraries choose)."""
     sections: tuple[tuple[str, Any], ...] = ()

@@ -23,6 +23,7 @@ from . import procs
 from .config import Profile
 from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
                      worker_env)
+from .slurm import SRUN_ARGS_ENV, srun_launch_command
 from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
                         torchrun_node_command)
 
@@ -65,7 +66,16 @@ def run_across_nodes(
     logs: list[Path] = []  # the torchrun logs, for a failure while starting
     start = time.monotonic()
     try:
-        for rank, node in enumerate(nodes):
+        if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
+            for node in nodes:
+                (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
+            command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes),
+                                            endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
+                                            join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args)
+            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
+                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
+        for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             node_dir = raw_dir / node.name
             node_dir.mkdir(parents=True, exist_ok=True)
             node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
@@ -81,7 +91,7 @@ def run_across_nodes(
             kill_group(proc)
         raise
     finally:
-        for node, _, _ in started[1:]:
+        for node, _, _ in (started[1:] if profile.node_launcher == "ssh" else ()):  # under Slurm: shared storage
             _copy_back(node, profile.ssh_config, raw_dir, [node.name, out_dir.name])
     if failed:
         node, proc, command = failed
@@ -105,14 +115,17 @@ def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_p
            ssh_config: str) -> subprocess.Popen:
     """The first node's torchrun here; another node's through ssh, its environment on the command line."""
     if rank == 0:
-        argv, full_env = command, env
-    else:
-        argv = node.ssh_argv(ssh_config, tty=True) + [remote_shell_command(os.getcwd(), forwarded_env(env), command)]
-        full_env = dict(os.environ)
+        return _start_local(command, env, log_path)
+    argv = node.ssh_argv(ssh_config, tty=True) + [remote_shell_command(os.getcwd(), forwarded_env(env), command)]
+    return _start_local(argv, dict(os.environ), log_path)
+
+
+def _start_local(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """A child in its own session (a timeout kills all below it), its output appended to log_path."""
     with open(log_path, "ab") as log:
-        log.write(f"$ {shlex.join(argv if rank else command)}\n".encode())
+        log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True,
                                 preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
 

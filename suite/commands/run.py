@@ -88,15 +88,18 @@ def with_nodes(profile, args):
         entries = read_hostfile(args.hostfile.read_text(), str(args.hostfile))
     elif args.nodes:
         entries = tuple(e.strip() for e in args.nodes.split(","))
-    else:
+    else:  # inside a Slurm allocation: its nodes, reached with srun
         entries = nodes_from_slurm(os.environ)
     parse_nodes(entries or ["localhost"])
     if len(entries) < 2:
         return profile
-    from ..multilaunch import check_reachable
+    launcher = "ssh" if (args.nodes or args.hostfile) else "srun"
+    if launcher == "ssh":
+        from ..multilaunch import check_reachable
 
-    check_reachable(parse_nodes(entries), args.ssh_config)  # before any stage: one line naming the node
-    return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname)
+        check_reachable(parse_nodes(entries), args.ssh_config)  # before any stage: one line naming the node
+    return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
+                                  node_launcher=launcher)
 
 
 def main(args) -> int:

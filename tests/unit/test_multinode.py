@@ -131,3 +131,39 @@ def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
     assert v["bandwidth.p2p_pairs"].status == "fail" and "a→b" in v["bandwidth.p2p_pairs"].observed
     assert v["bandwidth.p2p_slow_pair"].status == "skip"
     assert _node_pairs.judge(rows, _node_pairs.expect(NCCL_GPU), gpu) == []  # one node: no pairs to judge
+
+
+def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_once(tmp_path):
+    from suite.slurm import sbatch_script
+
+    text = sbatch_script(checkout="/shared/cardtime", python="/shared/cardtime/.venv/bin/python", nodes=2,
+                         gpus_per_node=8, partition="gpu", account="proj1", stages="topology,bandwidth",
+                         out="/shared/runs", container_image="nvcr.io/x:1")
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    assert {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
+            "#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --exclusive"} <= set(lines)
+    assert not [l for l in lines if l.startswith("#SBATCH --time")]  # not given: the partition's limit
+    assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
+    assert "--container-image=nvcr.io/x:1" in text
+    assert lines[-1] == ("exec /shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu --nproc 8 --out "
+                         "/shared/runs --record-last /shared/runs/LAST --stages topology,bandwidth")
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # bash parses it
+    with pytest.raises(ValueError, match="at least 1"):
+        sbatch_script(checkout="/c", python="p", nodes=0, gpus_per_node=8, partition="gpu")
+
+
+def test_srun_launch_runs_each_node_in_its_own_raw_folder(tmp_path):
+    """The per-node wrapper srun runs, executed for real by sh as one node would (SLURMD_NODENAME set)."""
+    from suite.slurm import srun_launch_command
+
+    argv = srun_launch_command(2, str(tmp_path), "torch.torchrun.log", ["printenv", "CARDTIME_RAW_DIR"],
+                               ["--container-image=img"])
+    assert argv[:7] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+                        "--export=ALL", f"--output={tmp_path}/%N/torch.torchrun.log"]
+    assert argv[7] == "--container-image=img"
+    task = argv[argv.index("sh"):]
+    done = subprocess.run(task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": "gpu-b"})
+    assert done.stdout.strip() == f"{tmp_path}/gpu-b" and (tmp_path / "gpu-b").is_dir()
