@@ -81,26 +81,29 @@ def gpu_model(smi_line: str) -> str:
     return re.sub(r"^\s*GPU \d+:\s*|\s*\(UUID:.*$", "", smi_line).strip()
 
 
+# What the nodes must share, in the order it is checked: (NodeShape field, how a value reads, the fix).
+AGREEMENT = (
+    ("gpus", "{} GPUs", "rent nodes of one shape, or list only the matching ones in HOSTS="),
+    ("model", "{}", "one run measures one GPU model; list only the matching nodes in HOSTS="),
+    ("driver", "driver {}", "install the same driver on every node (NCCL across versions is not what the run "
+                            "should measure)"),
+    ("python", "Python {}", "the same venv must run on every node; install the same Python, or use RUNTIME=docker"),
+)
+
+
 def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]]) -> list[str]:
-    """One line per node that differs from the first, naming what differs and the fix (empty: they agree)."""
+    """One line per node that differs from the first (its first difference), naming it and the fix; [] when they agree."""
     if len(nodes) < 2:
         return []
     first_label, first = nodes[0][0], NodeShape.of(nodes[0][1])
     out = []
     for label, facts in nodes[1:]:
         shape = NodeShape.of(facts)
-        if shape.gpus != first.gpus:
-            out.append(f"node {label}: {shape.gpus} GPUs where {first_label} has {first.gpus}: rent nodes of one "
-                       "shape, or list only the matching ones in HOSTS=")
-        elif shape.model != first.model:
-            out.append(f"node {label}: {shape.model} where {first_label} has {first.model}: one run measures one "
-                       "GPU model; list only the matching nodes in HOSTS=")
-        elif shape.driver != first.driver:
-            out.append(f"node {label}: driver {shape.driver} where {first_label} has {first.driver}: install the "
-                       "same driver on every node (NCCL across versions is not what the run should measure)")
-        elif shape.python != first.python:
-            out.append(f"node {label}: Python {shape.python} where {first_label} has {first.python}: the same "
-                       "venv must run on every node; install the same Python, or use RUNTIME=docker")
+        for field, reads, fix in AGREEMENT:
+            mine, theirs = getattr(shape, field), getattr(first, field)
+            if mine != theirs:
+                out.append(f"node {label}: {reads.format(mine)} where {first_label} has {theirs}: {fix}")
+                break
     return out
 
 
