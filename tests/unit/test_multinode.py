@@ -167,3 +167,12 @@ def test_srun_launch_runs_each_node_in_its_own_raw_folder(tmp_path):
     task = argv[argv.index("sh"):]
     done = subprocess.run(task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": "gpu-b"})
     assert done.stdout.strip() == f"{tmp_path}/gpu-b" and (tmp_path / "gpu-b").is_dir()
+
+
+def test_a_multi_node_profile_survives_the_manifest_for_resume():
+    from suite.config import GLOO_CPU, profile_from_dict
+
+    two = GLOO_CPU.with_overrides(nproc=1, degrees=(1,), nodes=("node-a", "root@node-b:2222"), ssh_config="/c",
+                                  socket_ifname="mn0", node_launcher="srun")
+    back = profile_from_dict(__import__("json").loads(__import__("json").dumps(two.to_dict())))
+    assert back == two and back.nodes == ("node-a", "root@node-b:2222") and back.world == 2
