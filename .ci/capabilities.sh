@@ -109,6 +109,15 @@ _probe_openmpi() {
   fi
 }
 
+_probe_slurm() {
+  local tool
+  for tool in slurmctld slurmd sbatch squeue munged; do
+    command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || {
+      _capability_missing slurm "$tool is not installed (apt-get install slurmctld slurmd slurm-client munge)"; return; }
+  done
+  _capability_present slurm "slurmctld, slurmd, sbatch, squeue, munged"
+}
+
 probe_capabilities() {
   CARDTIME_MISSING_CAPABILITIES=""
   _probe_sshd
@@ -118,6 +127,7 @@ probe_capabilities() {
   _probe_debian_base
   _probe_netns
   _probe_openmpi
+  _probe_slurm
   export CARDTIME_MISSING_CAPABILITIES
 }
 

@@ -34,8 +34,9 @@ def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv:
 
 def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int, partition: str, account: str = "",
                   profile: str = "nccl-gpu", stages: str = "", out: str = "runs", time_limit: str = "",
-                  container_image: str = "", job_name: str = "cardtime") -> str:
-    """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it."""
+                  container_image: str = "", job_name: str = "cardtime", gpus: bool = True) -> str:
+    """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it.
+    gpus=False (a CPU profile): no --gpus-per-node, which a cluster without GPU gres refuses."""
     def opt(name: str, value) -> str:
         return f"#SBATCH --{name}={value}\n" if value not in ("", None) else ""
 
@@ -51,7 +52,7 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
     return (
         "#!/bin/bash\n"
         + opt("job-name", job_name) + opt("nodes", nodes) + opt("ntasks-per-node", 1)
-        + opt("gpus-per-node", gpus_per_node) + "#SBATCH --exclusive\n" + opt("partition", partition)
+        + (opt("gpus-per-node", gpus_per_node) if gpus else "") + "#SBATCH --exclusive\n" + opt("partition", partition)
         + opt("account", account) + opt("time", time_limit) + opt("output", f"{out}/slurm-%j.out")
         + "set -euo pipefail\n"
         + f"cd {shlex.quote(checkout)}\n"

@@ -39,7 +39,8 @@ def main(args) -> int:
         text = sbatch_script(checkout=str(Path.cwd()), python=sys.executable, nodes=args.nodes,
                              gpus_per_node=args.gpus_per_node, partition=args.partition, account=args.account,
                              profile=args.profile, stages=selected, out=str(args.out.resolve()),
-                             time_limit=args.time, container_image=args.container_image)
+                             time_limit=args.time, container_image=args.container_image,
+                             gpus=PROFILES[args.profile].device == "cuda")
     except (stages.StageSelectionError, ValueError) as e:
         return usage_error(str(e))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,42 @@ def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
     assert done.returncode == 0, done.stderr[-2000:]
     lines = sorted(done.stdout.split("\n"))
     assert [line for line in lines if line] == [f"rank=0 host=node-a if={IFNAME}", f"rank=1 host=node-b if={IFNAME}"]
+
+
+@pytest.mark.needs("slurm")
+def test_sbatch_runs_the_suite_across_the_allocation(tmp_path, can_make_namespaces):
+    """`make slurm`'s script, submitted to a real slurmctld with a slurmd per namespace: the suite on the batch
+    host takes the allocation's nodes by itself and starts each launch as one srun across them."""
+    from suite.slurm import sbatch_script
+    from tests.e2e.slurm_cluster import slurm_cluster, slurm_missing
+
+    if slurm_missing():
+        pytest.skip(f"no Slurm: {slurm_missing()}")
+    out = tmp_path / "runs"
+    out.mkdir()  # slurmd opens the job's --output there (make slurm makes it too)
+    script = tmp_path / "job.sbatch"
+    script.write_text(sbatch_script(checkout=str(WORKTREE), python=str(WORKTREE / ".venv" / "bin" / "python"),
+                                    nodes=2, gpus_per_node=1, partition="debug", profile="gloo-cpu",
+                                    stages="bandwidth", out=str(out), gpus=False))
+    with slurm_cluster(tmp_path / "slurm") as (cluster, env):
+        env = {**env, "PYTHONPATH": str(WORKTREE), "GLOO_SOCKET_IFNAME": IFNAME}  # sbatch passes it on (ALL)
+        submitted = subprocess.run(["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True)
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 400
+        while subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True,
+                             text=True).stdout.strip():
+            assert time.monotonic() < deadline, "the job did not leave the queue in 400 s"
+            time.sleep(2)
+    output = (out / f"slurm-{job}.out").read_text()
+    assert "rendezvous at node-a" in output and "2 nodes × 1 processes" in output, output[-3000:]
+    run = Path((out / "LAST").read_text().strip())
+    raw = run / "raw" / "bandwidth"
+    srun = (raw / "torch.srun.log").read_text().splitlines()[0]  # the one command; each node's output under %N
+    assert "srun --nodes=2" in srun and "--rdzv-endpoint=node-a:" in srun and "--nnodes=2" in srun
+    for node in ("node-a", "node-b"):
+        assert (raw / node / "torch.torchrun.log").exists()
+        assert len(list((raw / node).glob("torch.rank*.log"))) == 1
+        assert len(list((raw / node).glob("pairs.rank*.log"))) == 1
+    verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
+    assert verdicts["bandwidth.p2p_pairs"] == "pass" and not [k for k, s in verdicts.items() if s == "fail"]

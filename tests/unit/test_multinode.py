@@ -151,6 +151,8 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # bash parses it
+    cpu = sbatch_script(checkout="/c", python="p", nodes=2, gpus_per_node=1, partition="debug", gpus=False)
+    assert "--gpus-per-node" not in cpu and "--nproc 1" in cpu  # a cluster without GPU gres refuses the option
     with pytest.raises(ValueError, match="at least 1"):
         sbatch_script(checkout="/c", python="p", nodes=0, gpus_per_node=8, partition="gpu")
 
