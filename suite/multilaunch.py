@@ -63,15 +63,14 @@ def run_across_nodes(
     base.update(node_socket_env(profile.socket_ifname))
     base.update(CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix, CARDTIME_NODES=",".join(profile.nodes))
     started: list[tuple[Node, subprocess.Popen, list[str]]] = []
-    logs: list[Path] = []  # the torchrun logs, for a failure while starting
+    command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes), endpoint=endpoint,
+                                    rdzv_id=rdzv_id, max_restarts=max_restarts, join_timeout_s=join_s,
+                                    extra_torchrun_args=extra_torchrun_args)
     start = time.monotonic()
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
-            command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes),
-                                            endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
-                                            join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args)
             srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
                                        shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
             started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
@@ -79,12 +78,8 @@ def run_across_nodes(
             node_dir = raw_dir / node.name
             node_dir.mkdir(parents=True, exist_ok=True)
             node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
-            command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes),
-                                            endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
-                                            join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args)
-            torchrun_log = node_dir / f"{prefix}torchrun.log"
-            logs.append(torchrun_log)
-            started.append((node, _start(node, rank, command, node_env, torchrun_log, profile.ssh_config), command))
+            started.append((node, _start(node, rank, command, node_env, node_dir / f"{prefix}torchrun.log",
+                                         profile.ssh_config), command))
         failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix))
     except BaseException:
         for _, proc, _ in started:
@@ -94,9 +89,10 @@ def run_across_nodes(
         for node, _, _ in (started[1:] if profile.node_launcher == "ssh" else ()):  # under Slurm: shared storage
             _copy_back(node, profile.ssh_config, raw_dir, [node.name, out_dir.name])
     if failed:
-        node, proc, command = failed
-        raise LaunchError(f"torchrun running {module} on node {node.name} exited with code {proc.returncode}",
-                          command=command, exit_code=proc.returncode, log_tail=log_tail(_logs(raw_dir, nodes, prefix)))
+        node, proc, failed_command = failed
+        where = "across the allocation (srun)" if profile.node_launcher == "srun" else f"on node {node.name}"
+        raise LaunchError(f"torchrun running {module} {where} exited with code {proc.returncode}",
+                          command=failed_command, exit_code=proc.returncode, log_tail=log_tail(_logs(raw_dir, nodes, prefix)))
     return LaunchResult(command=started[0][2], exit_code=0, seconds=time.monotonic() - start, out_dir=out_dir,
                         log_paths=_logs(raw_dir, nodes, prefix))
 
