@@ -15,6 +15,8 @@ help:
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
+	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: preflight every node of a multi-node run"
+	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8]: the sbatch script, submitted and followed"
 	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
 	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
@@ -65,6 +67,9 @@ golden: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tests.bench
 
+# Multi-node: HOSTS=user@a,user@b[:port] or HOSTFILE=path (one node a line) instead of HOST= preflights every
+#   node and refuses, in one line naming the node, any that is unreachable or differs from the first (GPUs,
+#   driver, Python); the run itself: `python -m suite run --nodes a,b` on the first node (suite/multinode.py).
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
@@ -74,13 +79,23 @@ bench: $(STAMP)
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
 remote: $(STAMP)
-	@test -n "$$HOST" || { echo "usage: make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
+	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
 	@mkdir -p runs
-	$(PY) -m provisioning remote --host "$$HOST" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	$(PY) -m provisioning remote --host "$$HOST" --hosts "$$HOSTS" --hostfile "$$HOSTFILE" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
 	  --fetch "$$FETCH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+
+# make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]
+#   [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless SUBMIT=0) submits
+#   and follows it; inside the job the suite takes the allocation's nodes and launches with one srun each.
+.PHONY: slurm
+slurm: $(STAMP)
+	@test -n "$$PARTITION" || { echo "usage: make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…]" >&2; exit 2; }
+	$(PY) -m suite slurm --partition "$$PARTITION" --nodes "$${NODES:-2}" --gpus-per-node "$${GPUS_PER_NODE:-8}" \
+	  --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	  --container-image "$$IMAGE" --out runs $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit)
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }

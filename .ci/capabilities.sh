@@ -98,6 +98,26 @@ _probe_netns() {
   fi
 }
 
+_probe_openmpi() {
+  local version
+  if ! command -v mpirun >/dev/null; then
+    _capability_missing openmpi "mpirun is not installed (apt-get install openmpi-bin)"
+  elif version=$(timeout 30 mpirun --allow-run-as-root --version 2>&1 | head -1) && [[ -n $version ]]; then
+    _capability_present openmpi "$version"
+  else
+    _capability_missing openmpi "mpirun --version failed: ${version:-no output}"
+  fi
+}
+
+_probe_slurm() {
+  local tool
+  for tool in slurmctld slurmd sbatch squeue munged; do
+    command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || {
+      _capability_missing slurm "$tool is not installed (apt-get install slurmctld slurmd slurm-client munge)"; return; }
+  done
+  _capability_present slurm "slurmctld, slurmd, sbatch, squeue, munged"
+}
+
 probe_capabilities() {
   CARDTIME_MISSING_CAPABILITIES=""
   _probe_sshd
@@ -106,6 +126,8 @@ probe_capabilities() {
   _probe_docker
   _probe_debian_base
   _probe_netns
+  _probe_openmpi
+  _probe_slurm
   export CARDTIME_MISSING_CAPABILITIES
 }
 

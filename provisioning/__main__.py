@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", default="", metavar="JOB_ID", type=lambda t: job_id_arg(t) if t else "",
                    help="fetch, report and archive this job's run (follow it first if it still runs); start nothing")
     p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
+    p.add_argument("--hosts", default="", help="HOSTS=a,b: the nodes of a multi-node run (the first is --host)")
+    p.add_argument("--hostfile", default="", help="HOSTFILE=path: the nodes one a line instead of HOSTS=")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -94,7 +96,15 @@ def job_id_arg(text: str) -> str:
 def options(args):
     from .remote import RemoteOptions
 
-    kw = dict(host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
+    nodes = ()
+    if args.command == "remote" and (args.hosts or args.hostfile):
+        from .cluster import ClusterError, cluster_hosts
+
+        nodes = cluster_hosts(args.hosts, args.hostfile)
+        if args.host:
+            raise ClusterError("HOST= and HOSTS=/HOSTFILE= both given: list every node, the first included, in HOSTS=")
+        args.host = nodes[0].label
+    kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
               ssh_config=args.ssh_config or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":

@@ -48,6 +48,8 @@ RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, ke
 @dataclass
 class RemoteOptions:
     host: HostSpec
+    hosts: tuple[HostSpec, ...] = ()
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster.py)."""
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
@@ -263,6 +265,10 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         return fetch_main(opts, steps)
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
+    if len(opts.hosts) > 1:
+        from .cluster import cluster_main
+
+        return cluster_main(opts, steps)
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
 
     steps.begin("preflight", f"checking {opts.host.label}")

@@ -230,6 +230,15 @@ class Profile:
     """The model of the scaling stages."""
     judge_performance: bool = False
     """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about GPUs."""
+    nodes: tuple[str, ...] = ()
+    """The nodes of a multi-node run as SSH destinations ([user@]host[:port]), the first being the node the
+    suite runs on and the rendezvous host; () or one node is a single-node run (suite/multinode.py)."""
+    ssh_config: str = ""
+    """The ssh_config file the suite reaches the other nodes with ('' : ssh's own)."""
+    node_launcher: str = "ssh"
+    """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm allocation)."""
+    socket_ifname: str = ""
+    """GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node of a multi-node run ('' : the libraries choose)."""
     sections: tuple[tuple[str, Any], ...] = ()
     """Values of stage-declared config sections (ConfigSection) that differ from the declared value for this
     profile, as (section, value) pairs; read them as `profile.<section>`."""
@@ -283,6 +292,11 @@ class Profile:
         if name.startswith("_") or name == "sections":
             raise AttributeError(name)
         return self.section(name)
+
+    @property
+    def world(self) -> int:
+        """Ranks of a full launch: nproc on each node."""
+        return self.nproc * max(1, len(self.nodes))
 
     @property
     def is_rehearsal(self) -> bool:

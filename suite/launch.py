@@ -212,10 +212,11 @@ def run_torchrun(
     extra_torchrun_args: Sequence[str] = (),
     on_poll: Callable[[], None] | None = None,
 ) -> LaunchResult:
-    """Launch a workload and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
+    """Launch a workload on this node and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
 
     The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
     CARDTIME_LOG_PREFIX. The launch runs in its own process group so a timeout kills every worker.
+    One node only: a profile naming several goes through suite/multilaunch.py (StageContext.torchrun chooses).
     """
     raw_dir = Path(raw_dir)
     prefix = f"{tag}." if tag else ""

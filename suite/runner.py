@@ -147,7 +147,8 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     selected = run.manifest["stages_selected"]
     start = time.monotonic()
     progress = Progress(run.path, len(selected), stream=stream)
-    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {profile.nproc} processes) → {run.path}")
+    nodes = f"{len(profile.nodes)} nodes × " if profile.nodes else ""
+    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes) → {run.path}")
     for index, name in enumerate(selected, start=1):
         state = run.stage_state(name)
         progress.index, progress.stage = index, name

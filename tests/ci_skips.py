@@ -28,6 +28,9 @@ CAPABILITIES = {
     "docker": "a Docker engine that answers (the image tests)",
     "debian-base": "a local Debian base image: debootstrap and the Debian mirror, or the cached tarball",
     "netns": "root and network namespaces (the two-node tests)",
+    "openmpi": "Open MPI's mpirun (the two-node mpirun test; apt-get install openmpi-bin)",
+    "slurm": "slurmctld, slurmd, sbatch and munged (the two-node Slurm test; apt-get install slurmctld slurmd "
+             "slurm-client munge)",
 }
 
 

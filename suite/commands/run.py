@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from .. import stages
 from ..config import PROFILES, ProfileError, get_profile
+from ..multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
 from ..results import RunDirError
 from . import usage_error
 
@@ -28,6 +30,12 @@ def add_parser(sub) -> None:
     p.add_argument("--master-port", type=int, help="fixed rendezvous port (default: a free one per launch)")
     p.add_argument("--keep-going", action="store_true",
                    help="run the GPU stages even when topology finds fewer usable GPUs than the profile needs")
+    p.add_argument("--nodes", metavar="A,B", help="a multi-node run: the nodes as [user@]host[:port], this node first "
+                   "(each reached by ssh; default inside a Slurm allocation: its nodes)")
+    p.add_argument("--hostfile", type=Path, metavar="FILE", help="the nodes one a line instead of --nodes")
+    p.add_argument("--ssh-config", default="", metavar="FILE", help="the ssh_config the other nodes are reached with")
+    p.add_argument("--socket-ifname", default="", metavar="IF",
+                   help="the network interface gloo and NCCL use between nodes (e.g. ens5)")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
@@ -73,6 +81,28 @@ def apply_timeouts(profile, timeouts: dict[str, float]):
                                   stage_timeouts_s=tuple(sorted(per_stage.items())))
 
 
+def with_nodes(profile, args):
+    """The profile across --nodes / --hostfile, or the Slurm allocation's nodes; unchanged on one node."""
+    if args.nodes and args.hostfile:
+        raise NodesError("--nodes and --hostfile both name the nodes: pass one")
+    if args.hostfile:
+        entries = read_hostfile(args.hostfile.read_text(), str(args.hostfile))
+    elif args.nodes:
+        entries = tuple(e.strip() for e in args.nodes.split(","))
+    else:  # inside a Slurm allocation: its nodes, reached with srun
+        entries = nodes_from_slurm(os.environ)
+    parse_nodes(entries or ["localhost"])
+    if len(entries) < 2:
+        return profile
+    launcher = "ssh" if (args.nodes or args.hostfile) else "srun"
+    if launcher == "ssh":
+        from ..multilaunch import check_reachable
+
+        check_reachable(parse_nodes(entries), args.ssh_config)  # before any stage: one line naming the node
+    return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
+                                  node_launcher=launcher)
+
+
 def main(args) -> int:
     from .. import runner
 
@@ -88,12 +118,13 @@ def main(args) -> int:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
                 profile = profile.with_overrides(master_port=args.master_port)
+            profile = with_nodes(profile, args)
             selected = stages.select(args.stages, profile.name)
         if timeouts:
             profile = apply_timeouts(profile, timeouts)
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
-    except (ProfileError, stages.StageSelectionError, RunDirError, FileNotFoundError, FileExistsError, ValueError) as e:
+    except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError) as e:  # NodesError too
         return usage_error(str(e))
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)

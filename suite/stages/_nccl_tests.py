@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Profile
+from ..mpirun import hostfile_text, mpirun_across_nodes
+from ..multinode import node_socket_env, parse_nodes
 from ..parsers import ParseError
 from ..parsers.nccl_tests import parse_file
 from ..results import Row
@@ -67,21 +69,30 @@ def perf_args(profile: Profile) -> list[str]:
     s = profile.sweep
     if s.nccl_tests_args:
         return list(s.nccl_tests_args)
-    per_process = 1 if s.nccl_tests_form == "mpi" else profile.nproc
+    per_process = 1 if mpi_form(profile) else profile.nproc
     return ["-b", str(s.min_bytes), "-e", str(s.max_bytes), "-f", str(s.factor), "-g", str(per_process),
             "-w", str(s.warmup_iters), "-n", str(s.iters), "-c", "1"]
 
 
+def mpi_form(profile: Profile) -> bool:
+    """One process per GPU under mpirun: asked for, or the only form that spans several nodes."""
+    return profile.sweep.nccl_tests_form == "mpi" or len(profile.nodes) > 1
+
+
 def form_label(profile: Profile) -> str:
     """Which form of nccl-tests ran, in words the report and the α-β fit's basis carry."""
+    if len(profile.nodes) > 1:
+        return f"mpirun -np {profile.world} across {len(profile.nodes)} nodes, -g 1 (one process per GPU)"
     if profile.sweep.nccl_tests_form == "mpi":
         return f"mpirun -np {profile.nproc}, -g 1 (one process per GPU)"
     return f"one process, -g {profile.nproc}"
 
 
-def launcher(profile: Profile, env: dict[str, str] | None = None) -> tuple[list[str] | None, str]:
-    """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why) without mpirun."""
-    if profile.sweep.nccl_tests_form != "mpi":
+def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path | None = None
+             ) -> tuple[list[str] | None, str]:
+    """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why) without
+    mpirun. Across nodes: suite/mpirun.py's words, the hostfile written into raw_dir."""
+    if not mpi_form(profile):
         return [], ""
     path = (env or {}).get("PATH") or os.environ.get("PATH", "")
     mpirun = shutil.which("mpirun", path=path)
@@ -91,7 +102,20 @@ def launcher(profile: Profile, env: dict[str, str] | None = None) -> tuple[list[
     # Each variable the stage sets (NCCL_ALGO) is exported to every rank by name; --bind-to none leaves
     # CPU placement to the OS as torchrun does.
     exports = [a for key in sorted(env or {}) for a in ("-x", key)]
+    if len(profile.nodes) > 1:
+        return across_nodes(profile, mpirun, {**os.environ, **(env or {})}, Path(raw_dir or ".")), ""
     return [mpirun, "-np", str(profile.nproc), "--bind-to", "none", *exports], ""
+
+
+def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Path) -> list[str]:
+    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile."""
+    nodes = parse_nodes(profile.nodes)
+    hostfile = raw_dir / "hostfile"
+    hostfile.parent.mkdir(parents=True, exist_ok=True)
+    hostfile.write_text(hostfile_text(nodes, profile.nproc))
+    socket_env = {**env, **node_socket_env(profile.socket_ifname)}
+    return mpirun_across_nodes(mpirun, nodes, profile.nproc, str(hostfile), env=socket_env,
+                               ssh_config=profile.ssh_config, ifname=profile.socket_ifname, as_root=os.geteuid() == 0)
 
 
 def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,
@@ -140,7 +164,7 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
     """Run the binaries of `collectives` (those that exist); rows plus one status row each."""
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
-    prefix, no_launcher = launcher(profile, env)
+    prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
     form = form_label(profile)
     for i, collective in enumerate(collectives):
         program = PROGRAMS[collective]
@@ -167,7 +191,7 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
             continue
         # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
         ranks = None if profile.sweep.nccl_tests_args else (
-            profile.nproc, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
+            profile.world, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
         rows += rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
                                  what=f"{binary.name} {' '.join(args)} [{form}]", ranks=ranks)
     return rows

@@ -25,7 +25,7 @@ from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _nccl_tests
+from . import _node_pairs, _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
@@ -57,7 +57,7 @@ LARGE_BYTES = 1 << 20  # "large" sizes: 1 MiB and up
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    n = profile.nproc
+    n = profile.world
     alpha, beta, basis = alpha_beta(facts, profile.device)
     peak, _ = link_peak_or_why(facts)
     out = []
@@ -72,7 +72,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
                                    unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
                                    size_bytes=profile.sweep.max_bytes))
-    return out
+    return out + _node_pairs.expect(profile)
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
@@ -83,9 +83,11 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         args += ["--bare-repeats", "1"]
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(s.sizes())} sizes")
     rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
+    if len(profile.nodes) > 1:  # the inter-node point-to-point matrix
+        rows += _node_pairs.measure(ctx)
     if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
         rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
-    rows, published = with_fit(rows, profile.nproc, _nccl_tests.form_label(profile))
+    rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
     for key, value in published.items():
         ctx.publish(key, value)
     return rows
@@ -121,6 +123,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += probe_verdicts(STAGE, rows)
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
+    verdicts += _node_pairs.judge(rows, expectations, facts)
     if not judges_performance(facts):
         expected = (f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; "
                     f"torch within {TORCH_LOSS:.0%} of nccl-tests")

@@ -211,9 +211,10 @@ def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, m
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    if __import__("shutil").which("mpirun"):
-        pytest.skip("an mpirun on this machine's PATH: the missing-mpirun case cannot be shown")
+    plain = tmp_path / "plain-bin"  # a PATH with the stand-ins' one tool and no mpirun, whatever this machine has
+    plain.mkdir()
+    (plain / "cat").symlink_to(__import__("shutil").which("cat"))
+    monkeypatch.setenv("PATH", str(plain))
     # no mpirun: a status row that names the way out, and nothing run
     rows = _nccl_tests.sweep(FOUR, FakeContext(raw), ["all_reduce"])
     status = [r.text for r in rows if r.metric == "status"]

@@ -1,0 +1,149 @@
+"""`make remote HOSTS=a,b` / `HOSTFILE=`: the nodes of a multi-node run, checked before any card time is spent.
+
+    python -m provisioning remote --hosts root@gpu-a,root@gpu-b:2222 --profile nccl-gpu
+
+Every node is reached and probed (preflight.py's probe, the same as one host's) and each must pass on its
+own; then the nodes must agree with the first: the same number of GPUs of the same model, the same driver,
+the same Python minor version. Anything else is refused in one line naming the node, what differs and the
+fix, e.g.
+
+    node root@gpu-b: 4 GPUs where root@gpu-a has 8: rent nodes of one shape, or list only the matching ones
+
+The comparison and the list's checks are pure (tests/unit/test_cluster_preflight.py); the probing is one
+SSH round trip per node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.multinode import NodesError, read_hostfile
+
+from . import preflight
+from .hosts import HostSpec, HostSpecError, parse_host
+
+
+class ClusterError(ValueError):
+    """A node list or a node that cannot take part; the message is the one line to print."""
+
+
+def cluster_hosts(hosts: str = "", hostfile: str = "") -> tuple[HostSpec, ...]:
+    """HOSTS=a,b or HOSTFILE=path → the nodes in order; a typo, an empty entry or a node named twice refused."""
+    if hosts and hostfile:
+        raise ClusterError("HOSTS= and HOSTFILE= both name the nodes: give one")
+    if hostfile:
+        path = Path(hostfile)
+        if not path.is_file():
+            raise ClusterError(f"HOSTFILE={hostfile}: no such file: write one node a line (user@host[:port])")
+        try:
+            entries = list(read_hostfile(path.read_text(), f"HOSTFILE {hostfile}"))
+        except NodesError as e:
+            raise ClusterError(str(e)) from None
+    else:
+        entries = hosts.split(",")
+    out: list[HostSpec] = []
+    for i, entry in enumerate(entries, 1):
+        if not entry.strip():
+            raise ClusterError(f"HOSTS entry {i} is empty (a stray comma?): write HOSTS=user@a,user@b")
+        try:
+            out.append(parse_host(entry))
+        except HostSpecError as e:
+            raise ClusterError(f"HOSTS entry {i}: {e}") from None
+    seen: dict[tuple[str, int | None], str] = {}
+    for spec in out:
+        where = (spec.host, spec.port)
+        if where in seen:
+            raise ClusterError(f"node {spec.label} is listed twice (also as {seen[where]}): name each node once")
+        seen[where] = spec.label
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What the nodes of one run must share."""
+
+    gpus: int
+    model: str
+    driver: str
+    python: str
+
+    @classmethod
+    def of(cls, facts: preflight.HostFacts) -> "NodeShape":
+        models = sorted({gpu_model(line) for line in facts.gpus})
+        return cls(gpus=len(facts.gpus), model=" + ".join(models) or "no GPU", driver=facts.driver or "none",
+                   python=".".join(map(str, (facts.python or ())[:2])) or "none")
+
+
+def gpu_model(smi_line: str) -> str:
+    """'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)' → 'NVIDIA H100 80GB HBM3'."""
+    return re.sub(r"^\s*GPU \d+:\s*|\s*\(UUID:.*$", "", smi_line).strip()
+
+
+# What the nodes must share, in the order it is checked: (NodeShape field, how a value reads, the fix).
+AGREEMENT = (
+    ("gpus", "{} GPUs", "rent nodes of one shape, or list only the matching ones in HOSTS="),
+    ("model", "{}", "one run measures one GPU model; list only the matching nodes in HOSTS="),
+    ("driver", "driver {}", "install the same driver on every node (NCCL across versions is not what the run "
+                            "should measure)"),
+    ("python", "Python {}", "the same venv must run on every node; install the same Python, or use RUNTIME=docker"),
+)
+
+
+def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]]) -> list[str]:
+    """One line per node that differs from the first (its first difference), naming it and the fix; [] when they agree."""
+    if len(nodes) < 2:
+        return []
+    first_label, first = nodes[0][0], NodeShape.of(nodes[0][1])
+    out = []
+    for label, facts in nodes[1:]:
+        shape = NodeShape.of(facts)
+        for field, reads, fix in AGREEMENT:
+            mine, theirs = getattr(shape, field), getattr(first, field)
+            if mine != theirs:
+                out.append(f"node {label}: {reads.format(mine)} where {first_label} has {theirs}: {fix}")
+                break
+    return out
+
+
+def cluster_main(opts, steps) -> int:
+    """Preflight every node of opts.hosts; 2 with one line at the first node that cannot take part.
+
+    When the nodes agree, the run itself is started on the first node with `python -m suite run --nodes …`
+    (suite/multinode.py); shipping the code to every node and starting that job from the laptop is not
+    built yet, and this says so rather than pretending."""
+    import dataclasses
+
+    from .connection import RemoteError
+    from .remote import connect_for_transfers, run_preflight
+
+    probed: list[tuple[str, preflight.HostFacts]] = []
+    for spec in opts.hosts:
+        steps.begin("preflight", f"checking node {spec.label}")
+        node_opts = dataclasses.replace(opts, host=spec)
+        try:
+            remote = connect_for_transfers(node_opts)
+        except RemoteError as e:
+            fix = e.hint or "check the address and port, the key (KEY=) or SSH_CONFIG=, or leave the node out of HOSTS="
+            steps.say(f"REFUSED: node {spec.label}: {e.what}: {fix}")
+            return 2
+        try:
+            facts, decision = run_preflight(remote, node_opts, steps)
+        finally:
+            remote.close()
+        if decision.problems:
+            steps.say(f"REFUSED: node {spec.label}: {decision.problems[0]}")
+            return 2
+        probed.append((spec.label, facts))
+    problems = cluster_problems(probed)
+    if problems:
+        steps.say(f"REFUSED: {problems[0]}")
+        return 2
+    shape = NodeShape.of(probed[0][1])
+    steps.say(f"{len(probed)} nodes agree: {shape.gpus} × {shape.model}, driver {shape.driver}, "
+              f"Python {shape.python}")
+    steps.say("not started: make remote does not yet ship the code to every node and start the run across them; "
+              "on the first node run `python -m suite run --nodes " + ",".join(s.label for s in opts.hosts) +
+              "` from a checkout at the same commit on every node")
+    return 2

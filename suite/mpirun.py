@@ -1,0 +1,59 @@
+"""Open MPI's `mpirun` across the nodes of a multi-node profile (nccl-tests' MPI form): pure text.
+
+    mpirun -np 16 --hostfile raw/bandwidth/hostfile --map-by ppr:8:node --bind-to none \
+      --mca plm_rsh_agent 'ssh -o BatchMode=yes -F cfg' --mca btl self,tcp --mca btl_tcp_if_include ens5 \
+      --mca oob_tcp_if_include ens5 -x NCCL_SOCKET_IFNAME=ens5 -x NCCL_ALGO=Ring …  all_reduce_perf -g 1 …
+
+One process per GPU, `per_node` on each node in hostfile order (`ppr:N:node`), CPU placement left to the
+OS (`--bind-to none`, as torchrun does), every NCCL/CUDA variable exported with its value (`-x NAME=VALUE`), the other nodes
+reached with the same ssh (user, port, ssh_config) the torchrun launches use. Open MPI's own traffic
+(out-of-band and the tcp transport) is held to the named interface where one is given: on a cluster with
+a management network beside the fast one, mpirun otherwise picks whichever it finds first.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Mapping, Sequence
+
+from .multinode import Node, NodesError
+
+EXPORTED_PREFIXES = ("NCCL_", "CUDA_", "UCX_", "FI_", "LD_LIBRARY_PATH", "PATH")
+
+
+def hostfile_text(nodes: Sequence[Node], per_node: int) -> str:
+    """Open MPI's hostfile: one node a line with its slots (the GPUs it runs processes for)."""
+    return "".join(f"{n.host} slots={per_node}\n" for n in nodes)
+
+
+def rsh_agent(nodes: Sequence[Node], ssh_config: str = "") -> str:
+    """The ssh command mpirun starts its daemons with; one user and port for all nodes (mpirun cannot vary it)."""
+    users = {n.user for n in nodes[1:]}
+    ports = {n.port for n in nodes[1:]}
+    if len(users) > 1 or len(ports) > 1:
+        raise NodesError("mpirun reaches every node with one ssh command: give the nodes one user and one port, "
+                         "or put each node's User and Port in an ssh_config (--ssh-config) and list bare host names")
+    words = ["ssh", "-o", "BatchMode=yes"] + (["-F", ssh_config] if ssh_config else [])
+    (user,), (port,) = users or {""}, ports or {None}
+    words += (["-l", user] if user else []) + (["-p", str(port)] if port else [])
+    return shlex.join(words)
+
+
+def exported_names(env: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in env if k.startswith(EXPORTED_PREFIXES))
+
+
+def mpirun_across_nodes(mpirun: str, nodes: Sequence[Node], per_node: int, hostfile: str, *,
+                        env: Mapping[str, str] = {}, ssh_config: str = "", ifname: str = "",
+                        as_root: bool = False) -> list[str]:
+    """The words before the program: `per_node` processes on each node of `hostfile` (hostfile_text's)."""
+    words = [mpirun, "-np", str(per_node * len(nodes)), "--hostfile", hostfile, "--map-by", f"ppr:{per_node}:node",
+             "--bind-to", "none", "--mca", "plm_rsh_agent", rsh_agent(nodes, ssh_config)]
+    if as_root:
+        words.append("--allow-run-as-root")  # root on a rented box or in a container is the usual case
+    if ifname:
+        words += ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", ifname,
+                  "--mca", "oob_tcp_if_include", ifname]
+    for name in exported_names(env):
+        words += ["-x", f"{name}={env[name]}"]  # the value spelled out: mpirun's own environment may lack it
+    return words

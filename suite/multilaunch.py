@@ -1,0 +1,182 @@
+"""One launch across the nodes of a multi-node profile: a torchrun on every node, joined by c10d rendezvous.
+
+StageContext.torchrun launches here instead of suite.launch.run_torchrun when the profile names more than one node. The first node's
+torchrun runs as a child of the suite; each other node's over `ssh -tt` (a hang-up ends it when the suite
+kills the ssh). Each node keeps its own output under raw/<stage>/<node>/ — torchrun's log and its ranks'
+logs — and the ranks' rows go to the launch's output folder; after the launch, what a node wrote on its
+own disk (a cluster without shared storage) is copied back over the same ssh, files the first node
+already has (shared storage) left alone. A node that fails ends the launch on every node.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import procs
+from .config import Profile
+from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
+                     worker_env)
+from .slurm import SRUN_ARGS_ENV, srun_launch_command
+from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
+                        torchrun_node_command)
+
+PEER_GRACE_S = 20.0  # after one node fails, how long the others get to fail by themselves before they are killed
+COPY_BACK_TIMEOUT_S = 120.0
+
+
+def run_across_nodes(
+    profile: Profile,
+    module: str,
+    args: Sequence[str] = (),
+    *,
+    raw_dir: Path,
+    tag: str = "",
+    nproc: int | None = None,
+    timeout_s: float | None = None,
+    max_restarts: int = 0,
+    env: dict[str, str] | None = None,
+    extra_torchrun_args: Sequence[str] = (),
+    on_poll: Callable[[], None] | None = None,
+) -> LaunchResult:
+    nodes = parse_nodes(profile.nodes)
+    raw_dir = Path(raw_dir).resolve()
+    prefix = f"{tag}." if tag else ""
+    out_dir = launch_out_dir(raw_dir, tag)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
+        stale.unlink(missing_ok=True)
+    n = nproc or profile.nproc
+    port = choose_port(profile.with_overrides(master_addr="0.0.0.0"))
+    endpoint = f"{nodes[0].host}:{port}"
+    rdzv_id = f"cardtime-{raw_dir.name}-{tag or 'launch'}-{port}"
+    join_s = min(JOIN_TIMEOUT_S, timeout_s) if timeout_s else JOIN_TIMEOUT_S
+    base = worker_env(profile, env)
+    if "GLOO_SOCKET_IFNAME" not in (os.environ if env is None else env):
+        del base["GLOO_SOCKET_IFNAME"]  # the single-node default (loopback) would keep every node to itself
+    base.update(node_socket_env(profile.socket_ifname))
+    base.update(CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix, CARDTIME_NODES=",".join(profile.nodes))
+    started: list[tuple[Node, subprocess.Popen, list[str]]] = []
+    command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes), endpoint=endpoint,
+                                    rdzv_id=rdzv_id, max_restarts=max_restarts, join_timeout_s=join_s,
+                                    extra_torchrun_args=extra_torchrun_args)
+    start = time.monotonic()
+    try:
+        if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
+            for node in nodes:
+                (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
+            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
+                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
+        for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
+            node_dir = raw_dir / node.name
+            node_dir.mkdir(parents=True, exist_ok=True)
+            node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
+            started.append((node, _start(node, rank, command, node_env, node_dir / f"{prefix}torchrun.log",
+                                         profile.ssh_config), command))
+        failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix))
+    except BaseException:
+        for _, proc, _ in started:
+            kill_group(proc)
+        raise
+    finally:
+        for node, _, _ in (started[1:] if profile.node_launcher == "ssh" else ()):  # under Slurm: shared storage
+            _copy_back(node, profile.ssh_config, raw_dir, [node.name, out_dir.name])
+    if failed:
+        node, proc, failed_command = failed
+        where = "across the allocation (srun)" if profile.node_launcher == "srun" else f"on node {node.name}"
+        raise LaunchError(f"torchrun running {module} {where} exited with code {proc.returncode}",
+                          command=failed_command, exit_code=proc.returncode, log_tail=log_tail(_logs(raw_dir, nodes, prefix)))
+    return LaunchResult(command=started[0][2], exit_code=0, seconds=time.monotonic() - start, out_dir=out_dir,
+                        log_paths=_logs(raw_dir, nodes, prefix))
+
+
+def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
+    """Each node's torchrun log, then its ranks' (c10d numbers the ranks as the nodes join: found, not assumed)."""
+    out = []
+    for node in nodes:
+        ranks = sorted((raw_dir / node.name).glob(f"{prefix}rank*.log"),
+                       key=lambda p: int(p.stem.rsplit("rank", 1)[1]) if p.stem.rsplit("rank", 1)[1].isdigit() else 0)
+        out += [raw_dir / node.name / f"{prefix}torchrun.log", *ranks]
+    return out
+
+
+def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_path: Path,
+           ssh_config: str) -> subprocess.Popen:
+    """The first node's torchrun here; another node's through ssh, its environment on the command line."""
+    if rank == 0:
+        return _start_local(command, env, log_path)
+    argv = node.ssh_argv(ssh_config, tty=True) + [remote_shell_command(os.getcwd(), forwarded_env(env), command)]
+    return _start_local(argv, dict(os.environ), log_path)
+
+
+def _start_local(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """A child in its own session (a timeout kills all below it), its output appended to log_path."""
+    with open(log_path, "ab") as log:
+        log.write(f"$ {shlex.join(argv)}\n".encode())
+        log.flush()
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True,
+                                preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
+
+
+def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, logs: Callable[[], list[Path]]):
+    """Until every node's torchrun has exited; the first that failed (after the others got PEER_GRACE_S to
+    notice and stop by themselves), or None. A timeout kills every node's and raises LaunchError."""
+    failed = None
+    failed_at = None
+    while True:
+        running = [s for s in started if s[1].poll() is None]
+        if failed is None:
+            failed = next((s for s in started if s[1].returncode not in (None, 0)), None)
+            failed_at = time.monotonic() if failed else None
+        if not running:
+            return failed
+        if failed is not None and time.monotonic() - failed_at > PEER_GRACE_S:
+            for _, proc, _ in running:
+                kill_group(proc)
+            return failed
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            for _, proc, _ in started:
+                kill_group(proc)
+            raise LaunchError(f"{module} timed out after {timeout_s:.0f} s on {len(started)} nodes "
+                              f"({', '.join(s[0].name for s in running)} still running)",
+                              command=started[0][2], log_tail=log_tail(logs()))
+        if on_poll is not None:
+            on_poll()
+        time.sleep(0.2)
+
+
+def _copy_back(node: Node, ssh_config: str, raw_dir: Path, names: list[str]) -> None:
+    """What `node` wrote under raw_dir/<names> on its own disk, into the same place here; files already here
+    are kept (on shared storage that is every file: nothing is copied)."""
+    listing = f"cd {shlex.quote(str(raw_dir))} && tar -cf - --ignore-failed-read {shlex.join(names)} 2>/dev/null"
+    try:
+        pack = subprocess.Popen(node.ssh_argv(ssh_config) + [listing], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        subprocess.run(["tar", "-xf", "-", "--skip-old-files", "-C", str(raw_dir)], stdin=pack.stdout,
+                       capture_output=True, timeout=COPY_BACK_TIMEOUT_S)
+        pack.wait(timeout=COPY_BACK_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the launch's own outcome is what the stage reports; missing rows show up there
+
+
+def check_reachable(nodes: Sequence[Node], ssh_config: str = "", timeout_s: float = 30.0) -> None:
+    """Every node but the first (this one) answers over ssh, before any stage starts; else NodesError naming it."""
+    for node in nodes[1:]:
+        argv = node.ssh_argv(ssh_config)[:1] + ["-o", "ConnectTimeout=10"] + node.ssh_argv(ssh_config)[1:] + ["true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise NodesError(f"node {node.name}: ssh did not answer within {timeout_s:.0f} s: check the address "
+                             "and that sshd runs there") from None
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            raise NodesError(f"node {node.name}: unreachable over ssh ({said}): fix the name or address, install "
+                             "this node's key there (ssh-copy-id), or pass --ssh-config")

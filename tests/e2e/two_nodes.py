@@ -1,0 +1,205 @@
+"""A real two-node cluster on this machine, for the multi-node tests (how it was found: shared/MULTINODE.md).
+
+Two network namespaces joined by a bridge: node-a at <net>.1, node-b at <net>.2, the bridge at <net>.254,
+addresses that exist only inside the namespaces (and on the bridge) this fixture makes. In each node an
+sshd on port 22 with a UTS and mount namespace of its own: its own hostname (torchrun's c10d rendezvous
+decides which node hosts the store by the local hostname) and its own /etc/hosts naming both nodes.
+The nodes share this machine's filesystem, as a cluster shares its storage.
+
+    with two_node_cluster(tmp_path) as cluster:
+        cluster.ssh("node-a", "hostname")               # → "node-a"
+
+Teardown, on success or failure: every process inside the namespaces is stopped by PID (`ip netns pids`),
+then the bridge (taking the veths) and the namespaces are deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+SSHD = "/usr/sbin/sshd"
+NODES = ("node-a", "node-b")
+IFNAME = "mn0"  # the interface inside each namespace
+
+
+def netns_missing() -> str | None:
+    """Why this machine cannot make the cluster, or None (the same test as .ci/capabilities.sh's netns probe)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "unshare", "ssh", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (iproute2, util-linux, openssh-client)"
+    if not Path(SSHD).exists():
+        return f"{SSHD} is not installed (apt-get install openssh-server)"
+    probe = f"ctprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"ip netns add failed: {made.stderr.strip()} (no CAP_SYS_ADMIN?)"
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True)
+    return None
+
+
+@dataclass
+class Cluster:
+    folder: Path
+    net: str
+    """The first three octets, e.g. '10.77.12'."""
+    namespaces: dict[str, str]
+    """node name → its network namespace."""
+    ssh_config: Path
+    sshd_pids: dict[str, int]
+
+    def address(self, node: str) -> str:
+        return f"{self.net}.{NODES.index(node) + 1}"
+
+    @property
+    def subnet(self) -> str:
+        return f"{self.net}.0/24"
+
+    def ssh_argv(self, node: str, command: str) -> list[str]:
+        return ["ssh", "-F", str(self.ssh_config), node, command]
+
+    def ssh(self, node: str, command: str, timeout_s: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(self.ssh_argv(node, command), capture_output=True, text=True, timeout=timeout_s)
+        if check and done.returncode != 0:
+            raise AssertionError(f"ssh {node} {command!r} exited {done.returncode}: {done.stderr[-2000:]}")
+        return done
+
+    def pids(self) -> list[int]:
+        """Every process inside the cluster's namespaces."""
+        out = []
+        for ns in self.namespaces.values():
+            listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            out += [int(p) for p in listed.stdout.split() if p.isdigit()]
+        return out
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+
+def _write_ssh_files(folder: Path, net: str) -> Path:
+    """Keys, each node's sshd_config, /etc/hosts, and the client's ssh_config with a private known_hosts."""
+    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
+    subprocess.run([*keygen, "-f", str(folder / "client_key")], check=True)
+    (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
+    hosts = "127.0.0.1 localhost\n" + "".join(f"{net}.{i + 1} {n}\n" for i, n in enumerate(NODES))
+    (folder / "hosts").write_text(hosts)
+    known, client = [], []
+    for i, node in enumerate(NODES):
+        nd = folder / node
+        nd.mkdir()
+        subprocess.run([*keygen, "-f", str(nd / "host_key")], check=True)
+        (nd / "sshd_config").write_text(
+            f"Port 22\nListenAddress {net}.{i + 1}\nHostKey {nd / 'host_key'}\nPidFile {nd / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\nLogLevel VERBOSE\n")
+        kind, blob = (nd / "host_key.pub").read_text().split()[:2]
+        known.append(f"{node},{net}.{i + 1} {kind} {blob}\n")
+        client.append(f"Host {node}\n  HostName {net}.{i + 1}\n")
+    (folder / "known_hosts").write_text("".join(known))
+    config = folder / "ssh_config"
+    config.write_text("".join(client) + (
+        f"Host *\n  User root\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {folder / 'known_hosts'}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        "  ConnectTimeout 10\n  LogLevel ERROR\n"))
+    return config
+
+
+def _start_sshd(folder: Path, ns: str, node: str) -> subprocess.Popen:
+    """sshd inside `ns`, in its own UTS and mount namespace: hostname `node`, /etc/hosts naming both nodes.
+    ip netns exec, unshare (no --fork) and the shell's exec keep one PID: the Popen's is sshd's."""
+    inner = (f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
+             f"exec {SSHD} -D -e -f {shlex.quote(str(folder / node / 'sshd_config'))}")
+    return subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--uts", "--mount", "--propagation", "private",
+                             "sh", "-c", inner], stdout=subprocess.DEVNULL,
+                            stderr=open(folder / node / "sshd.log", "w"))
+
+
+def _wait_ssh(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            log = (cluster.folder / node / "sshd.log").read_text()
+            raise RuntimeError(f"sshd of {node} exited with {proc.returncode}: {log[-1000:]}")
+        done = subprocess.run(cluster.ssh_argv(node, "hostname"), capture_output=True, text=True, timeout=30)
+        if done.returncode == 0 and done.stdout.strip() == node:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"ssh {node} hostname did not answer {node!r} within {timeout_s} s: "
+                               f"{done.stdout.strip()} {done.stderr.strip()}")
+        time.sleep(0.2)
+
+
+def _stop_pids(pids: list[int], grace_s: float = 5.0) -> None:
+    """SIGTERM each, SIGKILL what is left after the grace; only these PIDs."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@contextlib.contextmanager
+def two_node_cluster(folder: Path) -> Iterator[Cluster]:
+    tag = f"ct{os.getpid() % 100000}"
+    net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
+    namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
+    bridge = f"{tag}br"
+    folder.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen] = []
+    cluster = Cluster(folder=folder, net=net, namespaces=namespaces, ssh_config=_write_ssh_files(folder, net),
+                      sshd_pids={})
+    try:
+        _ip("link", "add", bridge, "type", "bridge")
+        _ip("addr", "add", f"{net}.254/24", "dev", bridge)
+        _ip("link", "set", bridge, "up")
+        for i, (node, ns) in enumerate(namespaces.items()):
+            _ip("netns", "add", ns)
+            host_end, node_end = f"{ns}-h", f"{ns}-n"
+            _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            _ip("link", "set", host_end, "master", bridge)
+            _ip("link", "set", host_end, "up")
+            _ip("link", "set", node_end, "netns", ns)
+            _ip("-n", ns, "link", "set", node_end, "name", IFNAME)
+            _ip("-n", ns, "addr", "add", f"{net}.{i + 1}/24", "dev", IFNAME)
+            _ip("-n", ns, "link", "set", IFNAME, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
+        for node, ns in namespaces.items():
+            proc = _start_sshd(folder, ns, node)
+            procs.append(proc)
+            cluster.sshd_pids[node] = proc.pid
+        for node, proc in zip(namespaces, procs):
+            _wait_ssh(cluster, node, proc)
+        yield cluster
+    finally:
+        _stop_pids(sorted(set(cluster.pids()) | {p.pid for p in procs}))
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        for ns in namespaces.values():
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
