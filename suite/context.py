@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import Profile
-from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir, run_torchrun
+from .forklaunch import launch
+from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from .progress import Progress
 
 
@@ -44,11 +45,14 @@ class StageContext:
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
-        """Launch `module` under torchrun with this stage's raw folder; raises LaunchError on a failed exit."""
+        """Launch `module` on the profile's ranks with this stage's raw folder; raises LaunchError on a failed exit.
+
+        The profile's launcher starts them (suite/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
+        forked from a warm process; the workers run the same code either way."""
         kwargs.setdefault("timeout_s", self.time_left())
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))
-        return run_torchrun(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
+        return launch(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
 
     def _relay_worker_progress(self, path: Path) -> None:
         """Show what rank 0 last reported through Worker.progress (a sweep's bar)."""

@@ -4,7 +4,10 @@
     python -m suite run --resume runs/20261129T1630Z-box-gloo-cpu
 
 For each stage: expect → expectations.csv → run (in a forked child, own process group, killed
-at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. A crash, a
+at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. With the fork
+launcher (the rehearsal's), one warm process started here forks every stage's ranks
+(suite/forklaunch.py); a stage's child reaches it through its socket, and a stage killed at its
+timeout takes its ranks with it (their agent kills them when the stage's connection closes). A crash, a
 failed torchrun or a timeout becomes a `fail` verdict with the command, exit code and log tail,
 and the run goes on. A stage is skipped on resume once its manifest status is `complete`.
 """
@@ -25,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import procs, stagecode, stages
+from . import forklaunch, procs, stagecode, stages
 from .config import Profile, profile_from_dict
 from .context import StageContext
 from .launch import LaunchError, log_tail
@@ -43,6 +46,7 @@ from .results import (
 RESULT_FILE = ".stage-result.json"
 ROWS_FILE = ".stage-rows.jsonl"
 STAGE_LOG = "stage.log"
+ZYGOTE_LOG = "launcher.log"  # the warm launcher's own output (profile.launcher fork), in the run directory
 INJECT_ENV = "CARDTIME_INJECT"  # e.g. "bandwidth=crash,crossover=hang": tests prove failures are contained
 
 
@@ -151,18 +155,32 @@ def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
     selected = run.manifest["stages_selected"]
     start = time.monotonic()
     progress = Progress(run.path, len(selected), stream=stream)
-    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {profile.nproc} processes) → {run.path}")
-    for index, name in enumerate(selected, start=1):
-        state = run.stage_state(name)
-        if state["status"] == "complete":
-            progress.index, progress.stage = index, name
-            progress.end_stage("already complete: kept")
-            continue
-        run_stage(run, profile, name, index, progress)
+    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {profile.nproc} processes, "
+                 f"launcher {profile.launcher}) → {run.path}")
+    pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
+    warm = profile.launcher == "fork" and any(launches_ranks(name) for name in pending)
+    try:
+        for index, name in enumerate(selected, start=1):
+            state = run.stage_state(name)
+            if state["status"] == "complete":
+                progress.index, progress.stage = index, name
+                progress.end_stage("already complete: kept")
+                continue
+            if warm:  # started before the first stage (it warms up meanwhile); restarted if a stage killed it
+                forklaunch.warm_zygote(run.path / ZYGOTE_LOG)
+            run_stage(run, profile, name, index, progress)
+    finally:
+        if warm:
+            forklaunch.stop_warm_zygote()
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)
     return RunOutcome(run=run, counts=status_counts(run.verdicts()), seconds=time.monotonic() - start)
+
+
+def launches_ranks(stage: str) -> bool:
+    """Whether the stage's code reaches a worker module (suite/workloads/): the warm launcher is started for it."""
+    return any(path.parent.name == "workloads" for path in stagecode.stage_files(stage))
 
 
 def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress) -> None:

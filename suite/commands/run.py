@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from .. import stages
-from ..config import PROFILES, ProfileError, get_profile
+from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from ..results import RunDirError
 from . import usage_error
 
@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--stage-timeout", metavar="SECONDS|STAGE=SECONDS,…",
                    help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)")
     p.add_argument("--master-port", type=int, help="fixed rendezvous port (default: a free one per launch)")
+    p.add_argument("--launcher", choices=LAUNCHERS,
+                   help="how the ranks start: torchrun (one launch per stage, as users launch; nccl-gpu's only way) "
+                        "or fork (forked from one warm process: gloo-cpu's default); also on --resume")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
@@ -88,6 +91,8 @@ def main(args) -> int:
             selected = stages.select(args.stages)
         if timeouts:
             profile = apply_timeouts(profile, timeouts)
+        if args.launcher:
+            profile = profile.with_overrides(launcher=args.launcher)
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
     except (ProfileError, stages.StageSelectionError, RunDirError, FileNotFoundError, FileExistsError, ValueError) as e:
