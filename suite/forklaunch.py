@@ -153,7 +153,7 @@ def stop_warm_zygote() -> None:
 
 def launch(profile: Profile, module: str, args: Sequence[str] = (), *, max_restarts: int = 0,
            extra_torchrun_args: Sequence[str] = (), **kwargs) -> LaunchResult:
-    """Run `module` on the profile's ranks with its launcher; torchrun whenever torchrun's own behaviour is asked for."""
+    """Run `module` on the profile's ranks with its launcher; torchrun whenever torchrun's behaviour is asked for."""
     if profile.launcher == "fork" and not max_restarts and not extra_torchrun_args:
         try:
             return run_forked(profile, module, args, **kwargs)

@@ -171,7 +171,8 @@ def agent(conn: socket.socket, request: dict) -> int:
                               wait_for_workers=False, timeout=timedelta(seconds=request["store_timeout_s"]))
         store_error = None
     except Exception as error:  # noqa: BLE001 - a port taken since the client chose it: the launch fails
-        store_error = f"the agent could not host the store on {request['master_addr']}:{request['master_port']}: {error}"
+        where = f"{request['master_addr']}:{request['master_port']}"
+        store_error = f"the agent could not host the store on {where}: {error}; pass --master-port with a free port"
         print(store_error, flush=True)
     send(conn, {"started": {"agent": os.getpid(), "ranks": sorted(ranks, key=ranks.get)}, "store_error": store_error})
     outcome = wait_ranks(conn, ranks, stop_now=store_error is not None)

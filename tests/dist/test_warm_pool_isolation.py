@@ -72,7 +72,7 @@ def warm_stages(monkeypatch):
 
 
 def test_a_failing_warm_rank_fails_only_its_stage(tmp_path, warm_stages):
-    profile = GLOO_CPU.with_overrides(stage_timeouts_s=(("hang", 15.0),))
+    profile = GLOO_CPU.with_overrides(stage_timeouts_s=(("hang", 10.0),))
     assert profile.launcher == "fork"
     run = runner.start_run(profile, warm_stages, tmp_path)
     start = time.monotonic()
@@ -83,7 +83,7 @@ def test_a_failing_warm_rank_fails_only_its_stage(tmp_path, warm_stages):
         ("before", "middle", "after"), "pass")
     assert verdicts["crash.run"].status == "fail" and "rank 1 failing on purpose" in verdicts["crash.run"].reason
     assert verdicts["segv.run"].status == "fail" and "exited with code -9" in verdicts["segv.run"].reason
-    assert verdicts["hang.run"].status == "fail" and "timed out after 15 s" in verdicts["hang.run"].observed
+    assert verdicts["hang.run"].status == "fail" and "timed out after 10 s" in verdicts["hang.run"].observed
     assert verdicts["killer.sum"].status == "fail"  # it returned no rows; the run went on
     assert outcome.counts["fail"] == 4
     zygotes = {name: int((run.path / "raw" / name / "zygote.pid").read_text()) for name in warm_stages}
@@ -100,5 +100,5 @@ def test_a_failing_warm_rank_fails_only_its_stage(tmp_path, warm_stages):
 def _rows(folder):
     import json
 
-    return [json.loads(line) for path in sorted(folder.glob("rows.rank*.jsonl")) for line in path.read_text().splitlines()
-            if line.strip()]
+    return [json.loads(line) for path in sorted(folder.glob("rows.rank*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
