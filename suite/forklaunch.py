@@ -79,7 +79,7 @@ class Zygote:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "suite.zygote", str(folder / "sock")], stdin=subprocess.DEVNULL,
+                [sys.executable, "-m", "suite.zygote", str(folder / "sock"), str(log_path)], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=repo_root, start_new_session=True,
                 preexec_fn=functools.partial(procs.die_with_parent, signal.SIGTERM, expected_parent=os.getpid()),
             )

@@ -1,6 +1,6 @@
 """The warm launcher's server: one process that imported torch once and forks the ranks of each launch.
 
-    python -m suite.zygote SOCKET        # started by suite/forklaunch.py, never by hand
+    python -m suite.zygote SOCKET LOG    # started by suite/forklaunch.py, never by hand
 
 A torchrun launch of 4 gloo ranks spends seconds before the first collective: torchrun's own
 `import torch`, then four workers importing torch at once on the same cores (FACTS.md: ~9 s
@@ -235,6 +235,9 @@ def start_rank(request: dict, rank: int) -> None:
     """In the forked rank: become the worker torchrun would have started, run the module's main, exit."""
     code = 1
     try:
+        from . import procs
+
+        procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -273,8 +276,10 @@ def start_rank(request: dict, rank: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m suite.zygote SOCKET (started by suite/forklaunch.py)", file=sys.stderr)
+    # LOG is where the client sends this process's output; on the command line (which every agent and rank forked
+    # from here shares) it tells `ps` whose run they serve.
+    if len(argv) != 2:
+        print("usage: python -m suite.zygote SOCKET LOG (started by suite/forklaunch.py)", file=sys.stderr)
         return 2
     folder = os.path.dirname(argv[0])
 
