@@ -168,6 +168,7 @@ def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
                 continue
             if warm:  # started before the first stage (it warms up meanwhile); restarted if a stage killed it
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG)
+                preload_torch(profile.omp_threads)
             run_stage(run, profile, name, index, progress)
     finally:
         if warm:
@@ -176,6 +177,15 @@ def execute(run: RunDir, profile: Profile, *, stream=None) -> RunOutcome:
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)
     return RunOutcome(run=run, counts=status_counts(run.verdicts()), seconds=time.monotonic() - start)
+
+
+def preload_torch(threads: int) -> None:
+    """The warm path: import torch here once (while the zygote warms up), so that the stages' children, forked
+    from this process, do not each import it for their own references and models. Capped first, as the children
+    are: no OpenMP pool of more threads exists in this process when it forks them."""
+    if "torch" not in sys.modules:
+        cap_threads(threads)
+        import torch  # noqa: F401
 
 
 def launches_ranks(stage: str) -> bool:
