@@ -36,17 +36,7 @@ from typing import Callable, Sequence
 
 from . import procs
 from .config import Profile
-from .launch import (
-    WORKER_PROGRESS,
-    LaunchError,
-    LaunchResult,
-    choose_port,
-    launch_out_dir,
-    log_tail,
-    run_torchrun,
-    torchrun_command,
-    worker_env,
-)
+from .launch import LaunchError, LaunchResult, choose_port, log_tail, prepare_launch, run_torchrun, torchrun_command
 
 CONNECT_RETRY_S = 0.05
 POLL_S = 0.2
@@ -177,16 +167,10 @@ def run_forked(
 ) -> LaunchResult:
     """run_torchrun's contract, with the ranks forked from the warm zygote."""
     raw_dir = Path(raw_dir)
-    prefix = f"{tag}." if tag else ""
-    out_dir = launch_out_dir(raw_dir, tag)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
-        stale.unlink(missing_ok=True)
+    out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)
     n = nproc or profile.nproc
     port = choose_port(profile)
     command = torchrun_command(profile, module, args, nproc=n, port=port)
-    full_env = worker_env(profile, env)
-    full_env.update(CARDTIME_RAW_DIR=str(raw_dir), CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix)
     launcher_log = raw_dir / f"{prefix}launcher.log"
     logs = [launcher_log] + [raw_dir / f"{prefix}rank{r}.log" for r in range(n)]
     start = time.monotonic()

@@ -104,7 +104,11 @@ def serve(path: str) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # agents are reaped by the kernel
     while True:
         conn, _ = listener.accept()
-        request = receive_line(conn, bytearray())
+        try:
+            request = receive_line(conn, bytearray())
+        except (OSError, ValueError) as error:  # a client gone or garbled: this process serves the next one
+            print(f"zygote: a request could not be read: {error}", flush=True)
+            request = None
         if request is None:
             conn.close()
             continue
@@ -195,7 +199,7 @@ def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tu
     watch.register(conn, selectors.EVENT_READ)
     stop_at = time.monotonic() if stop_now else None
     while running:
-        if watch.select(timeout=POLL_S) and not conn.recv(1, socket.MSG_PEEK):
+        if watch.select(timeout=POLL_S) and client_gone(conn):
             for pid in running:
                 procs.kill_tree(pid, grace_s=0.0)
             reap(running, codes)
@@ -212,6 +216,14 @@ def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tu
             for pid in list(running):
                 procs.kill_tree(pid, grace_s=0.0)
     return codes, first_failed
+
+
+def client_gone(conn: socket.socket) -> bool:
+    """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its request."""
+    try:
+        return not conn.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
 
 
 def reap(running: dict[int, int], codes: list, nohang: bool = False) -> None:
