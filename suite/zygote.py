@@ -67,8 +67,15 @@ def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
 def warm_imports() -> list[str]:
     """Import torch, torch.distributed and every worker module (as modules, not run): each rank then starts
     with them in memory. A module that fails to import here is left for the rank to import (and report)."""
-    import torch  # noqa: F401
-    import torch.distributed  # noqa: F401
+    import torch
+    import torch._dynamo  # noqa: F401 - DDP's first construction imports it: 2.7 s per rank on a 2-core machine
+    import torch.distributed
+    import torch.distributed._functional_collectives
+    import torch.distributed.fsdp
+    import torch.distributed.optim
+    import torch.distributed.tensor
+    import torch.nn.parallel
+    import torch.profiler  # noqa: F401 - the worker modules import these inside functions
 
     from . import workloads
 
