@@ -86,6 +86,7 @@ def declared_sections() -> dict[str, ConfigSection]:
 
 
 NCCL_TESTS_FORMS = ("mpi", "single")
+LAUNCHERS = ("torchrun", "fork")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +217,9 @@ class Profile:
     """Rendezvous address; explicit loopback so gloo never resolves the hostname outward."""
     master_port: int | None = None
     """Rendezvous port; None picks a free one per launch (a port held by last round's processes is the classic trap)."""
+    launcher: str = "torchrun"
+    """How a stage's ranks start: "torchrun" (one `python -m torch.distributed.run` per launch, as users launch) or
+    "fork" (the CPU rehearsal: forked from one process that imported torch once; suite/forklaunch.py)."""
     stage_timeout_s: float = 300.0
     """Wall-clock limit of one stage, seconds; past it the stage is killed and judged `fail`."""
     stage_timeouts_s: tuple[tuple[str, float], ...] = ()
@@ -251,6 +255,12 @@ class Profile:
             raise ProfileError(f"device {self.device!r} unknown: use cpu or cuda")
         if self.nproc < 1:
             raise ProfileError(f"nproc = {self.nproc}: pass --nproc of at least 1")
+        if self.launcher not in LAUNCHERS:
+            raise ProfileError(f"launcher {self.launcher!r} unknown: use --launcher {' or '.join(LAUNCHERS)}")
+        if self.launcher == "fork" and (self.backend, self.device) != ("gloo", "cpu"):
+            raise ProfileError(f"launcher fork is the CPU rehearsal's (gloo on cpu), not {self.backend} on "
+                               f"{self.device}: GPU stages launch under torchrun, one process per GPU; "
+                               f"use --launcher torchrun")
         too_big = [d for d in self.degrees if d > self.nproc]
         if too_big:
             raise ProfileError(
@@ -331,6 +341,7 @@ GLOO_CPU = Profile(
     device="cpu",
     nproc=4,
     omp_threads=1,
+    launcher="fork",
     stage_timeout_s=180.0,
     # The fault drill waits on real timeouts in its hang scenario.
     stage_timeouts_s=(("fault", 240.0),),

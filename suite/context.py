@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import Profile
-from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir, run_torchrun
+from .forklaunch import launch as launch_here
+from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from .multilaunch import run_across_nodes
 from .progress import Progress
 
@@ -45,12 +46,15 @@ class StageContext:
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
-        """Launch `module` under torchrun with this stage's raw folder (on every node of a multi-node profile:
-        suite/multilaunch.py); raises LaunchError on a failed exit."""
+        """Launch `module` on the profile's ranks with this stage's raw folder; raises LaunchError on a failed exit.
+
+        The profile's launcher starts them (suite/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
+        forked from a warm process; the workers run the same code either way. A multi-node profile launches
+        torchrun on every node (suite/multilaunch.py)."""
         kwargs.setdefault("timeout_s", self.time_left())
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))
-        launch = run_across_nodes if len(self.profile.nodes) > 1 else run_torchrun  # every node, or this one
+        launch = run_across_nodes if len(self.profile.nodes) > 1 else launch_here  # every node, or this one
         return launch(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
 
     def _relay_worker_progress(self, path: Path) -> None:

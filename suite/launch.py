@@ -198,6 +198,20 @@ def launch_out_dir(raw_dir: Path, tag: str = "") -> Path:
     return Path(raw_dir) / (f"{tag}.out" if tag else "out")
 
 
+def prepare_launch(profile: Profile, raw_dir: Path, tag: str, env: dict[str, str] | None
+                   ) -> tuple[Path, str, dict[str, str]]:
+    """What every launcher does first: the output folder emptied of an earlier launch's rows and progress, the log
+    prefix, and the workers' environment naming both (CARDTIME_RAW_DIR / CARDTIME_OUT_DIR / CARDTIME_LOG_PREFIX)."""
+    prefix = f"{tag}." if tag else ""
+    out_dir = launch_out_dir(raw_dir, tag)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
+        stale.unlink(missing_ok=True)
+    full_env = worker_env(profile, env)
+    full_env.update(CARDTIME_RAW_DIR=str(raw_dir), CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix)
+    return out_dir, prefix, full_env
+
+
 def run_torchrun(
     profile: Profile,
     module: str,
@@ -219,17 +233,11 @@ def run_torchrun(
     One node only: a profile naming several goes through suite/multilaunch.py (StageContext.torchrun chooses).
     """
     raw_dir = Path(raw_dir)
-    prefix = f"{tag}." if tag else ""
-    out_dir = launch_out_dir(raw_dir, tag)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
-        stale.unlink(missing_ok=True)
+    out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)
     port = choose_port(profile)
     command = torchrun_command(
         profile, module, args, nproc=nproc, port=port, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args
     )
-    full_env = worker_env(profile, env)
-    full_env.update(CARDTIME_RAW_DIR=str(raw_dir), CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix)
     torchrun_log = raw_dir / f"{prefix}torchrun.log"
     n = nproc or profile.nproc
     logs = [torchrun_log] + [raw_dir / f"{prefix}rank{r}.log" for r in range(n)]

@@ -4,7 +4,10 @@
     python -m suite run --resume runs/20261129T1630Z-box-gloo-cpu
 
 For each stage: expect → expectations.csv → run (in a forked child, own process group, killed
-at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. A crash, a
+at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. With the fork
+launcher (the rehearsal's), one warm process started here forks every stage's ranks
+(suite/forklaunch.py); a stage's child reaches it through its socket, and a stage killed at its
+timeout takes its ranks with it (their agent kills them when the stage's connection closes). A crash, a
 failed torchrun or a timeout becomes a `fail` verdict with the command, exit code and log tail,
 and the run goes on. A stage is skipped on resume once its manifest status is `complete`.
 """
@@ -25,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import procs, stagecode, stages
+from . import forklaunch, procs, stagecode, stages
 from .config import Profile, profile_from_dict
 from .context import StageContext
 from .launch import LaunchError, log_tail
@@ -46,6 +49,7 @@ from .verdicts import summary_line, verdicts_for
 RESULT_FILE = ".stage-result.json"
 ROWS_FILE = ".stage-rows.jsonl"
 STAGE_LOG = "stage.log"
+ZYGOTE_LOG = "launcher.log"  # the warm launcher's own output (profile.launcher fork), in the run directory
 INJECT_ENV = "CARDTIME_INJECT"  # e.g. "bandwidth=crash,crossover=hang": tests prove failures are contained
 
 
@@ -148,18 +152,28 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     start = time.monotonic()
     progress = Progress(run.path, len(selected), stream=stream)
     nodes = f"{len(profile.nodes)} nodes × " if profile.nodes else ""
-    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes) → {run.path}")
-    for index, name in enumerate(selected, start=1):
-        state = run.stage_state(name)
-        progress.index, progress.stage = index, name
-        if state["status"] == "complete":
-            progress.end_stage("already complete: kept")
-            continue
-        shortfall = None if keep_going else gpu_shortfall(run.facts(), profile)
-        if shortfall:
-            skip_for_want_of_gpus(run, name, shortfall, progress)
-            continue
-        run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
+    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes, "
+                 f"launcher {profile.launcher}) → {run.path}")
+    pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
+    warm = profile.launcher == "fork" and not produce and any(launches_ranks(name) for name in pending)
+    try:
+        for index, name in enumerate(selected, start=1):
+            state = run.stage_state(name)
+            progress.index, progress.stage = index, name
+            if state["status"] == "complete":
+                progress.end_stage("already complete: kept")
+                continue
+            shortfall = None if keep_going else gpu_shortfall(run.facts(), profile)
+            if shortfall:
+                skip_for_want_of_gpus(run, name, shortfall, progress)
+                continue
+            if warm:  # started before the first stage (it warms up meanwhile); restarted if a stage killed it
+                forklaunch.warm_zygote(run.path / ZYGOTE_LOG)
+                preload_torch(profile.omp_threads)
+            run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
+    finally:
+        if warm:
+            forklaunch.stop_warm_zygote()
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)
@@ -183,11 +197,25 @@ def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Prog
     skipped["stages"].append(name)
     state = run.stage_state(name)
     state.update(start=utc_now().isoformat(timespec="seconds"))
-    verdict = Verdict(id=f"{name}.run", stage=name, status="skip", expected="the GPUs the profile needs",
-                      observed=shortfall, reason="skipped without launching: with too few GPUs the stage could only "
-                      "fail at its timeout; fix the GPUs (driver, `--gpus all`, CUDA_VISIBLE_DEVICES) or pass "
-                      "--keep-going to run it anyway")
+    verdict = verdicts_for(name).skip("run", expected="the GPUs the profile needs", observed=shortfall,
+                                      reason="skipped without launching: with too few GPUs the stage could only "
+                                      "fail at its timeout; fix the GPUs (driver, `--gpus all`, CUDA_VISIBLE_DEVICES) "
+                                      "or pass --keep-going to run it anyway")
     finish_stage(run, name, [], [], [verdict], {}, "complete", progress)
+
+
+def preload_torch(threads: int) -> None:
+    """The warm path: import torch here once (while the zygote warms up), so that the stages' children, forked
+    from this process, do not each import it for their own references and models. Capped first, as the children
+    are: no OpenMP pool of more threads exists in this process when it forks them."""
+    if "torch" not in sys.modules:
+        cap_threads(threads)
+        import torch  # noqa: F401
+
+
+def launches_ranks(stage: str) -> bool:
+    """Whether the stage's code reaches a worker module (suite/workloads/): the warm launcher is started for it."""
+    return any(path.parent.name == "workloads" for path in stagecode.stage_files(stage))
 
 
 def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None) -> None:

@@ -19,7 +19,7 @@ SUITE_ROOT = Path(__file__).resolve().parent
 PLUMBING = frozenset({
     "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch", "suite.context",
     "suite.progress", "suite.procs", "suite.verdicts", "suite.values", "suite.stagecode", "suite.stages",
-    "suite.commands", "suite.workloads.worker",
+    "suite.commands", "suite.workloads.worker", "suite.forklaunch", "suite.zygote",
 })
 MODULE_LITERAL = re.compile(r"^suite(?:\.\w+)+$")
 

@@ -7,6 +7,8 @@ Each figure is a function below printing one or more lines `name: value unit (ta
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,25 +29,55 @@ def bench(fn):
     return fn
 
 
+STAGE_LINE = re.compile(r"^\[\s*\d+/\d+\] (\S+)\s+([\d.]+)s (done|FAILED)")
+
+
+def rehearse(launcher: str) -> tuple[float, int, dict[str, tuple[float, str]], str, tuple[float, float]]:
+    """One full gloo-cpu rehearsal with `launcher`: wall seconds, exit code, stage → (seconds, done|FAILED), the
+    summary line, and the 1-minute load average before and after."""
+    keep = tempfile.TemporaryDirectory()
+    _KEEP.append(keep)  # removed at exit: report_render renders the fork run first
+    out = keep.name
+    load_before = os.getloadavg()[0]
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--launcher", launcher,
+                             "--out", out, "--record-last", f"{out}/LAST"], cwd=REPO, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    last = Path(out) / "LAST"
+    if last.exists():
+        _REHEARSAL[launcher] = Path(last.read_text().strip())
+    stages = {m[1]: (float(m[2]), m[3]) for m in map(STAGE_LINE.match, result.stderr.splitlines()) if m}
+    summary = next((line for line in reversed(result.stderr.splitlines()) if line.startswith("summary:")), "no summary")
+    return seconds, result.returncode, stages, summary, (load_before, os.getloadavg()[0])
+
+
+def _cell(stage: tuple[float, str] | None) -> str:
+    if stage is None:
+        return "–"
+    return f"{stage[0]:.1f}" + ("" if stage[1] == "done" else " FAILED")
+
+
 @bench
 def rehearsal_wall_time() -> None:
-    """The full gloo-cpu rehearsal once the venv exists (target: under 120 s on the 2-core machine)."""
-    out = tempfile.TemporaryDirectory()
-    _KEEP.append(out)  # removed at exit: report_render renders the run first
-    start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--out", out.name,
-                             "--record-last", f"{out.name}/LAST"], cwd=REPO, capture_output=True, text=True)
-    seconds = time.monotonic() - start
-    last = Path(out.name) / "LAST"
-    if last.exists():
-        _REHEARSAL["run"] = Path(last.read_text().strip())
-    summary = [line for line in result.stderr.splitlines() if line.startswith("summary:")]
-    per_stage = [line for line in result.stderr.splitlines() if " done:" in line or "FAILED" in line]
-    print(f"rehearsal wall time: {seconds:.1f} s (target < 120 s); exit {result.returncode}")
-    for line in per_stage:
-        print("  " + line.strip())
-    if summary:
-        print("  " + summary[-1])
+    """The full gloo-cpu rehearsal once the venv exists, the old way (torchrun per launch) and the new way (the warm
+    fork launcher), back to back in the same run, stage by stage (target: the new way ≤ 60 s on the 2-core machine)."""
+    runs = {launcher: rehearse(launcher) for launcher in ("torchrun", "fork")}
+    (old, old_code, old_stages, old_summary, old_load), (new, new_code, new_stages, new_summary, new_load) = (
+        runs["torchrun"], runs["fork"])
+    print(f"rehearsal wall time, --launcher torchrun: {old:.1f} s; exit {old_code}; "
+          f"load average {old_load[0]:.1f} → {old_load[1]:.1f}")
+    print(f"rehearsal wall time, --launcher fork:     {new:.1f} s (target ≤ 60 s); exit {new_code}; "
+          f"load average {new_load[0]:.1f} → {new_load[1]:.1f}")
+    print(f"  fork / torchrun: {new / old:.2f}")
+    print(f"  {'stage':<12} {'torchrun s':>10} {'fork s':>8} {'ratio':>6}")
+    for stage in dict.fromkeys([*old_stages, *new_stages]):
+        a, b = old_stages.get(stage), new_stages.get(stage)
+        ratio = f"{b[0] / a[0]:6.2f}" if a and b and a[0] > 0 else f"{'–':>6}"
+        print(f"  {stage:<12} {_cell(a):>10} {_cell(b):>8} {ratio}")
+    print(f"  torchrun: {old_summary}")
+    print(f"  fork:     {new_summary}")
+    if "fork" in _REHEARSAL:
+        _REHEARSAL["run"] = _REHEARSAL["fork"]
 
 
 def _render(python_path: Path, run: Path, out: Path) -> tuple[float, float, int, int]:
@@ -98,15 +130,15 @@ def harness_overhead() -> None:
     import statistics
 
     from suite.config import GLOO_CPU
-    from suite.launch import run_torchrun
+    from suite.forklaunch import launch
 
     size = max(GLOO_CPU.sweep.sizes())
     repeats, iters = 7, 20
     with tempfile.TemporaryDirectory() as raw:
-        result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
-                              ["--sizes", str(size), "--collectives", "all_reduce", "--warmup", "2",
-                               "--iters", str(iters), "--bare-repeats", str(repeats)],
-                              raw_dir=Path(raw), tag="bench", timeout_s=600)
+        result = launch(GLOO_CPU, "suite.workloads.collective_sweep",
+                        ["--sizes", str(size), "--collectives", "all_reduce", "--warmup", "2",
+                         "--iters", str(iters), "--bare-repeats", str(repeats)],
+                        raw_dir=Path(raw), tag="bench", timeout_s=600)
         rows = result.rows()
     harness = [r.value for r in rows if r.case == "overhead.harness"]
     bare = [r.value for r in rows if r.case == "overhead.bare"]

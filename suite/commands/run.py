@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import stages
-from ..config import PROFILES, ProfileError, get_profile
+from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from ..multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
 from ..results import RunDirError
 from . import usage_error
@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--ssh-config", default="", metavar="FILE", help="the ssh_config the other nodes are reached with")
     p.add_argument("--socket-ifname", default="", metavar="IF",
                    help="the network interface gloo and NCCL use between nodes (e.g. ens5)")
+    p.add_argument("--launcher", choices=LAUNCHERS,
+                   help="how the ranks start: torchrun (one launch per stage, as users launch; nccl-gpu's only way) "
+                        "or fork (forked from one warm process: gloo-cpu's default); also on --resume")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
@@ -122,6 +125,8 @@ def main(args) -> int:
             selected = stages.select(args.stages, profile.name)
         if timeouts:
             profile = apply_timeouts(profile, timeouts)
+        if args.launcher:
+            profile = profile.with_overrides(launcher=args.launcher)
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
     except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError) as e:  # NodesError too

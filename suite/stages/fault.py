@@ -64,7 +64,9 @@ AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the me
 TITLE = "a rank killed, stopped, raising mid-training"
 CONFIG = ConfigSection("fault", FaultConfig, {
     # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
-    "gloo-cpu": FaultConfig(ranks=2, concurrent=True),
+    # 6 steps: checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4 replayed),
+    # then one new step; two steps and a checkpoint fewer than the default per restarted attempt and reference.
+    "gloo-cpu": FaultConfig(ranks=2, steps=6, concurrent=True),
     # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
     "nccl-gpu": FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
                             drill_timeout_s=420.0),

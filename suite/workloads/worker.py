@@ -24,8 +24,7 @@ from typing import Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from .. import procs
-from . import LAUNCHER_PID
+from .. import procs, workloads
 from ..launch import WORKER_PROGRESS
 from ..results import Row, atomic_write_text, write_rows_jsonl
 
@@ -107,7 +106,9 @@ def worker_session(*, redirect: bool = True, timeout_s: float | None = None, exi
     exception leaving the block skips all of this: the worker dies with it and torchrun sees the failure.
     """
     # A worker outliving its torchrun would hold ports and CPU until its collective timeout.
-    procs.die_with_parent(expected_parent=LAUNCHER_PID)
+    # Read here, not imported by value: the warm launcher forks ranks from a process that imported this module
+    # earlier and sets the package's LAUNCHER_PID to the rank's agent (suite/zygote.py).
+    procs.die_with_parent(expected_parent=workloads.LAUNCHER_PID)
     rank = int(os.environ["RANK"])
     raw_dir = Path(os.environ.get("CARDTIME_RAW_DIR", "."))
     out_dir = Path(os.environ.get("CARDTIME_OUT_DIR", "."))

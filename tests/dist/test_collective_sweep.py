@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
 from suite.costmodel.alphabeta import busbw_factor
 from suite.workloads.collective_sweep import COLLECTIVES
 
@@ -24,11 +24,11 @@ BUDGET = 10_000
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     raw = tmp_path_factory.mktemp("sweep")
-    result = run_torchrun(GLOO_CPU, "suite.workloads.collective_sweep",
-                          ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
-                           "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET),
-                           "--probe", "--mistakes", PROBE_MISTAKE],
-                          raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
+    result = forklaunch.launch(GLOO_CPU, "suite.workloads.collective_sweep",
+                               ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
+                                "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET),
+                                "--probe", "--mistakes", PROBE_MISTAKE],
+                               raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
     return result.rows()
 
 

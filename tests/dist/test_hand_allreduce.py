@@ -15,8 +15,8 @@ import dataclasses
 import pytest
 import torch
 
+from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
 from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
 from suite.costmodel.tolerance import tolerance
 from suite.stages.crossover import judge_correct
@@ -37,10 +37,10 @@ CAUGHT_FROM = 52  # bytes: 13 float32 elements, at least one per rank for every 
 def launch(request, tmp_path_factory):
     n = request.param
     raw = tmp_path_factory.mktemp(f"hand{n}")
-    result = run_torchrun(GLOO_CPU, "suite.workloads.hand_allreduce",
-                          ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library",
-                           "--save-results", "--seed", str(SEED), "--stage", "test", "--mistakes", ",".join(MISTAKES)],
-                          raw_dir=raw, nproc=n, tag="hand", timeout_s=300)
+    args = ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library", "--save-results",
+            "--seed", str(SEED), "--stage", "test", "--mistakes", ",".join(MISTAKES)]
+    result = forklaunch.launch(GLOO_CPU, "suite.workloads.hand_allreduce", args, raw_dir=raw, nproc=n, tag="hand",
+                               timeout_s=300)
     return n, result
 
 

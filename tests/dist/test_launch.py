@@ -1,52 +1,128 @@
-"""Real torchrun launches on gloo: rows through files, logs per rank, failures with their log tail."""
+"""Real launches on gloo under both launchers (torchrun, and the warm fork launcher): rows through files, logs per
+rank, the same worker environment, failures with their log tail, no process left behind."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from suite import procs
 from suite.config import GLOO_CPU
-from suite.launch import LaunchError, run_torchrun
+from suite.forklaunch import launch, warm_zygote
+from suite.launch import LaunchError
+from suite.results import read_rows_jsonl
 
 pytestmark = pytest.mark.dist
 
+LAUNCHERS = ("torchrun", "fork")
+WORKER = "tests.dist.workers.report_env"
+LAUNCHER_LOG = {"torchrun": "torchrun.log", "fork": "launcher.log"}
+
+
+def profile(launcher: str):
+    return GLOO_CPU.with_overrides(launcher=launcher)
+
 
 @pytest.fixture(scope="module")
-def good_launch(tmp_path_factory):
-    raw = tmp_path_factory.mktemp("raw")
-    return raw, run_torchrun(GLOO_CPU, "tests.dist.workers.report_env", raw_dir=raw, nproc=3, tag="env",
-                             timeout_s=120)
+def launches(tmp_path_factory):
+    """One good 3-rank launch per launcher, the same worker and arguments: launcher → (raw folder, result)."""
+    out = {}
+    for launcher in LAUNCHERS:
+        raw = tmp_path_factory.mktemp(f"raw-{launcher}")
+        out[launcher] = raw, launch(profile(launcher), WORKER, ["--fail-rank", "-1"], raw_dir=raw, nproc=3, tag="env",
+                                    timeout_s=120)
+    return out
 
 
-def test_rows_come_back_from_every_rank(good_launch):
-    _, result = good_launch
+def reported(result, case: str) -> dict:
+    return {(r.rank, r.metric): (r.text if r.unit == "" else r.value) for r in result.rows() if r.case == case}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_rows_come_back_from_every_rank(launches, launcher):
+    _, result = launches[launcher]
     sums = {r.rank: r.value for r in result.rows() if r.case == "sum_of_ranks"}
     assert sums == {0: 3.0, 1: 3.0, 2: 3.0}  # 0 + 1 + 2 on every rank
     assert result.exit_code == 0
 
 
-def test_workers_run_with_the_profiles_environment(good_launch):
-    _, result = good_launch
-    env = {(r.rank, r.metric): r.text for r in result.rows() if r.case == "env"}
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_workers_run_with_the_profiles_environment(launches, launcher):
+    _, result = launches[launcher]
+    env = reported(result, "env")
+    assert len(env) == 3 * 24
     for rank in range(3):
         assert env[(rank, "OMP_NUM_THREADS")] == "1"
         assert env[(rank, "GLOO_SOCKET_IFNAME")] == "lo"
         assert env[(rank, "MASTER_ADDR")] == "127.0.0.1"
         assert env[(rank, "CARDTIME_BACKEND")] == "gloo"
+        assert env[(rank, "RANK")] == env[(rank, "LOCAL_RANK")] == str(rank)
+        assert env[(rank, "WORLD_SIZE")] == "3"
+    process = reported(result, "process")
+    assert [process[(rank, "threads")] for rank in range(3)] == [1.0, 1.0, 1.0]
+    assert [process[(rank, "argv")] for rank in range(3)] == ["--fail-rank -1"] * 3
 
 
-def test_each_rank_logs_to_its_own_file(good_launch):
-    raw, _ = good_launch
+def test_both_launchers_give_the_workers_the_same_environment(launches):
+    """Every variable torchrun's agent and the suite set, equal under both launchers but for what names the launch."""
+    per_launch = {"MASTER_PORT", "CARDTIME_OUT_DIR", "CARDTIME_RAW_DIR"}
+    torchrun, fork = (reported(launches[name][1], "env") for name in LAUNCHERS)
+    assert len(torchrun) == len(fork) == 3 * 24
+    differ = {key: (torchrun[key], fork[key]) for key in torchrun if torchrun[key] != fork[key]}
+    assert {var for _, var in differ} == per_launch, differ
+    assert all(value is not None for value in torchrun.values())
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_each_rank_logs_to_its_own_file(launches, launcher):
+    raw, _ = launches[launcher]
     for rank in range(3):
         log = (raw / f"env.rank{rank}.log").read_text()
         assert f"rank {rank}/3 up" in log and f"rank {rank} emitted" in log
-    assert "torch.distributed.run" in (raw / "env.torchrun.log").read_text()
+    # torchrun's own output, or the fork launcher's, which names the torchrun command running the same workers
+    assert "torch.distributed.run" in (raw / f"env.{LAUNCHER_LOG[launcher]}").read_text()
 
 
-def test_a_failing_rank_fails_the_launch_with_its_log_tail(tmp_path):
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_failing_rank_fails_the_launch_with_its_log_tail(tmp_path, launcher):
     with pytest.raises(LaunchError) as caught:
-        run_torchrun(GLOO_CPU, "tests.dist.workers.report_env", ["--fail-rank", "1"], raw_dir=tmp_path, nproc=2,
-                     timeout_s=120)
+        launch(profile(launcher), WORKER, ["--fail-rank", "1"], raw_dir=tmp_path, nproc=2, timeout_s=120)
     error = caught.value
     assert error.exit_code not in (0, None)
     assert "rank 1 failing on purpose" in error.log_tail
     assert "--nproc-per-node=2" in error.describe()
+
+
+def rank_pids(folder) -> list[int]:
+    pids = [int(r.value) for path in sorted(folder.glob("out/rows.rank*.jsonl")) for r in read_rows_jsonl(path)
+            if r.metric == "pid"]
+    assert pids, f"no rank wrote its pid under {folder}"
+    return pids
+
+
+def gone(pids: list[int], within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while any(procs.alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(procs.alive(p) for p in pids)
+
+
+def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path):
+    """The fork launcher: a SIGKILLed rank fails its launch, its peers are stopped; a hung rank is killed at the
+    launch's timeout with every peer; the zygote forks from one thread and serves the next launch."""
+    fork = profile("fork")
+    zygote = warm_zygote()
+    assert zygote.ping()["threads"] == 1  # no OpenMP pool or store thread exists when ranks are forked
+    with pytest.raises(LaunchError) as killed:
+        launch(fork, WORKER, ["--kill-rank", "2"], raw_dir=tmp_path / "kill", nproc=3, timeout_s=120)
+    assert killed.value.exit_code == -9 and "rank 2 killing itself" in killed.value.log_tail
+    assert gone(rank_pids(tmp_path / "kill"))
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as hung:
+        launch(fork, WORKER, ["--hang-rank", "0"], raw_dir=tmp_path / "hang", nproc=3, timeout_s=8)
+    assert "timed out after 8 s" in str(hung.value) and time.monotonic() - start < 30
+    assert gone(rank_pids(tmp_path / "hang"))
+    again = launch(fork, WORKER, raw_dir=tmp_path / "again", nproc=2, timeout_s=120)
+    assert {r.rank: r.value for r in again.rows() if r.case == "sum_of_ranks"} == {0: 1.0, 1: 1.0}
+    assert warm_zygote().pid == zygote.pid  # the failures cost the zygote nothing

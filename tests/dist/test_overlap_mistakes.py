@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
+from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.tolerance import tolerance
-from suite.launch import run_torchrun
 from suite.stages import overlap
 from suite.workloads.overlap_run import MISTAKES
 from suite.workloads.worker_cli import model_args
@@ -29,8 +29,8 @@ def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("overlap-mistakes")
     args = [*model_args(GLOO_CPU.model), "--modes", ",".join(overlap.modes(GLOO_CPU.model)),
             "--mistakes", ",".join(MISTAKES)]
-    return run_torchrun(GLOO_CPU, "suite.workloads.overlap_run", args, raw_dir=raw, tag="ddp", nproc=4,
-                        timeout_s=600).rows()
+    return forklaunch.launch(GLOO_CPU, "suite.workloads.overlap_run", args, raw_dir=raw, tag="ddp", nproc=4,
+                             timeout_s=600).rows()
 
 
 def mistake_diff(rows, mistake):

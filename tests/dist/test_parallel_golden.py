@@ -14,8 +14,8 @@ import dataclasses
 
 import pytest
 
+from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
 from suite.costmodel.scaling_expectations import model_state_bytes
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.tolerance import golden_tolerance
@@ -35,8 +35,8 @@ DP_MISTAKES = ("no_sync", "per_rank_seed")
 
 def launch(tmp_path_factory, module, *args):
     raw = tmp_path_factory.mktemp(module.rsplit(".", 1)[1])
-    return run_torchrun(GLOO_CPU, module, [*model_args(CFG), *args], raw_dir=raw, tag="t", nproc=4,
-                        timeout_s=600).rows()
+    return forklaunch.launch(GLOO_CPU, module, [*model_args(CFG), *args], raw_dir=raw, tag="t", nproc=4,
+                             timeout_s=600).rows()
 
 
 @pytest.fixture(scope="module")

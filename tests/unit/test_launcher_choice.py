@@ -1,0 +1,51 @@
+"""Which launcher starts a stage's ranks: the profile's, chosen on the command line, refused where it cannot serve."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite import forklaunch
+from suite.config import GLOO_CPU, NCCL_GPU, ProfileError, profile_from_dict
+from tests.conftest import run_suite
+
+
+def test_the_rehearsal_forks_and_the_gpu_profile_launches_as_users_do():
+    assert GLOO_CPU.launcher == "fork"
+    assert NCCL_GPU.launcher == "torchrun"
+    assert GLOO_CPU.with_overrides(launcher="torchrun").launcher == "torchrun"
+
+
+def test_fork_on_gpus_and_unknown_launchers_are_refused_with_the_flag_to_use():
+    with pytest.raises(ProfileError, match="use --launcher torchrun"):
+        NCCL_GPU.with_overrides(launcher="fork")
+    with pytest.raises(ProfileError, match="launcher 'mpirun' unknown"):
+        GLOO_CPU.with_overrides(launcher="mpirun")
+
+
+def test_the_launcher_is_recorded_and_an_older_manifest_resumes_under_torchrun():
+    assert profile_from_dict(GLOO_CPU.to_dict()).launcher == "fork"
+    recorded = GLOO_CPU.to_dict()
+    del recorded["launcher"]  # a run started before the field existed ran under torchrun
+    assert profile_from_dict(recorded).launcher == "torchrun"
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({}, "fork"),
+    ({"max_restarts": 1}, "torchrun"),  # restarts are torchrun's own behaviour (the fault drill)
+    ({"extra_torchrun_args": ["--monitor-interval=1"]}, "torchrun"),
+])
+def test_a_launch_asking_for_torchruns_behaviour_gets_torchrun(monkeypatch, tmp_path, kwargs, expected):
+    used = []
+    monkeypatch.setattr(forklaunch, "run_forked", lambda *a, **k: used.append("fork"))
+    monkeypatch.setattr(forklaunch, "run_torchrun", lambda *a, **k: used.append("torchrun"))
+    forklaunch.launch(GLOO_CPU, "suite.workloads.dp_run", raw_dir=tmp_path, **kwargs)
+    assert used == [expected]
+
+
+def test_the_command_line_refuses_fork_on_the_gpu_profile_in_one_line(tmp_path):
+    result = run_suite("run", "--profile", "nccl-gpu", "--launcher", "fork", "--stages", "topology",
+                       "--out", str(tmp_path))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--launcher torchrun" in lines[0]
+    assert not list(tmp_path.iterdir())  # refused before a run directory was made
