@@ -90,7 +90,8 @@ def health_facts(caps: list[Capture], nproc: int) -> dict[str, Any]:
     """What the health stage's run() would publish from the same tools' outputs (parsed in inputs.read). The
     runner's usable-GPU skip rule is left out: the other captures are judged whatever the box's state."""
     by_kind = {(c.kind, c.facts.get("view")): c.data for c in caps}
-    found = {"smi": by_kind.get(("nvidia-smi-q", None)), "smi_why": "",
+    found = {"smi": by_kind.get(("nvidia-smi-q", None)),
+             "smi_why": next((c.facts["why"] for c in caps if c.facts.get("why")), ""),
              "nvlink": health.merge_nvlink(by_kind.get(("nvidia-smi nvlink", "status")),
                                            by_kind.get(("nvidia-smi nvlink", "errors"))),
              "network": by_kind.get(("ibstat", None)) or by_kind.get(("ibv_devinfo", None)),

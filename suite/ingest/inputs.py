@@ -51,11 +51,17 @@ def read_smi(kind: str, check: Callable[[str], Any]):
 
 
 def read_smi_q(path: Path) -> list[Capture]:
-    """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health parses)."""
+    """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health parses).
+    A -q topology can read but health cannot (a cut excerpt) still feeds health: its `nvidia_smi` check then
+    fails naming the file and line, as the live stage's does for an unreadable -q."""
     text = _text(path)
     smi_query.parse_query(text)
-    return [Capture(path, "nvidia-smi-q", "topology", text), Capture(path, "nvidia-smi-q", "health",
-                                                                     smi_health.parse(text))]
+    try:
+        health, why = smi_health.parse(text), ""
+    except ParseError as e:
+        health, why = None, f"{path.name}: {e}"
+    return [Capture(path, "nvidia-smi-q", "topology", text),
+            Capture(path, "nvidia-smi-q", "health", health, {"why": why} if why else {})]
 
 
 def read_health(kind: str, parse: Callable[[str], Any], source: Callable[[str, Any], str] | None = None):

@@ -241,8 +241,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                 for check in GPU_CHECKS[:10]]
     elif smi is None:  # one fail saying why, the checks it feeds skip pointing at it
         out.append(rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed="not read",
-                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: the driver is not loaded "
-                                       "or the container lacks `--gpus all`; fix it or ask the provider for another node"))
+                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: " + (
+                                    "ingest the whole `nvidia-smi -q` output" if facts.get("ingest") else
+                                    "the driver is not loaded or the container lacks `--gpus all`; fix it or ask "
+                                    "the provider for another node")))
         out += [rules.V.skip(check, expected="`nvidia-smi -q`", observed="not read", reason="see health.nvidia_smi")
                 for check in GPU_CHECKS[:10]]
     else:

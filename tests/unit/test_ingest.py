@@ -165,7 +165,7 @@ def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
     assert {name: kinds[name] for name in expected} == expected
     assert set(kinds.values()) == {"nvidia-smi-q", "nvidia-smi-L"}
     done, run, v = ingest(tmp_path, smi / "rtx4070-laptop-q.txt", smi / "rtx4070-laptop-L.txt")
-    assert run.manifest["stages_selected"] == ["topology"]
+    assert run.manifest["stages_selected"] == ["health", "topology"]  # -q feeds both
     names = [r.text for r in run.rows() if r.metric == "gpu_name"]
     assert len(names) == 1 and "4070" in names[0]
     assert v["topology.links"].status == "skip"  # no matrix among the files: not judged, not failed
@@ -326,3 +326,13 @@ def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_p
     assert net.status == "pass" and "1 port(s) of unused adapter types down" in net.observed, net
     assert run.facts()["health"]["network"]["tool"] == "ibv_devinfo"
     assert done.returncode == 0  # a warning and a pass: no fail
+
+
+def test_a_cut_smi_q_that_topology_reads_fails_health_naming_file_and_line(tmp_path):
+    cut = REPO / "tests/data/smi/a100-sxm4-525-q-one-process.txt"  # 'Attached GPUs : 8', one GPU block
+    done, run, v = ingest(tmp_path, cut)
+    smi_v = v["health.nvidia_smi"]
+    assert smi_v.status == "fail" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
+    assert "ingest the whole `nvidia-smi -q` output" in smi_v.reason
+    assert v["health.pcie_link"].status == "skip" and v["health.pcie_link"].reason == "see health.nvidia_smi"
+    assert done.returncode == 1 and "Traceback" not in done.stderr
