@@ -63,7 +63,8 @@ def assign(captures: list[Capture]) -> Plan:
             key = (c.stage, ours, c.facts.get("algo"))
         else:
             # a profile takes one export per rank; health one `nvidia-smi nvlink -s` and one `-e`
-            key = (c.stage, c.kind, str(c.path) if c.stage == "profile" else c.facts.get("view", ""))
+            part = str(c.path) if c.stage == "profile" else c.facts.get("view", "")
+            key = (c.stage, c.kind, part)
         if key in seen:
             unused.append(Unused(c.path, f"a second {c.kind} output for {c.stage} ({key[1]}): one box and one run "
                                          f"each per ingest — ingest it separately"))

@@ -259,10 +259,10 @@ def test_every_health_capture_is_claimed_by_its_own_kind():
     for path in files:
         kind = next(k for prefix, k in HEALTH_KIND.items() if path.name.startswith(prefix))
         got = inputs.read(path)
-        if "-cut-" in path.name:  # the truncated -q: one line saying where, not a capture
-            assert isinstance(got, inputs.Unused) and "does not parse" in got.why and "line" in got.why, got
-            continue
         assert not isinstance(got, inputs.Unused), (path.name, got.why)
+        if "-cut-" in path.name:  # the truncated -q: topology reads it, health keeps the parser's line for its verdict
+            assert [c.data is None for c in got] == [False, True] and "line 91" in got[1].facts["why"], got
+            continue
         assert {c.kind for c in got} == {kind}, path.name
         assert "health" in {c.stage for c in got}, path.name
     # -q feeds both stages from the one file
@@ -274,11 +274,13 @@ def test_a_pending_row_remap_fails_naming_the_gpu(tmp_path):
     assert done.returncode == 1, done.stderr
     assert run.manifest["stages_selected"] == ["health", "topology"]
     remap = v["health.remapped_rows"]
-    assert remap.status == "fail" and "GPU 0 (00000000:07:00.0) row remap pending (4 uncorrectable rows)" in remap.observed
+    assert remap.status == "fail"
+    assert "GPU 0 (00000000:07:00.0) row remap pending (4 uncorrectable rows)" in remap.observed
     assert "reset the GPU" in remap.reason
     assert run.facts()["health"]["usable"] == []  # the one GPU is unfit; ingest still judges the rest
     assert "usable_gpus" not in run.facts()
-    assert v["health.kernel_log"].status == "skip" and "no kernel log output among the ingested" in v["health.kernel_log"].observed
+    log = v["health.kernel_log"]
+    assert log.status == "skip" and "no kernel log output among the ingested" in log.observed
 
 
 def test_an_xid_capture_fails_and_what_it_lacks_skips(tmp_path):
@@ -308,7 +310,8 @@ def test_a_healthy_h200_passes_and_a_port_down_fails_naming_it(tmp_path):
                   "temperature", "fabric", "processes")
     assert {c: hv[f"health.{c}"].status for c in smi_checks} == dict.fromkeys(smi_checks, "pass")
     net = hv["health.network"]
-    assert net.status == "fail" and "mlx5_11 port 1 Down/Polling" in net.observed and "mlx5_5 port 1 Down/Disabled" in net.observed
+    assert net.status == "fail"
+    assert "mlx5_11 port 1 Down/Polling" in net.observed and "mlx5_5 port 1 Down/Disabled" in net.observed
     assert hv["health.nvlink"].status == "pass" and hv["health.nvlink"].observed == "96 links at 25 GB/s"
     dcgm_v = hv["health.dcgm"]
     assert dcgm_v.status == "fail" and "Fail - GPU: 1" in dcgm_v.observed
@@ -318,7 +321,8 @@ def test_a_healthy_h200_passes_and_a_port_down_fails_naming_it(tmp_path):
 
 def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_path):
     done, run, v = ingest(tmp_path, HEALTH / "ibv-devinfo-01-deepep-cx6dx-port-down.txt",
-                          HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt", HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt")
+                          HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt",
+                          HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt")
     assert v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed  # a program's XID
     lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
     assert len(lines) == 1 and "xid-03" in lines[0] and "a second kernel log output for health" in lines[0]
