@@ -14,7 +14,8 @@ from . import usage_error
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ingest", help="judge captured raw outputs (nvidia-smi, nccl-tests, nsys) into a run directory")
+    p = sub.add_parser("ingest", help="judge captured raw outputs (nvidia-smi, nvlink, ibstat, dcgmi, kernel logs, "
+                                       "nccl-tests, nsys) into a run directory")
     p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR",
                    help="captured outputs, or folders of them: each file's kind is read from its content")
     p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="folder for the new run directory")

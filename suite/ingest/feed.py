@@ -2,7 +2,7 @@
 
 Each stage the captures can feed gets the rows its run() would have built from the same tool output
 (topology.rows_from_smi, _nccl_tests.rows_from_output + bandwidth.with_fit, crossover.analysis_rows,
-profile.analysis_rows + trace_facts), handed to the runner in place of run(); the runner then judges
+profile.analysis_rows + trace_facts, health.published), handed to the runner in place of run(); the runner then judges
 and records them exactly as in a live run.
 """
 
@@ -19,7 +19,7 @@ from .. import runner, stages
 from ..config import Profile, get_profile
 from ..parsers import traces
 from ..results import Row, RunDir
-from ..stages import _nccl_tests, bandwidth, crossover, topology
+from ..stages import _nccl_tests, bandwidth, crossover, health, topology
 from ..stages import profile as profile_stage
 from ..stages._topology_rules import common_model
 from .inputs import Capture, Unused
@@ -62,7 +62,9 @@ def assign(captures: list[Capture]) -> Plan:
             c.facts["collective"] = ours
             key = (c.stage, ours, c.facts.get("algo"))
         else:
-            key = (c.stage, c.kind, str(c.path) if c.stage == "profile" else "")  # a profile takes one export per rank
+            # a profile takes one export per rank; health one `nvidia-smi nvlink -s` and one `-e`
+            part = str(c.path) if c.stage == "profile" else c.facts.get("view", "")
+            key = (c.stage, c.kind, part)
         if key in seen:
             unused.append(Unused(c.path, f"a second {c.kind} output for {c.stage} ({key[1]}): one box and one run "
                                          f"each per ingest — ingest it separately"))
@@ -85,6 +87,20 @@ def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     return rows, {"topology": facts, "versions": {k: v for k, v in versions.items() if v}}
 
 
+def health_facts(caps: list[Capture], nproc: int) -> dict[str, Any]:
+    """What the health stage's run() would publish from the same tools' outputs (parsed in inputs.read). The
+    runner's usable-GPU skip rule is left out: the other captures are judged whatever the box's state."""
+    by_kind = {(c.kind, c.facts.get("view")): c.data for c in caps}
+    found = {"smi": by_kind.get(("nvidia-smi-q", None)),
+             "smi_why": next((c.facts["why"] for c in caps if c.facts.get("why")), ""),
+             "nvlink": health.merge_nvlink(by_kind.get(("nvidia-smi nvlink", "status")),
+                                           by_kind.get(("nvidia-smi nvlink", "errors"))),
+             "network": by_kind.get(("ibstat", None)) or by_kind.get(("ibv_devinfo", None)),
+             "dcgm": by_kind.get(("dcgmi diag", None)), "kernel_log": by_kind.get(("kernel log", None)),
+             "fabric_manager": ""}
+    return health.published(found, on_gpu=True, nproc=nproc, gate=False)
+
+
 def nccl_rows(caps: list[Capture], stage: str) -> list[Row]:
     rows: list[Row] = []
     for c in caps:
@@ -97,6 +113,9 @@ def world_of(plan: Plan, box: dict[str, Any]) -> int:
     """Processes of the box: the topology's GPU count, else the largest nccl-tests world, else the traces' ranks."""
     if box.get("gpu_count"):
         return int(box["gpu_count"])
+    smi = next((c.data for c in plan.feeds.get("health", []) if c.kind == "nvidia-smi-q"), None)
+    if smi and smi["gpus"]:
+        return len(smi["gpus"])
     worlds = [c.data.get("nranks") or 0 for s in ("bandwidth", "crossover") for c in plan.feeds.get(s, [])]
     if any(worlds):
         return max(worlds)
@@ -133,6 +152,8 @@ def produce(plan: Plan, gpu_model: str | None) -> tuple[int, dict[str, Any], dic
         names = [gpu_model] * max(1, len(names) or world)
     box.update(gpus=names, gpu_model=common_model(names) or (names[0] if names else None))
     box.setdefault("gpu_count", world)
+    if "health" in plan.feeds:
+        out["health"] = runner.fed([], health_facts(plan.feeds["health"], world))
     if "topology" in plan.feeds:
         out["topology"] = runner.fed(topo_rows, {**topo_published, "topology": box})
     if "bandwidth" in plan.feeds:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..parsers import ParseError, nccl_tests, smi_query, topo, traces
+from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, smi_health, smi_query, topo, traces, xid
 
 HEAD_BYTES = 64 * 1024
 ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)
@@ -47,6 +47,31 @@ def read_smi(kind: str, check: Callable[[str], Any]):
         text = _text(path)
         check(text)  # raises ParseError with the parser's own reason
         return [Capture(path, kind, "topology", text)]
+    return read
+
+
+def read_smi_q(path: Path) -> list[Capture]:
+    """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health parses).
+    A -q topology can read but health cannot (a cut excerpt) still feeds health: its `nvidia_smi` check then
+    fails naming the file and line, as the live stage's does for an unreadable -q."""
+    text = _text(path)
+    smi_query.parse_query(text)
+    try:
+        health, why = smi_health.parse(text), ""
+    except ParseError as e:
+        health, why = None, f"{path.name}: {e}"
+    return [Capture(path, "nvidia-smi-q", "topology", text),
+            Capture(path, "nvidia-smi-q", "health", health, {"why": why} if why else {})]
+
+
+def read_health(kind: str, parse: Callable[[str], Any], source: Callable[[str, Any], str] | None = None):
+    """A health tool's output parsed by the parser the live stage uses; `source` tells a kind's forms apart
+    (ibstat / ibv_devinfo; nvlink -s / -e, both wanted)."""
+    def read(path: Path) -> list[Capture]:
+        text = _text(path)
+        parsed = parse(text)
+        return [Capture(path, source(text, parsed) if source else kind, "health", parsed,
+                        {"view": nvlink.view(parsed)} if kind == nvlink.KIND else {})]
     return read
 
 
@@ -133,9 +158,13 @@ KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path], list[Capture]]
     (traces.KIND, traces.sniff, read_nsys),
     (traces.TORCH_KIND, traces.sniff_torch, read_torch_trace),
     (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
-    (smi_query.KIND, smi_query.sniff, read_smi("nvidia-smi-q", smi_query.parse_query)),
+    (smi_query.KIND, smi_query.sniff, read_smi_q),
     (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
+    (nvlink.KIND, nvlink.sniff, read_health(nvlink.KIND, nvlink.parse)),
     (smi_query.LIST_KIND, smi_query.sniff_list, read_smi("nvidia-smi-L", _names_listed)),
+    (ibstat.KIND, ibstat.sniff, read_health(ibstat.KIND, ibstat.parse, lambda text, _: ibstat.kind_of(text))),
+    (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
+    (xid.KIND, xid.sniff, read_health(xid.KIND, xid.parse)),  # last: any log with a driver line in it
 )
 KNOWN = ", ".join(kind for kind, _, _ in KINDS)
 

@@ -130,6 +130,16 @@ def parse_json(data: dict[str, Any]) -> dict[str, Any]:
             "warning_rows": len(warnings), "overall": _overall(tests)}
 
 
+KIND = "dcgmi diag"
+
+
+def sniff(head: bytes) -> bool:
+    """The `--json` form's top key, or the table's `| Diagnostic | Result |` header with DCGM's metadata."""
+    text = head.decode("utf-8", "replace")
+    return '"DCGM GPU Diagnostic"' in text or (
+        re.search(r"\|\s*Diagnostic\s*\|\s*Result\s*\|", text) is not None and "DCGM Version" in text)
+
+
 def parse(text: str) -> dict[str, Any]:
     """The table, or the JSON form (after any banner line such as "Successfully ran diagnostic for group.")."""
     start = next((i for i, line in enumerate(text.splitlines(keepends=True)) if line.lstrip().startswith("{")), None)

@@ -108,6 +108,20 @@ def port_from_sysfs(ca: str, port: int, state: str, phys_state: str, rate: str, 
             "link_layer": link_layer.strip()}
 
 
+KIND = "ibstat"
+IBV_KIND = "ibv_devinfo"
+
+
+def sniff(head: bytes) -> bool:
+    """`ibstat` (first line `CA 'mlx5_0'`) or `ibv_devinfo` (first line `hca_id: mlx5_0`)."""
+    return kind_of(head.decode("utf-8", "replace")) is not None
+
+
+def kind_of(text: str) -> str | None:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return IBV_KIND if first.startswith("hca_id:") else KIND if re.match(r"CA '[^']+'$", first) else None
+
+
 def parse(text: str) -> dict[str, Any]:
     """Either tool's output, told apart by its first block line."""
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")

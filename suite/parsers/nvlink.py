@@ -21,6 +21,20 @@ _COUNTER = re.compile(r"(.+?):\s*(\d+)$")
 _SPEED = re.compile(r"(\d+(?:\.\d+)?) GB/s$")
 
 
+KIND = "nvidia-smi nvlink"
+_SNIFF = re.compile(r"^GPU \d+: .*\n\s+Link \d+: ", re.MULTILINE)
+
+
+def sniff(head: bytes) -> bool:
+    """A `GPU n: NAME` line followed by indented `Link n:` lines (either form)."""
+    return bool(_SNIFF.search(head.decode("utf-8", "replace")))
+
+
+def view(parsed: dict[str, Any]) -> str:
+    """Which form a parse came from: "errors" (`-e`, counters) or "status" (`-s`, speeds)."""
+    return "errors" if any(g["counters"] for g in parsed["gpus"]) else "status"
+
+
 def parse(text: str) -> dict[str, Any]:
     """Either form → {gpus: [{gpu, name, uuid, links: {n: text}, speeds_GBps: {n: float|None},
     counters: {n: {name: int}}}], notes: [NVML lines]}; raises ParseError naming the line it cannot read."""

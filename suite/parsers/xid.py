@@ -48,6 +48,15 @@ XID_ACTIONS = {
 DEFAULT_ACTION = "look the code up at https://docs.nvidia.com/deploy/xid-errors/ and reset the GPU if it repeats"
 
 
+KIND = "kernel log"
+
+
+def sniff(head: bytes) -> bool:
+    """A kernel log with the NVIDIA driver's lines in it (`dmesg`, `journalctl -k`, syslog); a log without any
+    says nothing about the GPUs and is left to the other kinds."""
+    return b"NVRM: " in head and b"\x00" not in head
+
+
 def parse(text: str) -> dict[str, Any]:
     """A kernel log → {xid_events: [{line, bus, xid, text}], xid_count, xid_counts: {'bus code': n},
     fallen_off_bus: [bus], aer: [{line, text}], lines}. A log with no NVIDIA line is a valid, clean log."""

@@ -27,7 +27,7 @@ from ..hostprobe import run_tool, torch_facts
 from ..launch import LaunchError
 from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
 from ..results import Expectation, Row, Verdict
-from ..verdicts import judges_performance
+from ..verdicts import judges_performance, not_captured
 from . import _health_rules as rules
 
 STAGE = "health"
@@ -42,6 +42,9 @@ WRONG = ("a downtrained link, pending remaps or uncorrectable ECC, XIDs, a power
 REHEARSAL = "the GEMM/copy outlier rule on CPU ranks, the kernel-log reader; every parser on real captures (tests)"
 GPU_SKIP = ("profile {name} runs on CPU: GPU health is checked on nccl-gpu; the parsers and rules are proven on real "
             "captures in tests/unit/test_health_parsers.py")
+SMI_Q, KERNEL_LOG, NVLINK, DCGM = ("nvidia-smi -q",), (xid.KIND,), (nvlink.KIND,), (dcgm.KIND,)
+NETWORK = (ibstat.KIND, ibstat.IBV_KIND)
+"""The tools each check reads, as `suite ingest` names its sources (a source not captured skips the check)."""
 GPU_CHECKS = ("pcie_link", "ecc", "remapped_rows", "clock_brakes", "power_limit", "modes", "persistence",
               "temperature", "fabric", "processes", "driver", "nvlink", "dcgm")
 
@@ -130,10 +133,7 @@ def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
                                "nvidia-smi nvlink -s")
     errors, _ = _parsed(run_tool("nvidia-smi-nvlink-e", ["nvidia-smi", "nvlink", "-e"], raw), nvlink.parse,
                         "nvidia-smi nvlink -e")
-    if links and errors:  # one view: -s speeds and -e counters per GPU
-        by_gpu = {g["gpu"]: g for g in errors["gpus"]}
-        for g in links["gpus"]:
-            g["counters"] = by_gpu.get(g["gpu"], {}).get("counters", {})
+    links = merge_nvlink(links, errors)
     fabric_manager = ""
     if shutil.which("systemctl"):
         fabric_manager = run_tool("fabricmanager", ["systemctl", "is-active", "nvidia-fabricmanager"], raw).stdout
@@ -146,6 +146,32 @@ def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
                                        dcgm.parse, "dcgmi diag -r 1")
     return {"smi": smi, "smi_why": smi_why, "nvlink": links, "nvlink_why": links_why, "dcgm": dcgm_found,
             "dcgm_why": dcgm_why, "fabric_manager": fabric_manager.strip()}
+
+
+def merge_nvlink(links: dict | None, errors: dict | None) -> dict | None:
+    """One view: `-s` speeds and `-e` counters per GPU (either alone where the other is missing)."""
+    if links and errors:
+        by_gpu = {g["gpu"]: g for g in errors["gpus"]}
+        for g in links["gpus"]:
+            g["counters"] = by_gpu.get(g["gpu"], {}).get("counters", {})
+    return links or errors
+
+
+def published(found: dict[str, Any], *, on_gpu: bool, nproc: int, gate: bool = True) -> dict[str, Any]:
+    """The tools' parsed outputs → the facts the stage publishes (what judge() reads), live or ingested:
+    facts["health"] with the usable GPUs, and on GPUs (gate) the runner's `usable_gpus` skip rule."""
+    usable = rules.usable_gpus(found.get("smi"), found.get("kernel_log"))
+    seen = len(found["smi"]["gpus"]) if found.get("smi") else 0
+    found = dict(found)
+    if found.get("kernel_log"):  # the manifest keeps the counts and the first events, not 600 repeats
+        found["kernel_log"] = {**found["kernel_log"], "xid_events": found["kernel_log"]["xid_events"][:50]}
+    out: dict[str, Any] = {"health": {"gpus_seen": seen, "usable_gpus": len(usable) if on_gpu else None,
+                                      "usable": usable, **found}}
+    if on_gpu and gate:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
+        out["usable_gpus"] = {"count": len(usable), "need": nproc, "by": STAGE,
+                              "why": f"nvidia-smi shows {seen}, {seen - len(usable)} of them unfit (see the health "
+                                     "verdicts)"}
+    return out
 
 
 def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[str, Any]) -> list[Row]:
@@ -191,16 +217,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
             found["smi_under_load_why"] = f"nvidia-smi -q under load unreadable: {e}"
     if not profile.is_rehearsal:  # after the launch: this process then holds no CUDA context while the GPUs measure
         found["torch_cuda"] = torch_facts(want_cuda=True).get("cuda")
-    usable = rules.usable_gpus(found.get("smi"), found["kernel_log"])
-    seen = len(found["smi"]["gpus"]) if found.get("smi") else 0
-    if found.get("kernel_log"):  # the manifest keeps the counts and the first events, not 600 repeats
-        found["kernel_log"] = {**found["kernel_log"], "xid_events": found["kernel_log"]["xid_events"][:50]}
-    ctx.publish("health", {"gpus_seen": seen, "usable_gpus": None if profile.is_rehearsal else len(usable),
-                           "usable": usable, **found})
-    if not profile.is_rehearsal:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
-        unfit = seen - len(usable)
-        ctx.publish("usable_gpus", {"count": len(usable), "need": profile.nproc, "by": STAGE,
-                                    "why": f"nvidia-smi shows {seen}, {unfit} of them unfit (see the health verdicts)"})
+    for key, value in published(found, on_gpu=not profile.is_rehearsal, nproc=profile.nproc).items():
+        ctx.publish(key, value)
     return rows
 
 
@@ -210,16 +228,23 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     found = facts.get("health", {})
     prof = profile_of(facts)
-    out = [rules.kernel_log_verdict(found.get("kernel_log"), found.get("kernel_log_why", "not read")),
-           rules.network_verdict(found.get("network"), found.get("network_why", ""))]
+    out = [_or_not_captured(facts, "kernel_log", KERNEL_LOG, lambda: rules.kernel_log_verdict(
+               found.get("kernel_log"), found.get("kernel_log_why", "not read"))),
+           _or_not_captured(facts, "network", NETWORK, lambda: rules.network_verdict(
+               found.get("network"), found.get("network_why", "")))]
     smi = found.get("smi")
     if prof.is_rehearsal:
         out += [rules.V.skip(check, expected="a GPU box", observed=f"profile {prof.name}",
                              reason=GPU_SKIP.format(name=prof.name)) for check in GPU_CHECKS]
+    elif smi is None and not_captured(facts, SMI_Q[0]):
+        out += [rules.V.not_captured_skip(check, expected="`nvidia-smi -q`", what="`nvidia-smi -q` output")
+                for check in GPU_CHECKS[:10]]
     elif smi is None:  # one fail saying why, the checks it feeds skip pointing at it
         out.append(rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed="not read",
-                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: the driver is not loaded "
-                                       "or the container lacks `--gpus all`; fix it or ask the provider for another node"))
+                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: " + (
+                                    "ingest the whole `nvidia-smi -q` output" if facts.get("ingest") else
+                                    "the driver is not loaded or the container lacks `--gpus all`; fix it or ask "
+                                    "the provider for another node")))
         out += [rules.V.skip(check, expected="`nvidia-smi -q`", observed="not read", reason="see health.nvidia_smi")
                 for check in GPU_CHECKS[:10]]
     else:
@@ -231,8 +256,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         out += base
     if not prof.is_rehearsal:
         out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda")),
-                rules.nvlink_verdict(found.get("nvlink"), found.get("nvlink_why", "")),
-                rules.dcgm_verdict(found.get("dcgm"), found.get("dcgm_why", ""))]
+                _or_not_captured(facts, "nvlink", NVLINK, lambda: rules.nvlink_verdict(
+                    found.get("nvlink"), found.get("nvlink_why", ""))),
+                _or_not_captured(facts, "dcgm", DCGM, lambda: rules.dcgm_verdict(
+                    found.get("dcgm"), found.get("dcgm_why", "")))]
+    if facts.get("ingest") and not rows:  # captures hold tool outputs, never this stage's own measurement
+        out.append(rules.V.not_captured_skip("measured", expected="the per-GPU GEMM and copies on every GPU",
+                                             what="per-GPU GEMM/copy measurement (it runs live only)"))
     out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
                          reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "
                                 f"the bus, a remap pending, a driver not loaded): {rules.RESET}, or {rules.NEW_NODE}")
@@ -247,6 +277,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         gemm_peak_tflops=model.bf16_dense_tflops if model else None,
         link_GBps=rules.link_rate_GBps(smi["gpus"]) if smi else {}, peak_source=model.peak_source if model else "")
     return out
+
+
+def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict]) -> Verdict:
+    """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule."""
+    if all(not_captured(facts, source) for source in sources):
+        return rules.V.not_captured_skip(check, expected=verdict().expected, what=" or ".join(sources) + " output")
+    return verdict()
 
 
 def gpu_for_rows(rows: list[Row]):

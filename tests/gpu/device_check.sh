@@ -23,12 +23,15 @@
 #   onecard      python -m suite run --profile nccl-1gpu --stages memory,precision,nccl1gpu,pinned, then
 #                suite check on it: the memory budget, mixed precision, NCCL on one card (two ranks refused),
 #                pinned copies and copy/compute overlap                        → runs/<run-id>/, onecard-check.json
-#   pytest       the one-GPU tests under tests/gpu (two-GPU ones skip)        → steps/pytest.log
+#   pytest       the one-GPU tests under tests/gpu (two-GPU ones skip; cp/ep below) → steps/pytest.log
 #   pp           the pipeline over NCCL at PP = 2 (tests/gpu/test_pp_gpu.py): needs two GPUs, so on one
 #                card it is skipped, saying why — a pipeline needs two ranks and NCCL refuses two ranks
 #                on one device; the one-card parts (the CUDA-event clock) run in the pytest step
-# Other one-card drills (context and expert parallel) add a
-# `step` line in main() below, inside the same 8-minute budget.
+#   ep           expert parallel over NCCL at EP = 1 (tests/gpu/test_cp_ep_gpu.py -k test_ep_): one rank
+#                dispatches to all its experts; the golden check against one process runs on one card
+#   cp           context parallel at CP = 2 (tests/gpu/test_cp_ep_gpu.py -k test_cp_): needs two GPUs (the
+#                sequence is split over two ranks, one per card), so on one card it is skipped, saying why
+# Other one-card drills add a `step` line in main() below, inside the same 8-minute budget.
 #
 # Writes summary.txt (one line per step: ok | FAIL | skip, seconds, what) and prints it; every step's
 # output is in steps/<name>.log. Exit 0 when no step failed; 1 naming the failed steps; 2 on bad usage.
@@ -196,10 +199,14 @@ main() {
   step check 30 any "every verdict of that run; a fail names its id" -- check_run
   step report 60 any "the run's report.html" -- report
   step onecard 240 any "suite run --profile $ONECARD_PROFILE --stages $ONECARD_STAGES, checked" -- onecard_run
-  step pytest 90 gpu "tests/gpu on this card (two-GPU tests skip)" -- \
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x
+  step pytest 90 gpu "tests/gpu on this card (two-GPU tests skip; cp/ep in their own steps)" -- \
+    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x --ignore=tests/gpu/test_cp_ep_gpu.py
   step pp 120 gpus2 "pipeline at PP = 2 over NCCL: golden, bubble, activation memory" -- \
     "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_pp_gpu.py -k nccl
+  step ep 90 gpu "expert parallel at EP = 1 over NCCL: tokens per expert, output and grads vs one process" -- \
+    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cp_ep_gpu.py -k test_ep_
+  step cp 120 gpus2 "context parallel at CP = 2 over NCCL: ring, Ulysses and torch's context_parallel()" -- \
+    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cp_ep_gpu.py -k test_cp_
 }
 
 onecard_run() {  # the one-card profile's own stages in a run of their own, then every fail verdict named

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "gpu" / "device_check.sh"
-STEPS = ("versions", "captures", "health", "parse", "suite", "check", "report", "onecard", "pytest", "pp")
+STEPS = ("versions", "captures", "health", "parse", "suite", "check", "report", "onecard", "pytest", "pp", "ep", "cp")
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -44,6 +44,8 @@ def test_failing_steps_are_named_and_the_exit_code_is_1(tmp_path):
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[:2] for line in summary] == [
         ["FAIL", "versions"], ["skip", "captures"], ["FAIL", "health"], ["skip", "parse"], ["FAIL", "suite"],
-        ["FAIL", "check"], ["FAIL", "report"], ["FAIL", "onecard"], ["skip", "pytest"], ["skip", "pp"]]
+        ["FAIL", "check"], ["FAIL", "report"], ["FAIL", "onecard"], ["skip", "pytest"], ["skip", "pp"], ["skip", "ep"],
+        ["skip", "cp"]]
+    assert "needs 2 GPUs, 0 visible" in summary[-1] and "context parallel" in summary[-1]
     assert "FAILED: versions health suite check report onecard" in result.stdout
     assert run("--bogus").returncode == 2

@@ -165,7 +165,7 @@ def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
     assert {name: kinds[name] for name in expected} == expected
     assert set(kinds.values()) == {"nvidia-smi-q", "nvidia-smi-L"}
     done, run, v = ingest(tmp_path, smi / "rtx4070-laptop-q.txt", smi / "rtx4070-laptop-L.txt")
-    assert run.manifest["stages_selected"] == ["topology"]
+    assert run.manifest["stages_selected"] == ["health", "topology"]  # -q feeds both
     names = [r.text for r in run.rows() if r.metric == "gpu_name"]
     assert len(names) == 1 and "4070" in names[0]
     assert v["topology.links"].status == "skip"  # no matrix among the files: not judged, not failed
@@ -240,3 +240,103 @@ def test_a_file_of_several_tests_gives_one_capture_each(tmp_path):
     assert [len(c.data["rows"]) for c in got] == [29, 0]
     assert [c.facts["gpus"][0] for c in got] == ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090"]
     assert [c.data["complete"] for c in got] == [True, False]
+
+
+# ---------------------------------------------------------------- the health stage's captures (issue 15)
+
+HEALTH = REPO / "tests/data/health"
+HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "ibstat": "ibstat",
+               "ibv-devinfo": "ibv_devinfo", "dcgmi-diag": "dcgmi diag", "xid": "kernel log"}
+
+
+def health_verdicts(v: dict) -> dict:
+    return {k: x for k, x in v.items() if x.stage == "health"}
+
+
+def test_every_health_capture_is_claimed_by_its_own_kind():
+    files = sorted(HEALTH.glob("*.txt"))
+    assert len(files) >= 20
+    for path in files:
+        kind = next(k for prefix, k in HEALTH_KIND.items() if path.name.startswith(prefix))
+        got = inputs.read(path)
+        assert not isinstance(got, inputs.Unused), (path.name, got.why)
+        if "-cut-" in path.name:  # the truncated -q: topology reads it, health keeps the parser's line for its verdict
+            assert [c.data is None for c in got] == [False, True] and "line 91" in got[1].facts["why"], got
+            continue
+        assert {c.kind for c in got} == {kind}, path.name
+        assert "health" in {c.stage for c in got}, path.name
+    # -q feeds both stages from the one file
+    assert [c.stage for c in inputs.read(HEALTH / "nvsmi-q-08-h200-550-healthy.txt")] == ["topology", "health"]
+
+
+def test_a_pending_row_remap_fails_naming_the_gpu(tmp_path):
+    done, run, v = ingest(tmp_path, HEALTH / "nvsmi-q-02-a10-remapped-rows-pending-535.txt")
+    assert done.returncode == 1, done.stderr
+    assert run.manifest["stages_selected"] == ["health", "topology"]
+    remap = v["health.remapped_rows"]
+    assert remap.status == "fail"
+    assert "GPU 0 (00000000:07:00.0) row remap pending (4 uncorrectable rows)" in remap.observed
+    assert "reset the GPU" in remap.reason
+    assert run.facts()["health"]["usable"] == []  # the one GPU is unfit; ingest still judges the rest
+    assert "usable_gpus" not in run.facts()
+    log = v["health.kernel_log"]
+    assert log.status == "skip" and "no kernel log output among the ingested" in log.observed
+
+
+def test_an_xid_capture_fails_and_what_it_lacks_skips(tmp_path):
+    done, run, v = ingest(tmp_path, HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt")
+    assert done.returncode == 1, done.stderr
+    assert run.manifest["stages_selected"] == ["health"]
+    xid_v = v["health.kernel_log"]
+    assert xid_v.status == "fail" and xid_v.observed == "XID 119 ×5 on 0000:9b:00" and "GSP" in xid_v.reason
+    hv = health_verdicts(v)
+    assert len(hv) == 16
+    assert [k for k, x in hv.items() if x.status != "skip"] == ["health.kernel_log"]
+    for check in ("pcie_link", "remapped_rows", "network", "nvlink", "dcgm", "measured"):
+        assert "ingested" in hv[f"health.{check}"].reason, check  # not_captured_skip, not a "not read" fail
+    assert "health.nvidia_smi" not in hv
+    assert (run.path / "raw/health/xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes() == \
+        (HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes()
+
+
+def test_a_healthy_h200_passes_and_a_port_down_fails_naming_it(tmp_path):
+    done, run, v = ingest(tmp_path, HEALTH / "nvsmi-q-08-h200-550-healthy.txt",
+                          HEALTH / "nvlink-s-01-a100x8-sxm4-12links-25gbs.txt",
+                          HEALTH / "ibstat-02-h100-node-roce-port-down-polling.txt",
+                          HEALTH / "dcgmi-diag-03-a10g-4gpu-dcgm339-r3-targeted-power-fail.txt")
+    assert done.returncode == 1, done.stderr
+    hv = health_verdicts(v)
+    smi_checks = ("pcie_link", "ecc", "remapped_rows", "clock_brakes", "power_limit", "modes", "persistence",
+                  "temperature", "fabric", "processes")
+    assert {c: hv[f"health.{c}"].status for c in smi_checks} == dict.fromkeys(smi_checks, "pass")
+    net = hv["health.network"]
+    assert net.status == "fail"
+    assert "mlx5_11 port 1 Down/Polling" in net.observed and "mlx5_5 port 1 Down/Disabled" in net.observed
+    assert hv["health.nvlink"].status == "pass" and hv["health.nvlink"].observed == "96 links at 25 GB/s"
+    dcgm_v = hv["health.dcgm"]
+    assert dcgm_v.status == "fail" and "Fail - GPU: 1" in dcgm_v.observed
+    assert sorted(x for x, y in hv.items() if y.status == "fail") == ["health.dcgm", "health.network"]
+    assert set(run.facts()["ingest"]["sources"]) >= {"nvidia-smi -q", "nvidia-smi nvlink", "ibstat", "dcgmi diag"}
+
+
+def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_path):
+    done, run, v = ingest(tmp_path, HEALTH / "ibv-devinfo-01-deepep-cx6dx-port-down.txt",
+                          HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt",
+                          HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt")
+    assert v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed  # a program's XID
+    lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
+    assert len(lines) == 1 and "xid-03" in lines[0] and "a second kernel log output for health" in lines[0]
+    net = v["health.network"]  # its only adapter type has no port up: an unused one, as the live rule reads it
+    assert net.status == "pass" and "1 port(s) of unused adapter types down" in net.observed, net
+    assert run.facts()["health"]["network"]["tool"] == "ibv_devinfo"
+    assert done.returncode == 0  # a warning and a pass: no fail
+
+
+def test_a_cut_smi_q_that_topology_reads_fails_health_naming_file_and_line(tmp_path):
+    cut = REPO / "tests/data/smi/a100-sxm4-525-q-one-process.txt"  # 'Attached GPUs : 8', one GPU block
+    done, run, v = ingest(tmp_path, cut)
+    smi_v = v["health.nvidia_smi"]
+    assert smi_v.status == "fail" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
+    assert "ingest the whole `nvidia-smi -q` output" in smi_v.reason
+    assert v["health.pcie_link"].status == "skip" and v["health.pcie_link"].reason == "see health.nvidia_smi"
+    assert done.returncode == 1 and "Traceback" not in done.stderr
