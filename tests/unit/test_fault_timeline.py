@@ -4,6 +4,7 @@ timelines, rows, verdicts, expectations, the watcher's log reading and nudge, an
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -30,7 +31,9 @@ REFERENCE = [5.534308433532715, 5.539229869842529, 5.552480697631836, 5.55870103
 """The stage's single-process reference of the drill that wrote the captured events (raw/fault/reference_losses.json)."""
 TOL = GLOO_CPU.fault.loss_tolerance
 PG = GLOO_CPU.fault.pg_timeout_s
-FACTS = {"profile": GLOO_CPU.to_dict()}
+CAPTURED_PROFILE = GLOO_CPU.with_overrides(fault=dataclasses.replace(GLOO_CPU.fault, steps=8))
+"""The profile the captured events were made with: eight steps (the rehearsal now runs six)."""
+FACTS = {"profile": CAPTURED_PROFILE.to_dict()}
 
 
 def captured(scenario: str) -> list[dict]:
