@@ -95,6 +95,9 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
         topology = stages.get("topology") if isinstance(stages, dict) else next(
             (s for s in stages if s.get("name") == "topology"), None)
         assert topology and topology.get("status") == "complete", manifest
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        assert manifest["git"]["commit"] == head  # no .git on the host: the commit comes with the job
+        assert json.loads((local_run / "remote.json").read_text())["job"]["code_shipped_by"] == "archive"
         venvs = list((remote_dir / "venvs").glob("*-py3.11"))
         assert len(venvs) == 1 and (venvs[0] / ".cardtime-ready").exists()
         assert os.path.realpath(venvs[0] / "bin" / "python") == str(PY311.resolve())
