@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .connection import Remote, RemoteError
+from .shell import quote
 
 
 class DirtyTree(RuntimeError):
@@ -124,17 +125,7 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
             remote.run(["rm", "-rf", "--", staging])
     if how == "bundle":
         bundle_path = f"{base}/code/.incoming-{local.commit}.bundle"
-        with tempfile.TemporaryDirectory() as tmp:
-            bundle = Path(tmp) / "head.bundle"
-            subprocess.run(["git", "-C", str(local.root), "bundle", "create", "--quiet", str(bundle), "HEAD"],
-                           check=True, capture_output=True)
-            digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
-            say(f"sending git bundle ({bundle.stat().st_size / 1e6:.1f} MB) over SFTP")
-            remote.sftp().put(str(bundle), bundle_path)
-        got = remote.run(["sha256sum", "--", bundle_path], what="cannot checksum the bundle").stdout.split()[0]
-        if got != digest:
-            raise RemoteError(remote.label, f"the bundle arrived damaged (sha256 {got[:12]}…, sent {digest[:12]}…)",
-                              hint="rerun: the bundle is sent again")
+        send_checked(remote, local, ["bundle", "create", "--quiet", "{out}", "HEAD"], bundle_path, "git bundle", say)
         remote.run(["git", "clone", "--quiet", "--no-checkout", "--", bundle_path, staging], what="git clone of the bundle failed")
         remote.run(["rm", "-f", "--", bundle_path])
     remote.run(["git", "-C", staging, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", local.commit],
@@ -148,3 +139,43 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
     if not checkout_is_ready(remote, code_dir, local.commit):
         raise RemoteError(remote.label, f"{code_dir} does not hold {local.commit[:12]} after shipping")
     return code_dir, how
+
+
+def send_checked(remote: Remote, local: LocalCheckout, git_args: list[str], dest: str, what: str, say=print) -> None:
+    """Make a file on the laptop with `git -C root GIT_ARGS` ({out}: the file) and put it at `dest` over
+    SFTP, its sha256 checked on the host."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "payload"
+        subprocess.run(["git", "-C", str(local.root), *(a.replace("{out}", str(out)) for a in git_args)],
+                       check=True, capture_output=True)
+        digest = hashlib.sha256(out.read_bytes()).hexdigest()
+        say(f"sending {what} ({out.stat().st_size / 1e6:.1f} MB) over SFTP")
+        remote.sftp().put(str(out), dest)
+    got = remote.run(["sha256sum", "--", dest], what=f"cannot checksum the {what}").stdout.split()[0]
+    if got != digest:
+        raise RemoteError(remote.label, f"the {what} arrived damaged (sha256 {got[:12]}…, sent {digest[:12]}…)",
+                          hint=f"rerun: the {what} is sent again")
+
+
+COMMIT_MARK = ".cardtime-commit"
+
+
+def ship_files(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[str, str]:
+    """A host without git (a container pod): HEAD's files as a `git archive` tar made on the laptop,
+    unpacked into `<base>/code/<commit>`, whose COMMIT_MARK, written last, says the folder is whole.
+    Returns (code_dir, how: reused | archive)."""
+    code_dir = code_dir_for(base, local.commit)
+    mark = remote.run(["cat", "--", f"{code_dir}/{COMMIT_MARK}"], check=False)
+    if mark.exit_code == 0 and mark.stdout.strip() == local.commit:
+        return code_dir, "reused"
+    staging = f"{base}/code/.incoming-{local.commit}"
+    remote.run(["rm", "-rf", "--", staging, staging + ".tar"], what="cannot clear a stale staging folder")
+    remote.run(["mkdir", "-p", "--", staging], what="cannot create the code folder")
+    send_checked(remote, local, ["archive", "--format=tar", "-o", "{out}", local.commit], staging + ".tar",
+                 "archive of HEAD's files", say)
+    remote.run(["tar", "-xf", staging + ".tar", "-C", staging], what="cannot unpack the code on the host")
+    remote.run(["rm", "-f", "--", staging + ".tar"])
+    remote.run(f"printf '%s\\n' {local.commit} > {quote(staging + '/' + COMMIT_MARK)}", what="cannot mark the code")
+    remote.run(["rm", "-rf", "--", code_dir], what="cannot remove a broken checkout")
+    remote.run(["mv", "-T", "--", staging, code_dir], what="cannot move the code into place")
+    return code_dir, "archive"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .connection import Remote, RemoteError
+from .shell import HOST_PYTHON
 
 CHUNK = 1 << 20  # 1 MiB per SFTP read
 
@@ -84,7 +85,7 @@ def sha256_file(path: Path) -> str:
 
 
 def list_remote(remote: Remote, run_dir: str) -> list[RemoteFile]:
-    r = remote.run(["python3", "-c", LIST_PROGRAM, run_dir], what=f"cannot list {run_dir}")
+    r = remote.run([*HOST_PYTHON, "-c", LIST_PROGRAM, run_dir], what=f"cannot list {run_dir}")
     return [RemoteFile(p, int(s), h) for p, s, h in json.loads(r.stdout.strip().splitlines()[-1])]
 
 

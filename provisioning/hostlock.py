@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .connection import Remote, RemoteError
+from .shell import HOST_PYTHON
 from .jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 
 LOCK_STALE_S = 30 * 60.0
@@ -72,7 +73,7 @@ class Lock:
 
 def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any]) -> Lock:
     """Take the host's lock for `job_id`, or raise HostBusy naming who holds it."""
-    r = remote.run(["python3", "-c", LOCK_PROGRAM, base, json.dumps({**holder, "job_id": job_id}), str(LOCK_STALE_S)],
+    r = remote.run([*HOST_PYTHON, "-c", LOCK_PROGRAM, base, json.dumps({**holder, "job_id": job_id}), str(LOCK_STALE_S)],
                    timeout=POLL_TIMEOUT_S, what="cannot take the host's run lock")
     answer = json.loads(r.stdout.strip().splitlines()[-1])
     if not answer["acquired"]:

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .connection import Remote, RemoteError
-from .shell import join, quote
+from .shell import HOST_PYTHON, join, quote
 
 # argv: base, log offset (bytes)[, job id: '' the latest, '*' every job (without logs)].
 # Prints one JSON object (a list for '*'). Runs on the host's python3 (any 3.x).
@@ -188,14 +188,14 @@ def job_status(data: dict[str, Any]) -> JobStatus:
 
 def status(remote: Remote, base: str, log_offset: int = 0, job_id: str | None = None) -> JobStatus:
     """One job (the latest when job_id is None) with its log from log_offset on."""
-    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""], timeout=POLL_TIMEOUT_S,
+    r = remote.run([*HOST_PYTHON, "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""], timeout=POLL_TIMEOUT_S,
                    what="cannot read the job's status")
     return job_status(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def every_job(remote: Remote, base: str) -> list[JobStatus]:
     """Every job on the host, oldest first (ids start with their UTC start time), without logs."""
-    r = remote.run(["python3", "-c", STATUS_PROGRAM, base, "0", "*"], timeout=POLL_TIMEOUT_S,
+    r = remote.run([*HOST_PYTHON, "-c", STATUS_PROGRAM, base, "0", "*"], timeout=POLL_TIMEOUT_S,
                    what="cannot list the host's jobs")
     return [job_status(d) for d in json.loads(r.stdout.strip().splitlines()[-1])]
 

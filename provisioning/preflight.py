@@ -348,8 +348,8 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
             notes.append("no nsys on the host: the profile stage falls back to torch.profiler")
     if not facts.pythons and runtime == "docker":
         problems.append("no python3 on the host (needed to list and checksum the run directory): install python3")
-    if not facts.git and runtime != "docker":  # RUNTIME=docker builds the image from a laptop-side archive
-        problems.append("no git on the host (the code arrives as a git bundle): apt-get install git, or use RUNTIME=docker")
+    if not facts.git:  # the code then travels as a laptop-side archive of HEAD (codesync.ship_files, the image)
+        notes.append("no git on the host: the code is sent as an archive of HEAD's files")
     line = None
     if needs_gpu and facts.gpus:
         problems += gpu_host_problems(facts)

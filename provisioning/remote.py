@@ -192,8 +192,9 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
         if runtime == "docker" and not facts.git:  # the image is built from a laptop-side archive of HEAD
             code_dir, how = base, "the image"
             steps.say("no git on the host: the code travels in the image only")
-        else:
-            code_dir, how = codesync.ship(remote, local, base, say=steps.say)
+        else:  # a host without git (a container pod) gets HEAD's files as a tar
+            ship = codesync.ship if facts.git else codesync.ship_files
+            code_dir, how = ship(remote, local, base, say=steps.say)
             steps.say(f"{code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
         gpu = needs_gpu(opts.profile)
 
@@ -221,6 +222,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
             env.update(preflight.host_job_environment(facts))
             # The checkout first on the path for the runner and every torchrun worker it starts.
             env["PYTHONPATH"] = code_dir
+            env["CARDTIME_COMMIT"] = local.commit  # the manifest's commit where the code has no .git
         if gpu:  # torch in the runtime must see every GPU before the stages spend their timeouts
             setup += cuda_check.job_step(check, job_dir)
             steps.say("then it checks that torch there sees every GPU, before any stage")

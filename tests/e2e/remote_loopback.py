@@ -88,9 +88,13 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None) -> Sshd:
+def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, path_only: Path | None = None,
+               pid1_env: dict[str, str] | None = None) -> Sshd:
     """sftp=False: no sftp subsystem, as on a marketplace's proxied "basic SSH" endpoint.
-    path_first: a folder every session finds first on its PATH (a host's own tools, nvidia-smi say)."""
+    path_first: a folder every session finds first on its PATH (a host's own tools, nvidia-smi say).
+    path_only: the one folder on every session's PATH (a host with only the tools linked there).
+    pid1_env: sshd runs in its own PID namespace under a pid 1 with exactly this environment, as
+    in a container pod, whose image environment (/proc/1/environ) SSH sessions do not inherit."""
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     for name in ("host_key", "client_key"):
@@ -99,6 +103,8 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None) 
     audit_log = folder / "audit.log"
     audit = folder / "audit.sh"
     path = f"PATH={shlex.quote(str(path_first))}:$PATH; export PATH\n" if path_first else ""
+    if path_only:
+        path = f"PATH={shlex.quote(str(path_only))}; export PATH\n"
     audit.write_text(AUDIT.format(log=audit_log, sftp=SFTP_SERVER, path=path))
     audit.chmod(0o755)
     port = free_port()
@@ -111,8 +117,11 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None) 
         "AcceptEnv *\n" + ("Subsystem sftp internal-sftp\n" if sftp else "") +
         f"ForceCommand {audit}\nLogLevel VERBOSE\nMaxSessions 50\nMaxStartups 50\n"
     )
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=open(folder / "sshd.log", "w"))
+    argv = [SSHD, "-D", "-e", "-f", str(config)]
+    if pid1_env is not None:  # --kill-child: the namespace (sshd, every job in it) ends with stop()
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "env", "-i",
+                *(f"{k}={v}" for k, v in pid1_env.items()), "/bin/sh", "-c", '"$@" & wait', "pid1", *argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(folder / "sshd.log", "w"))
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
                 host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)

@@ -57,11 +57,15 @@ def test_a_cpu_profile_chooses_no_cuda_line():
     assert preflight.decide(preflight.parse_probe(loopback_probe()), runtime="host", needs_gpu=False).cuda_line is None
 
 
-def test_git_is_needed_only_where_the_code_is_cloned():
+def test_git_is_needed_by_neither_runtime():
+    """No git on a container pod: RUNTIME=docker builds from a laptop-side archive, RUNTIME=host gets one
+    (codesync.ship_files); tests/e2e/test_remote_pod.py runs the host path end to end."""
     f = preflight.parse_probe(gpu_probe())
     f.git = None
-    assert not [p for p in preflight.decide(f, runtime="docker", needs_gpu=True).problems if "git" in p]
-    assert [p for p in preflight.decide(f, runtime="host", needs_gpu=True).problems if "no git" in p]
+    for runtime in ("docker", "host"):
+        d = preflight.decide(f, runtime=runtime, needs_gpu=True)
+        assert not [p for p in d.problems if "git" in p], d.problems
+        assert "no git on the host: the code is sent as an archive of HEAD's files" in d.notes
 
 
 def test_docker_free_space_is_measured_where_docker_stores_images():
