@@ -157,49 +157,6 @@ class GptConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FaultConfig:
-    """The fault drill (stage 9); its values per profile are the fault stage's CONFIG (suite/stages/fault.py)."""
-
-    pg_timeout_s: float = 5.0
-    """Process-group timeout the drill sets, seconds: a stopped rank is only detected after it."""
-    steps: int = 8
-    """Training steps of the drill."""
-    checkpoint_every: int = 2
-    """Steps between torch.distributed.checkpoint saves."""
-    fault_step: int = 5
-    """Step at which the chosen rank faults."""
-    fault_rank: int = 1
-    """The rank that faults."""
-    scenarios: tuple[str, ...] = ("crash", "hang", "exception")
-    """Which drills to run."""
-    ranks: int = 0
-    """Processes of the drill; 0 means every process of the profile (nproc)."""
-    loss_tolerance: float = 1e-5
-    """Largest |loss − the uninterrupted reference's| after resuming, nats: beyond it the run left its trajectory."""
-    detect_warn_after_s: float = 10.0
-    """Detection later than pg_timeout_s plus this, seconds, is a warning."""
-    hang_after_s: float = 30.0
-    """No surviving rank raising (and no restart) within pg_timeout_s plus this, seconds, is a hang: fail."""
-    drill_timeout_s: float = 120.0
-    """Wall-clock limit of one scenario's launch, seconds: two start-ups, the process-group timeout and
-    torchrun's 30-s wait for a stopped rank fit in it; past it the drill is killed and judged a hang."""
-    concurrent: bool = False
-    """Run the scenarios' launches at the same time (CPU rehearsal: their start-ups and waits overlap;
-    never on GPUs, where each launch takes every card)."""
-
-    def __post_init__(self) -> None:
-        unknown = [s for s in self.scenarios if s not in ("crash", "hang", "exception")]
-        if unknown:
-            raise ProfileError(f"fault scenarios {unknown} unknown: choose from crash, hang, exception")
-        if not 0 <= self.fault_step < self.steps:
-            raise ProfileError(f"fault_step {self.fault_step} must lie in [0, steps={self.steps})")
-        if self.checkpoint_every < 1:
-            raise ProfileError(f"checkpoint_every {self.checkpoint_every} must be at least 1")
-        if self.ranks == 1 or (self.ranks and self.fault_rank >= self.ranks):
-            raise ProfileError(f"the drill needs ≥ 2 ranks and fault_rank {self.fault_rank} < ranks {self.ranks}")
-
-
-@dataclass(frozen=True, kw_only=True)
 class Profile:
     """One machine's way of running the suite."""
 

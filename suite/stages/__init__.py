@@ -206,4 +206,4 @@ shows what that run's code said, not today's)."""
 
 def texts(names: list[str]) -> dict[str, dict[str, str]]:
     """{stage: {"title": …, "measures": …, "wrong": …, "rehearsal": …}} for the stages a run selected."""
-    return {name: {attr.lower(): str(getattr(load(name), attr)) for attr in TEXTS} for name in names}
+    return {name: {attr.lower(): str(getattr(load(name), attr, "")) for attr in TEXTS} for name in names}

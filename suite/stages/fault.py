@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs
-from ..config import ConfigSection, FaultConfig, Profile
+from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
 from ..launch import LaunchError, run_torchrun
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
-from ..values import is_missing
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
+from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
 from ._fault_watch import WORKER, DrillWatch
 from .. import headlines as hl
 
@@ -62,6 +62,49 @@ REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group ti
 ROW = 9
 AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the measurements
 TITLE = "a rank killed, stopped, raising mid-training"
+@dataclass(frozen=True, kw_only=True)
+class FaultConfig:
+    """The fault drill (stage 9): its section of the profile; the values per profile are CONFIG below."""
+
+    pg_timeout_s: float = 5.0
+    """Process-group timeout the drill sets, seconds: a stopped rank is only detected after it."""
+    steps: int = 8
+    """Training steps of the drill."""
+    checkpoint_every: int = 2
+    """Steps between torch.distributed.checkpoint saves."""
+    fault_step: int = 5
+    """Step at which the chosen rank faults."""
+    fault_rank: int = 1
+    """The rank that faults."""
+    scenarios: tuple[str, ...] = ("crash", "hang", "exception")
+    """Which drills to run."""
+    ranks: int = 0
+    """Processes of the drill; 0 means every process of the profile (nproc)."""
+    loss_tolerance: float = 1e-5
+    """Largest |loss − the uninterrupted reference's| after resuming, nats: beyond it the run left its trajectory."""
+    detect_warn_after_s: float = 10.0
+    """Detection later than pg_timeout_s plus this, seconds, is a warning."""
+    hang_after_s: float = 30.0
+    """No surviving rank raising (and no restart) within pg_timeout_s plus this, seconds, is a hang: fail."""
+    drill_timeout_s: float = 120.0
+    """Wall-clock limit of one scenario's launch, seconds: two start-ups, the process-group timeout and
+    torchrun's 30-s wait for a stopped rank fit in it; past it the drill is killed and judged a hang."""
+    concurrent: bool = False
+    """Run the scenarios' launches at the same time (CPU rehearsal: their start-ups and waits overlap;
+    never on GPUs, where each launch takes every card)."""
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.scenarios if s not in ("crash", "hang", "exception")]
+        if unknown:
+            raise ProfileError(f"fault scenarios {unknown} unknown: choose from crash, hang, exception")
+        if not 0 <= self.fault_step < self.steps:
+            raise ProfileError(f"fault_step {self.fault_step} must lie in [0, steps={self.steps})")
+        if self.checkpoint_every < 1:
+            raise ProfileError(f"checkpoint_every {self.checkpoint_every} must be at least 1")
+        if self.ranks == 1 or (self.ranks and self.fault_rank >= self.ranks):
+            raise ProfileError(f"the drill needs ≥ 2 ranks and fault_rank {self.fault_rank} < ranks {self.ranks}")
+
+
 CONFIG = ConfigSection("fault", FaultConfig, {
     # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
     # 6 steps: checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4 replayed),
@@ -335,97 +378,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         case = [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
                 judge_resume(scenario, got, steps),
                 judge_loss(scenario, got)]
-        setting = _text(got, "async_error_handling")  # which watchdog setting this case ran under, said in each
+        setting = text_of(got, "async_error_handling")  # which watchdog setting this case ran under, said in each
         out += [dataclasses.replace(v, observed=f"{v.observed} [{setting}]") if setting else v for v in case]
     return out
-
-
-def _value(got: dict[str, Row], metric: str) -> float | None:
-    row = got.get(metric)
-    return row.value if row is not None and not is_missing(row.value) else None
-
-
-def _text(got: dict[str, Row], metric: str) -> str | None:
-    row = got.get(metric)
-    return row.text if row is not None else None
-
-
-def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_after: float,
-                    hang_after: float, fault_step: int) -> Verdict:
-    detect, restart = _value(got, "detect_s"), _value(got, "restart_s")
-    error = _text(got, "error")
-    expected = f"a surviving rank raises within {hang_after:.0f} s (timeout {pg_timeout:g} s + margin)"
-    check = f"detect.{scenario}"
-    if detect is None:
-        if restart is not None and restart <= hang_after:
-            return VERDICTS.passed(
-                check, expected=expected,
-                observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
-                reason="torchrun saw the faulted process exit and stopped the others before they raised")
-        launch = _text(got, "launch_error")
-        if _value(got, "fault_step") is None:
-            return VERDICTS.fail(check, expected=expected, observed="the fault never happened",
-                                 reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
-                                        f"raw/fault/{scenario}/ holds torchrun's and every rank's log")
-        return VERDICTS.fail(check, expected=expected, observed="no surviving rank raised",
-                             reason="hangs without an error: set a timeout / enable async error handling "
-                                    "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
-                                    + (f"; {launch}" if launch else ""))
-    observed = f"{detect:.3f} s: {error or '(no error text)'}"
-    if detect > hang_after:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason="raised only after the timeout plus margin: effectively a hang; lower the "
-                                    "process-group timeout or enable async error handling")
-    return VERDICTS.check(check, detect <= warn_after, expected=expected, observed=observed,
-                          reason_ok="a surviving rank raised; torchrun could restart the group",
-                          reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
-                                     f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                          bad="warn")
-
-
-def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
-    resumed, last = _value(got, "resumed_from_step"), _value(got, "last_checkpoint_step")
-    done = _value(got, "steps_done")
-    last = 0.0 if last is None else last  # no checkpoint before the fault: resuming from step 0 is right
-    expected = f"resumes from the last checkpoint (step {last:.0f}) and finishes all {steps} steps"
-    check = f"resume.{scenario}"
-    if resumed is None:
-        launch = _text(got, "launch_error")
-        return VERDICTS.fail(check, expected=expected, observed="training did not resume",
-                             reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
-                                    f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""))
-    observed = (f"resumed from step {resumed:.0f}, {_value(got, 'steps_lost') or 0:.0f} step(s) redone, "
-                f"{(done or 0):.0f}/{steps} steps done")
-    if resumed < last:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
-                                    "the newest complete checkpoint was not found or not loaded")
-    return VERDICTS.check(check, done is not None and done >= steps, expected=expected,
-                          observed=observed, reason_ok="restarted from the newest checkpoint and trained to the end",
-                          reason_bad="the restarted group did not train to the last step: see its rank logs")
-
-
-def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
-    tolerance = _value(got, "loss_tolerance") or 0.0
-    diffs = {m: _value(got, m) for m in ("loss_diff", "replay_diff", "pre_fault_diff")}
-    expected = f"resumed losses equal the uninterrupted run's within {tolerance:g} nats"
-    observed = ", ".join(f"{m} {v:.2e}" if v is not None else f"{m} n/a" for m, v in diffs.items())
-    check = f"loss.{scenario}"
-    if diffs["loss_diff"] is None:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason="no loss after resuming to compare: training did not resume")
-    bad = [m for m, v in diffs.items() if v is not None and v > tolerance]
-    reasons = {
-        "loss_diff": "the resumed run left the uninterrupted trajectory: model or optimizer state not restored "
-                     "(check what the checkpoint holds)",
-        "replay_diff": "a step redone after resuming gave another loss than before the fault: the checkpoint "
-                       "does not hold the state of that step",
-        "pre_fault_diff": "the drill differs from the reference before any fault: DDP and one process disagree "
-                          "(data split or seed), so the comparison says nothing",
-    }
-    return VERDICTS.check(check, not bad, expected=expected, observed=observed,
-                          reason_ok="the resumed run continues the same trajectory",
-                          reason_bad="; ".join(reasons[m] for m in bad))
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:

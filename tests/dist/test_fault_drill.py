@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from suite import procs, runner
-from suite.config import GLOO_CPU, FaultConfig
+from suite.config import GLOO_CPU
+from suite.stages.fault import FaultConfig
 from suite.context import StageContext
 from suite.progress import Progress
 from suite.results import RunDir

@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.gpu,
 
 
 def profile():
-    from suite.config import NCCL_GPU, FaultConfig, GptConfig
+    from suite.config import NCCL_GPU, GptConfig
+    from suite.stages.fault import FaultConfig
 
     return NCCL_GPU.with_overrides(
         nproc=2, degrees=(1, 2),

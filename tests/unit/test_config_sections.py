@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from suite import stages
-from suite.config import (GLOO_CPU, NCCL_GPU, ConfigSection, FaultConfig, Profile, ProfileError, declare_sections,
+from suite.config import (GLOO_CPU, NCCL_GPU, ConfigSection, Profile, ProfileError, declare_sections,
                           declared_sections, profile_from_dict)
 from suite.fromjson import from_plain
+from suite.stages.fault import FaultConfig
 
 
 def through_json(profile: Profile) -> Profile:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.config import GLOO_CPU, NCCL_GPU, FaultConfig, ProfileError
+from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
+from suite.stages.fault import FaultConfig
 from suite.context import StageContext
 from suite.progress import Progress
 from suite.results import Row, rows_to_frame
