@@ -323,7 +323,7 @@ NCCL_GPU = Profile(
     sweep=SweepConfig(
         min_bytes=8, max_bytes=8 * 1024**3, factor=2, warmup_iters=5, iters=20, dtype="float32"
     ),
-    # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.42 GFLOP per token; see suite/workloads/gpt.py.
+    # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.02 GFLOP per token (costmodel/sizing.py); see suite/workloads/gpt.py.
     model=GptConfig(
         vocab=32768,
         hidden=2048,

@@ -13,8 +13,8 @@ import math
 def mfu(flops_per_token: float, tokens_per_s: float, peak_flops: float) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s ÷ peak FLOP/s (a fraction, not %).
 
-    Achieved = FLOPs per trained token × tokens per second; e.g. 3.42 GFLOP/token × 120,000
-    tokens/s = 410 TFLOP/s, ÷ 989.4 TFLOP/s = 0.415. NaN when the peak is unknown (≤ 0 or NaN).
+    Achieved = FLOPs per trained token × tokens per second; e.g. 3.02 GFLOP/token × 120,000
+    tokens/s = 362 TFLOP/s, ÷ 989.4 TFLOP/s = 0.366. NaN when the peak is unknown (≤ 0 or NaN).
     """
     if not peak_flops or math.isnan(peak_flops) or peak_flops <= 0:
         return float("nan")
