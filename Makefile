@@ -55,6 +55,8 @@ compare: $(STAMP)
 	@test -n "$$RUNS" || { echo 'usage: make compare RUNS="runs/a runs/b" [OUT=runs/compare.html]' >&2; exit 2; }
 	$(PY) -m reports compare $$RUNS -o "$${OUT:-runs/compare.html}"
 
+# The slowest tests are listed at the end so that a run over the 12-minute goal says where the time went.
+PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
