@@ -49,7 +49,9 @@ RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, ke
 class RemoteOptions:
     host: HostSpec
     hosts: tuple[HostSpec, ...] = ()
-    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster.py)."""
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster_run.py)."""
+    nodes_run: Any = None
+    """cluster_run.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
@@ -268,7 +270,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     if len(opts.hosts) > 1:
-        from .cluster import cluster_main
+        from .cluster_run import cluster_main
 
         return cluster_main(opts, steps)
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)

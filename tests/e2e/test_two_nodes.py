@@ -1,14 +1,18 @@
 """The suite across a real two-node cluster made of network namespaces (tests/e2e/two_nodes.py).
 
 One cluster serves the whole first test (each two-node launch costs tens of seconds on 2 cores): `make
-remote HOSTS=`'s preflight of both nodes (and of an unreachable one), then the bandwidth stage run on node-a with --nodes node-a,node-b — torch's sweep over gloo between the two
-namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix — and, after
-the cluster is torn down, that nothing it started or made is left.
+remote HOSTS=` refusing an unreachable node and a first node without the keys to reach the second, then
+`make remote HOSTS=node-a,node-b` end to end — the code on both, the venv on both, `python -m suite run
+--nodes node-a,node-b` detached on node-a (topology; bandwidth: torch's sweep over gloo between the two
+namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix), followed,
+fetched as one run directory holding both nodes' raw output, reported — and, after the cluster is torn
+down, that nothing it started or made is left.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -16,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE, provisioning
+from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
 from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
+VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))  # test_remote_loopback's
 
 
 @pytest.fixture(scope="module")
@@ -29,43 +34,67 @@ def can_make_namespaces():
         pytest.skip(f"no two-node cluster on this machine: {why}")
 
 
-def suite_run_on_node_a(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [str(WORKTREE / ".venv" / "bin" / "python"), "-m", "suite", "run", "--profile", "gloo-cpu", "--nproc", "1",
-            "--stages", "bandwidth", "--nodes", "node-a,node-b", "--ssh-config", str(cluster.ssh_config),
-            "--socket-ifname", IFNAME, "--out", str(out), "--record-last", str(out / "LAST"), *extra]
-    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
-    return cluster.ssh("node-a", command, timeout_s=600, check=False)
-
-
-def provisioning_remote(cluster, hosts: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`make remote HOSTS=…` from the root namespace (the laptop), a CPU profile: the preflight of every node."""
+def provisioning_remote(cluster, hosts: str, tmp_path: Path, laptop: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`make remote HOSTS=…` from the root namespace (the laptop, a fresh repository of this tree's files) with a CPU
+    profile, RUNTIME=host and a remote folder every node sees (the namespaces share this machine's disk)."""
     return provisioning("remote", "--host", "", "--hosts", hosts, "--ssh-config", str(cluster.ssh_config),
-                        "--profile", "gloo-cpu", "--runtime", "host", "--allow-dirty", "1",
-                        "--remote-dir", str(tmp_path / "remote"))
+                        "--profile", "gloo-cpu", "--runtime", "host", "--remote-dir", str(tmp_path / "remote"),
+                        "--runs-dir", str(tmp_path / "fetched"), "--detach", "setsid", *extra, cwd=laptop)
 
 
-def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
-    out = tmp_path / "runs"
+def foreign_ssh_config(cluster, folder: Path) -> Path:
+    """The cluster's ssh_config but with a key no node authorizes: the first node cannot reach the others."""
+    key = folder / "stranger_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    text = cluster.ssh_config.read_text().replace(str(cluster.folder / "client_key"), str(key))
+    (folder / "stranger_config").write_text(text)
+    return folder / "stranger_config"
+
+
+def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
+    laptop = make_repo(tmp_path / "laptop")
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    (remote_dir / "venvs").symlink_to(VENV_CACHE)  # the nodes keep their venvs across runs; so do the tests
     with two_node_cluster(tmp_path / "cluster") as cluster:
         namespaces, bridge_net = list(cluster.namespaces.values()), cluster.subnet
         refused = cluster.ssh("node-a", f"cd {shlex.quote(str(WORKTREE))} && {WORKTREE}/.venv/bin/python -m suite run "
                               f"--stages bandwidth --nodes node-a,node-c --ssh-config {cluster.ssh_config} "
-                              f"--out {out}", check=False)
-        preflights = {hosts: provisioning_remote(cluster, hosts, tmp_path) for hosts in ("node-a,node-c", "node-a,node-b")}
-        done = suite_run_on_node_a(cluster, out)
+                              f"--out {tmp_path / 'direct'}", check=False)
+        unreachable = provisioning_remote(cluster, "node-a,node-c", tmp_path, laptop)
+        no_keys = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--node-ssh-config",
+                                      str(foreign_ssh_config(cluster, tmp_path)))
+        started = time.monotonic()
+        done = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--stages", "topology,bandwidth",
+                                   "--node-ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME,
+                                   "--nproc", "1")
+        run_s = time.monotonic() - started
         sessions = cluster.pids()
-    # make remote HOSTS=: an unreachable node refused in one line naming it; two nodes of one shape agree.
-    unreachable = preflights["node-a,node-c"]
+    # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
     assert unreachable.returncode == 2
     (refusal,) = [line for line in unreachable.stderr.splitlines() if "REFUSED" in line]
     assert "REFUSED: node node-c: cannot connect" in refusal and "checking node node-b" not in unreachable.stderr
-    agree = preflights["node-a,node-b"].stderr
-    assert "host      node-a" in agree and "host      node-b" in agree and "2 nodes agree" in agree
-    # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
     assert refused.returncode == 2, refused.stderr
     assert "node node-c: unreachable over ssh" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run = Path((out / "LAST").read_text().strip())
+    # Both nodes pass the preflight, but the first cannot reach the second with the keys it has: refused with the fix.
+    (refusal,) = [line for line in no_keys.stderr.splitlines() if "REFUSED" in line]
+    assert no_keys.returncode == 2 and "2 nodes agree" in no_keys.stderr
+    assert "node node-a cannot reach node node-b over ssh without a password (" in refusal
+    assert "ssh-copy-id" in refusal and not list(remote_dir.glob("jobs/*/job.json"))
+    # The run: every node checked, the code shipped (once: the nodes share the disk), the venv found on both, the
+    # suite detached on node-a across both, followed, fetched into one run directory, reported.
+    out = done.stderr
+    assert done.returncode == 0, out[-5000:]
+    assert "host      node-a" in out and "host      node-b" in out and "2 nodes agree" in out
+    assert "node-a reaches node-b over ssh without a password" in out
+    assert "node node-b: " in out and "already there" in out  # node-a's shipping put the code on the shared disk
+    assert "[node-b] venv " in out and " reused" in out
+    run = Path((tmp_path / "fetched" / "LAST").read_text().strip())
+    assert run.parent == tmp_path / "fetched" and (run / "report.html").exists()
+    record = json.loads((run / "remote.json").read_text())
+    assert record["hosts"] == ["node-a", "node-b"] and record["job"]["nodes"] == "node-a,node-b"
+    assert "--nodes" in record["job"]["argv"] and "node-a,node-b" in record["job"]["argv"]
     raw = run / "raw" / "bandwidth"
     # Each node's own output under raw/bandwidth/<node>/: its torchrun's log and its rank's log.
     for node in ("node-a", "node-b"):
@@ -83,6 +112,7 @@ def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["bandwidth.p2p_pairs"] == "pass" and verdicts["bandwidth.p2p_wrong"] == "pass"
     assert not [k for k, s in verdicts.items() if s == "fail"], verdicts
+    print(f"make remote HOSTS=node-a,node-b (topology, bandwidth): {run_s:.1f} s")
     # Teardown: no process the cluster held is alive, no namespace or bridge address is left.
     assert sessions and not [p for p in sessions if _alive(p)]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
