@@ -65,6 +65,7 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
         unreachable = provisioning_remote(cluster, "node-a,node-c", tmp_path, laptop)
         no_keys = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--node-ssh-config",
                                       str(foreign_ssh_config(cluster, tmp_path)))
+        jobs_after_refusals = list(remote_dir.glob("jobs/*/job.json"))
         started = time.monotonic()
         done = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--stages", "topology,bandwidth",
                                    "--node-ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME,
@@ -81,7 +82,7 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
     (refusal,) = [line for line in no_keys.stderr.splitlines() if "REFUSED" in line]
     assert no_keys.returncode == 2 and "2 nodes agree" in no_keys.stderr
     assert "node node-a cannot reach node node-b over ssh without a password (" in refusal
-    assert "ssh-copy-id" in refusal and not list(remote_dir.glob("jobs/*/job.json"))
+    assert "ssh-copy-id" in refusal and not jobs_after_refusals
     # The run: every node checked, the code shipped (once: the nodes share the disk), the venv found on both, the
     # suite detached on node-a across both, followed, fetched into one run directory, reported.
     out = done.stderr
