@@ -170,6 +170,11 @@ def problems(per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expec
     return out
 
 
+def estimate_s(p) -> float:
+    """`make plan`'s seconds (p: suite.plan.PlanInputs): one launch across the nodes; 0 on one node."""
+    return p.assume.torchrun_launch_s if p.assume.nodes > 1 else 0.0
+
+
 def measure(ctx) -> list[Row]:
     """One process on every node of a multi-node profile reports its NICs (a failed launch: a status row, and
     every node then "reported no NICs")."""

@@ -113,6 +113,13 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["bandwidth.p2p_pairs"] == "pass" and verdicts["bandwidth.p2p_wrong"] == "pass"
     assert not [k for k, s in verdicts.items() if s == "fail"], verdicts
+    # topology per node: each node's NICs from its own namespace (its veth, at the veth's 10 Gb/s), compared.
+    topo_rows = [json.loads(line) for line in (run / "raw" / "topology" / ".stage-rows.jsonl").read_text().splitlines()]
+    nics = {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"}
+    assert nics == {f"node-a:{IFNAME}": (10.0, "up"), f"node-b:{IFNAME}": (10.0, "up")}, nics
+    assert verdicts["topology.nics"] == "pass"
+    for node in ("node-a", "node-b"):
+        assert len(list((run / "raw" / "topology" / node).glob("nics.rank*.log"))) == 1
     print(f"make remote HOSTS=node-a,node-b (topology, bandwidth): {run_s:.1f} s")
     # Teardown: no process the cluster held is alive, no namespace or bridge address is left.
     assert sessions and not [p for p in sessions if _alive(p)]
