@@ -127,9 +127,7 @@ def judge(rows: list[Row], facts: dict) -> list[Verdict]:
                            observed=f"{detect.value:.1f} s: {got['error'].text}", bad="warn",
                            reason_ok=f"the survivors noticed {lost} was gone",
                            reason_bad="the survivors noticed late: the process-group timeout decides it"))
-    from .fault import last_checkpoint_before  # the fault drill's own rule (a lazy import: fault.py imports this)
-
-    want_step = last_checkpoint_before(int(cfg.get("fault_step", 0)), every)
+    want_step = int(cfg.get("fault_step", 0)) // every * every  # the newest checkpoint before the fault step
     before = got.get("world_before")
     after, step, done = got.get("world_after"), got.get("resumed_step"), got.get("done_ranks")
     resumed = (after is not None and step is not None and before is not None and 0 < after.value < before.value
