@@ -105,6 +105,40 @@ def run_across_nodes(
                         log_paths=_logs(raw_dir, nodes, prefix))
 
 
+def run_on_each_node(profile: Profile, argv: Sequence[str], *, raw_dir: Path, log_name: str,
+                     timeout_s: float = 120.0) -> list[str]:
+    """A plain command (no torchrun, no rendezvous: a probe) once on every node, at once: here on the first, over
+    ssh on the others, or one srun across an allocation; it finds its node's folder in CARDTIME_RAW_DIR
+    (raw_dir/<node>/, copied back as a launch's is) and its name in CARDTIME_NODE_NAME, its output goes to
+    <node>/log_name. Returns the names of the nodes where it failed (their output says why)."""
+    nodes = parse_nodes(profile.nodes)
+    raw_dir = Path(raw_dir).resolve()
+    env = {k: v for k, v in os.environ.items()}
+    started: list[tuple[Node, subprocess.Popen, list[str]]] = []
+    try:
+        if profile.node_launcher == "srun":
+            for node in nodes:
+                (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv,
+                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
+        for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
+            (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
+            node_env = {**env, "CARDTIME_RAW_DIR": str(raw_dir / node.name), "CARDTIME_NODE_NAME": node.name}
+            started.append((node, _start(node, rank, list(argv), node_env, raw_dir / node.name / log_name,
+                                         profile.ssh_config), list(argv)))
+        deadline = time.monotonic() + timeout_s
+        while any(p.poll() is None for _, p, _ in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        for _, proc, _ in started:
+            if proc.poll() is None:
+                kill_group(proc)
+        for node, _, _ in (started[1:] if profile.node_launcher == "ssh" else ()):
+            _copy_back(node, profile.ssh_config, raw_dir, [node.name])
+    return [node.name for node, proc, _ in started if proc.returncode != 0]
+
+
 def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
     """Each node's torchrun log, then its ranks' (c10d numbers the ranks as the nodes join: found, not assumed)."""
     out = []

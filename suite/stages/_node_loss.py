@@ -27,7 +27,7 @@ from ..verdicts import verdicts_for
 STAGE = "fault"
 CASE = "node_loss"
 WORKER = "suite.workloads.node_loss"
-LAST_CALL_S = 15.0
+LAST_CALL_S = 10.0
 """c10d's last call: how long a rendezvous round stays open once the fewest nodes allowed are in. The survivors'
 restart waits it out; the first round too, should a node's agent start later than the others by more than it."""
 V = verdicts_for(STAGE)

@@ -1,6 +1,6 @@
 """Topology's network part on a multi-node run: every node's NICs, their port state and rate, compared.
 
-On each node (suite/workloads/node_nics.py, one process per node): `ibstat` (else `ibv_devinfo`, else
+On each node (suite/nodeprobe.py, run on every node at once by multilaunch.run_on_each_node): `ibstat` (else `ibv_devinfo`, else
 /sys/class/infiniband) for InfiniBand and RoCE ports, kept untouched in raw/topology/<node>/, and
 /sys/class/net for Ethernet: every interface with a device behind it (a physical NIC, not a bridge or a
 veth) plus the one the run talks over (--socket-ifname), its operstate and `speed` (Mb/s; the RoCE/TCP
@@ -170,19 +170,34 @@ def problems(per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expec
     return out
 
 
+PROBE_S = 5.0  # an ssh to each node (at once) and a Python without torch reading sysfs and ibstat
+
+
 def estimate_s(p) -> float:
-    """`make plan`'s seconds (p: suite.plan.PlanInputs): one launch across the nodes; 0 on one node."""
-    return p.assume.torchrun_launch_s if p.assume.nodes > 1 else 0.0
+    """`make plan`'s seconds (p: suite.plan.PlanInputs): the probe on every node at once; 0 on one node."""
+    return PROBE_S if p.assume.nodes > 1 else 0.0
+
+
+ROWS_FILE = "nic-rows.jsonl"
 
 
 def measure(ctx) -> list[Row]:
-    """One process on every node of a multi-node profile reports its NICs (a failed launch: a status row, and
-    every node then "reported no NICs")."""
-    from ._launches import launch_rows
+    """The probe (`python -m suite.nodeprobe`: local_nics, no torch) once on every node of a multi-node
+    profile, at once; each node's rows read back from raw/topology/<node>/nic-rows.jsonl (a node whose probe did
+    not run has none: it "reported no NICs")."""
+    import sys
+
+    from ..multilaunch import run_on_each_node
+    from ..results import read_rows_jsonl
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")
     ifname = ctx.profile.socket_ifname
-    return launch_rows(ctx, "suite.workloads.node_nics", ["--ifname", ifname] if ifname else [], tag="nics", nproc=1)
+    argv = [sys.executable, "-m", "suite.nodeprobe", *(["--ifname", ifname] if ifname else [])]
+    run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name="nics.log")
+    rows: list[Row] = []
+    for path in sorted(ctx.raw_dir.glob(f"*/{ROWS_FILE}")):
+        rows += read_rows_jsonl(path)
+    return rows
 
 
 def judge(rows: list[Row], node_entries: Sequence[str]) -> list[Verdict]:

@@ -48,7 +48,7 @@ def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
     nics = _node_nics.estimate_s(p)  # across nodes: one launch reading every node's NICs
     return p.assume.topology_s + nics, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost" + (
-        "; every node's NICs: one launch" if nics else "")
+        "; every node's NICs: a probe on each" if nics else "")
 
 
 SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
