@@ -144,8 +144,10 @@ def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_name
     nics = {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"}
     assert nics == {f"node-a:{IFNAME}": (10.0, "up"), f"node-b:{IFNAME}": (10.0, "up")}, nics
     assert verdicts["topology.nics"] == "pass"
-    for node in ("node-a", "node-b"):
-        assert len(list((run / "raw" / "topology" / node).glob("nics.rank*.log"))) == 1
+    for node in ("node-a", "node-b"):  # the probe's own output on each node, fetched with the run
+        assert (run / "raw" / "topology" / node / "nic-rows.jsonl").is_file()
+        assert "1 NICs, 0 errors" in (run / "raw" / "topology" / node / "nics.log").read_text()
+    assert "ssh" in (run / "raw" / "topology" / "node-b" / "nics.log").read_text().splitlines()[0]
     print(f"make remote HOSTS=node-a,node-b (topology, bandwidth): {run_s:.1f} s; node-loss drill: {loss_s:.1f} s")
     # The node-loss drill: node-b's torchrun agent SIGKILLed mid-step; node-a raised at once (gloo: connection
     # reset), torchrun restarted it without node-b (--nnodes=1:2), it resumed from the checkpoint both had written.
