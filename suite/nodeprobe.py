@@ -16,11 +16,12 @@ from .stages._node_nics import ROWS_FILE, local_nics, rows_for
 
 def main() -> None:
     p = argparse.ArgumentParser(description="this node's NICs for the topology stage of a multi-node run")
-    p.add_argument("--ifname", default="", help="the interface the run talks over between nodes (always reported)")
+    p.add_argument("--ifname", default="", help="the interfaces the run talks over between nodes, comma-separated "
+                   "(always reported)")
     args = p.parse_args()
     raw = Path(os.environ.get("CARDTIME_RAW_DIR", "."))
     raw.mkdir(parents=True, exist_ok=True)
-    nics, errors = local_nics(raw, [args.ifname] if args.ifname else [])
+    nics, errors = local_nics(raw, [n for n in args.ifname.split(",") if n])
     write_rows_jsonl(raw / ROWS_FILE, rows_for(os.environ.get("CARDTIME_NODE_NAME") or socket.gethostname(), nics, errors))
     print(f"{len(nics)} NICs, {len(errors)} errors → {raw / ROWS_FILE}")
 

@@ -104,12 +104,39 @@ def local_nics(raw_dir: Path | None, ifnames: Sequence[str] = (), sys_root: Path
             nics += nics_from_ports({"ports": [port_from_sysfs(
                 ca, int(port_dir.name), _read(port_dir / "state"), _read(port_dir / "phys_state"),
                 _read(port_dir / "rate"), _read(port_dir / "link_layer"))]})
+    here = interfaces_here()  # this network namespace's, whatever /sys was mounted for
     for dev in sorted((sys_root / "net").glob("*")):
+        if here is not None and dev.name not in here:
+            continue  # a /sys of another network namespace (a container's, nsenter's): not this node's
         if dev.name in ifnames or ((dev / "device").exists() and not (dev / "bridge").exists()):
             nics.append(nic_from_net(dev.name, _read(dev / "operstate"), _read(dev / "speed")))
-    missing = [i for i in ifnames if not (sys_root / "net" / i).exists()]
-    errors += [f"interface {i} (--socket-ifname) does not exist here" for i in missing]
+    for name in ifnames:
+        if (sys_root / "net" / name).exists() and (here is None or name in here):
+            continue
+        if here is not None and name in here:  # no sysfs view: the state from netlink, the rate unknown
+            nics.append(Nic(name, "ethernet", ip_link_state(name), None, "no /sys of this namespace: rate unknown"))
+        else:
+            errors.append(f"interface {name} (--socket-ifname) does not exist here")
     return nics, errors
+
+
+def interfaces_here(proc_net_dev: Path = Path("/proc/net/dev")) -> set[str] | None:
+    """The interfaces of this process's network namespace (/proc/net/dev follows it; /sys may not); None unreadable."""
+    try:
+        lines = proc_net_dev.read_text().splitlines()[2:]
+    except OSError:
+        return None
+    return {line.split(":", 1)[0].strip() for line in lines if ":" in line}
+
+
+def ip_link_state(name: str) -> str:
+    """`ip -o link show dev NAME`'s state (UP → up), 'unknown' without iproute2."""
+    try:
+        done = subprocess.run(["ip", "-o", "link", "show", "dev", name], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    words = done.stdout.split()
+    return words[words.index("state") + 1].lower() if "state" in words[:-1] else "unknown"
 
 
 def rows_for(node: str, nics: Iterable[Nic], errors: Iterable[str]) -> list[Row]:
@@ -181,18 +208,26 @@ def estimate_s(p) -> float:
 ROWS_FILE = "nic-rows.jsonl"
 
 
+def talked_over(socket_ifname: str, env) -> list[str]:
+    """The interfaces the run talks over: --socket-ifname, else those NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name
+    outright (NCCL's `^exclude` and `=exact` forms and prefixes it matches are left to it)."""
+    text = socket_ifname or env.get("NCCL_SOCKET_IFNAME") or env.get("GLOO_SOCKET_IFNAME") or ""
+    return [n for n in (part.strip() for part in text.split(",")) if n and n[0] not in "^="]
+
+
 def measure(ctx) -> list[Row]:
     """The probe (`python -m suite.nodeprobe`: local_nics, no torch) once on every node of a multi-node
     profile, at once; each node's rows read back from raw/topology/<node>/nic-rows.jsonl (a node whose probe did
     not run has none: it "reported no NICs")."""
+    import os
     import sys
 
     from ..multilaunch import run_on_each_node
     from ..results import read_rows_jsonl
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")
-    ifname = ctx.profile.socket_ifname
-    argv = [sys.executable, "-m", "suite.nodeprobe", *(["--ifname", ifname] if ifname else [])]
+    names = talked_over(ctx.profile.socket_ifname, os.environ)
+    argv = [sys.executable, "-m", "suite.nodeprobe", *(["--ifname", ",".join(names)] if names else [])]
     run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name="nics.log")
     rows: list[Row] = []
     for path in sorted(ctx.raw_dir.glob(f"*/{ROWS_FILE}")):

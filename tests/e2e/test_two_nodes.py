@@ -207,7 +207,7 @@ def test_sbatch_runs_the_suite_across_the_allocation(tmp_path, can_make_namespac
     script = tmp_path / "job.sbatch"
     script.write_text(sbatch_script(checkout=str(WORKTREE), python=str(WORKTREE / ".venv" / "bin" / "python"),
                                     nodes=2, gpus_per_node=1, partition="debug", profile="gloo-cpu",
-                                    stages="bandwidth", out=str(out), gpus=False))
+                                    stages="topology,bandwidth", out=str(out), gpus=False))
     with slurm_cluster(tmp_path / "slurm") as (cluster, env):
         env = {**env, "PYTHONPATH": str(WORKTREE), "GLOO_SOCKET_IFNAME": IFNAME}  # sbatch passes it on (ALL)
         submitted = subprocess.run(["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True)
@@ -230,3 +230,9 @@ def test_sbatch_runs_the_suite_across_the_allocation(tmp_path, can_make_namespac
         assert len(list((raw / node).glob("pairs.rank*.log"))) == 1
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["bandwidth.p2p_pairs"] == "pass" and not [k for k, s in verdicts.items() if s == "fail"]
+    # topology's NIC probe through srun: each node's veth (GLOO_SOCKET_IFNAME), found in its own namespace; slurmd
+    # runs with the machine's /sys (MULTINODE.md), so the state comes from netlink and the rate is unknown.
+    topo_rows = [json.loads(line) for line in (run / "raw" / "topology" / ".stage-rows.jsonl").read_text().splitlines()]
+    assert {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"} == {
+        f"node-{n}:{IFNAME}": (None, "up (no /sys of this namespace: rate unknown)") for n in "ab"}
+    assert verdicts["topology.nics"] == "pass" and (run / "raw" / "topology" / "nics.log.srun.log").exists()

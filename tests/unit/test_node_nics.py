@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers.ibstat import parse_ibstat, parse_ibv_devinfo
-from suite.stages._node_nics import from_rows, judge, local_nics, nics_from_ports, problems, rows_for
+from suite.stages._node_nics import from_rows, judge, local_nics, nics_from_ports, problems, rows_for, talked_over
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "health"
 
@@ -85,6 +85,29 @@ def test_this_machines_interfaces():
     lo = [n for n in nics if n.name == "lo"]
     assert len(lo) == 1 and lo[0].kind == "ethernet" and lo[0].up and lo[0].rate_gbps is None
     assert errors == ["interface nosuch0 (--socket-ifname) does not exist here"]
-    physical = [p.name for p in Path("/sys/class/net").glob("*") if (p / "device").exists()]
+    here = {line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]}
+    physical = [p.name for p in Path("/sys/class/net").glob("*") if (p / "device").exists() and p.name in here]
     assert sorted(n.name for n in nics if n.name != "lo") == sorted(physical)
     assert all(n.rate_gbps is None or (math.isfinite(n.rate_gbps) and n.rate_gbps > 0) for n in nics)
+
+
+def test_the_interfaces_the_run_talks_over():
+    assert talked_over("ens5", {"NCCL_SOCKET_IFNAME": "eth0"}) == ["ens5"]
+    assert talked_over("", {"NCCL_SOCKET_IFNAME": "ens5,ens6", "GLOO_SOCKET_IFNAME": "eth0"}) == ["ens5", "ens6"]
+    assert talked_over("", {"GLOO_SOCKET_IFNAME": "mn0"}) == ["mn0"]
+    assert talked_over("", {"NCCL_SOCKET_IFNAME": "^docker,lo"}) == ["lo"] and talked_over("", {}) == []
+
+
+def test_a_sys_of_another_namespace(tmp_path):
+    """/sys mounted for another network namespace (slurmd under nsenter, a container): the interfaces come from
+    /proc/net/dev, the named one's state from `ip`, its rate unknown; sysfs entries not in this namespace are left out."""
+    import shutil
+
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2 is not installed")
+    (tmp_path / "net" / "ghost0").mkdir(parents=True)
+    (tmp_path / "net" / "ghost0" / "device").mkdir()  # a "physical" NIC of another namespace
+    nics, errors = local_nics(None, ["lo"], sys_root=tmp_path)
+    assert errors == [] and [(n.name, n.state, n.rate_gbps, n.detail) for n in nics] == [
+        ("lo", "unknown", None, "no /sys of this namespace: rate unknown")]
+    assert nics[0].up
