@@ -26,7 +26,7 @@ from typing import Any
 
 from suite.multinode import Node, parse_node
 
-from . import codesync, cuda_check, hostlock, hostruntime, jobchoice, jobs, preflight
+from . import codesync, cuda_check, hostlock, hostruntime, jobs, preflight
 from .cluster import NodeShape, cluster_problems
 from .connection import Remote, RemoteError
 from .shell import join, quote
@@ -184,8 +184,7 @@ def preflight_nodes(opts, steps) -> list[Probed] | None:
 
 def cluster_main(opts, steps) -> int:
     """make remote HOSTS=…: preflight, code, runtime, the run detached on the first node, follow, fetch, report."""
-    from .remote import connect_for_transfers, follow_and_fetch, host_key_record, needs_gpu, refuse_choice, \
-        report_and_archive
+    from .remote import connect_for_transfers, host_key_record, needs_gpu, run_job
 
     problem = runtime_problem(opts)
     if problem:
@@ -215,22 +214,10 @@ def cluster_main(opts, steps) -> int:
         base = probed[0].facts.base
         key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime="host",
                           nodes=",".join(labels))
-        choice = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
-        if choice.action == "reattach":
-            steps.begin("run", f"re-attaching: {choice.job.describe()}")
-            record.update(job=choice.job.job, reattached=True)
-        elif choice.action in ("busy", "unfetched"):
-            return refuse_choice(choice, opts, steps)
-        else:
-            resume_dir = choice.job.run_dir if choice.job is not None else None
-            if resume_dir:
-                steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
-            record.update(job=start_cluster_job(remote, opts, probed, local, key, resume_dir, settings, steps,
-                                                gpu=needs_gpu(opts.profile)), reattached=False)
-        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
+        return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_cluster_job(
+            remote, opts, probed, local, key, resume_dir, settings, steps, gpu=needs_gpu(opts.profile)))
     finally:
         remote.close()
-    return report_and_archive(opts, fetched.local_dir, record, final, steps)
 
 
 def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, key: jobs.JobKey,
