@@ -60,3 +60,20 @@ def test_the_job_key_holds_the_nodes_and_still_matches_older_single_host_jobs():
     older = {"commit": "c" * 40, "profile": "nccl-gpu", "stages": "", "runtime": "host"}  # job.json before nodes
     assert single.matches(older) and not multi.matches(older)
     assert multi.matches({**older, "nodes": "root@a,root@b"}) and not single.matches({**older, "nodes": "root@a,root@b"})
+
+
+def test_a_node_whose_set_up_cannot_run_ends_the_set_up_naming_it(tmp_path):
+    """The first node's set-up lines for the others, run for real by sh: a node that ssh cannot reach (an
+    unresolvable name: ssh fails at once) makes the set-up exit 2 naming it, its ssh error shown prefixed."""
+    import subprocess
+
+    from provisioning.cluster_run import other_nodes_setup
+
+    nodes = [parse_node("root@nosuch-b.invalid"), parse_node("root@nosuch-c.invalid")]
+    done = subprocess.run(["sh", "-c", "set -e\n" + other_nodes_setup(str(tmp_path), nodes, "")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "set-up FAILED on node(s) nosuch-b.invalid nosuch-c.invalid: see the [node] lines above"
+    assert any(line.startswith("[nosuch-b.invalid] ssh: Could not resolve hostname") for line in lines)
+    assert (tmp_path / "setup-nosuch-c.invalid.log").exists() and not (tmp_path / "refused").exists()
