@@ -226,3 +226,13 @@ def test_suite_run_refuses_a_taken_port_in_one_line(capsys):
         code = suite_main(["run", "--nodes", "gpu-a,gpu-b", "--master-port", str(port), "--out", "/nonexistent/x"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and f"rendezvous port {port} is taken" in err[0]
+
+
+def test_an_elastic_launch_for_the_node_loss_drill():
+    from suite.multinode import torchrun_node_command
+
+    argv = torchrun_node_command("py", "m", [], nproc=8, nnodes=2, endpoint="gpu-a:29400", rdzv_id="x",
+                                 max_restarts=1, min_nodes=1, last_call_s=10)
+    assert "--nnodes=1:2" in argv and "--rdzv-conf=join_timeout=120,last_call_timeout=10" in argv
+    plain = torchrun_node_command("py", "m", [], nproc=8, nnodes=2, endpoint="gpu-a:29400", rdzv_id="x")
+    assert "--nnodes=2" in plain and "--rdzv-conf=join_timeout=120" in plain
