@@ -15,7 +15,7 @@ help:
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
-	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: preflight every node of a multi-node run"
+	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: a multi-node run (RUNTIME=host), fetched with every node's output"
 	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8]: the sbatch script, submitted and followed"
 	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
@@ -70,8 +70,11 @@ bench: $(STAMP)
 	$(PY) -m tests.bench
 
 # Multi-node: HOSTS=user@a,user@b[:port] or HOSTFILE=path (one node a line) instead of HOST= preflights every
-#   node and refuses, in one line naming the node, any that is unreachable or differs from the first (GPUs,
-#   driver, Python); the run itself: `python -m suite run --nodes a,b` on the first node (suite/multinode.py).
+#   node and refuses, in one line naming the node, any that is unreachable, differs from the first (GPUs,
+#   driver, Python, remote folder) or that the first cannot reach over ssh; then the code on every node, the
+#   venv on every node and `python -m suite run --nodes a,b` detached on the first node, followed, fetched
+#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster_run.py). RUNTIME=host only;
+#   [NODE_SSH_CONFIG=: the ssh_config on the first node] [SOCKET_IFNAME=ens5] [NPROC=: processes per node]
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
@@ -87,7 +90,8 @@ remote: $(STAMP)
 	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
-	  --fetch "$$FETCH" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
+	  --fetch "$$FETCH" --node-ssh-config "$$NODE_SSH_CONFIG" --socket-ifname "$$SOCKET_IFNAME" --nproc "$$NPROC" \
+	  $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 # make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]
 #   [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless SUBMIT=0) submits
@@ -106,12 +110,14 @@ remote-status: $(STAMP)
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
 # With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.
+# NODES=2 or HOSTS=a,b: a multi-node run (every launch across the nodes, β the inter-node hop: INTER_NODE=GB/s per GPU).
 plan: $(STAMP)
 	@if [ -n "$$HOST" ]; then \
 	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"}; \
 	else \
 	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} \
+	    --nodes "$${HOSTS:-$$NODES}" $${INTER_NODE:+--inter-node "$$INTER_NODE"} \
 	    $${IMAGE:+--image pull} $${RUNTIME:+--runtime "$$RUNTIME"} $${DOWNLOAD_RATE:+--download-rate "$$DOWNLOAD_RATE"}; \
 	fi
 

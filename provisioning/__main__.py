@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch-exports", default="0", help="1: fetch regenerable exports too (nsys SQLite beside its report)")
     p.add_argument("--hosts", default="", help="HOSTS=a,b: the nodes of a multi-node run (the first is --host)")
     p.add_argument("--hostfile", default="", help="HOSTFILE=path: the nodes one a line instead of HOSTS=")
+    p.add_argument("--node-ssh-config", default="", help="HOSTS=: the ssh_config on the first node it reaches the "
+                   "others with (default: its ~/.ssh/config)")
+    p.add_argument("--socket-ifname", default="", help="HOSTS=: the interface gloo/NCCL use between nodes (e.g. ens5)")
+    p.add_argument("--nproc", default="", help="HOSTS=: processes per node (default: the profile's, a GPU node's GPUs)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -116,7 +120,18 @@ def options(args):
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
                   runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
+        if nodes:
+            kw["nodes_run"] = node_run_settings(args)
     return RemoteOptions(**kw)
+
+
+def node_run_settings(args):
+    from .cluster_run import NodeRunSettings
+
+    if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
+        raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
+    return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
+                           nproc=int(args.nproc or 0))
 
 
 def cmd_remote(args) -> int:

@@ -9,8 +9,8 @@ fix, e.g.
 
     node root@gpu-b: 4 GPUs where root@gpu-a has 8: rent nodes of one shape, or list only the matching ones
 
-The comparison and the list's checks are pure (tests/unit/test_cluster_preflight.py); the probing is one
-SSH round trip per node.
+The comparison and the list's checks are pure (tests/unit/test_cluster_preflight.py); the probing (one SSH
+round trip per node) and the run itself are provisioning/cluster_run.py's.
 """
 
 from __future__ import annotations
@@ -105,45 +105,3 @@ def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]]) -> list[str]:
                 out.append(f"node {label}: {reads.format(mine)} where {first_label} has {theirs}: {fix}")
                 break
     return out
-
-
-def cluster_main(opts, steps) -> int:
-    """Preflight every node of opts.hosts; 2 with one line at the first node that cannot take part.
-
-    When the nodes agree, the run itself is started on the first node with `python -m suite run --nodes …`
-    (suite/multinode.py); shipping the code to every node and starting that job from the laptop is not
-    built yet, and this says so rather than pretending."""
-    import dataclasses
-
-    from .connection import RemoteError
-    from .remote import connect_for_transfers, run_preflight
-
-    probed: list[tuple[str, preflight.HostFacts]] = []
-    for spec in opts.hosts:
-        steps.begin("preflight", f"checking node {spec.label}")
-        node_opts = dataclasses.replace(opts, host=spec)
-        try:
-            remote = connect_for_transfers(node_opts)
-        except RemoteError as e:
-            fix = e.hint or "check the address and port, the key (KEY=) or SSH_CONFIG=, or leave the node out of HOSTS="
-            steps.say(f"REFUSED: node {spec.label}: {e.what}: {fix}")
-            return 2
-        try:
-            facts, decision = run_preflight(remote, node_opts, steps)
-        finally:
-            remote.close()
-        if decision.problems:
-            steps.say(f"REFUSED: node {spec.label}: {decision.problems[0]}")
-            return 2
-        probed.append((spec.label, facts))
-    problems = cluster_problems(probed)
-    if problems:
-        steps.say(f"REFUSED: {problems[0]}")
-        return 2
-    shape = NodeShape.of(probed[0][1])
-    steps.say(f"{len(probed)} nodes agree: {shape.gpus} × {shape.model}, driver {shape.driver}, "
-              f"Python {shape.python}")
-    steps.say("not started: make remote does not yet ship the code to every node and start the run across them; "
-              "on the first node run `python -m suite run --nodes " + ",".join(s.label for s in opts.hosts) +
-              "` from a checkout at the same commit on every node")
-    return 2

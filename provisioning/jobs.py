@@ -116,9 +116,11 @@ class JobKey:
     stages: str
     """Comma-separated stage selection; '' for all."""
     runtime: str
+    nodes: str = ""
+    """HOSTS=: the nodes of a multi-node run, comma-separated ('' on one host; a job recorded before had none)."""
 
     def matches(self, job: dict[str, Any]) -> bool:
-        return all(job.get(k) == v for k, v in self.__dict__.items())
+        return all(job.get(k, "") == v for k, v in self.__dict__.items())
 
 
 @dataclass

@@ -24,9 +24,7 @@ Exit status: the run's (0 all verdicts pass/warn/skip, 1 a fail verdict), 2 when
 from __future__ import annotations
 
 import getpass
-import json
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -36,20 +34,21 @@ from typing import Any
 
 from . import codesync, cuda_check, fetch, hostlock, hostruntime, jobchoice, jobs, preflight, remote_docker
 from .suite_container import host_user
-from .archive import ArchiveError, archive_run
 from .connection import Remote, RemoteError, fingerprint
+from .finish import report_and_archive
 from .follow import follow
 from .hosts import HostSpec
 
 STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
-RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, kept beside manifest.json
 
 
 @dataclass
 class RemoteOptions:
     host: HostSpec
     hosts: tuple[HostSpec, ...] = ()
-    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster.py)."""
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster_run.py)."""
+    nodes_run: Any = None
+    """cluster_run.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
@@ -268,7 +267,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     if len(opts.hosts) > 1:
-        from .cluster import cluster_main
+        from .cluster_run import cluster_main
 
         return cluster_main(opts, steps)
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
@@ -288,23 +287,32 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         record.update(runtime=runtime, host_facts=asdict(facts))
         base = facts.base
         key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=runtime)
-        choice = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
-        if choice.action == "reattach":
-            steps.begin("run", f"re-attaching: {choice.job.describe()}")
-            record["job"] = choice.job.job
-            record["reattached"] = True
-        elif choice.action in ("busy", "unfetched"):
-            return refuse_choice(choice, opts, steps)
-        else:
-            resume_dir = choice.job.run_dir if choice.job is not None else None
-            if resume_dir:
-                steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
-            record["job"] = start_job(remote, opts, facts, runtime, local, key, resume_dir, steps,
-                                      line=decision.cuda_line)
-            record["reattached"] = False
-        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
+        return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_job(
+            remote, opts, facts, runtime, local, key, resume_dir, steps, line=decision.cuda_line))
     finally:
         remote.close()
+
+
+def run_job(remote: Remote, opts: RemoteOptions, base: str, key: jobs.JobKey, record: dict[str, Any], steps: Steps,
+            start) -> int:
+    """Re-attach to the job of these settings, refuse (busy, or finished runs unfetched), or start one
+    (`start(resume_dir)` → its job record; resume_dir: a died run of these settings, else None); then follow,
+    fetch, report and archive it. The exit status of `make remote`."""
+    choice = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
+    if choice.action == "reattach":
+        steps.begin("run", f"re-attaching: {choice.job.describe()}")
+        record.update(job=choice.job.job, reattached=True)
+    elif choice.action in ("busy", "unfetched"):
+        return refuse_choice(choice, opts, steps)
+    else:
+        resume_dir = choice.job.run_dir if choice.job is not None else None
+        if resume_dir:
+            steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
+        record.update(job=start(resume_dir), reattached=False)
+    try:
+        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
+    finally:
+        remote.close()  # the connection follow_and_fetch ended with (a reconnect replaces the caller's)
     return report_and_archive(opts, fetched.local_dir, record, final, steps)
 
 
@@ -358,48 +366,3 @@ def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str
                   fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files),
                   left_on_host=[f.path for f in fetched.left_on_host])
     return remote, final, fetched
-
-
-def report_and_archive(opts: RemoteOptions, local_dir: Path, record: dict[str, Any], final: jobs.JobStatus,
-                       steps: Steps) -> int:
-    write_record(local_dir / RECORD_NAME, record)
-    (opts.runs_dir / "LAST").write_text(str(local_dir) + "\n")
-
-    steps.begin("report", f"python -m reports {local_dir}")
-    report_ok = render_report(local_dir, steps)
-
-    steps.begin("archive", opts.archive or "ARCHIVE unset: the run stays in the local folder only")
-    if opts.archive:
-        try:
-            archive_run(local_dir, opts.archive, endpoint_url=opts.endpoint_url, say=steps.say)
-        except ArchiveError as e:
-            steps.say(f"ARCHIVE FAILED: {e}")
-            return 2
-    steps.say(f"run directory: {local_dir}")
-    if report_ok:
-        steps.say(f"report: {local_dir / 'report.html'}")
-    code = final.exit_code if final.exit_code in (0, 1) else 2
-    return code if report_ok else max(code, 2)
-
-
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    """remote.json. A re-attach to a run already fetched leaves the first record as it is (its
-    fetch time, the host's facts then), so an unchanged run keeps an unchanged file that the
-    archive skips."""
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        old = {}
-    same_job = old.get("job", {}).get("job_id") == record.get("job", {}).get("job_id")
-    if same_job and old.get("run_exit_code") == record.get("run_exit_code") and old.get("fetched"):
-        return
-    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
-
-
-def render_report(run_dir: Path, steps: Steps) -> bool:
-    r = subprocess.run([sys.executable, "-m", "reports", str(run_dir)], capture_output=True, text=True)
-    for line in (r.stdout + r.stderr).strip().splitlines()[-5:]:
-        steps.say(f"  │ {line}")
-    if r.returncode != 0:
-        steps.say(f"report FAILED (exit {r.returncode}): rerun `make report RUN={run_dir}` after fixing the above")
-    return r.returncode == 0

@@ -44,7 +44,13 @@ def run_across_nodes(
     env: dict[str, str] | None = None,
     extra_torchrun_args: Sequence[str] = (),
     on_poll: Callable[[], None] | None = None,
+    min_nodes: int | None = None,
+    expendable: Sequence[str] = (),
+    last_call_s: float | None = None,
 ) -> LaunchResult:
+    """min_nodes: an elastic launch (`--nnodes=MIN:N`): after a failure the survivors restart without the lost nodes
+    once `last_call_s` has passed. expendable: nodes whose failure is the point (the node-loss drill): the launch
+    waits for the others and succeeds when they do."""
     nodes = parse_nodes(profile.nodes)
     raw_dir = Path(raw_dir).resolve()
     prefix = f"{tag}." if tag else ""
@@ -65,7 +71,8 @@ def run_across_nodes(
     started: list[tuple[Node, subprocess.Popen, list[str]]] = []
     command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes), endpoint=endpoint,
                                     rdzv_id=rdzv_id, max_restarts=max_restarts, join_timeout_s=join_s,
-                                    extra_torchrun_args=extra_torchrun_args)
+                                    extra_torchrun_args=extra_torchrun_args, min_nodes=min_nodes,
+                                    last_call_s=last_call_s)
     start = time.monotonic()
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
@@ -80,7 +87,8 @@ def run_across_nodes(
             node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
             started.append((node, _start(node, rank, command, node_env, node_dir / f"{prefix}torchrun.log",
                                          profile.ssh_config), command))
-        failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix))
+        failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix),
+                       expendable=set(expendable))
     except BaseException:
         for _, proc, _ in started:
             kill_group(proc)
@@ -95,6 +103,40 @@ def run_across_nodes(
                           command=failed_command, exit_code=proc.returncode, log_tail=log_tail(_logs(raw_dir, nodes, prefix)))
     return LaunchResult(command=started[0][2], exit_code=0, seconds=time.monotonic() - start, out_dir=out_dir,
                         log_paths=_logs(raw_dir, nodes, prefix))
+
+
+def run_on_each_node(profile: Profile, argv: Sequence[str], *, raw_dir: Path, log_name: str,
+                     timeout_s: float = 120.0) -> list[str]:
+    """A plain command (no torchrun, no rendezvous: a probe) once on every node, at once: here on the first, over
+    ssh on the others, or one srun across an allocation; it finds its node's folder in CARDTIME_RAW_DIR
+    (raw_dir/<node>/, copied back as a launch's is) and its name in CARDTIME_NODE_NAME, its output goes to
+    <node>/log_name. Returns the names of the nodes where it failed (their output says why)."""
+    nodes = parse_nodes(profile.nodes)
+    raw_dir = Path(raw_dir).resolve()
+    env = {k: v for k, v in os.environ.items()}
+    started: list[tuple[Node, subprocess.Popen, list[str]]] = []
+    try:
+        if profile.node_launcher == "srun":
+            for node in nodes:
+                (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv,
+                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
+        for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
+            (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
+            node_env = {**env, "CARDTIME_RAW_DIR": str(raw_dir / node.name), "CARDTIME_NODE_NAME": node.name}
+            started.append((node, _start(node, rank, list(argv), node_env, raw_dir / node.name / log_name,
+                                         profile.ssh_config), list(argv)))
+        deadline = time.monotonic() + timeout_s
+        while any(p.poll() is None for _, p, _ in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        for _, proc, _ in started:
+            if proc.poll() is None:
+                kill_group(proc)
+        for node, _, _ in (started[1:] if profile.node_launcher == "ssh" else ()):
+            _copy_back(node, profile.ssh_config, raw_dir, [node.name])
+    return [node.name for node, proc, _ in started if proc.returncode != 0]
 
 
 def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
@@ -126,15 +168,18 @@ def _start_local(argv: list[str], env: dict[str, str], log_path: Path) -> subpro
                                 preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
 
 
-def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, logs: Callable[[], list[Path]]):
+def _wait(started, start: float, timeout_s: float | None, on_poll, module: str, logs: Callable[[], list[Path]],
+          expendable: set[str] = frozenset()):
     """Until every node's torchrun has exited; the first that failed (after the others got PEER_GRACE_S to
-    notice and stop by themselves), or None. A timeout kills every node's and raises LaunchError."""
+    notice and stop by themselves), or None; an expendable node's failure is neither. A timeout kills every
+    node's and raises LaunchError."""
     failed = None
     failed_at = None
     while True:
         running = [s for s in started if s[1].poll() is None]
         if failed is None:
-            failed = next((s for s in started if s[1].returncode not in (None, 0)), None)
+            failed = next((s for s in started if s[1].returncode not in (None, 0) and s[0].name not in expendable),
+                          None)
             failed_at = time.monotonic() if failed else None
         if not running:
             return failed

@@ -156,17 +156,20 @@ def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def torchrun_node_command(python: str, module: str, args: Sequence[str], *, nproc: int, nnodes: int,
                           endpoint: str, rdzv_id: str, max_restarts: int = 0,
-                          join_timeout_s: float = JOIN_TIMEOUT_S, extra_torchrun_args: Sequence[str] = ()
-                          ) -> list[str]:
-    """One node's torchrun: c10d rendezvous at `endpoint` (host:port of the first node)."""
+                          join_timeout_s: float = JOIN_TIMEOUT_S, extra_torchrun_args: Sequence[str] = (),
+                          min_nodes: int | None = None, last_call_s: float | None = None) -> list[str]:
+    """One node's torchrun: c10d rendezvous at `endpoint` (host:port of the first node). min_nodes: elastic
+    (`--nnodes=MIN:MAX`: a restart goes on without lost nodes, once last_call_s has passed with MIN present)."""
+    conf = f"join_timeout={int(join_timeout_s)}" + (f",last_call_timeout={int(last_call_s)}" if last_call_s else "")
     return [
         python, "-m", "torch.distributed.run",
-        f"--nnodes={nnodes}",  # no --node-rank: c10d numbers the nodes as they join (torchrun ignores it, saying so)
+        # no --node-rank: c10d numbers the nodes as they join (torchrun ignores it, saying so)
+        f"--nnodes={min_nodes}:{nnodes}" if min_nodes and min_nodes < nnodes else f"--nnodes={nnodes}",
         f"--nproc-per-node={nproc}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={rdzv_id}",
-        f"--rdzv-conf=join_timeout={int(join_timeout_s)}",
+        f"--rdzv-conf={conf}",
         f"--max-restarts={max_restarts}",
         *extra_torchrun_args,
         "-m", module, *args,

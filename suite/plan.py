@@ -17,7 +17,7 @@ strategy (TP: 4 activation all-reduces per layer; DP: one gradient all-reduce; Z
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import plan_setup, stages
 from .config import Profile
@@ -52,6 +52,13 @@ class PlanAssumptions:
     """nsys profile's finalisation plus `nsys export --type sqlite` of 8 reports."""
     torchrun_restart_wait_s: float = 30.0
     """torchrun waits this long before SIGKILLing a stopped worker (FACTS.md)."""
+    nodes: int = 1
+    """Nodes of a multi-node run (make plan NODES=2 or HOSTS=a,b): every launch spans them, nproc GPUs each."""
+    inter_node_Bps: float = 50e9
+    """Inter-node bandwidth per GPU, bytes/s: NIC line rate × NICs per node ÷ GPUs per node (8 × 400 Gb/s NICs
+    for 8 GPUs, the usual H100 cluster node: 50 GB/s). A ring across nodes runs at its slowest hop: this one."""
+    rendezvous_s: float = 10.0
+    """What a launch across nodes adds to one on a node: the ssh to each node, c10d's rendezvous, the joins."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class Plan:
     gpu: str
     alpha_s: float
     beta_Bps: float
+    nodes: int = 1
     stages: list[StageEstimate] = field(default_factory=list)
     rate_per_hour: float | None = None
     before: list[SetupLine] = field(default_factory=list)
@@ -170,6 +178,8 @@ class PlanInputs:
 
 
 def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> PlanInputs:
+    if a.nodes < 1 or a.inter_node_Bps <= 0:
+        raise ValueError(f"nodes {a.nodes} / inter-node β {a.inter_node_Bps:g} B/s: give ≥ 1 node and a positive rate")
     peak = gpu_for(a.gpu_name)
     link_GBps = (peak.nvlink_full_GBps or peak.pcie_x16_GBps) if peak else None  # a switched board's NVLink, else PCIe
     if a.beta_Bps is None and link_GBps is None:
@@ -177,6 +187,10 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
     beta = a.beta_Bps if a.beta_Bps is not None else link_GBps * 1e9
     if peak is None or peak.bf16_dense_flops is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known bf16 peak: pass a known --gpu (e.g. H100, A100, B200)")
+    if a.nodes > 1:  # every launch spans the nodes: the ring's slowest hop is the NIC, each launch pays the rendezvous
+        beta = min(beta, a.inter_node_Bps)
+        a = replace(a, torchrun_launch_s=a.torchrun_launch_s + a.rendezvous_s)
+        profile = profile.with_overrides(nproc=profile.nproc * a.nodes)  # the stages see every node's ranks
     return PlanInputs(profile=profile, assume=a, gpus=profile.nproc, alpha_s=a.alpha_s, beta_Bps=beta,
                       peak_flops=peak.bf16_dense_flops)
 
@@ -188,7 +202,7 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
     inputs = plan_inputs(profile, a)
     plan_setup.check(setup)
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
-                beta_Bps=inputs.beta_Bps, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
+                beta_Bps=inputs.beta_Bps, nodes=a.nodes, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
                 after=plan_setup.after(setup))
     for name, module in stages.REGISTRY.modules.items():
         if not stages.runs_on(name, profile.name):
@@ -203,8 +217,10 @@ def _line(step: str, seconds: float, basis: str) -> str:
 
 
 def render(plan: Plan) -> str:
-    lines = [f"plan for {plan.profile} on {plan.gpus} × {plan.gpu}: α = {plan.alpha_s * 1e6:g} µs, "
-             f"β = {plan.beta_Bps / 1e9:g} GB/s per direction",
+    where = (f"{plan.nodes} nodes × {plan.gpus // plan.nodes} × {plan.gpu} ({plan.gpus} GPUs)" if plan.nodes > 1
+             else f"{plan.gpus} × {plan.gpu}")
+    lines = [f"plan for {plan.profile} on {where}: α = {plan.alpha_s * 1e6:g} µs, "
+             f"β = {plan.beta_Bps / 1e9:g} GB/s per direction" + (" (the inter-node hop)" if plan.nodes > 1 else ""),
              f"{'step':<10} {'minutes':>8}  basis"]
     lines += [_line(s.step, s.seconds, s.basis) for s in plan.before]
     for s in plan.stages:

@@ -27,8 +27,26 @@ def add_parser(sub) -> None:
     p.add_argument("--runtime", choices=("docker", "host"), default="docker", help="docker (default) or host")
     p.add_argument("--download-rate", type=float, metavar="MB/S",
                    help="the box's download rate as preflight measured it (default: an assumed 25 MB/s)")
+    p.add_argument("--nodes", default="", metavar="N|A,B",
+                   help="a multi-node run: the number of nodes, or the nodes themselves (make plan NODES=2 | HOSTS=a,b)")
+    p.add_argument("--inter-node", type=float, metavar="GB/S",
+                   help="inter-node bandwidth per GPU, GB/s: NIC rate × NICs per node ÷ GPUs per node (default 50)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)
+
+
+def node_count(text: str) -> int:
+    """--nodes 2 → 2; --nodes root@a,root@b → 2, each entry checked as `suite run --nodes` checks it."""
+    from ..multinode import parse_nodes
+
+    text = (text or "").strip()
+    if not text:
+        return 1
+    if text.isdigit():
+        if int(text) < 1:
+            raise ValueError(f"NODES={text}: a run has at least one node")
+        return int(text)
+    return len(parse_nodes(text))
 
 
 def main(args) -> int:
@@ -41,6 +59,12 @@ def main(args) -> int:
         return usage_error(str(e))
     changes = {k: v for k, v in (("gpu_name", args.gpu), ("alpha_s", args.alpha), ("beta_Bps", args.beta),
                                  ("mfu", args.mfu)) if v is not None}
+    try:
+        changes["nodes"] = node_count(args.nodes)
+    except ValueError as e:
+        return usage_error(str(e))
+    if args.inter_node is not None:
+        changes["inter_node_Bps"] = args.inter_node * 1e9
     if args.rate is not None and args.rate < 0:
         return usage_error(f"--rate {args.rate}: a price per hour is not negative")
     setup = {"image": args.image, "runtime": args.runtime}

@@ -99,9 +99,11 @@ def with_nodes(profile, args):
         return profile
     launcher = "ssh" if (args.nodes or args.hostfile) else "srun"
     if launcher == "ssh":
-        from ..multilaunch import check_reachable
+        from ..nodecheck import check_nodes
 
-        check_reachable(parse_nodes(entries), args.ssh_config)  # before any stage: one line naming the node
+        # Before any stage, one line naming the node: the port, ssh to every node, the GPU counts.
+        check_nodes(parse_nodes(entries), args.ssh_config, gpus=profile.device == "cuda",
+                    master_port=profile.master_port)
     return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
                                   node_launcher=launcher)
 

@@ -26,6 +26,15 @@ def pairs(profile: Profile) -> list[str]:
     return [arrow(a, b) for a in names for b in names if a != b]
 
 
+def estimate_s(p) -> float:
+    """`make plan`'s seconds for the matrix (p: suite.plan.PlanInputs): one launch, then every ordered pair's
+    warm-up and timed transfers one after another over one NIC; 0 on one node."""
+    n = p.assume.nodes
+    if n < 2:
+        return 0.0
+    return p.assume.torchrun_launch_s + n * (n - 1) * (1 + PAIR_ITERS) * (p.alpha_s + PAIR_BYTES / p.assume.inter_node_Bps)
+
+
 def expect(profile: Profile) -> list[Expectation]:
     return [Expectation(stage=STAGE, case=case, metric="wrong", value=0, unit="count", source="p2p", world=2,
                         basis="every element received equals the pattern its sender filled")

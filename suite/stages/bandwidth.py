@@ -45,8 +45,10 @@ def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): every nccl-tests binary, then the torch sweep."""
     nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
     torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
-    return nccl + torch_sweep, (f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–"
-                                f"{p.sizes[-1] / 2**30:g} GiB × {p.repeats} iterations × 2 placements, plus the torch sweep")
+    pairs = _node_pairs.estimate_s(p)  # across nodes: the point-to-point matrix too
+    return nccl + torch_sweep + pairs, (f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–"
+                                f"{p.sizes[-1] / 2**30:g} GiB × {p.repeats} iterations × 2 placements, plus the torch sweep"
+                                + (", plus the node-pair matrix" if pairs else ""))
 
 
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv

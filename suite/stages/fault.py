@@ -49,6 +49,7 @@ from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
 from ._fault_watch import WORKER, DrillWatch
+from . import _node_loss
 from .. import headlines as hl
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
@@ -260,6 +261,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
         rows.append(Row(stage=STAGE, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
                         world=ranks, text=case.label))
+    if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/stages/_node_loss.py)
+        rows += _node_loss.run(profile, ctx)
     ctx.say("drills done", done=len(cases), of=len(cases))
     ctx.publish("fault_drill", {
         "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
@@ -380,7 +383,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                 judge_loss(scenario, got)]
         setting = text_of(got, "async_error_handling")  # which watchdog setting this case ran under, said in each
         out += [dataclasses.replace(v, observed=f"{v.observed} [{setting}]") if setting else v for v in case]
-    return out
+    return out + _node_loss.judge(rows, facts)  # none on one node
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:

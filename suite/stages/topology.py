@@ -27,6 +27,7 @@ from ..parsers.topo import parse as parse_topo
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
+from . import _node_nics
 from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 from .. import headlines as hl
 
@@ -45,7 +46,9 @@ PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a PCIe link, ve
 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
-    return p.assume.topology_s, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost"
+    nics = _node_nics.estimate_s(p)  # across nodes: one launch reading every node's NICs
+    return p.assume.topology_s + nics, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost" + (
+        "; every node's NICs: a probe on each" if nics else "")
 
 
 SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
@@ -77,6 +80,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     tools: dict[str, Any] = {}
     ctx.say("CPU and NUMA facts")
     cpu = _cpu_facts(ctx, rows, tools)
+    if len(profile.nodes) > 1:  # a multi-node run: every node's NICs, compared in judge
+        rows += _node_nics.measure(ctx)
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
         ctx.say("nvidia-smi topo -m, -q, -L")
@@ -254,6 +259,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     profile = facts.get("profile", {})
     on_gpu = profile.get("device") == "cuda"
     out = [_judge_cpu(rows, expectations, facts), _judge_threads(_index(rows), expectations, facts)]
+    out += _node_nics.judge(rows, profile.get("nodes") or ())  # a port down is down on CPU too
     if not on_gpu:
         reason = CPU_SKIP_REASON.format(name=profile.get("name", "gloo-cpu"))
         out += [VERDICTS.skip(check, expected="a GPU box", observed=f"profile {profile.get('name', '?')}",

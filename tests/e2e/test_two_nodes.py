@@ -1,14 +1,19 @@
 """The suite across a real two-node cluster made of network namespaces (tests/e2e/two_nodes.py).
 
 One cluster serves the whole first test (each two-node launch costs tens of seconds on 2 cores): `make
-remote HOSTS=`'s preflight of both nodes (and of an unreachable one), then the bandwidth stage run on node-a with --nodes node-a,node-b — torch's sweep over gloo between the two
-namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix — and, after
+remote HOSTS=` refusing an unreachable node and a first node without the keys to reach the second, then
+`make remote HOSTS=node-a,node-b` end to end — the code on both, the venv on both, `python -m suite run
+--nodes node-a,node-b` detached on node-a (topology; bandwidth: torch's sweep over gloo between the two
+namespaces through a c10d rendezvous at node-a, then the inter-node point-to-point matrix), followed,
+fetched as one run directory holding both nodes' raw output, reported; then the fault stage's node-loss
+drill on node-a (node-b's torchrun agent killed mid-step, node-a restarting alone and resuming) — and, after
 the cluster is torn down, that nothing it started or made is left.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -16,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE, provisioning
+from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
 from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
+VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))  # test_remote_loopback's
 
 
 @pytest.fixture(scope="module")
@@ -29,43 +35,93 @@ def can_make_namespaces():
         pytest.skip(f"no two-node cluster on this machine: {why}")
 
 
-def suite_run_on_node_a(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [str(WORKTREE / ".venv" / "bin" / "python"), "-m", "suite", "run", "--profile", "gloo-cpu", "--nproc", "1",
-            "--stages", "bandwidth", "--nodes", "node-a,node-b", "--ssh-config", str(cluster.ssh_config),
-            "--socket-ifname", IFNAME, "--out", str(out), "--record-last", str(out / "LAST"), *extra]
-    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
-    return cluster.ssh("node-a", command, timeout_s=600, check=False)
-
-
-def provisioning_remote(cluster, hosts: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`make remote HOSTS=…` from the root namespace (the laptop), a CPU profile: the preflight of every node."""
+def provisioning_remote(cluster, hosts: str, tmp_path: Path, laptop: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`make remote HOSTS=…` from the root namespace (the laptop, a fresh repository of this tree's files) with a CPU
+    profile, RUNTIME=host and a remote folder every node sees (the namespaces share this machine's disk)."""
     return provisioning("remote", "--host", "", "--hosts", hosts, "--ssh-config", str(cluster.ssh_config),
-                        "--profile", "gloo-cpu", "--runtime", "host", "--allow-dirty", "1",
-                        "--remote-dir", str(tmp_path / "remote"))
+                        "--profile", "gloo-cpu", "--runtime", "host", "--remote-dir", str(tmp_path / "remote"),
+                        "--runs-dir", str(tmp_path / "fetched"), "--detach", "setsid", *extra, cwd=laptop)
+
+NODE_LOSS = """
+import json, sys, types
+from pathlib import Path
+from suite.config import get_profile
+from suite.stages import _node_loss
+out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+out.mkdir(parents=True, exist_ok=True)
+profile = get_profile("gloo-cpu", 1).with_overrides(nodes=("node-a", "node-b"), ssh_config=ssh_config,
+                                                     socket_ifname=ifname, node_launcher="ssh")
+rows = _node_loss.run(profile, types.SimpleNamespace(raw_dir=out, say=lambda *a, **k: None))
+verdicts = _node_loss.judge(rows, {"profile": profile.to_dict()})
+print(json.dumps({"rows": [r.__dict__ for r in rows], "verdicts": [v.__dict__ for v in verdicts]}, default=str))
+"""
 
 
-def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
-    out = tmp_path / "runs"
+def node_loss_on_node_a(cluster, out: Path) -> subprocess.CompletedProcess:
+    """The fault stage's node-loss drill (suite/stages/_node_loss.py) run on node-a across both nodes: node-b's
+    torchrun agent is killed mid-step; node-a detects it, restarts alone and resumes from the shared checkpoint."""
+    argv = [str(WORKTREE / ".venv" / "bin" / "python"), "-c", NODE_LOSS, str(out), str(cluster.ssh_config), IFNAME]
+    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
+    return cluster.ssh("node-a", command, timeout_s=400, check=False)
+
+
+def foreign_ssh_config(cluster, folder: Path) -> Path:
+    """The cluster's ssh_config but with a key no node authorizes: the first node cannot reach the others."""
+    key = folder / "stranger_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    text = cluster.ssh_config.read_text().replace(str(cluster.folder / "client_key"), str(key))
+    (folder / "stranger_config").write_text(text)
+    return folder / "stranger_config"
+
+
+def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_namespaces):
+    laptop = make_repo(tmp_path / "laptop")
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    (remote_dir / "venvs").symlink_to(VENV_CACHE)  # the nodes keep their venvs across runs; so do the tests
     with two_node_cluster(tmp_path / "cluster") as cluster:
         namespaces, bridge_net = list(cluster.namespaces.values()), cluster.subnet
         refused = cluster.ssh("node-a", f"cd {shlex.quote(str(WORKTREE))} && {WORKTREE}/.venv/bin/python -m suite run "
                               f"--stages bandwidth --nodes node-a,node-c --ssh-config {cluster.ssh_config} "
-                              f"--out {out}", check=False)
-        preflights = {hosts: provisioning_remote(cluster, hosts, tmp_path) for hosts in ("node-a,node-c", "node-a,node-b")}
-        done = suite_run_on_node_a(cluster, out)
+                              f"--out {tmp_path / 'direct'}", check=False)
+        unreachable = provisioning_remote(cluster, "node-a,node-c", tmp_path, laptop)
+        no_keys = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--node-ssh-config",
+                                      str(foreign_ssh_config(cluster, tmp_path)))
+        jobs_after_refusals = list(remote_dir.glob("jobs/*/job.json"))
+        started = time.monotonic()
+        done = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--stages", "topology,bandwidth",
+                                   "--node-ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME,
+                                   "--nproc", "1")
+        run_s = time.monotonic() - started
+        started = time.monotonic()
+        lost = node_loss_on_node_a(cluster, tmp_path / "node-loss")
+        loss_s = time.monotonic() - started
         sessions = cluster.pids()
-    # make remote HOSTS=: an unreachable node refused in one line naming it; two nodes of one shape agree.
-    unreachable = preflights["node-a,node-c"]
+    # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
     assert unreachable.returncode == 2
     (refusal,) = [line for line in unreachable.stderr.splitlines() if "REFUSED" in line]
     assert "REFUSED: node node-c: cannot connect" in refusal and "checking node node-b" not in unreachable.stderr
-    agree = preflights["node-a,node-b"].stderr
-    assert "host      node-a" in agree and "host      node-b" in agree and "2 nodes agree" in agree
-    # Bad input first: a node that does not answer is refused in one line naming it, before any run directory.
     assert refused.returncode == 2, refused.stderr
     assert "node node-c: unreachable over ssh" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run = Path((out / "LAST").read_text().strip())
+    # Both nodes pass the preflight, but the first cannot reach the second with the keys it has: refused with the fix.
+    (refusal,) = [line for line in no_keys.stderr.splitlines() if "REFUSED" in line]
+    assert no_keys.returncode == 2 and "2 nodes agree" in no_keys.stderr
+    assert "node node-a cannot reach node node-b over ssh without a password (" in refusal
+    assert "ssh-copy-id" in refusal and not jobs_after_refusals
+    # The run: every node checked, the code shipped (once: the nodes share the disk), the venv found on both, the
+    # suite detached on node-a across both, followed, fetched into one run directory, reported.
+    out = done.stderr
+    assert done.returncode == 0, out[-5000:]
+    assert "host      node-a" in out and "host      node-b" in out and "2 nodes agree" in out
+    assert "node-a reaches node-b over ssh without a password" in out
+    assert "node node-b: " in out and "already there" in out  # node-a's shipping put the code on the shared disk
+    assert "[node-b] venv " in out and " reused" in out
+    run = Path((tmp_path / "fetched" / "LAST").read_text().strip())
+    assert run.parent == tmp_path / "fetched" and (run / "report.html").exists()
+    record = json.loads((run / "remote.json").read_text())
+    assert record["hosts"] == ["node-a", "node-b"] and record["job"]["nodes"] == "node-a,node-b"
+    assert "--nodes" in record["job"]["argv"] and "node-a,node-b" in record["job"]["argv"]
     raw = run / "raw" / "bandwidth"
     # Each node's own output under raw/bandwidth/<node>/: its torchrun's log and its rank's log.
     for node in ("node-a", "node-b"):
@@ -83,6 +139,29 @@ def test_bandwidth_across_two_namespaces(tmp_path, can_make_namespaces):
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["bandwidth.p2p_pairs"] == "pass" and verdicts["bandwidth.p2p_wrong"] == "pass"
     assert not [k for k, s in verdicts.items() if s == "fail"], verdicts
+    # topology per node: each node's NICs from its own namespace (its veth, at the veth's 10 Gb/s), compared.
+    topo_rows = [json.loads(line) for line in (run / "raw" / "topology" / ".stage-rows.jsonl").read_text().splitlines()]
+    nics = {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"}
+    assert nics == {f"node-a:{IFNAME}": (10.0, "up"), f"node-b:{IFNAME}": (10.0, "up")}, nics
+    assert verdicts["topology.nics"] == "pass"
+    for node in ("node-a", "node-b"):  # the probe's own output on each node, fetched with the run
+        assert (run / "raw" / "topology" / node / "nic-rows.jsonl").is_file()
+        assert "1 NICs, 0 errors" in (run / "raw" / "topology" / node / "nics.log").read_text()
+    assert "ssh" in (run / "raw" / "topology" / "node-b" / "nics.log").read_text().splitlines()[0]
+    print(f"make remote HOSTS=node-a,node-b (topology, bandwidth): {run_s:.1f} s; node-loss drill: {loss_s:.1f} s")
+    # The node-loss drill: node-b's torchrun agent SIGKILLed mid-step; node-a raised at once (gloo: connection
+    # reset), torchrun restarted it without node-b (--nnodes=1:2), it resumed from the checkpoint both had written.
+    assert lost.returncode == 0, lost.stdout[-3000:] + lost.stderr[-3000:]
+    drill = json.loads(lost.stdout.strip().splitlines()[-1])
+    got = {r["metric"]: r for r in drill["rows"]}
+    assert got["lost_node"]["text"] == "node-b" and got["world_before"]["value"] == 2
+    assert got["world_after"]["value"] == 1 and got["done_ranks"]["value"] == 1 and got["resumed_step"]["value"] == 4
+    assert got["error"]["text"].startswith("node-a: RuntimeError:") and 0 <= got["detect_s"]["value"] < 5
+    assert got["detect_s"]["value"] < got["restart_s"]["value"] < got["resume_s"]["value"]
+    assert got["replay_diff"]["value"] <= 1e-5 and got["replay_diff"]["text"] == "1 replayed step losses"
+    outcome = {v["id"]: v["status"] for v in drill["verdicts"]}
+    assert outcome == {"fault.node_loss.detect": "pass", "fault.node_loss.resume": "pass",
+                       "fault.node_loss.loss": "pass"}, drill["verdicts"]
     # Teardown: no process the cluster held is alive, no namespace or bridge address is left.
     assert sessions and not [p for p in sessions if _alive(p)]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -128,7 +207,7 @@ def test_sbatch_runs_the_suite_across_the_allocation(tmp_path, can_make_namespac
     script = tmp_path / "job.sbatch"
     script.write_text(sbatch_script(checkout=str(WORKTREE), python=str(WORKTREE / ".venv" / "bin" / "python"),
                                     nodes=2, gpus_per_node=1, partition="debug", profile="gloo-cpu",
-                                    stages="bandwidth", out=str(out), gpus=False))
+                                    stages="topology,bandwidth", out=str(out), gpus=False))
     with slurm_cluster(tmp_path / "slurm") as (cluster, env):
         env = {**env, "PYTHONPATH": str(WORKTREE), "GLOO_SOCKET_IFNAME": IFNAME}  # sbatch passes it on (ALL)
         submitted = subprocess.run(["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True)
@@ -151,3 +230,9 @@ def test_sbatch_runs_the_suite_across_the_allocation(tmp_path, can_make_namespac
         assert len(list((raw / node).glob("pairs.rank*.log"))) == 1
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["bandwidth.p2p_pairs"] == "pass" and not [k for k, s in verdicts.items() if s == "fail"]
+    # topology's NIC probe through srun: each node's veth (GLOO_SOCKET_IFNAME), found in its own namespace; slurmd
+    # runs with the machine's /sys (MULTINODE.md), so the state comes from netlink and the rate is unknown.
+    topo_rows = [json.loads(line) for line in (run / "raw" / "topology" / ".stage-rows.jsonl").read_text().splitlines()]
+    assert {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"} == {
+        f"node-{n}:{IFNAME}": (None, "up (no /sys of this namespace: rate unknown)") for n in "ab"}
+    assert verdicts["topology.nics"] == "pass" and (run / "raw" / "topology" / "nics.log.srun.log").exists()

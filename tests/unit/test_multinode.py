@@ -178,3 +178,61 @@ def test_a_multi_node_profile_survives_the_manifest_for_resume():
                                   socket_ifname="mn0", node_launcher="srun")
     back = profile_from_dict(__import__("json").loads(__import__("json").dumps(two.to_dict())))
     assert back == two and back.nodes == ("node-a", "root@node-b:2222") and back.world == 2
+
+
+# ---------------------------------------------------------------- before any stage (suite/nodecheck.py)
+
+
+def test_a_taken_rendezvous_port_is_refused_naming_the_node():
+    import socket
+
+    from suite.nodecheck import check_nodes, rendezvous_port_problem
+
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        problem = rendezvous_port_problem("gpu-a", port)
+        assert problem.startswith(f"node gpu-a: the rendezvous port {port} is taken by pid ")
+        assert "pass another --master-port" in problem
+        with pytest.raises(NodesError, match=f"rendezvous port {port} is taken"):
+            check_nodes(parse_nodes("gpu-a,gpu-b"), gpus=False, master_port=port)
+    assert rendezvous_port_problem("gpu-a", port) is None and rendezvous_port_problem("gpu-a", None) is None
+
+
+def test_gpu_counts_from_real_smi_lists():
+    from pathlib import Path
+
+    from suite.nodecheck import gpu_count_problems, gpu_lines
+
+    smi = Path(__file__).resolve().parents[1] / "data" / "smi"
+    two, one = (gpu_lines((smi / name).read_text()) for name in ("quadro-rtx4000-2gpu-L.txt", "rtx4070-laptop-L.txt"))
+    assert (two, one) == (2, 1)
+    assert gpu_count_problems({"gpu-a": two, "gpu-b": two}, "gpu-a") == []
+    assert gpu_count_problems({"gpu-a": two, "gpu-b": two, "gpu-c": one}, "gpu-a") == [
+        "node gpu-c: 1 GPUs where gpu-a has 2: rent nodes of one shape, or leave it out of --nodes"]
+
+
+def test_suite_run_refuses_a_taken_port_in_one_line(capsys):
+    """--master-port held on this (the first) node: exit 2 before any run directory, one line."""
+    import socket
+
+    from suite.__main__ import main as suite_main
+
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        code = suite_main(["run", "--nodes", "gpu-a,gpu-b", "--master-port", str(port), "--out", "/nonexistent/x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"rendezvous port {port} is taken" in err[0]
+
+
+def test_an_elastic_launch_for_the_node_loss_drill():
+    from suite.multinode import torchrun_node_command
+
+    argv = torchrun_node_command("py", "m", [], nproc=8, nnodes=2, endpoint="gpu-a:29400", rdzv_id="x",
+                                 max_restarts=1, min_nodes=1, last_call_s=10)
+    assert "--nnodes=1:2" in argv and "--rdzv-conf=join_timeout=120,last_call_timeout=10" in argv
+    plain = torchrun_node_command("py", "m", [], nproc=8, nnodes=2, endpoint="gpu-a:29400", rdzv_id="x")
+    assert "--nnodes=2" in plain and "--rdzv-conf=join_timeout=120" in plain

@@ -1,0 +1,275 @@
+"""`make remote HOSTS=a,b`: drive a multi-node run from the laptop, step by step (one host's: remote.py).
+
+    python -m provisioning remote --hosts root@gpu-a,root@gpu-b --runtime host --node-ssh-config ~/.ssh/cluster
+
+ 1 preflight  every node probed and judged on its own (preflight.py), then against the first (cluster.py:
+              GPUs, model, driver, Python, and the remote folder: the per-node torchrun runs the first node's
+              paths on every node); then, from the first node, every other node over ssh without a password
+              (the per-node torchrun and mpirun need it): a node it cannot reach is refused with the fix
+ 2 code       exactly the local HEAD on every node (codesync.py; on shared storage the second node finds it there)
+ 3 runtime    RUNTIME=host: the venv on every node, inside the detached job: the first node's, then each
+              other node's over ssh from the first (on shared storage they find the first node's ready);
+              GPU profiles check torch sees every GPU on every node. RUNTIME=docker across nodes is refused
+ 4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
+              re-attached as one host's run is; the job's key includes the node list
+ 5–7          one fetch of the first node's run directory (every node's raw output is under
+              raw/<stage>/<node>/: suite/multilaunch.py copies it there), report, archive: remote.py's
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import socket
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from suite.multinode import Node, parse_node
+
+from . import codesync, cuda_check, hostlock, hostruntime, jobs, preflight
+from .cluster import NodeShape, cluster_problems
+from .connection import Remote, RemoteError
+from .shell import join, quote
+
+SSH_CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class NodeRunSettings:
+    """How the first node reaches and runs the others (HOSTS= only)."""
+
+    ssh_config: str = ""
+    """NODE_SSH_CONFIG=: the ssh_config *on the first node* it reaches the others with ('' = its ~/.ssh/config)."""
+    socket_ifname: str = ""
+    """SOCKET_IFNAME=: the interface gloo and NCCL use between nodes ('' = the libraries choose)."""
+    nproc: int = 0
+    """NPROC=: processes per node (0 = the profile's: on a GPU node, its GPU count)."""
+
+
+@dataclass
+class Probed:
+    spec: Any
+    """provisioning.hosts.HostSpec"""
+    facts: preflight.HostFacts
+    decision: preflight.Decision
+
+    @property
+    def node(self) -> Node:
+        return parse_node(self.spec.label)
+
+
+def runtime_problem(opts) -> str | None:
+    """Multi-node runs use the host's Python on every node; a container per node is not built."""
+    if (opts.runtime or "host") != "host" or opts.image:
+        return ("RUNTIME=docker / IMAGE= across nodes is not built: use RUNTIME=host (each node's Python in a venv; "
+                "the per-node torchrun is started over ssh from the first node)")
+    return None
+
+
+def base_problems(nodes: list[Probed]) -> list[str]:
+    """The per-node torchrun runs the first node's checkout and venv paths on every node: the remote folder must agree."""
+    first = nodes[0]
+    return [f"node {p.spec.label}: remote folder {p.facts.base} where {first.spec.label} has {first.facts.base}: "
+            f"pass REMOTE_DIR=<one absolute path> that every node can create"
+            for p in nodes[1:] if p.facts.base != first.facts.base]
+
+
+def reach_argv(node: Node, ssh_config: str) -> list[str]:
+    """ssh from the first node to `node`, never prompting (a missing key or host key fails at once)."""
+    argv = node.ssh_argv(ssh_config)
+    return argv[:1] + ["-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"] + argv[1:]
+
+
+def reach_problem(first: str, node: Node, said: str, ssh_config: str) -> str:
+    """One line: which node cannot reach which, what ssh said, and the fix."""
+    if "host key verification failed" in said.lower():
+        fix = f"accept its host key once on {first}: ssh {node.destination} true"
+    else:
+        fix = (f"on {first} make a key (ssh-keygen -t ed25519) and add its .pub to {node.destination}'s "
+               "~/.ssh/authorized_keys (ssh-copy-id)" + ("" if ssh_config else ", or pass NODE_SSH_CONFIG="))
+    return f"node {first} cannot reach node {node.name} over ssh without a password ({said}): {fix}"
+
+
+def check_reach(first_remote: Remote, nodes: list[Probed], ssh_config: str) -> list[str]:
+    """From the first node, `ssh <node> true` for every other node; one problem line per node it cannot reach."""
+    out = []
+    for p in nodes[1:]:
+        r = first_remote.run(reach_argv(p.node, ssh_config) + ["true"], check=False,
+                             timeout=SSH_CONNECT_TIMEOUT_S + 20)
+        if r.exit_code != 0:
+            said = ((r.stderr or r.stdout).strip().splitlines() or [f"exit code {r.exit_code}"])[-1]
+            out.append(reach_problem(nodes[0].spec.label, p.node, said, ssh_config))
+    return out
+
+
+def suite_node_args(labels: list[str], settings: NodeRunSettings) -> list[str]:
+    """`python -m suite run`'s multi-node arguments."""
+    args = ["--nodes", ",".join(labels)]
+    if settings.ssh_config:
+        args += ["--ssh-config", settings.ssh_config]
+    if settings.socket_ifname:
+        args += ["--socket-ifname", settings.socket_ifname]
+    if settings.nproc:
+        args += ["--nproc", str(settings.nproc)]
+    return args
+
+
+def other_nodes_setup(job_dir: str, nodes: list[Node], ssh_config: str) -> str:
+    """The POSIX lines the first node's set-up ends with: each other node's set-up (`setup-<node>.sh`, put
+    there by the laptop) over ssh, all at once, each one's output kept and shown prefixed with its name; a
+    node that fails ends the set-up with exit 2 and its GPU check's refusal (if any) in jobs/<id>/refused."""
+    q = quote
+    lines = []
+    for i, node in enumerate(nodes):
+        script, log = f"{job_dir}/setup-{node.name}.sh", f"{job_dir}/setup-{node.name}.log"
+        lines.append(f'echo "── set-up on node {node.name} (over ssh from $(hostname))"')
+        lines.append(f"{join(reach_argv(node, ssh_config))} {q(join(['sh', script]))} > {q(log)} 2>&1 < /dev/null &")
+        lines.append(f"pid{i}=$!")
+    lines.append("failed=''")
+    for i, node in enumerate(nodes):
+        log = f"{job_dir}/setup-{node.name}.log"
+        lines.append(f"if wait $pid{i}; then :; else failed=\"$failed {node.name}\"; fi")
+        lines.append(f"sed {q('s/^/[' + node.name + '] /')} {q(log)}")
+    lines.append('if [ -n "$failed" ]; then')
+    for node in nodes:
+        log = f"{job_dir}/setup-{node.name}.log"
+        refused = f"{job_dir}/{cuda_check.REFUSED_FILE}"
+        lines.append(f"  line=$(sed -n {q('s/^' + cuda_check.REFUSED + '//p')} {q(log)} | tail -n 1)")
+        lines.append(f'  [ -z "$line" ] || echo "node {node.name}: $line" > {q(refused)}')
+    lines.append('  echo "set-up FAILED on node(s)$failed: see the [node] lines above"')
+    lines.append("  exit 2")
+    lines.append("fi")
+    return "\n".join(lines) + "\n"
+
+
+def node_setup(probed: Probed, venv: str, code_dir: str, check_dir: str, line, gpu: bool) -> str:
+    """One node's own set-up: its venv (hostruntime.py), then on GPU profiles the check that torch sees its GPUs
+    (its output and refusal under check_dir: the job's folder on the first node, a node-<name>/ in it elsewhere)."""
+    text = hostruntime.setup_script(venv, code_dir, python=probed.facts.python_exe or "python3", line=line)
+    if gpu:
+        check = cuda_check.host_python_argv(f"{venv}/bin/python", gpus_seen=len(probed.facts.gpus),
+                                            driver=probed.facts.driver)
+        text = f"mkdir -p -- {quote(check_dir)}\n" + text + cuda_check.job_step(check, check_dir)
+    return text
+
+
+def preflight_nodes(opts, steps) -> list[Probed] | None:
+    """Every node probed and judged; None (its REFUSED line said) at the first that cannot take part."""
+    from .remote import connect_for_transfers, run_preflight
+
+    probed: list[Probed] = []
+    for spec in opts.hosts:
+        steps.begin("preflight", f"checking node {spec.label}")
+        node_opts = dataclasses.replace(opts, host=spec)
+        try:
+            remote = connect_for_transfers(node_opts)
+        except RemoteError as e:
+            fix = e.hint or "check the address and port, the key (KEY=) or SSH_CONFIG=, or leave the node out of HOSTS="
+            steps.say(f"REFUSED: node {spec.label}: {e.what}: {fix}")
+            return None
+        try:
+            facts, decision = run_preflight(remote, node_opts, steps)
+        finally:
+            remote.close()
+        if decision.problems:
+            steps.say(f"REFUSED: node {spec.label}: {decision.problems[0]}")
+            return None
+        probed.append(Probed(spec, facts, decision))
+    problems = cluster_problems([(p.spec.label, p.facts) for p in probed]) + base_problems(probed)
+    if problems:
+        steps.say(f"REFUSED: {problems[0]}")
+        return None
+    return probed
+
+
+def cluster_main(opts, steps) -> int:
+    """make remote HOSTS=…: preflight, code, runtime, the run detached on the first node, follow, fetch, report."""
+    from .remote import connect_for_transfers, host_key_record, needs_gpu, run_job
+
+    problem = runtime_problem(opts)
+    if problem:
+        steps.say(f"REFUSED: {problem}")
+        return 2
+    opts = dataclasses.replace(opts, runtime="host")
+    settings = opts.nodes_run or NodeRunSettings()
+    local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
+    probed = preflight_nodes(opts, steps)
+    if probed is None:
+        return 2
+    shape = NodeShape.of(probed[0].facts)
+    steps.say(f"{len(probed)} nodes agree: {shape.gpus} × {shape.model}, driver {shape.driver}, Python {shape.python}")
+    labels = [p.spec.label for p in probed]
+    remote = connect_for_transfers(opts)  # opts.host is the first node
+    record: dict[str, Any] = {"host": opts.host.label, "hosts": labels, "host_key": host_key_record(remote),
+                              "commit": local.commit, "branch": local.branch, "dirty": local.dirty,
+                              "profile": opts.profile, "stages": opts.stages, "runtime": "host",
+                              "host_facts": asdict(probed[0].facts),
+                              "node_facts": {p.spec.label: asdict(p.facts) for p in probed[1:]}}
+    try:
+        unreachable = check_reach(remote, probed, settings.ssh_config)
+        if unreachable:
+            steps.say(f"REFUSED: {unreachable[0]}")
+            return 2
+        steps.say(f"{probed[0].spec.label} reaches {', '.join(labels[1:])} over ssh without a password")
+        base = probed[0].facts.base
+        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime="host",
+                          nodes=",".join(labels))
+        return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_cluster_job(
+            remote, opts, probed, local, key, resume_dir, settings, steps, gpu=needs_gpu(opts.profile)))
+    finally:
+        remote.close()
+
+
+def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, key: jobs.JobKey,
+                      resume_dir: str | None, settings: NodeRunSettings, steps, *, gpu: bool) -> dict[str, Any]:
+    """Under the first node's run lock: the code on every node, each other node's set-up script put there, and
+    the job started detached on the first node (its set-up prepares every node's venv first)."""
+    from .remote import connect_for_transfers, host_key_record, suite_args
+
+    first = probed[0]
+    base, job_id = first.facts.base, jobs.new_job_id(key)
+    job_dir = f"{base}/jobs/{job_id}"
+    line = first.decision.cuda_line if gpu else None  # a CPU profile keeps pip's own torch
+    venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), first.facts.python, line)
+    lock = hostlock.acquire(remote, base, job_id, {"by": f"{getpass.getuser()}@{socket.gethostname()}",
+                                                   "commit": key.commit, "profile": key.profile})
+    started = False
+    try:
+        steps.begin("code", f"code at {local.commit[:12]} ({local.branch}) on {len(probed)} nodes")
+        code_dir = ""
+        for p in probed:
+            node_remote = remote if p is first else connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+            try:
+                ship = codesync.ship if p.facts.git else codesync.ship_files
+                code_dir, how = ship(node_remote, local, base, say=steps.say)
+                steps.say(f"node {p.spec.label}: {code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
+                if p is not first:  # its set-up, which the first node's job runs over ssh
+                    node_remote.run(["mkdir", "-p", "--", job_dir])
+                    node_remote.write_text(f"{job_dir}/setup-{p.node.name}.sh",
+                                           node_setup(p, venv, code_dir, f"{job_dir}/node-{p.node.name}", line, gpu),
+                                           mode=0o755)
+            finally:
+                if p is not first:
+                    node_remote.close()
+        steps.begin("runtime", "RUNTIME=host on every node")
+        # The first node's own check writes jobs/<id>/refused, as one host's does; then the others'.
+        setup = node_setup(first, venv, code_dir, job_dir, line, gpu)
+        setup += other_nodes_setup(job_dir, [p.node for p in probed[1:]], settings.ssh_config)
+        steps.say(f"the job prepares the venv {venv} on every node first (unless ready; first time: minutes)")
+        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+        if not resume_dir:  # a resumed run keeps the nodes its manifest names
+            args += suite_node_args([p.spec.label for p in probed], settings)
+        env = {"PYTHONUNBUFFERED": "1", **preflight.host_job_environment(first.facts),
+               "PYTHONPATH": code_dir, "CARDTIME_COMMIT": local.commit}
+        steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} on {len(probed)} nodes, detached")
+        use_tmux = first.facts.tmux if opts.detach is None else opts.detach == "tmux"
+        jobs.start(remote, base, key, code_dir, [f"{venv}/bin/python", "-m", "suite", *args], use_tmux=use_tmux,
+                   job_id=job_id, env=env, setup=setup,
+                   extra={"code_shipped_by": "every node", "resumes": resume_dir, "host_key": host_key_record(remote)})
+        started = True
+    finally:
+        if not started:
+            hostlock.release(remote, lock)
+    st = jobs.wait_started(remote, base, job_id)
+    steps.say(f"job {job_id} started on {first.spec.label} (pid {st.pid}); closing the laptop now loses nothing")
+    return st.job or {"job_id": job_id, "code_dir": code_dir}

@@ -1,0 +1,104 @@
+"""The node-loss drill's worker: DDP training with DCP checkpoints across the nodes, one whole node lost mid-step.
+
+    torchrun --nnodes=1:2 --max-restarts=1 … -m suite.workloads.node_loss --lose node-b --steps 6 \
+        --checkpoint-every 2 --fault-step 5 --pg-timeout 5 --checkpoint-dir /shared/ckpt --model '{…}'
+
+The fault drill's training (suite/workloads/fault_drill.py: its event log and checkpoints), where the fault is a
+node: on the first attempt, in the middle of step --fault-step (after the forward, before the gradient
+all-reduce), the first rank of node --lose (CARDTIME_NODE_NAME) SIGKILLs its node's torchrun agent and then
+itself; the node's other ranks die with their agent (PR_SET_PDEATHSIG). The survivors are blocked in the
+all-reduce; their error is recorded and raised, their agents restart them (--max-restarts) and, the rendezvous
+being elastic, go on without the lost node: the global batch is split among fewer ranks, so the trajectory is the
+same, and the steps since the last checkpoint are computed again (`step` events of attempt 1).
+Checkpoints go to --checkpoint-dir, which must be one folder every node sees (a cluster's shared storage):
+the survivors resume from shards the lost node wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from .. import procs
+
+if __name__ == "__main__":
+    procs.die_with_parent()  # before `import torch`: a worker whose agent is killed must not linger
+
+import torch.distributed as dist  # noqa: E402
+
+from ..config import GptConfig  # noqa: E402
+from .fault_drill import EventLog, first_line, latest_checkpoint, load_checkpoint, process_start_time, \
+    save_checkpoint  # noqa: E402
+from .gpt import build_model  # noqa: E402
+from .training import local_batch, make_optimizer, train_step, wrap_ddp  # noqa: E402
+from .worker import worker_session  # noqa: E402
+
+
+def lose_this_node(events: EventLog, step: int, node: str) -> None:
+    """The node goes: its torchrun agent first (nothing of the node restarts), then this rank."""
+    agent = os.getppid()
+    events.write("fault", step=step, kind="node", node=node, pid=os.getpid(), agent_pid=agent)
+    os.kill(agent, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def train(args, w, events: EventLog, group, node: str) -> None:
+    cfg = GptConfig(**json.loads(args.model))
+    model = build_model(cfg, w.device)
+    ddp = wrap_ddp(model, w.device, group=group)
+    optimizer = make_optimizer(ddp.parameters())
+    folder = Path(args.checkpoint_dir)
+    found = latest_checkpoint(folder)
+    start = 0
+    if found is not None:
+        start, path = found
+        load_checkpoint(ddp, optimizer, path)
+    events.write("resumed", step=start, checkpoint=found[1].name if found else None, world=w.world)
+    for step in range(start, args.steps):
+        tokens, targets = local_batch(cfg, step, w.rank, w.world, device=w.device)
+        if w.restart_count == 0 and step == args.fault_step and node == args.lose and w.local_rank == 0:
+            model.register_forward_hook(lambda *_: lose_this_node(events, step, node))
+        mean = train_step(ddp, optimizer, tokens, targets).clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG, group=group)
+        events.write("step", step=step, loss=float(mean), world=w.world)
+        done = step + 1
+        if done % args.checkpoint_every == 0 and done < args.steps:
+            save_checkpoint(ddp, optimizer, folder, done)
+            if w.rank == 0:
+                events.write("checkpoint", step=done)
+
+
+def main(argv: list[str] | None = None) -> None:
+    spawned = process_start_time()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lose", required=True, help="the node whose agent is killed (its CARDTIME_NODE_NAME)")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--checkpoint-every", type=int, required=True)
+    p.add_argument("--fault-step", type=int, required=True)
+    p.add_argument("--pg-timeout", type=float, required=True, help="timeout of the training group, seconds")
+    p.add_argument("--join-timeout", type=float, default=60.0, help="timeout of joining, seconds")
+    p.add_argument("--checkpoint-dir", required=True, help="a folder every node sees")
+    p.add_argument("--model", required=True, help="the GptConfig as JSON")
+    args = p.parse_args(argv)
+    node = os.environ.get("CARDTIME_NODE_NAME", "node")
+    events = EventLog(Path(os.environ.get("CARDTIME_RAW_DIR", ".")), int(os.environ["RANK"]),
+                      int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    events.write("spawn", t=spawned, pid=os.getpid(), node=node)
+    with worker_session(timeout_s=max(args.join_timeout, args.pg_timeout)) as w:
+        group = dist.new_group(timeout=timedelta(seconds=args.pg_timeout))
+        events.write("group_up", world=w.world, node=node)
+        try:
+            train(args, w, events, group, node)
+        except Exception as error:  # a survivor: record what it raised, then fail so that torchrun restarts it
+            events.write("error", type=type(error).__name__, first_line=first_line(error), node=node)
+            raise
+        events.write("done", t=time.time(), node=node)
+
+
+if __name__ == "__main__":
+    main()

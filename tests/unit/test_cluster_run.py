@@ -1,0 +1,79 @@
+"""make remote HOSTS= (provisioning/cluster_run.py): the pure parts — what is refused before anything is shipped,
+the run's arguments, the job's key — on probe outputs built from real captures (test_cluster_preflight.facts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from provisioning import jobs, preflight
+from provisioning.cluster_run import (NodeRunSettings, Probed, base_problems, reach_problem, runtime_problem,
+                                      suite_node_args)
+from provisioning.hosts import parse_host
+from provisioning.remote import RemoteOptions
+from suite.multinode import parse_node
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cluster_preflight import facts  # noqa: E402
+
+
+def probed(label: str, **changes) -> Probed:
+    f = facts(**changes)
+    return Probed(parse_host(label), f, preflight.Decision("host", []))
+
+
+def test_the_nodes_must_share_the_remote_folder():
+    nodes = [probed("root@a", base="/root/cardtime"), probed("root@b", base="/root/cardtime"),
+             probed("ubuntu@c", base="/home/ubuntu/cardtime")]
+    assert base_problems(nodes) == ["node ubuntu@c: remote folder /home/ubuntu/cardtime where root@a has "
+                                    "/root/cardtime: pass REMOTE_DIR=<one absolute path> that every node can create"]
+    assert base_problems(nodes[:2]) == []
+
+
+def test_a_node_the_first_cannot_reach_names_both_and_the_fix():
+    node = parse_node("root@gpu-b")
+    keys = reach_problem("root@gpu-a", node, "root@gpu-b: Permission denied (publickey).", "")
+    assert keys == ("node root@gpu-a cannot reach node gpu-b over ssh without a password (root@gpu-b: Permission "
+                    "denied (publickey).): on root@gpu-a make a key (ssh-keygen -t ed25519) and add its .pub to "
+                    "root@gpu-b's ~/.ssh/authorized_keys (ssh-copy-id), or pass NODE_SSH_CONFIG=")
+    host_key = reach_problem("root@gpu-a", node, "Host key verification failed.", "/etc/cluster_ssh")
+    assert host_key.endswith(": accept its host key once on root@gpu-a: ssh root@gpu-b true")
+
+
+def test_only_the_host_runtime_across_nodes():
+    opts = RemoteOptions(host=parse_host("root@a"))
+    assert runtime_problem(opts) is None and runtime_problem(dataclasses.replace(opts, runtime="host")) is None
+    for bad in (dict(runtime="docker"), dict(image="registry/cardtime:cu130")):
+        assert runtime_problem(dataclasses.replace(opts, **bad)).startswith("RUNTIME=docker / IMAGE= across nodes")
+
+
+def test_the_suites_node_arguments():
+    assert suite_node_args(["root@a", "root@b:2222"], NodeRunSettings()) == ["--nodes", "root@a,root@b:2222"]
+    assert suite_node_args(["a", "b"], NodeRunSettings(ssh_config="/c", socket_ifname="ens5", nproc=8)) == [
+        "--nodes", "a,b", "--ssh-config", "/c", "--socket-ifname", "ens5", "--nproc", "8"]
+
+
+def test_the_job_key_holds_the_nodes_and_still_matches_older_single_host_jobs():
+    single = jobs.JobKey(commit="c" * 40, profile="nccl-gpu", stages="", runtime="host")
+    multi = dataclasses.replace(single, nodes="root@a,root@b")
+    older = {"commit": "c" * 40, "profile": "nccl-gpu", "stages": "", "runtime": "host"}  # job.json before nodes
+    assert single.matches(older) and not multi.matches(older)
+    assert multi.matches({**older, "nodes": "root@a,root@b"}) and not single.matches({**older, "nodes": "root@a,root@b"})
+
+
+def test_a_node_whose_set_up_cannot_run_ends_the_set_up_naming_it(tmp_path):
+    """The first node's set-up lines for the others, run for real by sh: a node that ssh cannot reach (an
+    unresolvable name: ssh fails at once) makes the set-up exit 2 naming it, its ssh error shown prefixed."""
+    import subprocess
+
+    from provisioning.cluster_run import other_nodes_setup
+
+    nodes = [parse_node("root@nosuch-b.invalid"), parse_node("root@nosuch-c.invalid")]
+    done = subprocess.run(["sh", "-c", "set -e\n" + other_nodes_setup(str(tmp_path), nodes, "")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "set-up FAILED on node(s) nosuch-b.invalid nosuch-c.invalid: see the [node] lines above"
+    assert any(line.startswith("[nosuch-b.invalid] ssh: Could not resolve hostname") for line in lines)
+    assert (tmp_path / "setup-nosuch-c.invalid.log").exists() and not (tmp_path / "refused").exists()

@@ -1,0 +1,46 @@
+"""make plan NODES=2 | HOSTS=a,b (suite/plan.py): every launch spans the nodes, the ring's slowest hop is the NIC."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.__main__ import main as suite_main
+from suite.config import get_profile
+from suite.plan import PlanAssumptions, estimate, render
+from suite.stages._node_nics import PROBE_S
+from suite.stages._node_pairs import PAIR_BYTES, PAIR_ITERS
+
+
+def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_parts():
+    a = PlanAssumptions()
+    two = estimate(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2))
+    # The same plan on one box of 16 GPUs whose links run at the NIC's share and whose launches pay the rendezvous:
+    flat = estimate(get_profile("nccl-gpu", 16), PlanAssumptions(beta_Bps=a.inter_node_Bps,
+                                                                  torchrun_launch_s=a.torchrun_launch_s + a.rendezvous_s))
+    assert two.gpus == 16 and two.nodes == 2 and two.beta_Bps == a.inter_node_Bps
+    assert len(two.stages) == len(flat.stages) > 10
+    launch = a.torchrun_launch_s + a.rendezvous_s
+    pairs = launch + 2 * 1 * (1 + PAIR_ITERS) * (a.alpha_s + PAIR_BYTES / a.inter_node_Bps)
+    extra = {"topology": PROBE_S, "bandwidth": pairs}
+    for mine, theirs in zip(two.stages, flat.stages):
+        assert mine.stage == theirs.stage
+        assert mine.seconds == pytest.approx(theirs.seconds + extra.get(mine.stage, 0.0), rel=1e-12), mine.stage
+    assert "node-pair matrix" in dict((s.stage, s.basis) for s in two.stages)["bandwidth"]
+    assert render(two).startswith("plan for nccl-gpu on 2 nodes × 8 × H100 SXM (16 GPUs): α = 5 µs, β = 50 GB/s "
+                                  "per direction (the inter-node hop)")
+
+
+def test_one_node_is_unchanged():
+    one = estimate(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=1))
+    base = estimate(get_profile("nccl-gpu", 8))
+    assert [(s.stage, s.seconds) for s in one.stages] == [(s.stage, s.seconds) for s in base.stages]
+
+
+def test_cli_nodes_by_count_or_by_list(capsys):
+    assert suite_main(["plan", "--gpus", "8", "--nodes", "root@gpu-a,root@gpu-b:2222,gpu-c", "--inter-node", "25"]) == 0
+    assert "on 3 nodes × 8 × H100 SXM (24 GPUs)" in capsys.readouterr().out
+    assert suite_main(["plan", "--gpus", "8", "--nodes", "2"]) == 0
+    assert "on 2 nodes × 8" in capsys.readouterr().out
+    assert suite_main(["plan", "--nodes", "root@a,,root@b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node 2 of the list is empty" in err[0]
