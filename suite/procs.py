@@ -83,6 +83,17 @@ def alive(pid: int) -> bool:
         return True
 
 
+def start_ticks(pid: int | str = "self") -> int | None:
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None where /proc does not tell.
+
+    With the pid it names one process for good: a pid recycled by another process has another start."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def kill_tree(pid: int, grace_s: float = 2.0) -> None:
     """SIGTERM `pid` and all its descendants (SIGCONT for stopped ones), then SIGKILL what is left."""
     victims = descendants(pid) + [pid]

@@ -61,6 +61,21 @@ def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
     return json.loads(line)
 
 
+def receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
+    """The client's request and the file descriptors sent with its first bytes (an exec's stdin/stdout/stderr)."""
+    data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    try:
+        return receive_line(conn, bytearray(data)), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
 # ---------------------------------------------------------------- the server
 
 
@@ -112,11 +127,13 @@ def serve(path: str) -> None:
     while True:
         conn, _ = listener.accept()
         try:
-            request = receive_line(conn, bytearray())
+            request, fds = receive_request(conn)
         except (OSError, ValueError) as error:  # a client gone or garbled: this process serves the next one
             print(f"zygote: a request could not be read: {error}", flush=True)
-            request = None
-        if request is None:
+            request, fds = None, []
+        if request is None or (fds and request.get("op") != "exec"):
+            for fd in fds:
+                os.close(fd)
             conn.close()
             continue
         if request.get("op") == "ping":
@@ -128,11 +145,18 @@ def serve(path: str) -> None:
             listener.close()
             code = 1
             try:
-                code = agent(conn, request)
+                if request.get("op") == "exec":  # one process: `python -m module` forked (suite/warm_python.py)
+                    from .zygote_exec import relay
+
+                    code = relay(conn, request, fds)
+                else:
+                    code = agent(conn, request)
             except BaseException:  # noqa: BLE001 - the agent's own failure goes to the zygote's log
                 traceback.print_exc()
             finally:
                 os._exit(code)
+        for fd in fds:
+            os.close(fd)
         conn.close()
 
 
@@ -252,6 +276,14 @@ def signal_quietly(pid: int, sig: int) -> None:
 
 def start_rank(request: dict, rank: int) -> None:
     """In the forked rank: become the worker torchrun would have started, run the module's main, exit."""
+    become(request["module"], request["args"], rank_env(request, rank), request["cwd"])
+
+
+def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
+    """In a process forked from here: run `module` as `python -m module args` would, with exactly `env`, then exit.
+
+    Also what suite/zygote_exec.py's children do. `spawned_at`: when the process standing in for this one was
+    created (suite/warm_python.py), which the worker reports as its own start."""
     code = 1
     try:
         from . import procs
@@ -260,8 +292,7 @@ def start_rank(request: dict, rank: int) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(request["cwd"])
-        env = rank_env(request, rank)
+        os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
         import random
@@ -274,9 +305,9 @@ def start_rank(request: dict, rank: int) -> None:
         from . import workloads
 
         workloads.LAUNCHER_PID = os.getppid()  # the agent: worker_session dies with it, as with torchrun's agent
-        module = request["module"]
-        sys.argv = [module, *request["args"]]
-        sys.path.insert(0, request["cwd"])  # what `python -m` puts first
+        workloads.SPAWNED_AT = spawned_at
+        sys.argv = [module, *args]
+        sys.path.insert(0, cwd)  # what `python -m` puts first
         sys.modules.pop(module, None)  # preloaded as a module; now run as __main__
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0

@@ -43,7 +43,8 @@ from pathlib import Path
 from .. import procs
 from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
-from ..launch import LaunchError, run_torchrun
+from ..forklaunch import launch, warm_zygote
+from ..launch import LaunchError
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
@@ -243,6 +244,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         # The drills first, the reference while they start up: on 2 cores the launches' start-ups dominate.
         ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}): rank {cfg.fault_rank} of "
                 f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        if profile.launcher == "fork":
+            warm_zygote()  # one for every drill's torchrun and workers, not one started by each supervisor
         children = start_drills(profile, ctx, ranks, cases)
         reference = compute_reference(profile, ctx, device)
         outcomes = wait_for_drills(ctx, children)
@@ -335,8 +338,8 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
                     f"raise it with --stage-timeout fault=SECONDS")
     launch_error = None
     try:
-        run_torchrun(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
-                     on_poll=watch.poll, env=case.env(dict(os.environ)))
+        launch(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
+               on_poll=watch.poll, env=case.env(dict(os.environ)))
     except LaunchError as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
         launch_error = f"{error} (exit code {error.exit_code})"
         atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")
