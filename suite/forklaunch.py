@@ -166,6 +166,13 @@ def warm_run_module(zygote: "Zygote") -> list[str]:
     return [sys.executable, "-S", str(WARM_PYTHON), zygote.socket_path]
 
 
+def module_command(profile: Profile, module: str, args: Sequence[str] = ()) -> list[str]:
+    """`python -m module args` for one process of the stage's own (not a launch of ranks): forked from the warm zygote
+    under the fork launcher, a fresh interpreter otherwise."""
+    head = warm_run_module(warm_zygote()) if profile.launcher == "fork" else [sys.executable, "-m"]
+    return [*head, module, *args]
+
+
 def run_warm_torchrun(profile: Profile, module: str, args: Sequence[str] = (), *, raw_dir: Path, tag: str = "",
                       **kwargs) -> LaunchResult:
     """run_torchrun with torchrun (`torch.distributed.run`'s own main, every option and restart its own) and each

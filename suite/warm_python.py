@@ -77,7 +77,8 @@ def exit_as(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
         os.kill(os.getpid(), -code)
         code = 128 - code  # a signal whose default is not to end the process
@@ -119,6 +120,8 @@ def main(argv: list[str]) -> int:
             print(f"warm_python: the zygote's relay for {module} went away before it exited", file=sys.stderr)
             return 1
         if "exit" in message:
+            while read_line(conn, buffer) is not None:  # the relay's end: gone before its stand-in is
+                pass
             exit_as(int(message["exit"]))
         if "error" in message:
             print(f"warm_python: {message['error']}", file=sys.stderr)

@@ -25,10 +25,8 @@ agent then SIGKILLs its ranks. When a rank fails, the agent stops the others, as
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import pkgutil
-import runpy
 import selectors
 import signal
 import socket
@@ -37,28 +35,13 @@ import time
 import traceback
 from datetime import timedelta
 
+from .zygote_exec import POLL_S, become, client_gone, receive_line, relay, send
+
 STOP_GRACE_S = 3.0
 """After one rank failed: how long the others get between SIGTERM and SIGKILL (torchrun waits 30 s)."""
-POLL_S = 0.05
 
 
 # ---------------------------------------------------------------- messages
-
-
-def send(conn: socket.socket, message: dict) -> None:
-    conn.sendall((json.dumps(message) + "\n").encode())
-
-
-def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
-    """The next JSON line from `conn` (blocking); None at end of stream."""
-    while b"\n" not in buffer:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        buffer.extend(chunk)
-    line, _, rest = bytes(buffer).partition(b"\n")
-    buffer[:] = rest
-    return json.loads(line)
 
 
 def receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
@@ -146,8 +129,6 @@ def serve(path: str) -> None:
             code = 1
             try:
                 if request.get("op") == "exec":  # one process: `python -m module` forked (suite/warm_python.py)
-                    from .zygote_exec import relay
-
                     code = relay(conn, request, fds)
                 else:
                     code = agent(conn, request)
@@ -249,14 +230,6 @@ def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tu
     return codes, first_failed
 
 
-def client_gone(conn: socket.socket) -> bool:
-    """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its request."""
-    try:
-        return not conn.recv(1, socket.MSG_PEEK)
-    except OSError:
-        return True
-
-
 def reap(running: dict[int, int], codes: list, nohang: bool = False) -> None:
     for pid in list(running):
         done, status = os.waitpid(pid, os.WNOHANG if nohang else 0)
@@ -277,52 +250,6 @@ def signal_quietly(pid: int, sig: int) -> None:
 def start_rank(request: dict, rank: int) -> None:
     """In the forked rank: become the worker torchrun would have started, run the module's main, exit."""
     become(request["module"], request["args"], rank_env(request, rank), request["cwd"])
-
-
-def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
-    """In a process forked from here: run `module` as `python -m module args` would, with exactly `env`, then exit.
-
-    Also what suite/zygote_exec.py's children do. `spawned_at`: when the process standing in for this one was
-    created (suite/warm_python.py), which the worker reports as its own start."""
-    code = 1
-    try:
-        from . import procs
-
-        procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        import random
-
-        import torch
-
-        # Read by libgomp at torch's import, in the zygote: the worker's value is applied here.
-        torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
-        random.seed()  # a fresh process's own seed, not the zygote's copy
-        from . import workloads
-
-        workloads.LAUNCHER_PID = os.getppid()  # the agent: worker_session dies with it, as with torchrun's agent
-        workloads.SPAWNED_AT = spawned_at
-        sys.argv = [module, *args]
-        sys.path.insert(0, cwd)  # what `python -m` puts first
-        sys.modules.pop(module, None)  # preloaded as a module; now run as __main__
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        if not isinstance(stop.code, (int, type(None))):
-            print(stop.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - as an uncaught exception ends a torchrun worker: traceback, exit 1
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
 
 
 def main(argv: list[str]) -> int:

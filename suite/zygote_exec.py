@@ -19,12 +19,92 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import selectors
 import signal
 import socket
+import sys
+import traceback
 
 from . import procs
-from .zygote import POLL_S, become, client_gone, send
+
+POLL_S = 0.05
+"""How often a waiting relay or agent looks at its children where nothing wakes it."""
+
+
+# ---------------------------------------------------------------- messages: one JSON object per line
+
+
+
+
+def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
+    """In a process forked from the zygote: run `module` as `python -m module args` would, with exactly `env`, then
+    exit. A launch's ranks (suite/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when the process standing in for this one was
+    created (suite/warm_python.py), which the worker reports as its own start."""
+    code = 1
+    try:
+        procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        import random
+
+        import torch
+
+        # Read by libgomp at torch's import, in the zygote: the worker's value is applied here.
+        torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+        random.seed()  # a fresh process's own seed, not the zygote's copy
+        from . import workloads
+
+        workloads.LAUNCHER_PID = os.getppid()  # the agent: worker_session dies with it, as with torchrun's agent
+        workloads.SPAWNED_AT = spawned_at
+        sys.argv = [module, *args]
+        sys.path.insert(0, cwd)  # what `python -m` puts first
+        sys.modules.pop(module, None)  # preloaded as a module; now run as __main__
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if not isinstance(stop.code, (int, type(None))):
+            print(stop.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - as an uncaught exception ends a torchrun worker: traceback, exit 1
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def send(conn: socket.socket, message: dict) -> None:
+    conn.sendall((json.dumps(message) + "\n").encode())
+
+
+def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
+    """The next JSON line from `conn` (blocking); None at end of stream."""
+    while b"\n" not in buffer:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        buffer.extend(chunk)
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    return json.loads(line)
+
+
+def client_gone(conn: socket.socket) -> bool:
+    """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its request."""
+    try:
+        return not conn.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
+
+
+# ---------------------------------------------------------------- an exec: one module's process and its relay
 
 
 def relay(conn: socket.socket, request: dict, fds: list[int]) -> int:

@@ -34,18 +34,20 @@ variable, so the rehearsal runs each scenario once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs
 from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
-from ..forklaunch import launch, warm_zygote
-from ..launch import LaunchError
-from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
+from ..forklaunch import launch, module_command, warm_zygote
+from ..launch import LaunchError, worker_env
+from ..results import Expectation, Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
@@ -107,10 +109,15 @@ class FaultConfig:
 
 
 CONFIG = ConfigSection("fault", FaultConfig, {
-    # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
+    # 2 ranks: the drill needs only a survivor, and fewer processes share the 2 cores.
     # 6 steps: checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4 replayed),
     # then one new step; two steps and a checkpoint fewer than the default per restarted attempt and reference.
-    "gloo-cpu": FaultConfig(ranks=2, steps=6, concurrent=True),
+    # A 3 s process-group timeout: the hang's detection waits for it, on the stage's critical path. It still tests
+    # what 60 s tests on GPUs: a stopped rank (sockets open) makes no error until the timeout, and the survivor's
+    # error then names it ("Timed out waiting 3000ms"); 3 s stays far above a step here (~0.1 s, also under the
+    # load of three drills on two cores), so no collective times out by chance, and far from the crash's and
+    # exception's detection (0.05–0.2 s: a closed socket), so a timeout and a closed socket cannot be confused.
+    "gloo-cpu": FaultConfig(ranks=2, steps=6, pg_timeout_s=3.0, concurrent=True),
     # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
     "nccl-gpu": FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
                             drill_timeout_s=420.0),
@@ -218,39 +225,23 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 # ---------------------------------------------------------------- run
 
 
-def reference_losses(model_cfg, steps: int, device: str) -> list[float]:
-    """The uninterrupted run, in one process on the full global batch: the loss of every step, same seed.
-
-    DDP averages the ranks' gradients of equal shares, which is the full batch's gradient, so the
-    drill follows this trajectory up to the order of floating-point sums.
-    """
-    from ..workloads.gpt import build_model, synthetic_batch
-    from ..workloads.training import make_optimizer, train_step
-
-    model = build_model(model_cfg, device)
-    optimizer = make_optimizer(model.parameters())
-    losses = []
-    for step in range(steps):
-        tokens, targets = synthetic_batch(model_cfg, step, device=device)
-        losses.append(float(train_step(model, optimizer, tokens, targets)))
-    return losses
-
-
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
     if cfg.concurrent and len(cases) > 1:
-        # The drills first, the reference while they start up: on 2 cores the launches' start-ups dominate.
-        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}): rank {cfg.fault_rank} of "
-                f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        # Everything at once: the reference's process and every drill's torchrun start together.
+        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}) and the uninterrupted reference: "
+                f"rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
         if profile.launcher == "fork":
             warm_zygote()  # one for every drill's torchrun and workers, not one started by each supervisor
+        reference_proc = start_reference(profile, ctx, device)
         children = start_drills(profile, ctx, ranks, cases)
-        reference = compute_reference(profile, ctx, device)
         outcomes = wait_for_drills(ctx, children)
+        reference = finish_reference(ctx, reference_proc)
     else:
-        reference = compute_reference(profile, ctx, device)
+        ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
+        reference = finish_reference(ctx, start_reference(profile, ctx, device))  # first: the drill needs the card
         outcomes = {}
         for index, case in enumerate(cases):
             ctx.say(f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
@@ -275,17 +266,37 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return rows
 
 
-def compute_reference(profile: Profile, ctx: StageContext, device: str) -> list[float]:
-    import torch
+REFERENCE = "suite.workloads.fault_reference"
 
-    ctx.say(f"uninterrupted reference: {profile.fault.steps} steps in one process")
-    # The workers' thread count: more OpenMP threads than free cores makes tiny matmuls 10-100× slower.
-    torch.set_num_threads(profile.omp_threads)
-    reference = reference_losses(profile.model, profile.fault.steps, device)
-    if profile.device == "cuda":
-        torch.cuda.empty_cache()  # the drill's rank 0 needs this card
-    atomic_write_text(ctx.raw_dir / "reference_losses.json", dumps({"losses": reference, "device": device}))
-    return reference
+
+def start_reference(profile: Profile, ctx: StageContext, device: str) -> subprocess.Popen:
+    """Start the uninterrupted run (suite/workloads/fault_reference.py) with the workers' environment and threads."""
+    args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--steps", str(profile.fault.steps),
+            "--device", device, "--out", str(ctx.raw_dir / "reference_losses.json")]
+    (ctx.raw_dir / "reference_losses.json").unlink(missing_ok=True)
+    with open(ctx.raw_dir / "reference.log", "wb") as log:
+        return subprocess.Popen(module_command(profile, REFERENCE, args), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=worker_env(profile),
+                                preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
+
+
+def finish_reference(ctx: StageContext, proc: subprocess.Popen) -> list[float]:
+    """Wait for the reference (within the stage's time); its losses, or an error naming its log."""
+    left = ctx.time_left()
+    try:
+        code = proc.wait(timeout=None if left is None else max(left - RESERVE_S, 1.0))
+    except subprocess.TimeoutExpired:
+        procs.kill_tree(proc.pid, grace_s=0.0)
+        proc.wait()
+        code = None
+    path = ctx.raw_dir / "reference_losses.json"
+    if code != 0 or not path.exists():
+        log = ctx.raw_dir / "reference.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.exists() else ""
+        raise RuntimeError(f"the uninterrupted reference ({REFERENCE}) "
+                           + ("ran out of the stage's time" if code is None else f"exited with code {code}")
+                           + f": see {log}" + (f"\n{tail}" if tail else ""))
+    return [float(x) for x in json.loads(path.read_text())["losses"]]
 
 
 def start_drills(profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]) -> dict[str, procs.Forked]:
