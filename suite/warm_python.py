@@ -87,7 +87,8 @@ def exit_as(code: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print("usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/forklaunch.py)", file=sys.stderr)
+        print("usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/forklaunch.py)",
+              file=sys.stderr)
         return 2
     die_with_parent()
     spawned = started_at()

@@ -39,8 +39,8 @@ POLL_S = 0.05
 
 def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
     """In a process forked from the zygote: run `module` as `python -m module args` would, with exactly `env`, then
-    exit. A launch's ranks (suite/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when the process standing in for this one was
-    created (suite/warm_python.py), which the worker reports as its own start."""
+    exit. A launch's ranks (suite/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when
+    the process standing in for this one was created (suite/warm_python.py), which the worker reports as its start."""
     code = 1
     try:
         procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it

@@ -85,10 +85,11 @@ class DrillWatch:
             return
 
 
-def is_drill_process(pid: int, started: int | None) -> bool:
+def is_drill_process(pid: int, started: int | None = None) -> bool:
     """Whether `pid` is still the faulted rank (never signal a recycled pid): the same start time where /proc tells
     (a rank forked from the warm launcher runs under the zygote's command line), else its command line."""
     if started is not None and procs.start_ticks(pid) is not None:
         return procs.start_ticks(pid) == started
-    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
+                         check=False).stdout
     return WORKER in out

@@ -2,7 +2,7 @@
 raise, how long torchrun takes to restart the group, and whether training resumes from the last
 checkpoint on the same trajectory.
 
-    python -m suite run --stages fault --profile gloo-cpu     # the rehearsal: 2 gloo ranks, pg timeout 5 s
+    python -m suite run --stages fault --profile gloo-cpu     # the rehearsal: 2 gloo ranks, pg timeout 3 s
     python -m suite run --stages fault --profile nccl-gpu     # one rank per GPU, NCCL, pg timeout 60 s
 
 Each scenario (crash: SIGKILL, hang: SIGSTOP, exception: raise mid-step) is one torchrun launch
@@ -19,8 +19,8 @@ stage supervises the launch (every 0.2 s):
     SIGKILL it; the drill does not pay those 30 s, and `restart_s` of the hang includes its own
     SIGKILL (row `nudge_s`, note `restart_note`).
 The uninterrupted reference is one process training the full global batch for the same steps
-with the same seed, computed by the stage itself (while concurrent drills start up, else first): DDP's averaged gradient of equal shares is
-the full batch's gradient, so the drill's losses before the fault must already agree with it
+with the same seed (suite/workloads/fault_reference.py, started beside concurrent drills, else
+first): DDP's averaged gradient of equal shares is the full batch's gradient, so the drill's losses before the fault must already agree with it
 (`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
 steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
 are deleted after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
@@ -29,28 +29,36 @@ On NCCL every scenario runs twice (`drill_cases`): under torch's default TORCH_N
 (unset, 3: on a timed-out collective the watchdog ends the process without ncclCommAbort) — what a
 production job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores the
 variable, so the rehearsal runs each scenario once.
+
+Under gloo-cpu's warm launcher (`--launcher fork`, suite/forklaunch.py) each launch is still
+torchrun's own CLI — `torch.distributed.run`'s main with --max-restarts=1: its rendezvous, its
+monitoring, its SIGTERM to the survivors, its restart — but torchrun and every worker it starts
+are forked from the run's zygote, which imported torch once (suite/warm_python.py: a --no-python
+entrypoint standing in for its fork, passing on signals, exiting as it exited, killing it when it
+dies). Fifteen processes importing torch on two cores were the stage's cost (37 s of 95 at 12:20
+UTC on 2026-12-01); `--launcher torchrun` runs the drills as the GPU profile does. The worker is
+the same module either way, and the faults are the same signals and exception.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs
 from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
-from ..forklaunch import launch, module_command, warm_zygote
-from ..launch import LaunchError, worker_env
+from ..forklaunch import launch, warm_zygote
+from ..launch import LaunchError
 from ..results import Expectation, Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
+from ._fault_reference import finish_reference, start_reference
 from ._fault_watch import WORKER, DrillWatch
 from .. import headlines as hl
 
@@ -58,9 +66,10 @@ MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, h
             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
             "the loss after resuming against an uninterrupted run")
 WRONG = "hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory"
-REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group timeout: a real SIGKILL, SIGSTOP and "
-             "exception, real detection, real restart and resume (the stopped rank is SIGKILLed by the drill once "
-             "a survivor has raised, sparing torchrun's 30 s wait)")
+REHEARSAL = ("the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at once: a "
+             "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
+             "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
+             "torchrun's 30 s wait)")
 
 ROW = 9
 AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the measurements
@@ -238,10 +247,11 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         reference_proc = start_reference(profile, ctx, device)
         children = start_drills(profile, ctx, ranks, cases)
         outcomes = wait_for_drills(ctx, children)
-        reference = finish_reference(ctx, reference_proc)
+        reference = finish_reference(ctx, reference_proc, RESERVE_S)
     else:
         ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
-        reference = finish_reference(ctx, start_reference(profile, ctx, device))  # first: the drill needs the card
+        # First, on its own: on GPUs the drill's rank 0 needs the card.
+        reference = finish_reference(ctx, start_reference(profile, ctx, device), RESERVE_S)
         outcomes = {}
         for index, case in enumerate(cases):
             ctx.say(f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
@@ -264,39 +274,6 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
     })
     return rows
-
-
-REFERENCE = "suite.workloads.fault_reference"
-
-
-def start_reference(profile: Profile, ctx: StageContext, device: str) -> subprocess.Popen:
-    """Start the uninterrupted run (suite/workloads/fault_reference.py) with the workers' environment and threads."""
-    args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--steps", str(profile.fault.steps),
-            "--device", device, "--out", str(ctx.raw_dir / "reference_losses.json")]
-    (ctx.raw_dir / "reference_losses.json").unlink(missing_ok=True)
-    with open(ctx.raw_dir / "reference.log", "wb") as log:
-        return subprocess.Popen(module_command(profile, REFERENCE, args), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=worker_env(profile),
-                                preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()))
-
-
-def finish_reference(ctx: StageContext, proc: subprocess.Popen) -> list[float]:
-    """Wait for the reference (within the stage's time); its losses, or an error naming its log."""
-    left = ctx.time_left()
-    try:
-        code = proc.wait(timeout=None if left is None else max(left - RESERVE_S, 1.0))
-    except subprocess.TimeoutExpired:
-        procs.kill_tree(proc.pid, grace_s=0.0)
-        proc.wait()
-        code = None
-    path = ctx.raw_dir / "reference_losses.json"
-    if code != 0 or not path.exists():
-        log = ctx.raw_dir / "reference.log"
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.exists() else ""
-        raise RuntimeError(f"the uninterrupted reference ({REFERENCE}) "
-                           + ("ran out of the stage's time" if code is None else f"exited with code {code}")
-                           + f": see {log}" + (f"\n{tail}" if tail else ""))
-    return [float(x) for x in json.loads(path.read_text())["losses"]]
 
 
 def start_drills(profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]) -> dict[str, procs.Forked]:

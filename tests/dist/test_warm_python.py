@@ -28,8 +28,8 @@ def command():
 
 def start(command, do: str, tmp_path) -> tuple[subprocess.Popen, dict]:
     repo = os.getcwd()
-    proc = subprocess.Popen([*command, "--do", do], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=repo, env={**os.environ, "CARDTIME_STAND_IN": str(tmp_path)},
+    proc = subprocess.Popen([*command, "--do", do], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=repo, env={**os.environ, "CARDTIME_STAND_IN": str(tmp_path)},
                             start_new_session=True)
     proc.stdin.write("hello from the stand-in's stdin\n")
     proc.stdin.flush()
