@@ -58,12 +58,11 @@ def started_at() -> float:
         return time.time()
 
 
-def read_line(conn: socket.socket, buffer: bytearray) -> dict | None:
+def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
+    """The next JSON line from `conn` (blocking; a relayed signal's handler does not end the wait, PEP 475); None at
+    end of stream. The zygote's side reads its messages with this too (suite/zygote_exec.py)."""
     while b"\n" not in buffer:
-        try:
-            chunk = conn.recv(65536)
-        except InterruptedError:
-            continue
+        chunk = conn.recv(65536)
         if not chunk:
             return None
         buffer.extend(chunk)
@@ -116,12 +115,12 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, relay)
     buffer = bytearray()
     while True:
-        message = read_line(conn, buffer)
+        message = receive_line(conn, buffer)
         if message is None:
             print(f"warm_python: the zygote's relay for {module} went away before it exited", file=sys.stderr)
             return 1
         if "exit" in message:
-            while read_line(conn, buffer) is not None:  # the relay's end: gone before its stand-in is
+            while receive_line(conn, buffer) is not None:  # the relay's end: gone before its stand-in is
                 pass
             exit_as(int(message["exit"]))
         if "error" in message:

@@ -35,7 +35,8 @@ import time
 import traceback
 from datetime import timedelta
 
-from .zygote_exec import POLL_S, become, client_gone, receive_line, relay, send
+from .warm_python import receive_line
+from .zygote_exec import POLL_S, become, client_gone, relay, send
 
 STOP_GRACE_S = 3.0
 """After one rank failed: how long the others get between SIGTERM and SIGKILL (torchrun waits 30 s)."""

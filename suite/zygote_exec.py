@@ -84,18 +84,6 @@ def send(conn: socket.socket, message: dict) -> None:
     conn.sendall((json.dumps(message) + "\n").encode())
 
 
-def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
-    """The next JSON line from `conn` (blocking); None at end of stream."""
-    while b"\n" not in buffer:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        buffer.extend(chunk)
-    line, _, rest = bytes(buffer).partition(b"\n")
-    buffer[:] = rest
-    return json.loads(line)
-
-
 def client_gone(conn: socket.socket) -> bool:
     """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its request."""
     try:
