@@ -24,6 +24,7 @@ agent then SIGKILLs its ranks. When a rank fails, the agent stops the others, as
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pkgutil
@@ -104,6 +105,11 @@ def serve(path: str) -> None:
     listener.listen(64)
     t0 = time.monotonic()
     failed = warm_imports()
+    # Every object so far into the collector's permanent generation: a full collection in a forked child would
+    # otherwise walk all ~300 000 of them and write their headers, copying ~76 MB of shared pages per child
+    # (measured: 0.4 s of CPU each, 19 000 page faults; with the freeze, 0.00 s and 400).
+    gc.collect()
+    gc.freeze()
     threads = thread_count()
     print(f"zygote {os.getpid()}: warm in {time.monotonic() - t0:.1f} s, {threads} thread(s)"
           + "".join(f"\n  not preloaded: {f}" for f in failed), flush=True)
