@@ -272,6 +272,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
                          f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
         "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
+        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/warm_python.py)"
+                     if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
     })
     return rows
 
