@@ -145,22 +145,23 @@ def torchrun_command(
     port: int,
     max_restarts: int = 0,
     extra_torchrun_args: Sequence[str] = (),
+    run_module: Sequence[str] | None = None,
 ) -> list[str]:
-    """`python -m torch.distributed.run` for one node with the profile's rendezvous on loopback."""
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
+    """`python -m torch.distributed.run` for one node with the profile's rendezvous on loopback.
+
+    run_module: what runs a module in place of `python -m` (followed by the module's name), for torchrun and,
+    as its `--no-python` entrypoint, for each worker: the warm launcher's (suite/forklaunch.py)."""
+    flags = [
         f"--nproc-per-node={nproc or profile.nproc}",
         "--nnodes=1",
         f"--master-addr={profile.master_addr}",
         f"--master-port={port}",
         f"--max-restarts={max_restarts}",
         *extra_torchrun_args,
-        "-m",
-        module,
-        *args,
     ]
+    if run_module is not None:
+        return [*run_module, "torch.distributed.run", *flags, "--no-python", *run_module, module, *args]
+    return [sys.executable, "-m", "torch.distributed.run", *flags, "-m", module, *args]
 
 
 # ---------------------------------------------------------------- running
@@ -225,6 +226,7 @@ def run_torchrun(
     env: dict[str, str] | None = None,
     extra_torchrun_args: Sequence[str] = (),
     on_poll: Callable[[], None] | None = None,
+    run_module: Sequence[str] | None = None,
 ) -> LaunchResult:
     """Launch a workload on this node and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
 
@@ -236,7 +238,8 @@ def run_torchrun(
     out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)
     port = choose_port(profile)
     command = torchrun_command(
-        profile, module, args, nproc=nproc, port=port, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args
+        profile, module, args, nproc=nproc, port=port, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args,
+        run_module=run_module,
     )
     torchrun_log = raw_dir / f"{prefix}torchrun.log"
     n = nproc or profile.nproc

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -81,6 +82,17 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def start_ticks(pid: int | str = "self") -> int | None:
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None where /proc does not tell.
+
+    With the pid it names one process for good: a pid recycled by another process has another start."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def kill_tree(pid: int, grace_s: float = 2.0) -> None:
@@ -174,13 +186,25 @@ def fork_call(body: Callable[[], dict[str, Any]], result_path: Path, *,
         os._exit(code)
 
 
-def wait_first(children: list[Forked]) -> Forked:
-    """Block until one of `children` exits; that one, reaped."""
-    by_pid = {c.pid: c for c in children if c.exit_code is None}
-    if not by_pid:
+def wait_first(children: list[Forked], poll_s: float = 0.05) -> Forked:
+    """Block until one of `children` exits; that one, reaped. Only these children are waited for: another child of
+    this process (a Popen of its own) keeps its exit status for whoever waits for it."""
+    waiting = [c for c in children if c.exit_code is None]
+    if not waiting:
         raise ValueError("wait_first: every child has been reaped already")
-    while True:
-        pid, status = os.waitpid(-1, 0)
-        if pid in by_pid:
-            by_pid[pid].exit_code = os.waitstatus_to_exitcode(status)
-            return by_pid[pid]
+    watch = selectors.DefaultSelector()
+    try:  # Linux ≥ 5.3: woken by the exit itself; elsewhere polled
+        for child in waiting:
+            watch.register(os.pidfd_open(child.pid), selectors.EVENT_READ, child)
+    except (AttributeError, OSError):
+        pass
+    try:
+        while True:
+            for child in waiting:
+                if child.poll():
+                    return child
+            watch.select(timeout=poll_s) if watch.get_map() else time.sleep(poll_s)
+    finally:
+        for key in list(watch.get_map().values()):
+            os.close(key.fd)
+        watch.close()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import procs
 from ..parsers.c10_log import first_nccl_failure
 
 WORKER = "suite.workloads.fault_drill"
@@ -58,7 +59,7 @@ class DrillWatch:
         raised = any(e.get("event") in ("error", "log_error") and e.get("rank") != self.fault_rank for e in events)
         if fault["kind"] == "hang" and raised and not self.nudged:
             self.nudged = True
-            if is_drill_process(fault["pid"]):
+            if is_drill_process(fault["pid"], fault.get("started")):
                 os.kill(fault["pid"], signal.SIGKILL)
                 self.record("nudge", rank=fault["rank"], attempt=fault["attempt"], pid=fault["pid"],
                             why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait")
@@ -84,7 +85,11 @@ class DrillWatch:
             return
 
 
-def is_drill_process(pid: int) -> bool:
-    """Whether `pid` still runs the drill's worker (never signal a recycled pid)."""
-    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
+def is_drill_process(pid: int, started: int | None = None) -> bool:
+    """Whether `pid` is still the faulted rank (never signal a recycled pid): the same start time where /proc tells
+    (a rank forked from the warm launcher runs under the zygote's command line), else its command line."""
+    if started is not None and procs.start_ticks(pid) is not None:
+        return procs.start_ticks(pid) == started
+    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
+                         check=False).stdout
     return WORKER in out

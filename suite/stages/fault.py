@@ -2,7 +2,7 @@
 raise, how long torchrun takes to restart the group, and whether training resumes from the last
 checkpoint on the same trajectory.
 
-    python -m suite run --stages fault --profile gloo-cpu     # the rehearsal: 2 gloo ranks, pg timeout 5 s
+    python -m suite run --stages fault --profile gloo-cpu     # the rehearsal: 2 gloo ranks, pg timeout 3 s
     python -m suite run --stages fault --profile nccl-gpu     # one rank per GPU, NCCL, pg timeout 60 s
 
 Each scenario (crash: SIGKILL, hang: SIGSTOP, exception: raise mid-step) is one torchrun launch
@@ -19,8 +19,8 @@ stage supervises the launch (every 0.2 s):
     SIGKILL it; the drill does not pay those 30 s, and `restart_s` of the hang includes its own
     SIGKILL (row `nudge_s`, note `restart_note`).
 The uninterrupted reference is one process training the full global batch for the same steps
-with the same seed, computed by the stage itself (while concurrent drills start up, else first): DDP's averaged gradient of equal shares is
-the full batch's gradient, so the drill's losses before the fault must already agree with it
+with the same seed (suite/workloads/fault_reference.py, started beside concurrent drills, else
+first): DDP's averaged gradient of equal shares is the full batch's gradient, so the drill's losses before the fault must already agree with it
 (`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
 steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
 are deleted after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
@@ -29,6 +29,15 @@ On NCCL every scenario runs twice (`drill_cases`): under torch's default TORCH_N
 (unset, 3: on a timed-out collective the watchdog ends the process without ncclCommAbort) — what a
 production job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores the
 variable, so the rehearsal runs each scenario once.
+
+Under gloo-cpu's warm launcher (`--launcher fork`, suite/forklaunch.py) each launch is still
+torchrun's own CLI — `torch.distributed.run`'s main with --max-restarts=1: its rendezvous, its
+monitoring, its SIGTERM to the survivors, its restart — but torchrun and every worker it starts
+are forked from the run's zygote, which imported torch once (suite/warm_python.py: a --no-python
+entrypoint standing in for its fork, passing on signals, exiting as it exited, killing it when it
+dies). Fifteen processes importing torch on two cores were the stage's cost (37 s of 95 at 12:20
+UTC on 2026-12-01); `--launcher torchrun` runs the drills as the GPU profile does. The worker is
+the same module either way, and the faults are the same signals and exception.
 """
 
 from __future__ import annotations
@@ -43,11 +52,13 @@ from pathlib import Path
 from .. import procs
 from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
-from ..launch import LaunchError, run_torchrun
-from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
+from ..forklaunch import launch, warm_zygote
+from ..launch import LaunchError
+from ..results import Expectation, Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
+from ._fault_reference import finish_reference, start_reference
 from ._fault_watch import WORKER, DrillWatch
 from . import _node_loss
 from .. import headlines as hl
@@ -56,9 +67,10 @@ MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, h
             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
             "the loss after resuming against an uninterrupted run")
 WRONG = "hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory"
-REHEARSAL = ("the same drill on gloo with 2 processes and a 5 s process-group timeout: a real SIGKILL, SIGSTOP and "
-             "exception, real detection, real restart and resume (the stopped rank is SIGKILLed by the drill once "
-             "a survivor has raised, sparing torchrun's 30 s wait)")
+REHEARSAL = ("the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at once: a "
+             "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
+             "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
+             "torchrun's 30 s wait)")
 
 ROW = 9
 AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the measurements
@@ -107,10 +119,15 @@ class FaultConfig:
 
 
 CONFIG = ConfigSection("fault", FaultConfig, {
-    # 2 ranks: every launch and restart pays each rank's `import torch` on 2 cores; the drill needs only a survivor.
+    # 2 ranks: the drill needs only a survivor, and fewer processes share the 2 cores.
     # 6 steps: checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4 replayed),
     # then one new step; two steps and a checkpoint fewer than the default per restarted attempt and reference.
-    "gloo-cpu": FaultConfig(ranks=2, steps=6, concurrent=True),
+    # A 3 s process-group timeout: the hang's detection waits for it, on the stage's critical path. It still tests
+    # what 60 s tests on GPUs: a stopped rank (sockets open) makes no error until the timeout, and the survivor's
+    # error then names it ("Timed out waiting 3000ms"); 3 s stays far above a step here (~0.1 s, also under the
+    # load of three drills on two cores), so no collective times out by chance, and far from the crash's and
+    # exception's detection (0.05–0.2 s: a closed socket), so a timeout and a closed socket cannot be confused.
+    "gloo-cpu": FaultConfig(ranks=2, steps=6, pg_timeout_s=3.0, concurrent=True),
     # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
     "nccl-gpu": FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
                             drill_timeout_s=420.0),
@@ -218,37 +235,24 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 # ---------------------------------------------------------------- run
 
 
-def reference_losses(model_cfg, steps: int, device: str) -> list[float]:
-    """The uninterrupted run, in one process on the full global batch: the loss of every step, same seed.
-
-    DDP averages the ranks' gradients of equal shares, which is the full batch's gradient, so the
-    drill follows this trajectory up to the order of floating-point sums.
-    """
-    from ..workloads.gpt import build_model, synthetic_batch
-    from ..workloads.training import make_optimizer, train_step
-
-    model = build_model(model_cfg, device)
-    optimizer = make_optimizer(model.parameters())
-    losses = []
-    for step in range(steps):
-        tokens, targets = synthetic_batch(model_cfg, step, device=device)
-        losses.append(float(train_step(model, optimizer, tokens, targets)))
-    return losses
-
-
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
     if cfg.concurrent and len(cases) > 1:
-        # The drills first, the reference while they start up: on 2 cores the launches' start-ups dominate.
-        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}): rank {cfg.fault_rank} of "
-                f"{ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        # Everything at once: the reference's process and every drill's torchrun start together.
+        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}) and the uninterrupted reference: "
+                f"rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        if profile.launcher == "fork":
+            warm_zygote()  # one for every drill's torchrun and workers, not one started by each supervisor
+        reference_proc = start_reference(profile, ctx, device)
         children = start_drills(profile, ctx, ranks, cases)
-        reference = compute_reference(profile, ctx, device)
         outcomes = wait_for_drills(ctx, children)
+        reference = finish_reference(ctx, reference_proc, RESERVE_S)
     else:
-        reference = compute_reference(profile, ctx, device)
+        ctx.say(f"uninterrupted reference: {cfg.steps} steps in one process")
+        # First, on its own: on GPUs the drill's rank 0 needs the card.
+        reference = finish_reference(ctx, start_reference(profile, ctx, device), RESERVE_S)
         outcomes = {}
         for index, case in enumerate(cases):
             ctx.say(f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
@@ -271,21 +275,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
                          f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
         "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
+        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/warm_python.py)"
+                     if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
     })
     return rows
-
-
-def compute_reference(profile: Profile, ctx: StageContext, device: str) -> list[float]:
-    import torch
-
-    ctx.say(f"uninterrupted reference: {profile.fault.steps} steps in one process")
-    # The workers' thread count: more OpenMP threads than free cores makes tiny matmuls 10-100× slower.
-    torch.set_num_threads(profile.omp_threads)
-    reference = reference_losses(profile.model, profile.fault.steps, device)
-    if profile.device == "cuda":
-        torch.cuda.empty_cache()  # the drill's rank 0 needs this card
-    atomic_write_text(ctx.raw_dir / "reference_losses.json", dumps({"losses": reference, "device": device}))
-    return reference
 
 
 def start_drills(profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]) -> dict[str, procs.Forked]:
@@ -338,8 +331,8 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
                     f"raise it with --stage-timeout fault=SECONDS")
     launch_error = None
     try:
-        run_torchrun(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
-                     on_poll=watch.poll, env=case.env(dict(os.environ)))
+        launch(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
+               on_poll=watch.poll, env=case.env(dict(os.environ)))
     except LaunchError as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
         launch_error = f"{error} (exit code {error.exit_code})"
         atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")

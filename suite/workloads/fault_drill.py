@@ -37,7 +37,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from .. import procs
+from .. import procs, workloads
 
 if __name__ == "__main__":
     # Before `import torch` (seconds): a worker whose torchrun is killed meanwhile must not linger.
@@ -70,8 +70,11 @@ def process_start_time() -> float:
     """When this process was created, wall-clock seconds: from /proc on Linux (10 ms ticks), else now.
 
     The moment torchrun spawned a worker is what "torchrun restarted the group" means; the
-    interpreter and `import torch` take another second or more after it.
+    interpreter and `import torch` take another second or more after it. A worker forked from the
+    warm launcher's zygote takes the start of the process torchrun spawned for it (suite/warm_python.py).
     """
+    if workloads.SPAWNED_AT is not None:
+        return workloads.SPAWNED_AT
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         started_ticks = int(fields[19])  # field 22 of stat(5), counted after pid and comm
@@ -145,7 +148,7 @@ def prune_checkpoints(folder: Path, keep: Path) -> None:
 
 
 def fault(kind: str, events: EventLog, step: int) -> None:
-    events.write("fault", step=step, kind=kind, pid=os.getpid())
+    events.write("fault", step=step, kind=kind, pid=os.getpid(), started=procs.start_ticks())
     if kind == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "hang":

@@ -1,7 +1,8 @@
 """The fault stage for real on gloo: a rank SIGSTOPs itself, the survivor raises at the timeout, the drill
 ends the stopped rank, torchrun restarts the group, training resumes on the reference trajectory —
 and no process of the drill outlives the stage, neither after a normal run nor when the runner's
-timeout kills the stage in the middle of the drill.
+timeout kills the stage in the middle of the drill. Under gloo-cpu's warm launcher, as the rehearsal
+runs it: torchrun's own CLI and its workers forked from the zygote (suite/warm_python.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import procs, runner
+from suite import forklaunch, procs, runner
 from suite.config import GLOO_CPU
 from suite.stages.fault import FaultConfig
 from suite.context import StageContext
@@ -80,11 +81,14 @@ def drilled(tmp_path_factory):
     base = tmp_path_factory.mktemp("fault")
     raw = base / "raw" / "fault"
     raw.mkdir(parents=True)
+    zygote = forklaunch.warm_zygote()
+    zygote.ping()  # warm, and among `before`: the drill's torchruns and workers are forked from it
     before = own_descendants()
     ctx = StageContext(stage="fault", profile=PROFILE, run_path=base, raw_dir=raw, facts={},
                        progress=Progress(base, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 240)
     rows = fault.run(PROFILE, ctx)
-    return {"rows": rows, "raw": raw, "before": before, "after": own_descendants(), "ctx": ctx, "base": base}
+    return {"rows": rows, "raw": raw, "before": before, "after": own_descendants(), "ctx": ctx, "base": base,
+            "zygote": zygote.pid, "zygote_children": procs.descendants(zygote.pid)}
 
 
 def values(rows, case="hang"):
@@ -144,8 +148,22 @@ def test_checkpoints_are_listed_then_deleted(drilled):
     assert not list(drilled["raw"].glob(".*.result.json"))
 
 
+def test_torchrun_and_its_workers_ran_forked_from_the_zygote_with_the_users_command_beside(drilled):
+    log = (drilled["raw"] / "hang" / "torchrun.log").read_text().splitlines()
+    plain = next(line for line in log if line.startswith("# "))
+    warm = next(line for line in log if line.startswith("$ "))
+    assert "-m torch.distributed.run" in plain and "--max-restarts=1" in plain and "-m suite.workloads.fault_drill" in plain
+    # The real torchrun CLI, restarts and all; each worker a --no-python entrypoint standing in for a warm fork.
+    assert warm.count("warm_python.py") == 2 and "torch.distributed.run" in warm and "--max-restarts=1" in warm
+    assert warm.index("--no-python") < warm.index("suite.workloads.fault_drill")
+    spawns = [json.loads(line) for line in (drilled["raw"] / "hang" / "events.rank0.jsonl").read_text().splitlines()]
+    assert [e["attempt"] for e in spawns if e["event"] == "spawn"] == [0, 1]  # TORCHELASTIC_RESTART_COUNT from torchrun
+
+
 def test_no_process_of_the_drill_is_left_behind(drilled):
+    assert drilled["zygote"] in drilled["before"]
     assert drilled["after"] == drilled["before"]
+    assert drilled["zygote_children"] == []  # every torchrun, worker and relay forked for the drill has exited
     assert processes_touching(drilled["base"]) == []
 
 
@@ -170,6 +188,7 @@ def test_the_runners_timeout_mid_drill_leaves_no_process_behind(tmp_path, monkey
     profile = PROFILE.with_overrides(fault=FaultConfig(ranks=2, pg_timeout_s=600.0, steps=6, checkpoint_every=2,
                                                        fault_step=3, scenarios=("hang", "exception"), concurrent=True),
                                      stage_timeouts_s=(("fault", 900.0),))
+    forklaunch.stop_warm_zygote()  # the runner starts the run's own (its command line names the run: found below)
     run = runner.start_run(profile, ["fault"], tmp_path)
     events = run.path / "raw" / "fault" / "hang" / "events.rank1.jsonl"
     monkeypatch.setattr(runner, "time", SteppingClock(lambda: events.exists() and '"fault"' in events.read_text()))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from suite import procs
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.stages.fault import FaultConfig
 from suite.context import StageContext
@@ -243,6 +244,7 @@ def test_a_drill_without_enough_time_left_is_not_started(tmp_path):
 
 
 def write_events(folder: Path, name: str, *events: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     with open(folder / name, "a") as f:
         for e in events:
             f.write(json.dumps(e) + "\n")
@@ -281,6 +283,36 @@ def test_the_watcher_ends_a_stopped_drill_rank_once_a_survivor_raised(tmp_path):
         watch.poll()
         assert stopped.wait(timeout=10) == -signal.SIGKILL
         assert [e["event"] for e in watch.events() if e["event"] == "nudge"] == ["nudge"]
+    finally:
+        stopped.kill()
+        stopped.wait()
+
+
+def test_a_rank_forked_warm_is_known_by_its_start_time_not_its_command_line(tmp_path):
+    """A rank forked from the zygote runs under the zygote's command line: the fault event's start time names it, and
+    the same pid with another start time (recycled) is left alone."""
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        deadline = time.monotonic() + 30
+        while "sleep" not in Path(f"/proc/{stopped.pid}/cmdline").read_text():  # exec'd: its own start time
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        started = procs.start_ticks(stopped.pid)
+        assert started is not None and not is_drill_process(stopped.pid)  # its command line does not say
+        assert is_drill_process(stopped.pid, started) and not is_drill_process(stopped.pid, started - 1)
+        os.kill(stopped.pid, signal.SIGSTOP)
+        fault = {"event": "fault", "t": time.time(), "rank": 1, "attempt": 0, "step": 5, "kind": "hang",
+                 "pid": stopped.pid}
+        write_events(tmp_path / "recycled", "events.rank1.jsonl", {**fault, "started": started + 1})
+        write_events(tmp_path / "warm", "events.rank1.jsonl", {**fault, "started": started})
+        for folder in ("recycled", "warm"):
+            write_events(tmp_path / folder, "events.rank0.jsonl",
+                         {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"})
+        DrillWatch(tmp_path / "recycled", fault_rank=1, ranks=2).poll()
+        time.sleep(0.2)
+        assert stopped.poll() is None
+        DrillWatch(tmp_path / "warm", fault_rank=1, ranks=2).poll()
+        assert stopped.wait(timeout=10) == -signal.SIGKILL
     finally:
         stopped.kill()
         stopped.wait()
