@@ -39,7 +39,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential git ca-certificates curl gnupg \
-      libopenmpi-dev openmpi-bin \
+      libopenmpi-dev openmpi-bin openssh-client \
       python3 python3-venv python3-dev \
       numactl pciutils procps \
  && rm -rf /var/lib/apt/lists/*
