@@ -23,6 +23,7 @@ from suite.multinode import Node, NodesError, read_hostfile
 
 from . import preflight
 from .hosts import HostSpec, HostSpecError, parse_host
+from .shell import join
 
 
 SSH_CONNECT_TIMEOUT_S = 10
@@ -32,6 +33,13 @@ def reach_argv(node: Node, ssh_config: str) -> list[str]:
     """ssh from the first node to `node`, never prompting (a missing key or host key fails at once)."""
     argv = node.ssh_argv(ssh_config)
     return argv[:1] + ["-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"] + argv[1:]
+
+
+def on_node(node: Node | None, argv: list[str], ssh_config: str) -> str:
+    """A POSIX command line running `argv` on the first node itself (node None) or on `node` over ssh from it."""
+    if node is None:
+        return join(argv)
+    return join([*reach_argv(node, ssh_config), join(argv)])
 
 
 class ClusterError(ValueError):

@@ -25,7 +25,7 @@ from suite.multinode import Node
 from suite.node_container import NODE_CONTAINER_ENV
 
 from . import suite_container
-from .cluster import reach_argv
+from .cluster import on_node
 from .cuda_check import REFUSED_FILE
 from .shell import join, quote
 
@@ -36,13 +36,6 @@ IDS_DIR = "image-ids"
 def image_id_argv(image: str) -> list[str]:
     """The image ID a node's engine holds under `image` (nothing, exit 1, when it holds none)."""
     return ["docker", "image", "inspect", "--format", "{{.Id}}", image]
-
-
-def on_node(node: Node | None, argv: list[str], ssh_config: str) -> str:
-    """A POSIX command line running `argv` on the first node itself (node None) or on `node` over ssh from it."""
-    if node is None:
-        return join(argv)
-    return join([*reach_argv(node, ssh_config), join(argv)])
 
 
 def carry_lines(image: str, nodes: list[Node], ssh_config: str, *, pulled: bool) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from suite.multinode import Node, parse_node
 
 from . import cluster_image, codesync, cuda_check, hostlock, hostruntime, jobs, preflight
-from .cluster import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, reach_argv
+from .cluster import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
 from .connection import Remote, RemoteError
 from .shell import join, quote
 from .suite_container import host_user
@@ -230,11 +230,13 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
     first = probed[0]
     base, job_id = first.facts.base, jobs.new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
-    lock = hostlock.acquire(remote, base, job_id, {"by": f"{getpass.getuser()}@{socket.gethostname()}",
-                                                   "commit": key.commit, "profile": key.profile})
-    started = False
+    holder = {"by": f"{getpass.getuser()}@{socket.gethostname()}", "commit": key.commit, "profile": key.profile}
+    lock = hostlock.acquire(remote, base, job_id, holder, role="node")
+    started, node_locks = False, []
     try:
         from .remote import host_key_record, suite_args
+
+        node_locks = lock_other_nodes(opts, probed, job_id, holder)
 
         args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
         if not resume_dir:  # a resumed run keeps the nodes its manifest names
@@ -244,15 +246,58 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
         steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} on {len(probed)} nodes, detached")
         use_tmux = first.facts.tmux if opts.detach is None else opts.detach == "tmux"
         jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id, env=env, setup=setup,
+                   teardown=release_node_locks_lines([p.node for p in probed[1:]], base, job_id, settings.ssh_config),
                    extra={"code_shipped_by": "every node" if opts.runtime == "host" else "the image",
                           "resumes": resume_dir, "host_key": host_key_record(remote)})
         started = True
     finally:
         if not started:
+            release_node_locks(opts, node_locks)
             hostlock.release(remote, lock)
     st = jobs.wait_started(remote, base, job_id)
     steps.say(f"job {job_id} started on {first.spec.label} (pid {st.pid}); closing the laptop now loses nothing")
     return st.job or {"job_id": job_id, "code_dir": code_dir}
+
+
+def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, Any]) -> list:
+    """Every other node's run lock for this job too, so that a run already on any node (one host's, or another
+    multi-node run's) refuses this one naming that node; on a busy node the locks taken are given back."""
+    from .remote import connect_for_transfers
+
+    taken: list[tuple[Probed, hostlock.Lock]] = []
+    try:
+        for p in probed[1:]:
+            node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+            try:
+                taken.append((p, hostlock.acquire(node_remote, p.facts.base, job_id, holder, role="node")))
+            finally:
+                node_remote.close()
+    except BaseException:
+        release_node_locks(opts, taken)
+        raise
+    return taken
+
+
+def release_node_locks(opts, taken: list) -> None:
+    """A start that failed gives the other nodes' locks back (each only while still this job's)."""
+    from .remote import connect_for_transfers
+
+    for p, lock in taken:
+        try:
+            node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+        except RemoteError:
+            continue  # the lock goes stale by itself (hostlock.LOCK_STALE_S)
+        try:
+            hostlock.release(node_remote, lock)
+        finally:
+            node_remote.close()
+
+
+def release_node_locks_lines(nodes: list[Node], base: str, job_id: str, ssh_config: str) -> str:
+    """The job's last lines before giving its own lock back: each other node's lock given back over ssh from the
+    first node (only while it is still this job's: on shared storage the first node's, given back once)."""
+    return "".join(f"{on_node(node, jobs.release_lock_argv(f'{base}/jobs', job_id), ssh_config)} "
+                   "> /dev/null 2>&1 < /dev/null || true\n" for node in nodes)
 
 
 def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, job_dir: str,
