@@ -31,8 +31,8 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
 
-# Build tools for nccl-tests, Open MPI (nccl-tests' multi-process launcher), Python for the venv,
-# and what the topology stage reads (numactl, lspci).
+# Build tools for nccl-tests, Open MPI (nccl-tests' multi-process launcher), ssh (a multi-node run reaches
+# the other nodes from inside the image), Python for the venv, and what the topology stage reads (numactl, lspci).
 # DL3008: the distribution's point release fixes these versions; the versions that matter are
 # printed by the entry point and recorded in every run's manifest.
 # hadolint ignore=DL3008
