@@ -181,3 +181,28 @@ def test_the_launcher_starts_another_nodes_torchrun_in_the_image(tmp_path, monke
     assert remote[1:] == [*prefix[:-1], "--name", name, "-w", os.getcwd(),
                           "-e", "NCCL_DEBUG=INFO", IMAGE, "/opt/venv/bin/python", "-m", "torch.distributed.run"]
 
+
+
+def test_mpirun_starts_its_daemon_on_another_node_in_the_image():
+    """A containerised run's mpirun (suite/mpirun.py) names suite/node_rsh.py as its agent, which runs the daemon's
+    command line (as Open MPI hands it over: node, then shell text) in the same image on that node."""
+    import sys
+
+    from suite.mpirun import mpirun_across_nodes
+    from suite.multinode import parse_nodes
+    from suite.node_rsh import agent_argv, main
+
+    launch = mpirun_across_nodes("mpirun", parse_nodes("root@gpu-a,root@gpu-b"), 8, "hf", ssh_config="/c",
+                                in_image=True)
+    agent = launch[launch.index("plm_rsh_agent") + 1]
+    assert launch.count("plm_rsh_agent") == 1
+    assert shlex.split(agent) == [sys.executable, "-m", "suite.node_rsh", "ssh", "-o", "BatchMode=yes", "-F", "/c",
+                                  "-l", "root", "--"]
+    prefix = node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=True, user=None)
+    daemon = ["PATH=/usr/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"]
+    argv = agent_argv(["ssh", "-o", "BatchMode=yes", "-l", "root"], ["-x", "gpu-b", *daemon], prefix, "orted-1",
+                      "/runs")
+    assert argv[:6] == ["ssh", "-o", "BatchMode=yes", "-l", "root", "-x"] and argv[6] == "gpu-b" and len(argv) == 8
+    assert words(argv[7]) == ["exec", *prefix[:-1], "--name", "orted-1", "-w", "/runs", IMAGE, "sh", "-c",
+                              "PATH=/usr/bin:$PATH ; export PATH ; orted -mca ess env"]
+    assert main(["ssh", "gpu-b", "true"]) == 2  # no `--`: the usage line, never an ssh
