@@ -47,7 +47,8 @@ def carry_lines(image: str, nodes: list[Node], ssh_config: str, *, pulled: bool)
     for node in nodes:
         if pulled:
             lines.append(f"echo {q(f'── node {node.name}: docker pull {image}')}")
-            lines.append(f"{on_node(node, ['docker', 'pull', image], ssh_config)} < /dev/null 2>&1 | sed {q(f's/^/[{node.name}] /')}")
+            pull = on_node(node, ["docker", "pull", image], ssh_config)
+            lines.append(f"{pull} < /dev/null 2>&1 | sed {q(f's/^/[{node.name}] /')}")
             continue
         lines.append(f"there=$({on_node(node, image_id_argv(image), ssh_config)} 2>/dev/null < /dev/null)")
         lines.append('if [ -n "$here" ] && [ "$there" = "$here" ]; then')
@@ -89,9 +90,11 @@ def compare_lines(image: str, first: str, nodes: list[Node], job_dir: str, *, pu
     <job_dir>/refused; else one line saying the ID every node holds."""
     q, ids = quote, f"{job_dir}/{IDS_DIR}"
     refused = q(f"{job_dir}/{REFUSED_FILE}")
+    no_first = (f"node {first}: no image {image} after the set-up (see the lines above): fix the build or pull "
+                "and run the same make remote again")
     lines = [f"first_id=$(cat {q(f'{ids}/{first}')})",
              'if [ -z "$first_id" ]; then',
-             f"  line={q(f'node {first}: no image {image} after the set-up (see the lines above): fix the build or pull and run the same make remote again')}",
+             f"  line={q(no_first)}",
              f'  echo "REFUSED: $line"; echo "$line" > {refused}; exit 2',
              "fi"]
     for node in nodes:

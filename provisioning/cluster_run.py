@@ -352,8 +352,8 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
     others = [p.node for p in probed[1:]]
     setup += cluster_image.same_image_setup(image, first.node.name, others, settings.ssh_config, job_dir,
                                             pulled=bool(opts.image))
-    steps.say(f"then it {'has every node pull it' if opts.image else 'carries it to ' + ', '.join(n.name for n in others)}"
-              " and checks that every node holds the same image ID, before any stage")
+    how = "has every node pull it" if opts.image else "carries it to " + ", ".join(n.name for n in others)
+    steps.say(f"then it {how} and checks that every node holds the same image ID, before any stage")
     user = host_user(first.facts.uid, first.facts.gid)
     if gpu:
         check = cuda_check.image_argv(image, posixpath.basename(job_dir), gpus_seen=len(first.facts.gpus),

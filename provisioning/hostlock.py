@@ -88,7 +88,8 @@ def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any], role
 def busy(label: str, answer: dict[str, Any], base: str, role: str = "host") -> HostBusy:
     """LOCK_PROGRAM's answer when another job holds the lock of `label` (a host, or a node of a multi-node run)."""
     other = answer["holder"]
-    return HostBusy(f"node {label}" if role == "node" else label, f"the {role} is busy: {other.get('by', 'another laptop')} is starting or running "
+    return HostBusy(f"node {label}" if role == "node" else label,
+                    f"the {role} is busy: {other.get('by', 'another laptop')} is starting or running "
                     f"job {other.get('job_id', '?')} ({answer['age_s'] / 60:.0f} min ago)",
                     hint=f"wait for it (`make remote-status HOST={label}`); if that start was abandoned, "
                     f"remove the lock on the host: rm -rf {base}/jobs/lock")
