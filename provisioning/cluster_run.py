@@ -82,6 +82,15 @@ def base_problems(nodes: list[Probed]) -> list[str]:
             for p in nodes[1:] if p.facts.base != first.facts.base]
 
 
+def login_problems(nodes: list[Probed], runtime: str) -> list[str]:
+    """RUNTIME=docker across nodes: the suite in the image ssh's to the others as the container's user, which
+    only root is (the image knows no other uid, and ssh will not run as a user without a passwd entry)."""
+    if runtime != "docker":
+        return []
+    return [f"node {p.spec.label}: RUNTIME=docker across nodes needs root logins (uid {p.facts.uid} here): "
+            "log in as root (HOSTS=root@…), or use RUNTIME=host" for p in nodes if p.facts.uid not in (0, None)]
+
+
 def reach_problem(first: str, node: Node, said: str, ssh_config: str) -> str:
     """One line: which node cannot reach which, what ssh said, and the fix."""
     if "host key verification failed" in said.lower():
@@ -177,7 +186,8 @@ def preflight_nodes(opts, steps) -> list[Probed] | None:
             steps.say(f"REFUSED: node {spec.label}: {decision.problems[0]}")
             return None
         probed.append(Probed(spec, facts, decision))
-    problems = cluster_problems([(p.spec.label, p.facts) for p in probed], opts.runtime) + base_problems(probed)
+    problems = (cluster_problems([(p.spec.label, p.facts) for p in probed], opts.runtime) + base_problems(probed)
+                + login_problems(probed, opts.runtime))
     if problems:
         steps.say(f"REFUSED: {problems[0]}")
         return None

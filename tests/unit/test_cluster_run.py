@@ -51,6 +51,15 @@ def test_the_runtime_across_nodes():
         "IMAGE=r/c:t runs in Docker but RUNTIME=host was asked: drop one of them")
 
 
+def test_docker_across_nodes_refuses_a_login_other_than_root():
+    from provisioning.cluster_run import login_problems
+
+    nodes = [probed("root@a", uid=0), probed("ubuntu@b", uid=1000)]
+    assert login_problems(nodes, "host") == []
+    assert login_problems(nodes, "docker") == ["node ubuntu@b: RUNTIME=docker across nodes needs root logins (uid 1000 "
+                                               "here): log in as root (HOSTS=root@…), or use RUNTIME=host"]
+
+
 def test_the_hosts_pythons_need_not_agree_in_docker():
     from provisioning.cluster import cluster_problems
 
