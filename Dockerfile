@@ -31,15 +31,15 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
 
-# Build tools for nccl-tests, Open MPI (nccl-tests' multi-process launcher), Python for the venv,
-# and what the topology stage reads (numactl, lspci).
+# Build tools for nccl-tests, Open MPI (nccl-tests' multi-process launcher), ssh (a multi-node run reaches
+# the other nodes from inside the image), Python for the venv, and what the topology stage reads (numactl, lspci).
 # DL3008: the distribution's point release fixes these versions; the versions that matter are
 # printed by the entry point and recorded in every run's manifest.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential git ca-certificates curl gnupg \
-      libopenmpi-dev openmpi-bin \
+      libopenmpi-dev openmpi-bin openssh-client \
       python3 python3-venv python3-dev \
       numactl pciutils procps \
  && rm -rf /var/lib/apt/lists/*

@@ -15,7 +15,7 @@ help:
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
-	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: a multi-node run (RUNTIME=host), fetched with every node's output"
+	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: a multi-node run (RUNTIME=host|docker), fetched with every node's output"
 	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8]: the sbatch script, submitted and followed"
 	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
@@ -73,7 +73,8 @@ bench: $(STAMP)
 #   node and refuses, in one line naming the node, any that is unreachable, differs from the first (GPUs,
 #   driver, Python, remote folder) or that the first cannot reach over ssh; then the code on every node, the
 #   venv on every node and `python -m suite run --nodes a,b` detached on the first node, followed, fetched
-#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster_run.py). RUNTIME=host only;
+#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster_run.py). RUNTIME=docker / IMAGE=: one image
+#   built (or pulled) on the first node, carried (or pulled) to the others, its ID checked on every node;
 #   [NODE_SSH_CONFIG=: the ssh_config on the first node] [SOCKET_IFNAME=ens5] [NPROC=: processes per node]
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]

@@ -19,10 +19,27 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.multinode import NodesError, read_hostfile
+from suite.multinode import Node, NodesError, read_hostfile
 
 from . import preflight
 from .hosts import HostSpec, HostSpecError, parse_host
+from .shell import join
+
+
+SSH_CONNECT_TIMEOUT_S = 10
+
+
+def reach_argv(node: Node, ssh_config: str) -> list[str]:
+    """ssh from the first node to `node`, never prompting (a missing key or host key fails at once)."""
+    argv = node.ssh_argv(ssh_config)
+    return argv[:1] + ["-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"] + argv[1:]
+
+
+def on_node(node: Node | None, argv: list[str], ssh_config: str) -> str:
+    """A POSIX command line running `argv` on the first node itself (node None) or on `node` over ssh from it."""
+    if node is None:
+        return join(argv)
+    return join([*reach_argv(node, ssh_config), join(argv)])
 
 
 class ClusterError(ValueError):
@@ -91,8 +108,9 @@ AGREEMENT = (
 )
 
 
-def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]]) -> list[str]:
-    """One line per node that differs from the first (its first difference), naming it and the fix; [] when they agree."""
+def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]], runtime: str = "host") -> list[str]:
+    """One line per node that differs from the first (its first difference), naming it and the fix; [] when they
+    agree. With RUNTIME=docker the hosts' Pythons do not matter: every node runs the image's."""
     if len(nodes) < 2:
         return []
     first_label, first = nodes[0][0], NodeShape.of(nodes[0][1])
@@ -100,6 +118,8 @@ def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]]) -> list[str]:
     for label, facts in nodes[1:]:
         shape = NodeShape.of(facts)
         for field, reads, fix in AGREEMENT:
+            if field == "python" and runtime == "docker":
+                continue
             mine, theirs = getattr(shape, field), getattr(first, field)
             if mine != theirs:
                 out.append(f"node {label}: {reads.format(mine)} where {first_label} has {theirs}: {fix}")

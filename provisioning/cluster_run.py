@@ -6,10 +6,14 @@
               GPUs, model, driver, Python, and the remote folder: the per-node torchrun runs the first node's
               paths on every node); then, from the first node, every other node over ssh without a password
               (the per-node torchrun and mpirun need it): a node it cannot reach is refused with the fix
- 2 code       exactly the local HEAD on every node (codesync.py; on shared storage the second node finds it there)
- 3 runtime    RUNTIME=host: the venv on every node, inside the detached job: the first node's, then each
+ 2 code       RUNTIME=host: exactly the local HEAD on every node (codesync.py; on shared storage the second node
+              finds it there); RUNTIME=docker: in the image (HEAD's files sent to the first node to build it)
+ 3 runtime    inside the detached job. RUNTIME=host: the venv on every node, the first node's, then each
               other node's over ssh from the first (on shared storage they find the first node's ready);
-              GPU profiles check torch sees every GPU on every node. RUNTIME=docker across nodes is refused
+              GPU profiles check torch sees every GPU on every node. RUNTIME=docker / IMAGE=: the image built
+              (or pulled) on the first node, carried (or pulled) to the others, every node's image ID checked
+              equal (cluster_image.py); the suite runs in it on the first node, each other node's commands
+              in the same image (suite/node_container.py)
  4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
               re-attached as one host's run is; the job's key includes the node list
  5–7          one fetch of the first node's run directory (every node's raw output is under
@@ -20,18 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import posixpath
 import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from suite.multinode import Node, parse_node
 
-from . import codesync, cuda_check, hostlock, hostruntime, jobs, preflight
-from .cluster import NodeShape, cluster_problems
+from . import cluster_image, codesync, cuda_check, hostlock, hostruntime, jobs, preflight
+from .cluster import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
 from .connection import Remote, RemoteError
 from .shell import join, quote
-
-SSH_CONNECT_TIMEOUT_S = 10
+from .suite_container import host_user
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,15 @@ class Probed:
         return parse_node(self.spec.label)
 
 
+def cluster_runtime(opts) -> str:
+    """RUNTIME=docker (or IMAGE=): the image on every node; else (unset too) each node's Python in a venv."""
+    return "docker" if opts.runtime == "docker" or opts.image else (opts.runtime or "host")
+
+
 def runtime_problem(opts) -> str | None:
-    """Multi-node runs use the host's Python on every node; a container per node is not built."""
-    if (opts.runtime or "host") != "host" or opts.image:
-        return ("RUNTIME=docker / IMAGE= across nodes is not built: use RUNTIME=host (each node's Python in a venv; "
-                "the per-node torchrun is started over ssh from the first node)")
+    """IMAGE= with RUNTIME=host contradict each other; any other runtime preflight judges."""
+    if opts.image and opts.runtime == "host":
+        return f"IMAGE={opts.image} runs in Docker but RUNTIME=host was asked: drop one of them"
     return None
 
 
@@ -74,10 +82,13 @@ def base_problems(nodes: list[Probed]) -> list[str]:
             for p in nodes[1:] if p.facts.base != first.facts.base]
 
 
-def reach_argv(node: Node, ssh_config: str) -> list[str]:
-    """ssh from the first node to `node`, never prompting (a missing key or host key fails at once)."""
-    argv = node.ssh_argv(ssh_config)
-    return argv[:1] + ["-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"] + argv[1:]
+def login_problems(nodes: list[Probed], runtime: str) -> list[str]:
+    """RUNTIME=docker across nodes: the suite in the image ssh's to the others as the container's user, which
+    only root is (the image knows no other uid, and ssh will not run as a user without a passwd entry)."""
+    if runtime != "docker":
+        return []
+    return [f"node {p.spec.label}: RUNTIME=docker across nodes needs root logins (uid {p.facts.uid} here): "
+            "log in as root (HOSTS=root@…), or use RUNTIME=host" for p in nodes if p.facts.uid not in (0, None)]
 
 
 def reach_problem(first: str, node: Node, said: str, ssh_config: str) -> str:
@@ -175,7 +186,8 @@ def preflight_nodes(opts, steps) -> list[Probed] | None:
             steps.say(f"REFUSED: node {spec.label}: {decision.problems[0]}")
             return None
         probed.append(Probed(spec, facts, decision))
-    problems = cluster_problems([(p.spec.label, p.facts) for p in probed]) + base_problems(probed)
+    problems = (cluster_problems([(p.spec.label, p.facts) for p in probed], opts.runtime) + base_problems(probed)
+                + login_problems(probed, opts.runtime))
     if problems:
         steps.say(f"REFUSED: {problems[0]}")
         return None
@@ -190,7 +202,7 @@ def cluster_main(opts, steps) -> int:
     if problem:
         steps.say(f"REFUSED: {problem}")
         return 2
-    opts = dataclasses.replace(opts, runtime="host")
+    opts = dataclasses.replace(opts, runtime=cluster_runtime(opts))
     settings = opts.nodes_run or NodeRunSettings()
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
     probed = preflight_nodes(opts, steps)
@@ -202,7 +214,7 @@ def cluster_main(opts, steps) -> int:
     remote = connect_for_transfers(opts)  # opts.host is the first node
     record: dict[str, Any] = {"host": opts.host.label, "hosts": labels, "host_key": host_key_record(remote),
                               "commit": local.commit, "branch": local.branch, "dirty": local.dirty,
-                              "profile": opts.profile, "stages": opts.stages, "runtime": "host",
+                              "profile": opts.profile, "stages": opts.stages, "runtime": opts.runtime,
                               "host_facts": asdict(probed[0].facts),
                               "node_facts": {p.spec.label: asdict(p.facts) for p in probed[1:]}}
     try:
@@ -212,7 +224,7 @@ def cluster_main(opts, steps) -> int:
             return 2
         steps.say(f"{probed[0].spec.label} reaches {', '.join(labels[1:])} over ssh without a password")
         base = probed[0].facts.base
-        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime="host",
+        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=opts.runtime,
                           nodes=",".join(labels))
         return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_cluster_job(
             remote, opts, probed, local, key, resume_dir, settings, steps, gpu=needs_gpu(opts.profile)))
@@ -222,54 +234,143 @@ def cluster_main(opts, steps) -> int:
 
 def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, key: jobs.JobKey,
                       resume_dir: str | None, settings: NodeRunSettings, steps, *, gpu: bool) -> dict[str, Any]:
-    """Under the first node's run lock: the code on every node, each other node's set-up script put there, and
-    the job started detached on the first node (its set-up prepares every node's venv first)."""
-    from .remote import connect_for_transfers, host_key_record, suite_args
-
+    """Under the first node's run lock: the runtime's parts (host: the code on every node and each one's set-up
+    script; docker: the image's build context on the first node), and the job started detached on the first
+    node, whose set-up prepares every node (venvs, or one image carried or pulled and its ID checked) first."""
     first = probed[0]
     base, job_id = first.facts.base, jobs.new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
-    line = first.decision.cuda_line if gpu else None  # a CPU profile keeps pip's own torch
-    venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), first.facts.python, line)
-    lock = hostlock.acquire(remote, base, job_id, {"by": f"{getpass.getuser()}@{socket.gethostname()}",
-                                                   "commit": key.commit, "profile": key.profile})
-    started = False
+    holder = {"by": f"{getpass.getuser()}@{socket.gethostname()}", "commit": key.commit, "profile": key.profile}
+    lock = hostlock.acquire(remote, base, job_id, holder, role="node")
+    started, node_locks = False, []
     try:
-        steps.begin("code", f"code at {local.commit[:12]} ({local.branch}) on {len(probed)} nodes")
-        code_dir = ""
-        for p in probed:
-            node_remote = remote if p is first else connect_for_transfers(dataclasses.replace(opts, host=p.spec))
-            try:
-                ship = codesync.ship if p.facts.git else codesync.ship_files
-                code_dir, how = ship(node_remote, local, base, say=steps.say)
-                steps.say(f"node {p.spec.label}: {code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
-                if p is not first:  # its set-up, which the first node's job runs over ssh
-                    node_remote.run(["mkdir", "-p", "--", job_dir])
-                    node_remote.write_text(f"{job_dir}/setup-{p.node.name}.sh",
-                                           node_setup(p, venv, code_dir, f"{job_dir}/node-{p.node.name}", line, gpu),
-                                           mode=0o755)
-            finally:
-                if p is not first:
-                    node_remote.close()
-        steps.begin("runtime", "RUNTIME=host on every node")
-        # The first node's own check writes jobs/<id>/refused, as one host's does; then the others'.
-        setup = node_setup(first, venv, code_dir, job_dir, line, gpu)
-        setup += other_nodes_setup(job_dir, [p.node for p in probed[1:]], settings.ssh_config)
-        steps.say(f"the job prepares the venv {venv} on every node first (unless ready; first time: minutes)")
+        from .remote import host_key_record, suite_args
+
+        node_locks = lock_other_nodes(opts, probed, job_id, holder)
+
         args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
         if not resume_dir:  # a resumed run keeps the nodes its manifest names
             args += suite_node_args([p.spec.label for p in probed], settings)
-        env = {"PYTHONUNBUFFERED": "1", **preflight.host_job_environment(first.facts),
-               "PYTHONPATH": code_dir, "CARDTIME_COMMIT": local.commit}
+        prepare = docker_job_parts if opts.runtime == "docker" else host_job_parts
+        code_dir, setup, argv, env = prepare(remote, opts, probed, local, job_dir, args, settings, steps, gpu=gpu)
         steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} on {len(probed)} nodes, detached")
         use_tmux = first.facts.tmux if opts.detach is None else opts.detach == "tmux"
-        jobs.start(remote, base, key, code_dir, [f"{venv}/bin/python", "-m", "suite", *args], use_tmux=use_tmux,
-                   job_id=job_id, env=env, setup=setup,
-                   extra={"code_shipped_by": "every node", "resumes": resume_dir, "host_key": host_key_record(remote)})
+        jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id, env=env, setup=setup,
+                   teardown=release_node_locks_lines([p.node for p in probed[1:]], base, job_id, settings.ssh_config),
+                   extra={"code_shipped_by": "every node" if opts.runtime == "host" else "the image",
+                          "resumes": resume_dir, "host_key": host_key_record(remote)})
         started = True
     finally:
         if not started:
+            release_node_locks(opts, node_locks)
             hostlock.release(remote, lock)
     st = jobs.wait_started(remote, base, job_id)
     steps.say(f"job {job_id} started on {first.spec.label} (pid {st.pid}); closing the laptop now loses nothing")
     return st.job or {"job_id": job_id, "code_dir": code_dir}
+
+
+def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, Any]) -> list:
+    """Every other node's run lock for this job too, so that a run already on any node (one host's, or another
+    multi-node run's) refuses this one naming that node; on a busy node the locks taken are given back."""
+    from .remote import connect_for_transfers
+
+    taken: list[tuple[Probed, hostlock.Lock]] = []
+    try:
+        for p in probed[1:]:
+            node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+            try:
+                taken.append((p, hostlock.acquire(node_remote, p.facts.base, job_id, holder, role="node")))
+            finally:
+                node_remote.close()
+    except BaseException:
+        release_node_locks(opts, taken)
+        raise
+    return taken
+
+
+def release_node_locks(opts, taken: list) -> None:
+    """A start that failed gives the other nodes' locks back (each only while still this job's)."""
+    from .remote import connect_for_transfers
+
+    for p, lock in taken:
+        try:
+            node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+        except RemoteError:
+            continue  # the lock goes stale by itself (hostlock.LOCK_STALE_S)
+        try:
+            hostlock.release(node_remote, lock)
+        finally:
+            node_remote.close()
+
+
+def release_node_locks_lines(nodes: list[Node], base: str, job_id: str, ssh_config: str) -> str:
+    """The job's last lines before giving its own lock back: each other node's lock given back over ssh from the
+    first node (only while it is still this job's: on shared storage the first node's, given back once)."""
+    return "".join(f"{on_node(node, jobs.release_lock_argv(f'{base}/jobs', job_id), ssh_config)} "
+                   "> /dev/null 2>&1 < /dev/null || true\n" for node in nodes)
+
+
+def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, job_dir: str,
+                   args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
+    """RUNTIME=host: the code on every node and each other node's set-up script put there; (the code folder, the
+    set-up preparing every node's venv, the suite's argv in the first node's venv, its environment)."""
+    from .remote import connect_for_transfers
+
+    first = probed[0]
+    base = first.facts.base
+    line = first.decision.cuda_line if gpu else None  # a CPU profile keeps pip's own torch
+    venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), first.facts.python, line)
+    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}) on {len(probed)} nodes")
+    code_dir = ""
+    for p in probed:
+        node_remote = remote if p is first else connect_for_transfers(dataclasses.replace(opts, host=p.spec))
+        try:
+            ship = codesync.ship if p.facts.git else codesync.ship_files
+            code_dir, how = ship(node_remote, local, base, say=steps.say)
+            steps.say(f"node {p.spec.label}: {code_dir}: {'already there' if how == 'reused' else 'shipped by ' + how}")
+            if p is not first:  # its set-up, which the first node's job runs over ssh
+                node_remote.run(["mkdir", "-p", "--", job_dir])
+                node_remote.write_text(f"{job_dir}/setup-{p.node.name}.sh",
+                                       node_setup(p, venv, code_dir, f"{job_dir}/node-{p.node.name}", line, gpu),
+                                       mode=0o755)
+        finally:
+            if p is not first:
+                node_remote.close()
+    steps.begin("runtime", "RUNTIME=host on every node")
+    # The first node's own check writes jobs/<id>/refused, as one host's does; then the others'.
+    setup = node_setup(first, venv, code_dir, job_dir, line, gpu)
+    setup += other_nodes_setup(job_dir, [p.node for p in probed[1:]], settings.ssh_config)
+    steps.say(f"the job prepares the venv {venv} on every node first (unless ready; first time: minutes)")
+    env = {"PYTHONUNBUFFERED": "1", **preflight.host_job_environment(first.facts),
+           "PYTHONPATH": code_dir, "CARDTIME_COMMIT": local.commit}
+    return code_dir, setup, [f"{venv}/bin/python", "-m", "suite", *args], env
+
+
+def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, job_dir: str,
+                     args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
+    """RUNTIME=docker / IMAGE=: the code travels in the image (cluster_image.py); (the job's folder, the set-up
+    making the image on the first node, carrying or pulling it to the others and checking every node's image ID,
+    then the GPU check, the suite's `docker run` on the first node, its environment)."""
+    from .remote_docker import image_setup
+
+    first = probed[0]
+    base = first.facts.base
+    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}): in the image, on {len(probed)} nodes")
+    steps.begin("runtime", f"RUNTIME=docker on every node: {'IMAGE= pulled' if opts.image else 'built on the first'}")
+    line = first.decision.cuda_line if gpu and not opts.image else None
+    image, setup = image_setup(remote, local, opts.image, base, say=steps.say, line=line)
+    others = [p.node for p in probed[1:]]
+    setup += cluster_image.same_image_setup(image, first.node.name, others, settings.ssh_config, job_dir,
+                                            pulled=bool(opts.image))
+    how = "has every node pull it" if opts.image else "carries it to " + ", ".join(n.name for n in others)
+    steps.say(f"then it {how} and checks that every node holds the same image ID, before any stage")
+    user = host_user(first.facts.uid, first.facts.gid)
+    if gpu:
+        check = cuda_check.image_argv(image, posixpath.basename(job_dir), gpus_seen=len(first.facts.gpus),
+                                      driver=first.facts.driver, user=user)
+        setup += cuda_check.job_step(check, job_dir)
+    remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
+    argv = cluster_image.first_node_run_argv(image, args, job_id=posixpath.basename(job_dir), runs_dir=f"{base}/runs",
+                                             job_dir=job_dir, home=first.facts.home, ssh_config=settings.ssh_config,
+                                             gpus=gpu, user=user)
+    return base, setup, argv, {"PYTHONUNBUFFERED": "1"}

@@ -37,6 +37,9 @@ for attempt in (1, 2):
             age = time.time() - os.stat(lock).st_mtime
         except (OSError, ValueError):
             other, age = {}, 0.0
+        if other.get("job_id") == holder["job_id"]:  # this job's already: a node on the first node's storage
+            print(json.dumps({"acquired": True, "holder": other, "age_s": age}))
+            break
         job = describe(other["job_id"], False) if other.get("job_id") else None
         ended = job is not None and (job["exit_code"] is not None or job["pid"] is not None and not job["alive"])
         if ended or not other and age > 60 or age > stale_s and (job is None or job["pid"] is None):
@@ -71,18 +74,25 @@ class Lock:
         return f"{self.base}/jobs/lock"
 
 
-def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any]) -> Lock:
-    """Take the host's lock for `job_id`, or raise HostBusy naming who holds it."""
+def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any], role: str = "host") -> Lock:
+    """Take the host's lock for `job_id`, or raise HostBusy naming who holds it (role "node": the host is a node
+    of a multi-node run, and named so)."""
     r = remote.run([*HOST_PYTHON, "-c", LOCK_PROGRAM, base, json.dumps({**holder, "job_id": job_id}), str(LOCK_STALE_S)],
                    timeout=POLL_TIMEOUT_S, what="cannot take the host's run lock")
     answer = json.loads(r.stdout.strip().splitlines()[-1])
     if not answer["acquired"]:
-        other = answer["holder"]
-        raise HostBusy(remote.label, f"the host is busy: {other.get('by', 'another laptop')} is starting or running "
-                       f"job {other.get('job_id', '?')} ({answer['age_s'] / 60:.0f} min ago)",
-                       hint=f"wait for it (`make remote-status HOST={remote.label}`); if that start was abandoned, "
-                       f"remove the lock on the host: rm -rf {base}/jobs/lock")
+        raise busy(remote.label, answer, base, role)
     return Lock(base, job_id)
+
+
+def busy(label: str, answer: dict[str, Any], base: str, role: str = "host") -> HostBusy:
+    """LOCK_PROGRAM's answer when another job holds the lock of `label` (a host, or a node of a multi-node run)."""
+    other = answer["holder"]
+    return HostBusy(f"node {label}" if role == "node" else label,
+                    f"the {role} is busy: {other.get('by', 'another laptop')} is starting or running "
+                    f"job {other.get('job_id', '?')} ({answer['age_s'] / 60:.0f} min ago)",
+                    hint=f"wait for it (`make remote-status HOST={label}`); if that start was abandoned, "
+                    f"remove the lock on the host: rm -rf {base}/jobs/lock")
 
 
 def release(remote: Remote, lock: Lock) -> None:

@@ -218,10 +218,12 @@ def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
             f"{jobs_dir}/lock", job_id]
 
 
-def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False) -> str:
+def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False,
+               teardown: str = "") -> str:
     """The POSIX script the detacher runs: pid first; then the set-up (`setup.sh`: the venv install
     or the image build, which survive the laptop like the run does); the suite's output to `log`,
-    its exit code (2 when the set-up failed), then the host's run lock given back (when this job holds it)."""
+    `teardown` (POSIX lines: the other nodes' locks given back), its exit code (2 when the set-up failed),
+    then the host's run lock given back (when this job holds it)."""
     q = quote
     jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
@@ -246,6 +248,7 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
         f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
         f"{run}"
+        f"{teardown}"
         f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
         f"{join(release_lock_argv(jobs_dir, job_id))}\n"
@@ -264,9 +267,10 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
 
 def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
           env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None,
-          setup: str = "") -> str:
+          setup: str = "", teardown: str = "") -> str:
     """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script
-    the job runs before argv (idempotent: a re-run after a reboot finds its work done)."""
+    the job runs before argv (idempotent: a re-run after a reboot finds its work done); `teardown`:
+    POSIX lines it runs after argv has ended, before giving the host's lock back."""
     job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
@@ -276,7 +280,8 @@ def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str]
     remote.write_text(f"{job_dir}/job.json", json.dumps(record, indent=1) + "\n")
     if setup:
         remote.write_text(f"{job_dir}/setup.sh", setup, mode=0o755)
-    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup)), mode=0o755)
+    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup),
+                                                      teardown=teardown), mode=0o755)
     remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
     remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
     remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")

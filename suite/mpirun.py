@@ -14,6 +14,7 @@ a management network beside the fast one, mpirun otherwise picks whichever it fi
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Mapping, Sequence
 
 from .multinode import Node, NodesError
@@ -26,8 +27,9 @@ def hostfile_text(nodes: Sequence[Node], per_node: int) -> str:
     return "".join(f"{n.host} slots={per_node}\n" for n in nodes)
 
 
-def rsh_agent(nodes: Sequence[Node], ssh_config: str = "") -> str:
-    """The ssh command mpirun starts its daemons with; one user and port for all nodes (mpirun cannot vary it)."""
+def rsh_agent(nodes: Sequence[Node], ssh_config: str = "", in_image: bool = False) -> str:
+    """The ssh command mpirun starts its daemons with; one user and port for all nodes (mpirun cannot vary it).
+    in_image: a containerised run, whose other nodes run the daemon in the same image (suite/node_rsh.py)."""
     users = {n.user for n in nodes[1:]}
     ports = {n.port for n in nodes[1:]}
     if len(users) > 1 or len(ports) > 1:
@@ -36,6 +38,8 @@ def rsh_agent(nodes: Sequence[Node], ssh_config: str = "") -> str:
     words = ["ssh", "-o", "BatchMode=yes"] + (["-F", ssh_config] if ssh_config else [])
     (user,), (port,) = users or {""}, ports or {None}
     words += (["-l", user] if user else []) + (["-p", str(port)] if port else [])
+    if in_image:
+        words = [sys.executable, "-m", "suite.node_rsh", *words, "--"]
     return shlex.join(words)
 
 
@@ -45,10 +49,10 @@ def exported_names(env: Mapping[str, str]) -> list[str]:
 
 def mpirun_across_nodes(mpirun: str, nodes: Sequence[Node], per_node: int, hostfile: str, *,
                         env: Mapping[str, str] = {}, ssh_config: str = "", ifname: str = "",
-                        as_root: bool = False) -> list[str]:
+                        as_root: bool = False, in_image: bool = False) -> list[str]:
     """The words before the program: `per_node` processes on each node of `hostfile` (hostfile_text's)."""
     words = [mpirun, "-np", str(per_node * len(nodes)), "--hostfile", hostfile, "--map-by", f"ppr:{per_node}:node",
-             "--bind-to", "none", "--mca", "plm_rsh_agent", rsh_agent(nodes, ssh_config)]
+             "--bind-to", "none", "--mca", "plm_rsh_agent", rsh_agent(nodes, ssh_config, in_image)]
     if as_root:
         words.append("--allow-run-as-root")  # root on a rented box or in a container is the usual case
     if ifname:

@@ -23,6 +23,7 @@ from . import procs
 from .config import Profile
 from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
                      worker_env)
+from .node_container import container_name, container_node_command, container_prefix
 from .slurm import SRUN_ARGS_ENV, srun_launch_command
 from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
                         torchrun_node_command)
@@ -151,10 +152,17 @@ def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
 
 def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_path: Path,
            ssh_config: str) -> subprocess.Popen:
-    """The first node's torchrun here; another node's through ssh, its environment on the command line."""
+    """The first node's torchrun here; another node's through ssh, its environment on the command line (in a
+    containerised run, `docker run` of the same image there: suite/node_container.py)."""
     if rank == 0:
         return _start_local(command, env, log_path)
-    argv = node.ssh_argv(ssh_config, tty=True) + [remote_shell_command(os.getcwd(), forwarded_env(env), command)]
+    image_run = container_prefix(os.environ)  # a containerised run: the node runs it in the same image
+    if image_run:
+        name = container_name("cardtime", node.name, log_path.stem, str(os.getpid()), str(time.monotonic_ns()))
+        remote = container_node_command(image_run, name, os.getcwd(), forwarded_env(env), command)
+    else:
+        remote = remote_shell_command(os.getcwd(), forwarded_env(env), command)
+    argv = node.ssh_argv(ssh_config, tty=True) + [remote]
     return _start_local(argv, dict(os.environ), log_path)
 
 

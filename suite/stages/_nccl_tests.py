@@ -21,6 +21,7 @@ from typing import Any
 from ..config import Profile
 from ..mpirun import hostfile_text, mpirun_across_nodes
 from ..multinode import node_socket_env, parse_nodes
+from ..node_container import container_prefix
 from ..parsers import ParseError
 from ..parsers.nccl_tests import parse_file
 from ..results import Row
@@ -115,7 +116,8 @@ def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Pa
     hostfile.write_text(hostfile_text(nodes, profile.nproc))
     socket_env = {**env, **node_socket_env(profile.socket_ifname)}
     return mpirun_across_nodes(mpirun, nodes, profile.nproc, str(hostfile), env=socket_env,
-                               ssh_config=profile.ssh_config, ifname=profile.socket_ifname, as_root=os.geteuid() == 0)
+                               ssh_config=profile.ssh_config, ifname=profile.socket_ifname, as_root=os.geteuid() == 0,
+                               in_image=container_prefix(env) is not None)
 
 
 def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from provisioning import jobs, preflight
-from provisioning.cluster_run import (NodeRunSettings, Probed, base_problems, reach_problem, runtime_problem,
-                                      suite_node_args)
+from provisioning.cluster_run import (NodeRunSettings, Probed, base_problems, cluster_runtime, reach_problem,
+                                      runtime_problem, suite_node_args)
 from provisioning.hosts import parse_host
 from provisioning.remote import RemoteOptions
 from suite.multinode import parse_node
@@ -41,11 +41,32 @@ def test_a_node_the_first_cannot_reach_names_both_and_the_fix():
     assert host_key.endswith(": accept its host key once on root@gpu-a: ssh root@gpu-b true")
 
 
-def test_only_the_host_runtime_across_nodes():
+def test_the_runtime_across_nodes():
     opts = RemoteOptions(host=parse_host("root@a"))
-    assert runtime_problem(opts) is None and runtime_problem(dataclasses.replace(opts, runtime="host")) is None
-    for bad in (dict(runtime="docker"), dict(image="registry/cardtime:cu130")):
-        assert runtime_problem(dataclasses.replace(opts, **bad)).startswith("RUNTIME=docker / IMAGE= across nodes")
+    assert cluster_runtime(opts) == "host" and cluster_runtime(dataclasses.replace(opts, runtime="host")) == "host"
+    assert cluster_runtime(dataclasses.replace(opts, runtime="docker")) == "docker"
+    assert cluster_runtime(dataclasses.replace(opts, image="registry/cardtime:cu130")) == "docker"
+    assert runtime_problem(opts) is None and runtime_problem(dataclasses.replace(opts, image="r/c:t")) is None
+    assert runtime_problem(dataclasses.replace(opts, image="r/c:t", runtime="host")) == (
+        "IMAGE=r/c:t runs in Docker but RUNTIME=host was asked: drop one of them")
+
+
+def test_docker_across_nodes_refuses_a_login_other_than_root():
+    from provisioning.cluster_run import login_problems
+
+    nodes = [probed("root@a", uid=0), probed("ubuntu@b", uid=1000)]
+    assert login_problems(nodes, "host") == []
+    assert login_problems(nodes, "docker") == ["node ubuntu@b: RUNTIME=docker across nodes needs root logins (uid 1000 "
+                                               "here): log in as root (HOSTS=root@…), or use RUNTIME=host"]
+
+
+def test_the_hosts_pythons_need_not_agree_in_docker():
+    from provisioning.cluster import cluster_problems
+
+    nodes = [("root@a", facts()), ("root@b", facts(python=(3, 12, 1)))]
+    assert cluster_problems(nodes, "host") == ["node root@b: Python 3.12 where root@a has 3.11: the same venv must "
+                                               "run on every node; install the same Python, or use RUNTIME=docker"]
+    assert cluster_problems(nodes, "docker") == []
 
 
 def test_the_suites_node_arguments():

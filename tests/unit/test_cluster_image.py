@@ -1,0 +1,208 @@
+"""make remote HOSTS= RUNTIME=docker (provisioning/cluster_image.py, suite/node_container.py): the exact docker and
+ssh command lines per node, the image-ID comparison run for real by sh on ID files, its refusal lines, and the
+other nodes' container command the suite's launcher really starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from provisioning.cluster_image import (carry_lines, compare_lines, first_node_run_argv, node_container_prefix,
+                                        read_ids_lines, same_image_setup)
+from suite.multinode import parse_node
+from suite.node_container import NODE_CONTAINER_ENV, container_name, container_node_command, container_prefix
+
+IMAGE = "cardtime:0123456789ab"
+B = parse_node("root@gpu-b:2222")
+C = parse_node("ubuntu@gpu-c")
+SSH_B = ["ssh", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-F", "/etc/cluster_ssh", "-p", "2222", "root@gpu-b"]
+SSH_C = ["ssh", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-F", "/etc/cluster_ssh", "ubuntu@gpu-c"]
+INSPECT = ["docker", "image", "inspect", "--format", "{{.Id}}", IMAGE]
+
+
+def words(line: str) -> list[str]:
+    return shlex.split(line)
+
+
+def test_each_nodes_image_id_is_read_by_its_own_engine():
+    lines = read_ids_lines(IMAGE, "gpu-a", [B, C], "/etc/cluster_ssh", "/w/jobs/j1").splitlines()
+    assert len(lines) == 4 and lines[0] == "mkdir -p -- /w/jobs/j1/image-ids"
+    redirect = ["2>/dev/null", "<", "/dev/null", "||", ":", ">"]
+    assert words(lines[1]) == [*INSPECT, ">", "/w/jobs/j1/image-ids/gpu-a", *redirect, "/w/jobs/j1/image-ids/gpu-a"]
+    assert words(lines[2]) == [*SSH_B, shlex.join(INSPECT), ">", "/w/jobs/j1/image-ids/gpu-b", *redirect,
+                               "/w/jobs/j1/image-ids/gpu-b"]
+    assert words(lines[3])[:len(SSH_C) + 1] == [*SSH_C, shlex.join(INSPECT)]
+
+
+def test_a_built_image_is_carried_by_save_and_load_unless_the_node_holds_it():
+    lines = carry_lines(IMAGE, [B, C], "/etc/cluster_ssh", pulled=False).splitlines()
+    assert lines[0] == f"here=$({shlex.join(INSPECT)} 2>/dev/null)"
+    carries = [line.strip() for line in lines if line.strip().startswith("docker save")]
+    assert len(carries) == 2
+    save, load, prefix = (part.strip() for part in carries[0].split(" | "))
+    assert words(save) == ["docker", "save", IMAGE]
+    assert words(load) == [*SSH_B, "docker load", "2>&1"] and words(prefix) == ["sed", "s/^/[gpu-b] /"]
+    assert words(carries[1].split(" | ")[1]) == [*SSH_C, "docker load", "2>&1"]
+    checks = [line for line in lines if line.startswith("there=$(")]
+    assert words(checks[0][len("there=$("):].split(" 2>")[0]) == [*SSH_B, shlex.join(INSPECT)]
+
+
+def test_a_pushed_image_is_pulled_by_every_other_node_itself():
+    lines = carry_lines("reg.example/cardtime:cu130", [B], "", pulled=True).splitlines()
+    assert "docker save" not in "\n".join(lines) and "here=" not in "\n".join(lines)
+    (pull,) = [line for line in lines if "docker pull" in line and not line.startswith("echo")]
+    assert words(pull.split(" | ")[0]) == ["ssh", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-p", "2222",
+                                           "root@gpu-b", "docker pull reg.example/cardtime:cu130", "<", "/dev/null",
+                                           "2>&1"]
+
+
+def compare(tmp_path, ids: dict[str, str], *, pulled: bool = False, image: str = IMAGE):
+    """compare_lines run by sh on ID files as read_ids_lines leaves them: (exit code, stdout, refused file)."""
+    (tmp_path / "image-ids").mkdir()
+    for name, image_id in ids.items():
+        (tmp_path / "image-ids" / name).write_text(image_id + "\n" if image_id else "")
+    script = compare_lines(image, "gpu-a", [B, C], str(tmp_path), pulled=pulled)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    refused = tmp_path / "refused"
+    return done.returncode, done.stdout, refused.read_text() if refused.exists() else None
+
+
+A_ID, OTHER_ID = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def test_every_node_holding_the_first_nodes_image_id_passes(tmp_path):
+    code, out, refused = compare(tmp_path, {"gpu-a": A_ID, "gpu-b": A_ID, "gpu-c": A_ID})
+    assert (code, refused) == (0, None)
+    assert out.splitlines() == [f"── every node holds {IMAGE} as {A_ID}"]
+
+
+def test_a_node_holding_another_image_is_refused_naming_it_and_the_fix(tmp_path):
+    code, out, refused = compare(tmp_path, {"gpu-a": A_ID, "gpu-b": A_ID, "gpu-c": OTHER_ID})
+    line = (f"node gpu-c: image {IMAGE} is {OTHER_ID} there but {A_ID} on gpu-a: remove the other copy there "
+            f"(ssh ubuntu@gpu-c docker rmi {IMAGE}) and run the same make remote again: the job carries the "
+            "first node's anew")
+    assert code == 2 and refused == line + "\n" and out.splitlines() == [f"REFUSED: {line}"]
+
+
+def test_a_node_without_the_image_is_refused_before_one_that_differs(tmp_path):
+    code, out, refused = compare(tmp_path, {"gpu-a": A_ID, "gpu-b": "", "gpu-c": OTHER_ID})
+    assert code == 2 and refused == (f"node gpu-b: no image {IMAGE} there: the copy from gpu-a did not load there "
+                                     "(see its [gpu-b] lines above): free Docker's disk on gpu-b (docker system df) "
+                                     "and run the same make remote again\n")
+
+
+def test_a_pulled_tag_naming_two_images_asks_for_a_digest(tmp_path):
+    image = "reg.example/cardtime:cu130"
+    code, _, refused = compare(tmp_path, {"gpu-a": A_ID, "gpu-b": OTHER_ID, "gpu-c": A_ID}, pulled=True, image=image)
+    assert code == 2 and refused == (f"node gpu-b: image {image} is {OTHER_ID} there but {A_ID} on gpu-a: the tag "
+                                     f"{image} names another image there (pushed again between the pulls?): pin one "
+                                     "with IMAGE=<name>@sha256:<digest> and run again\n")
+
+
+def test_no_image_on_the_first_node_is_refused_first(tmp_path):
+    code, _, refused = compare(tmp_path, {"gpu-a": "", "gpu-b": "", "gpu-c": ""})
+    assert code == 2 and refused.startswith(f"node gpu-a: no image {IMAGE} after the set-up")
+
+
+def test_the_whole_set_up_with_unreachable_nodes_ends_refused(tmp_path):
+    """carry, read and compare run for real by sh: the other node's ssh fails at once (an unresolvable name), so
+    it holds no image and the set-up ends with exit 2 naming it; the first node's ID is its own engine's (none here
+    either without an engine: the refusal then names the first node)."""
+    nodes = [parse_node("root@nosuch-b.invalid")]
+    script = same_image_setup(IMAGE, "gpu-a", nodes, "", str(tmp_path), pulled=False)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (tmp_path / "image-ids" / "nosuch-b.invalid").read_text() == ""
+    refused = (tmp_path / "refused").read_text()
+    first_id = (tmp_path / "image-ids" / "gpu-a").read_text().strip()
+    expected = "node gpu-a: no image" if not first_id else "node nosuch-b.invalid: no image"
+    assert refused.startswith(expected), refused
+    assert any(line.startswith("[nosuch-b.invalid] ssh: Could not resolve hostname") for line in done.stdout.splitlines())
+
+
+def test_the_other_nodes_container_has_the_single_host_settings_and_mounts():
+    prefix = node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=True, user=None)
+    assert prefix == ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "--network=host",
+                      "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+                      "-v", "/w/runs:/w/runs:rw", "-v", "/w/jobs/j1:/w/jobs/j1:rw", "-e", "PYTHONUNBUFFERED=1", IMAGE]
+    command = container_node_command(prefix, "cardtime-gpu-b-1", "/runs", {"NCCL_IB_HCA": "mlx5", "RANK": "x y"},
+                                     ["/opt/venv/bin/python", "-m", "torch.distributed.run", "--nnodes=2"])
+    assert command.startswith("exec ")
+    assert words(command[len("exec "):]) == [*prefix[:-1], "--name", "cardtime-gpu-b-1", "-w", "/runs",
+                                             "-e", "NCCL_IB_HCA=mlx5", "-e", "RANK=x y", IMAGE,
+                                             "/opt/venv/bin/python", "-m", "torch.distributed.run", "--nnodes=2"]
+
+
+def test_the_first_nodes_suite_gets_the_keys_and_the_other_nodes_container():
+    argv = first_node_run_argv(IMAGE, ["run", "--nodes", "root@gpu-a,root@gpu-b:2222"], job_id="j1",
+                               runs_dir="/w/runs", job_dir="/w/jobs/j1", home="/root", ssh_config="/etc/cluster/ssh",
+                               gpus=False, user="1000:1000")
+    assert argv[:4] == ["docker", "run", "--rm", "--name"] and argv[4] == "cardtime-j1"
+    assert argv[-4:] == [IMAGE, "run", "--nodes", "root@gpu-a,root@gpu-b:2222"]
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+    assert mounts == ["/w/runs:/w/runs:rw", "/w/jobs/j1:/w/jobs/j1:rw", "/root/.ssh:/root/.ssh:rw",
+                      "/etc/cluster:/etc/cluster:rw"]
+    assert "--gpus" not in argv and argv[argv.index("--user") + 1] == "1000:1000"
+    (handed,) = [argv[i + 1] for i, a in enumerate(argv) if a == "-e" and argv[i + 1].startswith(NODE_CONTAINER_ENV)]
+    prefix = container_prefix({NODE_CONTAINER_ENV: handed.split("=", 1)[1]})
+    assert prefix == node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=False, user="1000:1000")
+
+
+def test_a_bad_node_container_setting_is_one_clear_error():
+    assert container_prefix({}) is None
+    for bad in ("[1, 2]", json.dumps(["podman", "run", IMAGE]), json.dumps(["docker", "run"])):
+        with pytest.raises(ValueError, match=f"{NODE_CONTAINER_ENV} is not the JSON argv"):
+            container_prefix({NODE_CONTAINER_ENV: bad})
+    assert container_name("cardtime", "gpu-b", "dp.torchrun", "77") == "cardtime-gpu-b-dp.torchrun-77"
+    assert container_name("cardtime", "10.77.0.2", "a b/c") == "cardtime-10.77.0.2-a-b-c"
+
+
+def test_the_launcher_starts_another_nodes_torchrun_in_the_image(tmp_path, monkeypatch):
+    """suite/multilaunch.py's start of another node, for real (ssh to an unresolvable name fails at once): the
+    command it ran, logged first in the node's log, is ssh to the node running docker run of the same image."""
+    from suite import multilaunch
+
+    prefix = node_container_prefix(IMAGE, runs_dir=str(tmp_path), job_dir=str(tmp_path), gpus=True, user=None)
+    monkeypatch.setenv(NODE_CONTAINER_ENV, json.dumps(prefix))
+    node = parse_node("root@nosuch-b.invalid")
+    log = tmp_path / "torchrun.log"
+    proc = multilaunch._start(node, 1, ["/opt/venv/bin/python", "-m", "torch.distributed.run"],
+                              {"NCCL_DEBUG": "INFO", "HOME": "/root"}, log, "")
+    assert proc.wait(timeout=30) != 0
+    ran = words(log.read_text().splitlines()[0][len("$ "):])
+    assert ran[:-1] == ["ssh", "-o", "BatchMode=yes", "-tt", "root@nosuch-b.invalid"]
+    remote = words(ran[-1])
+    name = remote[remote.index("--name") + 1]
+    assert remote[0] == "exec" and name.startswith("cardtime-nosuch-b.invalid-torchrun-")
+    assert remote[1:] == [*prefix[:-1], "--name", name, "-w", os.getcwd(),
+                          "-e", "NCCL_DEBUG=INFO", IMAGE, "/opt/venv/bin/python", "-m", "torch.distributed.run"]
+
+
+
+def test_mpirun_starts_its_daemon_on_another_node_in_the_image():
+    """A containerised run's mpirun (suite/mpirun.py) names suite/node_rsh.py as its agent, which runs the daemon's
+    command line (as Open MPI hands it over: node, then shell text) in the same image on that node."""
+    import sys
+
+    from suite.mpirun import mpirun_across_nodes
+    from suite.multinode import parse_nodes
+    from suite.node_rsh import agent_argv, main
+
+    launch = mpirun_across_nodes("mpirun", parse_nodes("root@gpu-a,root@gpu-b"), 8, "hf", ssh_config="/c",
+                                in_image=True)
+    agent = launch[launch.index("plm_rsh_agent") + 1]
+    assert launch.count("plm_rsh_agent") == 1
+    assert shlex.split(agent) == [sys.executable, "-m", "suite.node_rsh", "ssh", "-o", "BatchMode=yes", "-F", "/c",
+                                  "-l", "root", "--"]
+    prefix = node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=True, user=None)
+    daemon = ["PATH=/usr/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"]
+    argv = agent_argv(["ssh", "-o", "BatchMode=yes", "-l", "root"], ["-x", "gpu-b", *daemon], prefix, "orted-1",
+                      "/runs")
+    assert argv[:6] == ["ssh", "-o", "BatchMode=yes", "-l", "root", "-x"] and argv[6] == "gpu-b" and len(argv) == 8
+    assert words(argv[7]) == ["exec", *prefix[:-1], "--name", "orted-1", "-w", "/runs", IMAGE, "sh", "-c",
+                              "PATH=/usr/bin:$PATH ; export PATH ; orted -mca ess env"]
+    assert main(["ssh", "gpu-b", "true"]) == 2  # no `--`: the usage line, never an ssh
