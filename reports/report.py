@@ -157,14 +157,8 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
         about=about,
     )
-    made = figure_modules.stage_figures(stage, rows, expectations, view.facts)
-    out.notes.extend(made.notes)
-    for i, fig in enumerate(made.figures, start=1):
-        image, note = figure_modules.render(fig, f"{stage} figure {i}")
-        if image:
-            out.figures.append(image)
-        if note:
-            out.notes.append(note)
+    out.figures, notes = figure_modules.stage_images(stage, rows, expectations, view.facts)
+    out.notes.extend(notes)
     out.tables.extend(verdict_tables(verdicts))
     if len(expectations):
         out.tables.append(tables.expectation_table(expectations, rows))

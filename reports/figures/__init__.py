@@ -80,6 +80,32 @@ def stage_figures(stage: str, rows, expectations, facts: dict[str, Any]) -> Stag
     return out
 
 
+def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple[list[Image], list[str]]:
+    """The stage's figures drawn as inline images, and the notes saying why any are missing; from the figure cache
+    (_cache.py) when this data was drawn by this code before."""
+    from markupsafe import Markup
+
+    from ._cache import cached_stage_images
+
+    def draw() -> tuple[list[Image], list[str]]:
+        made = stage_figures(stage, rows, expectations, facts)
+        images, notes = [], list(made.notes)
+        for i, fig in enumerate(made.figures, start=1):
+            image, note = render(fig, f"{stage} figure {i}")
+            images += [image] if image else []
+            notes += [note] if note else []
+        return images, notes
+
+    def image(**saved) -> Image:
+        return Image(**{**saved, "src": Markup(saved["src"])})  # stored as drawn: already safe in an attribute
+
+    try:
+        module = importlib.import_module(module_name(stage)) if has_module(stage) else None
+    except Exception:  # noqa: BLE001 - drawn (and the failure noted) by stage_figures, never cached
+        module = None
+    return cached_stage_images(stage, rows, expectations, facts, getattr(module, "__file__", None), draw, image)
+
+
 def warm_up(stages: list[str]) -> None:
     """Import the stages' figure modules and draw one text: work forked workers then inherit instead of repeating."""
     for stage in stages:

@@ -117,6 +117,7 @@ def test_sections_drawn_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
     from reports import report
 
     run = build_run(tmp_path / "run")
+    monkeypatch.setenv("CARDTIME_FIGURE_CACHE", "off")  # both drawn, neither read back
     monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
     parallel = render_path(run, tmp_path / "parallel.html")[0].read_text()
     monkeypatch.setattr(report, "PARALLEL", 1)
