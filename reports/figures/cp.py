@@ -58,6 +58,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
               ylabel="% of the K/V rotation hidden", logx=2)
         judged = (facts or {}).get("profile", {}).get("judge_performance")
         out.append(finish(fig, "Context parallelism: timings" + ("" if judged else " (CPU: not judged)"),
-                          "Good: a layer's time growing with the sequence no faster than its square, and the ring hiding "
+                          "Good: a layer's time growing with the sequence no faster than its square, and the ring "
+                          "hiding "
                           "most of its K/V rotation (near 100 %) at long sequences."))
     return out

@@ -43,7 +43,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
                       lambda k: f"{k[0]}\nPP={k[1]} M={k[2]}")
         ax.set_ylabel("activation memory, GiB (peak − start of step)")
         out.append(finish(fig, "Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)",
-                          "Good: 1F1B's bars flat as M grows (at most P micro-batches in flight), GPipe's growing with M."))
+                          "Good: 1F1B's bars flat as M grows (at most P micro-batches in flight), GPipe's growing "
+                          "with M."))
     golden = _golden(rows)
     if golden:
         fig = Figure(figsize=(8, 3.8))
@@ -57,7 +58,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
         log_axis(ax, "y")
         ax.set_ylabel("max |pipeline − one process|")
         out.append(finish(fig, "Pipeline schedules against one process (float32)",
-                          "Good: every bar below the red tolerance line (each schedule computes what one process computes)."))
+                          "Good: every bar below the red tolerance line (each schedule computes what one process "
+                          "computes)."))
     return out
 
 
