@@ -11,7 +11,7 @@ help:
 	@echo "make rehearse PROFILE=nccl-1gpu   the one-card profile on a machine with one CUDA device"
 	@echo "make test       the test suite"
 	@echo "make golden     rewrite the report-structure golden file after an intended report change"
-	@echo "make bench      timing figures (rehearsal wall time, harness overhead, parse of 50 MB inputs)"
+	@echo "make bench      timing figures (rehearsal wall time, report render time and size, harness overhead, parse of 50 MB inputs)"
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"

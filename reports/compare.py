@@ -32,9 +32,12 @@ from . import fmt, identity, overlay
 from .render import render_template
 from .report import Link, anchor, summary
 from .runview import RunView, load_run
-from .tables import MAX_TABLE_ROWS, Cell, Table
+from .tables import Cell, Table
 
 # A metric's identity across runs: everything but the value, the rank and the repeat.
+MAX_COMPARED_ROWS = 100
+"""Metrics kept per stage in a comparison (the marked ones first): what is compared is the point, unlike a run's
+folded sample of its measurements (tables.MAX_TABLE_ROWS)."""
 KEY_COLUMNS = ("case", "metric", "unit", *[c for c in PARAM_COLUMNS if c not in ("rank", "repeat")])
 
 
@@ -146,9 +149,9 @@ def metric_table(stage: str, runs: list[ComparedRun], others: list[ComparedRun])
     rows = marked_rows + body
     classes = ["", "", *["num"] * len(params), "", "num"] + ["num", "num"] * len(others)
     table = Table(caption="Metrics: median over repeats; ratio to the first run (⚑: beyond run-to-run noise)",
-                  headers=[Cell(h, c) for h, c in zip(headers, classes)], rows=rows[:MAX_TABLE_ROWS])
-    if len(rows) > MAX_TABLE_ROWS:
-        table.notes.append(f"first {MAX_TABLE_ROWS} of {len(rows)} metrics shown (marked ones first)")
+                  headers=[Cell(h, c) for h, c in zip(headers, classes)], rows=rows[:MAX_COMPARED_ROWS])
+    if len(rows) > MAX_COMPARED_ROWS:
+        table.notes.append(f"first {MAX_COMPARED_ROWS} of {len(rows)} metrics shown (marked ones first)")
     if not any(_has_repeats(merged, i) for i in range(1, len(others) + 1)) or not _has_repeats(merged, 0):
         table.notes.append("no repeats in at least one run: the run-to-run noise is unknown, so no ratio is marked")
     return table, len(marked_rows)

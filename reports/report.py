@@ -157,14 +157,8 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
         about=about,
     )
-    made = figure_modules.stage_figures(stage, rows, expectations, view.facts)
-    out.notes.extend(made.notes)
-    for i, fig in enumerate(made.figures, start=1):
-        image, note = figure_modules.render(fig, f"{stage} figure {i}")
-        if image:
-            out.figures.append(image)
-        if note:
-            out.notes.append(note)
+    out.figures, notes = figure_modules.stage_images(stage, rows, expectations, view.facts)
+    out.notes.extend(notes)
     out.tables.extend(verdict_tables(verdicts))
     if len(expectations):
         out.tables.append(tables.expectation_table(expectations, rows))
@@ -196,8 +190,12 @@ def all_sections(view: RunView, out_dir: Path) -> list[Section]:
     figure_modules.warm_up(stages)  # imports and fonts loaded once, shared by the workers, not once in each
     _FORKED = (view, out_dir)
     try:
+        # the biggest stages first (by rows: the figures' work grows with them), so no worker is left with a big
+        # one at the end while the others idle; the sections come back in run order all the same
+        biggest_first = sorted(stages, key=lambda s: -len(view.stage_rows(s)))
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_forked_section, stages, chunksize=1)
+            drawn = dict(zip(biggest_first, pool.map(_forked_section, biggest_first, chunksize=1)))
+        return [drawn[s] for s in stages]
     except OSError:  # no processes to be had (a limit on them): the same sections, one after another
         return [section(view, s, out_dir) for s in stages]
     finally:

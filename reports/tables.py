@@ -16,8 +16,9 @@ from suite.values import is_missing
 
 from . import fmt
 
-MAX_TABLE_ROWS = 100
-"""Rows kept per table (folded ones too: the report stays small); the rest are in results.csv / expectations.csv."""
+MAX_TABLE_ROWS = 40
+"""Rows kept per table (folded ones too: the report stays small, a rehearsal's under 600 KB); the rest are in
+results.csv / expectations.csv, which the report links."""
 MAX_OPEN_ROWS = 30
 """A table longer than this is folded (<details>): a reader opens it, it never pushes the figures away."""
 

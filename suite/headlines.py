@@ -70,3 +70,32 @@ def times(x: float) -> str:
 
 def number(x: float) -> str:
     return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
+
+
+def median(values: Iterable[float]) -> float:
+    values = sorted(values)
+    if not values:
+        return math.nan
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def passed(verdicts: Iterable[Verdict], prefix: str) -> str:
+    """'5 of 5' judged verdicts whose id starts with prefix passed ('' when none was judged)."""
+    judged = [v for v in verdicts if v.id.startswith(prefix) and v.status != "skip"]
+    return f"{sum(v.status == 'pass' for v in judged)} of {len(judged)}" if judged else ""
+
+
+def judged(verdicts: Iterable[Verdict], prefix: str) -> bool:
+    """Whether any verdict whose id starts with prefix was judged (not skipped: a CPU run skips performance)."""
+    return any(v.id.startswith(prefix) and v.status != "skip" for v in verdicts)
+
+
+def worst_ratio(rows: Iterable[Row], expectations: Iterable[Expectation], metric: str, *keys: str) -> float:
+    """max over rows of value / the expectation of the same case and `keys` parameters (a golden error over its
+    tolerance: below 1 is within it); nan when no row has an expectation."""
+    limits = {(e.case, *(getattr(e, k) for k in keys)): e.value for e in expectations
+              if e.metric == metric and is_finite_number(e.value) and e.value > 0}
+    ratios = [r.value / limits[(r.case, *(getattr(r, k) for k in keys))] for r in rows
+              if r.metric == metric and is_finite_number(r.value) and (r.case, *(getattr(r, k) for k in keys)) in limits]
+    return max(ratios) if ratios else math.nan

@@ -80,13 +80,12 @@ def rehearsal_wall_time() -> None:
         _REHEARSAL["run"] = _REHEARSAL["fork"]
 
 
-def _render(python_path: Path, run: Path, out: Path) -> tuple[float, float, int, int]:
+def _render(python_path: Path, run: Path, out: Path, cache: str = "off") -> tuple[float, float, int, int]:
     """`python -m reports RUN -o OUT` with the given code first on the path: wall and CPU seconds (a loaded
-    machine stretches the wall time, hardly the CPU time), bytes, exit code."""
-    import os
+    machine stretches the wall time, hardly the CPU time), bytes, exit code. `cache`: CARDTIME_FIGURE_CACHE."""
     import resource
 
-    env = {**os.environ, "PYTHONPATH": str(python_path)}
+    env = {**os.environ, "PYTHONPATH": str(python_path), "CARDTIME_FIGURE_CACHE": cache}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "reports", str(run), "-o", str(out)], cwd=python_path, env=env,
@@ -97,11 +96,25 @@ def _render(python_path: Path, run: Path, out: Path) -> tuple[float, float, int,
     return wall, cpu, out.stat().st_size if out.exists() else 0, done.returncode
 
 
+def _renderer_at(commit: str, into: Path) -> Path | None:
+    """The reports and suite packages as they were at `commit`, unpacked under `into`; None (said why) if unreadable."""
+    archive = subprocess.run(["git", "archive", commit, "reports", "suite"], cwd=REPO, capture_output=True)
+    if archive.returncode != 0:
+        print(f"report render: cannot read the renderer of {commit} (git archive): {archive.stderr.decode().strip()}")
+        return None
+    into.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 @bench
 def report_render() -> None:
-    """A full rehearsal's report: render time and size, this renderer against the one of REPORT_BASELINE, in the
-    same run on the same run directory (target: ≤ 5 s and ≤ 600 KB on the 2-core machine)."""
-    run = _REHEARSAL.get("run")
+    """A full rehearsal's report: render time and size, this renderer against main's (the one it replaces) and
+    REPORT_BASELINE's, in the same run on the same run directory, one after another (target: ≤ 5 s and ≤ 600 KB
+    on the 2-core machine). This renderer twice: drawing every figure (cold) and reading them back from its
+    figure cache (warm: a report rendered again, or after a run that drew its stages' figures as it went).
+    REPORT_RUN=DIR renders that run directory instead of making a rehearsal first."""
+    run = Path(os.environ["REPORT_RUN"]) if os.environ.get("REPORT_RUN") else _REHEARSAL.get("run")
     if run is None:
         rehearsal_wall_time()
         run = _REHEARSAL.get("run")
@@ -109,18 +122,18 @@ def report_render() -> None:
         print("report render: no rehearsal run directory to render (the rehearsal did not start)")
         return
     with tempfile.TemporaryDirectory() as d:
-        old = Path(d) / "baseline"
-        old.mkdir()
-        archive = subprocess.run(["git", "archive", REPORT_BASELINE, "reports", "suite"], cwd=REPO, capture_output=True)
-        if archive.returncode != 0:
-            print(f"report render: cannot read the baseline renderer (git archive {REPORT_BASELINE}): "
-                  f"{archive.stderr.decode().strip()}")
-            return
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
-        for name, code in (("baseline " + REPORT_BASELINE, old), ("current", REPO)):
-            wall, cpu, size, code_exit = _render(code, run, Path(d) / f"{code.name}.html")
-            print(f"report render, {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {size / 1024:.0f} KB, exit {code_exit} "
-                  f"(target ≤ 5 s, ≤ 600 KB)")
+        renderers = [(f"baseline {REPORT_BASELINE}", _renderer_at(REPORT_BASELINE, Path(d) / "baseline"), "off"),
+                     ("main", _renderer_at("main", Path(d) / "main"), "off"),
+                     ("this, cold", REPO, "off"),
+                     ("this, warm", REPO, str(Path(d) / "cache"))]
+        _render(REPO, run, Path(d) / "fill.html", str(Path(d) / "cache"))  # the warm one's cache, filled first
+        print(f"report render of {run.name}; load average {os.getloadavg()[0]:.1f} before")
+        for i, (name, code, cache) in enumerate(renderers):
+            if code is None:
+                continue
+            wall, cpu, size, code_exit = _render(code, run, Path(d) / f"{i}.html", cache)
+            print(f"  {name:<20} {wall:5.1f} s wall, {cpu:5.1f} s CPU, {size / 1024:5.0f} KB, exit {code_exit}")
+        print(f"  target ≤ 5 s, ≤ 600 KB; load average {os.getloadavg()[0]:.1f} after")
 
 
 @bench

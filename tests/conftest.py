@@ -22,6 +22,20 @@ REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
+@pytest.fixture(scope="session", autouse=True)
+def figure_cache(tmp_path_factory) -> Path:
+    """The report's figure cache (reports/figures/_cache.py) in this session's temporary folder, not the user's:
+    a run's report rendered again by a later test (and by subprocesses, which inherit it) is not drawn again."""
+    folder = tmp_path_factory.mktemp("figure-cache")
+    previous = os.environ.get("CARDTIME_FIGURE_CACHE")
+    os.environ["CARDTIME_FIGURE_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("CARDTIME_FIGURE_CACHE", None)
+    else:
+        os.environ["CARDTIME_FIGURE_CACHE"] = previous
+
+
 def run_suite(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path = REPO,
               **kwargs) -> subprocess.CompletedProcess:
     """`python -m suite ARGS` as a user runs it; output captured."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
-import re
 import traceback
 import urllib.parse
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ import matplotlib
 matplotlib.use("Agg")  # no display: the report renders on headless boxes
 
 from matplotlib.figure import Figure  # noqa: E402
+
+from ._svg import compact_svg  # noqa: E402
 
 # Text as SVG text, in the browser's sans-serif: half the bytes of text drawn as glyph paths, and a
 # figure's labels can be searched and copied. A fixed hash salt keeps the SVG's internal ids stable
@@ -79,6 +80,32 @@ def stage_figures(stage: str, rows, expectations, facts: dict[str, Any]) -> Stag
     return out
 
 
+def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple[list[Image], list[str]]:
+    """The stage's figures drawn as inline images, and the notes saying why any are missing; from the figure cache
+    (_cache.py) when this data was drawn by this code before."""
+    from markupsafe import Markup
+
+    from ._cache import cached_stage_images
+
+    def draw() -> tuple[list[Image], list[str]]:
+        made = stage_figures(stage, rows, expectations, facts)
+        images, notes = [], list(made.notes)
+        for i, fig in enumerate(made.figures, start=1):
+            image, note = render(fig, f"{stage} figure {i}")
+            images += [image] if image else []
+            notes += [note] if note else []
+        return images, notes
+
+    def image(**saved) -> Image:
+        return Image(**{**saved, "src": Markup(saved["src"])})  # stored as drawn: already safe in an attribute
+
+    try:
+        module = importlib.import_module(module_name(stage)) if has_module(stage) else None
+    except Exception:  # noqa: BLE001 - drawn (and the failure noted) by stage_figures, never cached
+        module = None
+    return cached_stage_images(stage, rows, expectations, facts, getattr(module, "__file__", None), draw, image)
+
+
 def warm_up(stages: list[str]) -> None:
     """Import the stages' figure modules and draw one text: work forked workers then inherit instead of repeating."""
     for stage in stages:
@@ -122,22 +149,6 @@ def to_image(fig: Figure, fallback_alt: str) -> Image:
     caption = str(getattr(fig, "caption", "") or "")
     close(fig)
     return Image(src=svg_uri(buf.getvalue()), alt=alt, caption=caption)
-
-
-COORDINATES = re.compile(r'(\s(?:d|x|y|x1|x2|y1|y2|width|height|points)=")([^"]*)(")')
-LONG_DECIMAL = re.compile(r"(\d\.\d{2})\d+")
-ATTRIBUTE = re.compile(r'(\s[\w:-]+)="([^"]*)"')
-
-
-def compact_svg(svg: str) -> str:
-    """matplotlib's SVG without its indentation, metadata and sub-pixel digits: a third of the bytes, the same picture.
-    Only coordinates (path data, positions, sizes) are rounded, never a label's text."""
-    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
-    svg = re.sub(r">\s+<", "><", svg)
-    svg = re.sub(r'<g id="[^"]*">', "<g>", svg)  # group ids (line2d_8, xtick_5) that nothing refers to
-    svg = COORDINATES.sub(lambda m: m[1] + LONG_DECIMAL.sub(r"\1", " ".join(m[2].split())) + m[3], svg)
-    # attributes in single quotes: a double quote costs three bytes in the URI, a single one none
-    return ATTRIBUTE.sub(lambda m: f"{m[1]}='{m[2].replace(chr(39), '&#39;')}'", svg)
 
 
 def svg_uri(svg: bytes) -> str:

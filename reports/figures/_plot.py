@@ -12,6 +12,7 @@ measured series by colour), a limit or tolerance as a horizontal dashed line, li
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 from matplotlib import ticker
@@ -32,10 +33,44 @@ def source_colour(source: str | None, fallback: str | None = None) -> str | None
     return SOURCE_COLOUR.get(str(source), fallback)
 
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def plain_power(x: float, base: int) -> str:
+    """A log tick as plain text: 64, 1024, 0.01 as they are; 10⁻⁸ and 2⁻³ beyond. matplotlib's own labels
+    (10^{-8} in mathtext) are parsed by pyparsing for every tick: a tenth of the report's drawing time."""
+    if x <= 0:
+        return ""
+    power = round(math.log(x, base))
+    if base == 2:
+        return f"{x:g}" if x >= 1 else f"2{str(power).translate(SUPERSCRIPT)}"
+    return f"{x:g}" if 1e-2 <= x < 1e5 else f"{base}{str(power).translate(SUPERSCRIPT)}"
+
+
 def sparse_log_ticks(axis, base: int) -> None:
-    """At most MAX_LOG_TICKS labelled powers and no minor ticks: readable, and each tick is drawn text to pay for."""
+    """At most MAX_LOG_TICKS labelled powers, plain-text labels and no minor ticks: readable, and each tick is drawn
+    text to pay for."""
     axis.set_major_locator(ticker.LogLocator(base=base, numticks=MAX_LOG_TICKS))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: plain_power(x, base)))
     axis.set_minor_locator(ticker.NullLocator())
+
+
+LINEAR_TICKS = 5
+"""Labelled ticks at most on a linear axis (matplotlib's default gives up to ten): enough to read a value off,
+and each tick is two marks, a grid line and a label to lay out and draw."""
+
+
+def fewer_linear_ticks(ax) -> None:
+    for axis in (ax.xaxis, ax.yaxis):
+        if type(axis.get_major_locator()) is ticker.AutoLocator:
+            axis.set_major_locator(ticker.MaxNLocator(nbins=LINEAR_TICKS, steps=[1, 2, 2.5, 5, 10]))
+
+
+def log_axis(ax, which: str, base: int = 10, unit: str | None = None) -> None:
+    """ax's x or y axis on a log scale, its ticks in human units (unit "bytes", "us") or plain powers."""
+    getattr(ax, f"set_{which}scale")("log", base=base)
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    human_units(axis, unit, base) if unit else sparse_log_ticks(axis, base)
 
 
 def human_units(axis, unit: str, base: int) -> None:
@@ -109,11 +144,9 @@ def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: st
     """Scales, labels, ticks (after the scale, which would reset them), grid and legend of one axes.
     xunit/yunit ("bytes", "us") label a log axis in human units (human_units)."""
     if logx:
-        ax.set_xscale("log", base=logx)
-        human_units(ax.xaxis, xunit, logx) if xunit else sparse_log_ticks(ax.xaxis, logx)
+        log_axis(ax, "x", logx, xunit)
     if logy:
-        ax.set_yscale("log")
-        human_units(ax.yaxis, yunit, 10) if yunit else sparse_log_ticks(ax.yaxis, 10)
+        log_axis(ax, "y", 10, yunit)
     if xticks is not None:
         ax.set_xticks(list(xticks))
     if xticklabels is not None:
@@ -137,6 +170,8 @@ def finish(fig: Figure, title: str | None = None, caption: str | None = None) ->
         fig.suptitle(title)
     if caption:  # else a caption the figure module set itself (fig.caption = …), or none
         fig.caption = caption
+    for ax in fig.get_axes():
+        fewer_linear_ticks(ax)
     fig.tight_layout()
     fig.laid_out = True  # reports.figures.to_image then skips a second, costly tight bounding box
     return fig

@@ -38,11 +38,11 @@ def busbw_figure(busbw, expectations) -> Figure:
         floor = expectations[(expectations["case"] == coll) & (expectations["metric"] == "busbw_min")] \
             if len(expectations) else expectations
         if floor is not None and len(floor):
-            limit(ax, float(floor["value"].iloc[0]), "70% of link peak", color="grey", linestyle=":")
+            limit(ax, float(floor["value"].iloc[0]), "verdict floor: 70% of link peak")
         style(ax, title=coll, xlabel="message size" if i >= 3 else None, ylabel="busbw (GB/s)", logx=2,
               xunit="bytes", legend=7 if len(part) else None)
     return finish(fig, "Bus bandwidth by message size (torch solid, nccl-tests dashed)",
-                  "Good: each curve rises with the message size and flattens above the dotted 70%-of-link-peak "
+                  "Good: each curve rises with the message size and flattens above the red 70%-of-link-peak "
                   "floor, torch close to nccl-tests, no dip.")
 
 

@@ -40,5 +40,5 @@ def figures(rows, expectations, facts) -> list[Figure]:
         right.text(0.0, 0.5, f"step {step * 1e3:.3g} ms\n{tokens:,.0f} tokens/s\n(no MFU: no GPU peak)",
                    fontsize=11, va="center")
     return [finish(fig, f"Baseline, TP=1: {step * 1e3:.3g} ms per step, {tokens:,.0f} tokens/s",
-                   "The one-card step every scaling figure divides by; on a GPU its MFU should reach 20% of the "
-                   "card's bf16 dense peak.")]
+                   "Good: on a GPU an MFU at or above the red 20% floor (of the card's bf16 dense peak); this "
+                   "one-card step is what every scaling figure divides by.")]

@@ -39,7 +39,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
                                                 "grey")], width=0.4)
         style(right, title="Communication volume", ylabel="bytes sent per rank per forward", xticks=range(len(sent)),
               xticklabels=[f"{r.algo}\nCP={int(r.world)}" for r in sent.itertuples()], grid="y")
-        out.append(finish(fig, "Context parallelism: ring attention and Ulysses against one process"))
+        out.append(finish(fig, "Context parallelism: ring attention and Ulysses against one process",
+                          "Good: every golden bar below the red tolerance line, and the counted bytes equal to the "
+                          "formula's grey bars."))
     layer = rows[(rows["case"] == "layer") & (rows["metric"] == "time_s")]
     if len(layer):
         fig, (left, right) = new_figure(9, 3.8, 1, 2)
@@ -55,5 +57,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
         style(right, title="Ring: rotation behind compute", xlabel="sequence length (tokens)",
               ylabel="% of the K/V rotation hidden", logx=2)
         judged = (facts or {}).get("profile", {}).get("judge_performance")
-        out.append(finish(fig, "Context parallelism: timings" + ("" if judged else " (CPU: not judged)")))
+        out.append(finish(fig, "Context parallelism: timings" + ("" if judged else " (CPU: not judged)"),
+                          "Good: a layer's time growing with the sequence no faster than its square, and the ring "
+                          "hiding "
+                          "most of its K/V rotation (near 100 %) at long sequences."))
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from suite.costmodel.scaling_expectations import DP_MARGIN
+
 from ._plot import finish, measured_vs_model, new_figure, style
 from ._scaling import golden_figure, series
 
@@ -21,13 +23,17 @@ def figures(rows, expectations, facts) -> list[Figure]:
                           model_label="α-β model", model_marker="x")
         style(left, title="Per-rank throughput", xlabel="DDP ranks (fixed global batch)", ylabel="tokens/s per rank",
               xticks=worlds)
-        measured_vs_model(right, series(rows, "efficiency", "world"), series(expectations, "efficiency", "world"),
+        model_efficiency = series(expectations, "efficiency", "world")
+        measured_vs_model(right, series(rows, "efficiency", "world"), model_efficiency,
                           model_label="α-β model", model_marker="x")
+        if model_efficiency:  # dp.decay's threshold: what the verdict holds the measured points to
+            right.plot(list(model_efficiency), [DP_MARGIN * v for v in model_efficiency.values()], color="red",
+                       linestyle="--", label=f"verdict floor: {DP_MARGIN:.0%} of the model")
         right.set_ylim(0, 1.1)
         style(right, title="Decay", xlabel="DDP ranks", ylabel="per-rank throughput ÷ one rank's", xticks=worlds)
         out.append(finish(fig, "Data parallelism: throughput per rank beside the α-β model",
                           "Good: throughput per rank stays near the one-card value as ranks are added, at or "
-                          "above the model."))
+                          "above the model and never under the red floor."))
     golden = golden_figure(rows, expectations, "world", "ranks",
                            "Data parallelism: parameters after training vs one process")
     return out + ([golden] if golden else [])

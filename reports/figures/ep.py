@@ -49,7 +49,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
             ax.scatter([i for i, _ in marks], [t for _, t in marks], marker="_", s=200, color="red", label="tolerance")
         style(ax, title="Golden (float32)", logy=True, xticks=range(len(labels)), grid="y")
         ax.set_xticklabels(labels, rotation=90, fontsize=6)
-        out.append(finish(fig, "Expert parallelism: load per expert and the golden comparison"))
+        out.append(finish(fig, "Expert parallelism: load per expert and the golden comparison",
+                          "Good: blue (kept) as tall as grey (routed) unless the skewed router overflows an expert's "
+                          "capacity, and every golden bar under its red tolerance mark."))
     steps = rows[rows["case"].astype(str).str.startswith("step.") & (rows["metric"] == "time_s")]
     if len(steps):
         fig, (left, right) = new_figure(9, 3.8, 1, 2)
@@ -65,5 +67,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
             right.annotate(f"{int(size) / 2**20:.2f} MiB", (i, 0), ha="center", va="bottom", fontsize=7)
         style(right, title="Dispatch all-to-all", ylabel="GB/s leaving the busiest rank", grid="y", legend=None)
         judged = (facts or {}).get("profile", {}).get("judge_performance")
-        out.append(finish(fig, "Expert parallelism: timings" + ("" if judged else " (CPU: not judged)")))
+        out.append(finish(fig, "Expert parallelism: timings" + ("" if judged else " (CPU: not judged)"),
+                          "Good: the step time falling as the capacity factor shrinks (fewer padded slots), and the "
+                          "dispatch bandwidth near the bandwidth stage's all_to_all."))
     return out

@@ -8,6 +8,8 @@ import statistics
 
 from matplotlib.figure import Figure
 
+from ._plot import finish
+
 PANELS = (("gemm_tflops", "GEMM", "TFLOP/s"), ("h2d_GBps", "host → device (pinned)", "GB/s"),
           ("d2h_GBps", "device → host (pinned)", "GB/s"))
 PEER_FRACTION = {True: 0.90, False: 0.50}  # suite/stages/_health_rules.py's marks on GPUs / CPU ranks (the report
@@ -42,6 +44,6 @@ def figures(rows, expectations, facts) -> list[Figure]:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     note = "" if on_gpu else " (CPU ranks: the rule at work, the numbers mean nothing)"
-    fig.suptitle(f"Per-{who} speed: every bar should clear its dashed mark{note}", fontsize=10)
-    fig.tight_layout()
-    return [fig]
+    fig.suptitle(f"Per-{who} speed{note}", fontsize=10)
+    return [finish(fig, caption=f"Good: bars of one height, every one above its dashed mark ({fraction:.0%} of its "
+                                f"peers' median); a red bar is a slow {who}.")]

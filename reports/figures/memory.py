@@ -7,6 +7,8 @@ import math
 
 from matplotlib.figure import Figure
 
+from ._plot import finish, log_axis
+
 TERMS = (("state", "parameters"), ("state", "gradients"), ("state", "optimizer"),
          ("activations", "bytes_per_layer"), ("activations.checkpoint", "bytes_per_layer"))
 
@@ -45,9 +47,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
         search.axhline(cap / 2**20, color="red", linestyle="--", label="cap")
         search.legend(fontsize=7)
     largest = _value(rows, "search", "largest_batch")
-    search.set_xscale("log", base=2)
+    log_axis(search, "x", 2)
     search.set_xlabel("batch (sequences)")
     search.set_ylabel("peak MiB (green fits, red OOM)")
     search.set_title(f"Largest batch that fits: {largest:.0f}")
-    fig.tight_layout()
-    return [fig]
+    return [finish(fig, caption="Good: each blue bar level with its grey formula bar, green dots (fits) below the red "
+                                "cap and red crosses (out of memory) above it.")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from ._plot import finish, log_axis
+
 
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):
@@ -30,11 +32,11 @@ def figures(rows, expectations, facts) -> list[Figure]:
     if len(gloo):
         worst = gloo.groupby("case")["value"].max()
         right.bar(list(worst.index), [max(float(v), 1e-12) for v in worst.values], color="tab:blue")
-        right.set_yscale("log")
+        log_axis(right, "y")
         right.tick_params(axis="x", labelsize=6, rotation=45)
         right.set_ylabel("max |CUDA − CPU| (0 drawn at 1e-12)")
         right.set_title("gloo collectives on CUDA tensors")
     else:
         right.axis("off")
-    fig.tight_layout()
-    return [fig]
+    return [finish(fig, caption="Good: enqueue and wait() short, synchronize() as long as the GEMM chain; every gloo "
+                                "bar at the 1e-12 floor (CUDA and CPU results equal).")]

@@ -133,4 +133,6 @@ def timeline_figure(rows, labels: list[str]) -> Figure:
         style(ax, title=f"{label}: buckets in all-reduce order, backward layers behind", xlabel="ms since backward began",
               grid="x", legend=7, loc="lower right")
         ax.set_yticks(range(len(buckets)), ticks, fontsize=7)
-    return finish(fig, "DDP's buckets watched (rank 0; one backward after the rebuild)")
+    return finish(fig, "DDP's buckets watched (rank 0; one backward after the rebuild)",
+                  "Good: each bucket's all-reduce starting as soon as its layers' gradients are ready and all but the "
+                  "last ending before the dotted end of backward (hidden).")

@@ -9,6 +9,8 @@ from matplotlib.figure import Figure
 
 from suite.costmodel.bubble import bubble_fraction, schedule_chunks
 
+from ._plot import finish, log_axis
+
 COLOURS = {"hand_1f1b": "tab:green", "gpipe": "tab:blue", "1f1b": "tab:orange", "interleaved_1f1b": "tab:purple"}
 
 
@@ -23,7 +25,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
     if sleep:
         fig = Figure(figsize=(8, 4.2))
         _bubble_axes(fig.subplots(), sleep, chunks, f"sleep stages ({sleeps})")
-        out.append(_finish(fig, "Pipeline bubble: measured idle/total per rank against the formula"))
+        out.append(finish(fig, "Pipeline bubble: measured idle/total per rank against the formula", BUBBLE_GOOD))
     gpt = _bubble_points(rows, "gpt")
     degrees = sorted({p for (_, p) in gpt})
     if degrees:
@@ -31,7 +33,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
         axes = fig.subplots(1, len(degrees), squeeze=False)[0]
         for ax, d in zip(axes, degrees):
             _bubble_axes(ax, {k: v for k, v in gpt.items() if k[1] == d}, chunks, f"GPT, PP={d}")
-        out.append(_finish(fig, "Pipeline bubble of the GPT per schedule"))
+        out.append(finish(fig, "Pipeline bubble of the GPT per schedule, one panel per PP degree", BUBBLE_GOOD))
     memory = _memory(rows)
     if memory:
         fig = Figure(figsize=(8, 3.8))
@@ -40,7 +42,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
         _grouped_bars(ax, memory, [(f"rank {r}", r) for r in ranks], lambda v: v / 2**30,
                       lambda k: f"{k[0]}\nPP={k[1]} M={k[2]}")
         ax.set_ylabel("activation memory, GiB (peak − start of step)")
-        out.append(_finish(fig, "Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)"))
+        out.append(finish(fig, "Pipeline: activation memory per stage (1F1B holds ≤ P micro-batches, GPipe all M)",
+                          "Good: 1F1B's bars flat as M grows (at most P micro-batches in flight), GPipe's growing "
+                          "with M."))
     golden = _golden(rows)
     if golden:
         fig = Figure(figsize=(8, 3.8))
@@ -51,16 +55,12 @@ def figures(rows, expectations, facts) -> list[Figure]:
         if tol:
             ax.axhline(tol, color="red", linestyle="--", label=f"tolerance (gradients) {tol:.2g}")
             ax.legend(fontsize=6)
-        ax.set_yscale("log")
+        log_axis(ax, "y")
         ax.set_ylabel("max |pipeline − one process|")
-        out.append(_finish(fig, "Pipeline schedules against one process (float32)"))
+        out.append(finish(fig, "Pipeline schedules against one process (float32)",
+                          "Good: every bar below the red tolerance line (each schedule computes what one process "
+                          "computes)."))
     return out
-
-
-def _finish(fig: Figure, title: str) -> Figure:
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 def _grouped_bars(ax, table: dict, groups: list[tuple[str, object]], scale, label) -> None:
@@ -87,6 +87,8 @@ def _bubble_points(rows, case: str) -> dict[tuple[str, int], list[tuple[int, flo
     return out
 
 
+BUBBLE_GOOD = ("Good: each schedule's measured points on its dashed formula curve; the idle share falls as the "
+               "micro-batches M grow.")
 MARKERS = {"hand_1f1b": "s", "gpipe": "o", "1f1b": "^", "interleaved_1f1b": "D"}
 
 
@@ -105,7 +107,7 @@ def _bubble_axes(ax, points, chunks: int, title: str) -> None:
         ax.plot([m for m, _ in pts], [x for _, x in pts], MARKERS.get(schedule, "o"), color=COLOURS.get(schedule),
                 label=f"{schedule} measured", markersize=5, alpha=0.8, fillstyle="none")
     ticks = sorted({m for pts in points.values() for m, _ in pts})
-    ax.set_xscale("log", base=2)
+    log_axis(ax, "x", 2)
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(m) for m in ticks])
     ax.set_xlabel("micro-batches M")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from ._plot import finish
+
 RUNS = (("fp32", "black"), ("bf16", "tab:green"), ("fp16_unscaled", "tab:red"), ("fp16_scaler", "tab:blue"))
 
 
@@ -44,5 +46,5 @@ def figures(rows, expectations, facts) -> list[Figure]:
         probe.legend(fontsize=7)
     else:
         probe.axis("off")
-    fig.tight_layout()
-    return [fig]
+    return [finish(fig, caption="Good: the bf16 and fp16+GradScaler loss curves on top of fp32's; the probe shows "
+                                "fp16 losing gradients without scaling and bf16 keeping them.")]

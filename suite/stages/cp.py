@@ -207,3 +207,24 @@ def overlap_verdict(rows: list[Row], facts: dict) -> Verdict:
                    reason_ok="the rotation rides behind the block computations",
                    reason_bad="the rotation is exposed: the next K/V transfer is not overlapping the block's matmuls "
                               "(check NCCL's stream use, or the blocks are too short at this length)")
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Ring attention and Ulysses against full attention: the worst error as a share of its tolerance, the bytes
+    each rank sent against the formula, and (where judged) the share of the ring's K/V rotation hidden."""
+    from .. import headlines as hl
+
+    golden = hl.passed(verdicts, "cp.golden.")
+    if not golden:
+        return None
+    worst = hl.worst_ratio(rows, expectations, "max_abs_error", "algo", "world")
+    degrees = sorted({r.world for r in rows if r.metric == "max_abs_error" and r.world})
+    text = (f"CP={','.join(map(str, degrees))}: {golden} equal full attention"
+            + (f" (worst {worst:.2g}× tolerance)" if worst == worst else ""))
+    volume = hl.passed(verdicts, "cp.comm_volume.")
+    if volume:
+        text += f" · bytes sent = formula {volume}"
+    overlap = hl.verdict(verdicts, "cp.overlap")
+    if overlap and overlap.status != "skip":
+        text += f" · K/V rotation hidden {overlap.observed} · expected ≥ {HIDDEN_FLOOR:.0%}"
+    return text

@@ -195,3 +195,25 @@ def cost_verdict(rows: list[Row], facts: dict) -> Verdict:
                    reason_ok="the busiest expert sets the pace, as its load predicts",
                    reason_bad="the imbalance costs more than its share: the all-to-all's uneven splits or the busiest "
                               "rank's memory traffic slow the whole step; try a capacity factor or a balancing loss")
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Tokens per expert against one process, the worst gradient error as a share of its tolerance, each router's
+    imbalance; on GPUs what the imbalance cost in step time."""
+    from .. import headlines as hl
+
+    mismatches = hl.matching(rows, "uniform", "token_set_mismatches") + hl.matching(rows, "skewed", "token_set_mismatches")
+    if not mismatches:
+        return None
+    assignments = sum(r.value for r in rows if r.metric == "assignments" and r.value == r.value)
+    worst = hl.worst_ratio(rows, expectations, "max_abs_error")
+    text = (f"{sum(r.value for r in mismatches):.0f} token mismatches over {assignments:.0f} assignments"
+            + (f", worst error {worst:.2g}× tolerance" if worst == worst else ""))
+    imbalance = {router: hl.matching(rows, router, "imbalance") for router in ("uniform", "skewed")}
+    if all(imbalance.values()):
+        text += (f" · max/mean load {imbalance['uniform'][0].value:.2f} uniform, "
+                 f"{imbalance['skewed'][0].value:.2f} skewed")
+    cost = hl.verdict(verdicts, "ep.imbalance_cost")
+    if cost and cost.status != "skip":
+        text += f" · skew cost {cost.observed}"
+    return text

@@ -290,3 +290,23 @@ def gpu_for_rows(rows: list[Row]):
     """The GPU model from the workers' device names (health runs before topology names it)."""
     names = {r.text for r in rows if r.text and r.text != "cpu"}
     return gpu_for(names.pop()) if len(names) == 1 else None
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The per-GPU (per-rank) GEMM speed: its median and the slowest one against its peers' mark; copies beside."""
+    import re
+
+    from .. import headlines as hl
+
+    gemm = {r.rank: r.value for r in hl.matching(rows, "gemm", "gemm_tflops") if r.rank is not None}
+    if len(gemm) < 2:
+        return None
+    worst = min(v / hl.median(u for k, u in gemm.items() if k != rank) for rank, v in gemm.items())
+    mark = re.search(r"(\d+)%", getattr(hl.verdict(verdicts, "health.measured.gemm_tflops"), "expected", ""))
+    expected = f" · expected ≥ {mark[1]}%" if mark else ""
+    dtypes = sorted({r.dtype for r in hl.matching(rows, "gemm", "gemm_tflops") if r.dtype})
+    text = (f"{'/'.join(dtypes) + ' ' if dtypes else ''}GEMM {hl.number(hl.median(gemm.values()))} TFLOP/s median of "
+            f"{len(gemm)}, slowest at {worst:.0%} of its peers'{expected}")
+    copies = [f"{name} {hl.number(hl.median(r.value for r in hl.matching(rows, 'copy', metric)))}"
+              for metric, name in (("h2d_GBps", "h2d"), ("d2h_GBps", "d2h")) if hl.matching(rows, "copy", metric)]
+    return text + (f" · copies {' / '.join(copies)} GB/s" if copies else "")

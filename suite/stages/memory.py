@@ -186,3 +186,27 @@ def search_verdicts(rows: list[Row], mc: MemoryConfig, facts: dict) -> list[Verd
                            reason_bad="the allocator holds much it cannot hand out: try "
                                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Model state (16Ψ) and activations per block, measured against the formula; the largest batch found
+    against the one the first tries predicted."""
+    from .. import headlines as hl
+
+    parts = []
+    for cases, name in ((("parameters", "gradients", "optimizer"), "state"), ((None,), "activations/block")):
+        if name == "state":
+            got = [hl.matching(rows, "state", m) for m in cases]
+            want = [hl.matching(expectations, "state", m) for m in cases]
+        else:
+            got = [hl.matching(rows, "activations", "bytes_per_layer")]
+            want = [hl.matching(expectations, "activations", "bytes_per_layer")]
+        if all(got) and all(want):
+            measured, formula = sum(g[0].value for g in got), sum(w[0].value for w in want)
+            parts.append(f"{name} {hl.size(measured)} vs formula {hl.size(formula)} ({measured / formula - 1:+.1%})")
+    largest = hl.matching(rows, "search", "largest_batch")
+    if largest:
+        predicted = hl.matching(rows, "search", "predicted_batch")
+        parts.append(f"largest batch {largest[0].value:.0f}"
+                     + (f", predicted {predicted[0].value:.0f}" if predicted else ""))
+    return " · ".join(parts) or None

@@ -192,3 +192,24 @@ def gloo_cuda_verdicts(rows: list[Row]) -> list[Verdict]:
                            reason_ok="the same semantics on CUDA tensors as on CPU",
                            reason_bad="gloo on CUDA tensors gave another result than on CPU: see the rank logs"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """async_op: wait() against synchronize() and the GEMM chain's device time; the two-ranks-one-GPU refusal;
+    gloo on CUDA tensors against CPU."""
+    from .. import headlines as hl
+
+    parts = []
+    wait, sync = hl.matching(rows, "async", "wait_host_s"), hl.matching(rows, "async", "sync_host_s")
+    gemm = hl.matching(rows, "async", "gemm_device_s")
+    if wait and sync:
+        parts.append(f"wait() {hl.seconds(wait[0].value)} vs synchronize() {hl.seconds(sync[0].value)}"
+                     + (f" (GEMM chain {hl.seconds(gemm[0].value)})" if gemm else ""))
+    duplicate = hl.verdict(verdicts, "nccl1gpu.duplicate_gpu")
+    if duplicate:
+        parts.append({"pass": "two ranks on one GPU refused", "warn": "two ranks on one GPU accepted"}.get(
+            duplicate.status, f"two ranks on one GPU: {duplicate.status}"))
+    gloo = hl.passed(verdicts, "nccl1gpu.gloo_cuda.")
+    if gloo:
+        parts.append(f"gloo on CUDA = CPU {gloo}")
+    return " · ".join(parts) or None

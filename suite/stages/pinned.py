@@ -137,3 +137,25 @@ def overlap_verdicts(rows: list[Row]) -> list[Verdict]:
                     observed=observed, reason_ok="the copy engine runs beside the SMs",
                     reason_bad="copy and GEMM serialised: the copy is not on its own stream, the source is not "
                                "pinned, or CUDA_LAUNCH_BLOCKING is set")]
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """Pinned host↔device GB/s both ways against the PCIe floor and pageable; how much of the side-stream copy hid
+    under the GEMM."""
+    from .. import headlines as hl
+
+    rate = {(r.placement, r.source): r.value for r in hl.matching(rows, "bandwidth", "GBps")}
+    if not any(k[1] == "pinned" for k in rate):
+        return None
+    pinned = " / ".join(f"{d} {hl.number(rate[(d, 'pinned')])}" for d in ("h2d", "d2h") if (d, "pinned") in rate)
+    text = f"pinned {pinned} GB/s"
+    pageable = [rate[(d, "pageable")] for d in ("h2d", "d2h") if (d, "pageable") in rate]
+    if pageable:
+        text += f" (pageable {hl.number(max(pageable))})"
+    floor = hl.matching(expectations, "bandwidth", "GBps")
+    if floor:
+        text += f" · expected ≥ {hl.number(min(e.value for e in floor))}"
+    overlap = hl.matching(rows, "overlap", "overlap_fraction", source="pinned")
+    if overlap:
+        text += f" · copy {overlap[0].value:.0%} hidden under the GEMM"
+    return text

@@ -308,3 +308,24 @@ def gpt_bubble_verdict(rows: list[Row], want: list[Expectation], schedule: str, 
                                f"bubble far above the formula at M {sorted(over)}: unequal stages (the head's stage "
                                f"is heaviest), slow p2p between the pipeline's cards (see topology), host launch "
                                f"overhead"))
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The measured bubble against (P−1)/(M+P−1): the GPT's where it was judged (GPUs), else the sleep stages' (the
+    schedule's own arithmetic); and how many schedules computed what one process computes."""
+    from .. import headlines as hl
+
+    case = "gpt" if hl.judged(verdicts, "pp.gpt_bubble.") else "sleep_stages"
+    points: dict[tuple, list[float]] = {}
+    for r in hl.matching(rows, case, "bubble"):
+        points.setdefault((r.algo, r.world, r.count), []).append(r.value)
+    golden = hl.passed(verdicts, "pp.golden.")
+    tail = f" · {golden} schedules equal one process" if golden else ""
+    if not points:
+        return tail[3:] or None
+    prefer = [k for k in points if k[0] == "1f1b"] or list(points)
+    algo, world, count = max(prefer, key=lambda k: (k[1] or 0, k[2] or 0))
+    formula = hl.matching(expectations, case, "bubble", algo=algo, world=world, count=count)
+    against = f" vs formula {formula[0].value:.3f}" if formula else ""
+    where = "GPT" if case == "gpt" else "sleep stages"
+    return f"{where} {algo} P={world} M={count}: bubble {hl.median(points[(algo, world, count)]):.3f}{against}{tail}"

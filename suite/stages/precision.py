@@ -205,3 +205,26 @@ def scaler_verdicts(rows: list[Row], pc: PrecisionConfig) -> list[Verdict]:
                        reason_ok="clipping before unscale_ would clip at clip_norm / scale: it is done after",
                        reason_bad="the scaled norm is not scale × the true norm: clipping sees the wrong gradients"))
     return out
+
+
+def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
+    """The final losses of bf16 and fp16 with GradScaler against fp32's, as a share of fp32's decrease, against the
+    allowed gap; whether fp16 without a scaler stalled as it should."""
+    from .. import headlines as hl
+
+    curves = curve_summary(rows)  # (first loss, mean of the last tenth), as judge() holds them
+    if "fp32" not in curves or curves["fp32"][0] == curves["fp32"][1]:
+        return None
+    first, final = curves["fp32"]
+    parts = [f"final loss fp32 {final:.3f}"]  # "off": |final − fp32's| as a share of fp32's decrease
+    for run, name in (("bf16", "bf16"), ("fp16_scaler", "fp16+GradScaler")):
+        if run in curves:
+            parts.append(f"{name} {curves[run][1]:.3f} ({abs(curves[run][1] - final) / (first - final):.1%} off)")
+    text = ", ".join(parts)
+    gap = hl.matching(expectations, "train", "loss_gap")
+    if gap:
+        text += f" · expected ≤ {gap[0].value:.0%} of fp32's decrease"
+    stall = hl.verdict(verdicts, "precision.train.fp16_unscaled_stalls")
+    if stall:
+        text += " · fp16 unscaled stalls" if stall.status == "pass" else " · fp16 unscaled did not stall"
+    return text

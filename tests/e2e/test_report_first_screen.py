@@ -123,3 +123,9 @@ def test_first_screen_of_the_rehearsal(rehearsal_run, tmp_path):
     headlines = {line["stage"]: line["headline"]["text"] for line in screens[1366]["lines"]}
     assert headlines["bandwidth"].startswith("all_reduce busbw ") and "(torch)" in headlines["bandwidth"]
     assert headlines["tp"].startswith("TP=") and "ideal" in headlines["tp"]
+    # the newer stages' own headlines, not the generic most-severe-verdict line
+    assert headlines["pp"].startswith("sleep stages ") and " vs formula " in headlines["pp"]
+    assert headlines["memory"].startswith("state ") and "largest batch" in headlines["memory"]
+    assert " of its peers'" in headlines["health"] and "final loss fp32" in headlines["precision"]
+    # the report the rehearsal itself rendered: within issue 17's size (test_report_size.py holds a fixture to it)
+    assert (rehearsal_run / "report.html").stat().st_size <= 600 * 1024

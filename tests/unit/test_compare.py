@@ -171,4 +171,4 @@ def test_compare_html_inlines_the_overlaid_figures(tmp_path, monkeypatch):
     by_stage = {s.heading: s for s in comparison.stages}
     assert len(by_stage["bandwidth"].figures) == 1  # one overlaid figure
     assert len(by_stage["topology"].figures) == 2  # the matrices side by side
-    assert all(f.src.startswith("data:image/svg+xml;charset=utf-8,<?xml") for f in by_stage["bandwidth"].figures)
+    assert all(f.src.startswith("data:image/svg+xml;charset=utf-8,<svg") for f in by_stage["bandwidth"].figures)

@@ -100,7 +100,8 @@ def test_tp_and_dp_draw_measured_beside_the_model():
                                                                                   ("efficiency", 1.0))]
     made = stage_figures("dp", *frames(rows, model), {})
     assert not made.notes and len(made.figures) == 1  # no golden rows: no golden figure
-    assert [labels(ax) for ax in made.figures[0].axes] == [["measured", "α-β model"]] * 2
+    assert [labels(ax) for ax in made.figures[0].axes] == [["measured", "α-β model"],
+                                                          ["measured", "α-β model", "verdict floor: 80% of the model"]]
 
 
 def test_zero_and_baseline_hold_the_measurement_to_its_limit():

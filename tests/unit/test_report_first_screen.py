@@ -89,16 +89,35 @@ def test_a_long_table_is_always_folded():
 
 
 def test_compact_svg_keeps_text_and_rounds_only_coordinates():
-    svg = ('<svg>\n  <g id="line2d_1">\n   <path d="M 1.234567 2.5\nL 3.14159 4" style="stroke-width: 0.812345"/>\n'
-           '  </g>\n  <text x="10.98765" y="2">busbw 0.123456 GB/s</text>\n</svg>')
-    assert compact_svg(svg) == ("<svg><g><path d='M 1.23 2.5 L 3.14 4' style='stroke-width: 0.812345'/></g>"
-                                "<text x='10.98' y='2'>busbw 0.123456 GB/s</text></svg>")
+    svg = ('<?xml version="1.0" encoding="utf-8" standalone="no"?>\n<svg>\n  <g id="line2d_1">\n'
+           '   <path d="M 1.234567 2.5\nL 3.14159 4" style="stroke-width: 0.812345"/>\n'
+           '  </g>\n  <text x="10.98765" y="2" transform="rotate(-0 10.98765 2)">busbw 0.123456 GB/s</text>\n</svg>')
+    assert compact_svg(svg) == ("<svg><style>.a{stroke-width: 0.812345}</style><path d='M1.2 2.5L3.1 4' class='a'/>"
+                                "<text x='11' y='2'>busbw 0.123456 GB/s</text></svg>")
+
+
+def test_compact_svg_says_each_style_once_and_keeps_every_reference():
+    style = "font-size: 10px; font-family: 'DejaVu Sans', sans-serif; text-anchor: end"
+    svg = ('<svg><defs><style type="text/css">*{stroke-linecap: butt}</style>'
+           '<clipPath id="p5b2ca39fa2"><rect x="0" y="0" width="10" height="10"/></clipPath></defs>'
+           '<g><g><path d="M 0 0 L 5 5" clip-path="url(#p5b2ca39fa2)" style="stroke: #b0b0b0"/></g>'
+           '<g transform="translate(1 2)">' + f'<text style="{style}">1 KiB</text><text style="{style}">1 MiB</text>'
+           '</g></g></svg>')
+    out = compact_svg(svg)
+    assert out.count("text-anchor: end") == 1 and out.count("DejaVu Sans") == 1
+    assert "<text class='a'>1 KiB</text><text class='a'>1 MiB</text>" in out  # the most used style: the shortest name
+    assert "<clipPath id='i0'>" in out and ".b{clip-path: url(#i0); stroke: #b0b0b0}" in out
+    assert "text{font-family:'DejaVu Sans', sans-serif}" in out
+    # the bare groups went with their closing tags; the translated one kept its own
+    assert "<path d='M0 0L5 5' class='b'/><g transform='translate(1 2)'>" in out and out.endswith("</g></svg>")
+    assert out.count("<g") == out.count("</g>") == 1
 
 
 def test_sections_drawn_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
     from reports import report
 
     run = build_run(tmp_path / "run")
+    monkeypatch.setenv("CARDTIME_FIGURE_CACHE", "off")  # both drawn, neither read back
     monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
     parallel = render_path(run, tmp_path / "parallel.html")[0].read_text()
     monkeypatch.setattr(report, "PARALLEL", 1)
