@@ -87,8 +87,14 @@ def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple
 
     from ._cache import cached_stage_images
 
+    try:
+        module = importlib.import_module(module_name(stage)) if has_module(stage) else None
+    except Exception:  # noqa: BLE001 - drawn (and the failure noted) by stage_figures, never cached
+        module = None
+    read = facts_read(module, facts)  # drawn from exactly what the cache's key holds
+
     def draw() -> tuple[list[Image], list[str]]:
-        made = stage_figures(stage, rows, expectations, facts)
+        made = stage_figures(stage, rows, expectations, read)
         images, notes = [], list(made.notes)
         for i, fig in enumerate(made.figures, start=1):
             image, note = render(fig, f"{stage} figure {i}")
@@ -99,11 +105,17 @@ def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple
     def image(**saved) -> Image:
         return Image(**{**saved, "src": Markup(saved["src"])})  # stored as drawn: already safe in an attribute
 
-    try:
-        module = importlib.import_module(module_name(stage)) if has_module(stage) else None
-    except Exception:  # noqa: BLE001 - drawn (and the failure noted) by stage_figures, never cached
-        module = None
-    return cached_stage_images(stage, rows, expectations, facts, getattr(module, "__file__", None), draw, image)
+    return cached_stage_images(stage, rows, expectations, read, getattr(module, "__file__", None), draw, image)
+
+
+def facts_read(module, facts: dict[str, Any]) -> dict[str, Any]:
+    """Only the facts a figure module declares it reads (its FACTS), so that its figures, drawn as soon as
+    the stage ends (reports/predraw.py), keep their cache key when later stages publish more; every fact
+    for a module that declares nothing."""
+    declared = getattr(module, "FACTS", None)
+    if declared is None:
+        return facts
+    return {k: facts[k] for k in declared if k in facts}
 
 
 def warm_up(stages: list[str]) -> None:

@@ -7,6 +7,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")
 STYLE = {"torch": "-", "nccl-tests": "--"}
 

@@ -10,6 +10,9 @@ from suite.values import is_finite_number
 from ._plot import finish, limit, new_figure, style
 from ._scaling import series
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):

@@ -10,6 +10,9 @@ from matplotlib.figure import Figure
 
 from ._plot import grouped_bars, limit, measured, new_figure, finish, style
 
+FACTS: tuple[str, ...] = ("profile",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 
 def _worst(frame, algo: str, world: int) -> float:
     v = frame[(frame["algo"] == algo) & (frame["world"] == world)]["value"].astype(float).max()

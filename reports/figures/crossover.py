@@ -10,6 +10,9 @@ from suite.values import is_finite_number
 
 from ._plot import finish, measured, model, new_figure, style
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 CURVES = (("hand", "ring", "hand ring"), ("hand", "tree", "hand tree"), ("torch", "library", "dist.all_reduce"),
           ("torch", "Ring", "torch NCCL_ALGO=Ring"), ("torch", "Tree", "torch NCCL_ALGO=Tree"),
           ("nccl-tests", "Ring", "nccl-tests Ring"), ("nccl-tests", "Tree", "nccl-tests Tree"))

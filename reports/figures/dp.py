@@ -10,6 +10,9 @@ from suite.costmodel.scaling_expectations import DP_MARGIN
 from ._plot import finish, measured_vs_model, new_figure, style
 from ._scaling import golden_figure, series
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):

@@ -11,6 +11,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish, measured, new_figure, style
 
+FACTS: tuple[str, ...] = ("profile",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 ROUTERS = ("uniform", "skewed")
 
 

@@ -9,6 +9,9 @@ from suite.values import is_missing
 
 from ._plot import finish, limit, new_figure, style
 
+FACTS: tuple[str, ...] = ("fault_drill",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 SCENARIOS = ("crash", "hang", "exception")
 # (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
 PHASES = (

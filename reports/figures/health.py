@@ -10,6 +10,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish
 
+FACTS: tuple[str, ...] = ("profile",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 PANELS = (("gemm_tflops", "GEMM", "TFLOP/s"), ("h2d_GBps", "host → device (pinned)", "GB/s"),
           ("d2h_GBps", "device → host (pinned)", "GB/s"))
 PEER_FRACTION = {True: 0.90, False: 0.50}  # suite/stages/_health_rules.py's marks on GPUs / CPU ranks (the report

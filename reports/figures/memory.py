@@ -9,6 +9,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish, log_axis
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 TERMS = (("state", "parameters"), ("state", "gradients"), ("state", "optimizer"),
          ("activations", "bytes_per_layer"), ("activations.checkpoint", "bytes_per_layer"))
 

@@ -7,6 +7,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish, log_axis
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 
 def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):

@@ -12,6 +12,9 @@ from suite.values import is_missing
 
 from ._plot import finish, grouped_bars, new_figure, style
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 NO_OVERLAP = "no_overlap"
 BUCKET_CASE = "watch.bucket."  # as suite/workloads/ddp_watch.py writes them
 LAYER_CASE = "watch.layer."

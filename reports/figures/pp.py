@@ -11,6 +11,9 @@ from suite.costmodel.bubble import bubble_fraction, schedule_chunks
 
 from ._plot import finish, log_axis
 
+FACTS: tuple[str, ...] = ("profile",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 COLOURS = {"hand_1f1b": "tab:green", "gpipe": "tab:blue", "1f1b": "tab:orange", "interleaved_1f1b": "tab:purple"}
 
 

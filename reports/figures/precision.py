@@ -7,6 +7,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 RUNS = (("fp32", "black"), ("bf16", "tab:green"), ("fp16_unscaled", "tab:red"), ("fp16_scaler", "tab:blue"))
 
 

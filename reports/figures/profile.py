@@ -7,6 +7,9 @@ from matplotlib.figure import Figure
 
 from ._plot import finish, grouped_bars, new_figure, style
 
+FACTS: tuple[str, ...] = ("trace_timeline", "trace_capture")
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 LANES = (("compute", "tab:blue"), ("comm", "tab:orange"))
 PIXELS = 700  # drawn width of the time axis, about
 

@@ -14,6 +14,9 @@ from matplotlib.patches import Patch
 
 from ._plot import finish, new_figure
 
+FACTS: tuple[str, ...] = ("topology",)
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 # Path types slowest last, with a colour each (NVLink shades are added per bonded count).
 PATH_COLOURS = {"PIX": "#9ecae1", "PXB": "#6baed6", "PHB": "#fdd49e", "NODE": "#fc8d59", "SYS": "#d7301f",
                 "SOC": "#d7301f"}

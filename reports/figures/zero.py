@@ -10,6 +10,9 @@ from suite.costmodel.scaling_expectations import ZERO3_SLOWDOWN
 from ._plot import finish, grouped_bars, limit, new_figure, style
 from ._scaling import golden_figure, series
 
+FACTS: tuple[str, ...] = ()
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 

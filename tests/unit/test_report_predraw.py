@@ -1,0 +1,111 @@
+"""Figures drawn while the run goes on (reports/predraw.py) are the report's: each figure module reads only the
+facts it declares (its FACTS, the cache key's part), and a stage drawn by the drawer process is read back by
+the report without drawing it again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports import figures as figure_modules
+from reports.figures import facts_read, module_name
+from reports.report import render_path
+from reports.runview import load_run
+
+REHEARSAL = Path(__file__).resolve().parents[1] / "data" / "report" / "rehearsal-20261201"
+
+
+class ReadFacts(dict):
+    """The facts, noting every key a figure module looks up."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.looked_up: set[str] = set()
+
+    def get(self, key, default=None):
+        self.looked_up.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.looked_up.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.looked_up.add(key)
+        return super().__contains__(key)
+
+
+@pytest.fixture(scope="module")
+def view():
+    return load_run(REHEARSAL)
+
+
+def test_every_figure_module_reads_only_the_facts_it_declares(view):
+    import importlib
+
+    stages = [s for s in view.stages() if figure_modules.has_module(s)]
+    assert len(stages) >= 15, stages
+    drew = 0
+    for stage in stages:
+        module = importlib.import_module(module_name(stage))
+        assert isinstance(getattr(module, "FACTS", None), tuple), f"reports/figures/{stage}.py declares no FACTS"
+        facts = ReadFacts(view.facts)
+        made = module.figures(view.stage_rows(stage).copy(), view.stage_expectations(stage).copy(), facts)
+        drew += len(made)
+        undeclared = facts.looked_up - set(module.FACTS)
+        assert not undeclared, f"reports/figures/{stage}.py reads facts {sorted(undeclared)} it does not declare in FACTS"
+    assert drew >= 20  # the rehearsal's figures were made, so their lookups were seen
+
+
+def test_facts_read_keeps_the_declared_ones_only():
+    class Declares:
+        FACTS = ("profile", "fault_drill")
+
+    facts = {"profile": {"nproc": 4}, "fault_drill": {"ranks": 2}, "alpha_beta": {"beta": 1.0}}
+    assert facts_read(Declares, facts) == {"profile": {"nproc": 4}, "fault_drill": {"ranks": 2}}
+    assert facts_read(object(), facts) == facts  # a module declaring nothing is keyed on every fact
+
+
+def test_a_stage_drawn_by_the_drawer_is_not_drawn_again_by_the_report(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    shutil.copytree(REHEARSAL, run)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARDTIME_FIGURE_CACHE", str(cache))
+    stages = ["memory", "fault"]  # one keyed on no facts, one on a fact its own stage published
+    drawer = subprocess.run([sys.executable, "-m", "reports.predraw", str(run)], input="\n".join(stages) + "\n",
+                            text=True, capture_output=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert drawer.returncode == 0, drawer.stderr
+    assert sorted(p.name.split("-")[0] for p in cache.glob("*.json")) == sorted(stages)
+
+    manifest = json.loads((run / "manifest.json").read_text())  # a later stage publishes after they were drawn
+    manifest["facts"]["a_later_stage"] = {"published": "after memory and fault ended"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+    log = tmp_path / "drawn.txt"  # the report draws its sections in forked workers: they say what they drew here
+    log.touch()
+    real = figure_modules.stage_figures
+
+    def counting(stage, *args):
+        with log.open("a") as f:
+            f.write(stage + "\n")
+        return real(stage, *args)
+
+    monkeypatch.setattr(figure_modules, "stage_figures", counting)
+    html = render_path(run, tmp_path / "report.html")[0].read_text()
+    drawn = log.read_text().split()
+    assert "memory" not in drawn and "fault" not in drawn
+    assert "bandwidth" in drawn  # the others were drawn here, as without the drawer
+    assert html.count('<img src="data:image/svg+xml') >= 20
+
+
+def test_the_drawer_says_how_it_is_used_and_survives_an_unknown_stage(tmp_path):
+    usage = subprocess.run([sys.executable, "-m", "reports.predraw"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "RUN_DIR" in usage.stderr
+    done = subprocess.run([sys.executable, "-m", "reports.predraw", str(tmp_path / "missing")], input="memory\n",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "predraw: memory:" in done.stderr
