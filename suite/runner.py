@@ -14,7 +14,6 @@ and the run goes on. A stage is skipped on resume once its manifest status is `c
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import platform
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import forklaunch, procs, stagecode, stages
 from .config import Profile, profile_from_dict
@@ -168,11 +167,10 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
             if shortfall:
                 skip_for_want_of_gpus(run, name, shortfall, progress)
                 continue
-            meanwhile = None
-            if warm:  # started before the first stage (it warms up meanwhile); restarted if a stage killed it
-                forklaunch.warm_zygote(run.path / ZYGOTE_LOG)
-                meanwhile = functools.partial(preload_torch, profile.omp_threads)
-            run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated), meanwhile)
+            if warm:  # started before the first stage, forked from here once torch is; restarted if a stage killed it
+                preload_torch(profile.omp_threads)
+                forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
+            run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
     finally:
         if warm:
             forklaunch.stop_warm_zygote()
@@ -207,21 +205,17 @@ def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Prog
 
 
 def preload_torch(threads: int) -> None:
-    """The warm path: import torch here once, and what the stages' own code imports on first use (DDP's and the
-    profiler's torch._dynamo, FSDP, DTensor: the zygote's warm set, seconds on a 2-core machine), so that the
-    stages' children, forked from this process, do not each import it for their references, models and
-    expectations. Capped first, as the children are: no OpenMP pool of more threads exists in this process when it
-    forks them. The runner calls it while the first stage's child runs (that stage imports what it needs itself)."""
-    if "torch" not in sys.modules:
-        cap_threads(threads)
-    if not _PRELOADED:
+    """The warm path: import torch here once with what the stages' own code imports on first use (DDP's and the
+    profiler's torch._dynamo, FSDP, DTensor: the zygote's warm set, seconds on a 2-core machine), so that neither
+    the stages' children, forked from this process, import it for their references, models and expectations, nor
+    the zygote, forked from here too (forklaunch.Zygote.fork_here). Capped first, as the children are: no OpenMP
+    pool of more threads exists in this process when it forks them."""
+    if "torch._dynamo" not in sys.modules:
+        if "torch" not in sys.modules:
+            cap_threads(threads)
         from .zygote import warm_imports
 
         warm_imports()
-        _PRELOADED.append(True)
-
-
-_PRELOADED: list[bool] = []
 
 
 def launches_ranks(stage: str) -> bool:
@@ -229,10 +223,8 @@ def launches_ranks(stage: str) -> bool:
     return any(path.parent.name == "workloads" for path in stagecode.stage_files(stage))
 
 
-def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None,
-              meanwhile: Callable[[], None] | None = None) -> None:
-    """expect → produce the rows (run() isolated, by default) → judge → record. `meanwhile` is done here while the
-    stage's run() goes on in its child (before it when run() is not isolated)."""
+def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None) -> None:
+    """expect → produce the rows (run() isolated, by default) → judge → record."""
     produce = produce or run_isolated
     module = stages.load(name)
     state = run.stage_state(name)
@@ -260,12 +252,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
         return
     run.replace_stage_expectations(name, expectations)
 
-    if produce is run_isolated:
-        outcome = run_isolated(module, name, profile, run, raw_dir, facts, progress, timeout, meanwhile)
-    else:
-        if meanwhile is not None:
-            meanwhile()
-        outcome = produce(module, name, profile, run, raw_dir, facts, progress, timeout)
+    outcome = produce(module, name, profile, run, raw_dir, facts, progress, timeout)
     if not outcome["ok"]:
         finish_stage(run, name, [], expectations, [failure_verdict(name, outcome)], {}, "error", progress)
         return
@@ -322,9 +309,8 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
 
 
 def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path, facts: dict[str, Any],
-                 progress: Progress, timeout: float, meanwhile: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Run module.run in a forked child with its own process group; kill the whole tree at the timeout.
-    `meanwhile` runs here once the child is forked (what it imports is not the child's)."""
+                 progress: Progress, timeout: float) -> dict[str, Any]:
+    """Run module.run in a forked child with its own process group; kill the whole tree at the timeout."""
     (raw_dir / ROWS_FILE).unlink(missing_ok=True)
     deadline = time.monotonic() + timeout
 
@@ -344,8 +330,6 @@ def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path
                 "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
 
     child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
-    if meanwhile is not None:
-        meanwhile()
     if not child.wait(deadline, poll_s=0.01, clock=time.monotonic):  # the runner's clock (tests step it)
         return {
             "ok": False,
