@@ -75,6 +75,38 @@ class Zygote:
             )
         return cls(proc, folder, log_path)
 
+    @classmethod
+    def fork_here(cls, log_path: Path | None = None) -> "Zygote":
+        """Start one as a fork of this process, which has imported the warm set itself (the runner's preload): warm
+        at once, and torch imported once per run instead of twice. Only from a process as fork-safe as the zygote
+        (torch at one thread: no OpenMP pool; the runner forks its stages from the same state)."""
+        from .zygote import main as zygote_main
+
+        folder = Path(tempfile.mkdtemp(prefix="cardtime-zygote-"))
+        log_path = Path(log_path) if log_path else folder / "zygote.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # what Zygote.start's `python -m suite.zygote` would be, without its imports
+            code = 1
+            try:
+                os.setsid()
+                procs.die_with_parent(signal.SIGTERM, expected_parent=parent)
+                log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                sys.stdout = open(1, "w", buffering=1, closefd=False)
+                sys.stderr = open(2, "w", buffering=1, closefd=False)
+                os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+                code = zygote_main([str(folder / "sock"), str(log_path)])
+            finally:
+                os._exit(code)
+        return cls(_ForkedChild(pid), folder, log_path)
+
     def alive(self) -> bool:
         if os.getpid() == self.owner:
             return self.proc.poll() is None
@@ -117,16 +149,45 @@ class Zygote:
             return json.loads(conn.makefile().readline())
 
 
+class _ForkedChild:
+    """What Zygote uses of a Popen (pid, poll, wait), for a zygote forked from this process."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"zygote pid {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
 _current: Zygote | None = None
 
 
-def warm_zygote(log_path: Path | None = None) -> Zygote:
-    """This process's zygote: the one inherited from the runner or started earlier, else a new one."""
+def can_fork_zygote_here() -> bool:
+    """Whether this process may become a zygote by fork: it holds the warm set and torch runs at one thread."""
+    torch = sys.modules.get("torch")
+    return "torch._dynamo" in sys.modules and torch is not None and torch.get_num_threads() == 1
+
+
+def warm_zygote(log_path: Path | None = None, fork_here: bool = False) -> Zygote:
+    """This process's zygote: the one inherited from the runner or started earlier, else a new one (a fork of this
+    process when fork_here and can_fork_zygote_here(), else `python -m suite.zygote`)."""
     global _current
     if _current is None or not _current.alive():
         if _current is not None:
             _current.stop()
-        _current = Zygote.start(log_path)
+        _current = Zygote.fork_here(log_path) if fork_here and can_fork_zygote_here() else Zygote.start(log_path)
         atexit.register(_current.stop)  # a no-op in forked children (not the owner)
     return _current
 

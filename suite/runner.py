@@ -167,9 +167,9 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
             if shortfall:
                 skip_for_want_of_gpus(run, name, shortfall, progress)
                 continue
-            if warm:  # started before the first stage (it warms up meanwhile); restarted if a stage killed it
-                forklaunch.warm_zygote(run.path / ZYGOTE_LOG)
+            if warm:  # started before the first stage, forked from here once torch is; restarted if a stage killed it
                 preload_torch(profile.omp_threads)
+                forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
             run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
     finally:
         if warm:
@@ -205,12 +205,17 @@ def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Prog
 
 
 def preload_torch(threads: int) -> None:
-    """The warm path: import torch here once (while the zygote warms up), so that the stages' children, forked
-    from this process, do not each import it for their own references and models. Capped first, as the children
-    are: no OpenMP pool of more threads exists in this process when it forks them."""
-    if "torch" not in sys.modules:
-        cap_threads(threads)
-        import torch  # noqa: F401
+    """The warm path: import torch here once with what the stages' own code imports on first use (DDP's and the
+    profiler's torch._dynamo, FSDP, DTensor: the zygote's warm set, seconds on a 2-core machine), so that neither
+    the stages' children, forked from this process, import it for their references, models and expectations, nor
+    the zygote, forked from here too (forklaunch.Zygote.fork_here). Capped first, as the children are: no OpenMP
+    pool of more threads exists in this process when it forks them."""
+    if "torch._dynamo" not in sys.modules:
+        if "torch" not in sys.modules:
+            cap_threads(threads)
+        from .zygote import warm_imports
+
+        warm_imports()
 
 
 def launches_ranks(stage: str) -> bool:
@@ -325,7 +330,7 @@ def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path
                 "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
 
     child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
-    if not child.wait(deadline, clock=time.monotonic):  # the runner's clock (tests step it)
+    if not child.wait(deadline, poll_s=0.01, clock=time.monotonic):  # the runner's clock (tests step it)
         return {
             "ok": False,
             "message": f"stage {name} timed out after {timeout:.0f} s and was killed",

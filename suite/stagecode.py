@@ -44,12 +44,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imported_names(path: Path) -> set[str]:
+def imported_names(path: Path, tree: ast.AST | None = None) -> set[str]:
     """Every dotted name a file imports, relative imports resolved: `from .x import f` gives x and x.f
     (f may be a module or a name in x), at any depth of the file (imports inside functions count too)."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    if tree is None:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -64,13 +66,25 @@ def imported_names(path: Path) -> set[str]:
     return names
 
 
+_REFERENCES: dict[tuple[Path, Path], tuple[str, frozenset[str]]] = {}
+"""(suite root, file) → (the text it was parsed from, its references): a run fingerprints every stage, and the
+stages share most of their files; a file whose text changed is parsed again."""
+
+
 def referenced_modules(path: Path) -> set[str]:
     """Modules named by a file: its imports (relative ones resolved) and string literals like 'suite.workloads.x'."""
-    names = imported_names(path)
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    text = path.read_text(encoding="utf-8")
+    cached = _REFERENCES.get((SUITE_ROOT, path))
+    if cached is not None and cached[0] == text:
+        return set(cached[1])
+    tree = ast.parse(text, filename=str(path))
+    names = imported_names(path, tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
             names.add(node.value)
-    return {n for n in names if n.startswith("suite.") and n not in PLUMBING and not n.startswith("suite.commands.")}
+    found = {n for n in names if n.startswith("suite.") and n not in PLUMBING and not n.startswith("suite.commands.")}
+    _REFERENCES[(SUITE_ROOT, path)] = (text, frozenset(found))
+    return found
 
 
 def stage_files(stage: str) -> list[Path]:

@@ -73,7 +73,7 @@ class CpConfig:
 
 
 CONFIG = ConfigSection(STAGE, CpConfig, {
-    "gloo-cpu": CpConfig(heads=4, head_dim=16, golden_seq_len=64, seq_lens=(64, 128), degrees=(2, 4), reps=2,
+    "gloo-cpu": CpConfig(heads=4, head_dim=16, golden_seq_len=64, seq_lens=(64, 128), degrees=(2, 4), reps=1,
                          dtype="float32"),
     "nccl-gpu": CpConfig(),
 })

@@ -79,7 +79,7 @@ class EpConfig:
 
 CONFIG = ConfigSection(STAGE, EpConfig, {
     "gloo-cpu": EpConfig(experts=8, golden_tokens=32, golden_hidden=16, golden_ffn=32, tokens=64, hidden=32, ffn=64,
-                         reps=2, dtype="float32"),
+                         reps=1, dtype="float32"),
     "nccl-gpu": EpConfig(),
 })
 

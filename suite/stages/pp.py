@@ -1,6 +1,6 @@
 """Stage pp (CHECKLIST "beyond the ten rows"): pipeline parallelism — golden check and the bubble, measured.
 
-    python -m suite run --stages pp --profile gloo-cpu    # 2 ranks: golden, sleep-stage bubble at M = 1/2/4
+    python -m suite run --stages pp --profile gloo-cpu    # 2 ranks: golden, sleep-stage bubble at M = 1/2/3
     python -m suite run --stages pp --profile nccl-gpu    # PP = 2/4/8: golden, bubble at M = 1…16, GPT timed
 
 One launch (suite/workloads/pp_run.py) serves every case:
@@ -63,8 +63,8 @@ class PpConfig:
     bubble_schedules: tuple[str, ...] = ("hand_1f1b", "gpipe", "1f1b", "interleaved_1f1b")
     """Schedules of the sleep-stage drill; hand_1f1b is the hand-written one over isend/irecv."""
     bubble_microbatches: tuple[int, ...] = tuple(range(1, 17))
-    """M of the drill: 1…16 on GPUs; the rehearsal takes 1, 2, 4 (M ≥ P for the 1F1B family), which
-    keeps its drill near 5 s (a step of M + P − 1 slots of 120 ms each)."""
+    """M of the drill: 1…16 on GPUs; the rehearsal takes 1, 2, 3 (M ≥ P for the 1F1B family: two points each, the
+    interleaved one included), which keeps its drill near 4 s (a step of M + P − 1 slots of 120 ms each)."""
     bubble_ranks: int = 0
     """P of the drill; 0 means every rank of the launch."""
     forward_ms: float = 40.0
@@ -102,7 +102,7 @@ class PpConfig:
 
 
 CONFIG = ConfigSection("pp", PpConfig, {
-    "gloo-cpu": PpConfig(ranks=2, degrees=(2,), bubble_microbatches=(1, 2, 4), timed_schedules=("1f1b",),
+    "gloo-cpu": PpConfig(ranks=2, degrees=(2,), bubble_microbatches=(1, 2, 3), timed_schedules=("1f1b",),
                          timed_microbatches=(4,)),
     "nccl-gpu": PpConfig(golden_microbatches=8, layers=16),
 })

@@ -126,3 +126,39 @@ def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path
     again = launch(fork, WORKER, raw_dir=tmp_path / "again", nproc=2, timeout_s=120)
     assert {r.rank: r.value for r in again.rows() if r.case == "sum_of_ranks"} == {0: 1.0, 1: 1.0}
     assert warm_zygote().pid == zygote.pid  # the failures cost the zygote nothing
+
+
+FORKED_ZYGOTE = """
+import json, sys
+from pathlib import Path
+from suite import forklaunch, runner
+from suite.config import GLOO_CPU
+runner.preload_torch(1)
+assert forklaunch.can_fork_zygote_here()
+zygote = forklaunch.warm_zygote(fork_here=True)
+ping = zygote.ping()
+result = forklaunch.launch(GLOO_CPU, "tests.dist.workers.report_env", [], raw_dir=Path(sys.argv[1]), nproc=2,
+                           timeout_s=120)
+sums = {r.rank: r.value for r in result.rows() if r.case == "sum_of_ranks"}
+forklaunch.stop_warm_zygote()
+print(json.dumps({"kind": type(zygote.proc).__name__, "threads": ping["threads"], "zygote": zygote.pid,
+                  "sums": sums, "exit": zygote.proc.returncode}))
+"""
+
+
+def test_a_zygote_forked_from_the_warm_runner_serves_launches_from_one_thread(tmp_path):
+    """The runner's way (Zygote.fork_here): the zygote is a fork of a process that imported the warm set itself;
+    it forks ranks from one thread, serves a launch, and stops with its parent's stop()."""
+    import json
+    import subprocess
+    import sys
+
+    from suite.launch import worker_env
+
+    done = subprocess.run([sys.executable, "-c", FORKED_ZYGOTE, str(tmp_path)], capture_output=True, text=True,
+                          env=worker_env(GLOO_CPU), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["kind"] == "_ForkedChild" and got["threads"] == 1
+    assert got["sums"] == {"0": 1.0, "1": 1.0}
+    assert not procs.alive(got["zygote"])
