@@ -31,6 +31,7 @@ from typing import Any
 from . import forklaunch, procs, stagecode, stages
 from .config import Profile, profile_from_dict
 from .context import StageContext
+from .figure_drawer import FigureDrawer
 from .launch import LaunchError, log_tail
 from .progress import Progress
 from .results import (
@@ -156,12 +157,15 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
                  f"launcher {profile.launcher}) → {run.path}")
     pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
     warm = profile.launcher == "fork" and not produce and any(launches_ranks(name) for name in pending)
+    drawer = FigureDrawer.start(run.path)  # the report's figures, drawn as each stage ends
+    finished = False
     try:
         for index, name in enumerate(selected, start=1):
             state = run.stage_state(name)
             progress.index, progress.stage = index, name
             if state["status"] == "complete":
                 progress.end_stage("already complete: kept")
+                drawer.stage_done(name)
                 continue
             shortfall = None if keep_going else gpu_shortfall(run.facts(), profile)
             if shortfall:
@@ -171,9 +175,12 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
                 preload_torch(profile.omp_threads)
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
             run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
+            drawer.stage_done(name)
+        finished = True
     finally:
         if warm:
             forklaunch.stop_warm_zygote()
+        drawer.close(finish=finished)
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)

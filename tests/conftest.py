@@ -27,13 +27,17 @@ def figure_cache(tmp_path_factory) -> Path:
     """The report's figure cache (reports/figures/_cache.py) in this session's temporary folder, not the user's:
     a run's report rendered again by a later test (and by subprocesses, which inherit it) is not drawn again."""
     folder = tmp_path_factory.mktemp("figure-cache")
-    previous = os.environ.get("CARDTIME_FIGURE_CACHE")
-    os.environ["CARDTIME_FIGURE_CACHE"] = str(folder)
+    # and no figure drawer beside the tests' runs (suite/figure_drawer.py): few of them render a report, and its
+    # CPU would slow the others; the rehearsal fixture, run as `make rehearse` runs, keeps it
+    chosen = {"CARDTIME_FIGURE_CACHE": str(folder), "CARDTIME_PREDRAW": "off"}
+    previous = {name: os.environ.get(name) for name in chosen}
+    os.environ.update(chosen)
     yield folder
-    if previous is None:
-        os.environ.pop("CARDTIME_FIGURE_CACHE", None)
-    else:
-        os.environ["CARDTIME_FIGURE_CACHE"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def run_suite(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path = REPO,
@@ -48,7 +52,8 @@ def rehearsal_run(tmp_path_factory) -> Path:
     """The full gloo-cpu rehearsal, run once: its run directory (report rendered too)."""
     out = tmp_path_factory.mktemp("rehearsal")
     last = out / "LAST"
-    result = run_suite("run", "--profile", "gloo-cpu", "--out", str(out), "--record-last", str(last))
+    result = run_suite("run", "--profile", "gloo-cpu", "--out", str(out), "--record-last", str(last),
+                       env={"CARDTIME_PREDRAW": "on"})
     assert last.exists(), f"the rehearsal did not start:\n{result.stderr[-3000:]}"
     run_dir = Path(last.read_text().strip())
     report = subprocess.run([PYTHON, "-m", "reports", str(run_dir)], cwd=REPO, capture_output=True, text=True,

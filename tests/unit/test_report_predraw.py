@@ -109,3 +109,21 @@ def test_the_drawer_says_how_it_is_used_and_survives_an_unknown_stage(tmp_path):
     done = subprocess.run([sys.executable, "-m", "reports.predraw", str(tmp_path / "missing")], input="memory\n",
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "predraw: memory:" in done.stderr
+
+
+def test_the_runs_drawer_draws_each_stage_it_is_told_of_and_none_when_off(tmp_path, monkeypatch):
+    from suite.figure_drawer import FigureDrawer
+
+    run = tmp_path / "run"
+    shutil.copytree(REHEARSAL, run)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CARDTIME_FIGURE_CACHE", str(cache))
+    monkeypatch.setenv("CARDTIME_PREDRAW", "off")
+    assert FigureDrawer.start(run).process is None
+    monkeypatch.setenv("CARDTIME_PREDRAW", "on")
+    drawer = FigureDrawer.start(run)
+    assert drawer.process is not None
+    drawer.stage_done("memory")
+    drawer.close()  # waits for the figures of the stages it was told of
+    assert [p.name.split("-")[0] for p in cache.glob("*.json")] == ["memory"]
+    assert (run / "predraw.log").read_text() == ""  # nothing went wrong
