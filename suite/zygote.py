@@ -236,7 +236,10 @@ def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tu
             return None
         reap(running, codes, nohang=True)
         if first_failed is None:
-            first_failed = next((r for r, c in enumerate(codes) if c not in (None, 0)), None)
+            failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+            # Peers of a rank that died exit 1 within the same poll (their sockets reset): the one killed by a
+            # signal is the cause, whatever its rank number; else the lowest rank.
+            first_failed = min(failed, key=lambda r: (codes[r] >= 0, r)) if failed else None
         if (first_failed is not None or stop_now) and stop_at is None:
             stop_at = time.monotonic()
             for pid in running:
