@@ -14,6 +14,7 @@ Both faces: the kernel-log reader, the network ports, the measured outlier rule.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
     try:
         # PCI bus order: rank r is then nvidia-smi's GPU r, so a slow rank names the GPU -q describes
         return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc,
-                            env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).rows()
+                            env={**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).rows()
     except LaunchError as e:
         return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
                     value=float("nan") if e.exit_code is None else e.exit_code,

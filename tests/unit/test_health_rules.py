@@ -3,6 +3,7 @@ the healthy ones pass. And the measured outlier rule on numbers, and the stage's
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,23 @@ def test_usable_gpus_is_read_through_facts():
 
     assert usable_gpus({"health": {"usable_gpus": 7}}) == 7
     assert usable_gpus({"health": {"usable_gpus": None}}) is None and usable_gpus({}) is None
+
+
+def test_the_gpu_measurement_launch_keeps_the_users_environment(monkeypatch):
+    """The per-GPU launch sets CUDA_DEVICE_ORDER on top of the environment, not instead of it (the workers once
+    ran without PATH, HOME or the user's NCCL_* settings)."""
+    seen = {}
+
+    class Context:
+        def say(self, text):
+            pass
+
+        def torchrun(self, module, args=(), *, tag="", env=None, **kwargs):
+            seen.update(module=module, env=env)
+            raise health.LaunchError("recorded, not launched")
+
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0")
+    rows = health._measure(NCCL_GPU, Context(), [], {"smi": {"gpus": [{}] * 8}})
+    assert seen["module"] == "suite.workloads.health_run" and seen["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert seen["env"]["PATH"] == os.environ["PATH"] and seen["env"]["NCCL_IB_HCA"] == "mlx5_0"
+    assert rows and rows[0].metric == "launch_failed"
