@@ -200,6 +200,20 @@ def problems(per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expec
 PROBE_S = 5.0  # an ssh to each node (at once) and a Python without torch reading sysfs and ibstat
 
 
+def line_rates(rows: Iterable[Row]) -> dict[str, float]:
+    """Each node's fastest port that is up, Gb/s: its RDMA ports' when it has any (the management Ethernet beside
+    an InfiniBand fabric is not what NCCL uses), else its Ethernet's. The inter-node pairs are held to the slower
+    of their two nodes' (bandwidth's p2p_line_rate); a node with no known rate is left out."""
+    per_node, _ = from_rows(rows)
+    out: dict[str, float] = {}
+    for node, nics in per_node.items():
+        up = [n for n in nics if n.up and n.rate_gbps]
+        rdma = [n for n in up if n.kind != "ethernet"]
+        if rdma or up:
+            out[node] = max(n.rate_gbps for n in (rdma or up))
+    return out
+
+
 def estimate_s(p) -> float:
     """`make plan`'s seconds (p: suite.plan.PlanInputs): the probe on every node at once; 0 on one node."""
     return PROBE_S if p.assume.nodes > 1 else 0.0

@@ -18,6 +18,7 @@ STAGE = "bandwidth"
 PAIR_BYTES = 4 << 20  # 4 MiB per transfer: past the latency-bound sizes on a 100–400 Gb/s NIC
 PAIR_ITERS = 5
 SLOW_SHARE = 0.7  # a pair below 70% of the median pair is named slow
+LINE_SHARE = 0.7  # a pair below 70% of its NICs' line rate fails (the bandwidth stage's floor against a link peak)
 V = verdicts_for(STAGE)
 
 
@@ -65,7 +66,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                        reason_bad="data was corrupted between these nodes: check the NICs and cables of the pair"))
     speeds = {c: got[(c, "busbw")] for c in wanted if math.isfinite(got.get((c, "busbw"), math.nan))}
     if not judges_performance(facts):
-        return out + [V.cpu_skip("p2p_slow_pair", f"every pair ≥ {SLOW_SHARE:.0%} of the median pair")]
+        return out + [V.cpu_skip("p2p_line_rate", f"every pair ≥ {LINE_SHARE:.0%} of its NIC line rate"),
+                      V.cpu_skip("p2p_slow_pair", f"every pair ≥ {SLOW_SHARE:.0%} of the median pair")]
+    if speeds:
+        out.append(line_rate_verdict(speeds, facts.get("node_line_gbps") or {}))
     if len(speeds) < 2:
         return out + [V.skip("p2p_slow_pair", expected="2 or more pairs", observed=f"{len(speeds)} pair(s)",
                              reason="one pair has nothing to be compared with")]
@@ -78,3 +82,24 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                        reason_bad="these pairs are slow: the node both share is the suspect (its NIC's rate and "
                                   "port state in `ibstat`, its cable, its switch port)"))
     return out
+
+
+def line_rate_verdict(speeds: dict[str, float], line_gbps: dict[str, float]) -> Verdict:
+    """Every pair at LINE_SHARE of its line: one rank per node sends, through one NIC, so the ceiling is the slower
+    of the two nodes' fastest up port (topology's node_line_gbps, Gb/s; busbw here is GB/s)."""
+    lines = {c: min(line_gbps.get(a, 0.0), line_gbps.get(b, 0.0)) / 8 for c in speeds
+             for a, b in [c.split("→", 1)]}
+    known = {c: v for c, v in lines.items() if v > 0}
+    if not known:
+        return V.skip("p2p_line_rate", expected=f"every pair ≥ {LINE_SHARE:.0%} of its NIC line rate",
+                      observed="no NIC rate known", reason="topology found no up port with a rate on these nodes "
+                      "(see topology.nics)")
+    short = {c: speeds[c] for c in known if speeds[c] < LINE_SHARE * known[c]}
+    return V.check("p2p_line_rate", not short, expected=f"every pair ≥ {LINE_SHARE:.0%} of the slower node's NIC "
+                   "line rate (" + ", ".join(f"{c} {v:.1f} GB/s" for c, v in known.items()) + ")",
+                   observed=", ".join(f"{c}: {v:.1f} GB/s" for c, v in short.items())
+                   or f"slowest {min(speeds[c] / known[c] for c in known):.0%} of its line",
+                   reason_ok="every node pair runs near its NICs' line rate",
+                   reason_bad="these pairs run far below their NICs: GPUDirect RDMA off (NCCL_NET_GDR_LEVEL, "
+                              "nvidia-peermem), NCCL on TCP instead of IB (NCCL_DEBUG=INFO says NET/Socket), or a "
+                              "port negotiated below its rate")

@@ -81,7 +81,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say("CPU and NUMA facts")
     cpu = _cpu_facts(ctx, rows, tools)
     if len(profile.nodes) > 1:  # a multi-node run: every node's NICs, compared in judge
-        rows += _node_nics.measure(ctx)
+        nic_rows = _node_nics.measure(ctx)
+        rows += nic_rows
+        ctx.publish("node_line_gbps", _node_nics.line_rates(nic_rows))  # what bandwidth holds node pairs to
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
         ctx.say("nvidia-smi topo -m, -q, -L")

@@ -111,3 +111,30 @@ def test_a_sys_of_another_namespace(tmp_path):
     assert errors == [] and [(n.name, n.state, n.rate_gbps, n.detail) for n in nics] == [
         ("lo", "unknown", None, "no /sys of this namespace: rate unknown")]
     assert nics[0].up
+
+
+def test_line_rates_and_the_node_pairs_held_to_them():
+    """Each node's fastest up RDMA port (real captures: the 400 Gb/s RoCE H100 node, the 200 Gb/s A100 IB node with
+    a host Ethernet beside it), else its fastest up Ethernet, is the ceiling of its pairs; a pair far below the
+    slower node's fails."""
+    from suite.results import Row
+    from suite.stages import _node_pairs
+    from suite.stages._node_nics import Nic, line_rates
+
+    host_ethernet = Nic("ens1", "ethernet", "up", 400.0)  # faster than the A100's fabric, but not NCCL's path there
+    rows = rows_for("h100", HEALTHY, []) + rows_for("a100", [*A100, host_ethernet], PANIC)
+    rows += rows_for("tcp", [Nic("eno1", "ethernet", "up", 100.0), Nic("eno2", "ethernet", "down", 400.0)], [])
+    rates = line_rates(rows)
+    assert rates == {"h100": 400.0, "a100": 200.0, "tcp": 100.0}
+    speeds = {"h100→a100": 23.0, "a100→h100": 12.0}  # 200 Gb/s = 25 GB/s is their line
+    v = _node_pairs.line_rate_verdict(speeds, rates)
+    assert v.status == "fail" and v.observed == "a100→h100: 12.0 GB/s" and "h100→a100 25.0 GB/s" in v.expected
+    assert _node_pairs.line_rate_verdict({"h100→a100": 23.0}, rates).status == "pass"
+    assert _node_pairs.line_rate_verdict({"x→y": 1.0}, rates).status == "skip"  # nodes without a known rate
+    gpu = {"profile": {"judge_performance": True}, "node_line_gbps": rates}
+    pair_rows = [Row(stage="bandwidth", case=c, metric=m, value=v, unit="", source="p2p")
+                 for c, b in speeds.items() for m, v in (("busbw", b), ("wrong", 0.0))]
+    from suite.config import NCCL_GPU
+    judged = {x.id: x.status for x in _node_pairs.judge(pair_rows, _node_pairs.expect(
+        NCCL_GPU.with_overrides(nodes=("h100", "a100"))), gpu)}
+    assert judged["bandwidth.p2p_line_rate"] == "fail" and judged["bandwidth.p2p_slow_pair"] == "warn"
