@@ -1,7 +1,8 @@
 """The run's figure drawer: reports/predraw.py in a process of its own, told each stage's name as it ends.
 
 The report's figures are most of its rendering time; drawn while the run goes on, in CPU the stages
-leave idle, the report at the end reads them from the figure cache. The drawer never touches the
+leave idle, the report at the end reads them from the figure cache. The runner starts it for the
+rehearsal only (`make rehearse` renders the report here, right after the run). The drawer never touches the
 run: if it cannot start, dies or lags, the report simply draws what it did not.
 
 CARDTIME_PREDRAW=off (the tests set it: their runs' reports are rendered by few of them) or

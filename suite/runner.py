@@ -157,7 +157,9 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
                  f"launcher {profile.launcher}) → {run.path}")
     pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
     warm = profile.launcher == "fork" and not produce and any(launches_ranks(name) for name in pending)
-    drawer = FigureDrawer.start(run.path)  # the report's figures, drawn as each stage ends
+    # The report's figures, drawn as each stage ends: on the rehearsal only, whose report is rendered on this
+    # machine right after; a GPU box's report is rendered where the run is fetched, and its CPUs stay the stages'.
+    drawer = FigureDrawer.start(run.path) if profile.is_rehearsal else FigureDrawer(None)
     finished = False
     try:
         for index, name in enumerate(selected, start=1):
