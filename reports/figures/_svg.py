@@ -22,7 +22,7 @@ from collections import Counter
 
 START_TAG = re.compile(r"<([\w:]+)((?:\s[\w:-]+=\"[^\"]*\")*)\s*(/?)>")
 ATTRIBUTE = re.compile(r'\s([\w:-]+)="([^"]*)"')
-GROUP_TAG = re.compile(r"<g(\s[^>]*)?>|</g>")
+GROUP_TAG = re.compile(r"<g(\s[^>]*?)?(/?)>|</g>")
 COORDINATE_ATTRIBUTES = {"d", "x", "y", "x1", "x2", "y1", "y2", "width", "height", "points", "cx", "cy", "r"}
 DECIMAL = re.compile(r"-?\d+\.\d+")
 PATH_COMMAND = re.compile(r"\s*([MLHVCSQTAZmlhvcsqtaz])\s*")
@@ -86,6 +86,8 @@ def _drop_bare_groups(svg: str) -> str:
     def one(match: re.Match) -> str:
         if match[0] == "</g>":
             return "</g>" if (kept.pop() if kept else True) else ""
+        if match[2]:  # an empty group, <g id='i1'/>: it opens nothing that a </g> would close
+            return match[0]
         keep = bool(match[1] and match[1].strip())
         kept.append(keep)
         return match[0] if keep else ""

@@ -113,6 +113,18 @@ def test_compact_svg_says_each_style_once_and_keeps_every_reference():
     assert out.count("<g") == out.count("</g>") == 1
 
 
+def test_compact_svg_leaves_an_empty_group_and_the_groups_around_it_well_formed():
+    """matplotlib writes an artist with nothing to draw as <g id="…"/>; taken for an opening tag, it once shifted
+    which </g> was dropped, and Chromium decoded the topology matrix as nothing (the demo's report)."""
+    from xml.dom import minidom
+
+    svg = ('<svg><g id="axes_1"><g><g id="text_1"/><text x="1">NIC0</text></g>'
+           '<g transform="translate(1 2)"><text>mlx5_0</text></g></g></svg>')
+    out = compact_svg(svg)
+    minidom.parseString(out)  # raises on a tag left open or closed twice
+    assert "<g id='i0'/><text x='1'>NIC0</text><g transform='translate(1 2)'><text>mlx5_0</text></g>" in out
+
+
 def test_sections_drawn_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
     from reports import report
 
