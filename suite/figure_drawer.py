@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-FINISH_S = 60.0
-"""How long the run's end waits for the drawer to finish the last stages' figures: that is work the report
-would otherwise do right after (on a rehearsal a few seconds); a drawer slower than this is stopped."""
+STOP_GRACE_S = 0.5
+"""At the run's end the drawer is stopped, not waited for: what it has not drawn the report draws on every core
+(its sections in parallel workers), where the drawer, niced and alone, would draw it on one."""
 
 
 class FigureDrawer:
@@ -50,9 +50,9 @@ class FigureDrawer:
         except (OSError, ValueError):  # it died: the report draws the rest
             self.process = None
 
-    def close(self, finish: bool = True) -> None:
-        """End of input; wait for the last figures when finish (a run that ended), else stop it now (a run
-        interrupted or broken: nobody is waiting for its report)."""
+    def stop(self) -> None:
+        """End of input, a moment to finish the figure at hand, then stopped (a figure half drawn is not kept: the
+        cache writes each entry whole)."""
         if self.process is None:
             return
         try:
@@ -60,7 +60,7 @@ class FigureDrawer:
         except OSError:
             pass
         try:
-            self.process.wait(timeout=FINISH_S if finish else 0)
+            self.process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -160,7 +160,6 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     # The report's figures, drawn as each stage ends: on the rehearsal only, whose report is rendered on this
     # machine right after; a GPU box's report is rendered where the run is fetched, and its CPUs stay the stages'.
     drawer = FigureDrawer.start(run.path) if profile.is_rehearsal else FigureDrawer(None)
-    finished = False
     try:
         for index, name in enumerate(selected, start=1):
             state = run.stage_state(name)
@@ -178,11 +177,10 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
             run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
             drawer.stage_done(name)
-        finished = True
     finally:
         if warm:
             forklaunch.stop_warm_zygote()
-        drawer.close(finish=finished)
+        drawer.stop()
     run.manifest["finished"] = utc_now().isoformat(timespec="seconds")
     run.save_manifest()
     (run.path / "progress.json").unlink(missing_ok=True)

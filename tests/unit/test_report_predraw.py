@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,10 @@ def test_the_runs_drawer_draws_each_stage_it_is_told_of_and_none_when_off(tmp_pa
     drawer = FigureDrawer.start(run)
     assert drawer.process is not None
     drawer.stage_done("memory")
-    drawer.close()  # waits for the figures of the stages it was told of
+    deadline = time.monotonic() + 60
+    while not list(cache.glob("memory-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    drawer.stop()
+    assert drawer.process is None
     assert [p.name.split("-")[0] for p in cache.glob("*.json")] == ["memory"]
     assert (run / "predraw.log").read_text() == ""  # nothing went wrong
