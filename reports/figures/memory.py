@@ -7,7 +7,7 @@ import math
 
 from matplotlib.figure import Figure
 
-from ._plot import finish, log_axis
+from ._plot import finish, grouped_bars, log_axis
 
 FACTS: tuple[str, ...] = ()
 """The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
@@ -32,8 +32,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
     measured = [_value(rows, c, m) / 2**20 for c, m in TERMS]
     formula = [_value(expectations, c, m) / 2**20 for c, m in TERMS]
     xs = range(len(labels))
-    terms.bar([x - 0.2 for x in xs], measured, width=0.4, label="measured", color="tab:blue")
-    terms.bar([x + 0.2 for x in xs], formula, width=0.4, label="formula", color="tab:grey")
+    grouped_bars(terms, xs, [("measured", measured, "tab:blue"), ("formula", formula, "tab:grey")], width=0.4)
     terms.set_xticks(list(xs), labels, fontsize=7)
     terms.set_ylabel("MiB")
     terms.set_title("Memory terms vs the formula")

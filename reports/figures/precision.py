@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from ._plot import finish
+from ._plot import finish, grouped_bars
 
 FACTS: tuple[str, ...] = ()
 """The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
@@ -41,8 +41,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
                 nonfinite.append(get.get("grads_nonfinite", 0.0))
     if labels:
         xs = range(len(labels))
-        probe.bar([x - 0.2 for x in xs], zeroed, width=0.4, label="became 0", color="tab:orange")
-        probe.bar([x + 0.2 for x in xs], nonfinite, width=0.4, label="inf/NaN", color="tab:purple")
+        grouped_bars(probe, xs, [("became 0", zeroed, "tab:orange"), ("inf/NaN", nonfinite, "tab:purple")], width=0.4)
         probe.set_xticks(list(xs), labels, fontsize=7)
         probe.set_ylabel("gradient elements")
         probe.set_title("Range probe: gradients lost without scaling")

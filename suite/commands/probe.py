@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..config import PROFILES, ProfileError, get_profile
+from ..workloads.worker_cli import mistakes_from
 from . import usage_error
 
 
@@ -47,7 +48,7 @@ def main(args) -> int:
 
     if args.nproc is not None and args.nproc < 1:
         return usage_error("--nproc must be at least 1")
-    problem = unknown_mistakes([m.strip() for m in args.mistakes.split(",") if m.strip()])
+    problem = unknown_mistakes(mistakes_from(args))
     if problem:
         return usage_error(problem)
     try:

@@ -46,6 +46,7 @@ from ..costmodel.alphabeta import algbw_GBps, busbw_factor
 from ..results import Row
 from . import probe
 from .worker import Worker, worker_session
+from .worker_cli import mistakes_from
 
 # torch 2.13 prefers the *_single names (the *_tensor ones warn); older torch has only *_tensor.
 all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -348,7 +349,7 @@ def parse_args(argv=None):
                    help="first try every primitive once (suite/workloads/probe.py): which the backend supports")
     p.add_argument("--mistakes", default="", help="the probe's deliberate mistakes, wrong.<primitive> (tests)")
     args = p.parse_args(argv)
-    args.mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    args.mistakes = mistakes_from(args)
     probe.check_mistakes(args.mistakes, p.error)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.collectives = [c for c in args.collectives.split(",") if c]

@@ -28,7 +28,7 @@ from .ring_attention import MISTAKES as RING_MISTAKES
 from .ring_attention import CommLedger
 from .ulysses import MISTAKES as ULYSSES_MISTAKES
 from .worker import Worker, worker_session
-from .worker_cli import degrees_from, log
+from .worker_cli import degrees_from, log, mistakes_from
 
 STAGE = "cp"
 ALGOS = ("ring", "ulysses")
@@ -83,7 +83,7 @@ def main() -> None:
     args = p.parse_args()
     cfg = json.loads(args.cp)
     degrees = degrees_from(args.degrees)
-    mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    mistakes = mistakes_from(args)
     unknown = [m for m in mistakes if m not in MISTAKE_ALGO]
     if unknown:
         raise SystemExit(f"unknown cp mistakes {unknown}: choose from {', '.join(MISTAKE_ALGO)}")

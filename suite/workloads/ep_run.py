@@ -25,7 +25,7 @@ from .golden import CHECK_DTYPE
 from .gpt import torch_dtype
 from .moe_layer import MISTAKES, MoeShape
 from .worker import worker_session
-from .worker_cli import log
+from .worker_cli import log, mistakes_from
 
 STAGE = "ep"
 
@@ -68,7 +68,7 @@ def main() -> None:
     p.add_argument("--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)")
     args = p.parse_args()
     cfg = json.loads(args.ep)
-    mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    mistakes = mistakes_from(args)
     unknown = [m for m in mistakes if m not in MISTAKES]
     if unknown:
         raise SystemExit(f"unknown ep mistakes {unknown}: choose from {', '.join(MISTAKES)}")

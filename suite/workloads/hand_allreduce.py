@@ -37,6 +37,7 @@ from ..costmodel.alphabeta import algbw_GBps, binomial_children, busbw_GBps
 from ..results import Row
 from .collective_sweep import group_stats, timed
 from .worker import Worker, worker_session
+from .worker_cli import mistakes_from
 
 
 class ByteCounter:
@@ -204,7 +205,7 @@ def parse_args(argv=None):
     unknown = [a for a in args.algorithms if a not in ALGORITHMS]
     if unknown:
         p.error(f"unknown algorithm(s) {unknown}: choose from {sorted(ALGORITHMS)}")
-    args.mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    args.mistakes = mistakes_from(args)
     unknown = [m for m in args.mistakes if m not in MISTAKES]
     if unknown:
         p.error(f"unknown mistake(s) {unknown}: choose from {', '.join(MISTAKES)}")

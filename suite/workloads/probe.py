@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ..results import Row
 from ..stages._probe import CASE_PREFIX, MISTAKE_PREFIX, PRIMITIVES, unknown_mistakes
 from .worker import Worker, worker_session
+from .worker_cli import mistakes_from
 
 COUNT = 16
 """Elements per rank: enough to tell a misplaced chunk from a right one, small enough for any backend."""
@@ -165,7 +166,7 @@ def main(argv=None) -> None:
     p.add_argument("--stage", default="probe", help="stage name the rows carry")
     p.add_argument("--mistakes", default="", help="comma-separated wrong.<primitive> (tests)")
     args = p.parse_args(argv)
-    mistakes = [m.strip() for m in args.mistakes.split(",") if m.strip()]
+    mistakes = mistakes_from(args)
     check_mistakes(mistakes, p.error)
     with worker_session() as w:
         w.emit(probe_rows(w, args.stage, mistakes))
