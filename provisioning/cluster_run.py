@@ -257,6 +257,7 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
         use_tmux = first.facts.tmux if opts.detach is None else opts.detach == "tmux"
         jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id, env=env, setup=setup,
                    teardown=release_node_locks_lines([p.node for p in probed[1:]], base, job_id, settings.ssh_config),
+                   heartbeat=touch_node_locks_command([p.node for p in probed[1:]], base, job_id, settings.ssh_config),
                    extra={"code_shipped_by": "every node" if opts.runtime == "host" else "the image",
                           "resumes": resume_dir, "host_key": host_key_record(remote)})
         started = True
@@ -308,6 +309,13 @@ def release_node_locks_lines(nodes: list[Node], base: str, job_id: str, ssh_conf
     first node (only while it is still this job's: on shared storage the first node's, given back once)."""
     return "".join(f"{on_node(node, jobs.release_lock_argv(f'{base}/jobs', job_id), ssh_config)} "
                    "> /dev/null 2>&1 < /dev/null || true\n" for node in nodes)
+
+
+def touch_node_locks_command(nodes: list[Node], base: str, job_id: str, ssh_config: str) -> str:
+    """The job's heartbeat, a line per node: each other node's lock freshened over ssh from the first node (only
+    while it is still this job's), so that a start there never takes it for an abandoned one while this job runs."""
+    return "\n".join(f"{on_node(node, jobs.touch_lock_argv(f'{base}/jobs', job_id), ssh_config)} "
+                     "> /dev/null 2>&1 < /dev/null" for node in nodes)
 
 
 def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, job_dir: str,

@@ -5,7 +5,7 @@ start a run on the same GPUs; the lock lets one through. It is taken before anyt
 names the job about to start, and is released by that job's own script when the job ends (or by
 the laptop when the start fails). A lock is broken only when it is provably stale: its job has
 finished, its job's process is gone, or its job never started within LOCK_STALE_S (a laptop that
-died while starting).
+died while starting) — on a multi-node run's other nodes: its job's heartbeat stopped that long ago.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from .jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 
 LOCK_STALE_S = 30 * 60.0
 """A holder whose job never wrote its pid this long after taking the lock died while starting
-(shipping the code and the build context; the set-up itself runs inside the job)."""
+(shipping the code and the build context; the set-up itself runs inside the job). On the other nodes of a
+multi-node run, whose job (and pid) lives on the first node, the job freshens the lock's age every
+jobs.LOCK_HEARTBEAT_S while it runs: there, this long without a beat means the first node's job is gone."""
 
 # argv: base, holder JSON (with job_id), stale seconds. Prints {"acquired": bool, "holder": {...}, "age_s": s}.
 LOCK_PROGRAM = HOST_FUNCTIONS + r"""

@@ -104,6 +104,9 @@ else:
 
 TMUX_SOCKET = "cardtime"
 POLL_TIMEOUT_S = 30.0  # a status read takes well under a second; longer means the link is gone
+LOCK_HEARTBEAT_S = 300.0
+"""How often a multi-node job freshens its lock on the other nodes, where no pid of its own can show it alive
+(hostlock.LOCK_STALE_S, six beats, is when a silent one is taken as dead)."""
 STARTING_GRACE_S = 60.0  # a job whose pid file has not appeared this long after its start has died
 
 
@@ -218,12 +221,29 @@ def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
             f"{jobs_dir}/lock", job_id]
 
 
+def touch_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
+    """Freshen the host's run lock's age if, and only if, job_id holds it (-c: a lock given back meanwhile is
+    not made again as a file)."""
+    return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && touch -c -- "$1"; true', "sh",
+            f"{jobs_dir}/lock", job_id]
+
+
+def heartbeat_lines(command: str, every_s: float) -> str:
+    """POSIX lines starting `command` in the background every `every_s` seconds for as long as the job's own
+    shell lives (`kill -0 $$`: a job killed outright stops its heartbeat at the next beat); `$beat` names it."""
+    return ("  ( trap 'kill $s 2>/dev/null; exit 0' TERM\n"
+            f"    while kill -0 $$ 2>/dev/null; do {command}; sleep {every_s:g} & s=$!; wait $s; done\n"
+            "  ) > /dev/null 2>&1 < /dev/null &\n"
+            "  beat=$!\n")
+
+
 def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False,
-               teardown: str = "") -> str:
+               teardown: str = "", heartbeat: str = "", heartbeat_s: float = 300.0) -> str:
     """The POSIX script the detacher runs: pid first; then the set-up (`setup.sh`: the venv install
     or the image build, which survive the laptop like the run does); the suite's output to `log`,
     `teardown` (POSIX lines: the other nodes' locks given back), its exit code (2 when the set-up failed),
-    then the host's run lock given back (when this job holds it)."""
+    then the host's run lock given back (when this job holds it). `heartbeat`: a command run every
+    `heartbeat_s` while the set-up and the run go on (the other nodes' locks kept fresh), stopped after."""
     q = quote
     jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
@@ -247,7 +267,9 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         "{\n"
         f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
         f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
+        f"{heartbeat_lines(heartbeat, heartbeat_s) if heartbeat else ''}"
         f"{run}"
+        f"{'  kill $beat 2>/dev/null' + chr(10) if heartbeat else ''}"
         f"{teardown}"
         f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
@@ -267,10 +289,11 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
 
 def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
           env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None,
-          setup: str = "", teardown: str = "") -> str:
+          setup: str = "", teardown: str = "", heartbeat: str = "") -> str:
     """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script
     the job runs before argv (idempotent: a re-run after a reboot finds its work done); `teardown`:
-    POSIX lines it runs after argv has ended, before giving the host's lock back."""
+    POSIX lines it runs after argv has ended, before giving the host's lock back; `heartbeat`: a command it runs
+    every hostlock.LOCK_HEARTBEAT_S meanwhile."""
     job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
@@ -281,7 +304,8 @@ def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str]
     if setup:
         remote.write_text(f"{job_dir}/setup.sh", setup, mode=0o755)
     remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup),
-                                                      teardown=teardown), mode=0o755)
+                                                      teardown=teardown, heartbeat=heartbeat,
+                                                      heartbeat_s=LOCK_HEARTBEAT_S), mode=0o755)
     remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
     remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
     remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")

@@ -58,3 +58,79 @@ def test_the_job_gives_the_other_nodes_locks_back_over_ssh_before_it_says_it_end
     (job_dir / "job.sh").write_text(jobs.job_script(str(job_dir), str(tmp_path), ["true"], {}, teardown=teardown))
     subprocess.run(["sh", str(job_dir / "job.sh")], check=True, timeout=30)
     assert (tmp_path / "order").read_text() == "early\n" and (job_dir / "exit").read_text() == "0\n"
+
+
+def test_the_other_nodes_locks_are_kept_fresh_while_the_job_lives_and_no_longer(tmp_path):
+    """On node b the job's pid is not there to show the job alive: its lock is kept young by the job's heartbeat
+    (hostlock.LOCK_STALE_S would break it otherwise), which stops when the job ends, or dies outright."""
+    import os
+    import signal
+    import time
+
+    node_b = tmp_path / "node-b"
+    assert take(node_b, "j1")["acquired"]
+    lock = node_b / "jobs" / "lock"
+    old = time.time() - hostlock.LOCK_STALE_S - 60
+    os.utime(lock, (old, old))
+    beat = shlex.join(jobs.touch_lock_argv(str(node_b / "jobs"), "j1"))
+
+    def job(argv: list[str]) -> tuple[subprocess.Popen, object]:
+        job_dir = tmp_path / "jobs" / f"j{time.monotonic_ns()}"
+        job_dir.mkdir(parents=True)
+        (job_dir / "job.sh").write_text(jobs.job_script(str(job_dir), str(tmp_path), argv, {}, heartbeat=beat,
+                                                        heartbeat_s=0.2))
+        return subprocess.Popen(["sh", str(job_dir / "job.sh")], start_new_session=True), job_dir
+
+    def age() -> float:
+        return time.time() - lock.stat().st_mtime
+
+    def stays_old(seconds: float = 1.0) -> bool:
+        os.utime(lock, (old, old))
+        time.sleep(seconds)
+        return age() > hostlock.LOCK_STALE_S
+
+    proc, _ = job(["sleep", "1"])
+    time.sleep(0.6)
+    assert age() < 5  # beaten while the run goes on
+    assert proc.wait(timeout=30) == 0
+    assert stays_old(), "the heartbeat outlived the job"
+    # A job killed outright (SIGKILL: no teardown runs) stops beating at its next beat.
+    proc, job_dir = job(["sleep", "30"])
+    try:
+        time.sleep(0.6)
+        assert age() < 5
+        os.kill(int((job_dir / "pid").read_text()), signal.SIGKILL)
+        proc.wait(timeout=10)  # reaped: a zombie would still answer kill -0
+        time.sleep(0.3)
+        assert stays_old()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    # A lock this job no longer holds is left alone, and one given back is not made again (touch -c).
+    (lock / "job_id").write_text("j9\n")
+    os.utime(lock, (old, old))
+    subprocess.run(["sh", "-c", beat], check=True, timeout=10)
+    assert age() > hostlock.LOCK_STALE_S
+    subprocess.run(jobs.release_lock_argv(str(node_b / "jobs"), "j9"), check=True, timeout=10)
+    subprocess.run(["sh", "-c", shlex.join(jobs.touch_lock_argv(str(node_b / "jobs"), "j9"))], check=True, timeout=10)
+    assert not lock.exists()
+
+
+def test_the_job_beats_every_other_node_over_ssh(tmp_path):
+    from provisioning.cluster_run import touch_node_locks_command
+
+    nodes = [parse_node("root@gpu-b:2222"), parse_node("gpu-c")]
+    command = touch_node_locks_command(nodes, "/w", "j1", "/etc/cluster_ssh")
+    first, second = command.splitlines()
+    touch = shlex.join(jobs.touch_lock_argv("/w/jobs", "j1"))
+    assert shlex.split(first) == ["ssh", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-F", "/etc/cluster_ssh",
+                                  "-p", "2222", "root@gpu-b", touch, ">", "/dev/null", "2>&1", "<", "/dev/null"]
+    assert shlex.split(second)[:7] == ["ssh", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-F",
+                                       "/etc/cluster_ssh"] and "gpu-c" in shlex.split(second)
+    # A stale node lock without a heartbeat is broken by the next start (what the heartbeat prevents).
+    import os
+    import time
+
+    assert take(tmp_path, "j1")["acquired"]
+    old = time.time() - hostlock.LOCK_STALE_S - 60
+    os.utime(tmp_path / "jobs" / "lock", (old, old))
+    assert take(tmp_path, "j2")["acquired"]
