@@ -1,5 +1,6 @@
 """Fault figures: each scenario's timeline from the fault (detection, restart, regroup, resume, done) with
-the measured seconds written on it, and the losses of the drill against the uninterrupted reference."""
+the measured seconds written on it — on a multi-node run the node-loss drill's lane too — and the losses of the
+drill against the uninterrupted reference."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ FACTS: tuple[str, ...] = ("fault_drill",)
 """The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
 
 SCENARIOS = ("crash", "hang", "exception")
+NODE_LOSS = "node_loss"  # a multi-node run's drill (suite/stages/_node_loss.py): a whole node's agent killed
 # (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
 PHASES = (
     ("fault", "detect_s", "until a survivor raised", "#d62728"),
@@ -32,7 +34,7 @@ def figures(rows, expectations, facts) -> list[Figure]:
         return []
     out = []
     cases = set(rows["case"])  # on NCCL each scenario also ran under TORCH_NCCL_ASYNC_ERROR_HANDLING=1
-    scenarios = [c for s in SCENARIOS for c in (s, f"{s}.async1") if c in cases]
+    scenarios = [c for s in SCENARIOS for c in (s, f"{s}.async1") if c in cases] + [NODE_LOSS] * (NODE_LOSS in cases)
     if scenarios:
         out.append(timeline_figure(rows, scenarios, facts))
     if (rows["metric"] == "loss").any():
@@ -52,7 +54,7 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     for y, scenario in enumerate(reversed(scenarios)):
         v = _values(rows, scenario)
         v["fault"] = 0.0
-        for start, end, label, colour in PHASES:
+        for start, end, label, colour in PHASES + _node_loss_phase(v):
             a, b = v.get(start), v.get(end)
             if not is_missing(a) and not is_missing(b) and b >= a:
                 ax.barh(y, b - a, left=a, height=0.4, color=colour, label=None if label in labelled else label)
@@ -64,14 +66,14 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
             if not is_missing(x):
                 ax.plot([x], [y], "k|", markersize=16)
                 reached.append(f"{name.replace(chr(10), ' ')} {x:.2f} s")
-            elif key != "nudge_s":
+            elif key != "nudge_s" and not (scenario == NODE_LOSS and key == "regroup_s"):  # not measured there
                 reached.append(f"{name.replace(chr(10), ' ')}: not reached")
         ax.annotate("fault → " + " → ".join(reached), (0, y + 0.24), fontsize=7.5, va="bottom")
         error = _error(rows, scenario)
         if error:
             ax.annotate(error, (0, y - 0.24), fontsize=6.5, va="top", color="#555555")
     ax.axvline(0, color="black", linewidth=1)
-    ax.set_yticks(range(len(scenarios)), list(reversed(scenarios)))
+    ax.set_yticks(range(len(scenarios)), [_lane(rows, s) for s in reversed(scenarios)])
     ax.set_ylim(-0.75, len(scenarios) - 0.25)
     ax.set_xlim(-0.02 * max(longest, 1.0), 1.05 * max(longest, 1.0))
     style(ax, xlabel="seconds after the fault", grid="x", legend=7 if labelled else None, loc="upper right",
@@ -81,6 +83,26 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     return finish(fig, f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun",
                   "Good: each fault detected well inside the process-group timeout, and training resumed from the "
                   "last checkpoint.")
+
+
+def _node_loss_phase(v: dict[str, float]) -> tuple:
+    """The node-loss drill has no group-up mark of its own: its restart → resume is one phase, the new
+    rendezvous without the lost node and the checkpoint load together."""
+    if "regroup_s" in v or "restart_s" not in v or "resume_s" not in v:
+        return ()
+    return (("restart_s", "resume_s", "new rendezvous without the lost node, checkpoint loaded", "#17becf"),)
+
+
+def _lane(rows, scenario: str) -> str:
+    """A lane's name; the node-loss lane says which node went and the ranks before → after."""
+    if scenario != NODE_LOSS:
+        return scenario
+    part = rows[rows["case"] == NODE_LOSS]
+    got = {m: (val, text) for m, val, text in zip(part["metric"], part["value"], part["text"])}
+    lost = got.get("lost_node", (None, "a node"))[1]
+    before, after = (got.get(k, (float("nan"), None))[0] for k in ("world_before", "world_after"))
+    ranks = f"\n{before:.0f} → {after:.0f} ranks" if not is_missing(before) and not is_missing(after) else ""
+    return f"{lost} lost{ranks}"
 
 
 def _error(rows, scenario: str, width: int = 150) -> str:

@@ -67,3 +67,25 @@ def test_one_node_has_no_node_loss_verdicts():
     assert judge(rows_from_events(EVENTS, "node-b"), one) == []
     (missing,) = judge([], FACTS)
     assert missing.id == "fault.node_loss" and missing.status == "fail"
+
+
+def test_the_fault_timeline_draws_the_node_loss_lane_from_the_real_drill():
+    """The report's fault timeline (reports/figures/fault.py) gets a lane for the lost node: its phases from the
+    loss to the resume, the node and the ranks before → after named, the measured seconds written on it."""
+    import pandas as pd
+
+    from reports.figures import fault as fault_figures
+
+    rows = rows_from_events(EVENTS, "node-b")
+    got = by_metric(rows)
+    figs = fault_figures.figures(pd.DataFrame([r.to_dict() for r in rows]), [], {"fault_drill": {"ranks": 1}})
+    assert len(figs) == 1
+    ax = figs[0].axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["node-b lost\n2 → 1 ranks"]
+    bars = sorted((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
+    assert bars == [pytest.approx((0.0, got["detect_s"].value)),
+                    pytest.approx((got["detect_s"].value, got["restart_s"].value)),
+                    pytest.approx((got["restart_s"].value, got["resume_s"].value))]
+    (note,) = [t.get_text() for t in ax.texts if t.get_text().startswith("fault → ")]
+    assert f"detected {got['detect_s'].value:.2f} s" in note and f"resumed {got['resume_s'].value:.2f} s" in note
+    assert "not reached" not in note  # the drill has no group-up mark of its own
