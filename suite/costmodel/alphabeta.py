@@ -149,6 +149,40 @@ def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float)
     return "tree" if tree < ring else "ring"
 
 
+# ---------------------------------------------------------------- across nodes
+
+
+INTER_NODE_BETA_Bps = 50e9
+"""β across nodes where nothing was measured, bytes/s per GPU: NIC line rate × NICs per node ÷ GPUs per node, for
+the usual H100 cluster node (8 × 400 Gb/s NICs for 8 GPUs: 50 GB/s); make plan's --inter-node default too."""
+INTER_NODE_BASIS = "the usual 8 × 400 Gb/s NICs of an 8-GPU node"
+
+
+def nodes_spanned(n: int, per_node: int) -> int:
+    """Nodes that ranks 0…n−1 occupy when ranks are node-major (per_node ranks on each node)."""
+    return max(1, math.ceil(n / max(per_node, 1)))
+
+
+def allreduce_across_nodes_s(size_bytes: float, n: int, per_node: int, intra: tuple[float, float],
+                             inter: tuple[float, float]) -> float:
+    """All-reduce over ranks 0…n−1, per_node ranks on each node; intra and inter are (α s, β B/s).
+
+    Within one node (n ≤ per_node): the ring over the node's links, 2(n−1)(α_i + S/(nβ_i)).
+    Across k = ⌈n/per_node⌉ nodes: the same ring with the inter-node α and β,
+        t = 2(n−1)(α_e + S/(nβ_e))
+    because every all-reduce that spans nodes is bounded by the node boundary. A ring through k nodes moves
+    at its slowest hop, the NIC; a hierarchical all-reduce (reduce-scatter inside each node, all-reduce of
+    each rank's 1/m shard across the k nodes on m rails at once, all-gather inside) still sends its cross-node
+    phase, 2(k−1)(α_e + S/(kβ_e)) with β_e the node's whole network, through the same NICs. β_e is the bandwidth
+    stage's fit over the whole world's all_reduce, i.e. of whichever of those NCCL ran across the nodes
+    (its bus bandwidth ≈ NIC line rate × NICs per node), so at n = the world this reproduces the measured
+    all_reduce, and below it it scales the way that collective does. With α_i = α_e and β_i = β_e it is
+    CHECKLIST.md's ring 2(n−1)(α + S/(nβ)) at every n (tests/unit/test_scaling_across_nodes.py).
+    """
+    alpha, beta = intra if n <= per_node else inter
+    return ring_allreduce_s(size_bytes, n, alpha, beta)
+
+
 # ---------------------------------------------------------------- training communication
 
 
