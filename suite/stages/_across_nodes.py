@@ -17,6 +17,10 @@ from ..results import Row, Verdict
 from ..verdicts import verdicts_for
 from ..workloads.node_ranks import NODES_METRIC
 
+NETWORK_HINT = ("the network (the bandwidth stage's node pairs, NCCL_SOCKET_IFNAME/NCCL_IB_HCA picking the fast "
+                "NICs)")
+"""Where to look when a degree spanning nodes is slower than the inter-node β explains (dp's and zero's verdicts)."""
+
 
 def place(profile: Profile, degree: int) -> str:
     """'within node 0', 'across 2 nodes'; '' on a single-node profile (nothing to say)."""

@@ -28,7 +28,7 @@ from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
-from ._across_nodes import NODES_METRIC, held_to, nodes_verdict, place, ranks_label
+from ._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
 
@@ -131,7 +131,8 @@ VERDICTS = verdicts_for(STAGE)
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
     out = golden_verdicts(STAGE, rows, tolerance_after_training(facts, profile.dp_model), "world",
-                          profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}")
+                          profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:]
+                          else f"DDP over {d} rank(s)")
     out += nodes_verdict(STAGE, rows, profile)
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
@@ -152,8 +153,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         reason_bad=f"per-rank throughput at {', '.join(ranks_label(profile, d) for d in worse)} decays more than "
                    f"the gradient all-reduce explains: check DDP's bucketing (bucket_cap_mb) and overlap (see the "
                    f"overlap stage), and whether a small per-rank batch leaves the card underused"
-                   + ("; across nodes also the network (the bandwidth stage's node pairs, NCCL_SOCKET_IFNAME/"
-                      "NCCL_IB_HCA picking the fast NICs)" if network else "")))
+                   + (f"; across nodes also {NETWORK_HINT}" if network else "")))
     return out
 
 

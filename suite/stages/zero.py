@@ -31,7 +31,7 @@ from ..facts import alpha_beta_at, profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..values import is_finite_number
 from ..verdicts import judges_performance, verdicts_for
-from ._across_nodes import NODES_METRIC, held_to, nodes_verdict, ranks_label
+from ._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
 
@@ -184,8 +184,7 @@ def _across_nodes(rows: list[Row], expectations: list[Expectation], facts: dict,
         "across_nodes", not slow, bad="warn", expected=expected, observed=observed,
         reason_ok="across nodes every ZeRO stage is as fast as the inter-node β allows",
         reason_bad=f"{', '.join(f'{NAMES[z]} at {ranks_label(profile, n)}' for n, z in slow)} slower than the "
-                   f"inter-node β explains: check the network (the bandwidth stage's node pairs, "
-                   f"NCCL_SOCKET_IFNAME/NCCL_IB_HCA picking the fast NICs) and FSDP2's prefetching")]
+                   f"inter-node β explains: check {NETWORK_HINT} and FSDP2's prefetching")]
 
 
 def _per_degree(profile: Profile, values: dict, text) -> str:
