@@ -12,7 +12,8 @@ from ._plot import finish, measured_vs_model, new_figure, style
 from ._scaling import golden_figure, mark_node_boundary, node_boundary, series
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these.
+None: the node boundary comes from the rows (the workers' nodes_spanned), which the key holds anyway."""
 
 
 def figures(rows, expectations, facts) -> list[Figure]:

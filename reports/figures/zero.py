@@ -13,7 +13,8 @@ from ._plot import finish, grouped_bars, limit, measured_vs_model, new_figure, s
 from ._scaling import golden_figure, mark_node_boundary, node_boundary, series
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these.
+None: the node boundary comes from the rows (the workers' nodes_spanned), which the key holds anyway."""
 
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
