@@ -128,11 +128,11 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     expected_time = f"ZeRO-3 step ≤ {ZERO3_SLOWDOWN}× DDP's"
     observed_time = _per_degree(profile, steps, lambda z, t: f"{NAMES[z]} {t * 1e3:.3g} ms")
     expected_mem = "peak memory per rank falling as the ZeRO stage rises"
+    cross = _cross_node_verdict(rows, expectations, facts, profile)  # [] on one node
     observed_mem = _per_degree(profile, peaks, lambda z, b: f"{NAMES[z]} {b / 2**20:.3g} MiB")
     if not judges_performance(facts):
         return out + [VERDICTS.cpu_skip("zero3_time", expected_time, observed_time),
-                      VERDICTS.cpu_skip("memory", expected_mem, observed_mem)] + _across_nodes(
-            rows, expectations, facts, profile)
+                      VERDICTS.cpu_skip("memory", expected_mem, observed_mem), *cross]
     ratios = {n: s[3] / s[0] for n, s in steps.items() if 0 in s and 3 in s}
     if ratios:
         slow = [n for n, r in ratios.items() if r > ZERO3_SLOWDOWN]
@@ -157,10 +157,11 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                                    for n, a, b in rising)
                    + ": activations may dominate the model state at this size, or a stage keeps unsharded "
                      "copies (DDP buckets, FSDP2 reshard_after_forward)"))
-    return out + _across_nodes(rows, expectations, facts, profile)
+    return out + cross
 
 
-def _across_nodes(rows: list[Row], expectations: list[Expectation], facts: dict, profile: Profile) -> list[Verdict]:
+def _cross_node_verdict(rows: list[Row], expectations: list[Expectation], facts: dict,
+                        profile: Profile) -> list[Verdict]:
     """On a multi-node profile: each degree spanning nodes no slower than DP_MARGIN of its α-β step time (held to
     the inter-node β); [] on one node."""
     crossing = profile.cross_node_degrees
