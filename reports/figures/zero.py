@@ -38,7 +38,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
             for label, values, color in (("measured peak", peak, "tab:blue"),
                                          ("measured model state", state, "tab:cyan"),
                                          ("expected model state", model, "tab:grey"))], width=0.27)
-        style(left, title="Memory per rank", ylabel="MiB per rank", xticks=range(len(stages)),
+        style(left, title="Memory per rank" + (f" ({worlds[0]} ranks, node 0)" if len(worlds) > 1 else ""),
+              ylabel="MiB per rank", xticks=range(len(stages)),
               xticklabels=[NAMES.get(z, str(z)) for z in stages], grid="y")
         if steps:
             right.bar([NAMES.get(z, str(z)) for z in steps], [v * 1e3 for v in steps.values()], color="tab:purple")

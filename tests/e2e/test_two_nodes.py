@@ -209,6 +209,8 @@ def assert_dp_and_zero_crossed_both_nodes(run: Path) -> None:
     assert "4 ranks across 2 nodes" in verdicts["dp.decay"]["observed"]
     assert "4 ranks across 2 nodes held to the inter-node β" in verdicts["dp.decay"]["expected"]
     assert "4 ranks across 2 nodes held to the inter-node β" in verdicts["zero.across_nodes"]["expected"]
+    report = (run / "report.html").read_text()
+    assert "DP=4 across 2 nodes scaling efficiency" in report and " at 4 ranks across 2 nodes" in report
 
 
 @pytest.mark.needs("openmpi")
