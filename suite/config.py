@@ -225,7 +225,8 @@ class Profile:
             raise ProfileError(
                 f"degrees {too_big} exceed nproc {self.nproc}: lower --nproc's degrees or raise --nproc"
                 + (f" (degrees are within a node; dp and zero add the whole-node degrees "
-                   f"{', '.join(map(str, self.cross_node_degrees))} by themselves)" if len(self.nodes) > 1 else "")
+                   f"{', '.join(map(str, scaling_degrees((), self.nproc, len(self.nodes))))} by themselves)"
+                   if len(self.nodes) > 1 else "")
             )
         m = self.model
         for d in self.degrees:

@@ -45,6 +45,8 @@ def test_degrees_above_nproc_stay_refused_and_say_more_across_nodes():
     with pytest.raises(ProfileError, match=r"degrees \[16\] exceed nproc 8: .* dp and zero add the whole-node "
                                            r"degrees 16 by themselves"):
         TWO_BY_EIGHT.with_overrides(degrees=(1, 16))
+    with pytest.raises(ProfileError, match=r"degrees \[12\] exceed nproc 8: .* whole-node degrees 16 by"):
+        TWO_BY_EIGHT.with_overrides(degrees=(1, 12))
 
 
 # ---------------------------------------------------------------- the model (suite/costmodel/alphabeta.py)
