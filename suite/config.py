@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,7 +185,8 @@ class Profile:
     collective_timeout_s: float = 60.0
     """Process-group timeout of every worker, seconds: a rank on a different branch must not hang forever."""
     degrees: tuple[int, ...] = (1, 2, 4)
-    """TP and DP degrees measured by the scaling stages."""
+    """TP and DP degrees measured by the scaling stages, within one node (each ≤ nproc); on a multi-node profile dp
+    and zero add the degrees that span whole nodes (dp_degrees)."""
     sweep: SweepConfig = field(default_factory=SweepConfig)
     """Collective sweep sizes and iterations."""
     model: GptConfig = field(default_factory=GptConfig)
@@ -222,6 +224,9 @@ class Profile:
         if too_big:
             raise ProfileError(
                 f"degrees {too_big} exceed nproc {self.nproc}: lower --nproc's degrees or raise --nproc"
+                + (f" (degrees are within a node; dp and zero add the whole-node degrees "
+                   f"{', '.join(map(str, scaling_degrees((), self.nproc, len(self.nodes))))} by themselves)"
+                   if len(self.nodes) > 1 else "")
             )
         m = self.model
         for d in self.degrees:
@@ -264,6 +269,29 @@ class Profile:
     def world(self) -> int:
         """Ranks of a full launch: nproc on each node."""
         return self.nproc * max(1, len(self.nodes))
+
+    @property
+    def dp_degrees(self) -> tuple[int, ...]:
+        """The degrees dp measures: `degrees` (within node 0), then on a multi-node profile whole nodes (scaling_degrees)."""
+        return scaling_degrees(self.degrees, self.nproc, len(self.nodes))
+
+    @property
+    def cross_node_degrees(self) -> tuple[int, ...]:
+        """The DP/ZeRO degrees that span nodes (ranks node-major: nproc × 2 is the first two nodes); () on one node."""
+        return tuple(d for d in self.dp_degrees if d > self.nproc)
+
+    @property
+    def zero_degrees(self) -> tuple[int, ...]:
+        """The degrees zero measures: every rank of one node (as on a single node), then each cross-node degree."""
+        return (self.nproc, *self.cross_node_degrees)
+
+    @property
+    def dp_model(self) -> GptConfig:
+        """The model dp and zero train: the profile's, its global batch raised to the least multiple that every DP
+        degree divides (2 nodes × 8 with batch 8: 16, one sequence per rank at DP=16); the profile's own on one node,
+        whose degrees divide it already (checked above)."""
+        batch = math.lcm(self.model.batch, *self.dp_degrees)
+        return self.model if batch == self.model.batch else dataclasses.replace(self.model, batch=batch)
 
     @property
     def is_rehearsal(self) -> bool:
@@ -359,6 +387,21 @@ NCCL_1GPU = Profile(
                     steps=10, warmup_steps=3),
     judge_performance=True,
 )
+
+def scaling_degrees(degrees: typing.Sequence[int], nproc: int, nodes: int) -> tuple[int, ...]:
+    """DP degrees over `nodes` nodes of `nproc` ranks each: the within-node `degrees`, then on 2+ nodes whole nodes
+    doubling up to the world and the world itself: 2 × 8 → 1, 2, 4, 8, 16; 4 × 8 → …, 16, 32; 3 × 8 → …, 16, 24.
+    Ranks are node-major (torchrun numbers node g's ranks g·nproc …), so degree d is ranks 0…d−1: within
+    node 0 up to nproc, then ⌈d / nproc⌉ whole nodes."""
+    out = set(degrees)
+    if nodes > 1:
+        spanned = 2
+        while spanned < nodes:
+            out.add(nproc * spanned)
+            spanned *= 2
+        out.add(nproc * nodes)
+    return tuple(sorted(out))
+
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (GLOO_CPU, NCCL_GPU, NCCL_1GPU)}
 

@@ -11,11 +11,13 @@ as dicts, so the manifest stays JSON and a resumed run reads what a live one did
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from .config import Profile, profile_from_dict
+from .costmodel import alphabeta as ab_model
 from .gpus import Gpu, gpu_for
 from .ring_peak import RingPeak, pcie_GBps, ring_peak
 
@@ -36,6 +38,8 @@ class AlphaBeta:
     source: str
     """One phrase: fitted by the bandwidth stage, the link peak, or the stated defaults."""
     fitted: bool = False
+    across_nodes: bool = False
+    """Whether it is the inter-node α-β (a collective over ranks on more than one node)."""
 
     def __iter__(self):
         """`alpha, beta, basis = alpha_beta(facts, device)`."""
@@ -62,9 +66,10 @@ class FittedAlphaBeta:
         return asdict(self)
 
     @classmethod
-    def from_facts(cls, facts: Mapping[str, Any]) -> "FittedAlphaBeta | None":
-        """The published fit, or None when there is none or it has no usable β (0, ∞ or missing)."""
-        fit = facts.get("alpha_beta") or {}
+    def from_facts(cls, facts: Mapping[str, Any], key: str = "alpha_beta") -> "FittedAlphaBeta | None":
+        """The published fit (facts[key]: alpha_beta, or alpha_beta_intra on a multi-node run), or None when there
+        is none or it has no usable β (0, ∞ or missing)."""
+        fit = facts.get(key) or {}
         alpha, beta = fit.get("alpha_s"), fit.get("beta_Bps")
         if alpha is None or not beta or not math.isfinite(beta) or beta <= 0:
             return None
@@ -166,16 +171,56 @@ def alpha_beta(facts: Mapping[str, Any], device: str) -> AlphaBeta:
     """The one rule: the bandwidth stage's fit; else on GPUs α = 5 µs with β = the link peak; else the defaults."""
     fit = FittedAlphaBeta.from_facts(facts)
     if fit is not None:
-        return AlphaBeta(fit.alpha_s, fit.beta_Bps, f"α = {fit.alpha_s * 1e6:.3g} µs, β = {fit.beta_Bps / 1e9:.3g} "
-                                                    f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce"
-                                                    + (f" ({fit.nccl_tests_form})" if fit.nccl_tests_form else ""),
-                         fitted=True)
+        return _fitted(fit)
+    return _unfitted(facts, device)
+
+
+def _fitted(fit: FittedAlphaBeta, which: str = "", across_nodes: bool = False) -> AlphaBeta:
+    return AlphaBeta(fit.alpha_s, fit.beta_Bps, f"α = {fit.alpha_s * 1e6:.3g} µs, β = {fit.beta_Bps / 1e9:.3g} "
+                                                f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce"
+                                                + (f" ({fit.nccl_tests_form})" if fit.nccl_tests_form else "")
+                                                + (f" ({which})" if which else ""),
+                     fitted=True, across_nodes=across_nodes)
+
+
+def _unfitted(facts: Mapping[str, Any], device: str) -> AlphaBeta:
+    """On GPUs α = 5 µs with β = the link peak; else the defaults."""
     key = "cuda" if device == "cuda" else "cpu"
     peak = link_peak(facts) if key == "cuda" else None
     if peak is not None:
         return AlphaBeta(DEFAULT_ALPHA_S[key], peak.per_gpu_GBps * 1e9,
                          f"no fitted α-β: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {peak.basis}")
     return AlphaBeta(DEFAULT_ALPHA_S[key], DEFAULT_BETA_Bps[key], DEFAULT_BASIS[key])
+
+
+def alpha_beta_at(facts: Mapping[str, Any], profile: Profile, degree: int) -> AlphaBeta:
+    """The α-β a collective over ranks 0…degree−1 is predicted with (dp, zero): on one node alpha_beta()'s. On a
+    multi-node profile (ranks node-major, nproc per node), where facts['alpha_beta'] is the fit over the whole world
+    and so across nodes: a degree within a node takes facts['alpha_beta_intra'] (each node's intra-node sweep), else
+    the link peak or the defaults, never the cross-node fit; a degree spanning nodes takes facts['alpha_beta'],
+    else the defaults with the NICs' usual rate (ab_model.INTER_NODE_BETA_Bps on GPUs). The source says which."""
+    nodes = len(profile.nodes)
+    if nodes <= 1:
+        return alpha_beta(facts, profile.device)
+    if degree <= profile.nproc:
+        fit = FittedAlphaBeta.from_facts(facts, "alpha_beta_intra")
+        if fit is not None:
+            return _fitted(fit, "the intra-node fit")
+        unfitted = _unfitted(facts, profile.device)
+        return dataclasses.replace(unfitted, source=f"no intra-node fit: {unfitted.source.removeprefix('no fitted α-β: ')}")
+    spanned = ab_model.nodes_spanned(degree, profile.nproc)
+    fit = FittedAlphaBeta.from_facts(facts)
+    if fit is not None:
+        return _fitted(fit, f"the inter-node fit over all {nodes} nodes",
+                       across_nodes=True)
+    key = "cuda" if profile.device == "cuda" else "cpu"
+    if key == "cuda":
+        return AlphaBeta(DEFAULT_ALPHA_S[key], ab_model.INTER_NODE_BETA_Bps,
+                         f"no inter-node fit: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {ab_model.INTER_NODE_BETA_Bps / 1e9:g} "
+                         f"GB/s per GPU, {ab_model.INTER_NODE_BASIS} ({spanned} nodes)", across_nodes=True)
+    return AlphaBeta(DEFAULT_ALPHA_S[key], DEFAULT_BETA_Bps[key],
+                     f"no inter-node fit: {DEFAULT_BASIS[key].removeprefix('no fitted α-β: ')} ({spanned} nodes)",
+                     across_nodes=True)
 
 
 def usable_gpus(facts: Mapping[str, Any]) -> int | None:

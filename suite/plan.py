@@ -17,10 +17,11 @@ strategy (TP: 4 activation all-reduces per layer; DP: one gradient all-reduce; Z
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from . import plan_setup, stages
-from .config import Profile
+from .config import Profile, scaling_degrees
 from .costmodel import alphabeta as ab
 from .costmodel.sizing import parameter_count, training_flops_per_token
 from .dtypes import DTYPE_BYTES
@@ -54,7 +55,7 @@ class PlanAssumptions:
     """torchrun waits this long before SIGKILLing a stopped worker (FACTS.md)."""
     nodes: int = 1
     """Nodes of a multi-node run (make plan NODES=2 or HOSTS=a,b): every launch spans them, nproc GPUs each."""
-    inter_node_Bps: float = 50e9
+    inter_node_Bps: float = ab.INTER_NODE_BETA_Bps
     """Inter-node bandwidth per GPU, bytes/s: NIC line rate × NICs per node ÷ GPUs per node (8 × 400 Gb/s NICs
     for 8 GPUs, the usual H100 cluster node: 50 GB/s). A ring across nodes runs at its slowest hop: this one."""
     rendezvous_s: float = 10.0
@@ -126,6 +127,43 @@ class PlanInputs:
     beta_Bps: float
     peak_flops: float
     """The GPU's dense bf16 peak, FLOP/s."""
+    gpus_per_node: int = 0
+    """GPUs on each node (0: all of them on one); a multi-node plan's dp and zero hold the degrees within a node to
+    intra_beta_Bps and those spanning nodes to beta_Bps (the inter-node hop)."""
+    intra_beta_Bps: float | None = None
+    """β within a node, bytes/s (None: beta_Bps, a single-node plan)."""
+
+    @property
+    def per_node(self) -> int:
+        return self.gpus_per_node or self.gpus
+
+    @property
+    def dp_degrees(self) -> tuple[int, ...]:
+        """dp's degrees: the profile's within a node, then across nodes whole nodes (suite/config.py scaling_degrees)."""
+        return scaling_degrees([d for d in self.profile.degrees if d <= self.per_node], self.per_node,
+                               self.gpus // self.per_node)
+
+    @property
+    def zero_degrees(self) -> tuple[int, ...]:
+        """zero's degrees: one node's GPUs, then each whole-node degree (Profile.zero_degrees)."""
+        return (self.per_node, *(d for d in self.dp_degrees if d > self.per_node))
+
+    @property
+    def dp_batch(self) -> int:
+        """The global batch dp and zero train: the profile's raised to a multiple of every DP degree (Profile.dp_model)."""
+        return math.lcm(self.profile.model.batch, *self.dp_degrees)
+
+    @property
+    def dp_step_s(self) -> float:
+        """One card's step on dp's global batch (compute only: step_s × the batch's growth)."""
+        return self.step_s * self.dp_batch / self.profile.model.batch
+
+    def allreduce_s(self, size_bytes: float, n: int) -> float:
+        """A ring all-reduce over n cards, node-major: within a node at the intra-node β, across at the inter-node
+        (suite/costmodel/alphabeta.py allreduce_across_nodes_s)."""
+        intra = self.intra_beta_Bps if self.intra_beta_Bps is not None else self.beta_Bps
+        return ab.allreduce_across_nodes_s(size_bytes, n, self.per_node, (self.alpha_s, intra),
+                                           (self.alpha_s, self.beta_Bps))
 
     @property
     def sizes(self) -> list[int]:
@@ -169,12 +207,12 @@ class PlanInputs:
         return ab.collective_time_s(collective, size_bytes, n, self.alpha_s, self.beta_Bps)
 
     def dp_comm_s(self, n: int) -> float:
-        """DDP's gradient all-reduce per step over n cards."""
-        return ab.dp_step_comm_s(self.grad_bytes, n, self.alpha_s, self.beta_Bps)
+        """DDP's gradient all-reduce per step over n cards (one all-reduce of every gradient)."""
+        return self.allreduce_s(self.grad_bytes, n)
 
     def zero_comm_s(self, zero: int, n: int) -> float:
-        """ZeRO stage `zero`'s communication per step over n cards."""
-        return ab.zero_step_comm_s(zero, self.grad_bytes, n, self.alpha_s, self.beta_Bps)
+        """ZeRO stage `zero`'s communication per step over n cards, in all-reduces of the parameters."""
+        return ab.ZERO_COMM_ALLREDUCES[zero] * self.allreduce_s(self.grad_bytes, n)
 
 
 def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> PlanInputs:
@@ -185,14 +223,16 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
     if a.beta_Bps is None and link_GBps is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known link peak: pass --beta (bytes/s) or a known --gpu")
     beta = a.beta_Bps if a.beta_Bps is not None else link_GBps * 1e9
+    intra, per_node = beta, profile.nproc
     if peak is None or peak.bf16_dense_flops is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known bf16 peak: pass a known --gpu (e.g. H100, A100, B200)")
-    if a.nodes > 1:  # every launch spans the nodes: the ring's slowest hop is the NIC, each launch pays the rendezvous
+    if a.nodes > 1:  # every launch spans the nodes: the ring's slowest hop is the NIC (dp and zero hold their
+        # degrees within a node to `intra`), each launch pays the rendezvous
         beta = min(beta, a.inter_node_Bps)
         a = replace(a, torchrun_launch_s=a.torchrun_launch_s + a.rendezvous_s)
         profile = profile.with_overrides(nproc=profile.nproc * a.nodes)  # the stages see every node's ranks
     return PlanInputs(profile=profile, assume=a, gpus=profile.nproc, alpha_s=a.alpha_s, beta_Bps=beta,
-                      peak_flops=peak.bf16_dense_flops)
+                      peak_flops=peak.bf16_dense_flops, gpus_per_node=per_node, intra_beta_Bps=intra)
 
 
 def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,

@@ -61,3 +61,20 @@ def tolerance_from(expectations) -> float | None:
         return None
     tol = expectations[expectations["metric"] == "max_abs_error"]["value"]
     return float(tol.iloc[0]) if len(tol) else None
+
+
+def node_boundary(rows) -> float | None:
+    """Where a multi-node run's degrees leave node 0, on a degree axis: halfway between the largest degree whose
+    ranks were on one node and the smallest on more (the workers' nodes_spanned rows); None on one node."""
+    spanned = series(rows, "nodes_spanned", "world")
+    inside = [d for d, n in spanned.items() if n <= 1]
+    across = [d for d, n in spanned.items() if n > 1]
+    if not inside or not across:
+        return None
+    return (max(inside) + min(across)) / 2
+
+
+def mark_node_boundary(ax, x: float | None) -> None:
+    """A vertical line at the node boundary (nothing on one node): left of it node 0 alone, right of it whole nodes."""
+    if x is not None:
+        ax.axvline(x, color="grey", linestyle=":", label="node boundary")

@@ -1,5 +1,7 @@
 """ZeRO figures: memory per rank for DDP and ZeRO-1/2/3 — measured peak, measured model state, and
-the model's expected state bytes side by side — with each stage's step time; then the golden comparison."""
+the model's expected state bytes side by side — with each stage's step time (at node 0's degree on a multi-node
+run, then each stage's step time over the degrees across the node boundary beside the α-β model); then the golden
+comparison."""
 
 from __future__ import annotations
 
@@ -7,11 +9,12 @@ from matplotlib.figure import Figure
 
 from suite.costmodel.scaling_expectations import ZERO3_SLOWDOWN
 
-from ._plot import finish, grouped_bars, limit, new_figure, style
-from ._scaling import golden_figure, series
+from ._plot import finish, grouped_bars, limit, measured_vs_model, new_figure, style
+from ._scaling import golden_figure, mark_node_boundary, node_boundary, series
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these.
+None: the node boundary comes from the rows (the workers' nodes_spanned), which the key holds anyway."""
 
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
@@ -20,10 +23,13 @@ def figures(rows, expectations, facts) -> list[Figure]:
     if rows is None or not len(rows):
         return []
     out = []
-    peak = series(rows, "peak_memory_bytes", "zero")
-    state = series(rows, "state_memory_bytes", "zero")
-    model = series(expectations, "state_memory_bytes", "zero")
-    steps = series(rows, "step_time_s", "zero")
+    worlds = sorted({int(w) for w in rows[rows["metric"] == "step_time_s"]["world"].dropna()}) \
+        if "world" in rows else []
+    first, first_model = _at(rows, worlds[:1]), _at(expectations, worlds[:1])  # node 0's degree (the only one on a node)
+    peak = series(first, "peak_memory_bytes", "zero")
+    state = series(first, "state_memory_bytes", "zero")
+    model = series(first_model, "state_memory_bytes", "zero")
+    steps = series(first, "step_time_s", "zero")
     stages = sorted(set(peak) | set(state) | set(model))
     if stages:
         fig, (left, right) = new_figure(10, 3.8, 1, 2, gridspec_kw={"width_ratios": [3, 2]})
@@ -32,7 +38,8 @@ def figures(rows, expectations, facts) -> list[Figure]:
             for label, values, color in (("measured peak", peak, "tab:blue"),
                                          ("measured model state", state, "tab:cyan"),
                                          ("expected model state", model, "tab:grey"))], width=0.27)
-        style(left, title="Memory per rank", ylabel="MiB per rank", xticks=range(len(stages)),
+        style(left, title="Memory per rank" + (f" ({worlds[0]} ranks, node 0)" if len(worlds) > 1 else ""),
+              ylabel="MiB per rank", xticks=range(len(stages)),
               xticklabels=[NAMES.get(z, str(z)) for z in stages], grid="y")
         if steps:
             right.bar([NAMES.get(z, str(z)) for z in steps], [v * 1e3 for v in steps.values()], color="tab:purple")
@@ -43,6 +50,33 @@ def figures(rows, expectations, facts) -> list[Figure]:
         out.append(finish(fig, "ZeRO: memory per rank beside the model, and step time",
                           "Good: memory per rank falling with each ZeRO stage as the model predicts, at a modest "
                           "step-time cost."))
-    golden = golden_figure(rows, expectations, "zero", "ZeRO",
+    if len(worlds) > 1:
+        out.append(_across_degrees(rows, expectations, worlds))
+    golden = golden_figure(_at(rows, worlds[:1]), _at(expectations, worlds[:1]), "zero", "ZeRO",
                            "ZeRO: parameters after AdamW steps vs one process (ZeRO=0 is DDP)")
     return out + ([golden] if golden else [])
+
+
+def _at(frame, worlds: list[int]):
+    """The frame's records at the one degree in `worlds` (all of them when none is given or it has no world)."""
+    if frame is None or not len(frame) or not worlds or "world" not in frame:
+        return frame
+    return frame[frame["world"] == worlds[0]]
+
+
+def _across_degrees(rows, expectations, worlds: list[int]) -> Figure:
+    """Each ZeRO stage's step time over the degrees of a multi-node run, measured beside the α-β model, with the
+    node boundary: where the degrees leave node 0 the inter-node β takes over."""
+    fig, ax = new_figure(8, 3.8)
+    for z, colour in zip(sorted(NAMES), ("tab:blue", "tab:orange", "tab:green", "tab:purple")):
+        measured = {w: v * 1e3 for w, v in series(rows[rows["zero"] == z], "step_time_s", "world").items()}
+        model = ({w: v * 1e3 for w, v in series(expectations[expectations["zero"] == z], "step_time_s",
+                                                "world").items()}
+                 if expectations is not None and len(expectations) and "zero" in expectations else {})
+        measured_vs_model(ax, measured, model, label=NAMES[z], model_label=f"{NAMES[z]} α-β", color=colour,
+                          model_marker="x")
+    mark_node_boundary(ax, node_boundary(rows))
+    style(ax, title="Step time across nodes", xlabel="ranks", ylabel="ms per step", xticks=worlds, legend=6, ncol=2)
+    return finish(fig, "ZeRO across nodes: step time per degree beside the α-β model",
+                  "Good: every stage at or below its α-β points (communication unoverlapped, the inter-node β right of "
+                  "the dotted node boundary).")

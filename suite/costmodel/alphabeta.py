@@ -149,6 +149,40 @@ def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float)
     return "tree" if tree < ring else "ring"
 
 
+# ---------------------------------------------------------------- across nodes
+
+
+INTER_NODE_BETA_Bps = 50e9
+"""β across nodes where nothing was measured, bytes/s per GPU: NIC line rate × NICs per node ÷ GPUs per node, for
+the usual H100 cluster node (8 × 400 Gb/s NICs for 8 GPUs: 50 GB/s); make plan's --inter-node default too."""
+INTER_NODE_BASIS = "the usual 8 × 400 Gb/s NICs of an 8-GPU node"
+
+
+def nodes_spanned(n: int, per_node: int) -> int:
+    """Nodes that ranks 0…n−1 occupy when ranks are node-major (per_node ranks on each node)."""
+    return max(1, math.ceil(n / max(per_node, 1)))
+
+
+def allreduce_across_nodes_s(size_bytes: float, n: int, per_node: int, intra: tuple[float, float],
+                             inter: tuple[float, float]) -> float:
+    """All-reduce over ranks 0…n−1, per_node ranks on each node (node-major); intra and inter are (α s, β B/s).
+
+    Within one node (n ≤ per_node), CHECKLIST.md's ring over the node's links: 2(n−1)(α_i + S/(nβ_i)).
+    Across k = ⌈n/per_node⌉ nodes, the same ring at the inter-node α and β:
+        t = 2(n−1)(α_e + S/(nβ_e))
+    Why: any all-reduce that spans nodes is bounded by the node boundary. A ring moves at its slowest hop,
+    the NIC. A hierarchical one (reduce-scatter inside each node, the shards all-reduced across the k nodes
+    on per_node rails at once, all-gather inside) is faster inside, but its cross-node phase still crosses
+    the same NICs, so its bandwidth term is again set by β_e. And β_e is not a guess: it is the bandwidth
+    stage's fit over the whole world's all_reduce on a multi-node run, of whichever algorithm NCCL chose
+    there (its busbw ≈ NIC line rate × NICs per node), so at n = the world this returns the all_reduce that
+    was measured, and below it scales as the ring does. Checked against CHECKLIST.md: with α_i = α_e and
+    β_i = β_e it is the ring at every n (8 cards, 1 GiB, α = 5 µs, β = 200 GB/s: 9465.2 µs).
+    """
+    alpha, beta = intra if n <= per_node else inter
+    return ring_allreduce_s(size_bytes, n, alpha, beta)
+
+
 # ---------------------------------------------------------------- training communication
 
 

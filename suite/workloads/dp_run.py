@@ -3,10 +3,12 @@
     ctx.torchrun("suite.workloads.dp_run", [*model_args(cfg), "--degrees", "1,2,4"], tag="dp")
 
 Every rank first trains the single-process reference (float32, the whole global batch, warm-up
-+ timed steps). For each degree d the ranks split into world/d groups of d (new_subgroups); the
-first group (ranks 0..d−1) trains DDP on slices of the same global batches while the others wait
-at a barrier, then its parameters are compared elementwise with the reference. When the
-profile's dtype is not float32 the comparison is a separate float32 run before the timed one.
++ timed steps). For each degree d, ranks 0..d−1 (a group of their own) train DDP on slices of the
+same global batches while the others wait at a barrier, then its parameters are compared
+elementwise with the reference. When the profile's dtype is not float32 the comparison is a
+separate float32 run before the timed one. Across nodes the launch is every node's ranks, node-major,
+so a degree up to nproc stays on node 0 and a larger one spans whole nodes; --record-nodes adds a
+row per degree naming the nodes its ranks were on (suite/workloads/node_ranks.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch.distributed as dist
 
 from ..results import Row
 from .data_parallel import train_data_parallel
+from .node_ranks import node_names, nodes_rows
 from .golden import CHECK_DTYPE, check_config
 from .worker_cli import degrees_from, log, mistakes_from, model_from, parser
 from .training import train_single_process
@@ -29,6 +32,7 @@ STAGE = "dp"
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--degrees", default="1,2,4")
+    p.add_argument("--record-nodes", action="store_true", help="a row per degree naming the nodes its ranks ran on")
     args = p.parse_args()
     cfg, degrees, mistakes = model_from(args), degrees_from(args.degrees), mistakes_from(args)
     t0 = time.monotonic()
@@ -39,8 +43,13 @@ def main() -> None:
         total = cfg.warmup_steps + cfg.steps
         reference = train_single_process(check_cfg, total, w.device)
         log(t0, "reference trained")
+        if args.record_nodes:
+            names = node_names(w.world)
+            if w.rank == 0:
+                w.emit(nodes_rows(names, degrees, STAGE))
+            log(t0, f"ranks on nodes {names}")
         for d in degrees:
-            group, _ = dist.new_subgroups(group_size=d)
+            group = dist.new_group(list(range(d)))  # every rank takes part in making it; ranks 0..d−1 are in it
             if w.rank < d:
                 rows = run_degree(w, cfg, check_cfg, d, group, reference, mistakes if d == max(degrees) else [])
                 if w.rank == 0:

@@ -58,6 +58,9 @@ def test_device_timer_and_peak_memory():
     ("suite.workloads.tp_run", ["--degrees", "1,2"]),
     ("suite.workloads.dp_run", ["--degrees", "1,2"]),
     ("suite.workloads.zero_run", ["--stages", "0,1,2,3"]),
+    # The paths a multi-node run takes: node rows over NCCL, ZeRO on a DeviceMesh of ranks 0..d−1 below the world.
+    ("suite.workloads.dp_run", ["--degrees", "1,2", "--record-nodes"]),
+    ("suite.workloads.zero_run", ["--stages", "0,1,2,3", "--degrees", "1,2", "--record-nodes"]),
 ])
 def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU

@@ -6,7 +6,9 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import get_profile
-from suite.plan import PlanAssumptions, estimate, render
+from suite.costmodel.alphabeta import ZERO_COMM_ALLREDUCES, ring_allreduce_s
+from suite.gpus import gpu_for
+from suite.plan import PlanAssumptions, estimate, plan_inputs, render, step_compute_s
 from suite.stages._node_nics import PROBE_S
 from suite.stages._node_pairs import PAIR_BYTES, PAIR_ITERS
 
@@ -24,10 +26,37 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     extra = {"topology": PROBE_S, "bandwidth": pairs}
     for mine, theirs in zip(two.stages, flat.stages):
         assert mine.stage == theirs.stage
+        if mine.stage in ("dp", "zero"):  # their degrees within a node keep the NVLink β (the next test)
+            continue
         assert mine.seconds == pytest.approx(theirs.seconds + extra.get(mine.stage, 0.0), rel=1e-12), mine.stage
     assert "node-pair matrix" in dict((s.stage, s.basis) for s in two.stages)["bandwidth"]
     assert render(two).startswith("plan for nccl-gpu on 2 nodes × 8 × H100 SXM (16 GPUs): α = 5 µs, β = 50 GB/s "
                                   "per direction (the inter-node hop)")
+
+
+def test_dp_and_zero_hold_within_node_degrees_to_nvlink_and_the_cross_node_degree_to_the_nic():
+    a = PlanAssumptions()
+    profile = get_profile("nccl-gpu", 8)
+    two = {s.stage: s for s in estimate(profile, PlanAssumptions(nodes=2)).stages}
+    nvlink, nic = gpu_for(a.gpu_name).nvlink_full_GBps * 1e9, a.inter_node_Bps
+    assert nvlink == 450e9 and nic == 50e9
+    launch, steps = a.torchrun_launch_s + a.rendezvous_s, profile.model.warmup_steps + profile.model.steps
+    grads = plan_inputs(profile).grad_bytes
+    # DP = 16 needs a global batch of 16 (one sequence per rank): every degree trains it, twice batch 8's compute.
+    step = 2 * step_compute_s(profile, gpu_for(a.gpu_name).bf16_dense_flops, a.mfu)
+    beta = {1: nvlink, 2: nvlink, 4: nvlink, 8: nvlink, 16: nic}
+    dp = sum(launch + steps * (step / d + ring_allreduce_s(grads, d, a.alpha_s, beta[d])) for d in beta)
+    assert two["dp"].seconds == pytest.approx(dp, rel=1e-12)
+    assert "DP = 1/2/4/8/16" in two["dp"].basis and "DP = 16 across nodes at the inter-node β, global batch 16" \
+        in two["dp"].basis
+    zero = sum(launch + steps * (step / n + ZERO_COMM_ALLREDUCES[z] * ring_allreduce_s(grads, n, a.alpha_s, beta[n]))
+               for n in (8, 16) for z in (1, 2, 3))
+    assert two["zero"].seconds == pytest.approx(zero, rel=1e-12)
+    assert "ZeRO-1/2/3 on 8/16 cards (across nodes)" in two["zero"].basis
+    # The cross-node degree costs more than the NVLink β would have made it.
+    fast = sum(launch + steps * (step / 16 + ZERO_COMM_ALLREDUCES[z] * ring_allreduce_s(grads, 16, a.alpha_s, nvlink))
+               for z in (1, 2, 3))
+    assert zero - fast > 1.0
 
 
 def test_one_node_is_unchanged():
