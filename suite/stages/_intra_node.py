@@ -200,9 +200,7 @@ def inter_ceiling(facts: dict) -> tuple[float | None, str]:
     if nics:
         node, v = min(nics.items(), key=lambda kv: kv[1]["total_gbps"])
         count, line, total = int(v.get("nics") or 0), float(v.get("line_gbps") or 0), float(v["total_gbps"])
-        spelled = f"{count} NIC{'s' if count != 1 else ''} × {line:g} Gb/s" if count * line == total else \
-            f"{count} NICs, {total:g} Gb/s in all"
-        options.append((total / 8, f"the NICs: {spelled} on node {node} = {total / 8:g} GB/s"))
+        options.append((total / 8, f"the NICs: {count} × {line:g} Gb/s on node {node} = {total / 8:g} GB/s"))
     if peak is not None:
         options.append((peak.per_gpu_GBps, f"the link peak: {peak.basis}"))
     if not options:

@@ -208,11 +208,16 @@ def line_rates(rows: Iterable[Row]) -> dict[str, float]:
 
 
 def nic_totals(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
-    """Each node's NICs that carry NCCL's traffic (the same ports line_rates chooses from: up, with a rate, RDMA
-    before Ethernet): how many, the fastest's rate and their sum, Gb/s. The sum (line rate × NICs per node) is what
-    one node can push to the others at once: the inter-node busbw ceiling (bandwidth's inter-node floor)."""
-    return {node: {"nics": len(nics), "line_gbps": max(n.rate_gbps for n in nics),
-                   "total_gbps": sum(n.rate_gbps for n in nics)} for node, nics in _fabric_ports(rows).items()}
+    """Each node's compute fabric: its line rate (line_rates'), how many up ports run at it and their sum, Gb/s.
+    Slower ports beside them (the 4 × 100 Gb/s front-end ports of an H100 node with 8 × 400 Gb/s for its GPUs) are
+    storage or management, not NCCL's. The sum, line rate × NICs per node, is what one node can push to the others
+    at once: the inter-node busbw ceiling (bandwidth's inter-node floor)."""
+    out = {}
+    for node, nics in _fabric_ports(rows).items():
+        line = max(n.rate_gbps for n in nics)
+        count = sum(1 for n in nics if n.rate_gbps == line)
+        out[node] = {"nics": count, "line_gbps": line, "total_gbps": count * line}
+    return out
 
 
 def _fabric_ports(rows: Iterable[Row]) -> dict[str, list[Nic]]:
