@@ -406,7 +406,8 @@ def floors_text(expectations: Sequence[Expectation]) -> str:
     inter = [e for e in expectations if e.metric == "busbw_min" and e.case in COLLECTIVES and e.basis.startswith("inter")]
     parts = [f"intra-node busbw ≥ {intra[0]:g} GB/s on every node" if intra else
              f"intra-node busbw ≥ {PEAK_SHARE:.0%} of the link peak on every node"]
-    parts.append(f"inter-node busbw ≥ {inter[0].value:.3g} GB/s ({inter[0].basis})" if inter else
+    parts.append(f"inter-node busbw ≥ {inter[0].value:.3g} GB/s ({inter[0].basis.removeprefix('inter-node: ')})"
+                 if inter else
                  f"inter-node busbw ≥ {PEAK_SHARE:.0%} of min(link peak, NICs × line rate)")
     return "; ".join(parts)
 

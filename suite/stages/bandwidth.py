@@ -309,6 +309,6 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if intra:
         inter = f"≥ {hl.number(floor[0].value)}" if floor else "no ceiling known"
         return (f"all_reduce busbw {intra[0]} vs inter {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} "
-                f"({source}) · expected {intra[1]} / {inter}")
+                f"({source}) · expected intra {intra[1]}, inter {inter}")
     against = f"expected ≥ {hl.number(floor[0].value)}" if floor else "no link peak to hold it to"
     return f"all_reduce busbw {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} ({source}) · {against}"
