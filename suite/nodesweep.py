@@ -24,12 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="the bandwidth stage's intra-node sweep on this node of a multi-node run")
     p.add_argument("--profile-json", required=True, help="the profile as this node runs it (Profile.to_dict)")
     p.add_argument("--timeout-s", type=float, default=None, help="the stage's time left, seconds")
-    p.add_argument("sweep_args", nargs=argparse.REMAINDER, help="after --: suite.workloads.collective_sweep's arguments")
+    p.add_argument("sweep_args", nargs=argparse.REMAINDER,
+                   help="after --: suite.workloads.collective_sweep's arguments")
     args = p.parse_args(argv)
     try:
         profile = profile_from_dict(json.loads(args.profile_json))
     except (ValueError, TypeError, ProfileError) as e:
-        print(f"suite.nodesweep: --profile-json is not a profile ({e}): pass Profile.to_dict() as JSON", file=sys.stderr)
+        print(f"suite.nodesweep: --profile-json is not a profile ({e}): pass Profile.to_dict() as JSON",
+              file=sys.stderr)
         return 2
     raw = Path(os.environ.get("CARDTIME_RAW_DIR", "."))
     raw.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _intra_node, _node_pairs, _nccl_tests
+from . import _intra_judges, _intra_node, _node_pairs, _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
@@ -80,7 +80,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                                    unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
                                    size_bytes=profile.sweep.max_bytes))
     if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
-        out += _intra_node.inter_floors(profile, facts) + _intra_node.expect(profile, facts)
+        out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
     return out + _node_pairs.expect(profile)
 
 
@@ -140,10 +140,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     verdicts += _node_pairs.judge(rows, expectations, facts)
-    verdicts += _intra_node.judge(rows, expectations, facts)
+    verdicts += _intra_judges.judge(rows, expectations, facts)
     across = len((facts.get("profile") or {}).get("nodes") or ()) > 1
     if not judges_performance(facts):
-        floors = _intra_node.floors_text(expectations) if across else \
+        floors = _intra_judges.floors_text(expectations) if across else \
             f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak"
         expected = f"{floors}; no dip > {DIP:.0%}; torch within {TORCH_LOSS:.0%} of nccl-tests"
         return verdicts + [VERDICTS.cpu_skip("performance", expected)]
@@ -154,7 +154,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                                 "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
-    verdicts += (_intra_node.judge_inter_peak(top, top_source, facts) if across  # held to the NICs, not the link
+    verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts) if across  # held to the NICs, not the link
                  else judge_peak(top, top_source, expectations, facts))
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
         verdicts += [judge_dip(source, coll, curve) for coll, curve in sorted(c.items())]
@@ -241,11 +241,10 @@ def judge_fit(rows: list[Row]) -> Verdict:
 
 def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation],
                facts: dict) -> list[Verdict]:
-    peak, why = link_peak_or_why(facts)
-    if peak is None:
-        return [VERDICTS.skip("peak", expected=f"{PEAK_SHARE:.0%} of the link peak", observed=why,
-                              reason="no link peak to hold busbw to: the topology stage found no known GPU")]
-    floor = PEAK_SHARE * peak.per_gpu_GBps
+    floor_or_skip = _intra_judges.link_floor(facts, "peak", f"{PEAK_SHARE:.0%} of the link peak")
+    if isinstance(floor_or_skip, Verdict):
+        return [floor_or_skip]
+    peak, floor = floor_or_skip
     out = []
     for coll, curve in sorted(c.items()):
         size = max(curve)
@@ -305,7 +304,7 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     else:
         return None
     floor = hl.matching(expectations, "all_reduce", "busbw_min")
-    intra = _intra_node.headline_part(rows, expectations)
+    intra = _intra_judges.headline_part(rows, expectations)
     if intra:
         inter = f"≥ {hl.number(floor[0].value)}" if floor else "no ceiling known"
         return (f"all_reduce busbw {intra[0]} vs inter {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} "

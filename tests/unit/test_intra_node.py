@@ -1,5 +1,6 @@
-"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/stages/_intra_node.py): the rows'
-names, the per-node command, nccl-tests' single-node form driven by stand-in binaries printing real captures
+"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/stages/_intra_node.py, the floors and
+verdicts in _intra_judges.py): the rows' names, the per-node command, nccl-tests' single-node form driven by
+stand-in binaries printing real captures
 (tests/data/nccl-tests/21: one 8-GPU H100 node; 10: two such nodes with 8 HCAs; 22: two 8-GPU EFA nodes), the
 floors (the link peak within a node, min(link peak, NICs × line rate) across), the verdicts naming the node,
 facts['alpha_beta_intra'], the headline, the figure and make plan."""
@@ -8,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
-
 import pytest
 
 from suite.config import GLOO_CPU, NCCL_GPU, get_profile, profile_from_dict
@@ -17,7 +16,7 @@ from suite.costmodel.alphabeta import collective_time_s, ring_allreduce_s
 from suite.facts import FittedAlphaBeta
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.stages import _intra_node, _nccl_tests, bandwidth
+from suite.stages import _intra_judges, _intra_node, _nccl_tests, bandwidth
 from suite.stages._node_nics import nic_totals, rows_for
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, FakeContext, stand_in, stand_in_mpirun
@@ -97,8 +96,8 @@ def test_nccl_tests_within_a_node_is_the_single_node_form(tmp_path, monkeypatch)
     busbw = [r for r in rows if r.metric == "busbw" and r.case == "intra.all_reduce@gpu-b"]
     assert [(r.size_bytes, r.placement, r.value, r.world) for r in busbw] == [
         (1 << 31, "oop", 468.6, 8), (1 << 31, "ip", 468.62, 8)]
-    v = by_id(_intra_node.judge_nccl_tests(rows, GPU2) + _intra_node.judge_intra_peak(
-        _intra_node.curves(rows, "nccl-tests"), "nccl-tests", NODES, GPU2))
+    v = by_id(_intra_judges.judge_nccl_tests(rows, GPU2) + _intra_judges.judge_intra_peak(
+        _intra_judges.curves(rows, "nccl-tests"), "nccl-tests", NODES, GPU2))
     assert v["bandwidth.intra_nccl_tests.all_reduce"].status == "pass"
     assert v["bandwidth.intra_peak.all_reduce"].status == "pass"  # 468.6 ≥ 70% × 450 GB/s
     assert bandwidth.judge_nccl_tests(rows, GPU2)[0].id == "bandwidth.nccl_tests"  # the nodes' rows are not its own
@@ -118,13 +117,13 @@ def test_nic_totals_count_the_ports_at_the_line_rate():
 
 
 def test_the_floors_within_and_across_nodes():
-    ceiling, basis = _intra_node.inter_ceiling(GPU2)
+    ceiling, basis = _intra_judges.inter_ceiling(GPU2)
     assert ceiling == 400.0 and basis.startswith("the NICs: 8 × 400 Gb/s on node gpu-a = 400 GB/s (below the link peak")
     slow = {**GPU2, "node_nics": {**H100_NICS, "gpu-b": {"nics": 4, "line_gbps": 200.0, "total_gbps": 800.0}}}
-    assert _intra_node.inter_ceiling(slow) == (100.0, "the NICs: 4 × 200 Gb/s on node gpu-b = 100 GB/s (below the "
-                                                      "link peak: " + _intra_node.link_peak_or_why(GPU2)[0].basis + ")")
-    assert _intra_node.inter_ceiling({"node_nics": {"x": {"nics": 1, "line_gbps": 10.0, "total_gbps": 10.0}}})[0] == 1.25
-    assert _intra_node.inter_ceiling({})[0] is None
+    assert _intra_judges.inter_ceiling(slow) == (100.0, "the NICs: 4 × 200 Gb/s on node gpu-b = 100 GB/s (below the "
+                                                      "link peak: " + _intra_judges.link_peak_or_why(GPU2)[0].basis + ")")
+    assert _intra_judges.inter_ceiling({"node_nics": {"x": {"nics": 1, "line_gbps": 10.0, "total_gbps": 10.0}}})[0] == 1.25
+    assert _intra_judges.inter_ceiling({})[0] is None
     ex = bandwidth.expect(TWO, GPU2)
     floors = {e.case: e for e in ex if e.metric == "busbw_min"}
     assert len(floors) == 6 * 3  # across nodes, and on each of the two nodes, for every collective
@@ -147,17 +146,17 @@ def test_inter_node_sweeps_of_real_clusters_against_their_nics():
     4 × 100 Gb/s each: 50 GB/s, floor 35 GB/s) at 32.8 GB/s (in place) do not, and the verdict says which ceiling."""
     h100 = _nccl_tests.rows_from_output(parse_file(DATA / "10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt"),
                                         "all_reduce", "bandwidth")
-    (v,) = _intra_node.judge_inter_peak(bandwidth.curves(h100, "nccl-tests"), "nccl-tests", GPU2)
+    (v,) = _intra_judges.judge_inter_peak(bandwidth.curves(h100, "nccl-tests"), "nccl-tests", GPU2)
     assert v.id == "bandwidth.inter_peak.all_reduce" and v.status == "pass"
     assert "70% × the NICs: 8 × 400 Gb/s on node gpu-a = 400 GB/s" in v.expected and "469.2 GB/s" in v.observed
     efa = _nccl_tests.rows_from_output(parse_file(DATA / "22-efa-all_reduce-16rank-tag-output-error-column.txt"),
                                        "all_reduce", "bandwidth")
     p4d = {"node_nics": {n: {"nics": 4, "line_gbps": 100.0, "total_gbps": 400.0} for n in NODES}}
-    (v,) = _intra_node.judge_inter_peak(bandwidth.curves(efa, "nccl-tests"), "nccl-tests", p4d)
+    (v,) = _intra_judges.judge_inter_peak(bandwidth.curves(efa, "nccl-tests"), "nccl-tests", p4d)
     assert v.status == "fail" and v.observed == "32.8 GB/s at 1073741824 B across nodes (nccl-tests)"  # in place
     assert "busbw ≥ 35.0 GB/s (70% × the NICs: 4 × 100 Gb/s on node gpu-a = 50 GB/s)" == v.expected
     assert "66% of its ceiling" in v.reason and "NCCL_IB_HCA" in v.reason
-    assert _intra_node.judge_inter_peak({}, "torch", {})[0].status == "skip"
+    assert _intra_judges.judge_inter_peak({}, "torch", {})[0].status == "skip"
 
 
 def test_gpu_verdicts_name_the_short_node_and_hold_the_cross_node_sweep_to_the_nics():
@@ -192,8 +191,8 @@ def test_cpu_judges_each_node_exact_and_skips_performance_showing_both_floors():
     v = by_id(bandwidth.judge(missing, ex, cpu_nics))
     assert v["bandwidth.intra_sweep"].status == "fail" and v["bandwidth.intra_sweep"].observed == "node gpu-b: missing broadcast"
     one_rank = {"profile": get_profile("gloo-cpu", 1).with_overrides(nodes=NODES).to_dict()}
-    assert by_id(_intra_node.judge([], [], one_rank))["bandwidth.intra_sweep"].status == "skip"
-    assert _intra_node.judge(rows, ex, {"profile": GLOO_CPU.to_dict()}) == []  # one node: nothing of this
+    assert by_id(_intra_judges.judge([], [], one_rank))["bandwidth.intra_sweep"].status == "skip"
+    assert _intra_judges.judge(rows, ex, {"profile": GLOO_CPU.to_dict()}) == []  # one node: nothing of this
 
 
 def timed(node: str | None, alpha_s: float, beta_Bps: float, n: int) -> list[Row]:
