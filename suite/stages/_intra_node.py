@@ -136,7 +136,8 @@ def measure(ctx, sweep_args: Sequence[str]) -> list[Row]:
         (ctx.raw_dir / name / ROWS_FILE).unlink(missing_ok=True)
     ctx.say(f"intra-node sweep on each of {len(names)} nodes at once ({ctx.profile.nproc} ranks each)")
     left = ctx.time_left()
-    argv = node_argv(ctx.profile, sweep_args, timeout_s=left)
+    # the nodes stop their own sweep a little before the stage's deadline, so their rows are written and fetched
+    argv = node_argv(ctx.profile, sweep_args, timeout_s=None if left is None else max(left - 20.0, 0.8 * left))
     run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name=LOG_NAME,
                      timeout_s=left if left is not None else 3600.0)
     rows: list[Row] = []
