@@ -17,6 +17,7 @@ from suite.facts import FittedAlphaBeta
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
 from suite.stages import _intra_judges, _intra_node, _nccl_tests, bandwidth
+from suite.stages._launches import launch_verdicts
 from suite.stages._node_nics import nic_totals, rows_for
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, FakeContext, stand_in, stand_in_mpirun
@@ -53,6 +54,8 @@ def test_names_of_a_nodes_rows_and_who_runs_the_sweep():
     failed = _intra_node.relabel([Row(stage="bandwidth", case="launch.intra", metric="status", value=0.0, unit="count",
                                       source="torchrun", text="see raw/bandwidth/intra.rank0.log")], "gpu-b")
     assert failed[0].case == "launch.intra@gpu-b" and failed[0].text == "see raw/bandwidth/gpu-b/intra.rank0.log"
+    (verdict,) = launch_verdicts("bandwidth", failed)
+    assert verdict.id == "bandwidth.launch.intra@gpu-b" and verdict.status == "fail"
     assert _intra_node.node_names(TWO) == list(NODES)
     assert _intra_node.node_names(NCCL_GPU) == [] and _intra_node.node_names(get_profile("nccl-gpu", 1).with_overrides(nodes=NODES)) == []
 
@@ -63,6 +66,14 @@ def test_every_node_runs_the_sweep_as_one_node_with_its_own_ranks():
     assert argv[8:] == bandwidth.sweep_args(TWO) and "--probe" not in argv
     seen = profile_from_dict(json.loads(argv[4]))
     assert seen.nodes == () and seen.nproc == 8 and seen.world == 8 and seen.sweep == TWO.sweep
+
+
+def test_a_node_given_a_broken_profile_says_so_in_one_line(capsys):
+    from suite.nodesweep import main
+
+    assert main(["--profile-json", '{"name": "gloo-cpu"', "--", "--sizes", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("suite.nodesweep: --profile-json is not a profile (")
 
 
 def node_profile(profile):
