@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from suite.stages._intra_judges import SOURCES  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
+from suite.stages._intra_node import split_case as node_of  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
+
 from ._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
 
 FACTS: tuple[str, ...] = ()
@@ -80,18 +83,6 @@ def fit_figure(rows, facts) -> Figure | None:
     ax.set_title("all_reduce time and the fitted ring α-β model\n" + "\n".join(notes), fontsize=9)
     return finish(fig, "α-β fit of all_reduce", "Good: the measured points lie on their dashed α-β line "
                                                 "(a small rms residual); α is the latency, β the bandwidth.")
-
-
-INTRA = "intra."
-SOURCES = ("nccl-tests", "torch")  # the curve drawn: nccl-tests' where it ran, else torch's (the stage judges the same)
-
-
-def node_of(case: str) -> tuple[str, str] | None:
-    """`intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a') (suite/stages/_intra_node.py's names), else None."""
-    if not case.startswith(INTRA) or "@" not in case:
-        return None
-    inner, _, node = case[len(INTRA):].rpartition("@")
-    return inner, node
 
 
 def best_curve(part):
