@@ -6,8 +6,7 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import get_profile
-from suite.plan import PlanAssumptions, estimate, plan_inputs, render
-from suite.stages._intra_node import estimate_s as intra_estimate_s
+from suite.plan import PlanAssumptions, estimate, render
 from suite.stages._node_nics import PROBE_S
 from suite.stages._node_pairs import PAIR_BYTES, PAIR_ITERS
 
@@ -22,6 +21,9 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     assert len(two.stages) == len(flat.stages) > 10
     launch = a.torchrun_launch_s + a.rendezvous_s
     pairs = launch + 2 * 1 * (1 + PAIR_ITERS) * (a.alpha_s + PAIR_BYTES / a.inter_node_Bps)
+    from suite.plan import plan_inputs
+    from suite.stages._intra_node import estimate_s as intra_estimate_s
+
     intra = intra_estimate_s(plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2)))  # each node's own sweep
     assert intra > 0  # tests/unit/test_intra_node.py checks its arithmetic
     extra = {"topology": PROBE_S, "bandwidth": pairs + intra}
