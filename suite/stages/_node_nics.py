@@ -204,13 +204,32 @@ def line_rates(rows: Iterable[Row]) -> dict[str, float]:
     """Each node's fastest port that is up, Gb/s: its RDMA ports' when it has any (the management Ethernet beside
     an InfiniBand fabric is not what NCCL uses), else its Ethernet's. The inter-node pairs are held to the slower
     of their two nodes' (bandwidth's p2p_line_rate); a node with no known rate is left out."""
+    return {node: max(n.rate_gbps for n in nics) for node, nics in _fabric_ports(rows).items()}
+
+
+def nic_totals(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
+    """Each node's compute fabric: its line rate (line_rates'), how many up ports run at it and their sum, Gb/s.
+    Slower ports beside them (the 4 × 100 Gb/s front-end ports of an H100 node with 8 × 400 Gb/s for its GPUs) are
+    storage or management, not NCCL's. The sum, line rate × NICs per node, is what one node can push to the others
+    at once: the inter-node busbw ceiling (bandwidth's inter-node floor)."""
+    out = {}
+    for node, nics in _fabric_ports(rows).items():
+        line = max(n.rate_gbps for n in nics)
+        count = sum(1 for n in nics if n.rate_gbps == line)
+        out[node] = {"nics": count, "line_gbps": line, "total_gbps": count * line}
+    return out
+
+
+def _fabric_ports(rows: Iterable[Row]) -> dict[str, list[Nic]]:
+    """node → its up ports with a known rate, its RDMA ones when it has any (the management Ethernet beside an
+    InfiniBand fabric is not what NCCL uses), else its Ethernet ones; a node with none is left out."""
     per_node, _ = from_rows(rows)
-    out: dict[str, float] = {}
+    out: dict[str, list[Nic]] = {}
     for node, nics in per_node.items():
         up = [n for n in nics if n.up and n.rate_gbps]
         rdma = [n for n in up if n.kind != "ethernet"]
         if rdma or up:
-            out[node] = max(n.rate_gbps for n in (rdma or up))
+            out[node] = rdma or up
     return out
 
 

@@ -9,6 +9,9 @@ sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/re
 result checked elementwise). On a GPU box each nccl-tests `*_perf` binary then runs once
 (suite/stages/_nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
 least squares from the all_reduce rows and published as facts["alpha_beta"] for later stages.
+Across nodes that sweep spans every node (the inter-node measurement, held to the NICs), followed by the
+node-pair matrix (suite/stages/_node_pairs.py) and every node's own intra-node sweep at once
+(suite/stages/_intra_node.py: held to the link peak, fitted as facts["alpha_beta_intra"]).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _node_pairs, _nccl_tests
+from . import _intra_judges, _intra_node, _node_pairs, _nccl_tests
 from ._alphabeta_fit import fit_rows, pick_fit
 from ._launches import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
@@ -46,9 +49,11 @@ def estimate(p) -> tuple[float, str]:
     nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
     torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
     pairs = _node_pairs.estimate_s(p)  # across nodes: the point-to-point matrix too
-    return nccl + torch_sweep + pairs, (f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–"
-                                f"{p.sizes[-1] / 2**30:g} GiB × {p.repeats} iterations × 2 placements, plus the torch sweep"
-                                + (", plus the node-pair matrix" if pairs else ""))
+    intra = _intra_node.estimate_s(p)  # and every node's own sweep, all nodes at once
+    return nccl + torch_sweep + pairs + intra, (
+        f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–{p.sizes[-1] / 2**30:g} GiB × "
+        f"{p.repeats} iterations × 2 placements, plus the torch sweep" + (", plus the node-pair matrix" if pairs else "")
+        + (", plus each node's intra-node sweep (all nodes at once)" if intra else ""))
 
 
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
@@ -70,27 +75,36 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                                    size_bytes=size, world=n, source="model"))
         out.append(Expectation(stage=STAGE, case=coll, metric="wrong", value=0, unit="count",
                                basis="every element equals its known expected value", world=n))
-        if peak is not None:
+        if peak is not None and len(profile.nodes) < 2:
             out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
                                    unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
                                    size_bytes=profile.sweep.max_bytes))
+    if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
+        out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
     return out + _node_pairs.expect(profile)
 
 
-def run(profile: Profile, ctx: StageContext) -> list[Row]:
+def sweep_args(profile: Profile) -> list[str]:
+    """The torch sweep's arguments: the profile's sizes and iterations (the intra-node sweeps take the same)."""
     s = profile.sweep
-    args = ["--sizes", ",".join(str(x) for x in s.sizes()), "--warmup", str(s.warmup_iters), "--iters", str(s.iters),
-            "--dtype", s.dtype, "--stage", STAGE, "--probe"]
+    return ["--sizes", ",".join(str(x) for x in s.sizes()), "--warmup", str(s.warmup_iters), "--iters", str(s.iters),
+            "--dtype", s.dtype, "--stage", STAGE]
+
+
+def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    args = sweep_args(profile) + ["--probe"]
     if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
         args += ["--bare-repeats", "1"]
-    ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(s.sizes())} sizes")
+    ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(profile.sweep.sizes())} sizes")
     rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
-    if len(profile.nodes) > 1:  # the inter-node point-to-point matrix
+    if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
         rows += _node_pairs.measure(ctx)
+        rows += _intra_node.measure(ctx, sweep_args(profile))
     if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
         rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
-    for key, value in published.items():
+    rows, intra = _intra_node.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
+    for key, value in {**published, **intra}.items():
         ctx.publish(key, value)
     return rows
 
@@ -126,9 +140,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     verdicts += _node_pairs.judge(rows, expectations, facts)
+    verdicts += _intra_judges.judge(rows, expectations, facts)
+    across = len((facts.get("profile") or {}).get("nodes") or ()) > 1
     if not judges_performance(facts):
-        expected = (f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak; no dip > {DIP:.0%}; "
-                    f"torch within {TORCH_LOSS:.0%} of nccl-tests")
+        floors = _intra_judges.floors_text(expectations) if across else \
+            f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak"
+        expected = f"{floors}; no dip > {DIP:.0%}; torch within {TORCH_LOSS:.0%} of nccl-tests"
         return verdicts + [VERDICTS.cpu_skip("performance", expected)]
     world = max((r.world or 0 for r in rows if r.source in ("torch", "nccl-tests")), default=0)
     if world < 2:
@@ -136,7 +153,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                          reason="one GPU has no link to measure: "
                                                 "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
-    verdicts += judge_peak(nccl_c or torch_c, "nccl-tests" if nccl_c else "torch", expectations, facts)
+    top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
+    verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts) if across  # held to the NICs, not the link
+                 else judge_peak(top, top_source, expectations, facts))
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
         verdicts += [judge_dip(source, coll, curve) for coll, curve in sorted(c.items())]
     verdicts += judge_torch_vs_nccl(torch_c, nccl_c)
@@ -176,7 +195,8 @@ def judge_wrong(rows: list[Row]) -> list[Verdict]:
 
 
 def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
-    status = [r for r in rows if r.metric == "status" and r.source == "nccl-tests" and r.algo is None]
+    status = [r for r in rows if r.metric == "status" and r.source == "nccl-tests" and r.algo is None
+              and r.case.startswith("nccl-tests.")]  # not the nodes' own (intra.nccl-tests.…@node: _intra_node)
     if not status:
         on_gpu = facts.get("profile", {}).get("device") == "cuda"
         return [VERDICTS.skip("nccl_tests", expected="nccl-tests on the GPUs",
@@ -221,11 +241,10 @@ def judge_fit(rows: list[Row]) -> Verdict:
 
 def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[Expectation],
                facts: dict) -> list[Verdict]:
-    peak, why = link_peak_or_why(facts)
-    if peak is None:
-        return [VERDICTS.skip("peak", expected=f"{PEAK_SHARE:.0%} of the link peak", observed=why,
-                              reason="no link peak to hold busbw to: the topology stage found no known GPU")]
-    floor = PEAK_SHARE * peak.per_gpu_GBps
+    floor_or_skip = _intra_judges.link_floor(facts, "peak", f"{PEAK_SHARE:.0%} of the link peak")
+    if isinstance(floor_or_skip, Verdict):
+        return [floor_or_skip]
+    peak, floor = floor_or_skip
     out = []
     for coll, curve in sorted(c.items()):
         size = max(curve)
@@ -276,7 +295,8 @@ def judge_torch_vs_nccl(torch_c: dict, nccl_c: dict) -> list[Verdict]:
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
-    """all_reduce busbw at the largest size (nccl-tests where it ran, else torch) against the 70%-of-peak floor."""
+    """all_reduce busbw at the largest size (nccl-tests where it ran, else torch) against the 70%-of-peak floor;
+    on a multi-node run the slowest node's intra-node figure beside the one across nodes, each with its floor."""
     for source in ("nccl-tests", "torch"):
         top = hl.last(rows, "all_reduce", "busbw", key="size_bytes", source=source)
         if top is not None:
@@ -284,5 +304,10 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     else:
         return None
     floor = hl.matching(expectations, "all_reduce", "busbw_min")
+    intra = _intra_judges.headline_part(rows, expectations)
+    if intra:
+        inter = f"≥ {hl.number(floor[0].value)}" if floor else "no ceiling known"
+        return (f"all_reduce busbw {intra[0]} vs inter {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} "
+                f"({source}) · expected intra {intra[1]}, inter {inter}")
     against = f"expected ≥ {hl.number(floor[0].value)}" if floor else "no link peak to hold it to"
     return f"all_reduce busbw {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} ({source}) · {against}"

@@ -84,6 +84,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         nic_rows = _node_nics.measure(ctx)
         rows += nic_rows
         ctx.publish("node_line_gbps", _node_nics.line_rates(nic_rows))  # what bandwidth holds node pairs to
+        ctx.publish("node_nics", _node_nics.nic_totals(nic_rows))  # and the inter-node sweep (NICs × line rate)
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
         ctx.say("nvidia-smi topo -m, -q, -L")

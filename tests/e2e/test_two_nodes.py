@@ -12,6 +12,7 @@ the cluster is torn down, that nothing it started or made is left.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shlex
@@ -74,6 +75,45 @@ def foreign_ssh_config(cluster, folder: Path) -> Path:
     return folder / "stranger_config"
 
 
+def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts: dict[str, str]) -> None:
+    """The bandwidth stage's split (suite/stages/_intra_node.py): each node's own 2-rank sweep, started on both at
+    once (node-b's over ssh), its output under raw/bandwidth/<node>/ and its rows named for it, exact; beside them
+    the 4-rank sweep across both nodes; both α-β fits in the run's facts; the floors and the verdicts."""
+    raw = run / "raw" / "bandwidth"
+    for node in ("node-a", "node-b"):
+        assert "intra-node torch sweep: 2 ranks" in (raw / node / "intra.log").read_text()
+        assert len(list((raw / node).glob("intra.rank*.log"))) == 2 and (raw / node / "intra-rows.jsonl").is_file()
+        assert "fork launcher" in (raw / node / "intra.launcher.log").read_text()  # a one-node launch, as gloo-cpu's
+    assert "ssh" in (raw / "node-b" / "intra.log").read_text().splitlines()[0]
+    intra: dict[tuple[str, str], list] = {}
+    for r in rows:
+        if r["case"].startswith("intra.") and r["source"] == "torch" and r["metric"] in ("busbw", "wrong"):
+            inner, _, node = r["case"][len("intra."):].rpartition("@")
+            intra.setdefault((node, r["metric"]), []).append((inner, r))
+    assert sorted(intra) == [("node-a", "busbw"), ("node-a", "wrong"), ("node-b", "busbw"), ("node-b", "wrong")]
+    collectives = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv"}
+    for node in ("node-a", "node-b"):
+        wrong, busbw = intra[(node, "wrong")], intra[(node, "busbw")]
+        assert {c for c, _ in wrong} == collectives and len(wrong) >= 12
+        assert all(r["value"] == 0 and r["world"] == 2 for _, r in wrong), wrong
+        assert all(r["value"] > 0 and r["world"] == 2 for _, r in busbw)  # every size moved bytes inside the node
+    across = [r for r in rows if r["case"] == "all_reduce" and r["source"] == "torch" and r["metric"] == "busbw"]
+    assert across and {r["world"] for r in across} == {4}  # the inter-node rows keep their plain cases
+    facts = json.loads((run / "manifest.json").read_text())["facts"]
+    assert facts["alpha_beta_intra"]["world"] == 2 and facts["alpha_beta"]["world"] == 4
+    assert set(facts["alpha_beta_intra"]) == set(facts["alpha_beta"]) and facts["alpha_beta_intra"]["beta_Bps"] > 0
+    assert facts["node_nics"] == {n: {"nics": 1, "line_gbps": 10.0, "total_gbps": 10.0} for n in ("node-a", "node-b")}
+    with open(run / "expectations.csv", newline="") as f:
+        floors = {e["case"]: e for e in csv.DictReader(f) if e["stage"] == "bandwidth" and e["metric"] == "busbw_min"}
+    assert set(floors) == collectives and float(floors["all_reduce"]["value"]) == 0.875  # 70% × 10 Gb/s; no GPU peak
+    assert verdicts["bandwidth.intra_sweep"] == "pass"
+    assert {k: s for k, s in verdicts.items() if k.startswith("bandwidth.intra_wrong.")} == {
+        f"bandwidth.intra_wrong.torch.{c}": "pass" for c in collectives}
+    assert verdicts["bandwidth.performance"] == "skip" and not [k for k in verdicts if "launch.intra" in k]
+    report = (run / "report.html").read_text()
+    assert "all_reduce busbw intra " in report and " vs inter " in report and "reaches the red intra-node floor" in report
+
+
 def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_namespaces):
     laptop = make_repo(tmp_path / "laptop")
     remote_dir = tmp_path / "remote"
@@ -129,11 +169,12 @@ def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_name
     for node in ("node-a", "node-b"):
         log = (raw / node / "torch.torchrun.log").read_text()
         assert "--rdzv-backend=c10d" in log and "--rdzv-endpoint=node-a:" in log and "--nnodes=2" in log
-        assert len(list((raw / node).glob("torch.rank*.log"))) == 1
+        assert len(list((raw / node).glob("torch.rank*.log"))) == 2
     assert "ssh" in (raw / "node-b" / "torch.torchrun.log").read_text().splitlines()[0]
     rows = [json.loads(line) for line in (run / "raw" / "bandwidth" / ".stage-rows.jsonl").read_text().splitlines()]
-    sweep = [r for r in rows if r["source"] == "torch" and r["metric"] == "wrong"]
-    assert len(sweep) >= 6 and {r["world"] for r in sweep} == {2} and all(r["value"] == 0 for r in sweep)
+    sweep = [r for r in rows if r["source"] == "torch" and r["metric"] == "wrong"
+             and not r["case"].startswith("intra.")]  # the nodes' own sweeps: assert_intra_and_inter_node_bandwidth
+    assert len(sweep) >= 6 and {r["world"] for r in sweep} == {4} and all(r["value"] == 0 for r in sweep)
     pairs = {(r["case"], r["metric"]): r["value"] for r in rows if r["source"] == "p2p"}
     assert {c for c, _ in pairs} == {"node-a→node-b", "node-b→node-a"}
     for case in ("node-a→node-b", "node-b→node-a"):
@@ -150,6 +191,7 @@ def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_name
         assert (run / "raw" / "topology" / node / "nic-rows.jsonl").is_file()
         assert "1 NICs, 0 errors" in (run / "raw" / "topology" / node / "nics.log").read_text()
     assert "ssh" in (run / "raw" / "topology" / "node-b" / "nics.log").read_text().splitlines()[0]
+    assert_intra_and_inter_node_bandwidth(run, rows, verdicts)
     print(f"make remote HOSTS=node-a,node-b (topology, bandwidth): {run_s:.1f} s; node-loss drill: {loss_s:.1f} s")
     # The node-loss drill: node-b's torchrun agent SIGKILLed mid-step; node-a raised at once (gloo: connection
     # reset), torchrun restarted it without node-b (--nnodes=1:2), it resumed from the checkpoint both had written.

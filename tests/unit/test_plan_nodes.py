@@ -23,13 +23,19 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     assert len(two.stages) == len(flat.stages) > 10
     launch = a.torchrun_launch_s + a.rendezvous_s
     pairs = launch + 2 * 1 * (1 + PAIR_ITERS) * (a.alpha_s + PAIR_BYTES / a.inter_node_Bps)
-    extra = {"topology": PROBE_S, "bandwidth": pairs}
+    from suite.plan import plan_inputs
+    from suite.stages._intra_node import estimate_s as intra_estimate_s
+
+    intra = intra_estimate_s(plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2)))  # each node's own sweep
+    assert intra > 0  # tests/unit/test_intra_node.py checks its arithmetic
+    extra = {"topology": PROBE_S, "bandwidth": pairs + intra}
     for mine, theirs in zip(two.stages, flat.stages):
         assert mine.stage == theirs.stage
         if mine.stage in ("dp", "zero"):  # their degrees within a node keep the NVLink β (the next test)
             continue
         assert mine.seconds == pytest.approx(theirs.seconds + extra.get(mine.stage, 0.0), rel=1e-12), mine.stage
     assert "node-pair matrix" in dict((s.stage, s.basis) for s in two.stages)["bandwidth"]
+    assert "each node's intra-node sweep" in dict((s.stage, s.basis) for s in two.stages)["bandwidth"]
     assert render(two).startswith("plan for nccl-gpu on 2 nodes × 8 × H100 SXM (16 GPUs): α = 5 µs, β = 50 GB/s "
                                   "per direction (the inter-node hop)")
 
