@@ -56,7 +56,8 @@ class SlurmOptions(RemoteOptions):
     """The login node's slurm.conf where it is not the default (/etc/slurm/slurm.conf): SLURM_CONF for every
     Slurm command there and, through sbatch's --export=ALL, in the job."""
     socket_ifname: str = ""
-    follow_interval_s: float = 10.0
+    follow_interval_s: float = 5.0
+    """Seconds between polls of the job (scontrol and its output file, over SSH)."""
 
 
 def add_parser(sub, add_connection_args) -> None:
@@ -144,7 +145,7 @@ def slurm_main(opts: SlurmOptions, stream=None) -> int:
         job = submit(remote, opts, base, code_dir, venv, local.commit)
         steps.say(f"submitted job {job}; it is Slurm's now: a dropped laptop loses nothing "
                   f"(make slurm SLURM_HOST={opts.host.label} FETCH={job} comes back to it)")
-        record["job"] = {"job_id": f"slurm-{job}", "slurm_job": job, "code_dir": code_dir, "code_shipped_by": how}
+        record.update(job={"job_id": f"slurm-{job}", "slurm_job": job, "code_shipped_by": how}, work_dir=code_dir)
         remote, final, local_dir = follow_and_fetch(remote, opts, base, job, steps, record)
     finally:
         remote.close()
@@ -269,7 +270,8 @@ def fetch_main(opts: SlurmOptions, steps: Steps) -> int:
             return 2
         record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote), "runtime": "slurm",
                                   "job": {"job_id": f"slurm-{job}", "slurm_job": job}, "reattached": True,
-                                  "fetched_by_job_id": True}
+                                  "fetched_by_job_id": True, "partition": first.job.get("Partition"),
+                                  "nodes": first.job.get("NumNodes"), "work_dir": first.job.get("WorkDir")}
         remote, final, local_dir = follow_and_fetch(remote, opts, base, job, steps, record, tail_only=True)
     finally:
         remote.close()

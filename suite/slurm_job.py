@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .slurm import job_files
@@ -61,10 +61,14 @@ class JobPoll:
     """The output file's size in bytes (-1: not there yet)."""
     output: str = ""
     """Its bytes from the polled offset on, at most OUTPUT_CHUNK."""
+    job: dict[str, str] = field(default_factory=dict)
+    """scontrol's fields (Partition, NumNodes, WorkDir, …; {} once the controller forgot the job)."""
 
     @property
     def ended(self) -> bool:
-        return self.exit_code is not None or bool(self.state) and self.state not in ACTIVE
+        """Slurm says the job is over, or has forgotten it and the exit file says how it ended. An exit file beside
+        a job still RUNNING is its last second: the state that follows (COMPLETED, FAILED) is waited for."""
+        return self.state not in ACTIVE if self.state else self.exit_code is not None
 
     def describe(self) -> str:
         if self.state == "PENDING":
@@ -81,10 +85,10 @@ def parse_poll(text: str) -> JobPoll:
     size = fields.get("size", "-1").strip()
     return JobPoll(state=job.get("JobState", ""), reason=job.get("Reason", ""), nodes=job.get("NodeList", ""),
                    exit_code=int(code) if code.lstrip("-").isdigit() else None, run_dir=fields.get("run_dir", "").strip(),
-                   output_size=int(size) if size.lstrip("-").isdigit() else -1, output=output)
+                   output_size=int(size) if size.lstrip("-").isdigit() else -1, output=output, job=job)
 
 
-def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 10.0, tail_only: bool = False,
+def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 5.0, tail_only: bool = False,
            sleep=time.sleep) -> JobPoll:
     """Poll until the job has ended: each state change said once, each complete new output line said as progress.
     tail_only (a re-attach): of the output so far only its last few lines. Returns the last poll, whose output
