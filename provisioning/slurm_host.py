@@ -153,25 +153,38 @@ def slurm_main(opts: SlurmOptions, stream=None) -> int:
 
 
 def login_preflight(remote: Remote, opts: SlurmOptions, steps: Steps) -> tuple[preflight.HostFacts, list[str]]:
+    r = remote.run(login_probe_command(opts), timeout=60, what="the login node's probe failed")
+    facts, problems, summary = login_decision(r.stdout, opts)
+    for line in summary:
+        steps.say(line)
+    return facts, problems
+
+
+def login_probe_command(opts: SlurmOptions) -> str:
     """One round trip: preflight's probe (the remote folder, Python, git) and Slurm's (sbatch, the partition's nodes)."""
-    slurm = (slurm_env(opts.slurm_conf) + "section sbatch; command -v sbatch; ran\n"
-             f"section partition; {join(partition_nodes_argv(opts.partition))} 2>&1; ran\n")
-    r = remote.run(preflight.probe_command(opts.remote_dir) + slurm, timeout=60, what="the login node's probe failed")
-    facts = preflight.parse_probe(r.stdout)
-    sections = preflight.split_sections(r.stdout)
-    sbatch = sections["sbatch"].text.strip() if sections.get("sbatch") and sections["sbatch"].rc == 0 else ""
+    return (preflight.probe_command(opts.remote_dir) + slurm_env(opts.slurm_conf)
+            + "section sbatch; command -v sbatch; ran\n"
+            + f"section partition; {join(partition_nodes_argv(opts.partition))} 2>&1; ran\n")
+
+
+def login_decision(probe_output: str, opts: SlurmOptions) -> tuple[preflight.HostFacts, list[str], list[str]]:
+    """The login node's facts, why the job must not be submitted (one line each; [] if it may), and what to say."""
+    facts = preflight.parse_probe(probe_output)
+    sections = preflight.split_sections(probe_output)
+    found = sections.get("sbatch")
+    sbatch = found.text if found is not None and found.rc == 0 else ""
     listed = sections.get("partition") or preflight.Section("", 1)
     error = (listed.text.splitlines() or [f"exit {listed.rc}"])[-1] if listed.rc else ""
-    listed = listed.text if not listed.rc else ""
-    steps.say(f"login     {facts.hostname}; sbatch {sbatch or 'absent'}; PARTITION={opts.partition}: "
-              f"{len(set(listed.split()))} node(s)")
-    steps.say(f"folder    {facts.base or opts.remote_dir} (the compute nodes must see it: shared storage)")
-    problem = submission_problem(sbatch=sbatch, partition=opts.partition, nodes=opts.nodes, sinfo_nodes=listed,
+    nodes = listed.text if not listed.rc else ""
+    summary = [f"login     {facts.hostname}; sbatch {sbatch or 'absent'}; PARTITION={opts.partition}: "
+               f"{len(set(nodes.split()))} node(s)",
+               f"folder    {facts.base or opts.remote_dir} (the compute nodes must see it: shared storage)"]
+    problem = submission_problem(sbatch=sbatch, partition=opts.partition, nodes=opts.nodes, sinfo_nodes=nodes,
                                  sinfo_error=error)
     if problem:
-        return facts, [problem]
+        return facts, [problem], summary
     # The login node runs no stage: its Python and folder are checked as RUNTIME=host's, its GPUs not at all.
-    return facts, preflight.decide(facts, runtime="host", needs_gpu=False).problems
+    return facts, preflight.decide(facts, runtime="host", needs_gpu=False).problems, summary
 
 
 def slurm_env(slurm_conf: str) -> str:
@@ -196,19 +209,23 @@ def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, 
 
 def submit(remote: Remote, opts: SlurmOptions, base: str, code_dir: str, venv: str, commit: str) -> str:
     """`python -m suite slurm --submit --no-follow` in the checkout on the login node; the job id it printed."""
-    argv = [f"{venv}/bin/python", "-m", "suite", "slurm", "--partition", opts.partition, "--nodes", opts.nodes,
-            "--gpus-per-node", opts.gpus_per_node, "--account", opts.account, "--time", opts.time_limit,
-            "--profile", opts.profile, "--stages", opts.stages, "--container-image", opts.container_image,
-            "--socket-ifname", opts.socket_ifname, "--out", f"{base}/runs", "--submit", "--no-follow"]
-    # The job inherits this environment (sbatch's --export=ALL): the commit for the manifest where the checkout has
-    # no .git, the checkout first on the path.
-    env = [f"PYTHONPATH={code_dir}", f"CARDTIME_COMMIT={commit}", "PYTHONUNBUFFERED=1"]
-    r = remote.run(slurm_env(opts.slurm_conf) + f"cd {quote(code_dir)} && " + join(["env", *env, *argv]), timeout=120,
+    r = remote.run(submit_command(opts, base, code_dir, venv, commit), timeout=120,
                    what="the job could not be submitted", hint="fix the above, then rerun the same make slurm")
     job = (r.stdout.strip().splitlines() or [""])[-1]
     if not JOB_ID_RE.fullmatch(job):
         raise RemoteError(opts.host.label, "sbatch printed no job id", output=r.stdout + r.stderr)
     return job
+
+
+def submit_command(opts: SlurmOptions, base: str, code_dir: str, venv: str, commit: str) -> str:
+    argv = [f"{venv}/bin/python", "-m", "suite", "slurm", "--partition", opts.partition, "--nodes", opts.nodes,
+            "--gpus-per-node", opts.gpus_per_node, "--account", opts.account, "--time", opts.time_limit,
+            "--profile", opts.profile, "--stages", opts.stages, "--container-image", opts.container_image,
+            "--socket-ifname", opts.socket_ifname, "--out", f"{base}/runs", "--submit", "--no-follow"]
+    # The job inherits this environment (sbatch's --export=ALL): the checkout first on the path, the commit for the
+    # manifest where the checkout has no .git.
+    env = [f"PYTHONPATH={code_dir}", f"CARDTIME_COMMIT={commit}", "PYTHONUNBUFFERED=1"]
+    return slurm_env(opts.slurm_conf) + f"cd {quote(code_dir)} && " + join(["env", *env, *argv])
 
 
 def follow_and_fetch(remote: Remote, opts: SlurmOptions, base: str, job: str, steps: Steps, record: dict[str, Any],

@@ -90,9 +90,9 @@ def parse_poll(text: str) -> JobPoll:
 
 def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 5.0, tail_only: bool = False,
            sleep=time.sleep) -> JobPoll:
-    """Poll until the job has ended: each state change said once, each complete new output line said as progress.
-    tail_only (a re-attach): of the output so far only its last few lines. Returns the last poll, whose output
-    is everything read."""
+    """Poll until the job has ended: each state change said once (before the output it brings, after the job's last
+    lines), each complete new output line said as progress. tail_only (a re-attach): of the output so far only its
+    last few lines. Returns the last poll (its output: the last chunk read)."""
     offset = 0
     if tail_only:
         offset = max(0, poll(1 << 62).output_size - 4000)
@@ -101,13 +101,13 @@ def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 5.
         p = poll(offset)
         shown = p.output if p.ended or len(p.output.encode()) >= OUTPUT_CHUNK else p.output[: p.output.rfind("\n") + 1]
         offset += len(shown.encode())
-        for line in shown.splitlines():
-            say(f"  │ {line}")
-        if p.describe() != last_state:
-            say(f"job {job}: {p.describe()}")
-            last_state = p.describe()
+        lines = [f"  │ {line}" for line in shown.splitlines()]
+        state = [] if p.describe() == last_state else [f"job {job}: {p.describe()}"]
+        for text in lines + state if p.ended else state + lines:
+            say(text)
+        last_state = p.describe()
         gone = gone + 1 if not p.state and p.exit_code is None else 0
-        more = p.output_size > offset
+        more = bool(shown) and p.output_size > offset  # a backlog: read on at once (never on an empty answer)
         if (p.ended or gone >= GONE_POLLS) and not more:
             return p
         if not more:

@@ -1,13 +1,17 @@
 """`make slurm SLURM_HOST=…` from the laptop against a real Slurm: slurmctld in this (the login) namespace, a slurmd
 in each node's namespace (tests/e2e/slurm_cluster.py), the login node reached through the loopback sshd the other
-remote tests use (tests/e2e/remote_loopback.py).
+remote tests use (tests/e2e/remote_loopback.py), its slurm.conf named by SLURM_CONF= (a real cluster's is at
+/etc/slurm/slurm.conf, where no option is needed).
 
-One story, one two-node job (~30 s on 2 cores): the refusals first, each one line before anything is shipped or
-submitted (a partition Slurm does not know, more nodes than the partition has, an unreachable login node); then the
-whole run — the laptop's HEAD shipped to the login node, the venv there (the cached one), the sbatch script written
-and submitted there, the job followed by its id, its run directory (both nodes' raw output: the suite on the batch
-host took the allocation's nodes and started each launch as one srun across them) fetched into the laptop's runs/
-with the job's output beside it, and the report rendered there; last, FETCH=<job id> coming back to the finished job.
+One story, one two-node job (~60 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
+first, each one line before anything is shipped or submitted (a partition Slurm does not know, more nodes than the
+partition has; an unreachable login node: tests/unit/test_slurm_submit.py); then `make slurm` — the laptop's HEAD
+shipped to the shared folder, the venv there (the cached one), the sbatch script written and submitted on the login
+node — SIGKILLed as soon as the job is submitted; `make slurm FETCH=<job id>` then finds the job by its id, follows it
+(its state, its output's lines), fetches its run directory (both nodes' raw output: the suite on the batch host took
+the allocation's nodes and started each launch as one srun across them) into the laptop's runs/ with the job's output
+beside it, and renders the report; last, the login node's own `make slurm FETCH=` (python -m suite slurm --attach)
+ends in the report there.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE, clean_env, free_port, make_repo, sshd_available, start_sshd
+from tests.e2e.remote_loopback import WORKTREE, clean_env, make_repo, sshd_available, start_sshd
 from tests.e2e.two_nodes import IFNAME, netns_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "slurm", "sshd"), pytest.mark.timeout(900)]
@@ -93,11 +97,9 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
             done = make_slurm(laptop, sshd, tmp_path, conf, PARTITION="", FETCH=job)
             took = time.monotonic() - started
             assert done.returncode == 0, done.stderr[-4000:]
-        unreachable = make_slurm(laptop, sshd, tmp_path, conf, SLURM_HOST=f"root@127.0.0.1:{free_port()}")
+            on_login = login_node_attach(shared, job, env)
     finally:
         sshd.stop()
-    lines = [line for line in unreachable.stderr.splitlines() if line.startswith("error:")]
-    assert unreachable.returncode == 2 and len(lines) == 1 and "cannot connect" in lines[0], unreachable.stderr
 
     assert "── sbatch on debug: 2 node(s) × 1" in first.read_text() and "following job" in first.read_text()
     log = done.stderr  # FETCH=<job id>: the dropped laptop's job found by its id, followed to its end
@@ -129,7 +131,23 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     # Everything ran from the shared folder: the shipped checkout at the laptop's commit, the run written beside it.
     assert json.loads((run / "manifest.json").read_text())["git"]["commit"] == head
     assert record["remote_run_dir"].startswith(str(shared / "runs") + "/") and record["work_dir"] == str(shared / "code" / head)
+    # make slurm on the login node (here: its --attach, as FETCH= there runs it) ends in the report there too.
+    login_run = Path(record["remote_run_dir"])
+    assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
+    assert (login_run / "report.html").stat().st_size > 10_000 and (shared / "runs" / "LAST").read_text().strip() == str(login_run)
     print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s")
+
+
+def login_node_attach(shared: Path, job: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`python -m suite slurm --attach JOB` in the shipped checkout with the login node's venv, as `make slurm FETCH=`
+    on the login node runs it: the job followed there (already over) and its run reported where it lies."""
+    code = next((shared / "code").iterdir())
+    script = next((shared / "runs").glob("cardtime-*.sbatch")).read_text()  # the venv the job ran with
+    venv_python = next(line for line in script.splitlines() if " -m suite run " in line).split()[0]
+    assert venv_python.startswith(str(shared / "venvs") + "/")
+    return subprocess.run([venv_python, "-m", "suite", "slurm", "--attach", job, "--out", str(shared / "runs")],
+                          cwd=code, env={**clean_env(PYTHONPATH=str(code)), "SLURM_CONF": env["SLURM_CONF"]},
+                          capture_output=True, text=True, timeout=300)
 
 
 def job_id(log: str) -> str:
