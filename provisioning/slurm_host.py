@@ -56,7 +56,7 @@ class SlurmOptions(RemoteOptions):
     """The login node's slurm.conf where it is not the default (/etc/slurm/slurm.conf): SLURM_CONF for every
     Slurm command there and, through sbatch's --export=ALL, in the job."""
     socket_ifname: str = ""
-    follow_interval_s: float = 5.0
+    follow_interval_s: float = 3.0
     """Seconds between polls of the job (scontrol and its output file, over SSH)."""
 
 

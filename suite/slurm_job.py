@@ -88,7 +88,7 @@ def parse_poll(text: str) -> JobPoll:
                    output_size=int(size) if size.lstrip("-").isdigit() else -1, output=output, job=job)
 
 
-def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 5.0, tail_only: bool = False,
+def follow(poll: Callable[[int], JobPoll], job: str, say, interval_s: float = 3.0, tail_only: bool = False,
            sleep=time.sleep) -> JobPoll:
     """Poll until the job has ended: each state change said once (before the output it brings, after the job's last
     lines), each complete new output line said as progress. tail_only (a re-attach): of the output so far only its

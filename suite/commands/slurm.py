@@ -23,7 +23,7 @@ from ..slurm import partition_nodes_argv, sbatch_script, submission_problem
 from ..slurm_job import JOB_ID_RE, follow, parse_poll, status_command
 from . import usage_error
 
-POLL_S = 5.0  # scontrol once per 5 s: light on the controller, a job's end seen within seconds
+POLL_S = 3.0  # scontrol once per 3 s: light on the controller, a job's end seen within seconds
 
 
 def add_parser(sub) -> None:

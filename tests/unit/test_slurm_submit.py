@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from provisioning.hosts import parse_host
 from provisioning.slurm_host import SlurmOptions, login_decision, login_probe_command, submit_command
 from suite.slurm import submission_problem
