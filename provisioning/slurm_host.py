@@ -233,8 +233,13 @@ def follow_and_fetch(remote: Remote, opts: SlurmOptions, base: str, job: str, st
     """Follow the job to its end (reconnecting as make remote does), fetch its run and its output beside it."""
     steps.begin("run", f"following job {job} (Ctrl-C or a dropped connection leaves it to Slurm)")
     ref = [remote]
-    final = follow(lambda offset: poll_over_ssh(ref, opts, base, job, offset, steps), job, steps.say,
-                   opts.follow_interval_s, tail_only=tail_only)
+    try:
+        final = follow(lambda offset: poll_over_ssh(ref, opts, base, job, offset, steps), job, steps.say,
+                       opts.follow_interval_s, tail_only=tail_only)
+    except KeyboardInterrupt:
+        steps.say(f"interrupted: job {job} goes on under Slurm; make slurm SLURM_HOST={opts.host.label} FETCH={job} "
+                  "comes back to it (a rerun without FETCH= submits another job)")
+        raise SystemExit(130) from None
     remote = ref[0]
     outputs = f"{base}/runs/slurm-{job}.out"
     if not final.run_dir:
