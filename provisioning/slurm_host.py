@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from suite.slurm import partition_nodes_argv, submission_problem
+from suite.slurm import job_files, partition_nodes_argv, submission_problem
 from suite.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
 from . import codesync, fetch, hostruntime, preflight
@@ -241,7 +241,7 @@ def follow_and_fetch(remote: Remote, opts: SlurmOptions, base: str, job: str, st
                   "comes back to it (a rerun without FETCH= submits another job)")
         raise SystemExit(130) from None
     remote = ref[0]
-    outputs = f"{base}/runs/slurm-{job}.out"
+    outputs = job_files(f"{base}/runs", job)["out"]
     if not final.run_dir:
         raise RemoteError(opts.host.label, f"job {job} ended ({final.describe()}) without a run directory",
                           exit_code=final.exit_code, output=final.output, hint=f"read {outputs} on the login node")

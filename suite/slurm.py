@@ -90,7 +90,8 @@ def submission_problem(*, sbatch: str, partition: str, nodes: int, sinfo_nodes: 
         return f"sinfo failed on the login node ({sinfo_error}): is slurmctld up? SLURM_CONF= names another slurm.conf"
     names = sorted(set(sinfo_nodes.split()))
     if not names:
-        return f"PARTITION={partition} is unknown to Slurm there (`sinfo -h -p {partition}` lists no node): `sinfo -s` lists the partitions"
+        return (f"PARTITION={partition} is unknown to Slurm there (`sinfo -h -p {partition}` lists no node): "
+                "`sinfo -s` lists the partitions")
     if nodes > len(names):
         return (f"NODES={nodes} but PARTITION={partition} has {len(names)} node(s) ({', '.join(names[:8])}"
                 f"{' …' if len(names) > 8 else ''}): ask for NODES={len(names)} at most, or another partition")

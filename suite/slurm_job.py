@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .slurm import job_files
-
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
           "SIGNALING", "STAGE_OUT", "PREEMPTED"}
 """States a job may leave again (PREEMPTED requeues on most clusters); any other state is its end."""
@@ -30,7 +28,7 @@ OUTPUT_CHUNK = 65536  # bytes of new output per poll: a chatty job is read over 
 GONE_POLLS = 3  # polls in a row in which the controller knows no such job and no exit file is there: it is gone
 JOB_ID_RE = re.compile(r"\d+(?:_\d+)?")
 
-# $1 job id, $2 the runs folder (where the job's files are), $3 the output bytes already shown.
+# $1 job id, $2 the runs folder, $3 the output bytes already shown. The files: suite/slurm.py's job_files.
 STATUS_SCRIPT = r"""
 job=$1 runs=$2 offset=$3
 printf 'scontrol=%s\n' "$(scontrol -o show job "$job" 2>/dev/null | head -n 1)"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import stages
 from ..config import PROFILES
-from ..slurm import partition_nodes_argv, sbatch_script, submission_problem
+from ..slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
 from ..slurm_job import JOB_ID_RE, follow, parse_poll, status_command
 from . import usage_error
 
@@ -102,7 +102,8 @@ def follow_to_report(job: str, out: Path, tail_only: bool = False) -> int:
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     final = follow(poll, job, say, POLL_S, tail_only=tail_only)
     if not final.run_dir:
-        return usage_error(f"job {job} ended ({final.describe()}) without a run directory: read {out}/slurm-{job}.out")
+        output = job_files(str(out), job)["out"]
+        return usage_error(f"job {job} ended ({final.describe()}) without a run directory: read {output}")
     (out / "LAST").write_text(final.run_dir + "\n")
     report = subprocess.run([sys.executable, "-m", "reports", final.run_dir])
     say(f"run directory: {final.run_dir}")

@@ -130,11 +130,13 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     head = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     # Everything ran from the shared folder: the shipped checkout at the laptop's commit, the run written beside it.
     assert json.loads((run / "manifest.json").read_text())["git"]["commit"] == head
-    assert record["remote_run_dir"].startswith(str(shared / "runs") + "/") and record["work_dir"] == str(shared / "code" / head)
+    assert record["remote_run_dir"].startswith(str(shared / "runs") + "/")
+    assert record["work_dir"] == str(shared / "code" / head)
     # make slurm on the login node (here: its --attach, as FETCH= there runs it) ends in the report there too.
     login_run = Path(record["remote_run_dir"])
     assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
-    assert (login_run / "report.html").stat().st_size > 10_000 and (shared / "runs" / "LAST").read_text().strip() == str(login_run)
+    assert (login_run / "report.html").stat().st_size > 10_000
+    assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
     print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s")
 
 

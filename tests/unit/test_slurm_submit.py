@@ -33,7 +33,8 @@ def test_refusals_name_what_is_missing_in_one_line():
     assert "Unable to contact slurm controller" in problems[3] and "SLURM_CONF=" in problems[3]
     assert all("\n" not in p for p in problems)
     # sinfo -N lists a node once per state it is in (idle in one partition row, mixed in another): counted once.
-    assert submission_problem(**{**ok, "nodes": 3, "sinfo_nodes": "n1\nn1\nn2\n"}).startswith("NODES=3 but PARTITION=debug has 2")
+    twice = submission_problem(**{**ok, "nodes": 3, "sinfo_nodes": "n1\nn1\nn2\n"})
+    assert twice.startswith("NODES=3 but PARTITION=debug has 2 node(s) (n1, n2)")
 
 
 def options(**kw) -> SlurmOptions:
