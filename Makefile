@@ -100,7 +100,8 @@ remote: $(STAMP)
 #   and launches with one srun each. FETCH=<job id>: follow that job (again) to its report.
 # make slurm SLURM_HOST=user@login[:port] PARTITION=… REMOTE_DIR=<a folder on the shared storage> …: the same from
 #   the laptop over SSH (provisioning/slurm_host.py): code and venv on the login node, the job followed, its run
-#   fetched into runs/, reported and archived (ARCHIVE=) as make remote does; FETCH=<job id> comes back to a job.
+#   fetched into runs/, reported and archived (ARCHIVE=) as make remote does; FETCH=<job id> comes back to a job
+#   (a cardtime job of yours still queued refuses a second submission, naming it; NEW_RUN=1 submits anyway).
 #   SLURM_CONF= names the login node's slurm.conf where it is not /etc/slurm/slurm.conf.
 .PHONY: slurm
 slurm: $(STAMP)
@@ -111,7 +112,8 @@ slurm: $(STAMP)
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR" --partition "$$PARTITION" --nodes "$${NODES:-2}" \
 	    --gpus-per-node "$${GPUS_PER_NODE:-8}" --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" \
 	    --stages "$$STAGES" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --slurm-conf "$$SLURM_CONF" \
-	    --socket-ifname "$$SOCKET_IFNAME" --archive "$$ARCHIVE" --allow-dirty "$${ALLOW_DIRTY:-0}" --fetch "$$FETCH" \
+	    --socket-ifname "$$SOCKET_IFNAME" --archive "$$ARCHIVE" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
+	    --fetch "$$FETCH" \
 	    --fetch-exports "$${FETCH_EXPORTS:-0}" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}; \
 	elif [ -n "$$FETCH" ]; then \
 	  $(PY) -m suite slurm --attach "$$FETCH" --out runs; \

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from suite.slurm import job_files, partition_nodes_argv, submission_problem
+from suite.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
 from suite.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
 from . import codesync, fetch, hostruntime, preflight
@@ -77,6 +77,7 @@ def add_parser(sub, add_connection_args) -> None:
     p.add_argument("--archive", default="")
     p.add_argument("--endpoint-url", default=None)
     p.add_argument("--allow-dirty", default="0")
+    p.add_argument("--new-run", default="0", help="1: submit even while a cardtime job of yours is in the queue")
     p.add_argument("--fetch", default="", metavar="JOB_ID", type=job_id_arg,
                    help="follow (if it still runs), fetch, report and archive this Slurm job; submit nothing")
     p.add_argument("--fetch-exports", default="0")
@@ -102,7 +103,8 @@ def cmd_slurm(args) -> int:
         host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
         ssh_config=args.ssh_config or None, accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir,
         profile=args.profile, stages=args.stages, cuda_line=args.cuda_line or None, archive=args.archive or None,
-        endpoint_url=args.endpoint_url or None, allow_dirty=truthy(args.allow_dirty), runs_dir=args.runs_dir,
+        endpoint_url=args.endpoint_url or None, allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run),
+        runs_dir=args.runs_dir,
         fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None, partition=args.partition,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, account=args.account, time_limit=args.time,
         container_image=args.image, slurm_conf=args.slurm_conf, socket_ifname=args.socket_ifname)
@@ -164,7 +166,8 @@ def login_probe_command(opts: SlurmOptions) -> str:
     """One round trip: preflight's probe (the remote folder, Python, git) and Slurm's (sbatch, the partition's nodes)."""
     return (preflight.probe_command(opts.remote_dir) + slurm_env(opts.slurm_conf)
             + "section sbatch; command -v sbatch; ran\n"
-            + f"section partition; {join(partition_nodes_argv(opts.partition))} 2>&1; ran\n")
+            + f"section partition; {join(partition_nodes_argv(opts.partition))} 2>&1; ran\n"
+            + f"section queue; {OWN_JOBS} 2>&1; ran\n")
 
 
 def login_decision(probe_output: str, opts: SlurmOptions) -> tuple[preflight.HostFacts, list[str], list[str]]:
@@ -181,6 +184,9 @@ def login_decision(probe_output: str, opts: SlurmOptions) -> tuple[preflight.Hos
                f"folder    {facts.base or opts.remote_dir} (the compute nodes must see it: shared storage)"]
     problem = submission_problem(sbatch=sbatch, partition=opts.partition, nodes=opts.nodes, sinfo_nodes=nodes,
                                  sinfo_error=error)
+    queue = sections.get("queue")
+    if problem is None and not opts.new_run and queue is not None and queue.rc == 0:
+        problem = queued_problem(queue.text, f"SLURM_HOST={opts.host.label} ")
     if problem:
         return facts, [problem], summary
     # The login node runs no stage: its Python and folder are checked as RUNTIME=host's, its GPUs not at all.

@@ -17,6 +17,7 @@ import shlex
 from typing import Sequence
 
 SRUN_ARGS_ENV = "CARDTIME_SRUN_ARGS"  # extra words for every srun (pyxis's --container-image …)
+JOB_NAME = "cardtime"  # every job make slurm submits: how the user's own queued ones are found again
 
 # srun runs this on each node: the node's own raw folder and name, then the node's torchrun.
 _PER_NODE = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" CARDTIME_NODE_NAME="$node"; '
@@ -34,7 +35,7 @@ def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv:
 
 def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int, partition: str, account: str = "",
                   profile: str = "nccl-gpu", stages: str = "", out: str = "runs", time_limit: str = "",
-                  container_image: str = "", job_name: str = "cardtime", gpus: bool = True,
+                  container_image: str = "", job_name: str = JOB_NAME, gpus: bool = True,
                   socket_ifname: str = "") -> str:
     """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it, its
     run directory and exit status left beside the job's output (job_files) for whoever follows the job.
@@ -79,6 +80,21 @@ def job_files(out: str, job: str) -> dict[str, str]:
 def partition_nodes_argv(partition: str) -> list[str]:
     """sinfo's one line per node of the partition (a node in several states is listed once per state)."""
     return ["sinfo", "-h", "-N", "-p", partition, "-o", "%N"]
+
+
+# sh: squeue's line per job of the login's user named JOB_NAME, `<id> <state>`.
+OWN_JOBS = 'squeue -h -u "$(id -un)" -n ' + JOB_NAME + " -o '%i %T'"
+
+
+def queued_problem(own_jobs: str, host_flag: str) -> str | None:
+    """A job of ours still queued or running (OWN_JOBS's output): rerunning make slurm after a dropped laptop
+    must come back to it, not submit a second one. `host_flag`: the SLURM_HOST=… words of the command to suggest."""
+    jobs = [line.split() for line in own_jobs.splitlines() if len(line.split()) == 2]
+    if not jobs:
+        return None
+    listed = ", ".join(f"{j} ({state})" for j, state in jobs[:5])
+    return (f"your cardtime job {listed} is still in the queue: make slurm {host_flag}FETCH={jobs[-1][0]} follows it "
+            "to its report; NEW_RUN=1 submits another anyway")
 
 
 def submission_problem(*, sbatch: str, partition: str, nodes: int, sinfo_nodes: str, sinfo_error: str = "") -> str | None:

@@ -94,6 +94,7 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
             first = tmp_path / "first-make-slurm.log"
             job = submit_then_drop_the_laptop(make_slurm_argv(laptop, sshd, tmp_path, conf), first)
             submitted = time.monotonic() - started
+            twice = make_slurm(laptop, sshd, tmp_path, conf)  # the same command again while the job is queued
             done = make_slurm(laptop, sshd, tmp_path, conf, PARTITION="", FETCH=job)
             took = time.monotonic() - started
             assert done.returncode == 0, done.stderr[-4000:]
@@ -102,6 +103,9 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
         sshd.stop()
 
     assert "── sbatch on debug: 2 node(s) × 1" in first.read_text() and "following job" in first.read_text()
+    refusals = [line for line in twice.stderr.splitlines() if "REFUSED" in line]
+    assert twice.returncode == 2 and len(refusals) == 1 and f"your cardtime job {job} (" in refusals[0], twice.stderr
+    assert f"FETCH={job} follows it" in refusals[0] and len(list(shared.glob("runs/*.sbatch"))) == 1
     log = done.stderr  # FETCH=<job id>: the dropped laptop's job found by its id, followed to its end
     assert "submitted job" not in log and f"job {job}: RUNNING on node-" in log and f"job {job}: COMPLETED" in log, log
     assert [line for line in log.splitlines() if "  │ summary: " in line]  # the job's output as progress

@@ -60,11 +60,14 @@ git version 2.39.5
 @@partition
 {nodes}
 @@rc {sinfo_rc}
+@@queue
+{queue}
+@@rc 0
 """
 
 
-def probe(sbatch="/usr/bin/sbatch", sbatch_rc=0, nodes="gpu-01\ngpu-02\ngpu-03", sinfo_rc=0) -> str:
-    return PROBE_OUTPUT.format(sbatch=sbatch, sbatch_rc=sbatch_rc, nodes=nodes, sinfo_rc=sinfo_rc)
+def probe(sbatch="/usr/bin/sbatch", sbatch_rc=0, nodes="gpu-01\ngpu-02\ngpu-03", sinfo_rc=0, queue="") -> str:
+    return PROBE_OUTPUT.format(sbatch=sbatch, sbatch_rc=sbatch_rc, nodes=nodes, sinfo_rc=sinfo_rc, queue=queue)
 
 
 def test_the_login_node_probe_decides_before_anything_is_shipped():
@@ -76,6 +79,11 @@ def test_the_login_node_probe_decides_before_anything_is_shipped():
     assert login_decision(probe(), options(nodes=4))[1][0].startswith("NODES=4 but PARTITION=gpu has 3 node(s)")
     error = login_decision(probe(nodes="sinfo: error: Unable to contact slurm controller", sinfo_rc=1), options())[1]
     assert error[0].startswith("sinfo failed on the login node (sinfo: error: Unable to contact slurm controller)")
+    # A job of ours still queued (a laptop dropped, the same make slurm again): come back to it, not a second one.
+    queued = login_decision(probe(queue="4242 RUNNING"), options())[1]
+    assert queued == ["your cardtime job 4242 (RUNNING) is still in the queue: make slurm SLURM_HOST=alice@login "
+                      "FETCH=4242 follows it to its report; NEW_RUN=1 submits another anyway"]
+    assert login_decision(probe(queue="4242 RUNNING"), options(new_run=True))[1] == []
     no_python = probe().replace("/usr/bin/python3.11 3.11.2 1", "")
     assert "no Python on the host" in login_decision(no_python, options())[1][0]
 
@@ -84,6 +92,7 @@ def test_the_probe_and_the_submission_name_slurm_conf_only_when_given():
     plain, named = login_probe_command(options()), login_probe_command(options(slurm_conf="/opt/slurm/etc/slurm.conf"))
     assert "SLURM_CONF" not in plain and "export SLURM_CONF=/opt/slurm/etc/slurm.conf\n" in named
     assert "section partition; sinfo -h -N -p gpu -o %N 2>&1; ran" in plain
+    assert """section queue; squeue -h -u "$(id -un)" -n cardtime -o '%i %T' 2>&1; ran""" in plain
     for script in (plain, named):  # both parse as POSIX sh
         assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
     line = submit_command(options(stages="topology,bandwidth", account="proj 1"), "/shared/c", "/shared/c/code/abc",
