@@ -16,7 +16,7 @@ help:
 	@echo "make plan       before renting: expected minutes per stage on the GPU profile, cost at RATE=\$$/hour"
 	@echo "make remote     HOST=user@host[:port]: run on a rented host, fetch, report, archive (ARCHIVE=s3://…)"
 	@echo "make remote     HOSTS=user@a,user@b | HOSTFILE=f: a multi-node run (RUNTIME=host|docker), fetched with every node's output"
-	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8]: the sbatch script, submitted and followed"
+	@echo "make slurm      PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [SLURM_HOST=user@login]: the sbatch script, submitted, followed, reported"
 	@echo "make remote-status HOST=…   where the host's run is"
 	@echo 'make compare RUNS="runs/a runs/b"   runs side by side in runs/compare.html'
 	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
@@ -95,14 +95,33 @@ remote: $(STAMP)
 	  $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 # make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]
-#   [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless SUBMIT=0) submits
-#   and follows it; inside the job the suite takes the allocation's nodes and launches with one srun each.
+#   [SOCKET_IFNAME=ib0] [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless
+#   SUBMIT=0) submits it, follows it and ends in its report; inside the job the suite takes the allocation's nodes
+#   and launches with one srun each. FETCH=<job id>: follow that job (again) to its report.
+# make slurm SLURM_HOST=user@login[:port] PARTITION=… REMOTE_DIR=<a folder on the shared storage> …: the same from
+#   the laptop over SSH (provisioning/slurm_host.py): code and venv on the login node, the job followed, its run
+#   fetched into runs/, reported and archived (ARCHIVE=) as make remote does; FETCH=<job id> comes back to a job
+#   (a cardtime job of yours still queued refuses a second submission, naming it; NEW_RUN=1 submits anyway).
+#   SLURM_CONF= names the login node's slurm.conf where it is not /etc/slurm/slurm.conf.
 .PHONY: slurm
 slurm: $(STAMP)
-	@test -n "$$PARTITION" || { echo "usage: make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…]" >&2; exit 2; }
-	$(PY) -m suite slurm --partition "$$PARTITION" --nodes "$${NODES:-2}" --gpus-per-node "$${GPUS_PER_NODE:-8}" \
-	  --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
-	  --container-image "$$IMAGE" --out runs $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit)
+	@test -n "$$PARTITION$$FETCH" || { echo "usage: make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [SLURM_HOST=user@login[:port] REMOTE_DIR=…] | FETCH=<job id>" >&2; exit 2; }
+	@mkdir -p runs
+	@if [ -n "$$SLURM_HOST" ]; then \
+	  $(PY) -m provisioning slurm --host "$$SLURM_HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
+	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR" --partition "$$PARTITION" --nodes "$${NODES:-2}" \
+	    --gpus-per-node "$${GPUS_PER_NODE:-8}" --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" \
+	    --stages "$$STAGES" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --slurm-conf "$$SLURM_CONF" \
+	    --socket-ifname "$$SOCKET_IFNAME" --archive "$$ARCHIVE" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
+	    --fetch "$$FETCH" \
+	    --fetch-exports "$${FETCH_EXPORTS:-0}" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}; \
+	elif [ -n "$$FETCH" ]; then \
+	  $(PY) -m suite slurm --attach "$$FETCH" --out runs; \
+	else \
+	  $(PY) -m suite slurm --partition "$$PARTITION" --nodes "$${NODES:-2}" --gpus-per-node "$${GPUS_PER_NODE:-8}" \
+	    --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	    --container-image "$$IMAGE" --socket-ifname "$$SOCKET_IFNAME" --out runs $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit); \
+	fi
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }

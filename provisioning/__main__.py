@@ -1,5 +1,5 @@
-"""python -m provisioning remote | status | plan | archive — the laptop's side (see provisioning/remote.py) —
-and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
+"""python -m provisioning remote | status | plan | archive | slurm — the laptop's side (see provisioning/remote.py,
+provisioning/slurm_host.py) — and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
     python -m provisioning status --host root@203.0.113.7:2222
@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
+    from .slurm_host import add_parser as add_slurm  # make slurm SLURM_HOST=…
+
+    add_slurm(sub, add_connection_args)
     from .container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
 
     add_commands(sub)

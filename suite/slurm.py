@@ -17,6 +17,7 @@ import shlex
 from typing import Sequence
 
 SRUN_ARGS_ENV = "CARDTIME_SRUN_ARGS"  # extra words for every srun (pyxis's --container-image …)
+JOB_NAME = "cardtime"  # every job make slurm submits: how the user's own queued ones are found again
 
 # srun runs this on each node: the node's own raw folder and name, then the node's torchrun.
 _PER_NODE = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" CARDTIME_NODE_NAME="$node"; '
@@ -34,16 +35,20 @@ def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv:
 
 def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int, partition: str, account: str = "",
                   profile: str = "nccl-gpu", stages: str = "", out: str = "runs", time_limit: str = "",
-                  container_image: str = "", job_name: str = "cardtime", gpus: bool = True) -> str:
-    """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it.
+                  container_image: str = "", job_name: str = JOB_NAME, gpus: bool = True,
+                  socket_ifname: str = "") -> str:
+    """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it, its
+    run directory and exit status left beside the job's output (job_files) for whoever follows the job.
     gpus=False (a CPU profile): no --gpus-per-node, which a cluster without GPU gres refuses."""
     def opt(name: str, value) -> str:
         return f"#SBATCH --{name}={value}\n" if value not in ("", None) else ""
 
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError(f"NODES={nodes} GPUS_PER_NODE={gpus_per_node}: both must be at least 1")
-    run = [python, "-m", "suite", "run", "--profile", profile, "--nproc", str(gpus_per_node), "--out", out,
-           "--record-last", f"{out}/LAST"] + (["--stages", stages] if stages else [])
+    run = [python, "-m", "suite", "run", "--profile", profile, "--nproc", str(gpus_per_node), "--out", out]
+    run += (["--stages", stages] if stages else []) + (["--socket-ifname", socket_ifname] if socket_ifname else [])
+    # The job's own files, named by the id Slurm gives it (the script is written before there is one).
+    last, exit_file = (shlex.quote(out) + f'"/slurm-${{SLURM_JOB_ID}}.{kind}"' for kind in ("last", "exit"))
     container = ""
     if container_image:
         mounts = f"--container-image={container_image} --container-mounts={checkout}:{checkout} " \
@@ -59,5 +64,51 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
         + 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
         + 'echo "cardtime: $SLURM_JOB_NUM_NODES nodes ($SLURM_JOB_NODELIST), rendezvous at $head"\n'
         + container
-        + f"exec {shlex.join(run)}\n"
+        + f"export PYTHONPATH={shlex.quote(checkout)}${{PYTHONPATH:+:$PYTHONPATH}}  # the checkout's code in every worker\n"
+        + "status=0\n"
+        + f"{shlex.join(run)} --record-last {last} || status=$?\n"
+        + f'echo "$status" > {exit_file}\n'
+        + 'exit "$status"\n'
     )
+
+
+def job_files(out: str, job: str) -> dict[str, str]:
+    """Where a job of sbatch_script leaves its output, its run directory's path and its exit status."""
+    return {kind: f"{out}/slurm-{job}.{kind}" for kind in ("out", "last", "exit")}
+
+
+def partition_nodes_argv(partition: str) -> list[str]:
+    """sinfo's one line per node of the partition (a node in several states is listed once per state)."""
+    return ["sinfo", "-h", "-N", "-p", partition, "-o", "%N"]
+
+
+# sh: squeue's line per job of the login's user named JOB_NAME, `<id> <state>`.
+OWN_JOBS = 'squeue -h -u "$(id -un)" -n ' + JOB_NAME + " -o '%i %T'"
+
+
+def queued_problem(own_jobs: str, host_flag: str) -> str | None:
+    """A job of ours still queued or running (OWN_JOBS's output): rerunning make slurm after a dropped laptop
+    must come back to it, not submit a second one. `host_flag`: the SLURM_HOST=… words of the command to suggest."""
+    jobs = [line.split() for line in own_jobs.splitlines() if len(line.split()) == 2]
+    if not jobs:
+        return None
+    listed = ", ".join(f"{j} ({state})" for j, state in jobs[:5])
+    return (f"your cardtime job {listed} is still in the queue: make slurm {host_flag}FETCH={jobs[-1][0]} follows it "
+            "to its report; NEW_RUN=1 submits another anyway")
+
+
+def submission_problem(*, sbatch: str, partition: str, nodes: int, sinfo_nodes: str, sinfo_error: str = "") -> str | None:
+    """Why the job must not be submitted, in one line, or None. `sbatch`: its path on the login node ('' if absent);
+    `sinfo_nodes`: partition_nodes_argv's output there; `sinfo_error`: its error's last line, where it failed."""
+    if not sbatch:
+        return "no sbatch on the login node: run make slurm on the cluster's login node, or give SLURM_HOST=user@login"
+    if sinfo_error:
+        return f"sinfo failed on the login node ({sinfo_error}): is slurmctld up? SLURM_CONF= names another slurm.conf"
+    names = sorted(set(sinfo_nodes.split()))
+    if not names:
+        return (f"PARTITION={partition} is unknown to Slurm there (`sinfo -h -p {partition}` lists no node): "
+                "`sinfo -s` lists the partitions")
+    if nodes > len(names):
+        return (f"NODES={nodes} but PARTITION={partition} has {len(names)} node(s) ({', '.join(names[:8])}"
+                f"{' …' if len(names) > 8 else ''}): ask for NODES={len(names)} at most, or another partition")
+    return None

@@ -146,8 +146,10 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     assert not [l for l in lines if l.startswith("#SBATCH --time")]  # not given: the partition's limit
     assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
     assert "--container-image=nvcr.io/x:1" in text
-    assert lines[-1] == ("exec /shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu --nproc 8 --out "
-                         "/shared/runs --record-last /shared/runs/LAST --stages topology,bandwidth")
+    # The run's directory and exit status beside the job's output, named by its id (suite/slurm.py's job_files).
+    assert lines[-4:] == ["status=0", "/shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu --nproc 8 --out "
+                          '/shared/runs --stages topology,bandwidth --record-last /shared/runs"/slurm-${SLURM_JOB_ID}.last"'
+                          " || status=$?", 'echo "$status" > /shared/runs"/slurm-${SLURM_JOB_ID}.exit"', 'exit "$status"']
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # bash parses it

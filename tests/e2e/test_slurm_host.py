@@ -1,0 +1,162 @@
+"""`make slurm SLURM_HOST=…` from the laptop against a real Slurm: slurmctld in this (the login) namespace, a slurmd
+in each node's namespace (tests/e2e/slurm_cluster.py), the login node reached through the loopback sshd the other
+remote tests use (tests/e2e/remote_loopback.py), its slurm.conf named by SLURM_CONF= (a real cluster's is at
+/etc/slurm/slurm.conf, where no option is needed).
+
+One story, one two-node job (~60 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
+first, each one line before anything is shipped or submitted (a partition Slurm does not know, more nodes than the
+partition has; an unreachable login node: tests/unit/test_slurm_submit.py); then `make slurm` — the laptop's HEAD
+shipped to the shared folder, the venv there (the cached one), the sbatch script written and submitted on the login
+node — SIGKILLed as soon as the job is submitted; `make slurm FETCH=<job id>` then finds the job by its id, follows it
+(its state, its output's lines), fetches its run directory (both nodes' raw output: the suite on the batch host took
+the allocation's nodes and started each launch as one srun across them) into the laptop's runs/ with the job's output
+beside it, and renders the report; last, the login node's own `make slurm FETCH=` (python -m suite slurm --attach)
+ends in the report there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.remote_loopback import WORKTREE, clean_env, make_repo, sshd_available, start_sshd
+from tests.e2e.two_nodes import IFNAME, netns_missing
+
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "slurm", "sshd"), pytest.mark.timeout(900)]
+VENV = WORKTREE / ".venv"
+VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))  # test_remote_loopback's
+
+
+def make_slurm_argv(laptop: Path, sshd, base: Path, conf: Path, **extra: str) -> list[str]:
+    """`make slurm SLURM_HOST=…` as a user types it on the laptop (this checkout's venv, never rebuilt)."""
+    settings = {"SLURM_HOST": sshd.host, "KEY": str(sshd.client_key), "KNOWN_HOSTS": str(base / "known_hosts"),
+                "ACCEPT_NEW_HOST": "1", "REMOTE_DIR": str(base / "shared" / "cardtime"), "SLURM_CONF": str(conf),
+                "PARTITION": "debug", "NODES": "2", "GPUS_PER_NODE": "1", "PROFILE": "gloo-cpu",
+                "STAGES": "topology,bandwidth", "SOCKET_IFNAME": IFNAME, **extra}
+    return ["make", "--no-print-directory", "-C", str(laptop), "slurm", f"VENV={VENV}", "-o", f"{VENV}/.installed",
+            *(f"{k}={v}" for k, v in settings.items())]
+
+
+def make_slurm(*args, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(make_slurm_argv(*args, **extra), env=clean_env(PYTHONPATH=str(WORKTREE)),
+                          capture_output=True, text=True, timeout=600)
+
+
+def submit_then_drop_the_laptop(argv: list[str], log: Path, timeout_s: float = 180) -> str:
+    """make slurm started and SIGKILLed (its whole process group) as soon as it says the job is submitted: the
+    laptop gone mid-run. The job id it printed."""
+    with open(log, "w") as out:
+        laptop = subprocess.Popen(argv, env=clean_env(PYTHONPATH=str(WORKTREE)), stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while "submitted job " not in log.read_text():
+            assert laptop.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(laptop.pid, signal.SIGKILL)
+        laptop.wait()
+    return job_id(log.read_text())
+
+
+def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path):
+    from tests.e2e.slurm_cluster import slurm_cluster, slurm_missing
+
+    for missing in (netns_missing(), slurm_missing(), None if sshd_available() else "no openssh-server"):
+        if missing:
+            pytest.skip(f"no Slurm cluster behind a login node here: {missing}")
+    laptop = make_repo(tmp_path / "laptop")
+    shared = tmp_path / "shared" / "cardtime"
+    shared.mkdir(parents=True)
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    (shared / "venvs").symlink_to(VENV_CACHE)  # the login node keeps its venvs across runs; so do the tests
+    sshd = start_sshd(tmp_path / "sshd")
+    try:
+        with slurm_cluster(tmp_path / "slurm") as (cluster, env):
+            conf = Path(env["SLURM_CONF"])
+            unknown = make_slurm(laptop, sshd, tmp_path, conf, PARTITION="nosuch")
+            too_many = make_slurm(laptop, sshd, tmp_path, conf, NODES="3")
+            for done, says in ((unknown, "PARTITION=nosuch is unknown to Slurm"),
+                               (too_many, "NODES=3 but PARTITION=debug has 2 node(s) (node-a, node-b)")):
+                refusals = [line for line in done.stderr.splitlines() if "REFUSED" in line]
+                assert done.returncode == 2 and len(refusals) == 1 and says in refusals[0], done.stderr[-3000:]
+                assert "── code" not in done.stderr  # nothing shipped
+            assert not (shared / "code").exists() and not list(shared.glob("runs/*.sbatch"))
+            started = time.monotonic()
+            first = tmp_path / "first-make-slurm.log"
+            job = submit_then_drop_the_laptop(make_slurm_argv(laptop, sshd, tmp_path, conf), first)
+            submitted = time.monotonic() - started
+            twice = make_slurm(laptop, sshd, tmp_path, conf)  # the same command again while the job is queued
+            done = make_slurm(laptop, sshd, tmp_path, conf, PARTITION="", FETCH=job)
+            took = time.monotonic() - started
+            assert done.returncode == 0, done.stderr[-4000:]
+            on_login = login_node_attach(shared, job, env)
+    finally:
+        sshd.stop()
+
+    assert "── sbatch on debug: 2 node(s) × 1" in first.read_text() and "following job" in first.read_text()
+    refusals = [line for line in twice.stderr.splitlines() if "REFUSED" in line]
+    assert twice.returncode == 2 and len(refusals) == 1 and f"your cardtime job {job} (" in refusals[0], twice.stderr
+    assert f"FETCH={job} follows it" in refusals[0] and len(list(shared.glob("runs/*.sbatch"))) == 1
+    log = done.stderr  # FETCH=<job id>: the dropped laptop's job found by its id, followed to its end
+    assert "submitted job" not in log and f"job {job}: RUNNING on node-" in log and f"job {job}: COMPLETED" in log, log
+    assert [line for line in log.splitlines() if "  │ summary: " in line]  # the job's output as progress
+    run = Path((laptop / "runs" / "LAST").read_text().strip())
+    assert run.parent == laptop / "runs" and (run / "report.html").stat().st_size > 10_000
+    assert f"report: {run / 'report.html'}" in log and f"run directory: {run}" in log
+    output = (run / f"slurm-{job}.out").read_text()  # the job's output, fetched beside its run
+    assert "2 nodes × 1 processes" in output, output[-3000:]
+    raw = run / "raw" / "bandwidth"
+    srun = (raw / "torch.srun.log").read_text().splitlines()[0]  # the one command; each node's output under %N
+    assert "srun --nodes=2" in srun and "--rdzv-endpoint=node-a:" in srun and "--nnodes=2" in srun
+    for node in ("node-a", "node-b"):
+        assert (raw / node / "torch.torchrun.log").exists()
+        assert len(list((raw / node).glob("torch.rank*.log"))) == 1
+        assert len(list((raw / node).glob("pairs.rank*.log"))) == 1
+    verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
+    assert verdicts["bandwidth.p2p_pairs"] == "pass" and not [k for k, s in verdicts.items() if s == "fail"]
+    # topology's NIC probe through srun: each node's veth (SOCKET_IFNAME), found in its own namespace; slurmd runs
+    # with the machine's /sys (MULTINODE.md), so the state comes from netlink and the rate is unknown.
+    topo_rows = [json.loads(line) for line in (run / "raw" / "topology" / ".stage-rows.jsonl").read_text().splitlines()]
+    assert {r["case"]: (r["value"], r["text"]) for r in topo_rows if r["metric"] == "nic_rate"} == {
+        f"node-{n}:{IFNAME}": (None, "up (no /sys of this namespace: rate unknown)") for n in "ab"}
+    assert verdicts["topology.nics"] == "pass" and (run / "raw" / "topology" / "nics.log.srun.log").exists()
+    record = json.loads((run / "remote.json").read_text())
+    assert record["job"]["slurm_job"] == job and record["partition"] == "debug" and record["run_exit_code"] == 0
+    head = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # Everything ran from the shared folder: the shipped checkout at the laptop's commit, the run written beside it.
+    assert json.loads((run / "manifest.json").read_text())["git"]["commit"] == head
+    assert record["remote_run_dir"].startswith(str(shared / "runs") + "/")
+    assert record["work_dir"] == str(shared / "code" / head)
+    # make slurm on the login node (here: its --attach, as FETCH= there runs it) ends in the report there too.
+    login_run = Path(record["remote_run_dir"])
+    assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
+    assert (login_run / "report.html").stat().st_size > 10_000
+    assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
+    print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s")
+
+
+def login_node_attach(shared: Path, job: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`python -m suite slurm --attach JOB` in the shipped checkout with the login node's venv, as `make slurm FETCH=`
+    on the login node runs it: the job followed there (already over) and its run reported where it lies."""
+    code = next((shared / "code").iterdir())
+    script = next((shared / "runs").glob("cardtime-*.sbatch")).read_text()  # the venv the job ran with
+    venv_python = next(line for line in script.splitlines() if " -m suite run " in line).split()[0]
+    assert venv_python.startswith(str(shared / "venvs") + "/")
+    return subprocess.run([venv_python, "-m", "suite", "slurm", "--attach", job, "--out", str(shared / "runs")],
+                          cwd=code, env={**clean_env(PYTHONPATH=str(code)), "SLURM_CONF": env["SLURM_CONF"]},
+                          capture_output=True, text=True, timeout=300)
+
+
+def job_id(log: str) -> str:
+    words = [line.split("submitted job ", 1)[1].split(";")[0] for line in log.splitlines() if "submitted job " in line]
+    assert len(words) == 1, log[-3000:]
+    return words[0]
