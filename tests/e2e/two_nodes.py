@@ -41,6 +41,7 @@ from typing import Iterator
 SSHD = "/usr/sbin/sshd"
 NODES = ("node-a", "node-b")
 IFNAME = "mn0"  # the interface inside each namespace
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # sshd's own for root (Debian)
 
 
 def netns_missing() -> str | None:
@@ -135,9 +136,11 @@ def _ip(*args: str) -> None:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
 
-def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None = None) -> Path:
+def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None = None,
+                     path_first: Path | None = None) -> Path:
     """Keys, each node's sshd_config, /etc/hosts, and the client's ssh_config with a private known_hosts;
-    with engines, each node's sshd gives its sessions DOCKER_HOST=its own engine."""
+    with engines, each node's sshd gives its sessions DOCKER_HOST=its own engine; with path_first, a PATH
+    that finds that folder first (a node's own tools: a stand-in nvidia-smi, say)."""
     keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
     subprocess.run([*keygen, "-f", str(folder / "client_key")], check=True)
     (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
@@ -148,12 +151,14 @@ def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None =
         nd = folder / node
         nd.mkdir()
         subprocess.run([*keygen, "-f", str(nd / "host_key")], check=True)
+        env = ([f"DOCKER_HOST={engines[node].host}"] if engines else []) + (
+            [f"PATH={path_first}:{SESSION_PATH}"] if path_first else [])
         (nd / "sshd_config").write_text(
             f"Port 22\nListenAddress {net}.{i + 1}\nHostKey {nd / 'host_key'}\nPidFile {nd / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\nLogLevel VERBOSE\n"
-            + (f"SetEnv DOCKER_HOST={engines[node].host}\n" if engines else ""))
+            + (f"SetEnv {' '.join(env)}\n" if env else ""))
         kind, blob = (nd / "host_key.pub").read_text().split()[:2]
         known.append(f"{node},{net}.{i + 1} {kind} {blob}\n")
         client.append(f"Host {node}\n  HostName {net}.{i + 1}\n")
@@ -176,21 +181,25 @@ def _start_sshd(folder: Path, ns: str, node: str) -> subprocess.Popen:
                             stderr=open(folder / node / "sshd.log", "w"))
 
 
-def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine) -> subprocess.Popen:
+def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine, path_first: Path | None,
+                   extra_args: tuple[str, ...]) -> subprocess.Popen:
     """dockerd inside `ns` with the node's hostname and /etc/hosts (a `--network host` container copies both).
     nsenter, not `ip netns exec`: that one remounts /sys, and dockerd needs the cgroup hierarchy under it.
-    nsenter, unshare (no --fork) and exec keep one PID: the Popen's is dockerd's (its containerd its child)."""
+    nsenter, unshare (no --fork) and exec keep one PID: the Popen's is dockerd's (its containerd its child).
+    path_first on its PATH too: a stand-in nvidia-container-runtime-hook there makes dockerd accept `--gpus`."""
     for path in (engine.data_root, engine.exec_root):
         path.mkdir(parents=True, exist_ok=True)
     dockerd = ["dockerd", "--data-root", str(engine.data_root), "--exec-root", str(engine.exec_root),
                "--pidfile", str(engine.exec_root / "dockerd.pid"), "--host", engine.host,
                "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
-               "--cgroup-parent", f"/cardtime-{ns}", "--log-level", "warn"]
+               "--cgroup-parent", f"/cardtime-{ns}", "--log-level", "warn", *extra_args]
     inner = (f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
              f"exec {shlex.join(dockerd)}")
     return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "--mount", "--propagation",
                              "private", "sh", "-c", inner], stdout=subprocess.DEVNULL,
-                            stderr=open(folder / node / "dockerd.log", "w"))
+                            stderr=open(folder / node / "dockerd.log", "w"),
+                            env={**os.environ, "PATH": f"{path_first}:{os.environ['PATH']}" if path_first
+                                 else os.environ["PATH"]})
 
 
 def _wait_engine(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -257,7 +266,10 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def two_node_cluster(folder: Path, *, docker: bool = False) -> Iterator[Cluster]:
+def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | None = None,
+                     dockerd_args: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """The cluster, torn down on the way out. docker: an engine per node; path_first: a folder each node's ssh
+    sessions (and dockerd) find first on their PATH; dockerd_args: more of dockerd's flags (a runtime, say)."""
     tag = f"ct{os.getpid() % 100000}"
     net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
     namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
@@ -268,7 +280,7 @@ def two_node_cluster(folder: Path, *, docker: bool = False) -> Iterator[Cluster]
     engines = {n: Engine(data_root=folder / n / "docker", exec_root=Path(f"/run/{ns}-docker"),
                          socket=Path(f"/run/{ns}-docker/docker.sock")) for n, ns in namespaces.items()} if docker else {}
     cluster = Cluster(folder=folder, net=net, namespaces=namespaces,
-                      ssh_config=_write_ssh_files(folder, net, engines), sshd_pids={}, engines=engines)
+                      ssh_config=_write_ssh_files(folder, net, engines, path_first), sshd_pids={}, engines=engines)
     try:
         _ip("link", "add", bridge, "type", "bridge")
         _ip("addr", "add", f"{net}.254/24", "dev", bridge)
@@ -285,7 +297,7 @@ def two_node_cluster(folder: Path, *, docker: bool = False) -> Iterator[Cluster]
             _ip("-n", ns, "link", "set", IFNAME, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
         for node, ns in namespaces.items() if docker else ():
-            proc = _start_dockerd(folder, ns, node, engines[node])
+            proc = _start_dockerd(folder, ns, node, engines[node], path_first, dockerd_args)
             engine_procs.append(proc)
             engines[node].pid = proc.pid
         for node, proc in zip(namespaces, engine_procs):

@@ -1,0 +1,210 @@
+"""`make remote HOSTS=node-a,node-b RUNTIME=docker` (and IMAGE=) on a real two-node cluster with a Docker engine per node.
+
+tests/e2e/two_nodes.py with docker=True: each network namespace runs its own dockerd (own data root, socket,
+hostname and /etc/hosts), and each node's sshd hands its sessions DOCKER_HOST for that node's engine, so `docker`
+over ssh on node-b is node-b's engine and nothing is shared between the two but the disk. The laptop is this
+process (the root namespace), as in tests/e2e/test_two_nodes.py.
+
+The images are small (what is measured is the set-up, not the suite): the local Debian base (docker/debian-base.sh,
+~120 MB) plus a stand-in `python` that answers the GPU check as provisioning/cuda_check_host.py would, torch seeing
+its GPU on node-a and none on node-b (a `--network host` container's hostname is its node's). The nodes' other
+tools are stand-ins too: nvidia-smi listing one H100 on an R550 driver (preflight then takes the cu126 line), and
+nvidia-container-runtime-hook on dockerd's PATH, with which dockerd accepts `--gpus all` (the hook runs and gives
+the container nothing: there is no GPU here), and runc behind a stand-in runtime that drops the container's
+memlock limit (`--ulimit memlock=-1` of the GPU settings: root here lacks CAP_SYS_RESOURCE, so runc cannot raise
+it, where a GPU box's dockerd runs with LimitMEMLOCK=infinity). What runs for real: preflight of both nodes through their engines,
+the detached job's set-up on node-a (the image found, `docker save | ssh node-b docker load`, every node's image
+ID read from its own engine and compared), the GPU check's `docker run --gpus all` on each node's engine, the
+refusals as the laptop shows them.
+
+  1. IMAGE= naming a tag that node-b's engine holds as another image (no registry answers, so the pulls fail and
+     each node keeps its copy): refused before any stage, naming node-b, the two IDs and the fix.
+  2. RUNTIME=docker on a GPU profile: the image built on node-a (placed there under cardtime:<commit>-cu126, as a
+     previous `make remote` leaves it) carried to node-b, the IDs equal; then the GPU check in the image on both
+     nodes: node-a's passes, node-b's refuses, and the job ends before any stage naming node-b.
+
+Cost, 2 cores, quiet: the engines up in ~3 s; the base imported ~4 s; the carry of the ~120 MB image ~8 s; each
+`make remote` 10–20 s; teardown ~10 s. The suite's own CPU image (docker/cpu.Dockerfile, 1.9 GB) costs ~50 s to
+load into one engine and ~95 s to carry to the other (measured here, December 2026): too much for `make test`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
+from tests.e2e.two_nodes import docker_missing, netns_missing, two_node_cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "docker", "debian-base"), pytest.mark.timeout(600)]
+
+BASE = "cardtime-base:bookworm"
+STAND_IN = "cardtime-test:stand-in"
+
+FAKE_NVIDIA_SMI = (WORKTREE / "tests" / "e2e" / "test_remote_setup.py").read_text().split('FAKE_NVIDIA_SMI = r"""')[1] \
+    .split('"""')[0]
+"""test_remote_setup.py's stand-in: one H100 on an R550 driver, as nvidia-smi answers the preflight probe."""
+
+FAKE_HOOK = """#!/bin/sh
+# Stand-in for the NVIDIA container toolkit's OCI hook: dockerd accepts --gpus when it finds this on its PATH;
+# runc runs it before the container starts, the container's state on stdin. It gives the container nothing.
+cat > /dev/null
+"""
+
+MEMLOCK_FREE_RUNC = """#!{python}
+# Stand-in OCI runtime: runc, minus the container's RLIMIT_MEMLOCK (see the module's docstring).
+import json, os, sys
+args = sys.argv[1:]
+if "create" in args and "--bundle" in args:
+    config = os.path.join(args[args.index("--bundle") + 1], "config.json")
+    with open(config) as f:
+        spec = json.load(f)
+    spec["process"]["rlimits"] = [r for r in spec["process"].get("rlimits", []) if r["type"] != "RLIMIT_MEMLOCK"]
+    with open(config, "w") as f:
+        json.dump(spec, f)
+os.execvp("runc", ["runc", *args])
+"""
+
+STAND_IN_PYTHON = """#!/bin/sh
+# The image's `python` for the GPU check (provisioning/cuda_check_host.py's output, no torch here): torch sees
+# its GPU on node-a and none on node-b. Under --network host the container's hostname is its node's.
+if [ "$(hostname)" = node-a ]; then
+  echo "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) on node-a"
+  exit 0
+fi
+echo "cardtime GPU check REFUSED: torch in the image sees 0 GPU(s) where nvidia-smi lists 1 on $(hostname): \
+unset CUDA_VISIBLE_DEVICES or give the container every GPU (--gpus all)"
+exit 2
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = netns_missing() or docker_missing()
+    if why:
+        pytest.skip(f"no two-node cluster with engines on this machine: {why}")
+    folder = tmp_path_factory.mktemp("docker-nodes")
+    fake = folder / "fakebin"
+    fake.mkdir()
+    for name, text in (("nvidia-smi", FAKE_NVIDIA_SMI), ("nvidia-container-runtime-hook", FAKE_HOOK),
+                       ("memlock-free-runc", MEMLOCK_FREE_RUNC.format(python=sys.executable))):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    runtime = ("--add-runtime", f"memlock-free={fake / 'memlock-free-runc'}", "--default-runtime", "memlock-free")
+    started = time.monotonic()
+    with two_node_cluster(folder / "cluster", docker=True, path_first=fake, dockerd_args=runtime) as made:
+        print(f"\ncluster with two engines up in {time.monotonic() - started:.1f} s")
+        base_on(made, "node-a")
+        yield made
+    print(f"cluster down {time.monotonic() - started:.1f} s after it started")
+
+
+def base_on(cluster, node: str) -> None:
+    """The local Debian base on `node`'s engine: docker/debian-base.sh (the cached tarball imported)."""
+    started = time.monotonic()
+    done = subprocess.run([str(WORKTREE / "docker" / "debian-base.sh"), BASE], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "DOCKER_HOST": cluster.engines[node].host})
+    if done.returncode != 0:
+        pytest.skip(f"no local Debian base image: {done.stdout[-500:]}{done.stderr[-800:]}")
+    print(f"{BASE} on {node} in {time.monotonic() - started:.1f} s")
+
+
+def image_id(cluster, node: str, image: str) -> str:
+    done = cluster.docker(node, "image", "inspect", "--format", "{{.Id}}", image, check=False, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+@pytest.fixture(scope="module")
+def stand_in(cluster) -> str:
+    """The base plus the stand-in python, committed on node-a's engine; its image ID."""
+    cluster.docker("node-a", "run", "--name", "cardtime-make-stand-in", "--network", "none", "-i", BASE, "sh", "-c",
+                   "cat > /usr/local/bin/python && chmod 755 /usr/local/bin/python", input=STAND_IN_PYTHON.encode())
+    cluster.docker("node-a", "commit", "cardtime-make-stand-in", STAND_IN)
+    cluster.docker("node-a", "rm", "cardtime-make-stand-in")
+    return image_id(cluster, "node-a", STAND_IN)
+
+
+def make_remote(cluster, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`make remote HOSTS=node-a,node-b` from the laptop (a fresh repository of this tree's files), RUNTIME=docker,
+    a remote folder both nodes see (they share this machine's disk), node-a reaching node-b with the cluster's keys."""
+    return provisioning("remote", "--host", "", "--hosts", "node-a,node-b", "--ssh-config", str(cluster.ssh_config),
+                        "--node-ssh-config", str(cluster.ssh_config), "--runtime", "docker",
+                        "--remote-dir", str(tmp_path / "remote"), "--runs-dir", str(tmp_path / "fetched"),
+                        "--detach", "setsid", "--stages", "topology", *extra, cwd=tmp_path / "laptop")
+
+
+def the_job(tmp_path: Path) -> Path:
+    (job,) = [p.parent for p in (tmp_path / "remote" / "jobs").glob("*/job.json")]
+    return job
+
+
+def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(cluster, stand_in, tmp_path):
+    tag = "cardtime-test:two-nodes"
+    cluster.docker("node-a", "tag", STAND_IN, tag)
+    other = tmp_path / "other.tar"  # node-b's image under the same tag: one file, another ID
+    subprocess.run(["tar", "-C", str(WORKTREE), "-cf", str(other), "README.md"], check=True)
+    cluster.docker("node-b", "import", str(other), tag)
+    a_id, b_id = image_id(cluster, "node-a", tag), image_id(cluster, "node-b", tag)
+    assert a_id == stand_in and b_id.startswith("sha256:") and b_id != a_id
+    make_repo(tmp_path / "laptop")
+    started = time.monotonic()
+    done = make_remote(cluster, tmp_path, "--image", tag, "--profile", "gloo-cpu")
+    print(f"make remote IMAGE= refused in {time.monotonic() - started:.1f} s")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-4000:]
+    line = (f"node node-b: image {tag} is {b_id} there but {a_id} on node-a: the tag {tag} names another image "
+            f"there (pushed again between the pulls?): pin one with IMAGE=<name>@sha256:<digest> and run again")
+    job = the_job(tmp_path)
+    assert (job / "refused").read_text().strip() == line
+    assert f"error: node-a: {line}" in out, out[-4000:]  # the laptop shows the node and the fix
+    log = (job / "log").read_text()
+    # Each engine was asked by its own node: the pulls failed there (no registry), each kept its copy.
+    assert f"pull failed; using the copy of {tag} already on the host" in log
+    assert "[node-b] " in log and f"── node node-b: docker pull {tag}" in log
+    assert (job / "image-ids" / "node-a").read_text().strip() == a_id
+    assert (job / "image-ids" / "node-b").read_text().strip() == b_id
+    assert "── GPU check" not in log and "topology" not in log.split("REFUSED")[-1]  # no stage, no check
+    assert not list((tmp_path / "remote" / "runs").glob("*/manifest.json"))
+    assert image_id(cluster, "node-b", tag) == b_id  # refused, not overwritten
+
+
+def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(cluster, stand_in, tmp_path):
+    from provisioning.remote_docker import image_tag
+    from suite.cuda_lines import line_named
+
+    laptop = make_repo(tmp_path / "laptop")
+    commit = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tag = image_tag(commit, line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
+    cluster.docker("node-a", "tag", STAND_IN, tag)
+    assert image_id(cluster, "node-b", tag) == ""
+    started = time.monotonic()
+    done = make_remote(cluster, tmp_path, "--profile", "nccl-gpu")
+    print(f"make remote RUNTIME=docker (carry, GPU checks) in {time.monotonic() - started:.1f} s")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-4000:]
+    job = the_job(tmp_path)
+    log = (job / "log").read_text()
+    # Built once (found, here) on node-a, carried by save | ssh load, every node's engine holding the same ID.
+    assert f"image {tag} already on the host" in log, log[-3000:]
+    assert f"── carrying {tag} to node node-b (docker save | ssh docker load)" in log
+    assert f"[node-b] Loaded image: {tag}" in log
+    assert image_id(cluster, "node-b", tag) == stand_in
+    assert f"── every node holds {tag} as {stand_in}" in log
+    # Then the GPU check in the image on each node's own engine: node-a's passes, node-b's refuses, named.
+    assert "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) on node-a" in log
+    why = ("torch in the image sees 0 GPU(s) where nvidia-smi lists 1 on node-b: unset CUDA_VISIBLE_DEVICES or "
+           "give the container every GPU (--gpus all)")
+    assert (job / "refused").read_text().strip() == f"node node-b: {why}"
+    assert f"error: node-a: node node-b: {why}" in out, out[-4000:]
+    order = [log.index(s) for s in (f"── carrying {tag}", "── every node holds", "── GPU check: does torch",
+                                    "── GPU check on node node-b", f"[node-b] cardtime GPU check REFUSED: {why}",
+                                    "GPU check REFUSED on node(s) node-b")]
+    assert order == sorted(order), order
+    assert not list((tmp_path / "remote" / "runs").glob("*/manifest.json"))  # no stage ran
+    assert (job / "exit").read_text().strip() == "2"
