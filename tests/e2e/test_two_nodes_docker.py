@@ -129,21 +129,28 @@ def stand_in(cluster) -> str:
     return image_id(cluster, "node-a", STAND_IN)
 
 
-def make_remote(cluster, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    """`make remote HOSTS=node-a,node-b` from the laptop (a fresh repository of this tree's files), RUNTIME=docker,
+@pytest.fixture(scope="module")
+def laptop(tmp_path_factory) -> Path:
+    """The laptop: a fresh repository of this tree's files, one commit (both tests run make remote from it)."""
+    return make_repo(tmp_path_factory.mktemp("laptop"))
+
+
+def make_remote(cluster, laptop: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`make remote HOSTS=node-a,node-b` from the laptop, RUNTIME=docker,
     a remote folder both nodes see (they share this machine's disk), node-a reaching node-b with the cluster's keys."""
     return provisioning("remote", "--host", "", "--hosts", "node-a,node-b", "--ssh-config", str(cluster.ssh_config),
                         "--node-ssh-config", str(cluster.ssh_config), "--runtime", "docker",
                         "--remote-dir", str(tmp_path / "remote"), "--runs-dir", str(tmp_path / "fetched"),
-                        "--detach", "setsid", "--stages", "topology", *extra, cwd=tmp_path / "laptop")
+                        "--detach", "setsid", "--stages", "topology", *extra, cwd=laptop)
 
 
-def the_job(tmp_path: Path) -> Path:
-    (job,) = [p.parent for p in (tmp_path / "remote" / "jobs").glob("*/job.json")]
-    return job
+def the_job(tmp_path: Path, said: str) -> Path:
+    jobs = [p.parent for p in (tmp_path / "remote" / "jobs").glob("*/job.json")]
+    assert len(jobs) == 1, said[-4000:]
+    return jobs[0]
 
 
-def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(cluster, stand_in, tmp_path):
+def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(cluster, stand_in, laptop, tmp_path):
     tag = "cardtime-test:two-nodes"
     cluster.docker("node-a", "tag", STAND_IN, tag)
     other = tmp_path / "other.tar"  # node-b's image under the same tag: one file, another ID
@@ -151,15 +158,14 @@ def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(
     cluster.docker("node-b", "import", str(other), tag)
     a_id, b_id = image_id(cluster, "node-a", tag), image_id(cluster, "node-b", tag)
     assert a_id == stand_in and b_id.startswith("sha256:") and b_id != a_id
-    make_repo(tmp_path / "laptop")
     started = time.monotonic()
-    done = make_remote(cluster, tmp_path, "--image", tag, "--profile", "gloo-cpu")
+    done = make_remote(cluster, laptop, tmp_path, "--image", tag, "--profile", "gloo-cpu")
     print(f"make remote IMAGE= refused in {time.monotonic() - started:.1f} s")
     out = done.stdout + done.stderr
     assert done.returncode == 2, out[-4000:]
     line = (f"node node-b: image {tag} is {b_id} there but {a_id} on node-a: the tag {tag} names another image "
             f"there (pushed again between the pulls?): pin one with IMAGE=<name>@sha256:<digest> and run again")
-    job = the_job(tmp_path)
+    job = the_job(tmp_path, out)
     assert (job / "refused").read_text().strip() == line
     assert f"error: node-a: {line}" in out, out[-4000:]  # the laptop shows the node and the fix
     log = (job / "log").read_text()
@@ -173,22 +179,21 @@ def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(
     assert image_id(cluster, "node-b", tag) == b_id  # refused, not overwritten
 
 
-def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(cluster, stand_in, tmp_path):
+def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(cluster, stand_in, laptop, tmp_path):
     from provisioning.remote_docker import image_tag
     from suite.cuda_lines import line_named
 
-    laptop = make_repo(tmp_path / "laptop")
     commit = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     tag = image_tag(commit, line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
     cluster.docker("node-a", "tag", STAND_IN, tag)
     assert image_id(cluster, "node-b", tag) == ""
     started = time.monotonic()
-    done = make_remote(cluster, tmp_path, "--profile", "nccl-gpu")
+    done = make_remote(cluster, laptop, tmp_path, "--profile", "nccl-gpu")
     print(f"make remote RUNTIME=docker (carry, GPU checks) in {time.monotonic() - started:.1f} s")
     out = done.stdout + done.stderr
     assert done.returncode == 2, out[-4000:]
-    job = the_job(tmp_path)
+    job = the_job(tmp_path, out)
     log = (job / "log").read_text()
     # Built once (found, here) on node-a, carried by save | ssh load, every node's engine holding the same ID.
     assert f"image {tag} already on the host" in log, log[-3000:]
