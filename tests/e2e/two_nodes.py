@@ -203,17 +203,11 @@ def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine, path_first:
 
 
 def _wait_engine(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            log = (cluster.folder / node / "dockerd.log").read_text()
-            raise RuntimeError(f"dockerd of {node} exited with {proc.returncode}: {log[-1500:]}")
+    def answers() -> tuple[bool, str]:
         done = cluster.docker(node, "version", "--format", "{{.Server.Version}}", timeout_s=30, check=False)
-        if done.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"dockerd of {node} did not answer within {timeout_s} s: {done.stderr[-500:]!r}")
-        time.sleep(0.3)
+        return done.returncode == 0, f"{done.stderr[-500:]!r}"
+
+    _wait_until(f"dockerd of {node}", proc, cluster.folder / node / "dockerd.log", answers, timeout_s)
 
 
 def _stop_engines(cluster: Cluster, procs: list[subprocess.Popen]) -> None:
@@ -245,17 +239,24 @@ def _unmount_tmpfs(path: Path) -> None:
 
 
 def _wait_ssh(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    def answers() -> tuple[bool, str]:
+        done = subprocess.run(cluster.ssh_argv(node, "hostname"), capture_output=True, text=True, timeout=30)
+        return done.returncode == 0 and done.stdout.strip() == node, f"{done.stdout.strip()} {done.stderr.strip()}"
+
+    _wait_until(f"sshd of {node}", proc, cluster.folder / node / "sshd.log", answers, timeout_s)
+
+
+def _wait_until(what: str, proc: subprocess.Popen, log: Path, answers, timeout_s: float) -> None:
+    """Until answers() says (True, …); an error with the log's tail if `proc` exits, with what it said on timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            log = (cluster.folder / node / "sshd.log").read_text()
-            raise RuntimeError(f"sshd of {node} exited with {proc.returncode}: {log[-1000:]}")
-        done = subprocess.run(cluster.ssh_argv(node, "hostname"), capture_output=True, text=True, timeout=30)
-        if done.returncode == 0 and done.stdout.strip() == node:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text()[-1500:]}")
+        ok, said = answers()
+        if ok:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"ssh {node} hostname did not answer {node!r} within {timeout_s} s: "
-                               f"{done.stdout.strip()} {done.stderr.strip()}")
+            raise RuntimeError(f"{what} did not answer within {timeout_s} s: {said}")
         time.sleep(0.2)
 
 
