@@ -1,4 +1,4 @@
-"""`make remote HOSTS=node-a,node-b RUNTIME=docker` (and IMAGE=) on a real two-node cluster with a Docker engine per node.
+"""`make remote HOSTS=node-a,node-b RUNTIME=docker` (and IMAGE=) on a real two-node cluster, a Docker engine per node.
 
 tests/e2e/two_nodes.py with docker=True: each network namespace runs its own dockerd (own data root, socket,
 hostname and /etc/hosts), and each node's sshd hands its sessions DOCKER_HOST for that node's engine, so `docker`
@@ -12,10 +12,10 @@ tools are stand-ins too: nvidia-smi listing one H100 on an R550 driver (prefligh
 nvidia-container-runtime-hook on dockerd's PATH, with which dockerd accepts `--gpus all` (the hook runs and gives
 the container nothing: there is no GPU here), and runc behind a stand-in runtime that drops the container's
 memlock limit (`--ulimit memlock=-1` of the GPU settings: root here lacks CAP_SYS_RESOURCE, so runc cannot raise
-it, where a GPU box's dockerd runs with LimitMEMLOCK=infinity). What runs for real: preflight of both nodes through their engines,
-the detached job's set-up on node-a (the image found, `docker save | ssh node-b docker load`, every node's image
-ID read from its own engine and compared), the GPU check's `docker run --gpus all` on each node's engine, the
-refusals as the laptop shows them.
+it, where a GPU box's dockerd runs with LimitMEMLOCK=infinity). What runs for real: preflight of both nodes
+through their engines, the detached job's set-up on node-a (the image found, `docker save | ssh node-b docker
+load`, every node's image ID read from its own engine and compared), the GPU check's `docker run --gpus all` on
+each node's engine, the refusals as the laptop shows them.
 
   1. IMAGE= naming a tag that node-b's engine holds as another image (no registry answers, so the pulls fail and
      each node keeps its copy): refused before any stage, naming node-b, the two IDs and the fix.
@@ -23,9 +23,11 @@ refusals as the laptop shows them.
      previous `make remote` leaves it) carried to node-b, the IDs equal; then the GPU check in the image on both
      nodes: node-a's passes, node-b's refuses, and the job ends before any stage naming node-b.
 
-Cost, 2 cores, quiet: the engines up in ~3 s; the base imported ~4 s; the carry of the ~120 MB image ~8 s; each
-`make remote` 10–20 s; teardown ~10 s. The suite's own CPU image (docker/cpu.Dockerfile, 1.9 GB) costs ~50 s to
-load into one engine and ~95 s to carry to the other (measured here, December 2026): too much for `make test`.
+Cost on this 2-core machine under load ~5 (other sessions): the engines up in 2–4 s (on a tmpfs of their own),
+the base imported in 2–6 s, the refused `make remote` 13–20 s, the carrying one 23–41 s, teardown ~1.5 s: the file
+52 s in all. The suite's own CPU image (docker/cpu.Dockerfile, 1.9 GB) costs ~50 s to load into one engine and
+~60–95 s to carry to the other (measured here, December 2026): too much for `make test`;
+tests/e2e/two_nodes_docker_run.py runs it across both engines by hand.
 """
 
 from __future__ import annotations
@@ -39,16 +41,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
+from tests.e2e.test_remote_setup import FAKE_NVIDIA_SMI  # one H100 on an R550 driver, as the preflight probe sees it
 from tests.e2e.two_nodes import docker_missing, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "docker", "debian-base"), pytest.mark.timeout(600)]
 
 BASE = "cardtime-base:bookworm"
 STAND_IN = "cardtime-test:stand-in"
-
-FAKE_NVIDIA_SMI = (WORKTREE / "tests" / "e2e" / "test_remote_setup.py").read_text().split('FAKE_NVIDIA_SMI = r"""')[1] \
-    .split('"""')[0]
-"""test_remote_setup.py's stand-in: one H100 on an R550 driver, as nvidia-smi answers the preflight probe."""
 
 FAKE_HOOK = """#!/bin/sh
 # Stand-in for the NVIDIA container toolkit's OCI hook: dockerd accepts --gpus when it finds this on its PATH;
