@@ -42,7 +42,7 @@ import pytest
 
 from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
 from tests.e2e.test_remote_setup import FAKE_NVIDIA_SMI  # one H100 on an R550 driver, as the preflight probe sees it
-from tests.e2e.two_nodes import docker_missing, netns_missing, two_node_cluster
+from tests.e2e.two_nodes import _alive, cgroup_parent, docker_missing, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "docker", "debian-base"), pytest.mark.timeout(600)]
 
@@ -100,7 +100,14 @@ def cluster(tmp_path_factory):
         print(f"\ncluster with two engines up in {time.monotonic() - started:.1f} s")
         base_on(made, "node-a")
         yield made
+        engines = list(made.engines.values())
     print(f"cluster down {time.monotonic() - started:.1f} s after it started")
+    # Nothing the cluster started or made is left: the engines, their folders, their cgroups, the namespaces.
+    assert len(engines) == 2 and not [e.pid for e in engines if _alive(e.pid)]
+    assert not [e for e in engines if e.data_root.exists() or e.socket.exists()]
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{cgroup_parent(made.namespaces['node-a'])}"))
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [ns for ns in made.namespaces.values() if ns in listed.split()]
 
 
 def base_on(cluster, node: str) -> None:

@@ -181,10 +181,15 @@ def _start_sshd(folder: Path, ns: str, node: str) -> subprocess.Popen:
                             stderr=open(folder / node / "sshd.log", "w"))
 
 
+def cgroup_parent(ns: str) -> str:
+    return f"cardtime-{ns}"
+
+
 def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine, path_first: Path | None,
                    extra_args: tuple[str, ...]) -> subprocess.Popen:
     """dockerd inside `ns` with the node's hostname and /etc/hosts (a `--network host` container copies both).
-    nsenter, not `ip netns exec`: that one remounts /sys, and dockerd needs the cgroup hierarchy under it.
+    nsenter, not `ip netns exec`: that one remounts /sys, and dockerd then stops at "failed to start daemon:
+    Devices cgroup isn't mounted" (seen here). Its containers' cgroups go under cardtime-<ns> (removed after).
     nsenter, unshare (no --fork) and exec keep one PID: the Popen's is dockerd's (its containerd its child).
     path_first on its PATH too: a stand-in nvidia-container-runtime-hook there makes dockerd accept `--gpus`."""
     for path in (engine.data_root, engine.exec_root):
@@ -192,7 +197,7 @@ def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine, path_first:
     dockerd = ["dockerd", "--data-root", str(engine.data_root), "--exec-root", str(engine.exec_root),
                "--pidfile", str(engine.exec_root / "dockerd.pid"), "--host", engine.host,
                "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
-               "--cgroup-parent", f"/cardtime-{ns}", "--log-level", "warn", *extra_args]
+               "--cgroup-parent", f"/{cgroup_parent(ns)}", "--log-level", "warn", *extra_args]
     inner = (f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
              f"exec {shlex.join(dockerd)}")
     return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "--mount", "--propagation",
@@ -216,6 +221,16 @@ def _stop_engines(cluster: Cluster, procs: list[subprocess.Popen]) -> None:
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+
+
+def _remove_cgroups(parent: str) -> None:
+    """The engine's cgroup parent in every hierarchy (cgroup v1: one per controller; v2: one), deepest first:
+    dockerd removes its containers' cgroups, not the parent it made for them."""
+    root = Path("/sys/fs/cgroup")
+    for top in [*root.glob(parent), *root.glob(f"*/{parent}")]:
+        for folder in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)) + [top]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _mount_tmpfs(path: Path) -> None:
@@ -338,3 +353,5 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         if docker:
             _unmount_tmpfs(engines_root)
+            for ns in namespaces.values():
+                _remove_cgroups(cgroup_parent(ns))
