@@ -14,7 +14,8 @@ that lacks the image or holds another one ends the set-up with exit 2 and one li
 On GPU profiles the GPU check (provisioning/cuda_check.py) then runs in the image on every node, as RUNTIME=host
 checks every node's venv: the first node's own (refused as one host's), then each other node's over ssh, all at
 once (`nodes_gpu_check_lines`); a node whose torch does not see its GPUs ends the set-up with exit 2 and
-"node <name>: <why>" in jobs/<id>/refused.
+"node <name>: <why>" in jobs/<id>/refused. Last, the image must hold an ssh client (`ssh_client_lines`): the
+suite in it reaches the other nodes through it.
 
 The run itself: the suite in the image on the first node (`first_node_run_argv`), which reaches the other nodes
 over ssh with the host's keys (~/.ssh mounted) and runs each node's command in the same image with the same
@@ -125,6 +126,27 @@ def same_image_setup(image: str, first: str, nodes: list[Node], ssh_config: str,
     return (carry_lines(image, nodes, ssh_config, pulled=pulled)
             + read_ids_lines(image, first, nodes, ssh_config, job_dir)
             + compare_lines(image, first, nodes, job_dir, pulled=pulled))
+
+
+NO_SSH = "cardtime-no-ssh-client"
+
+
+def ssh_client_lines(image: str, first: str, job_dir: str) -> str:
+    """The set-up's check that the image has an ssh client: the suite in it starts every other node's commands
+    over ssh, and without one each multi-node stage would fail in turn after the run started. Refused (exit 2, the
+    line in <job_dir>/refused) only when the image answers that it has none; a container that does not start at
+    all is left to the run, which says why."""
+    q = quote
+    probe = join(["docker", "run", "--rm", "--network=host", "--entrypoint", "sh", image, "-c",
+                  f"command -v ssh || echo {NO_SSH}"])
+    line = (f"node {first}: image {image} has no ssh client, which the suite in it needs to start the other nodes' "
+            "commands: install openssh-client in the image (the project's Dockerfile does), or use RUNTIME=host")
+    return (f"echo {q(f'── an ssh client in {image} (the suite in it reaches the other nodes)')}\n"
+            f"said=$({probe} 2>&1 < /dev/null) || :\n"
+            f'case "$said" in *{NO_SSH}*)\n'
+            f"  line={q(line)}\n"
+            f'  echo "REFUSED: $line"; echo "$line" > {q(f"{job_dir}/{REFUSED_FILE}")}; exit 2 ;;\n'
+            "esac\n")
 
 
 def nodes_gpu_check_lines(checks: list[tuple[Node, list[str]]], ssh_config: str, job_dir: str) -> str:

@@ -351,7 +351,8 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
                      args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
     """RUNTIME=docker / IMAGE=: the code travels in the image (cluster_image.py); (the job's folder, the set-up
     making the image on the first node, carrying or pulling it to the others and checking every node's image ID,
-    then the GPU check on every node, the suite's `docker run` on the first node, its environment)."""
+    then the GPU check on every node and the image's ssh client, the suite's `docker run` on the first node, its
+    environment)."""
     from .remote_docker import image_setup
 
     first = probed[0]
@@ -371,6 +372,7 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
                                                  driver=p.facts.driver, user=user)) for p in probed]
         setup += cuda_check.job_step(checks[0][1], job_dir)
         setup += cluster_image.nodes_gpu_check_lines(checks[1:], settings.ssh_config, job_dir)
+    setup += cluster_image.ssh_client_lines(image, first.node.name, job_dir)
     remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
     argv = cluster_image.first_node_run_argv(image, args, job_id=posixpath.basename(job_dir), runs_dir=f"{base}/runs",
                                              job_dir=job_dir, home=first.facts.home, ssh_config=settings.ssh_config,

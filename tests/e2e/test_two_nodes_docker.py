@@ -22,6 +22,8 @@ each node's engine, the refusals as the laptop shows them.
   2. RUNTIME=docker on a GPU profile: the image built on node-a (placed there under cardtime:<commit>-cu126, as a
      previous `make remote` leaves it) carried to node-b, the IDs equal; then the GPU check in the image on both
      nodes: node-a's passes, node-b's refuses, and the job ends before any stage naming node-b.
+  3. RUNTIME=docker on the CPU profile, both nodes holding the image already: nothing carried; the image (a Debian
+     minbase) has no ssh client, which the suite in it needs to reach node-b: refused before the run.
 
 Cost on this 2-core machine under load ~5 (other sessions): the engines up in 2–4 s (on a tmpfs of their own),
 the base imported in 2–6 s, the refused `make remote` 13–20 s, the carrying one 23–41 s, teardown ~1.5 s: the file
@@ -219,3 +221,36 @@ def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(clus
     assert order == sorted(order), order
     assert not list((tmp_path / "remote" / "runs").glob("*/manifest.json"))  # no stage ran
     assert (job / "exit").read_text().strip() == "2"
+
+
+def test_a_node_holding_the_image_already_is_not_carried_to_and_an_image_without_ssh_is_refused(cluster, stand_in,
+                                                                                                 laptop, tmp_path):
+    """gloo-cpu, RUNTIME=docker, both engines holding the stand-in under cardtime:<commit> (node-b from the carry
+    above, or loaded here): nothing is carried; then the stand-in, a Debian minbase, has no ssh client, which the
+    suite in it needs to start node-b's commands: refused before the run (else every multi-node stage failed)."""
+    from provisioning.remote_docker import image_tag
+
+    commit = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tag = image_tag(commit)
+    if image_id(cluster, "node-b", stand_in) != stand_in:
+        subprocess.run(["sh", "-c", f"docker save {STAND_IN} | DOCKER_HOST={cluster.engines['node-b'].host} "
+                                    "docker load"], env={**os.environ, "DOCKER_HOST": cluster.engines["node-a"].host},
+                       check=True, capture_output=True, timeout=300)
+    for node in ("node-a", "node-b"):
+        cluster.docker(node, "tag", stand_in, tag)
+    started = time.monotonic()
+    done = make_remote(cluster, laptop, tmp_path, "--profile", "gloo-cpu")
+    print(f"make remote RUNTIME=docker (held already, no ssh) in {time.monotonic() - started:.1f} s")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-4000:]
+    job = the_job(tmp_path, out)
+    log = (job / "log").read_text()
+    assert f"── node node-b holds {tag} already" in log and "── carrying" not in log, log[-3000:]
+    assert f"── every node holds {tag} as {stand_in}" in log
+    line = (f"node node-a: image {tag} has no ssh client, which the suite in it needs to start the other nodes' "
+            "commands: install openssh-client in the image (the project's Dockerfile does), or use RUNTIME=host")
+    assert (job / "refused").read_text().strip() == line
+    assert f"error: node-a: {line}" in out, out[-4000:]
+    assert "── GPU check" not in log and "── set-up done" not in log  # a CPU profile; and no run started
+    assert not list((tmp_path / "remote" / "runs").glob("*/manifest.json"))

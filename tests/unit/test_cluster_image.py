@@ -279,3 +279,47 @@ def test_a_check_that_could_not_run_is_refused_with_its_exit_code_and_the_first_
     assert refused == ("node gpu-b: the GPU check itself failed there (exit 125): see the [gpu-b] lines of the "
                        "job's log\n")
     assert out.splitlines()[-1] == "GPU check REFUSED on node(s) gpu-b gpu-c: see the [node] lines above"
+
+
+# The image's ssh client: ssh_client_lines run by sh, `docker` a stand-in that answers as the image would.
+STAND_IN_DOCKER = """#!/bin/sh
+printf '%s\\n' "$@" > "$ANSWERS/docker.argv"
+cat "$ANSWERS/docker.out"; exit "$(cat "$ANSWERS/docker.rc")"
+"""
+
+
+def ssh_client_check(tmp_path, rc: int, said: str):
+    """(exit code, stdout, refused file or None, the docker argv) of ssh_client_lines with that docker answer."""
+    from provisioning.cluster_image import ssh_client_lines
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(STAND_IN_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    (tmp_path / "docker.rc").write_text(str(rc))
+    (tmp_path / "docker.out").write_text(said)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ANSWERS": str(tmp_path)}
+    done = subprocess.run(["sh", "-c", ssh_client_lines(IMAGE, "gpu-a", str(tmp_path))], capture_output=True,
+                          text=True, timeout=30, env=env)
+    refused = tmp_path / "refused"
+    argv = (tmp_path / "docker.argv").read_text().splitlines()
+    return done.returncode, done.stdout, refused.read_text() if refused.exists() else None, argv
+
+
+def test_an_image_without_an_ssh_client_is_refused_before_the_run(tmp_path):
+    """The rehearsal's CPU image (docker/cpu.Dockerfile) has no ssh: run across nodes, the suite in it could start
+    no other node's command, and every multi-node stage failed in turn (seen on the two-namespace cluster)."""
+    code, out, refused, argv = ssh_client_check(tmp_path, 0, "cardtime-no-ssh-client\n")
+    line = (f"node gpu-a: image {IMAGE} has no ssh client, which the suite in it needs to start the other nodes' "
+            "commands: install openssh-client in the image (the project's Dockerfile does), or use RUNTIME=host")
+    assert code == 2 and refused == line + "\n" and out.splitlines()[-1] == f"REFUSED: {line}"
+    assert argv == ["run", "--rm", "--network=host", "--entrypoint", "sh", IMAGE, "-c",
+                    "command -v ssh || echo cardtime-no-ssh-client"]
+
+
+def test_an_image_with_ssh_or_one_that_does_not_start_goes_on_to_the_run(tmp_path):
+    """Only an image that answers "none" is refused: one that does not start is left to the run, which says why."""
+    for i, (rc, said) in enumerate([(0, "/usr/bin/ssh\n"), (125, "docker: Error response from daemon: ...\n")]):
+        (tmp_path / str(i)).mkdir()
+        code, _, refused, argv = ssh_client_check(tmp_path / str(i), rc, said)
+        assert (code, refused) == (0, None) and argv[:2] == ["run", "--rm"], (rc, said)
