@@ -26,8 +26,8 @@ each node's engine, the refusals as the laptop shows them.
      minbase) has no ssh client, which the suite in it needs to reach node-b: refused before the run.
 
 Cost on this 2-core machine under load ~5 (other sessions): the engines up in 2–4 s (on a tmpfs of their own),
-the base imported in 2–6 s, the refused `make remote` 13–20 s, the carrying one 23–41 s, teardown ~1.5 s: the file
-52 s in all. The suite's own CPU image (docker/cpu.Dockerfile, 1.9 GB) costs ~50 s to load into one engine and
+the base imported in 2–6 s, the three `make remote` 11–14 s (IMAGE=), 17–25 s (the carry, the GPU checks) and
+13–18 s (held already), teardown ~1.5 s: the file 50–67 s in all (load 3.5–5). The suite's own CPU image (docker/cpu.Dockerfile, 1.9 GB) costs ~50 s to load into one engine and
 ~60–95 s to carry to the other (measured here, December 2026): too much for `make test`;
 tests/e2e/two_nodes_docker_run.py runs it across both engines by hand.
 """
@@ -152,10 +152,22 @@ def make_remote(cluster, laptop: Path, tmp_path: Path, *extra: str) -> subproces
                         "--detach", "setsid", "--stages", "topology", *extra, cwd=laptop)
 
 
-def the_job(tmp_path: Path, said: str) -> Path:
+def refused_make_remote(cluster, laptop: Path, tmp_path: Path, what: str, *extra: str) -> tuple[str, Path, str]:
+    """make_remote that must end refused (exit 2) after starting its job: (what the laptop said, the job's folder,
+    the job's log)."""
+    started = time.monotonic()
+    done = make_remote(cluster, laptop, tmp_path, *extra)
+    print(f"make remote {what} in {time.monotonic() - started:.1f} s")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-4000:]
     jobs = [p.parent for p in (tmp_path / "remote" / "jobs").glob("*/job.json")]
-    assert len(jobs) == 1, said[-4000:]
-    return jobs[0]
+    assert len(jobs) == 1, out[-4000:]
+    return out, jobs[0], (jobs[0] / "log").read_text()
+
+
+def laptop_commit(laptop: Path) -> str:
+    return subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(cluster, stand_in, laptop, tmp_path):
@@ -166,17 +178,12 @@ def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(
     cluster.docker("node-b", "import", str(other), tag)
     a_id, b_id = image_id(cluster, "node-a", tag), image_id(cluster, "node-b", tag)
     assert a_id == stand_in and b_id.startswith("sha256:") and b_id != a_id
-    started = time.monotonic()
-    done = make_remote(cluster, laptop, tmp_path, "--image", tag, "--profile", "gloo-cpu")
-    print(f"make remote IMAGE= refused in {time.monotonic() - started:.1f} s")
-    out = done.stdout + done.stderr
-    assert done.returncode == 2, out[-4000:]
+    out, job, log = refused_make_remote(cluster, laptop, tmp_path, "IMAGE= (refused)", "--image", tag,
+                                        "--profile", "gloo-cpu")
     line = (f"node node-b: image {tag} is {b_id} there but {a_id} on node-a: the tag {tag} names another image "
             f"there (pushed again between the pulls?): pin one with IMAGE=<name>@sha256:<digest> and run again")
-    job = the_job(tmp_path, out)
     assert (job / "refused").read_text().strip() == line
     assert f"error: node-a: {line}" in out, out[-4000:]  # the laptop shows the node and the fix
-    log = (job / "log").read_text()
     # Each engine was asked by its own node: the pulls failed there (no registry), each kept its copy.
     assert f"pull failed; using the copy of {tag} already on the host" in log
     assert "[node-b] " in log and f"── node node-b: docker pull {tag}" in log
@@ -191,18 +198,11 @@ def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(clus
     from provisioning.remote_docker import image_tag
     from suite.cuda_lines import line_named
 
-    commit = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    tag = image_tag(commit, line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
+    tag = image_tag(laptop_commit(laptop), line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
     cluster.docker("node-a", "tag", STAND_IN, tag)
     assert image_id(cluster, "node-b", tag) == ""
-    started = time.monotonic()
-    done = make_remote(cluster, laptop, tmp_path, "--profile", "nccl-gpu")
-    print(f"make remote RUNTIME=docker (carry, GPU checks) in {time.monotonic() - started:.1f} s")
-    out = done.stdout + done.stderr
-    assert done.returncode == 2, out[-4000:]
-    job = the_job(tmp_path, out)
-    log = (job / "log").read_text()
+    out, job, log = refused_make_remote(cluster, laptop, tmp_path, "RUNTIME=docker (carry, GPU checks)",
+                                        "--profile", "nccl-gpu")
     # Built once (found, here) on node-a, carried by save | ssh load, every node's engine holding the same ID.
     assert f"image {tag} already on the host" in log, log[-3000:]
     assert f"── carrying {tag} to node node-b (docker save | ssh docker load)" in log
@@ -230,22 +230,15 @@ def test_a_node_holding_the_image_already_is_not_carried_to_and_an_image_without
     suite in it needs to start node-b's commands: refused before the run (else every multi-node stage failed)."""
     from provisioning.remote_docker import image_tag
 
-    commit = subprocess.run(["git", "-C", str(laptop), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    tag = image_tag(commit)
+    tag = image_tag(laptop_commit(laptop))
     if image_id(cluster, "node-b", stand_in) != stand_in:
         subprocess.run(["sh", "-c", f"docker save {STAND_IN} | DOCKER_HOST={cluster.engines['node-b'].host} "
                                     "docker load"], env={**os.environ, "DOCKER_HOST": cluster.engines["node-a"].host},
                        check=True, capture_output=True, timeout=300)
     for node in ("node-a", "node-b"):
         cluster.docker(node, "tag", stand_in, tag)
-    started = time.monotonic()
-    done = make_remote(cluster, laptop, tmp_path, "--profile", "gloo-cpu")
-    print(f"make remote RUNTIME=docker (held already, no ssh) in {time.monotonic() - started:.1f} s")
-    out = done.stdout + done.stderr
-    assert done.returncode == 2, out[-4000:]
-    job = the_job(tmp_path, out)
-    log = (job / "log").read_text()
+    out, job, log = refused_make_remote(cluster, laptop, tmp_path, "RUNTIME=docker (held already, no ssh)",
+                                        "--profile", "gloo-cpu")
     assert f"── node node-b holds {tag} already" in log and "── carrying" not in log, log[-3000:]
     assert f"── every node holds {tag} as {stand_in}" in log
     line = (f"node node-a: image {tag} has no ssh client, which the suite in it needs to start the other nodes' "
