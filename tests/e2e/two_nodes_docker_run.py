@@ -13,9 +13,10 @@ The image: docker/cpu.Dockerfile as tests/e2e/test_docker_image.py builds it (ca
 default engine, started here if none answers), plus openssh-client, which the first node's suite needs to reach
 the others (the CUDA image, the one `make remote` builds, has it; the CPU image is the rehearsal's and has not),
 installed from Debian's mirror over the host's network; placed on node-a under cardtime:<commit>, as a previous
-`make remote` leaves it. Costs seen here (2 cores, load ~5, December 2026): the image 1.9 GB; `docker save` of it
-~30 s; loading it into node-a's engine ~45 s; the job's carry to node-b ~85 s; the stages ~45 s; the whole
-`make remote` ~170 s; too slow for `make test` (its two-node docker tests use a 120 MB image instead).
+`make remote` leaves it. Costs seen here (2 cores, load 3.5–5, December 2026, the engines on a tmpfs): the image
+1.9 GB; the default engine's build (cached) and the ssh layer 30–52 s; `docker save | docker load` into node-a's
+engine 48–65 s; the job's carry to node-b 58–62 s (85 s with the engines on disk); the stages 22–35 s; the whole
+`make remote` 109–123 s; 250 s in all: too slow for `make test` (its two-node docker tests use a 120 MB image).
 """
 
 from __future__ import annotations
