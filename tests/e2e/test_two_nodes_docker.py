@@ -43,13 +43,18 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
-from tests.e2e.test_remote_setup import FAKE_NVIDIA_SMI  # one H100 on an R550 driver, as the preflight probe sees it
 from tests.e2e.two_nodes import _alive, cgroup_parent, docker_missing, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "docker", "debian-base"), pytest.mark.timeout(600)]
 
 BASE = "cardtime-base:bookworm"
 STAND_IN = "cardtime-test:stand-in"
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# One H100 on an R550 driver, as nvidia-smi answers the preflight probe (provisioning/preflight.py's PROBE_SCRIPT).
+case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-00000000000b)" ;;
+  *driver_version*) echo "550.54.15" ;; esac
+"""
 
 FAKE_HOOK = """#!/bin/sh
 # Stand-in for the NVIDIA container toolkit's OCI hook: dockerd accepts --gpus when it finds this on its PATH;
