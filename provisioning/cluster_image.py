@@ -11,6 +11,12 @@ and every node's image ID (`docker image inspect --format {{.Id}}`) is compared 
 that lacks the image or holds another one ends the set-up with exit 2 and one line naming the node and the fix
 (in the job's log and in jobs/<id>/refused, which the laptop shows), before the GPU check and any stage.
 
+On GPU profiles the GPU check (provisioning/cuda_check.py) then runs in the image on every node, as RUNTIME=host
+checks every node's venv: the first node's own (refused as one host's), then each other node's over ssh, all at
+once (`nodes_gpu_check_lines`); a node whose torch does not see its GPUs ends the set-up with exit 2 and
+"node <name>: <why>" in jobs/<id>/refused. Last, the image must hold an ssh client (`ssh_client_lines`): the
+suite in it reaches the other nodes through it.
+
 The run itself: the suite in the image on the first node (`first_node_run_argv`), which reaches the other nodes
 over ssh with the host's keys (~/.ssh mounted) and runs each node's command in the same image with the same
 settings (`node_container_prefix`, handed down in CARDTIME_NODE_CONTAINER: suite/node_container.py).
@@ -27,6 +33,7 @@ from suite.node_container import NODE_CONTAINER_ENV
 from . import suite_container
 from .cluster import on_node
 from .cuda_check import REFUSED_FILE
+from .cuda_check_host import REFUSED
 from .shell import join, quote
 
 IDS_DIR = "image-ids"
@@ -119,6 +126,57 @@ def same_image_setup(image: str, first: str, nodes: list[Node], ssh_config: str,
     return (carry_lines(image, nodes, ssh_config, pulled=pulled)
             + read_ids_lines(image, first, nodes, ssh_config, job_dir)
             + compare_lines(image, first, nodes, job_dir, pulled=pulled))
+
+
+NO_SSH = "cardtime-no-ssh-client"
+
+
+def ssh_client_lines(image: str, first: str, job_dir: str) -> str:
+    """The set-up's check that the image has an ssh client: the suite in it starts every other node's commands
+    over ssh, and without one each multi-node stage would fail in turn after the run started. Refused (exit 2, the
+    line in <job_dir>/refused) only when the image answers that it has none; a container that does not start at
+    all is left to the run, which says why."""
+    q = quote
+    probe = join(["docker", "run", "--rm", "--network=host", "--entrypoint", "sh", image, "-c",
+                  f"command -v ssh || echo {NO_SSH}"])
+    line = (f"node {first}: image {image} has no ssh client, which the suite in it needs to start the other nodes' "
+            "commands: install openssh-client in the image (the project's Dockerfile does), or use RUNTIME=host")
+    return (f"echo {q(f'── an ssh client in {image} (the suite in it reaches the other nodes)')}\n"
+            f"said=$({probe} 2>&1 < /dev/null) || :\n"
+            f'case "$said" in *{NO_SSH}*)\n'
+            f"  line={q(line)}\n"
+            f'  echo "REFUSED: $line"; echo "$line" > {q(f"{job_dir}/{REFUSED_FILE}")}; exit 2 ;;\n'
+            "esac\n")
+
+
+def nodes_gpu_check_lines(checks: list[tuple[Node, list[str]]], ssh_config: str, job_dir: str) -> str:
+    """The set-up's lines after the first node's own GPU check: each other node's check (its `docker run` of the
+    image, cuda_check.image_argv with that node's GPU count and driver) over ssh, all at once, each one's output
+    kept in <job_dir>/cuda-check-<node>.out and shown prefixed with its name; any node refused ends the set-up
+    with exit 2, the first such node's line, named, in <job_dir>/refused."""
+    q, refused = quote, quote(f"{job_dir}/{REFUSED_FILE}")
+    lines = []
+    for i, (node, argv) in enumerate(checks):
+        out = q(f"{job_dir}/cuda-check-{node.name}.out")
+        lines.append(f"echo {q(f'── GPU check on node {node.name} (the image there, over ssh)')}")
+        lines.append(f"{on_node(node, argv, ssh_config)} > {out} 2>&1 < /dev/null &")
+        lines.append(f"check{i}=$!")
+    lines.append("failed=''")
+    for i, (node, _) in enumerate(checks):
+        out = q(f"{job_dir}/cuda-check-{node.name}.out")
+        unread = f"the GPU check itself failed there (exit $rc): see the [{node.name}] lines of the job's log"
+        lines += [f"if wait $check{i}; then rc=0; else rc=$?; fi",
+                  f"sed {q(f's/^/[{node.name}] /')} {out}",
+                  'if [ "$rc" -ne 0 ]; then',
+                  f"  line=$(sed -n {q('s/^' + REFUSED + '//p')} {out} | tail -n 1)",
+                  f'  [ -n "$line" ] || line="{unread}"',
+                  f'  [ -n "$failed" ] || echo "node {node.name}: $line" > {refused}',
+                  f'  failed="$failed {node.name}"',
+                  "fi"]
+    lines += ['if [ -n "$failed" ]; then',
+              '  echo "GPU check REFUSED on node(s)$failed: see the [node] lines above"; exit 2',
+              "fi"]
+    return "\n".join(lines) + "\n"
 
 
 def node_container_prefix(image: str, *, runs_dir: str, job_dir: str, gpus: bool, user: str | None) -> list[str]:

@@ -12,8 +12,9 @@
               other node's over ssh from the first (on shared storage they find the first node's ready);
               GPU profiles check torch sees every GPU on every node. RUNTIME=docker / IMAGE=: the image built
               (or pulled) on the first node, carried (or pulled) to the others, every node's image ID checked
-              equal (cluster_image.py); the suite runs in it on the first node, each other node's commands
-              in the same image (suite/node_container.py)
+              equal (cluster_image.py), then on GPU profiles the GPU check in the image on every node; the
+              suite runs in it on the first node, each other node's commands in the same image
+              (suite/node_container.py)
  4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
               re-attached as one host's run is; the job's key includes the node list
  5–7          one fetch of the first node's run directory (every node's raw output is under
@@ -358,7 +359,8 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
                      args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
     """RUNTIME=docker / IMAGE=: the code travels in the image (cluster_image.py); (the job's folder, the set-up
     making the image on the first node, carrying or pulling it to the others and checking every node's image ID,
-    then the GPU check, the suite's `docker run` on the first node, its environment)."""
+    then the GPU check on every node and the image's ssh client, the suite's `docker run` on the first node, its
+    environment)."""
     from .remote_docker import image_setup
 
     first = probed[0]
@@ -373,10 +375,12 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
     how = "has every node pull it" if opts.image else "carries it to " + ", ".join(n.name for n in others)
     steps.say(f"then it {how} and checks that every node holds the same image ID, before any stage")
     user = host_user(first.facts.uid, first.facts.gid)
-    if gpu:
-        check = cuda_check.image_argv(image, posixpath.basename(job_dir), gpus_seen=len(first.facts.gpus),
-                                      driver=first.facts.driver, user=user)
-        setup += cuda_check.job_step(check, job_dir)
+    if gpu:  # torch in the image must see every GPU on every node: the first node's check, then the others'
+        checks = [(p.node, cuda_check.image_argv(image, posixpath.basename(job_dir), gpus_seen=len(p.facts.gpus),
+                                                 driver=p.facts.driver, user=user)) for p in probed]
+        setup += cuda_check.job_step(checks[0][1], job_dir)
+        setup += cluster_image.nodes_gpu_check_lines(checks[1:], settings.ssh_config, job_dir)
+    setup += cluster_image.ssh_client_lines(image, first.node.name, job_dir)
     remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
     argv = cluster_image.first_node_run_argv(image, args, job_id=posixpath.basename(job_dir), runs_dir=f"{base}/runs",
                                              job_dir=job_dir, home=first.facts.home, ssh_config=settings.ssh_config,

@@ -206,3 +206,120 @@ def test_mpirun_starts_its_daemon_on_another_node_in_the_image():
     assert words(argv[7]) == ["exec", *prefix[:-1], "--name", "orted-1", "-w", "/runs", IMAGE, "sh", "-c",
                               "PATH=/usr/bin:$PATH ; export PATH ; orted -mca ess env"]
     assert main(["ssh", "gpu-b", "true"]) == 2  # no `--`: the usage line, never an ssh
+
+
+# The GPU check on every node (RUNTIME=docker): nodes_gpu_check_lines run by sh, each node's `ssh … docker run`
+# answered by a stand-in ssh on PATH that prints what that node's check printed and exits with its code.
+STAND_IN_SSH = """#!/bin/sh
+for word; do node=$command; command=$word; done   # the last two words: user@node, then its command line
+node=${node#*@}
+printf '%s\\n' "$command" > "$ANSWERS/$node.ran"
+cat "$ANSWERS/$node.out"; exit "$(cat "$ANSWERS/$node.rc")"
+"""
+
+
+def gpu_checks(tmp_path, answers: dict[str, tuple[int, str]]):
+    """(exit code, stdout, refused file or None, {node: the command its ssh ran}) of the other nodes' checks."""
+    from provisioning import cuda_check
+    from provisioning.cluster_image import nodes_gpu_check_lines
+
+    bin_dir, answer_dir = tmp_path / "bin", tmp_path / "answers"
+    bin_dir.mkdir()
+    answer_dir.mkdir()
+    (bin_dir / "ssh").write_text(STAND_IN_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    for node, (rc, out) in answers.items():
+        (answer_dir / f"{node}.rc").write_text(str(rc))
+        (answer_dir / f"{node}.out").write_text(out)
+    checks = [(B, cuda_check.image_argv(IMAGE, "j1", gpus_seen=8, driver="550.54.15")),
+              (C, cuda_check.image_argv(IMAGE, "j1", gpus_seen=4, driver="550.54.15"))]
+    script = nodes_gpu_check_lines(checks, "/etc/cluster_ssh", str(tmp_path))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ANSWERS": str(answer_dir)}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, env=env)
+    refused = tmp_path / "refused"
+    ran = {node: words((answer_dir / f"{node}.ran").read_text()) for node in answers
+           if (answer_dir / f"{node}.ran").exists()}
+    return done.returncode, done.stdout, refused.read_text() if refused.exists() else None, ran
+
+
+SEES = "torch 2.13.0 (CUDA 12.6) in the image {IMAGE} sees its {n} GPU(s)\n"
+
+
+def test_every_other_nodes_gpu_check_runs_in_the_image_there(tmp_path):
+    code, out, refused, ran = gpu_checks(tmp_path, {"gpu-b": (0, SEES.format(IMAGE=IMAGE, n=8)),
+                                                    "gpu-c": (0, SEES.format(IMAGE=IMAGE, n=4))})
+    assert (code, refused) == (0, None), out
+    assert f"[gpu-b] {SEES.format(IMAGE=IMAGE, n=8).strip()}" in out.splitlines()
+    assert f"[gpu-c] {SEES.format(IMAGE=IMAGE, n=4).strip()}" in out.splitlines()
+    assert len(ran) == 2
+    for node, gpus in (("gpu-b", "8"), ("gpu-c", "4")):  # each node's own GPU count, in the image, with --gpus all
+        argv = ran[node]
+        assert argv[:3] == ["docker", "run", "--rm"] and argv[argv.index("--gpus") + 1] == "all"
+        assert argv[argv.index(IMAGE) + 1:argv.index(IMAGE) + 3] == ["python", "-c"]
+        assert argv[argv.index("--gpus", argv.index(IMAGE)) + 1] == gpus
+
+
+def test_a_node_whose_torch_misses_its_gpus_is_refused_naming_it(tmp_path):
+    from provisioning.cuda_check_host import REFUSED
+
+    why = "torch in the image cardtime:x sees 0 GPU(s) where nvidia-smi lists 4: give the container every GPU"
+    code, out, refused, _ = gpu_checks(tmp_path, {"gpu-b": (0, SEES.format(IMAGE=IMAGE, n=8)),
+                                                  "gpu-c": (2, f"some import noise\n{REFUSED}{why}\n")})
+    assert code == 2 and refused == f"node gpu-c: {why}\n"
+    assert out.splitlines()[-1] == "GPU check REFUSED on node(s) gpu-c: see the [node] lines above"
+    assert f"[gpu-c] {REFUSED}{why}" in out.splitlines()
+
+
+def test_a_check_that_could_not_run_is_refused_with_its_exit_code_and_the_first_failing_node(tmp_path):
+    """`docker run --gpus all` on an engine without the NVIDIA toolkit exits 125 before the check prints a line."""
+    said = ("docker: Error response from daemon: could not select device driver \"\" with capabilities: "
+            "[[gpu]].\n")
+    code, out, refused, _ = gpu_checks(tmp_path, {"gpu-b": (125, said), "gpu-c": (2, "")})
+    assert code == 2
+    assert refused == ("node gpu-b: the GPU check itself failed there (exit 125): see the [gpu-b] lines of the "
+                       "job's log\n")
+    assert out.splitlines()[-1] == "GPU check REFUSED on node(s) gpu-b gpu-c: see the [node] lines above"
+
+
+# The image's ssh client: ssh_client_lines run by sh, `docker` a stand-in that answers as the image would.
+STAND_IN_DOCKER = """#!/bin/sh
+printf '%s\\n' "$@" > "$ANSWERS/docker.argv"
+cat "$ANSWERS/docker.out"; exit "$(cat "$ANSWERS/docker.rc")"
+"""
+
+
+def ssh_client_check(tmp_path, rc: int, said: str):
+    """(exit code, stdout, refused file or None, the docker argv) of ssh_client_lines with that docker answer."""
+    from provisioning.cluster_image import ssh_client_lines
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(STAND_IN_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    (tmp_path / "docker.rc").write_text(str(rc))
+    (tmp_path / "docker.out").write_text(said)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ANSWERS": str(tmp_path)}
+    done = subprocess.run(["sh", "-c", ssh_client_lines(IMAGE, "gpu-a", str(tmp_path))], capture_output=True,
+                          text=True, timeout=30, env=env)
+    refused = tmp_path / "refused"
+    argv = (tmp_path / "docker.argv").read_text().splitlines()
+    return done.returncode, done.stdout, refused.read_text() if refused.exists() else None, argv
+
+
+def test_an_image_without_an_ssh_client_is_refused_before_the_run(tmp_path):
+    """The rehearsal's CPU image (docker/cpu.Dockerfile) has no ssh: run across nodes, the suite in it could start
+    no other node's command, and every multi-node stage failed in turn (seen on the two-namespace cluster)."""
+    code, out, refused, argv = ssh_client_check(tmp_path, 0, "cardtime-no-ssh-client\n")
+    line = (f"node gpu-a: image {IMAGE} has no ssh client, which the suite in it needs to start the other nodes' "
+            "commands: install openssh-client in the image (the project's Dockerfile does), or use RUNTIME=host")
+    assert code == 2 and refused == line + "\n" and out.splitlines()[-1] == f"REFUSED: {line}"
+    assert argv == ["run", "--rm", "--network=host", "--entrypoint", "sh", IMAGE, "-c",
+                    "command -v ssh || echo cardtime-no-ssh-client"]
+
+
+def test_an_image_with_ssh_or_one_that_does_not_start_goes_on_to_the_run(tmp_path):
+    """Only an image that answers "none" is refused: one that does not start is left to the run, which says why."""
+    for i, (rc, said) in enumerate([(0, "/usr/bin/ssh\n"), (125, "docker: Error response from daemon: ...\n")]):
+        (tmp_path / str(i)).mkdir()
+        code, _, refused, argv = ssh_client_check(tmp_path / str(i), rc, said)
+        assert (code, refused) == (0, None) and argv[:2] == ["run", "--rm"], (rc, said)
