@@ -8,6 +8,7 @@ command with /bin/sh (or the SFTP server): the tests read that log to prove what
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
 WORKTREE = Path(__file__).resolve().parents[2]
+VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 AUDIT = """#!/bin/sh
@@ -125,6 +127,25 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, 
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
                 host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
+
+
+def host_venv_cache() -> Path:
+    """The host venvs the remote tests keep across sessions, as a real host keeps its venvs: a test links
+    <remote dir>/venvs to this folder. It holds only what the current installer (hostruntime.ENSURE_VENV)
+    made: a changed installer empties it, so the first remote test after the change runs the install for real."""
+    from provisioning import hostruntime
+
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    stamp = VENV_CACHE / ".installer-sha256"
+    installer = hashlib.sha256(hostruntime.ENSURE_VENV.encode()).hexdigest()
+    if not stamp.exists() or stamp.read_text().strip() != installer:
+        for entry in VENV_CACHE.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        stamp.write_text(installer + "\n")
+    return VENV_CACHE
 
 
 def make_repo(dest: Path) -> Path:
