@@ -183,10 +183,11 @@ def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, 
     timeout as a lost connection (which follow() retries), not after TCP's many minutes."""
     import threading
 
-    from provisioning import jobs
+    from provisioning import connection, jobs
     from provisioning.connection import ConnectionLost
 
     monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(connection, "WATCHDOG_GRACE_S", 1.0)  # the watchdog's grace after the timeout: 5 s by default
     base = far_remote.run(["mktemp", "-d"]).stdout.strip()
     assert jobs.status(far_remote, base).job is None
     far_remote.proxy.pause()

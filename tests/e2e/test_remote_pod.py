@@ -6,9 +6,10 @@ to only the tools the path needs), and Python 3.11 only under a conda-like prefi
 pid 1: sshd runs in its own PID namespace under a pid 1 whose environment is the image's, as on a
 pod, so the probe, and the host-side status, lock and listing programs, can find it only through
 /proc/1/environ. RUNTIME=host PROFILE=gloo-cpu
-STAGES=topology: one run. The host's venvs are the remote tests' cache (remote_loopback.host_venv_cache):
-the venv install runs for real where the cache lacks it (test_remote_loopback's first run fills it in a
-whole session); either way the job's set-up is handed the conda Python.
+STAGES=topology: one run. Where the remote tests' venv cache (remote_loopback.host_venv_cache, filled by
+test_remote_loopback, earlier in a whole session) holds this pyproject's venv, the pod's host reuses it;
+else the venv is installed for real in the pod's own folder (never into the cache: this venv's Python is a
+link under this test's temporary folder). Either way the job's set-up is handed the conda Python.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, host_venv_cache, make_repo, sshd_available, start_sshd  # noqa: E402
+
+from provisioning import hostruntime  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(2400),
               pytest.mark.skipif(not sshd_available() or not shutil.which("unshare"),
@@ -63,7 +66,9 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
     repo = make_repo(tmp_path / "laptop")
     remote_dir = tmp_path / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
-    (remote_dir / "venvs").symlink_to(host_venv_cache())  # the host keeps its venvs; so do the tests
+    cached = host_venv_cache() / f"{hostruntime.pyproject_key(repo, 'HEAD')}-py3.11"
+    if (cached / ".cardtime-ready").exists():  # the host keeps its venvs; so do the tests
+        (remote_dir / "venvs").symlink_to(cached.parent)
     try:
         from provisioning.connection import Remote
         from provisioning.hosts import parse_host
