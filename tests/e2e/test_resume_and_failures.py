@@ -97,7 +97,8 @@ def _cmdline_mentions(pid: int, text: str) -> bool:
 
 def test_crashing_and_hanging_stages_fail_alone(tmp_path):
     result = run_suite("run", "--stages", "topology,bandwidth,crossover,baseline", "--out", str(tmp_path),
-                       "--record-last", str(tmp_path / "LAST"), "--stage-timeout", "crossover=6",
+                       # 2 s: the injected hang starts at once in the stage's child (suite/runner.py inject)
+                       "--record-last", str(tmp_path / "LAST"), "--stage-timeout", "crossover=2",
                        env={"CARDTIME_INJECT": "bandwidth=crash,crossover=hang"})
     assert result.returncode == 1, result.stderr[-3000:]
     run = RunDir.load(Path((tmp_path / "LAST").read_text().strip()))
@@ -105,7 +106,7 @@ def test_crashing_and_hanging_stages_fail_alone(tmp_path):
     assert verdicts["bandwidth.run"].status == "fail"
     assert "injected crash in stage bandwidth" in verdicts["bandwidth.run"].reason
     assert verdicts["crossover.run"].status == "fail"
-    assert verdicts["crossover.run"].observed == "timed out after 6 s"
+    assert verdicts["crossover.run"].observed == "timed out after 2 s"
     later = [v for v in verdicts.values() if v.stage == "baseline"]
     assert later and all(v.status != "fail" for v in later), later
     assert run.manifest["stages"]["baseline"]["status"] == "complete"
