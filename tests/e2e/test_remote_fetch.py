@@ -103,7 +103,7 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     base = tmp_path / "host"
     base.mkdir()
     key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
-    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]
+    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done"]  # 3 s: the cut falls mid-job
     job_id = jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
     monkeypatch.setattr(follow_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
     out = io.StringIO()
@@ -112,7 +112,7 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     t = threading.Thread(target=lambda: result.update(
         st=follow_mod.follow([remote], reconnect, str(base), job_id, Steps(out).say, interval_s=0.5)))
     t.start()
-    time.sleep(2.5)
+    time.sleep(1.5)
     before = remote.conn.transport
     killed = session_pids(remote.server.proc.pid)
     for pid in killed:
