@@ -63,6 +63,7 @@ class Sshd:
     host_pub: str
     audit_log: Path
     proc: subprocess.Popen
+    in_pid_namespace: bool = False
 
     @property
     def host(self) -> str:
@@ -77,7 +78,13 @@ class Sshd:
         return self.audit_log.read_text() if self.audit_log.exists() else ""
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        if self.in_pid_namespace:
+            # unshare --fork ignores SIGTERM while it waits (SIGTERM would cost stop_process's 10 s): SIGKILL it,
+            # and --kill-child takes the namespace's pid 1, and every process in the namespace, with it.
+            self.proc.kill()
+            self.proc.wait()
+        else:
+            stop_process(self.proc)
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -126,7 +133,8 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, 
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(folder / "sshd.log", "w"))
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
-                host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
+                host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc,
+                in_pid_namespace=pid1_env is not None)
 
 
 def host_venv_cache() -> Path:
