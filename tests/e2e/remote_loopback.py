@@ -8,6 +8,7 @@ command with /bin/sh (or the SFTP server): the tests read that log to prove what
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
 WORKTREE = Path(__file__).resolve().parents[2]
+VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 AUDIT = """#!/bin/sh
@@ -61,6 +63,7 @@ class Sshd:
     host_pub: str
     audit_log: Path
     proc: subprocess.Popen
+    in_pid_namespace: bool = False
 
     @property
     def host(self) -> str:
@@ -75,7 +78,13 @@ class Sshd:
         return self.audit_log.read_text() if self.audit_log.exists() else ""
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        if self.in_pid_namespace:
+            # unshare --fork ignores SIGTERM while it waits (SIGTERM would cost stop_process's 10 s): SIGKILL it,
+            # and --kill-child takes the namespace's pid 1, and every process in the namespace, with it.
+            self.proc.kill()
+            self.proc.wait()
+        else:
+            stop_process(self.proc)
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -124,7 +133,27 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, 
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(folder / "sshd.log", "w"))
     wait_port(port, proc, "sshd")
     return Sshd(port=port, folder=folder, client_key=folder / "client_key",
-                host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc)
+                host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc,
+                in_pid_namespace=pid1_env is not None)
+
+
+def host_venv_cache() -> Path:
+    """The host venvs the remote tests keep across sessions, as a real host keeps its venvs: a test links
+    <remote dir>/venvs to this folder. It holds only what the current installer (hostruntime.ENSURE_VENV)
+    made: a changed installer empties it, so the first remote test after the change runs the install for real."""
+    from provisioning import hostruntime
+
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    stamp = VENV_CACHE / ".installer-sha256"
+    installer = hashlib.sha256(hostruntime.ENSURE_VENV.encode()).hexdigest()
+    if not stamp.exists() or stamp.read_text().strip() != installer:
+        for entry in VENV_CACHE.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        stamp.write_text(installer + "\n")
+    return VENV_CACHE
 
 
 def make_repo(dest: Path) -> Path:

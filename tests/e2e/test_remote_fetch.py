@@ -103,7 +103,7 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     base = tmp_path / "host"
     base.mkdir()
     key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
-    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]
+    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done"]  # 3 s: the cut falls mid-job
     job_id = jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
     monkeypatch.setattr(follow_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
     out = io.StringIO()
@@ -112,7 +112,7 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     t = threading.Thread(target=lambda: result.update(
         st=follow_mod.follow([remote], reconnect, str(base), job_id, Steps(out).say, interval_s=0.5)))
     t.start()
-    time.sleep(2.5)
+    time.sleep(1.5)
     before = remote.conn.transport
     killed = session_pids(remote.server.proc.pid)
     for pid in killed:
@@ -183,10 +183,11 @@ def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, 
     timeout as a lost connection (which follow() retries), not after TCP's many minutes."""
     import threading
 
-    from provisioning import jobs
+    from provisioning import connection, jobs
     from provisioning.connection import ConnectionLost
 
     monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(connection, "WATCHDOG_GRACE_S", 1.0)  # the watchdog's grace after the timeout: 5 s by default
     base = far_remote.run(["mktemp", "-d"]).stdout.strip()
     assert jobs.status(far_remote, base).job is None
     far_remote.proxy.pause()

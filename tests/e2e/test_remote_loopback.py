@@ -13,8 +13,9 @@ keys and an audit ForceCommand that logs every command line and environment the 
      cloud credential ever reached the host;
   5. a third `make remote` re-attaches to the finished run and uploads nothing new.
 
-Cost: the host-side venv is installed once per pyproject.toml (kept in a cache folder across
-test sessions, as it is kept on a real host); then ~1–2 minutes on a 2-core machine.
+Cost: the host-side venv is installed once per pyproject.toml and installer (kept in a cache folder
+across test sessions, as it is kept on a real host: remote_loopback.host_venv_cache); then ~1–2 minutes
+on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -32,13 +33,20 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, fake_credentials, make_repo, sshd_available, start_moto, start_sshd  # noqa: E402
+from remote_loopback import (  # noqa: E402
+    clean_env,
+    fake_credentials,
+    host_venv_cache,
+    make_repo,
+    sshd_available,
+    start_moto,
+    start_sshd,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(3000), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
-VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))
 BUCKET = "cardtime-e2e"
 
 
@@ -69,8 +77,7 @@ def world(tmp_path_factory):
     moto = start_moto(VENV / "bin")
     remote_dir = base / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
-    VENV_CACHE.mkdir(parents=True, exist_ok=True)
-    (remote_dir / "venvs").symlink_to(VENV_CACHE)  # the host keeps its venvs across runs; so do the tests
+    (remote_dir / "venvs").symlink_to(host_venv_cache())  # the host keeps its venvs across runs; so do the tests
     yield {"base": base, "sshd": sshd, "moto": moto, "remote_dir": remote_dir, "repo": make_repo(base / "laptop")}
     kill_jobs(remote_dir)
     sshd.stop()

@@ -6,13 +6,17 @@ to only the tools the path needs), and Python 3.11 only under a conda-like prefi
 pid 1: sshd runs in its own PID namespace under a pid 1 whose environment is the image's, as on a
 pod, so the probe, and the host-side status, lock and listing programs, can find it only through
 /proc/1/environ. RUNTIME=host PROFILE=gloo-cpu
-STAGES=topology: one run, with the real venv install (torch from this machine's wheel folder).
+STAGES=topology: one run. Where the remote tests' venv cache (remote_loopback.host_venv_cache, filled by
+test_remote_loopback, earlier in a whole session) holds this pyproject's venv, the pod's host reuses it;
+else the venv is installed for real in the pod's own folder (never into the cache: this venv's Python is a
+link under this test's temporary folder). Either way the job's set-up is handed the conda Python.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,7 +25,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, make_repo, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import clean_env, host_venv_cache, make_repo, sshd_available, start_sshd  # noqa: E402
+
+from provisioning import hostruntime  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(2400),
               pytest.mark.skipif(not sshd_available() or not shutil.which("unshare"),
@@ -59,6 +65,10 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
     sshd = start_sshd(tmp_path / "sshd", path_only=session_bin, pid1_env=image_env)
     repo = make_repo(tmp_path / "laptop")
     remote_dir = tmp_path / "host" / "cardtime"
+    remote_dir.mkdir(parents=True)
+    cached = host_venv_cache() / f"{hostruntime.pyproject_key(repo, 'HEAD')}-py3.11"
+    if (cached / ".cardtime-ready").exists():  # the host keeps its venvs; so do the tests
+        (remote_dir / "venvs").symlink_to(cached.parent)
     try:
         from provisioning.connection import Remote
         from provisioning.hosts import parse_host
@@ -98,8 +108,16 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         assert manifest["git"]["commit"] == head  # no .git on the host: the commit comes with the job
         assert json.loads((local_run / "remote.json").read_text())["job"]["code_shipped_by"] == "archive"
-        venvs = list((remote_dir / "venvs").glob("*-py3.11"))
-        assert len(venvs) == 1 and (venvs[0] / ".cardtime-ready").exists()
-        assert os.path.realpath(venvs[0] / "bin" / "python") == str(PY311.resolve())
+        (setup,) = (remote_dir / "jobs").glob("*/setup.sh")  # hostruntime.setup_script: venv, code, python, …
+        venv, _code, python = shlex.split(next(line for line in setup.read_text().splitlines()
+                                               if line.startswith("set -- ")))[2:5]
+        assert python == f"{conda_bin}/python3.11", setup.read_text()  # the installer is handed the conda Python
+        assert Path(venv).parent == remote_dir / "venvs" and venv.endswith("-py3.11")
+        assert (Path(venv) / ".cardtime-ready").exists()
+        (job_log,) = (remote_dir / "jobs").glob("*/log")
+        if "creating the venv" in job_log.read_text():  # installed here (else reused, as a host reuses it)
+            assert os.path.realpath(Path(venv) / "bin" / "python") == str(PY311.resolve())
+        else:
+            assert f"venv {venv} reused" in job_log.read_text()
     finally:
         sshd.stop()  # the PID namespace ends with it: the job, if any is left, too

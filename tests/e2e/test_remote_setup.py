@@ -5,8 +5,9 @@ goes on on the host; the next `make remote` re-attaches to the same job, which f
 install, runs the stage and is fetched: nothing is installed (downloaded) twice.
 
 The installer is the one thing replaced: a stand-in for ENSURE_VENV (same arguments, same ready
-mark) that takes a few seconds, counts its downloads and makes a `python` running this checkout's
-venv, so the test needs no network and no second torch. Everything else is the real path:
+mark) that counts its downloads, "downloads" until the test releases it (a file the test creates once
+the laptop is dead and the next `make remote` has re-attached: no fixed sleep to outlast) and makes a
+`python` running this checkout's venv, so the test needs no network and no second torch. Everything else is the real path:
 shipping, the job, its set-up step, re-attach, follow, fetch, the report.
 """
 
@@ -30,16 +31,18 @@ pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(90
 ROOT = Path(__file__).resolve().parents[2]
 LAPTOP_PY = ROOT / ".venv" / "bin" / "python"
 
-# $1 venv, $2 code dir, as hostruntime.ENSURE_VENV. {downloads} counts installs that downloaded.
+# $1 venv, $2 code dir, as hostruntime.ENSURE_VENV. {downloads} counts installs that downloaded; the
+# download lasts until {release} exists (at most 5 minutes).
 FAKE_INSTALL = r"""
 set -e
 venv=$1 code=$2
 if [ -f "$venv/.cardtime-ready" ]; then
   echo "venv $venv reused"
 else
-  echo "fake install: downloading (8 s)"
+  echo "fake install: downloading (until released)"
   echo download >> {downloads}
-  sleep 8
+  n=0
+  while [ ! -e {release} ] && [ $n -lt 3000 ]; do sleep 0.1; n=$((n + 1)); done
   mkdir -p "$venv/bin"
   printf '#!/bin/sh\nexec %s "$@"\n' {python} > "$venv/bin/python"
   chmod +x "$venv/bin/python"
@@ -58,13 +61,14 @@ sys.exit(main(sys.argv[2:]))
 
 def remote_args(tmp_path: Path, sshd, profile: str) -> tuple[list[str], Path]:
     """`python -m provisioning remote` RUNTIME=host STAGES=topology against `sshd`, with the stand-in
-    installer (its downloads counted in tmp_path/downloads); returns the command and the remote folder."""
+    installer (its downloads counted in tmp_path/downloads, each done once tmp_path/release exists);
+    returns the command and the remote folder."""
     from provisioning.shell import quote
 
     remote_dir = tmp_path / "host" / "cardtime"
     installer = tmp_path / "install.sh"
     installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
-                         .replace("{python}", quote(LAPTOP_PY)))
+                         .replace("{release}", quote(tmp_path / "release")).replace("{python}", quote(LAPTOP_PY)))
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
     return ([str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
@@ -97,8 +101,20 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         os.kill(int((job_dir / "pid").read_text()), 0)  # the install (in the job) goes on
         assert not (job_dir / "exit").exists()
 
-        second = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-        out = second.stdout + second.stderr
+        log2 = tmp_path / "second.log"
+        with open(log2, "w") as out2:
+            second = subprocess.Popen(args, cwd=repo, env=env, stdout=out2, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and second.poll() is None and "re-attaching" not in log2.read_text():
+            time.sleep(0.1)
+        assert not (job_dir / "exit").exists()  # re-attached to the job still installing
+        (tmp_path / "release").touch()  # the download ends
+        try:
+            second.wait(timeout=600)
+        finally:
+            if second.poll() is None:
+                second.kill()
+        out = log2.read_text()
         assert "re-attaching" in out and job_dir.name in out, out
         assert len(list(remote_dir.glob("jobs/*/job.json"))) == 1, "a second job was started"
         run_dir = Path((job_dir / "LAST").read_text().strip())
@@ -145,6 +161,7 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
     try:
         repo = make_repo(tmp_path / "laptop")
         args, remote_dir = remote_args(tmp_path, sshd, "nccl-gpu")
+        (tmp_path / "release").touch()  # no laptop is cut off here: each install is over at once
         env = clean_env(PYTHONPATH=str(repo))
         runs = [subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300) for _ in range(2)]
     finally:

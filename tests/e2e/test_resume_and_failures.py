@@ -37,14 +37,15 @@ def stage_status(run_dir: Path, stage: str) -> str | None:
 def test_sigkill_midway_then_resume(tmp_path):
     last = tmp_path / "LAST"
     proc = subprocess.Popen(
-        [PYTHON, "-m", "suite", "run", "--stages", "topology,bandwidth,crossover", "--out", str(tmp_path),
+        [PYTHON, "-m", "suite", "run", "--stages", "topology,crossover,baseline", "--out", str(tmp_path),
          "--record-last", str(last)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         run_dir = Path(wait_for(lambda: last.exists() and last.read_text().strip(), 60, "the run to start"))
-        wait_for(lambda: stage_status(run_dir, "bandwidth") == "running", 120, "bandwidth to start")
-        # Let bandwidth's workers come up, then kill the runner as hard as a user's ^\ or an OOM killer would.
-        wait_for(lambda: list((run_dir / "raw" / "bandwidth").glob("*rank*.log")), 60, "bandwidth's workers")
+        # crossover: 4 ranks launched (its ring and tree over isend/irecv); baseline after it, not yet started
+        wait_for(lambda: stage_status(run_dir, "crossover") == "running", 120, "crossover to start")
+        # Let crossover's workers come up, then kill the runner as hard as a user's ^\ or an OOM killer would.
+        wait_for(lambda: list((run_dir / "raw" / "crossover").glob("*rank*.log")), 60, "crossover's workers")
         before_kill = pd.read_parquet(run_dir / "results.parquet")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -59,16 +60,17 @@ def test_sigkill_midway_then_resume(tmp_path):
     topo_rows = before_kill[before_kill["stage"] == "topology"].reset_index(drop=True)
     assert len(topo_rows) > 0
     assert stage_status(run_dir, "topology") == "complete"
-    assert stage_status(run_dir, "bandwidth") == "running"
+    assert stage_status(run_dir, "crossover") == "running"
 
     result = run_suite("run", "--resume", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "already complete: kept" in result.stderr
     run = RunDir.load(run_dir)
     assert {s: v["status"] for s, v in run.manifest["stages"].items()} == {
-        "topology": "complete", "bandwidth": "complete", "crossover": "complete"}
+        "topology": "complete", "crossover": "complete", "baseline": "complete"}
     assert run.manifest["stages"]["topology"]["attempt"] == 1
-    assert run.manifest["stages"]["bandwidth"]["attempt"] == 2
+    assert run.manifest["stages"]["crossover"]["attempt"] == 2
+    assert run.manifest["stages"]["baseline"]["attempt"] == 1
     after = pd.read_parquet(run_dir / "results.parquet")
     pd.testing.assert_frame_equal(after[after["stage"] == "topology"].reset_index(drop=True), topo_rows)
     key = ["stage", "case", "metric", "size_bytes", "placement", "source", "algo", "rank", "repeat", "world"]
@@ -97,7 +99,8 @@ def _cmdline_mentions(pid: int, text: str) -> bool:
 
 def test_crashing_and_hanging_stages_fail_alone(tmp_path):
     result = run_suite("run", "--stages", "topology,bandwidth,crossover,baseline", "--out", str(tmp_path),
-                       "--record-last", str(tmp_path / "LAST"), "--stage-timeout", "crossover=6",
+                       # 2 s: the injected hang starts at once in the stage's child (suite/runner.py inject)
+                       "--record-last", str(tmp_path / "LAST"), "--stage-timeout", "crossover=2",
                        env={"CARDTIME_INJECT": "bandwidth=crash,crossover=hang"})
     assert result.returncode == 1, result.stderr[-3000:]
     run = RunDir.load(Path((tmp_path / "LAST").read_text().strip()))
@@ -105,7 +108,7 @@ def test_crashing_and_hanging_stages_fail_alone(tmp_path):
     assert verdicts["bandwidth.run"].status == "fail"
     assert "injected crash in stage bandwidth" in verdicts["bandwidth.run"].reason
     assert verdicts["crossover.run"].status == "fail"
-    assert verdicts["crossover.run"].observed == "timed out after 6 s"
+    assert verdicts["crossover.run"].observed == "timed out after 2 s"
     later = [v for v in verdicts.values() if v.stage == "baseline"]
     assert later and all(v.status != "fail" for v in later), later
     assert run.manifest["stages"]["baseline"]["status"] == "complete"
