@@ -15,9 +15,11 @@ ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
 
 # DL3008: bookworm's point releases fix these versions; pinning them would only break the build.
+# openssh-client: across nodes (RUNTIME=docker HOSTS=a,b) the suite in this image starts the other nodes' commands
+# over ssh; provisioning/cluster_image.py refuses an image without it before the run.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates procps \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates procps openssh-client \
  && rm -rf /var/lib/apt/lists/*
 
 # Extra CAs (an inspecting proxy's) for pip's HTTPS; pip reads PIP_CERT, not the system store.
