@@ -158,3 +158,27 @@ def test_zero_memory_falls_and_judges_pass(zero_rows):
     verdicts = {v.id: v.status for v in zero_stage.judge(zero_rows, [], {"profile": GLOO_CPU.to_dict()})}
     assert all(verdicts[f"zero.golden.zero{z}"] == "pass" for z in range(4))
     assert isinstance(zero_rows[0], Row)
+
+
+@pytest.fixture(scope="module")
+def zero_below_world_rows(tmp_path_factory):
+    """ZeRO as a two-node run measures it (suite/config.py's zero_degrees: nproc, then whole nodes): here 4 ranks
+    standing for 2 nodes × 2, ZeRO 0–3 on ranks 0–1 (a sub-group and a DeviceMesh of part of the world), then on all 4."""
+    return launch(tmp_path_factory, "suite.workloads.zero_run", "--stages", "0,1,2,3", "--degrees", "2,4",
+                  "--record-nodes", "--mistakes", "no_sync")
+
+
+def test_zero_below_the_world_equals_single_process_adamw_at_every_degree(zero_below_world_rows):
+    rows = zero_below_world_rows
+    golden = {(r.zero, r.world): r.value for r in rows
+              if r.case == "params_after_training" and r.metric == "max_abs_error"}
+    assert set(golden) == {(z, d) for z in range(4) for d in (2, 4)}
+    assert all(v <= TOL for v in golden.values()), golden
+    caught = {(r.zero, r.world): r.value for r in rows if r.case == "mistake.no_sync.params_after_training"}
+    assert set(caught) == {(z, 4) for z in range(4)} and all(v > 10 * TOL for v in caught.values())
+    # Judged as the two-node profile it stands for: every degree's golden verdict under its id, and the node
+    # check, which sees all 4 ranks on one host, saying that degree 4 did not span the nodes its β assumed.
+    profile = dataclasses.replace(GLOO_CPU, nproc=2, degrees=(1, 2), nodes=("node-a", "node-b"))
+    verdicts = {v.id: v for v in zero_stage.judge(rows, [], {"profile": profile.to_dict()})}
+    assert all(verdicts[f"zero.golden.zero{z}{w}"].status == "pass" for z in range(4) for w in ("", ".world4"))
+    assert verdicts["zero.nodes"].status == "warn" and "4 ranks ran on other nodes" in verdicts["zero.nodes"].reason

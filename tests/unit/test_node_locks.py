@@ -84,20 +84,20 @@ def test_the_other_nodes_locks_are_kept_fresh_while_the_job_lives_and_no_longer(
     def age() -> float:
         return time.time() - lock.stat().st_mtime
 
-    def stays_old(seconds: float = 1.0) -> bool:
+    def stays_old(seconds: float = 0.7) -> bool:
         os.utime(lock, (old, old))
         time.sleep(seconds)
         return age() > hostlock.LOCK_STALE_S
 
-    proc, _ = job(["sleep", "1"])
-    time.sleep(0.6)
+    proc, _ = job(["sleep", "0.6"])
+    time.sleep(0.4)
     assert age() < 5  # beaten while the run goes on
     assert proc.wait(timeout=30) == 0
     assert stays_old(), "the heartbeat outlived the job"
     # A job killed outright (SIGKILL: no teardown runs) stops beating at its next beat.
     proc, job_dir = job(["sleep", "30"])
     try:
-        time.sleep(0.6)
+        time.sleep(0.4)
         assert age() < 5
         os.kill(int((job_dir / "pid").read_text()), signal.SIGKILL)
         proc.wait(timeout=10)  # reaped: a zombie would still answer kill -0
