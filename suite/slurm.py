@@ -33,6 +33,29 @@ def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv:
             "sh", "-c", _PER_NODE, raw_dir, *torchrun_argv]
 
 
+# srun runs this on each node: the GPU check (provisioning/cuda_check_host.py) naming the node it ran on.
+_CHECK_ON_NODE = 'exec "$@" --where "node ${SLURMD_NODENAME:-$(hostname)}\'s python ($1)"'
+
+
+def gpu_check_lines(checkout: str, python: str, gpus_per_node: int, in_container: bool) -> str:
+    """The batch script's lines before the run, on a GPU profile: on every node at once (one srun task each, in
+    the image with pyxis), torch must see the node's GPUS_PER_NODE GPUs, else the job ends with exit 2 before any
+    stage, the refusing node's line in its output (`cardtime GPU check REFUSED: …`), as make remote's set-up does."""
+    from .cuda_lines import LINES
+
+    check = ["python" if in_container else python, f"{checkout}/provisioning/cuda_check_host.py",
+             "--gpus", str(gpus_per_node), "--driver", ""]
+    for line in LINES:  # each CUDA line's oldest driver, for the refusal's advice
+        check += ["--min-driver", f"{line.major}={line.min_driver_text}"]
+    srun = ("srun --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks-per-node=1 --kill-on-bad-exit=0 --export=ALL "
+            f"${{{SRUN_ARGS_ENV}:-}} sh -c {shlex.quote(_CHECK_ON_NODE)} sh {shlex.join(check)}")
+    return ('echo "── GPU check on every node: does torch see its GPUs?"\n'
+            f"{srun} || status=2\n"
+            'if [ "$status" -ne 0 ]; then\n'
+            '  echo "cardtime: the GPU check REFUSED on a node (its line above): no stage ran"\n'
+            "fi\n")
+
+
 def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int, partition: str, account: str = "",
                   profile: str = "nccl-gpu", stages: str = "", out: str = "runs", time_limit: str = "",
                   container_image: str = "", job_name: str = JOB_NAME, gpus: bool = True,
@@ -66,7 +89,8 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
         + container
         + f"export PYTHONPATH={shlex.quote(checkout)}${{PYTHONPATH:+:$PYTHONPATH}}  # the checkout's code in every worker\n"
         + "status=0\n"
-        + f"{shlex.join(run)} --record-last {last} || status=$?\n"
+        + (gpu_check_lines(checkout, python, gpus_per_node, bool(container_image)) if gpus else "")
+        + f'[ "$status" -ne 0 ] || {shlex.join(run)} --record-last {last} || status=$?\n'
         + f'echo "$status" > {exit_file}\n'
         + 'exit "$status"\n'
     )

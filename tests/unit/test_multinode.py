@@ -147,16 +147,54 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
     assert "--container-image=nvcr.io/x:1" in text
     # The run's directory and exit status beside the job's output, named by its id (suite/slurm.py's job_files).
-    assert lines[-4:] == ["status=0", "/shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu --nproc 8 --out "
-                          '/shared/runs --stages topology,bandwidth --record-last /shared/runs"/slurm-${SLURM_JOB_ID}.last"'
-                          " || status=$?", 'echo "$status" > /shared/runs"/slurm-${SLURM_JOB_ID}.exit"', 'exit "$status"']
+    assert lines[-3:] == ['[ "$status" -ne 0 ] || /shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu '
+                          '--nproc 8 --out /shared/runs --stages topology,bandwidth --record-last '
+                          '/shared/runs"/slurm-${SLURM_JOB_ID}.last" || status=$?',
+                          'echo "$status" > /shared/runs"/slurm-${SLURM_JOB_ID}.exit"', 'exit "$status"']
+    # Before it, on a GPU profile, the GPU check on every node at once, in the image (pyxis: the image's python).
+    (check,) = [line for line in lines if line.startswith("srun ")]
+    assert "${CARDTIME_SRUN_ARGS:-} sh -c " in check and " python /shared/cardtime/provisioning/cuda_check_host.py " \
+        "--gpus 8 --driver '' --min-driver " in check and check.endswith("|| status=2")
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # bash parses it
     cpu = sbatch_script(checkout="/c", python="p", nodes=2, gpus_per_node=1, partition="debug", gpus=False)
     assert "--gpus-per-node" not in cpu and "--nproc 1" in cpu  # a cluster without GPU gres refuses the option
+    assert "cuda_check_host" not in cpu  # and a CPU profile checks no GPU
     with pytest.raises(ValueError, match="at least 1"):
         sbatch_script(checkout="/c", python="p", nodes=0, gpus_per_node=8, partition="gpu")
+
+
+def test_the_batch_scripts_gpu_check_ends_the_job_before_the_run_naming_the_node(tmp_path):
+    """The script run for real by bash up to the suite: a stand-in srun runs the check once per node (SLURMD_NODENAME
+    set), with this machine's CPU torch, which the check refuses: exit 2 in the exit file, no suite run started."""
+    from pathlib import Path
+
+    from suite.slurm import sbatch_script
+
+    repo = Path(__file__).resolve().parents[2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\n'
+                                  'for n in node-a node-b; do SLURMD_NODENAME=$n "$@" || rc=$?; done\nexit ${rc:-0}\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho node-a\n")
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    marker = tmp_path / "suite-ran"
+    text = sbatch_script(checkout=str(repo), python=sys.executable, nodes=2, gpus_per_node=8, partition="gpu",
+                         out=str(tmp_path / "runs"))
+    text = text.replace(f"{sys.executable} -m suite run", f"touch {marker}; true")  # the suite: a trace only
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "job.sbatch").write_text(text)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2",
+           "SLURM_JOB_NODELIST": "node-[a-b]"}
+    done = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not marker.exists(), done.stdout + done.stderr
+    assert (tmp_path / "runs" / "slurm-7.exit").read_text() == "2\n"
+    refusals = [line for line in done.stdout.splitlines() if line.startswith("cardtime GPU check REFUSED: ")]
+    assert len(refusals) == 2 and "in node node-a's python (" in refusals[0] and "is a CPU build" in refusals[0]
+    assert "in node node-b's python (" in refusals[1]
+    assert "the GPU check REFUSED on a node (its line above): no stage ran" in done.stdout
 
 
 def test_srun_launch_runs_each_node_in_its_own_raw_folder(tmp_path):
