@@ -105,7 +105,10 @@ def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path 
     exports = [a for key in sorted(env or {}) for a in ("-x", key)]
     if len(profile.nodes) > 1:
         return across_nodes(profile, mpirun, {**os.environ, **(env or {})}, Path(raw_dir or ".")), ""
-    return [mpirun, "-np", str(profile.nproc), "--bind-to", "none", *exports], ""
+    # Root (a container pod without Docker, a rented VM's root login) needs Open MPI's consent on the command line:
+    # the CUDA image sets OMPI_ALLOW_RUN_AS_ROOT, a host run (RUNTIME=host) has no such variable.
+    as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    return [mpirun, "-np", str(profile.nproc), "--bind-to", "none", *as_root, *exports], ""
 
 
 def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Path) -> list[str]:

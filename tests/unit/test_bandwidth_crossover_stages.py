@@ -3,6 +3,7 @@ driven by stand-in binaries that print real captured outputs (the GPU face's plu
 
 from __future__ import annotations
 
+import os
 import dataclasses
 import math
 import stat
@@ -158,7 +159,7 @@ def stand_in_mpirun(directory: Path) -> Path:
     the program prints already holds every rank's lines)."""
     path = directory / "mpirun"
     path.write_text(f"#!/bin/sh\necho \"$@\" > {directory}/mpirun.args\n"
-                    "while [ $# -gt 0 ]; do case \"$1\" in -np|--bind-to|-x) shift 2;; *) break;; esac; done\n"
+                    "while [ $# -gt 0 ]; do case \"$1\" in -np|--bind-to|-x) shift 2;; --allow-run-as-root) shift;; *) break;; esac; done\n"
                     "exec \"$@\"\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
@@ -180,7 +181,9 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     rows = _nccl_tests.sweep(FOUR, ctx, ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
                              algo="Ring", env={"NCCL_ALGO": "Ring"})
     # NVIDIA's multi-process form by default: mpirun -np 4, one GPU per process, NCCL_ALGO exported to every rank
-    assert (tools / "mpirun.args").read_text().split()[:6] == ["-np", "4", "--bind-to", "none", "-x", "NCCL_ALGO"]
+    as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []  # root: Open MPI's consent (see below)
+    assert (tools / "mpirun.args").read_text().split()[:6 + len(as_root)] == ["-np", "4", "--bind-to", "none",
+                                                                             *as_root, "-x", "NCCL_ALGO"]
     args = (bins / "all_reduce_perf.args").read_text().split("\n")
     assert args[0].split() == ["-b", "8", "-e", str(8 * 1024**3), "-f", "2", "-g", "1", "-w", "5", "-n", "20", "-c", "1"]
     assert args[1] == "NCCL_ALGO=Ring"
@@ -373,3 +376,16 @@ def test_one_rank_sweep_is_complete_without_sendrecv():
     assert bandwidth.judge_coverage(rows).status == "pass"  # one rank has no peer to send to
     rows = [row(case=c, world=4) for c in bandwidth.COLLECTIVES if c != "sendrecv"]
     assert bandwidth.judge_coverage(rows).status == "fail"
+
+
+def test_mpirun_on_one_box_as_root_asks_for_open_mpis_consent(tmp_path, monkeypatch):
+    """Open MPI refuses root ("mpirun has detected an attempt to run as root") unless told; a root login on a host
+    run (RUNTIME=host: a container pod, a VM) has no OMPI_ALLOW_RUN_AS_ROOT as the CUDA image has."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    stand_in_mpirun(tools)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    for uid, want in ((0, ["--allow-run-as-root"]), (1000, [])):
+        monkeypatch.setattr(_nccl_tests.os, "geteuid", lambda uid=uid: uid)
+        words, why = _nccl_tests.launcher(FOUR)
+        assert why == "" and words[1:] == ["-np", "4", "--bind-to", "none", *want]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pytest
 
 from suite.config import GLOO_CPU, NCCL_GPU, get_profile, profile_from_dict
@@ -96,7 +97,8 @@ def test_nccl_tests_within_a_node_is_the_single_node_form(tmp_path, monkeypatch)
         rows += _intra_node.relabel(_nccl_tests.sweep(node_profile(TWO), FakeContext(tmp_path / node), ["all_reduce"]),
                                     node)
         words = (tools / "mpirun.args").read_text().split()
-        assert words == ["-np", "8", "--bind-to", "none", str(bins / "all_reduce_perf"), "-b", "8", "-e",
+        as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        assert words == ["-np", "8", "--bind-to", "none", *as_root, str(bins / "all_reduce_perf"), "-b", "8", "-e",
                          str(8 << 30), "-f", "2", "-g", "1", "-w", "5", "-n", "20", "-c", "1"]
         assert not (tmp_path / node / "hostfile").exists()
         assert (tmp_path / node / "all_reduce_perf.out").read_text() == (
