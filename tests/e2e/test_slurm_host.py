@@ -149,7 +149,8 @@ def login_node_attach(shared: Path, job: str, env: dict[str, str]) -> subprocess
     on the login node runs it: the job followed there (already over) and its run reported where it lies."""
     code = next((shared / "code").iterdir())
     script = next((shared / "runs").glob("cardtime-*.sbatch")).read_text()  # the venv the job ran with
-    venv_python = next(line for line in script.splitlines() if " -m suite run " in line).split()[0]
+    venv_python = next(line for line in script.splitlines() if " -m suite run " in line).split(" -m suite run ")[0]
+    venv_python = venv_python.split()[-1]  # the run line may begin with the GPU check's guard
     assert venv_python.startswith(str(shared / "venvs") + "/")
     return subprocess.run([venv_python, "-m", "suite", "slurm", "--attach", job, "--out", str(shared / "runs")],
                           cwd=code, env={**clean_env(PYTHONPATH=str(code)), "SLURM_CONF": env["SLURM_CONF"]},
