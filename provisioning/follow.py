@@ -4,12 +4,34 @@ after a dropped connection (a status poll that times out counts as one)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from . import jobs
 from .connection import ConnectionLost, Remote, RemoteError
 
 RECONNECT_WAITS_S = (2, 4, 8, 16, 30, 30)  # ~1.5 min of retries before giving the terminal back
+T = TypeVar("T")
+
+
+def call_reconnecting(remote_ref: list[Remote], reconnect: Callable[[], Remote], call: Callable[[Remote], T], say,
+                      given_up: Callable[[ConnectionLost], ConnectionLost]) -> T:
+    """call(remote_ref[0]), retried on a fresh connection after a dropped one (RECONNECT_WAITS_S between tries);
+    remote_ref[0] is replaced on reconnect; given_up(the last loss) is raised once the waits are spent."""
+    for failures in range(len(RECONNECT_WAITS_S) + 1):
+        try:
+            return call(remote_ref[0])
+        except ConnectionLost as e:
+            if failures == len(RECONNECT_WAITS_S):
+                raise given_up(e) from e
+            wait = RECONNECT_WAITS_S[failures]
+            say(f"connection lost ({e.what}); reconnecting in {wait} s ({failures + 1}/{len(RECONNECT_WAITS_S)})")
+            time.sleep(wait)
+            remote_ref[0].close()
+            try:
+                remote_ref[0] = reconnect()
+            except RemoteError:
+                pass
+    raise AssertionError("unreachable")
 
 
 def follow(remote_ref: list[Remote], reconnect: Callable[[], Remote], base: str, job_id: str, say,
@@ -20,28 +42,20 @@ def follow(remote_ref: list[Remote], reconnect: Callable[[], Remote], base: str,
     offset = None  # first learn the log's size: on re-attach, show only its last few lines
     quiet_since = time.monotonic()
     last_heartbeat = 0.0
-    failures = 0
+
+    def read(remote: Remote) -> jobs.JobStatus:
+        nonlocal offset
+        if offset is None:
+            offset = max(0, jobs.status(remote, base, log_offset=1 << 62, job_id=job_id).log_size - 4000)
+        return jobs.status(remote, base, log_offset=offset, job_id=job_id)
+
+    def given_up(e: ConnectionLost) -> ConnectionLost:
+        return ConnectionLost(label, "connection lost while following the run; it goes on on the host",
+                              hint=f"rerun `make remote HOST={label} …` with the same settings to re-attach, "
+                              f"or `make remote-status HOST={label}`")
+
     while True:
-        try:
-            if offset is None:
-                offset = max(0, jobs.status(remote_ref[0], base, log_offset=1 << 62, job_id=job_id).log_size - 4000)
-            st = jobs.status(remote_ref[0], base, log_offset=offset, job_id=job_id)
-            failures = 0
-        except ConnectionLost as e:
-            if failures >= len(RECONNECT_WAITS_S):
-                raise ConnectionLost(label, "connection lost while following the run; it goes on on the host",
-                                     hint=f"rerun `make remote HOST={label} …` with the same settings to re-attach, "
-                                     f"or `make remote-status HOST={label}`") from e
-            wait = RECONNECT_WAITS_S[failures]
-            failures += 1
-            say(f"connection lost ({e.what}); reconnecting in {wait} s ({failures}/{len(RECONNECT_WAITS_S)})")
-            time.sleep(wait)
-            remote_ref[0].close()
-            try:
-                remote_ref[0] = reconnect()
-            except RemoteError:
-                pass
-            continue
+        st = call_reconnecting(remote_ref, reconnect, read, say, given_up)
         if st.job is None:
             raise RemoteError(label, f"job {job_id} is not on the host (its folder {base}/jobs/{job_id} is gone)")
         if st.log:

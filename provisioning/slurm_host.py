@@ -21,7 +21,6 @@ else a project or scratch file system): the nodes run the checkout and the venv 
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,7 +32,7 @@ from suite.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_comma
 from . import codesync, fetch, hostruntime, preflight
 from .connection import ConnectionLost, Remote, RemoteError
 from .finish import report_and_archive
-from .follow import RECONNECT_WAITS_S
+from .follow import call_reconnecting
 from .remote import (RemoteOptions, Steps, connect, connect_for_transfers, host_key_record, needs_gpu, resolve_base,
                      validate_stages)
 from .shell import join, quote
@@ -263,24 +262,13 @@ def follow_and_fetch(remote: Remote, opts: SlurmOptions, base: str, job: str, st
 
 def poll_over_ssh(ref: list[Remote], opts: SlurmOptions, base: str, job: str, offset: int, steps: Steps) -> JobPoll:
     """One status poll on the login node; a dropped connection retried on a fresh one (~1.5 min of waits)."""
-    for failures in range(len(RECONNECT_WAITS_S) + 1):
-        try:
-            r = ref[0].run(status_command(job, f"{base}/runs", offset, opts.slurm_conf), timeout=60,
-                           what=f"cannot read job {job}'s state")
-            return parse_poll(r.stdout)
-        except ConnectionLost as e:
-            if failures == len(RECONNECT_WAITS_S):
-                raise ConnectionLost(opts.host.label, f"connection lost while following job {job}; Slurm runs it on",
-                                     hint=f"make slurm SLURM_HOST={opts.host.label} FETCH={job} comes back to it") from e
-            wait = RECONNECT_WAITS_S[failures]
-            steps.say(f"connection lost ({e.what}); reconnecting in {wait} s ({failures + 1}/{len(RECONNECT_WAITS_S)})")
-            time.sleep(wait)
-            ref[0].close()
-            try:
-                ref[0] = connect(opts)
-            except RemoteError:
-                pass
-    raise AssertionError("unreachable")
+    return call_reconnecting(
+        ref, lambda: connect(opts),
+        lambda remote: parse_poll(remote.run(status_command(job, f"{base}/runs", offset, opts.slurm_conf), timeout=60,
+                                             what=f"cannot read job {job}'s state").stdout),
+        steps.say,
+        lambda e: ConnectionLost(opts.host.label, f"connection lost while following job {job}; Slurm runs it on",
+                                 hint=f"make slurm SLURM_HOST={opts.host.label} FETCH={job} comes back to it"))
 
 
 def fetch_main(opts: SlurmOptions, steps: Steps) -> int:

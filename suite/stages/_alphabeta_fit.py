@@ -6,6 +6,7 @@ A helper module, not a stage: stages import it, never each other.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..costmodel.alphabeta import fit_alpha_beta
@@ -46,3 +47,14 @@ def pick_fit(fits: list[Row]) -> FittedAlphaBeta | None:
                                    rms_rel_residual=got["rms_rel_residual"].value, source=source,
                                    world=got["alpha"].world, points=int(got["points"].value))
     return None
+
+
+def fit_and_pick(rows: list[Row], world: int, nccl_tests_form: str | None = None
+                 ) -> tuple[list[Row], FittedAlphaBeta | None]:
+    """fit_rows then pick_fit: the fit rows, and the fit later stages use, naming which form of nccl-tests
+    measured it where it was nccl-tests' (the bandwidth stage's fit across the world, and each node's own)."""
+    fits = fit_rows(rows, world)
+    best = pick_fit(fits)
+    if best is not None and best.source == "nccl-tests" and nccl_tests_form:
+        best = dataclasses.replace(best, nccl_tests_form=nccl_tests_form)
+    return fits, best

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from ..config import Profile
 from ..facts import LinkPeak, link_peak_or_why
+from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
 from . import _nccl_tests
@@ -114,15 +115,10 @@ def chosen_curves(rows: Sequence[Row]) -> tuple[str, dict[str, dict[str, dict[in
     return SOURCES[-1], {}
 
 
-def expected_nodes(facts: dict) -> list[str]:
-    prof = facts.get("profile") or {}
-    return node_names(tuple(prof.get("nodes") or ())) if int(prof.get("nproc") or 0) >= 2 else []
-
-
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     """Nothing on one node; else every node swept and exact, the nccl-tests intra runs complete, and (on GPUs)
     every node's large-message busbw at its floor."""
-    nodes = expected_nodes(facts)
+    nodes = node_names(profile_of(facts)) if facts.get("profile") else []
     if not nodes:
         if len((facts.get("profile") or {}).get("nodes") or ()) > 1:
             return [V.skip("intra_sweep", expected="an intra-node sweep on every node", observed="1 rank per node",

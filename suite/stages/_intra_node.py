@@ -20,7 +20,6 @@ Not a stage: the underscore keeps it out of discovery.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -33,7 +32,7 @@ from ..facts import FittedAlphaBeta
 from ..multinode import parse_nodes
 from ..results import Row, read_rows_jsonl
 from . import _nccl_tests
-from ._alphabeta_fit import fit_rows, pick_fit
+from ._alphabeta_fit import fit_and_pick
 from ._launches import CASE_PREFIX, launch_rows
 
 STAGE = "bandwidth"
@@ -47,15 +46,12 @@ COLLECTIVES = tuple(_nccl_tests.PROGRAMS)
 # ---------------------------------------------------------------- names
 
 
-def node_names(profile_or_nodes) -> list[str]:
+def node_names(profile: Profile) -> list[str]:
     """The nodes that run an intra-node sweep: every node of a multi-node run with a link inside it (2+ ranks
     per node); none on one node (the stage's own sweep is the intra-node one there)."""
-    if isinstance(profile_or_nodes, Profile):
-        if profile_or_nodes.nproc < 2:
-            return []
-        profile_or_nodes = profile_or_nodes.nodes
-    nodes = tuple(profile_or_nodes or ())
-    return [n.name for n in parse_nodes(nodes)] if len(nodes) > 1 else []
+    if profile.nproc < 2 or len(profile.nodes) < 2:
+        return []
+    return [n.name for n in parse_nodes(profile.nodes)]
 
 
 def intra_case(case: str, node: str) -> str:
@@ -169,12 +165,9 @@ def with_fit(rows: list[Row], nccl_tests_form: str | None = None) -> tuple[list[
     best: dict[str, FittedAlphaBeta] = {}
     for node, mine in sorted(by_node(rows).items()):
         world = max((r.world or 0 for r in mine if r.case == "all_reduce"), default=0)
-        node_fits = fit_rows(mine, world)
+        node_fits, picked = fit_and_pick(mine, world, nccl_tests_form)
         fits += relabel(node_fits, node)
-        picked = pick_fit(node_fits)
         if picked is not None:
-            if picked.source == "nccl-tests" and nccl_tests_form:
-                picked = dataclasses.replace(picked, nccl_tests_form=nccl_tests_form)
             best[node] = picked
     if not best:
         return rows + fits, {}

@@ -16,7 +16,6 @@ node-pair matrix (suite/stages/_node_pairs.py) and every node's own intra-node s
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from typing import Any
@@ -29,7 +28,7 @@ from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _intra_judges, _intra_node, _node_pairs, _nccl_tests
-from ._alphabeta_fit import fit_rows, pick_fit
+from ._alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa: F401 - the fit under the stage's name (tests)
 from ._launches import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
 
@@ -57,7 +56,7 @@ def estimate(p) -> tuple[float, str]:
 
 
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
-PEAK_SHARE = 0.7  # large-message busbw must reach 70% of the link's per-direction peak
+PEAK_SHARE = _intra_judges.PEAK_SHARE  # large-message busbw must reach 70% of the link's per-direction peak
 DIP = 0.25  # busbw falling by more than 25% from one large size to the next warns
 TORCH_LOSS = 0.15  # torch more than 15% below nccl-tests at the largest size warns
 LARGE_BYTES = 1 << 20  # "large" sizes: 1 MiB and up
@@ -112,10 +111,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 def with_fit(rows: list[Row], world: int, nccl_tests_form: str | None = None) -> tuple[list[Row], dict[str, Any]]:
     """The sweep's rows plus the α-β fit rows, and the fit later stages use (run() and `suite ingest` alike);
     `nccl_tests_form` says which form of nccl-tests measured it, where known."""
-    fits = fit_rows(rows, world)
-    best = pick_fit(fits)
-    if best and best.source == "nccl-tests" and nccl_tests_form:
-        best = dataclasses.replace(best, nccl_tests_form=nccl_tests_form)
+    fits, best = fit_and_pick(rows, world, nccl_tests_form)
     return rows + fits, ({"alpha_beta": best} if best else {})
 
 
