@@ -15,75 +15,13 @@ value on each profile) and read as `profile.<section>` like any field (docs/stag
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from .fromjson import from_plain
-
-
-class ProfileError(ValueError):
-    """A profile that cannot run; the message names what to change."""
-
-
-@dataclass(frozen=True)
-class ConfigSection:
-    """A stage's own part of the profile, declared by its module: `CONFIG = ConfigSection("drill", DrillConfig,
-    {"gloo-cpu": DrillConfig(ranks=2), "nccl-gpu": DrillConfig()})`. The stage reads it as `profile.drill`;
-    a profile not named in `values` gets the dataclass's defaults."""
-
-    name: str
-    """The attribute on Profile (and the key in the manifest's profile)."""
-    type: type
-    """A frozen dataclass."""
-    values: typing.Mapping[str, Any] = field(default_factory=dict)
-    """Profile name → the section's value on that profile."""
-
-    def __post_init__(self) -> None:
-        if not dataclasses.is_dataclass(self.type):
-            raise ProfileError(f"config section {self.name!r}: {self.type!r} is not a dataclass")
-        wrong = [p for p, v in self.values.items() if not isinstance(v, self.type)]
-        if wrong:
-            raise ProfileError(f"config section {self.name!r}: the values for {', '.join(wrong)} are not "
-                               f"{self.type.__name__} instances")
-
-    def value_for(self, profile_name: str) -> Any:
-        return self.values[profile_name] if profile_name in self.values else self.type()
-
-
-_SECTIONS: dict[str, ConfigSection] = {}
-"""The config sections the stage modules declare (suite.stages fills it at discovery), by name."""
-_DECLARED = False
-
-
-def _sections() -> dict[str, ConfigSection]:
-    """The declared sections; the first use imports suite.stages, whose discovery declares them."""
-    if not _DECLARED:
-        importlib.import_module("suite.stages")
-    return _SECTIONS
-
-
-def declare_sections(sections: dict[str, ConfigSection]) -> None:
-    """Replace the declared sections (stage name → its section); a name another stage or Profile holds is refused."""
-    fields = {f.name for f in dataclasses.fields(Profile)}
-    owners: dict[str, str] = {}
-    for stage, section in sections.items():
-        if section.name in fields:
-            raise ProfileError(f"stage {stage}'s config section {section.name!r} is already a Profile field: rename it")
-        if section.name in owners:
-            raise ProfileError(f"stages {owners[section.name]} and {stage} both declare config section "
-                               f"{section.name!r}: rename one")
-        owners[section.name] = stage
-    global _DECLARED
-    _SECTIONS.clear()
-    _SECTIONS.update({s.name: s for s in sections.values()})
-    _DECLARED = True
-
-
-def declared_sections() -> dict[str, ConfigSection]:
-    return dict(_sections())
+from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
 
 
 NCCL_TESTS_FORMS = ("mpi", "single")
@@ -242,7 +180,7 @@ class Profile:
             declared = _sections().get(name)
             if declared is None:
                 raise ProfileError(f"config section {name!r} is declared by no stage: choose from "
-                                   f"{', '.join(sorted(_SECTIONS)) or '(none)'}")
+                                   f"{', '.join(sorted(_sections())) or '(none)'}")
             if not isinstance(value, declared.type):
                 raise ProfileError(f"config section {name!r} must be a {declared.type.__name__}, not {type(value).__name__}")
             if value != declared.value_for(self.name):
@@ -256,8 +194,8 @@ class Profile:
             return own[name]
         if name not in _sections():
             raise AttributeError(f"profile has no config section {name!r}: no stage module declares it "
-                                 f"(declared: {', '.join(sorted(_SECTIONS)) or 'none'})")
-        return _SECTIONS[name].value_for(self.name)
+                                 f"(declared: {', '.join(sorted(_sections())) or 'none'})")
+        return _sections()[name].value_for(self.name)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not fields: the stage-declared sections.
@@ -319,6 +257,8 @@ class Profile:
         data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(_sections())})
         return data
 
+
+RESERVED.update(f.name for f in dataclasses.fields(Profile))  # a stage's section may not take a field's name
 
 GLOO_CPU = Profile(
     name="gloo-cpu",

@@ -23,7 +23,6 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from .results import (
     write_rows_jsonl,
 )
 from .gitinfo import suite_checkout
+from suite.run_id import new_run_id, unique_run_path, utc_now
 from .verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
@@ -75,28 +75,6 @@ class RunOutcome:
 
 
 # ---------------------------------------------------------------- identity
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def short_host() -> str:
-    host = socket.gethostname().split(".")[0] or "host"
-    return "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host)
-
-
-def new_run_id(profile: Profile, when: datetime | None = None) -> str:
-    """20261129T1630Z-box-gloo-cpu: UTC time, host, profile."""
-    when = when or utc_now()
-    return f"{when:%Y%m%dT%H%MZ}-{short_host()}-{profile.name}"
-
-
-def unique_run_path(base: Path, run_id: str) -> Path:
-    path, n = base / run_id, 2
-    while path.exists():
-        path, n = base / f"{run_id}-{n}", n + 1
-    return path
 
 
 def package_version(name: str) -> str | None:

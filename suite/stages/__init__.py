@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from .. import config
+from suite import sections
 
 DEFAULT_PROFILES = ("gloo-cpu", "nccl-gpu")
 """The profiles a stage runs on when its module declares no PROFILES: the rehearsal and the multi-card box.
@@ -90,8 +91,8 @@ def check_declarations(module: ModuleType) -> None:
     if unknown:
         raise StageDeclarationError(f"{where}: PROFILES names {', '.join(map(repr, unknown))}, which is no profile: "
                                     f"choose from {', '.join(config.PROFILES)}")
-    if module.CONFIG is not None and not isinstance(module.CONFIG, config.ConfigSection):
-        raise StageDeclarationError(f"{where}: CONFIG must be a suite.config.ConfigSection or None")
+    if module.CONFIG is not None and not isinstance(module.CONFIG, sections.ConfigSection):
+        raise StageDeclarationError(f"{where}: CONFIG must be a suite.sections.ConfigSection or None")
 
 
 def run_order(modules: dict[str, ModuleType]) -> list[str]:
@@ -138,7 +139,7 @@ def discover(package: ModuleType) -> Registry:
         modules[name] = module
     registry = Registry({name: modules[name] for name in run_order(modules)})
     try:
-        config.declare_sections({name: m.CONFIG for name, m in registry.modules.items() if m.CONFIG is not None})
+        sections.declare_sections({name: m.CONFIG for name, m in registry.modules.items() if m.CONFIG is not None})
     except config.ProfileError as e:
         raise StageDeclarationError(str(e)) from None
     return registry

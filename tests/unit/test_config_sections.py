@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from suite import stages
-from suite.config import (GLOO_CPU, NCCL_GPU, ConfigSection, Profile, ProfileError, declare_sections,
-                          declared_sections, profile_from_dict)
+from suite.config import GLOO_CPU, NCCL_GPU, ConfigSection, Profile, ProfileError, profile_from_dict
+from suite.sections import declare_sections, declared_sections
 from suite.fromjson import from_plain
 from suite.stages.fault import FaultConfig
 
@@ -66,7 +66,7 @@ class Outer:
 def test_a_new_nested_sub_config_needs_no_hand_written_line(monkeypatch):
     saved = declared_sections()
     owners = {name: m.CONFIG for name, m in stages.REGISTRY.modules.items() if m.CONFIG is not None}
-    monkeypatch.setattr("suite.config._SECTIONS", dict(saved))
+    monkeypatch.setattr("suite.sections._SECTIONS", dict(saved))
     declare_sections({**owners, "newstage": ConfigSection("outer", Outer, {
         "nccl-gpu": Outer(inner=Inner(depth=3, names=("a", "b")), steps=(("x", 1.5),), port=29500)})})
     try:
