@@ -12,7 +12,7 @@
 #
 # One CUDA line for everything in the image: the base's toolkit (which compiles nccl-tests), torch's
 # build, nsys, and the NCCL that nccl-tests links, which is the NCCL wheel torch itself loads, so
-# that `torch_vs_nccl` compares two programs on one library. The lines are suite/cuda_lines.py's
+# that `torch_vs_nccl` compares two programs on one library. The lines are suite/hardware/cuda_lines.py's
 # table; the defaults below are its newest line, CUDA 13.0 (driver >= 580). For the CUDA 12 line
 # (drivers 525–579), `make image CUDA_LINE=cu126` passes that line's four build arguments:
 #   --build-arg BASE=nvidia/cuda:12.6.3-devel-ubuntu24.04

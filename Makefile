@@ -143,7 +143,7 @@ plan: $(STAMP)
 
 # Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container_cli.py):
 #   make image [IMAGE=cardtime:cuda] [CUDA_LINE=cu126] [BASE=…]   the CUDA image, built on the local engine;
-#                                                  CUDA_LINE: suite/cuda_lines.py's line (default cu130, driver ≥ 580)
+#                                                  CUDA_LINE: suite/hardware/cuda_lines.py's line (default cu130, driver ≥ 580)
 #   make image-push IMAGE=registry/name:tag        build, tag and push it; then `make remote IMAGE=…` pulls it
 #   make rehearse-docker [STAGES=a,b] [BASE=…]     the rehearsal inside docker/cpu.Dockerfile, runs/ mounted
 # BASE= replaces an image's FROM (an engine without registry access: docker/debian-base.sh makes one);

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="", choices=["", "docker", "host"],
                    help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
     p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")
-    p.add_argument("--cuda-line", default="", help="cu130 | cu126 (suite/cuda_lines.py); default: the newest the driver runs")
+    p.add_argument("--cuda-line", default="", help="cu130 | cu126 (suite/hardware/cuda_lines.py); default: the newest the driver runs")
     p.add_argument("--archive", default="", help="s3://bucket/prefix (or a folder); empty: local folder only")
     p.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
                    help="S3-compatible endpoint (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
@@ -116,7 +116,7 @@ def options(args):
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
     if args.command == "remote":
         if args.cuda_line:  # an unknown line is refused here, before any SSH
-            from suite.cuda_lines import line_named
+            from suite.hardware.cuda_lines import line_named
 
             line_named(args.cuda_line)
         kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.multinode import Node, NodesError, read_hostfile
+from suite.cluster.multinode import Node, NodesError, read_hostfile
 
 from . import preflight
 from .hosts import HostSpec, HostSpecError, parse_host

@@ -19,7 +19,7 @@ suite in it reaches the other nodes through it.
 
 The run itself: the suite in the image on the first node (`first_node_run_argv`), which reaches the other nodes
 over ssh with the host's keys (~/.ssh mounted) and runs each node's command in the same image with the same
-settings (`node_container_prefix`, handed down in CARDTIME_NODE_CONTAINER: suite/node_container.py).
+settings (`node_container_prefix`, handed down in CARDTIME_NODE_CONTAINER: suite/cluster/node_container.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import posixpath
 
-from suite.multinode import Node
-from suite.node_container import NODE_CONTAINER_ENV
+from suite.cluster.multinode import Node
+from suite.cluster.node_container import NODE_CONTAINER_ENV
 
 from . import suite_container
 from .cluster import on_node
@@ -182,7 +182,7 @@ def nodes_gpu_check_lines(checks: list[tuple[Node, list[str]]], ssh_config: str,
 def node_container_prefix(image: str, *, runs_dir: str, job_dir: str, gpus: bool, user: str | None) -> list[str]:
     """`docker run … IMAGE` of every other node's commands: the single-host container's settings and mounts
     (host network and IPC, `--gpus all`, the ulimits, the run and job folders at the same paths), removed at
-    its end; suite/node_container.py adds the name, working folder, environment and command per launch."""
+    its end; suite/cluster/node_container.py adds the name, working folder, environment and command per launch."""
     settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir), user=user)
     return ["docker", "run", "--rm", *settings.docker_flags(), image]
 

@@ -14,11 +14,11 @@
               (or pulled) on the first node, carried (or pulled) to the others, every node's image ID checked
               equal (cluster_image.py), then on GPU profiles the GPU check in the image on every node; the
               suite runs in it on the first node, each other node's commands in the same image
-              (suite/node_container.py)
+              (suite/cluster/node_container.py)
  4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
               re-attached as one host's run is; the job's key includes the node list
  5–7          one fetch of the first node's run directory (every node's raw output is under
-              raw/<stage>/<node>/: suite/multilaunch.py copies it there), report, archive: remote.py's
+              raw/<stage>/<node>/: suite/launch/multilaunch.py copies it there), report, archive: remote.py's
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from suite.multinode import Node, parse_node
+from suite.cluster.multinode import Node, parse_node
 
 from . import cluster_image, codesync, cuda_check, hostlock, hostruntime, jobs, preflight
 from .cluster import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv

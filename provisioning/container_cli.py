@@ -13,7 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
-from suite import cuda_lines
+from suite.hardware import cuda_lines
 
 from . import images, suite_container
 from .engine import connect

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.cuda_lines import LINES
+from suite.hardware.cuda_lines import LINES
 
 from . import suite_container
 from .cuda_check_host import REFUSED
@@ -22,7 +22,7 @@ REFUSED_FILE = "refused"
 
 
 def min_drivers() -> dict[str, str]:
-    """CUDA major → the oldest driver that runs it (suite/cuda_lines.py), for the host program's refusal."""
+    """CUDA major → the oldest driver that runs it (suite/hardware/cuda_lines.py), for the host program's refusal."""
     return {str(line.major): line.min_driver_text for line in LINES}
 
 

@@ -15,7 +15,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from suite.cuda_lines import TORCH_VERSION, CudaLine
+from suite.hardware.cuda_lines import TORCH_VERSION, CudaLine
 
 from .shell import join
 

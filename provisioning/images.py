@@ -5,7 +5,7 @@
     pull_image(client, "registry/name:tag", on_line=print)
     push_image(client, "cardtime:cuda", "registry/name:tag", on_line=print)
 
-Which Dockerfile a CUDA line builds with which arguments is suite/cuda_lines.py's; the image's
+Which Dockerfile a CUDA line builds with which arguments is suite/hardware/cuda_lines.py's; the image's
 commit is `commit_buildargs`'s.
 """
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from suite import cuda_lines, gpu_host_checks
+from suite.hardware import cuda_lines, gpu_host_checks
 
 from .shell import quote
 
@@ -292,7 +292,7 @@ def choose_cuda_line(facts: HostFacts, requested: str | None) -> tuple[cuda_line
 
 
 def gpu_host_problems(facts: HostFacts) -> list[str]:
-    """What makes NCCL fail on this host (suite/gpu_host_checks.py), one line each."""
+    """What makes NCCL fail on this host (suite/hardware/gpu_host_checks.py), one line each."""
     found = [gpu_host_checks.shm_problem(facts.shm_bytes, len(facts.gpus)),
              gpu_host_checks.fabric_problem(facts.smi_q, facts.fabric_manager),
              gpu_host_checks.processes_problem(facts.smi_q)]

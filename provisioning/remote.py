@@ -55,7 +55,7 @@ class RemoteOptions:
     runtime: str | None = None
     image: str | None = None
     cuda_line: str | None = None
-    """cu130 | cu126 (suite/cuda_lines.py); None: the newest line the host's driver runs."""
+    """cu130 | cu126 (suite/hardware/cuda_lines.py); None: the newest line the host's driver runs."""
     key: str | None = None
     known_hosts: str | None = None
     ssh_config: str | None = None

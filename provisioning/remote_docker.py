@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from suite.cuda_lines import DEFAULT, CudaLine
+from suite.hardware.cuda_lines import DEFAULT, CudaLine
 
 from . import images, suite_container
 from .codesync import LocalCheckout

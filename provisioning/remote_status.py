@@ -44,7 +44,7 @@ def gpu_model(nvidia_smi_l_line: str) -> str:
 def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream=None) -> int:
     """`make plan HOST=…`: the plan for the GPU count and model the host reports."""
     from suite.config import get_profile
-    from suite.plan import PlanAssumptions, estimate, render
+    from suite.plan.hours import PlanAssumptions, estimate, render
 
     out = stream or sys.stdout
     remote = connect(opts)

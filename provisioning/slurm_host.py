@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from suite.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
-from suite.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
+from suite.cluster.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
+from suite.cluster.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
 from . import codesync, fetch, hostruntime, preflight
 from .connection import ConnectionLost, Remote, RemoteError
@@ -70,7 +70,7 @@ def add_parser(sub, add_connection_args) -> None:
     p.add_argument("--profile", default="nccl-gpu")
     p.add_argument("--stages", default="")
     p.add_argument("--image", default="", help="pyxis: run every srun in this image (--container-image)")
-    p.add_argument("--cuda-line", default="", help="the venv's torch build (suite/cuda_lines.py; default the newest)")
+    p.add_argument("--cuda-line", default="", help="the venv's torch build (suite/hardware/cuda_lines.py; default the newest)")
     p.add_argument("--slurm-conf", default="", help="the login node's slurm.conf, where not /etc/slurm/slurm.conf")
     p.add_argument("--socket-ifname", default="", help="the interface gloo/NCCL use between nodes (e.g. ib0)")
     p.add_argument("--archive", default="")
@@ -91,7 +91,7 @@ def job_id_arg(text: str) -> str:
 
 
 def cmd_slurm(args) -> int:
-    from suite.cuda_lines import line_named
+    from suite.hardware.cuda_lines import line_named
 
     from .__main__ import truthy
     from .hosts import parse_host
@@ -200,7 +200,7 @@ def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, 
                 code_dir: str, gpu: bool, steps: Steps) -> str:
     """The venv ready on the login node (made the first time: minutes), its path returned. No driver there to
     choose torch's CUDA line by: CUDA_LINE=, else the newest line."""
-    from suite.cuda_lines import DEFAULT, line_named
+    from suite.hardware.cuda_lines import DEFAULT, line_named
 
     line = (line_named(opts.cuda_line) if opts.cuda_line else DEFAULT) if gpu else None
     venv = hostruntime.venv_dir(facts.base, hostruntime.pyproject_key(local.root, local.commit), facts.python, line)

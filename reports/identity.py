@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from suite.hostprobe import nccl_versions_differ
+from suite.hardware.hostprobe import nccl_versions_differ
 
 from . import fmt
 from .runview import RunView

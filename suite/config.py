@@ -115,7 +115,7 @@ class Profile:
     """Rendezvous port; None picks a free one per launch (a port held by last round's processes is the classic trap)."""
     launcher: str = "torchrun"
     """How a stage's ranks start: "torchrun" (one `python -m torch.distributed.run` per launch, as users launch) or
-    "fork" (the CPU rehearsal: forked from one process that imported torch once; suite/forklaunch.py)."""
+    "fork" (the CPU rehearsal: forked from one process that imported torch once; suite/launch/forklaunch.py)."""
     stage_timeout_s: float = 300.0
     """Wall-clock limit of one stage, seconds; past it the stage is killed and judged `fail`."""
     stage_timeouts_s: tuple[tuple[str, float], ...] = ()
@@ -133,7 +133,7 @@ class Profile:
     """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about GPUs."""
     nodes: tuple[str, ...] = ()
     """The nodes of a multi-node run as SSH destinations ([user@]host[:port]), the first being the node the
-    suite runs on and the rendezvous host; () or one node is a single-node run (suite/multinode.py)."""
+    suite runs on and the rendezvous host; () or one node is a single-node run (suite/cluster/multinode.py)."""
     ssh_config: str = ""
     """The ssh_config file the suite reaches the other nodes with ('' : ssh's own)."""
     node_launcher: str = "ssh"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import Profile
-from .forklaunch import launch as launch_here
-from .launch import WORKER_PROGRESS, LaunchResult, launch_out_dir
-from .multilaunch import run_across_nodes
+from suite.launch.forklaunch import launch as launch_here
+from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
+from suite.launch.multilaunch import run_across_nodes
 from .progress import Progress
 
 
@@ -48,9 +48,9 @@ class StageContext:
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
         """Launch `module` on the profile's ranks with this stage's raw folder; raises LaunchError on a failed exit.
 
-        The profile's launcher starts them (suite/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
+        The profile's launcher starts them (suite/launch/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
         forked from a warm process; the workers run the same code either way. A multi-node profile launches
-        torchrun on every node (suite/multilaunch.py)."""
+        torchrun on every node (suite/launch/multilaunch.py)."""
         kwargs.setdefault("timeout_s", self.time_left())
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))

@@ -2,7 +2,7 @@
 
     ab = alpha_beta(facts, profile.device)   # → AlphaBeta(alpha_s, beta_Bps, source): the one rule
     peak = link_peak(facts)                  # → LinkPeak(per_gpu_GBps, kind, basis): the ring's slowest hop, or None
-    gpu = gpu(facts)                         # → the suite/gpus.py entry of the box's GPU model, or None
+    gpu = gpu(facts)                         # → the suite/hardware/gpus.py entry of the box's GPU model, or None
 
 Every stage reads facts through here, never through another stage's module: one fallback rule for
 α and β, one link peak, one GPU model. Stages publish dataclasses (StageContext.publish stores them
@@ -18,8 +18,8 @@ from typing import Any, Mapping
 
 from .config import Profile, profile_from_dict
 from .costmodel import alphabeta as ab_model
-from .gpus import Gpu, gpu_for
-from .ring_peak import RingPeak, pcie_GBps, ring_peak
+from suite.hardware.gpus import Gpu, gpu_for
+from suite.hardware.ring_peak import RingPeak, pcie_GBps, ring_peak
 
 # α and β when the bandwidth stage published no fit: the checklist's worked example on GPUs (β the
 # box's link peak when the topology is known); loopback gloo on CPUs (order of magnitude, never judged).
@@ -151,7 +151,7 @@ def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
     if gpus:
         ring: RingPeak | None = ring_peak(gpus, topo.links, entry, topo.pcie)
         if ring is None:
-            return None, f"no link rate known for every hop of {name}'s matrix (not in suite/gpus.py?)"
+            return None, f"no link rate known for every hop of {name}'s matrix (not in suite/hardware/gpus.py?)"
         return LinkPeak(ring.per_gpu_GBps, ring.kind, f"{ring.basis} ({name})"), ""
     # No matrix (topo -m unreadable): the PCIe link the GPUs report, else the model's generation.
     pcie = (facts.get("topology") or {}).get("pcie") or {}

@@ -6,7 +6,7 @@
 For each stage: expect → expectations.csv → run (in a forked child, own process group, killed
 at the stage's timeout) → rows and raw output → judge → verdicts.json → manifest. With the fork
 launcher (the rehearsal's), one warm process started here forks every stage's ranks
-(suite/forklaunch.py); a stage's child reaches it through its socket, and a stage killed at its
+(suite/launch/forklaunch.py); a stage's child reaches it through its socket, and a stage killed at its
 timeout takes its ranks with it (their agent kills them when the stage's connection closes). A crash, a
 failed torchrun or a timeout becomes a `fail` verdict with the command, exit code and log tail,
 and the run goes on. A stage is skipped on resume once its manifest status is `complete`.
@@ -27,11 +27,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import forklaunch, procs, stagecode, stages
+from suite.launch import forklaunch, procs
+from suite import stagecode, stages
 from .config import Profile, profile_from_dict
 from .context import StageContext
 from .figure_drawer import FigureDrawer
-from .launch import LaunchError, log_tail
+from suite.launch.torchrun import LaunchError, log_tail
 from .progress import Progress
 from .results import (
     Expectation,
@@ -198,7 +199,7 @@ def preload_torch(threads: int) -> None:
     if "torch._dynamo" not in sys.modules:
         if "torch" not in sys.modules:
             cap_threads(threads)
-        from .zygote import warm_imports
+        from suite.launch.zygote import warm_imports
 
         warm_imports()
 

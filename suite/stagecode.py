@@ -17,9 +17,9 @@ from pathlib import Path
 
 SUITE_ROOT = Path(__file__).resolve().parent
 PLUMBING = frozenset({
-    "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch", "suite.context",
-    "suite.progress", "suite.procs", "suite.verdicts", "suite.values", "suite.stagecode", "suite.stages",
-    "suite.commands", "suite.workloads.worker", "suite.forklaunch", "suite.zygote",
+    "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch.torchrun", "suite.context",
+    "suite.progress", "suite.launch.procs", "suite.verdicts", "suite.values", "suite.stagecode", "suite.stages",
+    "suite.commands", "suite.workloads.worker", "suite.launch.forklaunch", "suite.launch.zygote",
 })
 MODULE_LITERAL = re.compile(r"^suite(?:\.\w+)+$")
 

@@ -165,7 +165,7 @@ def harness_overhead() -> None:
     import statistics
 
     from suite.config import GLOO_CPU
-    from suite.forklaunch import launch
+    from suite.launch.forklaunch import launch
 
     size = max(GLOO_CPU.sweep.sizes())
     repeats, iters = 7, 20

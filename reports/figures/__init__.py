@@ -1,4 +1,6 @@
-"""Per-stage report figures: `reports/figures/<stage>.py` defines
+"""Per-stage report figures: one module per stage, `reports/figures/<stage>.py`, drawn with matplotlib.
+They import suite's results, costmodel and cluster helpers, never another report module.
+Imported only by reports' own modules (report, predraw, tables, …). Each module defines
 
     def figures(rows: pandas.DataFrame, expectations: pandas.DataFrame, facts: dict) -> list[matplotlib.figure.Figure]
 

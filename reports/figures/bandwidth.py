@@ -1,13 +1,13 @@
 """Bandwidth figures: busbw over message size per collective (torch solid, nccl-tests dashed, the 70%-of-peak
 floor dotted), and the all_reduce times with the fitted α-β line and its residual; on a multi-node run also
-each node's intra-node curve beside the curve across nodes, with both floors (suite/stages/_intra_node.py)."""
+each node's intra-node curve beside the curve across nodes, with both floors (suite/cluster/intra_node.py)."""
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from suite.stages._intra_judges import SOURCES  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
-from suite.stages._intra_node import split_case as node_of  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
+from suite.cluster.intra_judges import SOURCES  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
+from suite.cluster.intra_node import split_case as node_of  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
 
 from ._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
 

@@ -14,7 +14,7 @@ FACTS: tuple[str, ...] = ("fault_drill",)
 """The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
 
 SCENARIOS = ("crash", "hang", "exception")
-NODE_LOSS = "node_loss"  # a multi-node run's drill (suite/stages/_node_loss.py): a whole node's agent killed
+NODE_LOSS = "node_loss"  # a multi-node run's drill (suite/cluster/node_loss.py): a whole node's agent killed
 # (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
 PHASES = (
     ("fault", "detect_s", "until a survivor raised", "#d62728"),

@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 
 def node_count(text: str) -> int:
     """--nodes 2 → 2; --nodes root@a,root@b → 2, each entry checked as `suite run --nodes` checks it."""
-    from ..multinode import parse_nodes
+    from suite.cluster.multinode import parse_nodes
 
     text = (text or "").strip()
     if not text:
@@ -50,8 +50,8 @@ def node_count(text: str) -> int:
 
 
 def main(args) -> int:
-    from ..plan import PlanAssumptions, estimate, render
-    from ..plan_setup import SetupAssumptions
+    from suite.plan.hours import PlanAssumptions, estimate, render
+    from suite.plan.setup import SetupAssumptions
 
     try:
         profile = get_profile(args.profile, args.gpus)

@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
 
 def run_probe(profile, raw_dir: Path, mistakes: str = "", timeout_s: float | None = None):
     """The probe's rows from one launch of suite.workloads.probe."""
-    from ..launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
 
     args = ["--stage", "probe"] + (["--mistakes", mistakes] if mistakes else [])
     return run_torchrun(profile, "suite.workloads.probe", args, raw_dir=raw_dir, tag="probe",
@@ -43,7 +43,7 @@ def run_probe(profile, raw_dir: Path, mistakes: str = "", timeout_s: float | Non
 
 
 def main(args) -> int:
-    from ..launch import LaunchError
+    from suite.launch.torchrun import LaunchError
     from ..stages._probe import STATUS_OF, summarize, unknown_mistakes
 
     if args.nproc is not None and args.nproc < 1:

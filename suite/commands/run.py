@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
-from ..multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
+from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
 from ..results import RunDirError
 from . import usage_error
 
@@ -99,7 +99,7 @@ def with_nodes(profile, args):
         return profile
     launcher = "ssh" if (args.nodes or args.hostfile) else "srun"
     if launcher == "ssh":
-        from ..nodecheck import check_nodes
+        from suite.cluster.nodecheck import check_nodes
 
         # Before any stage, one line naming the node: the port, ssh to every node, the GPU counts.
         check_nodes(parse_nodes(entries), args.ssh_config, gpus=profile.device == "cuda",

@@ -1,5 +1,5 @@
-"""python -m suite slurm: write the batch script for a Slurm cluster (suite/slurm.py) and, with --submit, submit
-it, follow the job (suite/slurm_job.py: its state, its output's new lines) and end in the run's report.
+"""python -m suite slurm: write the batch script for a Slurm cluster (suite/cluster/slurm.py) and, with --submit, submit
+it, follow the job (suite/cluster/slurm_job.py: its state, its output's new lines) and end in the run's report.
 
     python -m suite slurm --partition gpu --nodes 2 --gpus-per-node 8 --submit     # on the login node
     python -m suite slurm --attach 4242                                          # follow (again) job 4242
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .. import stages
 from ..config import PROFILES
-from ..slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
-from ..slurm_job import JOB_ID_RE, follow, parse_poll, status_command
+from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
+from suite.cluster.slurm_job import JOB_ID_RE, follow, parse_poll, status_command
 from . import usage_error
 
 POLL_S = 3.0  # scontrol once per 3 s: light on the controller, a job's end seen within seconds

@@ -2,7 +2,7 @@
 
     mfu(flops_per_token=3.42e9, tokens_per_s=1.2e5, peak_flops=989.4e12)   # → 0.415
 
-The peaks themselves (bf16 dense, per GPU model, with their datasheet sources) live in suite/gpus.py.
+The peaks themselves (bf16 dense, per GPU model, with their datasheet sources) live in suite/hardware/gpus.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from .. import runner, stages
 from ..config import Profile, get_profile
 from ..parsers import traces
 from ..results import Row, RunDir
-from ..stages import _nccl_tests, bandwidth, crossover, health, topology
+from suite.cluster import nccl_tests as _nccl_tests
+from suite.stages import bandwidth, crossover, health, topology
 from ..stages import profile as profile_stage
 from ..stages._topology_rules import common_model
 from .inputs import Capture, Unused

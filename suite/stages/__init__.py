@@ -1,4 +1,6 @@
 """The stages, discovered from this package and run in the order their modules declare.
+Each stage is one module; its helpers start with "_"; the multi-node parts are one call into suite.cluster.
+Imported by the runner, the commands, suite.plan, suite.ingest and reports; a stage imports no other stage.
 
 A stage is one module here (every module not starting with "_"); the runner, `make plan`, the
 profile's config sections and the report learn everything about it from the module itself
@@ -14,7 +16,7 @@ profile's config sections and the report learn everything about it from the modu
     CONFIG: ConfigSection | None   its own part of the profile, with a value per profile (suite/config.py)
     PROFILES: tuple[str]  optional: the profiles that run it (default DEFAULT_PROFILES, the multi-card ones)
     CPU_SKIP: str        optional, for REHEARSAL = "": why the CPU rehearsal skips it (the skip verdict's reason)
-    def estimate(p: suite.plan.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
+    def estimate(p: suite.plan.hours.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
     def expect(profile, facts) -> list[Expectation]
     def run(profile, ctx) -> list[Row]
     def judge(rows, expectations, facts) -> list[Verdict]

@@ -9,11 +9,11 @@ import json
 import os
 import subprocess
 
-from .. import procs
+from suite.launch import procs
 from ..config import Profile
 from ..context import StageContext
-from ..forklaunch import module_command
-from ..launch import worker_env
+from suite.launch.forklaunch import module_command
+from suite.launch.torchrun import worker_env
 
 REFERENCE = "suite.workloads.fault_reference"
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import procs
+from suite.launch import procs
 from ..parsers.c10_log import first_nccl_failure
 
 WORKER = "suite.workloads.fault_drill"

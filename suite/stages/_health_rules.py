@@ -11,9 +11,9 @@ import re
 import statistics
 from typing import Any, Iterable
 
-from ..gpu_host_checks import fabric_problem_from_gpus, processes_problem_from_list
-from ..cuda_lines import driver_refusal, line_of_cuda
-from ..gpus import PCIE_X16_GBps
+from suite.hardware.gpu_host_checks import fabric_problem_from_gpus, processes_problem_from_list
+from suite.hardware.cuda_lines import driver_refusal, line_of_cuda
+from suite.hardware.gpus import PCIE_X16_GBps
 from ..parsers.xid import APP_XIDS, action
 from ..results import Verdict
 from ..verdicts import verdicts_for

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ..gpus import gpu_for
+from suite.hardware.gpus import gpu_for
 from ..parsers.topo import nvlink_count
 from ..results import Verdict
 from ..verdicts import verdicts_for
@@ -43,7 +43,7 @@ class BoxKind:
 
 
 def expects_full_nvlink(model: str | None) -> bool:
-    """True for GPU models that ship only on boards linking every GPU pair over NVLink (suite/gpus.py)."""
+    """True for GPU models that ship only on boards linking every GPU pair over NVLink (suite/hardware/gpus.py)."""
     gpu = gpu_for(model)
     return bool(gpu and gpu.switch_boards_only)
 

@@ -7,11 +7,11 @@ One torchrun launch first tries every collective and point-to-point primitive on
 suite/workloads/probe.py: supported or not, right or wrong; judged in suite/stages/_probe.py), then
 sweeps all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/recv over the profile's sizes (suite/workloads/collective_sweep.py: nccl-tests' columns, every
 result checked elementwise). On a GPU box each nccl-tests `*_perf` binary then runs once
-(suite/stages/_nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
+(suite/cluster/nccl_tests.py), its output kept untouched in raw/bandwidth/. α and β are fitted by
 least squares from the all_reduce rows and published as facts["alpha_beta"] for later stages.
 Across nodes that sweep spans every node (the inter-node measurement, held to the NICs), followed by the
-node-pair matrix (suite/stages/_node_pairs.py) and every node's own intra-node sweep at once
-(suite/stages/_intra_node.py: held to the link peak, fitted as facts["alpha_beta_intra"]).
+node-pair matrix (suite/cluster/node_pairs.py) and every node's own intra-node sweep at once
+(suite/cluster/intra_node.py: held to the link peak, fitted as facts["alpha_beta_intra"]).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _intra_judges, _intra_node, _node_pairs, _nccl_tests
-from ._alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa: F401 - the fit under the stage's name (tests)
-from ._launches import launch_rows, launch_verdicts
+from suite.cluster import (intra_judges as _intra_judges, intra_node as _intra_node, node_pairs as _node_pairs,
+                           nccl_tests as _nccl_tests)
+from suite.cluster.alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa: F401 - the fit under the stage's name (tests)
+from suite.launch.rows import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
 
 STAGE = "bandwidth"
@@ -44,7 +45,7 @@ CONFIG = None  # the sweep sizes are the profile's `sweep`, shared with crossove
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): every nccl-tests binary, then the torch sweep."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): every nccl-tests binary, then the torch sweep."""
     nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
     torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
     pairs = _node_pairs.estimate_s(p)  # across nodes: the point-to-point matrix too

@@ -34,7 +34,7 @@ PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a baseline too
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     return p.assume.torchrun_launch_s + p.steps * p.step_s, (
         f"{p.steps} steps × {p.step_s * 1e3:.0f} ms on one card ({p.params / 1e6:.0f} M parameters, "
         f"MFU {p.assume.mfu:.0%})")
@@ -111,7 +111,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if mfu_row is None or not math.isfinite(mfu_row.value):
         out.append(VERDICTS.skip(
             "mfu", expected=f"MFU ≥ {MFU_FLOOR:.0%}", observed=f"{device}: no bf16 peak known",
-            reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/gpus.py"))
+            reason=f"add {device}'s bf16 dense peak with its datasheet source to suite/hardware/gpus.py"))
         return out
     out.append(VERDICTS.check(
         "mfu", mfu_row.value >= MFU_FLOOR, bad="warn",

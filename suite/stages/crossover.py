@@ -25,9 +25,9 @@ from ..costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_a
 from ..results import Expectation, Row, Verdict
 from ..facts import alpha_beta
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _nccl_tests
-from ._alphabeta_fit import fit_rows
-from ._launches import launch_rows, launch_verdicts
+from suite.cluster import nccl_tests as _nccl_tests
+from suite.cluster.alphabeta_fit import fit_rows
+from suite.launch.rows import launch_rows, launch_verdicts
 from .. import headlines as hl
 
 STAGE = "crossover"
@@ -43,7 +43,7 @@ CONFIG = None  # the profile's `sweep`, shared with bandwidth
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     seconds = sum(p.assume.nccl_tests_launch_s + p.sweep_s("all_reduce", algo=algo) for algo in ALGOS)
     return seconds, "the all_reduce sweep twice: NCCL_ALGO=Ring, then Tree"
 

@@ -28,7 +28,7 @@ from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
-from ._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
+from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
 
@@ -44,7 +44,7 @@ CONFIG = None  # the profile's `model` and `degrees`
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     degrees = p.dp_degrees
     step = p.dp_step_s
     seconds = sum(p.assume.torchrun_launch_s + p.steps * (step / d + p.dp_comm_s(d)) for d in degrees)

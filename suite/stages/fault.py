@@ -30,10 +30,10 @@ On NCCL every scenario runs twice (`drill_cases`): under torch's default TORCH_N
 production job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores the
 variable, so the rehearsal runs each scenario once.
 
-Under gloo-cpu's warm launcher (`--launcher fork`, suite/forklaunch.py) each launch is still
+Under gloo-cpu's warm launcher (`--launcher fork`, suite/launch/forklaunch.py) each launch is still
 torchrun's own CLI — `torch.distributed.run`'s main with --max-restarts=1: its rendezvous, its
 monitoring, its SIGTERM to the survivors, its restart — but torchrun and every worker it starts
-are forked from the run's zygote, which imported torch once (suite/warm_python.py: a --no-python
+are forked from the run's zygote, which imported torch once (suite/launch/warm_python.py: a --no-python
 entrypoint standing in for its fork, passing on signals, exiting as it exited, killing it when it
 dies). Fifteen processes importing torch on two cores were the stage's cost (37 s of 95 at 12:20
 UTC on 2026-12-01); `--launcher torchrun` runs the drills as the GPU profile does. The worker is
@@ -49,18 +49,18 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import procs
+from suite.launch import procs
 from ..config import ConfigSection, Profile, ProfileError
 from ..context import StageContext
-from ..forklaunch import launch, warm_zygote
-from ..launch import LaunchError
+from suite.launch.forklaunch import launch, warm_zygote
+from suite.launch.torchrun import LaunchError
 from ..results import Expectation, Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
 from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
 from ._fault_reference import finish_reference, start_reference
 from ._fault_watch import WORKER, DrillWatch
-from . import _node_loss
+from suite.cluster import node_loss as _node_loss
 from .. import headlines as hl
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
@@ -135,7 +135,7 @@ CONFIG = ConfigSection("fault", FaultConfig, {
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): per scenario two launches, the steps, detection."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): per scenario two launches, the steps, detection."""
     f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
@@ -265,7 +265,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
         rows.append(Row(stage=STAGE, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
                         world=ranks, text=case.label))
-    if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/stages/_node_loss.py)
+    if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/cluster/node_loss.py)
         rows += _node_loss.run(profile, ctx)
     ctx.say("drills done", done=len(cases), of=len(cases))
     ctx.publish("fault_drill", {
@@ -275,7 +275,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
                          f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
         "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
-        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/warm_python.py)"
+        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/launch/warm_python.py)"
                      if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
     })
     return rows

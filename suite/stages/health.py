@@ -23,9 +23,9 @@ from typing import Any, Callable
 from ..config import ConfigSection, Profile
 from ..context import StageContext
 from ..facts import gpu, profile as profile_of
-from ..gpus import gpu_for
-from ..hostprobe import run_tool, torch_facts
-from ..launch import LaunchError
+from suite.hardware.gpus import gpu_for
+from suite.hardware.hostprobe import run_tool, torch_facts
+from suite.launch.torchrun import LaunchError
 from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured
@@ -71,7 +71,7 @@ CONFIG = ConfigSection("health", HealthConfig, {
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s seconds (p: suite.plan.PlanInputs): tools, one launch, DCGM's short diagnostic."""
+    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): tools, one launch, DCGM's short diagnostic."""
     dcgm_s = 60.0 if p.profile.health.dcgm else 0.0
     return 15.0 + p.assume.torchrun_launch_s + dcgm_s, (
         "nvidia-smi -q twice, nvlink, kernel log, IB ports; one launch: a bf16 GEMM and pinned copies per GPU"

@@ -4,7 +4,7 @@
     python -m suite run --stages memory --profile gloo-cpu     # torch's MemTracker on CPU; the search under a cap
 
 Runs in the stage's own process (suite/workloads/memory_run.py). Every measured term is checked against
-suite/memory_formula.py (16Ψ of mixed-precision AdamW state; 42·s·b·h + … bytes per block, derived op by op;
+suite/costmodel/memory_formula.py (16Ψ of mixed-precision AdamW state; 42·s·b·h + … bytes per block, derived op by op;
 4·s·b·h with checkpointing). The batch search must converge (largest fit + 1 = first failure), agree with
 the linear extrapolation from its own first two tries, and leave live memory where each try found it.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from ..config import ConfigSection, GptConfig, Profile
 from ..context import StageContext
 from ..costmodel.sizing import parameter_count
-from ..memory_formula import (ACTIVATION_FORMULA, CHECKPOINT_FORMULA, STATE_FORMULA, activation_bytes_per_layer,
-                              korthikanti_bytes_per_layer, state_bytes)
+from suite.costmodel.memory_formula import (ACTIVATION_FORMULA, CHECKPOINT_FORMULA, STATE_FORMULA,
+                                            activation_bytes_per_layer, korthikanti_bytes_per_layer, state_bytes)
 from ..results import Expectation, Row, Verdict
 from ..verdicts import verdicts_for
 

@@ -75,7 +75,7 @@ def match_duplicate(text: str | None) -> dict | None:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     import torch
 
-    from ..launch import LaunchError, loopback_interface
+    from suite.launch.torchrun import LaunchError, loopback_interface
 
     nc = profile.nccl1
     version = torch.cuda.nccl.version()  # a tuple since torch 1.x's int form (e.g. 2708 for 2.7.8)

@@ -45,7 +45,7 @@ CONFIG = None  # the profile's `model`
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     compute, comm = p.step_s / p.gpus, p.dp_comm_s(p.gpus)
     seconds = 2 * p.assume.torchrun_launch_s + p.steps * ((compute + comm) + max(compute, comm))
     return seconds, "DDP without overlap (compute + comm), then with (max of the two)"

@@ -18,7 +18,7 @@ from ..config import ConfigSection, Profile
 from ..context import StageContext
 from ..facts import TopologyFacts, gpu
 from ..results import Expectation, Row, Verdict
-from ..ring_peak import pcie_GBps
+from suite.hardware.ring_peak import pcie_GBps
 from ..verdicts import verdicts_for
 
 STAGE = "pinned"
@@ -68,7 +68,7 @@ def link_GBps(facts: dict) -> tuple[float | None, str]:
         return pcie_GBps(gen, width), f"PCIe Gen{gen} x{width or 16} (nvidia-smi -q)"
     entry = gpu(facts)
     if entry is not None and entry.pcie_gen:
-        return pcie_GBps(entry.pcie_gen, 16), f"PCIe Gen{entry.pcie_gen} x16 ({entry.model} in suite/gpus.py)"
+        return pcie_GBps(entry.pcie_gen, 16), f"PCIe Gen{entry.pcie_gen} x16 ({entry.model} in suite/hardware/gpus.py)"
     return None, "no PCIe facts"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..launch import LaunchError
+from suite.launch.torchrun import LaunchError
 from ..parsers import traces
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
@@ -43,7 +43,7 @@ CONFIG = None
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     return (p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
             f"nsys over {p.steps} DDP steps + export of every rank's report")

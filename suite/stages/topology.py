@@ -18,7 +18,8 @@ from typing import Any
 
 from ..config import Profile
 from ..context import StageContext
-from ..hostprobe import cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts, usable_cpus
+from suite.hardware.hostprobe import (cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts,
+                                      usable_cpus)
 from ..parsers import ParseError
 from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
 from ..parsers.smi_query import parse_list, parse_query
@@ -27,7 +28,7 @@ from ..parsers.topo import parse as parse_topo
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from . import _node_nics
+from suite.cluster import node_nics as _node_nics
 from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 from .. import headlines as hl
 
@@ -45,7 +46,7 @@ PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a PCIe link, ve
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     nics = _node_nics.estimate_s(p)  # across nodes: one launch reading every node's NICs
     return p.assume.topology_s + nics, "nvidia-smi -q, topo -m, NUMA facts: a fixed cost" + (
         "; every node's NICs: a probe on each" if nics else "")

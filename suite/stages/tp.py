@@ -36,7 +36,7 @@ CONFIG = None  # the profile's `model` and `degrees`
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs)."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     m = p.profile.model
     activation_bytes = m.batch * m.seq_len * m.hidden * p.dtype_bytes
     seconds = sum(p.assume.torchrun_launch_s

@@ -31,7 +31,7 @@ from ..facts import alpha_beta_at, profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..values import is_finite_number
 from ..verdicts import judges_performance, verdicts_for
-from ._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
+from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
 
@@ -47,7 +47,7 @@ CONFIG = None  # the profile's `model`
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.PlanInputs): on one node every card; across nodes one
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): on one node every card; across nodes one
     node's cards (the intra-node β), then each whole-node degree (the inter-node β)."""
     degrees = p.zero_degrees
     seconds = sum(p.assume.torchrun_launch_s + p.steps * (p.dp_step_s / n + p.zero_comm_s(z, n))

@@ -5,7 +5,7 @@
 
 Build, optimizer and warm-up steps run under the peak-memory measurement; then `steps` training
 steps are timed. On a GPU, MFU = training FLOPs per token × tokens/s ÷ the card's bf16 dense
-peak (suite/gpus.py); on a CPU there is no peak to hold it to.
+peak (suite/hardware/gpus.py); on a CPU there is no peak to hold it to.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from ..config import GptConfig
 from ..costmodel.mfu import mfu
-from ..gpus import gpu_for
+from suite.hardware.gpus import gpu_for
 from ..results import Row
 from ..costmodel.sizing import FLOPS_FORMULA
 from .gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
@@ -59,7 +59,7 @@ def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
         gpu = gpu_for(name)
         peak = gpu.bf16_dense_tflops if gpu and gpu.bf16_dense_tflops else None
         rows.append(Row(metric="peak_tflops", value=peak if peak else float("nan"), unit="TFLOP/s",
-                        text=gpu.peak_source if gpu else f"{name}: not in suite/gpus.py", **common))
+                        text=gpu.peak_source if gpu else f"{name}: not in suite/hardware/gpus.py", **common))
         rows.append(Row(metric="mfu", value=mfu(flops, tokens_per_s, peak * 1e12 if peak else float("nan")),
                         unit="ratio", **common))
     return rows

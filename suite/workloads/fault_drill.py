@@ -37,7 +37,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from .. import procs, workloads
+from suite.launch import procs
+from suite import workloads
 
 if __name__ == "__main__":
     # Before `import torch` (seconds): a worker whose torchrun is killed meanwhile must not linger.
@@ -71,7 +72,7 @@ def process_start_time() -> float:
 
     The moment torchrun spawned a worker is what "torchrun restarted the group" means; the
     interpreter and `import torch` take another second or more after it. A worker forked from the
-    warm launcher's zygote takes the start of the process torchrun spawned for it (suite/warm_python.py).
+    warm launcher's zygote takes the start of the process torchrun spawned for it (suite/launch/warm_python.py).
     """
     if workloads.SPAWNED_AT is not None:
         return workloads.SPAWNED_AT

@@ -7,7 +7,7 @@ On CUDA every figure is the caching allocator's: memory_allocated() before and a
 max_memory_allocated() for peaks, memory_stats() for reserved vs allocated. On CPU, where no allocator keeps
 books, torch's MemTracker (torch.distributed._tools.mem_tracker) counts parameters, gradients, optimizer
 state and activations by category; the batch search runs under suite/workloads/memory_search.CpuCap.
-Training is bf16 autocast over fp32 parameters with AdamW (the state suite/memory_formula.py prices at 16Ψ).
+Training is bf16 autocast over fp32 parameters with AdamW (the state suite/costmodel/memory_formula.py prices at 16Ψ).
 Activations per block are the difference between a 2-block and a 1-block model: embedding, head and loss cancel.
 """
 

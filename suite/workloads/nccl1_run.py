@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .. import procs
+from suite.launch import procs
 from ..results import Row, write_rows_jsonl
 from . import LAUNCHER_PID
 from .worker import init_process_group, redirect_output

@@ -24,7 +24,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from .. import procs
+from suite.launch import procs
 
 if __name__ == "__main__":
     procs.die_with_parent()  # before `import torch`: a worker whose agent is killed must not linger

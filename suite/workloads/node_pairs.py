@@ -21,7 +21,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..multinode import arrow
+from suite.cluster.multinode import arrow
 from ..results import Row
 from .worker import Worker, worker_session
 

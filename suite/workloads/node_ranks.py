@@ -4,7 +4,7 @@
     w.emit(nodes_rows(names, [1, 2, 4], "dp"))      # 4 ranks: nodes_spanned 2, text 'node-a,node-b'
 
 Found, not assumed: the launcher numbers ranks node by node (torchrun: node g's ranks are g·nproc …), and these
-rows are how the stage checks it (suite/stages/_across_nodes.py nodes_verdict).
+rows are how the stage checks it (suite/cluster/across_nodes.py nodes_verdict).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ NODES_METRIC = "nodes_spanned"
 
 def node_names(world: int) -> list[str]:
     """Each rank's node, by rank (a collective: every rank calls it): the launcher's name for its node
-    (CARDTIME_NODE_NAME, suite/multilaunch.py), else the host's name."""
+    (CARDTIME_NODE_NAME, suite/launch/multilaunch.py), else the host's name."""
     import torch.distributed as dist
 
     names: list[str | None] = [None] * world

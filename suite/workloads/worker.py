@@ -1,6 +1,6 @@
 """What every torchrun worker does first and last: log redirect, process group, rows out, clean shutdown.
 
-    with worker_session() as w:          # inside a module run by suite.launch.run_torchrun
+    with worker_session() as w:          # inside a module run by suite.launch.torchrun.run_torchrun
         x = torch.ones(4, device=w.device)
         dist.all_reduce(x)
         w.emit([Row(stage="bandwidth", case="all_reduce", metric="time_us", value=12.0, unit="us", rank=w.rank)])
@@ -24,8 +24,9 @@ from typing import Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from .. import procs, workloads
-from ..launch import WORKER_PROGRESS
+from suite.launch import procs
+from suite import workloads
+from suite.launch.torchrun import WORKER_PROGRESS
 from ..results import Row, atomic_write_text, write_rows_jsonl
 
 
@@ -107,7 +108,7 @@ def worker_session(*, redirect: bool = True, timeout_s: float | None = None, exi
     """
     # A worker outliving its torchrun would hold ports and CPU until its collective timeout.
     # Read here, not imported by value: the warm launcher forks ranks from a process that imported this module
-    # earlier and sets the package's LAUNCHER_PID to the rank's agent (suite/zygote.py).
+    # earlier and sets the package's LAUNCHER_PID to the rank's agent (suite/launch/zygote.py).
     procs.die_with_parent(expected_parent=workloads.LAUNCHER_PID)
     rank = int(os.environ["RANK"])
     raw_dir = Path(os.environ.get("CARDTIME_RAW_DIR", "."))

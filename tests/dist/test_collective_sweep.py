@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.alphabeta import busbw_factor
 from suite.workloads.collective_sweep import COLLECTIVES

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
+from suite.launch.torchrun import run_torchrun
 from suite.stages import cp as cp_stage
 from suite.stages import ep as ep_stage
 

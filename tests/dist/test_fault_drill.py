@@ -2,7 +2,7 @@
 ends the stopped rank, torchrun restarts the group, training resumes on the reference trajectory —
 and no process of the drill outlives the stage, neither after a normal run nor when the runner's
 timeout kills the stage in the middle of the drill. Under gloo-cpu's warm launcher, as the rehearsal
-runs it: torchrun's own CLI and its workers forked from the zygote (suite/warm_python.py).
+runs it: torchrun's own CLI and its workers forked from the zygote (suite/launch/warm_python.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import forklaunch, procs, runner
+from suite.launch import forklaunch, procs
+from suite import runner
 from suite.config import GLOO_CPU
 from suite.stages.fault import FaultConfig
 from suite.context import StageContext

@@ -15,7 +15,7 @@ import dataclasses
 import pytest
 import torch
 
-from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
 from suite.costmodel.tolerance import tolerance

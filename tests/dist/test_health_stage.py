@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
+from suite.launch.torchrun import run_torchrun
 from suite.stages import _health_rules as rules
 from suite.stages import health
 

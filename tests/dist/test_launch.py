@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from suite import procs
+from suite.launch import procs
 from suite.config import GLOO_CPU
-from suite.forklaunch import launch, warm_zygote
-from suite.launch import LaunchError
+from suite.launch.forklaunch import launch, warm_zygote
+from suite.launch.torchrun import LaunchError
 from suite.results import read_rows_jsonl
 
 pytestmark = pytest.mark.dist
@@ -131,7 +131,8 @@ def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path
 FORKED_ZYGOTE = """
 import json, sys
 from pathlib import Path
-from suite import forklaunch, runner
+from suite import runner
+from suite.launch import forklaunch
 from suite.config import GLOO_CPU
 runner.preload_torch(1)
 assert forklaunch.can_fork_zygote_here()
@@ -153,7 +154,7 @@ def test_a_zygote_forked_from_the_warm_runner_serves_launches_from_one_thread(tm
     import subprocess
     import sys
 
-    from suite.launch import worker_env
+    from suite.launch.torchrun import worker_env
 
     done = subprocess.run([sys.executable, "-c", FORKED_ZYGOTE, str(tmp_path)], capture_output=True, text=True,
                           env=worker_env(GLOO_CPU), timeout=300)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
+from suite.launch.torchrun import run_torchrun
 from suite.stages import nccl1gpu
 
 pytestmark = pytest.mark.dist

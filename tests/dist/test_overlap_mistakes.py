@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.tolerance import tolerance
 from suite.stages import overlap

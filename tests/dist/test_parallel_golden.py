@@ -14,7 +14,7 @@ import dataclasses
 
 import pytest
 
-from suite import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.scaling_expectations import model_state_bytes
 from suite.costmodel.sizing import parameter_count

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from suite.config import GLOO_CPU
-from suite.launch import run_torchrun
+from suite.launch.torchrun import run_torchrun
 from suite.stages import pp as pp_stage
 from suite.workloads.pp_run import MISTAKES, MISTAKE_SCHEDULE
 

@@ -13,7 +13,8 @@ import types
 
 import pytest
 
-from suite import forklaunch, procs, runner, stages
+from suite.launch import forklaunch, procs
+from suite import runner, stages
 from suite.config import GLOO_CPU
 from suite.results import Row, Verdict
 

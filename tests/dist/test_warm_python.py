@@ -1,4 +1,4 @@
-"""suite/warm_python.py stands in for a module's process forked from the warm zygote: to whoever started it (torchrun,
+"""suite/launch/warm_python.py stands in for a module's process forked from the warm zygote: to whoever started it (torchrun,
 for the fault drill's workers) it is that process — same argv, environment, cwd and stdio, the same exit code or
 killing signal, signals passed on — and the module's process never outlives it."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from suite import forklaunch, procs
+from suite.launch import forklaunch, procs
 
 pytestmark = pytest.mark.dist
 

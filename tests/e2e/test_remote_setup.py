@@ -204,7 +204,7 @@ def test_the_image_set_up_builds_from_the_shipped_context_once(tmp_path):
     from provisioning import codesync, remote_docker
     from provisioning.connection import Remote
     from provisioning.hosts import parse_host
-    from suite.cuda_lines import line_named
+    from suite.hardware.cuda_lines import line_named
 
     sshd = start_sshd(tmp_path / "sshd")
     fake = tmp_path / "fakebin"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import procs
+from suite.launch import procs
 from suite.results import RunDir
 
 from ..conftest import PYTHON, REPO, run_suite

@@ -48,7 +48,7 @@ NODE_LOSS = """
 import json, sys, types
 from pathlib import Path
 from suite.config import get_profile
-from suite.stages import _node_loss
+from suite.cluster import node_loss as _node_loss
 out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 out.mkdir(parents=True, exist_ok=True)
 profile = get_profile("gloo-cpu", 1).with_overrides(nodes=("node-a", "node-b"), ssh_config=ssh_config,
@@ -60,7 +60,7 @@ print(json.dumps({"rows": [r.__dict__ for r in rows], "verdicts": [v.__dict__ fo
 
 
 def node_loss_on_node_a(cluster, out: Path) -> subprocess.CompletedProcess:
-    """The fault stage's node-loss drill (suite/stages/_node_loss.py) run on node-a across both nodes: node-b's
+    """The fault stage's node-loss drill (suite/cluster/node_loss.py) run on node-a across both nodes: node-b's
     torchrun agent is killed mid-step; node-a detects it, restarts alone and resumes from the shared checkpoint."""
     argv = [str(WORKTREE / ".venv" / "bin" / "python"), "-c", NODE_LOSS, str(out), str(cluster.ssh_config), IFNAME]
     command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
@@ -77,7 +77,7 @@ def foreign_ssh_config(cluster, folder: Path) -> Path:
 
 
 def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts: dict[str, str]) -> None:
-    """The bandwidth stage's split (suite/stages/_intra_node.py): each node's own 2-rank sweep, started on both at
+    """The bandwidth stage's split (suite/cluster/intra_node.py): each node's own 2-rank sweep, started on both at
     once (node-b's over ssh), its output under raw/bandwidth/<node>/ and its rows named for it, exact; beside them
     the 4-rank sweep across both nodes; both α-β fits in the run's facts; the floors and the verdicts."""
     raw = run / "raw" / "bandwidth"
@@ -256,11 +256,11 @@ def assert_dp_crossed_both_nodes(run: Path) -> None:
 
 @pytest.mark.needs("openmpi")
 def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
-    """nccl-tests' launcher words (suite/mpirun.py) start one process on each node, with the NCCL variables."""
+    """nccl-tests' launcher words (suite/cluster/mpirun.py) start one process on each node, with the NCCL variables."""
     import shutil
 
-    from suite.mpirun import hostfile_text, mpirun_across_nodes
-    from suite.multinode import parse_nodes
+    from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes
+    from suite.cluster.multinode import parse_nodes
 
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")

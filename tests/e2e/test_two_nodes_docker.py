@@ -201,7 +201,7 @@ def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(
 
 def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(cluster, stand_in, laptop, tmp_path):
     from provisioning.remote_docker import image_tag
-    from suite.cuda_lines import line_named
+    from suite.hardware.cuda_lines import line_named
 
     tag = image_tag(laptop_commit(laptop), line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
     cluster.docker("node-a", "tag", STAND_IN, tag)

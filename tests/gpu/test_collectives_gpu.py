@@ -28,7 +28,7 @@ def profile():
 
 
 def test_torch_sweep_on_nccl_is_right_and_timed(tmp_path):
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
 
     p = profile()
     result = run_torchrun(p, "suite.workloads.collective_sweep",
@@ -42,7 +42,7 @@ def test_torch_sweep_on_nccl_is_right_and_timed(tmp_path):
 
 
 def test_hand_ring_and_tree_on_nccl(tmp_path):
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
 
     p = profile()
     result = run_torchrun(p, "suite.workloads.hand_allreduce",

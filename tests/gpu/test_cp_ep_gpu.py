@@ -25,7 +25,7 @@ def gpus() -> int:
 
 def test_ep_on_nccl_matches_one_process_and_is_timed(tmp_path):
     from suite.config import NCCL_GPU
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
     from suite.stages import ep as ep_stage
 
     n = gpus()
@@ -43,7 +43,7 @@ def test_ep_on_nccl_matches_one_process_and_is_timed(tmp_path):
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="context parallelism needs two GPUs or more")
 def test_cp_on_nccl_matches_full_attention_and_torch_cp_does_too(tmp_path):
     from suite.config import NCCL_GPU
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
     from suite.stages import cp as cp_stage
 
     n = gpus()

@@ -33,7 +33,7 @@ def profile():
 
 
 def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path):
-    from suite import procs
+    from suite.launch import procs
     from suite.context import StageContext
     from suite.progress import Progress
     from suite.stages import fault

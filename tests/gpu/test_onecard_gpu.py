@@ -19,7 +19,7 @@ DEVICE = torch.device("cuda", 0) if torch.cuda.is_available() else None
 
 
 def test_the_allocator_agrees_with_the_memory_formula():
-    from suite.memory_formula import activation_bytes_per_layer, state_bytes
+    from suite.costmodel.memory_formula import activation_bytes_per_layer, state_bytes
     from suite.costmodel.sizing import parameter_count
     from suite.stages.memory import MemoryConfig
     from suite.workloads.memory_run import Phases, activation_rows

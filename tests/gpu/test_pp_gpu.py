@@ -49,7 +49,7 @@ def test_one_gpu_skips_the_stage_saying_why():
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (a pipeline needs two ranks, one per card)")
 def test_pp_worker_over_nccl(tmp_path):
     from suite.config import GptConfig, get_profile
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
     from suite.stages import pp
 
     model = GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",

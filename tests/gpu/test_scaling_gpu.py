@@ -26,7 +26,7 @@ def small_model():
 
 
 def test_baseline_on_the_gpu_reports_mfu_against_the_table():
-    from suite.gpus import gpu_for
+    from suite.hardware.gpus import gpu_for
     from suite.workloads.baseline_run import measure_baseline
 
     device = torch.device("cuda", 0)
@@ -64,7 +64,7 @@ def test_device_timer_and_peak_memory():
 ])
 def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU
-    from suite.launch import run_torchrun
+    from suite.launch.torchrun import run_torchrun
     from suite.costmodel.tolerance import golden_tolerance
     from suite.workloads.worker_cli import model_args
 

@@ -15,7 +15,8 @@ from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
 from suite.results import Row
 from suite.facts import link_peak_or_why
-from suite.stages import _nccl_tests, bandwidth, crossover
+from suite.cluster import nccl_tests as _nccl_tests
+from suite.stages import bandwidth, crossover
 
 from .topo_boxes import box_facts
 

@@ -1,4 +1,4 @@
-"""make remote HOSTS= RUNTIME=docker (provisioning/cluster_image.py, suite/node_container.py): the exact docker and
+"""make remote HOSTS= RUNTIME=docker (provisioning/cluster_image.py, suite/cluster/node_container.py): the exact docker and
 ssh command lines per node, the image-ID comparison run for real by sh on ID files, its refusal lines, and the
 other nodes' container command the suite's launcher really starts."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from provisioning.cluster_image import (carry_lines, compare_lines, first_node_run_argv, node_container_prefix,
                                         read_ids_lines, same_image_setup)
-from suite.multinode import parse_node
-from suite.node_container import NODE_CONTAINER_ENV, container_name, container_node_command, container_prefix
+from suite.cluster.multinode import parse_node
+from suite.cluster.node_container import NODE_CONTAINER_ENV, container_name, container_node_command, container_prefix
 
 IMAGE = "cardtime:0123456789ab"
 B = parse_node("root@gpu-b:2222")
@@ -162,9 +162,9 @@ def test_a_bad_node_container_setting_is_one_clear_error():
 
 
 def test_the_launcher_starts_another_nodes_torchrun_in_the_image(tmp_path, monkeypatch):
-    """suite/multilaunch.py's start of another node, for real (ssh to an unresolvable name fails at once): the
+    """suite/launch/multilaunch.py's start of another node, for real (ssh to an unresolvable name fails at once): the
     command it ran, logged first in the node's log, is ssh to the node running docker run of the same image."""
-    from suite import multilaunch
+    from suite.launch import multilaunch
 
     prefix = node_container_prefix(IMAGE, runs_dir=str(tmp_path), job_dir=str(tmp_path), gpus=True, user=None)
     monkeypatch.setenv(NODE_CONTAINER_ENV, json.dumps(prefix))
@@ -184,19 +184,19 @@ def test_the_launcher_starts_another_nodes_torchrun_in_the_image(tmp_path, monke
 
 
 def test_mpirun_starts_its_daemon_on_another_node_in_the_image():
-    """A containerised run's mpirun (suite/mpirun.py) names suite/node_rsh.py as its agent, which runs the daemon's
+    """A containerised run's mpirun (suite/cluster/mpirun.py) names suite/cluster/node_rsh.py as its agent, which runs the daemon's
     command line (as Open MPI hands it over: node, then shell text) in the same image on that node."""
     import sys
 
-    from suite.mpirun import mpirun_across_nodes
-    from suite.multinode import parse_nodes
-    from suite.node_rsh import agent_argv, main
+    from suite.cluster.mpirun import mpirun_across_nodes
+    from suite.cluster.multinode import parse_nodes
+    from suite.cluster.node_rsh import agent_argv, main
 
     launch = mpirun_across_nodes("mpirun", parse_nodes("root@gpu-a,root@gpu-b"), 8, "hf", ssh_config="/c",
                                 in_image=True)
     agent = launch[launch.index("plm_rsh_agent") + 1]
     assert launch.count("plm_rsh_agent") == 1
-    assert shlex.split(agent) == [sys.executable, "-m", "suite.node_rsh", "ssh", "-o", "BatchMode=yes", "-F", "/c",
+    assert shlex.split(agent) == [sys.executable, "-m", "suite.cluster.node_rsh", "ssh", "-o", "BatchMode=yes", "-F", "/c",
                                   "-l", "root", "--"]
     prefix = node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=True, user=None)
     daemon = ["PATH=/usr/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"]

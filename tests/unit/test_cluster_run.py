@@ -12,7 +12,7 @@ from provisioning.cluster_run import (NodeRunSettings, Probed, base_problems, cl
                                       runtime_problem, suite_node_args)
 from provisioning.hosts import parse_host
 from provisioning.remote import RemoteOptions
-from suite.multinode import parse_node
+from suite.cluster.multinode import parse_node
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_cluster_preflight import facts  # noqa: E402

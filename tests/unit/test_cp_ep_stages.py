@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
-from suite.plan import estimate
+from suite.plan.hours import estimate
 from suite.results import Row
 from suite.stages import cp as cp_stage
 from suite.stages import ep as ep_stage

@@ -1,4 +1,4 @@
-"""suite/cuda_lines.py on real driver strings, and the Dockerfile's build arguments checked for one CUDA line.
+"""suite/hardware/cuda_lines.py on real driver strings, and the Dockerfile's build arguments checked for one CUDA line.
 
 Driver strings are the `Driver Version` lines of real `nvidia-smi -q` captures (tests/data/smi,
 /work/shared/fixtures/health: sources in their READMEs) and the driver_version query's answer
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import cuda_lines
-from suite.cuda_lines import DriverTooOld, driver_refusal, line_for_driver, line_named, parse_driver
+from suite.hardware import cuda_lines
+from suite.hardware.cuda_lines import DriverTooOld, driver_refusal, line_for_driver, line_named, parse_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -114,7 +114,7 @@ def coherence_problems(args: dict[str, str]) -> list[str]:
         problems.append(f"CUDA majors differ: base {base.group(1)}, torch {index.group(1)}, NCCL {nccl.group(1)}")
     line = cuda_lines.line_of_cuda(f"{base.group(1)}.{base.group(2)}")
     if line is None or line.build_args() != {k: args[k] for k in line.build_args()}:
-        problems.append(f"not a line of suite/cuda_lines.py: {args}")
+        problems.append(f"not a line of suite/hardware/cuda_lines.py: {args}")
     return problems
 
 
@@ -135,7 +135,7 @@ def test_nccl_tests_link_the_nccl_torch_ships():
     assert home == "/opt/nccl" and "ln -s \"$library\" /opt/nccl/lib/libnccl.so.2" in torch_step
     env = " ".join(a for w, a in steps if w == "ENV")
     assert "LD_LIBRARY_PATH=/opt/nccl/lib" in env  # at run time too, not the base's own libnccl
-    assert "> /opt/nccl-tests/NCCL_VERSION" in build  # the manifest's nccl-tests NCCL (suite/hostprobe.py)
+    assert "> /opt/nccl-tests/NCCL_VERSION" in build  # the manifest's nccl-tests NCCL (suite/hardware/hostprobe.py)
     assert not [a for w, a in steps if w == "RUN" and "libnccl-dev" in a]  # no second NCCL
 
 

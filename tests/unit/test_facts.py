@@ -167,7 +167,7 @@ def test_profile_and_gpu_model_readers():
 
 
 def test_fit_rows_feed_the_published_fact():
-    from suite.stages._alphabeta_fit import fit_rows, pick_fit
+    from suite.cluster.alphabeta_fit import fit_rows, pick_fit
     alpha, beta, n = 7e-6, 150e9, 8
     rows = [Row(stage="bandwidth", case="all_reduce", metric="time_us", value=ring_allreduce_s(s, n, alpha, beta) * 1e6,
                 unit="us", source="torch", placement="ip", world=n, size_bytes=s) for s in (2 ** k for k in range(3, 31, 3))]

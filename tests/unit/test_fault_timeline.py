@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite import procs
+from suite.launch import procs
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.stages.fault import FaultConfig
 from suite.context import StageContext

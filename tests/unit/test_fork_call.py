@@ -1,4 +1,4 @@
-"""suite.procs.fork_call: the one supervised child the runner's stages and the fault drill's supervisors share."""
+"""suite.launch.procs.fork_call: the one supervised child the runner's stages and the fault drill's supervisors share."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from suite import procs
+from suite.launch import procs
 
 
 def failed(error: BaseException) -> dict:

@@ -1,10 +1,10 @@
-"""The one GPU table (suite/gpus.py): one matching rule, no entry shadowing a later one, sourced figures."""
+"""The one GPU table (suite/hardware/gpus.py): one matching rule, no entry shadowing a later one, sourced figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from suite.gpus import GPUS, gpu_for, words
+from suite.hardware.gpus import GPUS, gpu_for, words
 
 
 def test_the_table_is_not_empty_and_models_are_unique():

@@ -206,7 +206,7 @@ def test_a_failed_measurement_launch_is_a_fail_that_keeps_the_other_findings():
 
 
 def test_the_driver_must_run_torchs_cuda():
-    from suite.cuda_lines import LINES
+    from suite.hardware.cuda_lines import LINES
 
     newest = LINES[0]
     old = rules.driver_verdict("470.57.02", newest.cuda)

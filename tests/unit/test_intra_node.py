@@ -1,5 +1,5 @@
-"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/stages/_intra_node.py, the floors and
-verdicts in _intra_judges.py): the rows' names, the per-node command, nccl-tests' single-node form driven by
+"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/cluster/intra_node.py, the floors and
+verdicts in suite/cluster/intra_judges.py): the rows' names, the per-node command, nccl-tests' single-node form driven by
 stand-in binaries printing real captures
 (tests/data/nccl-tests/21: one 8-GPU H100 node; 10: two such nodes with 8 HCAs; 22: two 8-GPU EFA nodes), the
 floors (the link peak within a node, min(link peak, NICs × line rate) across), the verdicts naming the node,
@@ -17,9 +17,10 @@ from suite.costmodel.alphabeta import collective_time_s, ring_allreduce_s
 from suite.facts import FittedAlphaBeta
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.stages import _intra_judges, _intra_node, _nccl_tests, bandwidth
-from suite.stages._launches import launch_verdicts
-from suite.stages._node_nics import nic_totals, rows_for
+from suite.cluster import intra_judges as _intra_judges, intra_node as _intra_node, nccl_tests as _nccl_tests
+from suite.stages import bandwidth
+from suite.launch.rows import launch_verdicts
+from suite.cluster.node_nics import nic_totals, rows_for
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, FakeContext, stand_in, stand_in_mpirun
 from .test_node_nics import A100, HEALTHY
@@ -63,18 +64,18 @@ def test_names_of_a_nodes_rows_and_who_runs_the_sweep():
 
 def test_every_node_runs_the_sweep_as_one_node_with_its_own_ranks():
     argv = _intra_node.node_argv(TWO, bandwidth.sweep_args(TWO), timeout_s=300, python="py")
-    assert argv[:3] == ["py", "-m", "suite.nodesweep"] and argv[5:8] == ["--timeout-s", "300", "--"]
+    assert argv[:3] == ["py", "-m", "suite.cluster.nodesweep"] and argv[5:8] == ["--timeout-s", "300", "--"]
     assert argv[8:] == bandwidth.sweep_args(TWO) and "--probe" not in argv
     seen = profile_from_dict(json.loads(argv[4]))
     assert seen.nodes == () and seen.nproc == 8 and seen.world == 8 and seen.sweep == TWO.sweep
 
 
 def test_a_node_given_a_broken_profile_says_so_in_one_line(capsys):
-    from suite.nodesweep import main
+    from suite.cluster.nodesweep import main
 
     assert main(["--profile-json", '{"name": "gloo-cpu"', "--", "--sizes", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("suite.nodesweep: --profile-json is not a profile (")
+    assert len(err) == 1 and err[0].startswith("suite.cluster.nodesweep: --profile-json is not a profile (")
 
 
 def node_profile(profile):
@@ -259,7 +260,7 @@ def test_the_split_figure_only_on_a_multi_node_run():
 
 
 def test_make_plan_nodes_2_estimates_each_nodes_sweep():
-    from suite.plan import PlanAssumptions, plan_inputs
+    from suite.plan.hours import PlanAssumptions, plan_inputs
 
     a = PlanAssumptions(nodes=2)
     p = plan_inputs(NCCL_GPU, a)

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from suite.config import GLOO_CPU, NCCL_GPU
-from suite.launch import LaunchError, choose_port, port_holder, torchrun_command, worker_env
+from suite.launch.torchrun import LaunchError, choose_port, port_holder, torchrun_command, worker_env
 
 
 def test_torchrun_command_for_the_rehearsal():

@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from suite import forklaunch
+from suite.launch import forklaunch
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError, profile_from_dict
-from suite.launch import torchrun_command
+from suite.launch.torchrun import torchrun_command
 from tests.conftest import run_suite
 
 
@@ -36,7 +36,7 @@ def test_the_launcher_is_recorded_and_an_older_manifest_resumes_under_torchrun()
 @pytest.mark.parametrize("launcher, kwargs, expected", [
     ("fork", {}, "fork"),
     # restarts are torchrun's own behaviour (the fault drill): the real torchrun, under the fork launcher with
-    # torchrun and its workers forked warm (suite/warm_python.py)
+    # torchrun and its workers forked warm (suite/launch/warm_python.py)
     ("fork", {"max_restarts": 1}, "warm torchrun"),
     ("torchrun", {"max_restarts": 1}, "torchrun"),
     ("fork", {"extra_torchrun_args": ["--monitor-interval=1"]}, "torchrun"),

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from reports.figures import memory as figure
 from suite.config import GLOO_CPU
-from suite.memory_formula import activation_bytes_per_layer, korthikanti_bytes_per_layer
+from suite.costmodel.memory_formula import activation_bytes_per_layer, korthikanti_bytes_per_layer
 from suite.stages import memory as stage
 from suite.workloads.gpt import build_model, synthetic_batch
 from suite.workloads.memory_run import forward_loss, memory_rows, search_rows

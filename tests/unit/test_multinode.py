@@ -1,4 +1,4 @@
-"""The nodes of a multi-node run and the command lines started on them (suite/multinode.py, suite/mpirun.py)."""
+"""The nodes of a multi-node run and the command lines started on them (suite/cluster/multinode.py, suite/cluster/mpirun.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from suite.mpirun import hostfile_text, mpirun_across_nodes, rsh_agent
-from suite.multinode import (Node, NodesError, expand_slurm_nodelist, forwarded_env, parse_nodes, read_hostfile,
+from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes, rsh_agent
+from suite.cluster.multinode import (Node, NodesError, expand_slurm_nodelist, forwarded_env, parse_nodes, read_hostfile,
                              remote_shell_command, torchrun_node_command)
 
 
@@ -92,7 +92,7 @@ def test_mpirun_words_one_process_per_gpu_on_each_node():
 
 def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, monkeypatch):
     from suite.config import NCCL_GPU
-    from suite.stages import _nccl_tests
+    from suite.cluster import nccl_tests as _nccl_tests
 
     tools = tmp_path / "tools"
     tools.mkdir()
@@ -112,7 +112,7 @@ def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, mon
 def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
     from suite.config import NCCL_GPU
     from suite.results import Row
-    from suite.stages import _node_pairs
+    from suite.cluster import node_pairs as _node_pairs
 
     three = NCCL_GPU.with_overrides(nodes=("a", "b", "c"))
     expectations = _node_pairs.expect(three)
@@ -134,7 +134,7 @@ def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
 
 
 def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_once(tmp_path):
-    from suite.slurm import sbatch_script
+    from suite.cluster.slurm import sbatch_script
 
     text = sbatch_script(checkout="/shared/cardtime", python="/shared/cardtime/.venv/bin/python", nodes=2,
                          gpus_per_node=8, partition="gpu", account="proj1", stages="topology,bandwidth",
@@ -146,7 +146,7 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     assert not [l for l in lines if l.startswith("#SBATCH --time")]  # not given: the partition's limit
     assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
     assert "--container-image=nvcr.io/x:1" in text
-    # The run's directory and exit status beside the job's output, named by its id (suite/slurm.py's job_files).
+    # The run's directory and exit status beside the job's output, named by its id (suite/cluster/slurm.py's job_files).
     assert lines[-3:] == ['[ "$status" -ne 0 ] || /shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu '
                           '--nproc 8 --out /shared/runs --stages topology,bandwidth --record-last '
                           '/shared/runs"/slurm-${SLURM_JOB_ID}.last" || status=$?',
@@ -170,7 +170,7 @@ def test_the_batch_scripts_gpu_check_ends_the_job_before_the_run_naming_the_node
     set), with this machine's CPU torch, which the check refuses: exit 2 in the exit file, no suite run started."""
     from pathlib import Path
 
-    from suite.slurm import sbatch_script
+    from suite.cluster.slurm import sbatch_script
 
     repo = Path(__file__).resolve().parents[2]
     bin_dir = tmp_path / "bin"
@@ -199,7 +199,7 @@ def test_the_batch_scripts_gpu_check_ends_the_job_before_the_run_naming_the_node
 
 def test_srun_launch_runs_each_node_in_its_own_raw_folder(tmp_path):
     """The per-node wrapper srun runs, executed for real by sh as one node would (SLURMD_NODENAME set)."""
-    from suite.slurm import srun_launch_command
+    from suite.cluster.slurm import srun_launch_command
 
     argv = srun_launch_command(2, str(tmp_path), "torch.torchrun.log", ["printenv", "CARDTIME_RAW_DIR"],
                                ["--container-image=img"])
@@ -220,13 +220,13 @@ def test_a_multi_node_profile_survives_the_manifest_for_resume():
     assert back == two and back.nodes == ("node-a", "root@node-b:2222") and back.world == 2
 
 
-# ---------------------------------------------------------------- before any stage (suite/nodecheck.py)
+# ---------------------------------------------------------------- before any stage (suite/cluster/nodecheck.py)
 
 
 def test_a_taken_rendezvous_port_is_refused_naming_the_node():
     import socket
 
-    from suite.nodecheck import check_nodes, rendezvous_port_problem
+    from suite.cluster.nodecheck import check_nodes, rendezvous_port_problem
 
     with socket.socket() as held:
         held.bind(("0.0.0.0", 0))
@@ -243,7 +243,7 @@ def test_a_taken_rendezvous_port_is_refused_naming_the_node():
 def test_gpu_counts_from_real_smi_lists():
     from pathlib import Path
 
-    from suite.nodecheck import gpu_count_problems, gpu_lines
+    from suite.cluster.nodecheck import gpu_count_problems, gpu_lines
 
     smi = Path(__file__).resolve().parents[1] / "data" / "smi"
     two, one = (gpu_lines((smi / name).read_text()) for name in ("quadro-rtx4000-2gpu-L.txt", "rtx4070-laptop-L.txt"))
@@ -269,7 +269,7 @@ def test_suite_run_refuses_a_taken_port_in_one_line(capsys):
 
 
 def test_an_elastic_launch_for_the_node_loss_drill():
-    from suite.multinode import torchrun_node_command
+    from suite.cluster.multinode import torchrun_node_command
 
     argv = torchrun_node_command("py", "m", [], nproc=8, nnodes=2, endpoint="gpu-a:29400", rdzv_id="x",
                                  max_restarts=1, min_nodes=1, last_call_s=10)

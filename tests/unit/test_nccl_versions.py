@@ -1,4 +1,4 @@
-"""torch's NCCL and nccl-tests' NCCL are both recorded (suite/hostprobe.py) and the report says when they differ."""
+"""torch's NCCL and nccl-tests' NCCL are both recorded (suite/hardware/hostprobe.py) and the report says when they differ."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 from reports.identity import banners
 from reports.runview import RunView
-from suite.hostprobe import nccl_tests_versions, nccl_versions_differ
+from suite.hardware.hostprobe import nccl_tests_versions, nccl_versions_differ
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -11,7 +11,7 @@ import sys
 
 from provisioning import hostlock, jobs
 from provisioning.cluster_run import release_node_locks_lines
-from suite.multinode import parse_node
+from suite.cluster.multinode import parse_node
 
 
 def take(base, job_id: str) -> dict:

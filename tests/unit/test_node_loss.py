@@ -1,4 +1,4 @@
-"""The node-loss drill's rows and verdicts (suite/stages/_node_loss.py) on the events of a real run on the two-node
+"""The node-loss drill's rows and verdicts (suite/cluster/node_loss.py) on the events of a real run on the two-node
 namespace cluster (tests/data/node-loss/README.md), and on the same events with parts of the recovery removed."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from suite.config import get_profile
-from suite.stages._node_loss import judge, rows_from_events
+from suite.cluster.node_loss import judge, rows_from_events
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "node-loss"
 EVENTS = [json.loads(line) for name in ("node-a-events.rank0.jsonl", "node-b-events.rank1.jsonl")

@@ -1,4 +1,4 @@
-"""Topology's per-node NIC comparison (suite/stages/_node_nics.py) on real captures: `ibstat` of a healthy 12-port
+"""Topology's per-node NIC comparison (suite/cluster/node_nics.py) on real captures: `ibstat` of a healthy 12-port
 H100 RoCE node (ibstat-03), of the same build with two ports down (ibstat-02), of an 8-HCA A100 InfiniBand node at
 200 Gb/s whose listing ended in `ibpanic` (ibstat-04), `ibv_devinfo` with a port down (tests/data/health/README.md),
 and this machine's own /sys/class/net."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers.ibstat import parse_ibstat, parse_ibv_devinfo
-from suite.stages._node_nics import from_rows, judge, local_nics, nics_from_ports, problems, rows_for, talked_over
+from suite.cluster.node_nics import from_rows, judge, local_nics, nics_from_ports, problems, rows_for, talked_over
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "health"
 
@@ -118,8 +118,8 @@ def test_line_rates_and_the_node_pairs_held_to_them():
     a host Ethernet beside it), else its fastest up Ethernet, is the ceiling of its pairs; a pair far below the
     slower node's fails."""
     from suite.results import Row
-    from suite.stages import _node_pairs
-    from suite.stages._node_nics import Nic, line_rates
+    from suite.cluster import node_pairs as _node_pairs
+    from suite.cluster.node_nics import Nic, line_rates
 
     host_ethernet = Nic("ens1", "ethernet", "up", 400.0)  # faster than the A100's fabric, but not NCCL's path there
     rows = rows_for("h100", HEALTHY, []) + rows_for("a100", [*A100, host_ethernet], PANIC)

@@ -121,7 +121,7 @@ def test_the_link_comes_from_nvidia_smi_then_the_gpu_table():
     narrow = {"topology": {"pcie": {"gen_max": 4, "width_max": 8}}}  # one card: no matrix, box-wide figures only
     assert pinned.link_GBps(narrow)[0] == pytest.approx(15.75)
     rate, basis = pinned.link_GBps({"topology": {"gpus": ["NVIDIA H100 80GB HBM3"]}})
-    assert rate == 63.0 and "suite/gpus.py" in basis
+    assert rate == 63.0 and "suite/hardware/gpus.py" in basis
     assert pinned.link_GBps({}) == (None, "no PCIe facts")
     [h2d, d2h] = pinned.expect(NCCL_1GPU, PCIE5)
     assert h2d.value == pytest.approx(0.7 * 63.0) and (h2d.placement, d2h.placement) == ("h2d", "d2h")

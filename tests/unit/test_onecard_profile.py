@@ -9,7 +9,7 @@ import pytest
 
 from suite import stages
 from suite.config import NCCL_1GPU, PROFILES, ProfileError, get_profile, profile_from_dict
-from suite.plan import estimate
+from suite.plan.hours import estimate
 
 ONE_CARD_STAGES = ["health", "topology", "baseline", "memory", "precision", "nccl1gpu", "pinned"]
 

@@ -1,4 +1,4 @@
-"""suite/plan.py: stage durations on the GPU profile from sweep sizes, iterations, the α-β model and link peaks."""
+"""suite/plan/hours.py: stage durations on the GPU profile from sweep sizes, iterations, the α-β model and link peaks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from suite.__main__ import main as suite_main
 from suite.config import NCCL_GPU, SweepConfig, get_profile
-from suite.gpus import gpu_for
-from suite.plan import PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
+from suite.hardware.gpus import gpu_for
+from suite.plan.hours import PlanAssumptions, estimate, render, step_compute_s, sweep_time_s
 from suite.stages import available
 from suite.stages.bandwidth import COLLECTIVES as BANDWIDTH_COLLECTIVES
 

@@ -1,4 +1,4 @@
-"""make plan NODES=2 | HOSTS=a,b (suite/plan.py): every launch spans the nodes, the ring's slowest hop is the NIC."""
+"""make plan NODES=2 | HOSTS=a,b (suite/plan/hours.py): every launch spans the nodes, the ring's slowest hop is the NIC."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from suite.__main__ import main as suite_main
 from suite.config import get_profile
 from suite.costmodel.alphabeta import ZERO_COMM_ALLREDUCES, ring_allreduce_s
-from suite.gpus import gpu_for
-from suite.plan import PlanAssumptions, estimate, plan_inputs, render, step_compute_s
-from suite.stages._node_nics import PROBE_S
-from suite.stages._node_pairs import PAIR_BYTES, PAIR_ITERS
+from suite.hardware.gpus import gpu_for
+from suite.plan.hours import PlanAssumptions, estimate, plan_inputs, render, step_compute_s
+from suite.cluster.node_nics import PROBE_S
+from suite.cluster.node_pairs import PAIR_BYTES, PAIR_ITERS
 
 
 def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_parts():
@@ -23,8 +23,8 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     assert len(two.stages) == len(flat.stages) > 10
     launch = a.torchrun_launch_s + a.rendezvous_s
     pairs = launch + 2 * 1 * (1 + PAIR_ITERS) * (a.alpha_s + PAIR_BYTES / a.inter_node_Bps)
-    from suite.plan import plan_inputs
-    from suite.stages._intra_node import estimate_s as intra_estimate_s
+    from suite.plan.hours import plan_inputs
+    from suite.cluster.intra_node import estimate_s as intra_estimate_s
 
     intra = intra_estimate_s(plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2)))  # each node's own sweep
     assert intra > 0  # tests/unit/test_intra_node.py checks its arithmetic

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from suite.config import get_profile
-from suite.plan import estimate, render
-from suite.plan_setup import SetupAssumptions, after, before, check
+from suite.plan.hours import estimate, render
+from suite.plan.setup import SetupAssumptions, after, before, check
 
 MB, GB = 1e6, 1e9
 

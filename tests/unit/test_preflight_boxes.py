@@ -16,7 +16,7 @@ import pytest
 
 from provisioning import cuda_check, cuda_check_host, preflight
 from provisioning.shell import sh_command
-from suite import gpu_host_checks
+from suite.hardware import gpu_host_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import procs, runner, stages
+from suite.launch import procs
+from suite import runner, stages
 from suite.config import GLOO_CPU
 from suite.results import Expectation, Row, RunDir, SchemaError, Verdict
 

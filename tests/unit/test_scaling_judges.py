@@ -182,7 +182,7 @@ def test_baseline_mfu_verdicts():
     v = status(baseline.judge(baseline_rows(0.05), [], GPU), "baseline.mfu")
     assert v.status == "warn" and "clocks" in v.reason
     v = status(baseline.judge(baseline_rows(float("nan"), "Some New GPU"), [], GPU), "baseline.mfu")
-    assert v.status == "skip" and "suite/gpus.py" in v.reason
+    assert v.status == "skip" and "suite/hardware/gpus.py" in v.reason
     assert status(baseline.judge(baseline_rows(), [], CPU), "baseline.mfu").status == "skip"
     assert status(baseline.judge([], [], CPU), "baseline.measured").status == "fail"
 

@@ -17,7 +17,7 @@ from suite.costmodel.mfu import mfu
 from suite.costmodel.scaling_expectations import dp_efficiency, dp_step_s, model_state_bytes
 from suite.costmodel.sizing import FLOPS_FORMULA, flops_per_token, parameter_count, training_flops_per_token
 from suite.costmodel.tolerance import golden_tolerance, tolerance
-from suite.gpus import gpu_for
+from suite.hardware.gpus import gpu_for
 from suite.results import Row
 from suite.workloads.golden import max_abs_error, max_abs_error_many
 from suite.workloads.measure import (

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from provisioning.hosts import parse_host
 from provisioning.slurm_host import SlurmOptions, login_decision, login_probe_command, submit_command
-from suite.slurm import submission_problem
-from suite.slurm_job import GONE_POLLS, JobPoll, follow, parse_poll, status_command
+from suite.cluster.slurm import submission_problem
+from suite.cluster.slurm_job import GONE_POLLS, JobPoll, follow, parse_poll, status_command
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 
 from suite import runner, stages
 from suite.config import GLOO_CPU, NCCL_GPU, profile_from_dict
-from suite.plan import estimate
+from suite.plan.hours import estimate
 
 THROWAWAY = '''
 """A throwaway stage for tests/unit/test_stage_registry.py: echoes its config section as rows."""
@@ -177,7 +177,7 @@ def test_a_stage_may_put_itself_first_with_before(add_stage_module):
 def test_importing_the_plan_does_not_import_torch():
     code = textwrap.dedent("""
         import sys
-        import suite.plan as plan
+        import suite.plan.hours as plan
         from suite.config import NCCL_GPU
         assert len(plan.estimate(NCCL_GPU).stages) >= 10
         print('torch' in sys.modules)

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from suite.results import Row
 from suite.workloads.worker import worker_session
 
-# What torchrun's agent sets for a worker (LocalElasticAgent) and what suite.launch.worker_env adds: the warm
+# What torchrun's agent sets for a worker (LocalElasticAgent) and what suite.launch.torchrun.worker_env adds: the warm
 # launcher must give the same.
 REPORTED = ("OMP_NUM_THREADS", "GLOO_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "CARDTIME_BACKEND", "RANK",
             "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",

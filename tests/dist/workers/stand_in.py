@@ -1,4 +1,4 @@
-"""Test module run through suite/warm_python.py: `--do kill|exit3|raise|wait` ends it one way; it first prints its
+"""Test module run through suite/launch/warm_python.py: `--do kill|exit3|raise|wait` ends it one way; it first prints its
 pid, parent, argv, cwd, one environment variable and whether stdin is the one given."""
 
 import argparse

@@ -1,6 +1,6 @@
 """`python -m MODULE ARGS…` without importing torch again: the module runs in a process forked from the warm zygote.
 
-    python -S suite/warm_python.py SOCKET MODULE [ARGS…]      # SOCKET: the zygote's (suite/forklaunch.py)
+    python -S suite/launch/warm_python.py SOCKET MODULE [ARGS…]      # SOCKET: the zygote's (suite/launch/forklaunch.py)
 
 The rehearsal's fault drill runs a real torchrun with --max-restarts (torchrun's own detection
 and restart are what it tests), and every launch there costs each process an `import torch`
@@ -8,7 +8,7 @@ and restart are what it tests), and every launch there costs each process an `im
 torchrun and its workers start through this script instead: torchrun as
 `warm_python.py SOCKET torch.distributed.run …`, its workers as `--no-python` entrypoints
 `python -S warm_python.py SOCKET suite.workloads.fault_drill …`. It imports only the standard
-library (-S: not even site; ~50 ms) and asks the zygote (suite/zygote_exec.py) for a fork that
+library (-S: not even site; ~50 ms) and asks the zygote (suite/launch/zygote_exec.py) for a fork that
 becomes MODULE's `__main__` with this process's environment, working directory, argv and
 stdin/stdout/stderr. It stands in for that process to whoever started it:
 
@@ -60,7 +60,7 @@ def started_at() -> float:
 
 def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
     """The next JSON line from `conn` (blocking; a relayed signal's handler does not end the wait, PEP 475); None at
-    end of stream. The zygote's side reads its messages with this too (suite/zygote_exec.py)."""
+    end of stream. The zygote's side reads its messages with this too (suite/launch/zygote_exec.py)."""
     while b"\n" not in buffer:
         chunk = conn.recv(65536)
         if not chunk:
@@ -86,7 +86,7 @@ def exit_as(code: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print("usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/forklaunch.py)",
+        print("usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/launch/forklaunch.py)",
               file=sys.stderr)
         return 2
     die_with_parent()

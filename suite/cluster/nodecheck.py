@@ -13,8 +13,8 @@ from __future__ import annotations
 import subprocess
 from typing import Sequence
 
-from .launch import port_holder, port_is_free
-from .multinode import Node, NodesError
+from suite.launch.torchrun import port_holder, port_is_free
+from suite.cluster.multinode import Node, NodesError
 
 SMI_TIMEOUT_S = 60.0
 
@@ -55,7 +55,7 @@ def node_gpu_count(node: Node | None, ssh_config: str) -> tuple[int | None, str]
 def check_nodes(nodes: Sequence[Node], ssh_config: str = "", *, gpus: bool, master_port: int | None) -> None:
     """NodesError with the first problem; nothing when the nodes can start a launch. This node's port first (no
     ssh), then every other node over ssh (multilaunch.check_reachable), then their GPUs."""
-    from .multilaunch import check_reachable
+    from suite.launch.multilaunch import check_reachable
 
     problem = rendezvous_port_problem(nodes[0].name, master_port)
     if problem:

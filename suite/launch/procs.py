@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .results import atomic_write_text, dumps
+from suite.results import atomic_write_text, dumps
 
 PR_SET_PDEATHSIG = 1
 

@@ -9,7 +9,7 @@ of discovery.
 
 from __future__ import annotations
 
-from ..launch import LaunchError, LaunchResult, launch_out_dir
+from suite.launch.torchrun import LaunchError, LaunchResult, launch_out_dir
 from ..results import Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 

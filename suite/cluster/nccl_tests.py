@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Profile
-from ..mpirun import hostfile_text, mpirun_across_nodes
-from ..multinode import node_socket_env, parse_nodes
-from ..node_container import container_prefix
+from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes
+from suite.cluster.multinode import node_socket_env, parse_nodes
+from suite.cluster.node_container import container_prefix
 from ..parsers import ParseError
 from ..parsers.nccl_tests import parse_file
 from ..results import Row
@@ -92,7 +92,7 @@ def form_label(profile: Profile) -> str:
 def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path | None = None
              ) -> tuple[list[str] | None, str]:
     """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why) without
-    mpirun. Across nodes: suite/mpirun.py's words, the hostfile written into raw_dir."""
+    mpirun. Across nodes: suite/cluster/mpirun.py's words, the hostfile written into raw_dir."""
     if not mpi_form(profile):
         return [], ""
     path = (env or {}).get("PATH") or os.environ.get("PATH", "")

@@ -1,9 +1,9 @@
-"""The warm launcher: the rehearsal's ranks forked from a process that imported torch once (suite/zygote.py).
+"""The warm launcher: the rehearsal's ranks forked from a process that imported torch once (suite/launch/zygote.py).
 
     launch(profile, "suite.workloads.dp_run", args, raw_dir=…, tag="dp")   # what StageContext.torchrun calls
 
 `launch` chooses by `profile.launcher`: "fork" (the gloo-cpu rehearsal's default) forks the ranks
-from the warm zygote; "torchrun" runs `python -m torch.distributed.run` (suite/launch.py), as a
+from the warm zygote; "torchrun" runs `python -m torch.distributed.run` (suite/launch/torchrun.py), as a
 user launches, which the nccl-gpu profile always does. A launch that asks for torchrun's own
 behaviour (restarts, torchrun arguments) always gets torchrun. Both give the same LaunchResult:
 rows from rows.rank<N>.jsonl, each rank's log in raw/<stage>/[<tag>.]rank<N>.log, the
@@ -34,9 +34,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import procs
-from .config import Profile
-from .launch import LaunchError, LaunchResult, choose_port, log_tail, prepare_launch, run_torchrun, torchrun_command
+from suite.launch import procs
+from suite.config import Profile
+from suite.launch.torchrun import (LaunchError, LaunchResult, choose_port, log_tail, prepare_launch, run_torchrun,
+                                   torchrun_command)
 
 CONNECT_RETRY_S = 0.05
 POLL_S = 0.2
@@ -48,7 +49,7 @@ class ZygoteGone(LaunchError):
 
 
 class Zygote:
-    """A running `python -m suite.zygote` and its socket; the process that started it owns (and reaps) it."""
+    """A running `python -m suite.launch.zygote` and its socket; the process that started it owns (and reaps) it."""
 
     def __init__(self, proc: subprocess.Popen, folder: Path, log_path: Path):
         self.proc, self.folder, self.log_path = proc, folder, log_path
@@ -63,13 +64,13 @@ class Zygote:
         log_path = Path(log_path) if log_path else folder / "zygote.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
-        # One thread at import: no OpenMP pool exists when the ranks are forked (see suite/zygote.py).
+        # One thread at import: no OpenMP pool exists when the ranks are forked (see suite/launch/zygote.py).
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         repo_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "suite.zygote", str(folder / "sock"), str(log_path)], stdin=subprocess.DEVNULL,
+                [sys.executable, "-m", "suite.launch.zygote", str(folder / "sock"), str(log_path)], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=repo_root, start_new_session=True,
                 preexec_fn=functools.partial(procs.die_with_parent, signal.SIGTERM, expected_parent=os.getpid()),
             )
@@ -80,7 +81,7 @@ class Zygote:
         """Start one as a fork of this process, which has imported the warm set itself (the runner's preload): warm
         at once, and torch imported once per run instead of twice. Only from a process as fork-safe as the zygote
         (torch at one thread: no OpenMP pool; the runner forks its stages from the same state)."""
-        from .zygote import main as zygote_main
+        from suite.launch.zygote import main as zygote_main
 
         folder = Path(tempfile.mkdtemp(prefix="cardtime-zygote-"))
         log_path = Path(log_path) if log_path else folder / "zygote.log"
@@ -89,7 +90,7 @@ class Zygote:
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
-        if pid == 0:  # what Zygote.start's `python -m suite.zygote` would be, without its imports
+        if pid == 0:  # what Zygote.start's `python -m suite.launch.zygote` would be, without its imports
             code = 1
             try:
                 os.setsid()
@@ -182,7 +183,7 @@ def can_fork_zygote_here() -> bool:
 
 def warm_zygote(log_path: Path | None = None, fork_here: bool = False) -> Zygote:
     """This process's zygote: the one inherited from the runner or started earlier, else a new one (a fork of this
-    process when fork_here and can_fork_zygote_here(), else `python -m suite.zygote`)."""
+    process when fork_here and can_fork_zygote_here(), else `python -m suite.launch.zygote`)."""
     global _current
     if _current is None or not _current.alive():
         if _current is not None:
@@ -223,7 +224,7 @@ WARM_PYTHON = Path(__file__).resolve().parent / "warm_python.py"
 
 
 def warm_run_module(zygote: "Zygote") -> list[str]:
-    """What runs a module like `python -m` but forked from `zygote` (suite/warm_python.py): -S, no site, ~50 ms."""
+    """What runs a module like `python -m` but forked from `zygote` (suite/launch/warm_python.py): -S, no site, ~50 ms."""
     return [sys.executable, "-S", str(WARM_PYTHON), zygote.socket_path]
 
 

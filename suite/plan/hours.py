@@ -4,7 +4,7 @@
 
 Each stage module estimates itself (its `estimate(p)`, given the PlanInputs below); this module adds
 them up in run order. Pure arithmetic, no torch (suite/costmodel/sizing.py sizes the model), from the
-profile (sweep sizes, iterations, model size, steps), the α-β model (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/gpus.py)
+profile (sweep sizes, iterations, model size, steps), the α-β model (suite/costmodel/alphabeta.py) with β at the GPU's link peak, the GPU's bf16 peak (suite/hardware/gpus.py)
 at an assumed MFU, and a few fixed costs a GPU node always pays (named in PlanAssumptions, each
 with its reason). The goal it is held to: the whole checklist inside one hour of card time.
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from . import plan_setup, stages
-from .config import Profile, scaling_degrees
-from .costmodel import alphabeta as ab
-from .costmodel.sizing import parameter_count, training_flops_per_token
-from .dtypes import DTYPE_BYTES
-from .gpus import gpu_for
-from .plan_setup import SetupAssumptions, SetupLine
+from suite.plan import setup as plan_setup
+from suite import stages
+from suite.config import Profile, scaling_degrees
+from suite.costmodel import alphabeta as ab
+from suite.costmodel.sizing import parameter_count, training_flops_per_token
+from suite.dtypes import DTYPE_BYTES
+from suite.hardware.gpus import gpu_for
+from suite.plan.setup import SetupAssumptions, SetupLine
 
 ONE_HOUR_S = 3600.0
 
@@ -238,7 +239,7 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
 def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,
              setup: SetupAssumptions = SetupAssumptions()) -> Plan:
     """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate(),
-    between the set-up lines before and after (suite/plan_setup.py)."""
+    between the set-up lines before and after (suite/plan/setup.py)."""
     inputs = plan_inputs(profile, a)
     plan_setup.check(setup)
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,

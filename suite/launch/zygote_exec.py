@@ -1,7 +1,7 @@
-"""The zygote's side of suite/warm_python.py: one process forked from the warm state to run a module, and its relay.
+"""The zygote's side of suite/launch/warm_python.py: one process forked from the warm state to run a module, and its relay.
 
 The zygote forks a relay per request (this module's `relay`), which forks the process that becomes
-the module's `__main__` (suite.zygote.become) on the client's stdin/stdout/stderr, then stands
+the module's `__main__` (suite.launch.zygote.become) on the client's stdin/stdout/stderr, then stands
 between the two until that process ends:
 
   * it answers {"started": pid}, then {"exit": code} once the process has exited (code as
@@ -26,7 +26,7 @@ import socket
 import sys
 import traceback
 
-from . import procs
+from suite.launch import procs
 
 POLL_S = 0.05
 """How often a waiting relay or agent looks at its children where nothing wakes it."""
@@ -39,8 +39,8 @@ POLL_S = 0.05
 
 def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
     """In a process forked from the zygote: run `module` as `python -m module args` would, with exactly `env`, then
-    exit. A launch's ranks (suite/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when
-    the process standing in for this one was created (suite/warm_python.py), which the worker reports as its start."""
+    exit. A launch's ranks (suite/launch/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when
+    the process standing in for this one was created (suite/launch/warm_python.py), which the worker reports as its start."""
     code = 1
     try:
         procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it
@@ -57,7 +57,7 @@ def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_
         # Read by libgomp at torch's import, in the zygote: the worker's value is applied here.
         torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
         random.seed()  # a fresh process's own seed, not the zygote's copy
-        from . import workloads
+        from suite import workloads
 
         workloads.LAUNCHER_PID = os.getppid()  # the agent: worker_session dies with it, as with torchrun's agent
         workloads.SPAWNED_AT = spawned_at

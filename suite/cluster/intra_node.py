@@ -2,7 +2,7 @@
 
     rows += _intra_node.measure(ctx, sweep_args)     # bandwidth.run, only when profile.nodes has 2+ nodes
 
-Every node at once runs `python -m suite.nodesweep` (multilaunch.run_on_each_node: here on the first node, over
+Every node at once runs `python -m suite.cluster.nodesweep` (multilaunch.run_on_each_node: here on the first node, over
 ssh or one srun on the others), which is a single-node launch of the torch sweep with the node's nproc ranks (the
 launcher a one-node run uses; no rendezvous across nodes) and, on GPUs, nccl-tests in its single-node form
 (`mpirun -np <nproc>` on that node, or one process `-g <nproc>`: no hostfile, no other node). Each node's raw
@@ -12,7 +12,7 @@ case `intra.<case>@<node>` (`intra.all_reduce@gpu-a`, `intra.nccl-tests.all_redu
 `intra.fit.all_reduce@gpu-a`), and a failed launch `launch.intra@<node>` (bandwidth's launch verdicts name it). The cross-node rows keep their
 plain cases: on a multi-node run they are the inter-node measurement.
 
-The floors and verdicts of both halves are suite/stages/_intra_judges.py's.
+The floors and verdicts of both halves are suite/cluster/intra_judges.py's.
 facts['alpha_beta_intra'] is the α-β fit of the slowest node's intra all_reduce (the one a hierarchical
 collective waits for), shaped as facts['alpha_beta'], which stays the fit across every node.
 Not a stage: the underscore keeps it out of discovery.
@@ -29,11 +29,11 @@ from typing import Any, Sequence
 
 from ..config import Profile
 from ..facts import FittedAlphaBeta
-from ..multinode import parse_nodes
+from suite.cluster.multinode import parse_nodes
 from ..results import Row, read_rows_jsonl
-from . import _nccl_tests
-from ._alphabeta_fit import fit_and_pick
-from ._launches import CASE_PREFIX, launch_rows
+from suite.cluster import nccl_tests as _nccl_tests
+from suite.cluster.alphabeta_fit import fit_and_pick
+from suite.launch.rows import CASE_PREFIX, launch_rows
 
 STAGE = "bandwidth"
 TAG = "intra"
@@ -76,14 +76,14 @@ def relabel(rows: Sequence[Row], node: str) -> list[Row]:
     return out
 
 
-# ---------------------------------------------------------------- on each node (suite/nodesweep.py)
+# ---------------------------------------------------------------- on each node (suite/cluster/nodesweep.py)
 
 
 def node_argv(profile: Profile, sweep_args: Sequence[str], timeout_s: float | None = None,
               python: str = sys.executable) -> list[str]:
     """What every node runs: the suite's per-node sweep, given the profile as one node sees it (its own ranks)."""
     single = profile.with_overrides(nodes=())
-    return [python, "-m", "suite.nodesweep", "--profile-json", json.dumps(single.to_dict(), separators=(",", ":")),
+    return [python, "-m", "suite.cluster.nodesweep", "--profile-json", json.dumps(single.to_dict(), separators=(",", ":")),
             *(["--timeout-s", f"{timeout_s:.0f}"] if timeout_s else []), "--", *sweep_args]
 
 
@@ -103,7 +103,7 @@ class NodeContext:
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs):
-        from ..forklaunch import launch
+        from suite.launch.forklaunch import launch
 
         kwargs.setdefault("timeout_s", self.time_left())
         return launch(self.profile, module, args, raw_dir=self.raw_dir, tag=tag, **kwargs)
@@ -123,7 +123,7 @@ def on_this_node(ctx: NodeContext, sweep_args: Sequence[str]) -> list[Row]:
 
 def measure(ctx, sweep_args: Sequence[str]) -> list[Row]:
     """Every node's intra-node sweep at once; its rows renamed for its node, a node that wrote none a failed launch."""
-    from ..multilaunch import run_on_each_node
+    from suite.launch.multilaunch import run_on_each_node
 
     names = node_names(ctx.profile)
     if not names:
@@ -176,10 +176,10 @@ def with_fit(rows: list[Row], nccl_tests_form: str | None = None) -> tuple[list[
 
 
 def estimate_s(p) -> float:
-    """`make plan`'s seconds (p: suite.plan.PlanInputs): each node's single-node launch and nccl-tests sweep at
+    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): each node's single-node launch and nccl-tests sweep at
     once, at the link's β within a node (not the NIC's); 0 on one node."""
-    from ..gpus import gpu_for
-    from ..plan import sweep_time_s
+    from suite.hardware.gpus import gpu_for
+    from suite.plan.hours import sweep_time_s
 
     nodes = p.assume.nodes
     if nodes < 2:

@@ -1,6 +1,6 @@
 """The warm launcher's server: one process that imported torch once and forks the ranks of each launch.
 
-    python -m suite.zygote SOCKET LOG    # started by suite/forklaunch.py, never by hand
+    python -m suite.launch.zygote SOCKET LOG    # started by suite/launch/forklaunch.py, never by hand
 
 A torchrun launch of 4 gloo ranks spends seconds before the first collective: torchrun's own
 `import torch`, then four workers importing torch at once on the same cores (FACTS.md: ~9 s
@@ -36,8 +36,8 @@ import time
 import traceback
 from datetime import timedelta
 
-from .warm_python import receive_line
-from .zygote_exec import POLL_S, become, client_gone, relay, send
+from suite.launch.warm_python import receive_line
+from suite.launch.zygote_exec import POLL_S, become, client_gone, relay, send
 
 STOP_GRACE_S = 3.0
 """After one rank failed: how long the others get between SIGTERM and SIGKILL (torchrun waits 30 s)."""
@@ -77,7 +77,7 @@ def warm_imports() -> list[str]:
     import torch.nn.parallel
     import torch.profiler  # noqa: F401 - the worker modules import these inside functions
 
-    from . import workloads
+    from suite import workloads
 
     failed = []
     for info in pkgutil.iter_modules(workloads.__path__):
@@ -135,7 +135,7 @@ def serve(path: str) -> None:
             listener.close()
             code = 1
             try:
-                if request.get("op") == "exec":  # one process: `python -m module` forked (suite/warm_python.py)
+                if request.get("op") == "exec":  # one process: `python -m module` forked (suite/launch/warm_python.py)
                     code = relay(conn, request, fds)
                 else:
                     code = agent(conn, request)
@@ -170,7 +170,7 @@ def agent(conn: socket.socket, request: dict) -> int:
     """Fork the ranks, host the store, wait; on a failed rank stop the others; on the client's going away kill all."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this process waits for its ranks itself
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from . import procs
+    from suite.launch import procs
 
     procs.die_with_parent(expected_parent=os.getppid())
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -220,7 +220,7 @@ def agent(conn: socket.socket, request: dict) -> int:
 
 def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tuple[list[int], int | None] | None:
     """Every rank's exit code and the rank that failed first (None: none failed); None when the client went away."""
-    from . import procs
+    from suite.launch import procs
 
     codes: list[int | None] = [None] * len(ranks)
     first_failed = None
@@ -277,7 +277,7 @@ def main(argv: list[str]) -> int:
     # LOG is where the client sends this process's output; on the command line (which every agent and rank forked
     # from here shares) it tells `ps` whose run they serve.
     if len(argv) != 2:
-        print("usage: python -m suite.zygote SOCKET LOG (started by suite/forklaunch.py)", file=sys.stderr)
+        print("usage: python -m suite.launch.zygote SOCKET LOG (started by suite/launch/forklaunch.py)", file=sys.stderr)
         return 2
     folder = os.path.dirname(argv[0])
 

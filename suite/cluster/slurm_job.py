@@ -1,5 +1,5 @@
 """Following a submitted Slurm job by its id: its state, its output file's new lines, and, at its end, the run
-directory and exit status the batch script left beside that output (suite/slurm.py's job_files).
+directory and exit status the batch script left beside that output (suite/cluster/slurm.py's job_files).
 
 One POSIX script answers each poll, run by `sh` on the login node itself (`make slurm` there) or over SSH from
 the laptop (`make slurm SLURM_HOST=…`, provisioning/slurm_host.py): the same words and the same parse either way.
@@ -28,7 +28,7 @@ OUTPUT_CHUNK = 65536  # bytes of new output per poll: a chatty job is read over 
 GONE_POLLS = 3  # polls in a row in which the controller knows no such job and no exit file is there: it is gone
 JOB_ID_RE = re.compile(r"\d+(?:_\d+)?")
 
-# $1 job id, $2 the runs folder, $3 the output bytes already shown. The files: suite/slurm.py's job_files.
+# $1 job id, $2 the runs folder, $3 the output bytes already shown. The files: suite/cluster/slurm.py's job_files.
 STATUS_SCRIPT = r"""
 job=$1 runs=$2 offset=$3
 printf 'scontrol=%s\n' "$(scontrol -o show job "$job" 2>/dev/null | head -n 1)"

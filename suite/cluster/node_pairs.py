@@ -9,10 +9,10 @@ import math
 import statistics
 
 from ..config import Profile
-from ..multinode import arrow, parse_nodes
+from suite.cluster.multinode import arrow, parse_nodes
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
-from ._launches import launch_rows
+from suite.launch.rows import launch_rows
 
 STAGE = "bandwidth"
 PAIR_BYTES = 4 << 20  # 4 MiB per transfer: past the latency-bound sizes on a 100–400 Gb/s NIC
@@ -28,7 +28,7 @@ def pairs(profile: Profile) -> list[str]:
 
 
 def estimate_s(p) -> float:
-    """`make plan`'s seconds for the matrix (p: suite.plan.PlanInputs): one launch, then every ordered pair's
+    """`make plan`'s seconds for the matrix (p: suite.plan.hours.PlanInputs): one launch, then every ordered pair's
     warm-up and timed transfers one after another over one NIC; 0 on one node."""
     n = p.assume.nodes
     if n < 2:

@@ -7,8 +7,8 @@ which can run the same tools on the node and call the same functions.
 
 from __future__ import annotations
 
-from .parsers.smi_health import gpu_processes  # noqa: F401 - preflight reads it from here
-from .parsers.smi_query import parse_query
+from suite.parsers.smi_health import gpu_processes  # noqa: F401 - preflight reads it from here
+from suite.parsers.smi_query import parse_query
 
 MIN_SHM_BYTES = 1 << 30
 """NCCL's shared-memory transport maps buffers per peer pair in /dev/shm; Docker's and many pods' 64 MB

@@ -4,7 +4,7 @@
 
 The script runs `python -m suite run` once, on the allocation's first node (the batch host, the first of
 `scontrol show hostnames "$SLURM_JOB_NODELIST"`): the suite sees SLURM_JOB_NODELIST, takes the allocation's
-nodes (suite/multinode.py's nodes_from_slurm), and starts each torchrun launch as ONE srun across them —
+nodes (suite/cluster/multinode.py's nodes_from_slurm), and starts each torchrun launch as ONE srun across them —
 one task per node, each a torchrun joining the c10d rendezvous at that first node — instead of ssh. So a
 stage is as many sruns as it has launches (most have one). Each node's torchrun log goes to
 raw/<stage>/<node>/ (srun's %N), the ranks' logs beside it; the run directory is on the cluster's shared
@@ -41,7 +41,7 @@ def gpu_check_lines(checkout: str, python: str, gpus_per_node: int, in_container
     """The batch script's lines before the run, on a GPU profile: on every node at once (one srun task each, in
     the image with pyxis), torch must see the node's GPUS_PER_NODE GPUs, else the job ends with exit 2 before any
     stage, the refusing node's line in its output (`cardtime GPU check REFUSED: …`), as make remote's set-up does."""
-    from .cuda_lines import LINES
+    from suite.hardware.cuda_lines import LINES
 
     check = ["python" if in_container else python, f"{checkout}/provisioning/cuda_check_host.py",
              "--gpus", str(gpus_per_node), "--driver", ""]

@@ -1,6 +1,6 @@
 """One launch across the nodes of a multi-node profile: a torchrun on every node, joined by c10d rendezvous.
 
-StageContext.torchrun launches here instead of suite.launch.run_torchrun when the profile names more than one node. The first node's
+StageContext.torchrun launches here instead of suite.launch.torchrun.run_torchrun when the profile names more than one node. The first node's
 torchrun runs as a child of the suite; each other node's over `ssh -tt` (a hang-up ends it when the suite
 kills the ssh). Each node keeps its own output under raw/<stage>/<node>/ — torchrun's log and its ranks'
 logs — and the ranks' rows go to the launch's output folder; after the launch, what a node wrote on its
@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import procs
-from .config import Profile
-from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
-                     worker_env)
-from .node_container import container_name, container_node_command, container_prefix
-from .slurm import SRUN_ARGS_ENV, srun_launch_command
-from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
-                        torchrun_node_command)
+from suite.launch import procs
+from suite.config import Profile
+from suite.launch.torchrun import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir,
+                                   log_tail, worker_env)
+from suite.cluster.node_container import container_name, container_node_command, container_prefix
+from suite.cluster.slurm import SRUN_ARGS_ENV, srun_launch_command
+from suite.cluster.multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes,
+                                     remote_shell_command, torchrun_node_command)
 
 PEER_GRACE_S = 20.0  # after one node fails, how long the others get to fail by themselves before they are killed
 COPY_BACK_TIMEOUT_S = 120.0
@@ -153,7 +153,7 @@ def _logs(raw_dir: Path, nodes: Sequence[Node], prefix: str) -> list[Path]:
 def _start(node: Node, rank: int, command: list[str], env: dict[str, str], log_path: Path,
            ssh_config: str) -> subprocess.Popen:
     """The first node's torchrun here; another node's through ssh, its environment on the command line (in a
-    containerised run, `docker run` of the same image there: suite/node_container.py)."""
+    containerised run, `docker run` of the same image there: suite/cluster/node_container.py)."""
     if rank == 0:
         return _start_local(command, env, log_path)
     image_run = container_prefix(os.environ)  # a containerised run: the node runs it in the same image

@@ -1,4 +1,4 @@
-"""The bandwidth stage's intra- vs inter-node floors and verdicts on a multi-node run (the rows: _intra_node.py).
+"""The bandwidth stage's intra- vs inter-node floors and verdicts on a multi-node run (the rows: intra_node.py).
 
 Within a node: large-message busbw ≥ 70% of the link peak on every node, as on one node (`intra_peak.<coll>`
 names the nodes that fall short), every element exact (`intra_wrong.<source>.<coll>`), every collective swept on
@@ -21,8 +21,8 @@ from ..facts import LinkPeak, link_peak_or_why
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
-from . import _nccl_tests
-from ._intra_node import COLLECTIVES, LOG_NAME, TAG, intra_case, node_names, split_case
+from suite.cluster import nccl_tests as _nccl_tests
+from suite.cluster.intra_node import COLLECTIVES, LOG_NAME, TAG, intra_case, node_names, split_case
 
 STAGE = "bandwidth"
 PEAK_SHARE = 0.7  # the bandwidth stage's floor: 70% of the ceiling, within a node and across nodes

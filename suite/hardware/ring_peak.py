@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .gpus import PCIE_X16_GBps, Gpu
-from .parsers.topo import nvlink_count
+from suite.hardware.gpus import PCIE_X16_GBps, Gpu
+from suite.parsers.topo import nvlink_count
 
 CROSS_CPU_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS
 _SEARCH_BUDGET = 200_000  # DFS steps per threshold: far more than 8 GPUs need; a 16-GPU mesh stays bounded

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import procs
-from .config import Profile
-from .results import Row, read_rows_jsonl
+from suite.launch import procs
+from suite.config import Profile
+from suite.results import Row, read_rows_jsonl
 
 LOG_TAIL_LINES = 30
 WORKER_PROGRESS = "progress.json"  # what rank 0 writes in the launch's output folder (Worker.progress)
@@ -150,7 +150,7 @@ def torchrun_command(
     """`python -m torch.distributed.run` for one node with the profile's rendezvous on loopback.
 
     run_module: what runs a module in place of `python -m` (followed by the module's name), for torchrun and,
-    as its `--no-python` entrypoint, for each worker: the warm launcher's (suite/forklaunch.py)."""
+    as its `--no-python` entrypoint, for each worker: the warm launcher's (suite/launch/forklaunch.py)."""
     flags = [
         f"--nproc-per-node={nproc or profile.nproc}",
         "--nnodes=1",
@@ -232,7 +232,7 @@ def run_torchrun(
 
     The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
     CARDTIME_LOG_PREFIX. The launch runs in its own process group so a timeout kills every worker.
-    One node only: a profile naming several goes through suite/multilaunch.py (StageContext.torchrun chooses).
+    One node only: a profile naming several goes through suite/launch/multilaunch.py (StageContext.torchrun chooses).
     """
     raw_dir = Path(raw_dir)
     out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)

@@ -17,7 +17,7 @@ import shlex
 import sys
 from typing import Mapping, Sequence
 
-from .multinode import Node, NodesError
+from suite.cluster.multinode import Node, NodesError
 
 EXPORTED_PREFIXES = ("NCCL_", "CUDA_", "UCX_", "FI_", "LD_LIBRARY_PATH", "PATH")
 
@@ -29,7 +29,7 @@ def hostfile_text(nodes: Sequence[Node], per_node: int) -> str:
 
 def rsh_agent(nodes: Sequence[Node], ssh_config: str = "", in_image: bool = False) -> str:
     """The ssh command mpirun starts its daemons with; one user and port for all nodes (mpirun cannot vary it).
-    in_image: a containerised run, whose other nodes run the daemon in the same image (suite/node_rsh.py)."""
+    in_image: a containerised run, whose other nodes run the daemon in the same image (suite/cluster/node_rsh.py)."""
     users = {n.user for n in nodes[1:]}
     ports = {n.port for n in nodes[1:]}
     if len(users) > 1 or len(ports) > 1:
@@ -39,7 +39,7 @@ def rsh_agent(nodes: Sequence[Node], ssh_config: str = "", in_image: bool = Fals
     (user,), (port,) = users or {""}, ports or {None}
     words += (["-l", user] if user else []) + (["-p", str(port)] if port else [])
     if in_image:
-        words = [sys.executable, "-m", "suite.node_rsh", *words, "--"]
+        words = [sys.executable, "-m", "suite.cluster.node_rsh", *words, "--"]
     return shlex.join(words)
 
 

@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from ..multinode import parse_nodes
+from suite.cluster.multinode import parse_nodes
 from ..results import Row, Verdict
 from ..verdicts import verdicts_for
 
@@ -35,8 +35,8 @@ V = verdicts_for(STAGE)
 
 def run(profile, ctx) -> list[Row]:
     """The drill, its events read back from every node's folder, as rows."""
-    from ..launch import LaunchError
-    from ..multilaunch import run_across_nodes
+    from suite.launch.torchrun import LaunchError
+    from suite.launch.multilaunch import run_across_nodes
 
     cfg, nodes = profile.fault, parse_nodes(profile.nodes)
     folder = ctx.raw_dir / CASE

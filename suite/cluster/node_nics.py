@@ -1,6 +1,6 @@
 """Topology's network part on a multi-node run: every node's NICs, their port state and rate, compared.
 
-On each node (suite/nodeprobe.py, run on every node at once by multilaunch.run_on_each_node): `ibstat` (else `ibv_devinfo`, else
+On each node (suite/cluster/nodeprobe.py, run on every node at once by multilaunch.run_on_each_node): `ibstat` (else `ibv_devinfo`, else
 /sys/class/infiniband) for InfiniBand and RoCE ports, kept untouched in raw/topology/<node>/, and
 /sys/class/net for Ethernet: every interface with a device behind it (a physical NIC, not a bridge or a
 veth) plus the one the run talks over (--socket-ifname), its operstate and `speed` (Mb/s; the RoCE/TCP
@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 from ..parsers import ParseError
 from ..parsers.ibstat import parse_ibstat, parse_ibv_devinfo, port_from_sysfs
-from ..multinode import parse_nodes
+from suite.cluster.multinode import parse_nodes
 from ..results import Row, Verdict
 from ..verdicts import verdicts_for
 
@@ -234,7 +234,7 @@ def _fabric_ports(rows: Iterable[Row]) -> dict[str, list[Nic]]:
 
 
 def estimate_s(p) -> float:
-    """`make plan`'s seconds (p: suite.plan.PlanInputs): the probe on every node at once; 0 on one node."""
+    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): the probe on every node at once; 0 on one node."""
     return PROBE_S if p.assume.nodes > 1 else 0.0
 
 
@@ -249,18 +249,18 @@ def talked_over(socket_ifname: str, env) -> list[str]:
 
 
 def measure(ctx) -> list[Row]:
-    """The probe (`python -m suite.nodeprobe`: local_nics, no torch) once on every node of a multi-node
+    """The probe (`python -m suite.cluster.nodeprobe`: local_nics, no torch) once on every node of a multi-node
     profile, at once; each node's rows read back from raw/topology/<node>/nic-rows.jsonl (a node whose probe did
     not run has none: it "reported no NICs")."""
     import os
     import sys
 
-    from ..multilaunch import run_on_each_node
+    from suite.launch.multilaunch import run_on_each_node
     from ..results import read_rows_jsonl
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")
     names = talked_over(ctx.profile.socket_ifname, os.environ)
-    argv = [sys.executable, "-m", "suite.nodeprobe", *(["--ifname", ",".join(names)] if names else [])]
+    argv = [sys.executable, "-m", "suite.cluster.nodeprobe", *(["--ifname", ",".join(names)] if names else [])]
     run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name="nics.log")
     rows: list[Row] = []
     for path in sorted(ctx.raw_dir.glob(f"*/{ROWS_FILE}")):

@@ -1,0 +1,8 @@
+"""The nodes of a multi-node run and the agents that reach them: node lists (multinode), ssh and containers (node_rsh,
+node_container), Slurm and mpirun (slurm, slurm_job, mpirun), per-node probes and sweeps (nodeprobe, nodesweep).
+Imported by the stages, suite.launch, suite.commands, suite.ingest, reports' figures, provisioning; imports no stage.
+
+The stages' multi-node parts live here too, each the one place a stage goes for its work across nodes: node_pairs,
+intra_node, intra_judges (bandwidth), across_nodes (dp, zero), node_loss (fault), node_nics (topology), and
+nccl_tests, alphabeta_fit (bandwidth's nccl-tests binaries and α-β fit, on one node or several).
+"""
