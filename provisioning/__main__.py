@@ -1,5 +1,5 @@
 """python -m provisioning remote | status | plan | archive | slurm — the laptop's side (see provisioning/remote.py,
-provisioning/slurm_host.py) — and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
+provisioning/slurm/driver.py) — and image-build | image-push | rehearse-docker (provisioning/runtime/container_cli.py).
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
     python -m provisioning status --host root@203.0.113.7:2222
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import paramiko
 
-from .archive import ArchiveError, archive_run
-from .codesync import DirtyTree
-from .connection import RemoteError
-from .engine import EngineError
-from .hosts import HostSpecError, parse_host
+from provisioning.job.archive import ArchiveError, archive_run
+from provisioning.job.codesync import DirtyTree
+from provisioning.session.connection import RemoteError
+from provisioning.runtime.engine import EngineError
+from provisioning.session.hosts import HostSpecError, parse_host
 
 
 def truthy(value: str | None) -> bool:
@@ -84,10 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
-    from .slurm_host import add_parser as add_slurm  # make slurm SLURM_HOST=…
+    from provisioning.slurm.driver import add_parser as add_slurm  # make slurm SLURM_HOST=…
 
     add_slurm(sub, add_connection_args)
-    from .container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
+    from provisioning.runtime.container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
 
     add_commands(sub)
     return parser
@@ -101,11 +101,11 @@ def job_id_arg(text: str) -> str:
 
 
 def options(args):
-    from .remote import RemoteOptions
+    from provisioning.remote import RemoteOptions
 
     nodes = ()
     if args.command == "remote" and (args.hosts or args.hostfile):
-        from .cluster import ClusterError, cluster_hosts
+        from provisioning.cluster.nodes import ClusterError, cluster_hosts
 
         nodes = cluster_hosts(args.hosts, args.hostfile)
         if args.host:
@@ -129,7 +129,7 @@ def options(args):
 
 
 def node_run_settings(args):
-    from .cluster_run import NodeRunSettings
+    from provisioning.cluster.driver import NodeRunSettings
 
     if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
         raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
@@ -138,19 +138,19 @@ def node_run_settings(args):
 
 
 def cmd_remote(args) -> int:
-    from .remote import remote_main
+    from provisioning.remote import remote_main
 
     return remote_main(options(args))
 
 
 def cmd_status(args) -> int:
-    from .remote_status import status_main
+    from provisioning.job.remote_status import status_main
 
     return status_main(options(args))
 
 
 def cmd_plan(args) -> int:
-    from .remote_status import plan_main
+    from provisioning.job.remote_status import plan_main
 
     return plan_main(options(args), args.profile, args.rate)
 

@@ -32,12 +32,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import codesync, cuda_check, fetch, hostlock, hostruntime, jobchoice, jobs, preflight, remote_docker
-from .suite_container import host_user
-from .connection import Remote, RemoteError, fingerprint
-from .finish import report_and_archive
-from .follow import follow
-from .hosts import HostSpec
+from provisioning.job import codesync, fetch, hostlock, jobchoice, jobs
+from provisioning.runtime import cuda_check, hostruntime, remote_docker
+from provisioning.session import preflight
+from provisioning.runtime.suite_container import host_user
+from provisioning.session.connection import Remote, RemoteError, fingerprint
+from provisioning.job.finish import report_and_archive
+from provisioning.job.follow import follow
+from provisioning.session.hosts import HostSpec
 
 STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
 
@@ -46,9 +48,9 @@ STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
 class RemoteOptions:
     host: HostSpec
     hosts: tuple[HostSpec, ...] = ()
-    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster_run.py)."""
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster/driver.py)."""
     nodes_run: Any = None
-    """cluster_run.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
+    """cluster.driver.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
@@ -267,7 +269,7 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     if len(opts.hosts) > 1:
-        from .cluster_run import cluster_main
+        from provisioning.cluster.driver import cluster_main
 
         return cluster_main(opts, steps)
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import cuda_check, cuda_check_host, preflight
-from provisioning.shell import sh_command
+from provisioning.runtime import cuda_check
+from provisioning import cuda_check_host
+from provisioning.session import preflight
+from provisioning.session.shell import sh_command
 from suite import gpu_host_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data"

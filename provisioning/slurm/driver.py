@@ -29,13 +29,15 @@ from typing import Any
 from suite.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
 from suite.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
-from . import codesync, fetch, hostruntime, preflight
-from .connection import ConnectionLost, Remote, RemoteError
-from .finish import report_and_archive
-from .follow import call_reconnecting
-from .remote import (RemoteOptions, Steps, connect, connect_for_transfers, host_key_record, needs_gpu, resolve_base,
+from provisioning.job import codesync, fetch
+from provisioning.runtime import hostruntime
+from provisioning.session import preflight
+from provisioning.session.connection import ConnectionLost, Remote, RemoteError
+from provisioning.job.finish import report_and_archive
+from provisioning.job.follow import call_reconnecting
+from provisioning.remote import (RemoteOptions, Steps, connect, connect_for_transfers, host_key_record, needs_gpu, resolve_base,
                      validate_stages)
-from .shell import join, quote
+from provisioning.session.shell import join, quote
 
 VENV_INSTALL_TIMEOUT_S = 3600.0  # a CUDA torch over a cluster's network: tens of minutes at worst
 
@@ -93,8 +95,8 @@ def job_id_arg(text: str) -> str:
 def cmd_slurm(args) -> int:
     from suite.cuda_lines import line_named
 
-    from .__main__ import truthy
-    from .hosts import parse_host
+    from provisioning.__main__ import truthy
+    from provisioning.session.hosts import parse_host
 
     if args.cuda_line:
         line_named(args.cuda_line)  # an unknown line is refused here, before any SSH

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from . import jobs
-from .remote import RemoteOptions, connect, resolve_base
+from provisioning.job import jobs
+from provisioning.remote import RemoteOptions, connect, resolve_base
 
 
 def status_main(opts: RemoteOptions, stream=None) -> int:
