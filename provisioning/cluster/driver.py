@@ -40,6 +40,9 @@ from provisioning.cluster.nodes import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster
 from provisioning.session.connection import Remote, RemoteError
 from provisioning.session.shell import join, quote
 from provisioning.runtime.suite_container import host_user
+from provisioning.job.lifecycle import run_job, suite_args
+from provisioning.session.login import connect_for_transfers, host_key_record, run_preflight
+from provisioning.session.options import needs_gpu
 
 
 @dataclass(frozen=True)
@@ -170,8 +173,6 @@ def node_setup(probed: Probed, venv: str, code_dir: str, check_dir: str, line, g
 
 def preflight_nodes(opts, steps) -> list[Probed] | None:
     """Every node probed and judged; None (its REFUSED line said) at the first that cannot take part."""
-    from provisioning.remote import connect_for_transfers, run_preflight
-
     probed: list[Probed] = []
     for spec in opts.hosts:
         steps.begin("preflight", f"checking node {spec.label}")
@@ -200,8 +201,6 @@ def preflight_nodes(opts, steps) -> list[Probed] | None:
 
 def cluster_main(opts, steps) -> int:
     """make remote HOSTS=…: preflight, code, runtime, the run detached on the first node, follow, fetch, report."""
-    from provisioning.remote import connect_for_transfers, host_key_record, needs_gpu, run_job
-
     problem = runtime_problem(opts)
     if problem:
         steps.say(f"REFUSED: {problem}")
@@ -248,8 +247,6 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
     lock = hostlock.acquire(remote, base, job_id, holder, role="node")
     started, node_locks = False, []
     try:
-        from provisioning.remote import host_key_record, suite_args
-
         node_locks = lock_other_nodes(opts, probed, job_id, holder)
 
         args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
@@ -277,8 +274,6 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
 def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, Any]) -> list:
     """Every other node's run lock for this job too, so that a run already on any node (one host's, or another
     multi-node run's) refuses this one naming that node; on a busy node the locks taken are given back."""
-    from provisioning.remote import connect_for_transfers
-
     taken: list[tuple[Probed, hostlock.Lock]] = []
     try:
         for p in probed[1:]:
@@ -295,8 +290,6 @@ def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, 
 
 def release_node_locks(opts, taken: list) -> None:
     """A start that failed gives the other nodes' locks back (each only while still this job's)."""
-    from provisioning.remote import connect_for_transfers
-
     for p, lock in taken:
         try:
             node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
@@ -326,8 +319,6 @@ def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.L
                    args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
     """RUNTIME=host: the code on every node and each other node's set-up script put there; (the code folder, the
     set-up preparing every node's venv, the suite's argv in the first node's venv, its environment)."""
-    from provisioning.remote import connect_for_transfers
-
     first = probed[0]
     base = first.facts.base
     line = first.decision.cuda_line if gpu else None  # a CPU profile keeps pip's own torch

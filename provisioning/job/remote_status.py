@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from provisioning.job import jobs
-from provisioning.remote import RemoteOptions, connect, resolve_base
+from provisioning.session.login import connect, resolve_base
+from provisioning.session.options import RemoteOptions
 
 
 def status_main(opts: RemoteOptions, stream=None) -> int:

@@ -98,7 +98,7 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     import threading
 
     from provisioning.job import follow as follow_mod, jobs
-    from provisioning.remote import Steps
+    from provisioning.session.steps import Steps
 
     base = tmp_path / "host"
     base.mkdir()

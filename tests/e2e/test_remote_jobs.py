@@ -142,7 +142,7 @@ def test_one_lock_per_host_whoever_asks(remote, tmp_path):
 
 def test_follow_by_id_never_takes_a_later_job(remote, tmp_path):
     from provisioning.job.follow import follow
-    from provisioning.remote import Steps
+    from provisioning.session.steps import Steps
 
     base = tmp_path / "host"
     key = jobs.JobKey(commit="b" * 40, profile="gloo-cpu", stages="", runtime="host")

@@ -23,7 +23,9 @@ from remote_loopback import clean_env, git_repo, provisioning, sshd_available, s
 from provisioning.job import codesync, jobs  # noqa: E402
 from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.session.hosts import parse_host  # noqa: E402
-from provisioning.remote import RemoteOptions, run_preflight, Steps  # noqa: E402
+from provisioning.session.login import run_preflight  # noqa: E402
+from provisioning.session.options import RemoteOptions  # noqa: E402
+from provisioning.session.steps import Steps  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,7 +306,7 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         import base64
         import hashlib
 
-        from provisioning.remote import host_key_record
+        from provisioning.session.login import host_key_record
 
         remote = Remote.open(parse_host("box"), ssh_config=str(config), known_hosts=kh)
         try:

@@ -12,7 +12,7 @@ from provisioning.session import preflight
 from provisioning.cluster.driver import (NodeRunSettings, Probed, base_problems, cluster_runtime, reach_problem,
                                       runtime_problem, suite_node_args)
 from provisioning.session.hosts import parse_host
-from provisioning.remote import RemoteOptions
+from provisioning.session.options import RemoteOptions
 from suite.multinode import parse_node
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
