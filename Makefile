@@ -73,7 +73,7 @@ bench: $(STAMP)
 #   node and refuses, in one line naming the node, any that is unreachable, differs from the first (GPUs,
 #   driver, Python, remote folder) or that the first cannot reach over ssh; then the code on every node, the
 #   venv on every node and `python -m suite run --nodes a,b` detached on the first node, followed, fetched
-#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster_run.py). RUNTIME=docker / IMAGE=: one image
+#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster/driver.py). RUNTIME=docker / IMAGE=: one image
 #   built (or pulled) on the first node, carried (or pulled) to the others, its ID checked on every node;
 #   [NODE_SSH_CONFIG=: the ssh_config on the first node] [SOCKET_IFNAME=ens5] [NPROC=: processes per node]
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
@@ -99,7 +99,7 @@ remote: $(STAMP)
 #   SUBMIT=0) submits it, follows it and ends in its report; inside the job the suite takes the allocation's nodes
 #   and launches with one srun each. FETCH=<job id>: follow that job (again) to its report.
 # make slurm SLURM_HOST=user@login[:port] PARTITION=… REMOTE_DIR=<a folder on the shared storage> …: the same from
-#   the laptop over SSH (provisioning/slurm_host.py): code and venv on the login node, the job followed, its run
+#   the laptop over SSH (provisioning/slurm/driver.py): code and venv on the login node, the job followed, its run
 #   fetched into runs/, reported and archived (ARCHIVE=) as make remote does; FETCH=<job id> comes back to a job
 #   (a cardtime job of yours still queued refuses a second submission, naming it; NEW_RUN=1 submits anyway).
 #   SLURM_CONF= names the login node's slurm.conf where it is not /etc/slurm/slurm.conf.
@@ -141,7 +141,7 @@ plan: $(STAMP)
 	    $${IMAGE:+--image pull} $${RUNTIME:+--runtime "$$RUNTIME"} $${DOWNLOAD_RATE:+--download-rate "$$DOWNLOAD_RATE"}; \
 	fi
 
-# Container images (Dockerfile, docker/), through the Docker SDK (provisioning/container_cli.py):
+# Container images (Dockerfile, docker/), through the Docker SDK (provisioning/runtime/container_cli.py):
 #   make image [IMAGE=cardtime:cuda] [CUDA_LINE=cu126] [BASE=…]   the CUDA image, built on the local engine;
 #                                                  CUDA_LINE: suite/hardware/cuda_lines.py's line (default cu130, driver ≥ 580)
 #   make image-push IMAGE=registry/name:tag        build, tag and push it; then `make remote IMAGE=…` pulls it

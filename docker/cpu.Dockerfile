@@ -16,7 +16,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 # DL3008: bookworm's point releases fix these versions; pinning them would only break the build.
 # openssh-client: across nodes (RUNTIME=docker HOSTS=a,b) the suite in this image starts the other nodes' commands
-# over ssh; provisioning/cluster_image.py refuses an image without it before the run.
+# over ssh; provisioning/cluster/image.py refuses an image without it before the run.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates procps openssh-client \

@@ -1,5 +1,5 @@
 """python -m provisioning remote | status | plan | archive | slurm — the laptop's side (see provisioning/remote.py,
-provisioning/slurm_host.py) — and image-build | image-push | rehearse-docker (provisioning/container_cli.py).
+provisioning/slurm/driver.py) — and image-build | image-push | rehearse-docker (provisioning/runtime/container_cli.py).
 
     python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://bucket/cardtime
     python -m provisioning status --host root@203.0.113.7:2222
@@ -20,15 +20,11 @@ from pathlib import Path
 
 import paramiko
 
-from .archive import ArchiveError, archive_run
-from .codesync import DirtyTree
-from .connection import RemoteError
-from .engine import EngineError
-from .hosts import HostSpecError, parse_host
-
-
-def truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "yes", "true", "on")
+from provisioning.job.archive import ArchiveError, archive_run
+from provisioning.job.codesync import DirtyTree
+from provisioning.session.connection import RemoteError
+from provisioning.runtime.engine import EngineError
+from provisioning.session.hosts import HostSpecError
 
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
@@ -84,10 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dest", help="s3://bucket/prefix or a folder")
     a.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     a.set_defaults(func=cmd_archive)
-    from .slurm_host import add_parser as add_slurm  # make slurm SLURM_HOST=…
+    from provisioning.slurm.cli import add_parser as add_slurm  # make slurm SLURM_HOST=…
 
     add_slurm(sub, add_connection_args)
-    from .container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
+    from provisioning.runtime.container_cli import add_commands  # image-build, image-push, rehearse-docker (the Makefile's image targets)
 
     add_commands(sub)
     return parser
@@ -100,57 +96,22 @@ def job_id_arg(text: str) -> str:
     return text
 
 
-def options(args):
-    from .remote import RemoteOptions
-
-    nodes = ()
-    if args.command == "remote" and (args.hosts or args.hostfile):
-        from .cluster import ClusterError, cluster_hosts
-
-        nodes = cluster_hosts(args.hosts, args.hostfile)
-        if args.host:
-            raise ClusterError("HOST= and HOSTS=/HOSTFILE= both given: list every node, the first included, in HOSTS=")
-        args.host = nodes[0].label
-    kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
-              ssh_config=args.ssh_config or None,
-              accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
-    if args.command == "remote":
-        if args.cuda_line:  # an unknown line is refused here, before any SSH
-            from suite.hardware.cuda_lines import line_named
-
-            line_named(args.cuda_line)
-        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
-                  archive=args.archive or None, endpoint_url=args.endpoint_url or None,
-                  allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
-                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
-        if nodes:
-            kw["nodes_run"] = node_run_settings(args)
-    return RemoteOptions(**kw)
-
-
-def node_run_settings(args):
-    from .cluster_run import NodeRunSettings
-
-    if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
-        raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
-    return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=int(args.nproc or 0))
-
-
 def cmd_remote(args) -> int:
-    from .remote import remote_main
+    from provisioning.remote import options, remote_main
 
     return remote_main(options(args))
 
 
 def cmd_status(args) -> int:
-    from .remote_status import status_main
+    from provisioning.job.remote_status import status_main
+    from provisioning.remote import options
 
     return status_main(options(args))
 
 
 def cmd_plan(args) -> int:
-    from .remote_status import plan_main
+    from provisioning.job.remote_status import plan_main
+    from provisioning.remote import options
 
     return plan_main(options(args), args.profile, args.rate)
 

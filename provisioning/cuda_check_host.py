@@ -1,5 +1,5 @@
 """Does torch, in the runtime that will run the stages, see the host's GPUs? The half of the check
-that runs on the host, inside the detached job right after its set-up (provisioning/cuda_check.py
+that runs on the host, inside the detached job right after its set-up (provisioning/runtime/cuda_check.py
 builds that step): standard library and torch only, so that the job can run this file's text with
 the host venv's python or with the image's (`python -c`), whichever code the image holds.
 

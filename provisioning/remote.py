@@ -25,149 +25,23 @@ from __future__ import annotations
 
 import getpass
 import socket
-import sys
-import time
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import codesync, cuda_check, fetch, hostlock, hostruntime, jobchoice, jobs, preflight, remote_docker
-from .suite_container import host_user
-from .connection import Remote, RemoteError, fingerprint
-from .finish import report_and_archive
-from .follow import follow
-from .hosts import HostSpec
-
-STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
-
-
-@dataclass
-class RemoteOptions:
-    host: HostSpec
-    hosts: tuple[HostSpec, ...] = ()
-    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster_run.py)."""
-    nodes_run: Any = None
-    """cluster_run.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
-    profile: str = "nccl-gpu"
-    stages: str = ""
-    """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
-    runtime: str | None = None
-    image: str | None = None
-    cuda_line: str | None = None
-    """cu130 | cu126 (suite/hardware/cuda_lines.py); None: the newest line the host's driver runs."""
-    key: str | None = None
-    known_hosts: str | None = None
-    ssh_config: str | None = None
-    """An ssh_config file instead of ~/.ssh/config (HOST is resolved by `ssh -G` either way)."""
-    accept_new_host: bool = False
-    remote_dir: str = ""
-    """On the host, relative to the login's home unless absolute; '' = a mounted persistent volume's
-    cardtime/ (/workspace on pods), else ~/cardtime (preflight.REMOTE_DIR_RULE)."""
-    archive: str | None = None
-    endpoint_url: str | None = None
-    allow_dirty: bool = False
-    new_run: bool = False
-    """Start a new run even when the host's latest job has the same commit/profile/stages and finished."""
-    runs_dir: Path = Path("runs")
-    repo: Path = Path(".")
-    follow_interval_s: float = 2.0
-    detach: str | None = None
-    """tmux | setsid; None: tmux when the host has it."""
-    fetch_job: str | None = None
-    """FETCH=<job-id>: fetch (report, archive) that job's run instead of starting or re-attaching."""
-    fetch_exports: bool = False
-    """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
-
-
-class Steps:
-    """Prints which step runs and how long the whole command has taken: `[4/7 run +01:32] …`."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.start = time.monotonic()
-        self.current = "preflight"
-
-    def begin(self, name: str, what: str) -> None:
-        self.current = name
-        self.say(f"── {what}")
-
-    def say(self, text: str) -> None:
-        n = STEPS.index(self.current) + 1
-        elapsed = int(time.monotonic() - self.start)
-        head = f"[{n}/{len(STEPS)} {self.current:<9} +{elapsed // 60:02d}:{elapsed % 60:02d}]"
-        for line in str(text).splitlines() or [""]:
-            self.stream.write(f"{head} {line}\n")
-        self.stream.flush()
-
-
-def connect(opts: RemoteOptions) -> Remote:
-    remote = Remote.open(opts.host, key=opts.key, known_hosts=opts.known_hosts, accept_new_host=opts.accept_new_host,
-                         ssh_config=opts.ssh_config)
-    remote.connect()
-    return remote
-
-
-def connect_for_transfers(opts: RemoteOptions) -> Remote:
-    """A connection that can ship and fetch: an endpoint without SFTP (a proxied relay) is refused
-    here, before anything is shipped or run."""
-    remote = connect(opts)
-    try:
-        remote.sftp()
-    except RemoteError:
-        remote.close()
-        raise
-    return remote
-
-
-def host_key_record(remote: Remote) -> dict[str, Any]:
-    key = remote.conn.client.get_transport().get_remote_server_key()
-    first = [asdict(f) for f in remote.first_use]
-    record = {"name": remote.target.known_hosts_name, "type": key.get_name(), "fingerprint": fingerprint(key),
-              "accepted_on_first_use": bool(first), "known_hosts": str(remote.known_hosts)}
-    if remote.hops:  # the ProxyJump gateways, each checked against known_hosts like the box
-        record["via"] = [{"name": h.target.known_hosts_name,
-                          "fingerprint": fingerprint(h.conn.client.get_transport().get_remote_server_key())}
-                         for h in remote.hops]
-    return record
-
-
-def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[preflight.HostFacts, preflight.Decision]:
-    r = remote.run(preflight.probe_command(opts.remote_dir), timeout=60, what="the preflight probe failed")
-    facts = preflight.parse_probe(r.stdout)
-    decision = preflight.decide(facts, runtime=opts.runtime, needs_gpu=needs_gpu(opts.profile), image=opts.image,
-                                cuda_line=opts.cuda_line)
-    for line in facts.summary():
-        steps.say(line)
-    for note in decision.notes:
-        steps.say(f"note: {note}")
-    return facts, decision
-
-
-def needs_gpu(profile_name: str) -> bool:
-    from suite.config import get_profile
-
-    return get_profile(profile_name).device == "cuda"
-
-
-def validate_stages(spec: str) -> str:
-    """The stage list in run order, or a usage error naming the stages there are (checked before any SSH)."""
-    if not spec:
-        return ""
-    from suite import stages
-
-    return ",".join(stages.select(spec))
-
-
-def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None) -> list[str]:
-    """The arguments of `python -m suite` for this run (the image's entry point takes the same)."""
-    if resume_dir:
-        return ["run", "--resume", resume_dir, "--record-last", last_file]
-    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file]
-    if opts.stages:
-        args += ["--stages", opts.stages]
-    return args
-
+from provisioning.cluster.driver import NodeRunSettings, cluster_main
+from provisioning.cluster.nodes import ClusterError, cluster_hosts
+from provisioning.job import codesync, hostlock, jobchoice, jobs
+from provisioning.job.finish import report_and_archive
+from provisioning.job.lifecycle import follow_and_fetch, run_job, suite_args
+from provisioning.runtime import cuda_check, hostruntime, remote_docker
+from provisioning.runtime.suite_container import host_user
+from provisioning.session import preflight
+from provisioning.session.hosts import parse_host
+from provisioning.session.login import connect_for_transfers, host_key_record, resolve_base, run_preflight
+from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages
+from provisioning.session.steps import Steps
+from provisioning.session.connection import Remote
 
 def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, runtime: str,
               local: codesync.LocalCheckout, key: jobs.JobKey, resume_dir: str | None, steps: Steps,
@@ -241,24 +115,6 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
     return st.job or {"job_id": job_id, "code_dir": code_dir, "code_shipped_by": how}
 
 
-def refuse_choice(choice: jobchoice.Choice, opts: RemoteOptions, steps: Steps) -> int:
-    """The host is busy, or holds finished runs nobody fetched: say which and what to do; exit 2."""
-    label = opts.host.label
-    if choice.action == "busy":
-        busy = choice.job
-        steps.say(f"REFUSED: the host is busy: {busy.describe()}")
-        steps.say(f"  re-attach with that run's settings (PROFILE={busy.job['profile']} "
-                  f"STAGES={busy.job['stages']} at commit {busy.job['commit'][:12]}), watch it with "
-                  f"`make remote-status HOST={label}`, or stop it on the host: kill -TERM -- -{busy.pid}")
-        return 2
-    steps.say(f"REFUSED: {len(choice.waiting)} finished run(s) on the host were never fetched:")
-    for j in choice.waiting:
-        steps.say(f"  {j.describe()}")
-    steps.say(f"  fetch one with `make remote HOST={label} FETCH={choice.waiting[-1].job['job_id']}`, "
-              "or start another anyway with NEW_RUN=1")
-    return 2
-
-
 def remote_main(opts: RemoteOptions, stream=None) -> int:
     steps = Steps(stream)
     opts.runs_dir = Path(opts.runs_dir).resolve()  # printed paths are absolute: they are clicked on
@@ -267,8 +123,6 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     opts.stages = validate_stages(opts.stages)
     needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     if len(opts.hosts) > 1:
-        from .cluster_run import cluster_main
-
         return cluster_main(opts, steps)
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
 
@@ -291,29 +145,6 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
             remote, opts, facts, runtime, local, key, resume_dir, steps, line=decision.cuda_line))
     finally:
         remote.close()
-
-
-def run_job(remote: Remote, opts: RemoteOptions, base: str, key: jobs.JobKey, record: dict[str, Any], steps: Steps,
-            start) -> int:
-    """Re-attach to the job of these settings, refuse (busy, or finished runs unfetched), or start one
-    (`start(resume_dir)` → its job record; resume_dir: a died run of these settings, else None); then follow,
-    fetch, report and archive it. The exit status of `make remote`."""
-    choice = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
-    if choice.action == "reattach":
-        steps.begin("run", f"re-attaching: {choice.job.describe()}")
-        record.update(job=choice.job.job, reattached=True)
-    elif choice.action in ("busy", "unfetched"):
-        return refuse_choice(choice, opts, steps)
-    else:
-        resume_dir = choice.job.run_dir if choice.job is not None else None
-        if resume_dir:
-            steps.say(f"the last run of these settings died; resuming {resume_dir} after its last complete stage")
-        record.update(job=start(resume_dir), reattached=False)
-    try:
-        remote, final, fetched = follow_and_fetch(remote, opts, base, record["job"]["job_id"], steps, record)
-    finally:
-        remote.close()  # the connection follow_and_fetch ended with (a reconnect replaces the caller's)
-    return report_and_archive(opts, fetched.local_dir, record, final, steps)
 
 
 def fetch_main(opts: RemoteOptions, steps: Steps) -> int:
@@ -339,30 +170,32 @@ def fetch_main(opts: RemoteOptions, steps: Steps) -> int:
     return report_and_archive(opts, fetched.local_dir, record, final, steps)
 
 
-def resolve_base(remote: Remote, remote_dir: str) -> str:
-    """The remote folder's absolute path on the host ('' when it does not exist); REMOTE_DIR='' by
-    preflight's rule (a mounted persistent volume's cardtime/, else ~/cardtime), as `make remote` chose it."""
-    return remote.run(preflight.resolve_dir_command(remote_dir), check=False).stdout.strip()
+def options(args):
+    nodes = ()
+    if args.command == "remote" and (args.hosts or args.hostfile):
+        nodes = cluster_hosts(args.hosts, args.hostfile)
+        if args.host:
+            raise ClusterError("HOST= and HOSTS=/HOSTFILE= both given: list every node, the first included, in HOSTS=")
+        args.host = nodes[0].label
+    kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
+              ssh_config=args.ssh_config or None,
+              accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
+    if args.command == "remote":
+        if args.cuda_line:  # an unknown line is refused here, before any SSH
+            from suite.hardware.cuda_lines import line_named
+
+            line_named(args.cuda_line)
+        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
+                  archive=args.archive or None, endpoint_url=args.endpoint_url or None,
+                  allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
+                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
+        if nodes:
+            kw["nodes_run"] = node_run_settings(args)
+    return RemoteOptions(**kw)
 
 
-def follow_and_fetch(remote: Remote, opts: RemoteOptions, base: str, job_id: str, steps: Steps,
-                     record: dict[str, Any]) -> tuple[Remote, jobs.JobStatus, fetch.FetchReport]:
-    """Follow the job to its end, fetch its run, mark it fetched on the host and note it in `record`."""
-    steps.begin("run", "following the run (Ctrl-C or a dropped connection leaves it running)")
-    ref = [remote]
-    final = follow(ref, lambda: connect(opts), base, job_id, steps.say, opts.follow_interval_s)
-    remote = ref[0]
-    steps.say(final.describe())
-    if final.refused:  # the GPU check after set-up: its one line, the run never started
-        raise RemoteError(opts.host.label, final.refused, exit_code=final.exit_code,
-                          hint="fix the above, then rerun the same make remote: it starts afresh")
-    if not final.run_dir:
-        raise RemoteError(opts.host.label, "the run ended without a run directory", exit_code=final.exit_code,
-                          output=final.log or "", hint=f"read {final.job_dir}/log on the host")
-    steps.begin("fetch", f"{final.run_dir} → {opts.runs_dir}/")
-    fetched = fetch.fetch_run(remote, final.run_dir, opts.runs_dir, say=steps.say, exports=opts.fetch_exports)
-    jobs.mark_fetched(remote, final.job_dir)
-    record.update(remote_run_dir=final.run_dir, run_exit_code=final.exit_code,
-                  fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=len(fetched.files),
-                  left_on_host=[f.path for f in fetched.left_on_host])
-    return remote, final, fetched
+def node_run_settings(args):
+    if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
+        raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
+    return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
+                           nproc=int(args.nproc or 0))

@@ -1,4 +1,4 @@
-"""Which commit a tree is at, asked of git once for the run manifest and the image build (provisioning/images.py).
+"""Which commit a tree is at, asked of git once for the run manifest and the image build (provisioning/runtime/images.py).
 
     head_commit(Path("."))    # '483413f…' (40 hex digits), or None outside a git checkout
     suite_checkout()          # {"commit": …, "dirty": …} of this suite, for manifest.json

@@ -1,4 +1,4 @@
-"""Fetch rate over SFTP: provisioning.fetch against paramiko's plain `get()`, through a loopback
+"""Fetch rate over SFTP: provisioning.job.fetch against paramiko's plain `get()`, through a loopback
 sshd behind a user-space relay that adds a round trip (tests/e2e/remote_loopback.DelayProxy)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ def fetch_rates() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
     from remote_loopback import DelayProxy, sshd_available, start_sshd
 
-    from provisioning.connection import Remote
-    from provisioning.fetch import fetch_run
-    from provisioning.hosts import parse_host
+    from provisioning.session.connection import Remote
+    from provisioning.job.fetch import fetch_run
+    from provisioning.session.hosts import parse_host
 
     if not sshd_available():
         print("fetch rate: skipped (needs openssh-server)")

@@ -2,7 +2,7 @@
 
     python -m tests.bench_image
 
-Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/images.py) from a copy of the
+Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/runtime/images.py) from a copy of the
 build context, twice: once to have every layer cached, then after appending a comment to a file
 of suite/ in the copy. Needs a Docker engine and the local base image (docker/debian-base.sh);
 the first build of a fresh machine takes minutes, the figure is the second.
@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 def image_rebuild_after_a_suite_change() -> None:
     from docker_engine import BASE_IMAGE, EngineUnavailable, make_base_image, prepare_context
 
-    from provisioning import images
-    from provisioning.engine import EngineError, connect
+    from provisioning.runtime import images
+    from provisioning.runtime.engine import EngineError, connect
 
     try:
         client = connect()

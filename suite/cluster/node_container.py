@@ -1,7 +1,7 @@
 """A containerised multi-node run (`make remote HOSTS=… RUNTIME=docker`): another node's command in the same image.
 
 The suite runs inside the image on the first node; every other node has only Docker and the image (carried or
-pulled there before the run, its ID checked equal: provisioning/cluster_image.py). So what ssh starts on another
+pulled there before the run, its ID checked equal: provisioning/cluster/image.py). So what ssh starts on another
 node is not a process of the host but `docker run` of the same image in the foreground, with the single-host
 container's settings (host network and IPC, every GPU, the ulimits, the run and job folders mounted at the same
 paths). Those settings are provisioning's (suite_container.RunSettings); the job hands them down as the argv of

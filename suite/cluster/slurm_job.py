@@ -2,7 +2,7 @@
 directory and exit status the batch script left beside that output (suite/cluster/slurm.py's job_files).
 
 One POSIX script answers each poll, run by `sh` on the login node itself (`make slurm` there) or over SSH from
-the laptop (`make slurm SLURM_HOST=…`, provisioning/slurm_host.py): the same words and the same parse either way.
+the laptop (`make slurm SLURM_HOST=…`, provisioning/slurm/driver.py): the same words and the same parse either way.
 
     poll = lambda offset: parse_poll(subprocess.run(["sh", "-c", status_command("123", "runs", offset)],
                                                     capture_output=True, text=True).stdout)

@@ -1,7 +1,7 @@
 """The CUDA lines the GPU image and the host runtime can be built on, and which one a driver runs.
 
-One table, read by the Dockerfile's build (provisioning/container_cli.py passes a line's build
-arguments), the host runtime's venv (provisioning/hostruntime.py installs torch from the line's
+One table, read by the Dockerfile's build (provisioning/runtime/container_cli.py passes a line's build
+arguments), the host runtime's venv (provisioning/runtime/hostruntime.py installs torch from the line's
 wheel index) and preflight (a driver older than the line's minimum is refused before anything is
 shipped). Pure and torch-free: it runs on the laptop.
 

@@ -1,7 +1,7 @@
 """Pure checks of a GPU host that make NCCL fail before any measurement: /dev/shm too small, an
 NVSwitch fabric not up, other processes on the GPUs. Each returns None or one line with the fix.
 
-Shared by preflight (provisioning/preflight.py, on the probe's outputs) and the health stage,
+Shared by preflight (provisioning/session/preflight.py, on the probe's outputs) and the health stage,
 which can run the same tools on the node and call the same functions.
 """
 

@@ -141,7 +141,7 @@ def host_venv_cache() -> Path:
     """The host venvs the remote tests keep across sessions, as a real host keeps its venvs: a test links
     <remote dir>/venvs to this folder. It holds only what the current installer (hostruntime.ENSURE_VENV)
     made: a changed installer empties it, so the first remote test after the change runs the install for real."""
-    from provisioning import hostruntime
+    from provisioning.runtime import hostruntime
 
     VENV_CACHE.mkdir(parents=True, exist_ok=True)
     stamp = VENV_CACHE / ".installer-sha256"

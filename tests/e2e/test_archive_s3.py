@@ -1,4 +1,4 @@
-"""provisioning.archive against moto's S3 server on 127.0.0.1: sha256 on every object, the
+"""provisioning.job.archive against moto's S3 server on 127.0.0.1: sha256 on every object, the
 manifest, multipart for large files, idempotent reruns, retries through 503 SlowDown answers."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import fake_credentials, start_moto  # noqa: E402
 
-from provisioning.archive import MANIFEST_NAME, ArchiveError, archive_run, make_client  # noqa: E402
+from provisioning.job.archive import MANIFEST_NAME, ArchiveError, archive_run, make_client  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("s3")]
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"

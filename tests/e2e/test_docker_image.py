@@ -2,7 +2,7 @@
 
 A Docker engine on this machine (the running one, or dockerd started here), a Debian base made
 locally (no registry is reachable: debootstrap once, `docker import`), docker/cpu.Dockerfile
-built on it through the Docker SDK (provisioning/images.py), then:
+built on it through the Docker SDK (provisioning/runtime/images.py), then:
 
   1. the rehearsal's cheap stages in the container, the run folder mounted: the run directory
      is checked on this side of the mount, and the container's settings (host IPC and network,
@@ -44,7 +44,7 @@ IMAGE = "cardtime:cpu-test"
 
 
 def tree_commit() -> str:
-    """HEAD of the tree the image is built from, asked of git here (the build asks through provisioning/images.py)."""
+    """HEAD of the tree the image is built from, asked of git here (the build asks through provisioning/runtime/images.py)."""
     return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
@@ -58,7 +58,7 @@ def cheap_stages() -> str:
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    from provisioning.engine import connect
+    from provisioning.runtime.engine import connect
 
     try:
         proc = start_engine(tmp_path_factory.mktemp("dockerd"))
@@ -72,8 +72,8 @@ def engine(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image(engine):
-    from provisioning import images
-    from provisioning.container_cli import image_buildargs
+    from provisioning.runtime import images
+    from provisioning.runtime.container_cli import image_buildargs
 
     try:
         make_base_image()
@@ -94,7 +94,7 @@ def image(engine):
 @pytest.fixture(scope="module")
 def containerized_run(engine, image, tmp_path_factory):
     """The rehearsal's cheap stages inside the image, the run folder mounted; (run_dir, log, container attrs)."""
-    from provisioning import suite_container as container
+    from provisioning.runtime import suite_container as container
 
     runs = tmp_path_factory.mktemp("runs")
     stages = cheap_stages()
@@ -158,7 +158,7 @@ def test_cpu_container_settings(containerized_run):
 def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_path):
     """Created, not started (no GPU here): the engine records `--gpus all --ipc=host --network=host
     --ulimit memlock=-1 --ulimit stack=67108864` and the run folder as a same-path volume."""
-    from provisioning import suite_container as container
+    from provisioning.runtime import suite_container as container
 
     created = container.create_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)),
                                      args=["run", "--profile", "nccl-gpu"], name="cardtime-test-gpu-settings")
@@ -177,7 +177,7 @@ def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_pat
 def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(engine, image, tmp_path):
     """The job's `docker run` flags (RUNTIME=docker) and start_suite's SDK arguments come from one RunSettings:
     `docker create` with the flags and create_suite must leave the same HostConfig on the engine."""
-    from provisioning import suite_container as container
+    from provisioning.runtime import suite_container as container
 
     settings = container.RunSettings(gpus=True, mounts=(str(tmp_path),), user="1000:1000")
     argv = container.docker_run_argv(image, settings, ["run"], name="cardtime-test-cli-settings")
@@ -201,8 +201,8 @@ def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(e
 
 
 def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):
-    from provisioning import suite_container as container
-    from provisioning.engine import EngineError
+    from provisioning.runtime import suite_container as container
+    from provisioning.runtime.engine import EngineError
 
     with pytest.raises(EngineError, match="nvidia-container-toolkit|LimitMEMLOCK"):
         container.start_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)), args=["run"],
@@ -230,8 +230,8 @@ def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
     import fabric
     import paramiko
 
-    from provisioning import suite_container as container
-    from provisioning.engine import connect_over
+    from provisioning.runtime import suite_container as container
+    from provisioning.runtime.engine import connect_over
 
     known = tmp_path / "known_hosts"
     known.write_text(sshd.known_hosts_line())
@@ -261,13 +261,13 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     """`make remote RUNTIME=docker`: the host (this machine, through sshd) runs the suite in the image.
 
     No registry is reachable, so the image is placed on the host the way a previous `make remote`
-    leaves it: cardtime:<commit> (provisioning/remote_docker.py), built from this tree with that
+    leaves it: cardtime:<commit> (provisioning/runtime/remote_docker.py), built from this tree with that
     commit as CARDTIME_COMMIT (the last layer only: seconds), found there, not built again.
     """
     from remote_loopback import clean_env
     from test_remote_loopback import make_repo
 
-    from provisioning import images
+    from provisioning.runtime import images
 
     repo = make_repo(tmp_path / "laptop")
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -17,11 +17,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import sshd_available, start_sshd  # noqa: E402
 
-from provisioning import cuda_check, cuda_check_host  # noqa: E402
-from provisioning.connection import Remote  # noqa: E402
-from provisioning.hosts import parse_host  # noqa: E402
-from provisioning.remote import RemoteOptions, Steps, run_preflight  # noqa: E402
-from provisioning.shell import quote  # noqa: E402
+from provisioning.runtime import cuda_check  # noqa: E402
+from provisioning import cuda_check_host  # noqa: E402
+from provisioning.session.connection import Remote  # noqa: E402
+from provisioning.session.hosts import parse_host  # noqa: E402
+from provisioning.session.login import run_preflight  # noqa: E402
+from provisioning.session.options import RemoteOptions  # noqa: E402
+from provisioning.session.steps import Steps  # noqa: E402
+from provisioning.session.shell import quote  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]

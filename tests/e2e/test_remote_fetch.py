@@ -16,9 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import DelayProxy, sshd_available, start_sshd  # noqa: E402
 
-from provisioning.connection import Remote  # noqa: E402
-from provisioning.fetch import fetch_run, safe_local_path  # noqa: E402
-from provisioning.hosts import parse_host  # noqa: E402
+from provisioning.session.connection import Remote  # noqa: E402
+from provisioning.job.fetch import fetch_run, safe_local_path  # noqa: E402
+from provisioning.session.hosts import parse_host  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
@@ -97,8 +97,8 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     import io
     import threading
 
-    from provisioning import follow as follow_mod, jobs
-    from provisioning.remote import Steps
+    from provisioning.job import follow as follow_mod, jobs
+    from provisioning.session.steps import Steps
 
     base = tmp_path / "host"
     base.mkdir()
@@ -167,7 +167,7 @@ def test_regenerable_exports_stay_on_the_host_unless_asked(remote, tmp_path):
 
 def test_keepalive_flows_on_an_idle_connection(far_remote, monkeypatch):
     """A relay or NAT drops an idle TCP connection: the client sends a keepalive on its own."""
-    from provisioning import connection
+    from provisioning.session import connection
 
     monkeypatch.setattr(connection, "KEEPALIVE_S", 1)
     far_remote.close()
@@ -183,8 +183,9 @@ def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, 
     timeout as a lost connection (which follow() retries), not after TCP's many minutes."""
     import threading
 
-    from provisioning import connection, jobs
-    from provisioning.connection import ConnectionLost
+    from provisioning.session import connection
+    from provisioning.job import jobs
+    from provisioning.session.connection import ConnectionLost
 
     monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
     monkeypatch.setattr(connection, "WATCHDOG_GRACE_S", 1.0)  # the watchdog's grace after the timeout: 5 s by default

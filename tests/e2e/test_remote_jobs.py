@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from remote_loopback import git_repo, provisioning, sshd_available, start_sshd  # noqa: E402
 
-from provisioning import hostlock, jobs  # noqa: E402
-from provisioning.connection import Remote  # noqa: E402
-from provisioning.hosts import parse_host  # noqa: E402
+from provisioning.job import hostlock, jobs  # noqa: E402
+from provisioning.session.connection import Remote  # noqa: E402
+from provisioning.session.hosts import parse_host  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 
@@ -141,8 +141,8 @@ def test_one_lock_per_host_whoever_asks(remote, tmp_path):
 
 
 def test_follow_by_id_never_takes_a_later_job(remote, tmp_path):
-    from provisioning.follow import follow
-    from provisioning.remote import Steps
+    from provisioning.job.follow import follow
+    from provisioning.session.steps import Steps
 
     base = tmp_path / "host"
     key = jobs.JobKey(commit="b" * 40, profile="gloo-cpu", stages="", runtime="host")

@@ -27,7 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, host_venv_cache, make_repo, sshd_available, start_sshd  # noqa: E402
 
-from provisioning import hostruntime  # noqa: E402
+from provisioning.runtime import hostruntime  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(2400),
               pytest.mark.skipif(not sshd_available() or not shutil.which("unshare"),
@@ -70,8 +70,8 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
     if (cached / ".cardtime-ready").exists():  # the host keeps its venvs; so do the tests
         (remote_dir / "venvs").symlink_to(cached.parent)
     try:
-        from provisioning.connection import Remote
-        from provisioning.hosts import parse_host
+        from provisioning.session.connection import Remote
+        from provisioning.session.hosts import parse_host
 
         kh = tmp_path / "known_hosts"
         kh.write_text(sshd.known_hosts_line())

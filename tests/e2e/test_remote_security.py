@@ -20,10 +20,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, git_repo, provisioning, sshd_available, start_sshd  # noqa: E402
 
-from provisioning import codesync, jobs  # noqa: E402
-from provisioning.connection import Remote  # noqa: E402
-from provisioning.hosts import parse_host  # noqa: E402
-from provisioning.remote import RemoteOptions, run_preflight, Steps  # noqa: E402
+from provisioning.job import codesync, jobs  # noqa: E402
+from provisioning.session.connection import Remote  # noqa: E402
+from provisioning.session.hosts import parse_host  # noqa: E402
+from provisioning.session.login import run_preflight  # noqa: E402
+from provisioning.session.options import RemoteOptions  # noqa: E402
+from provisioning.session.steps import Steps  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,7 +214,7 @@ def test_clone_from_origin_when_the_host_reaches_it_else_bundle(sshd, tmp_path):
 
 
 def test_remote_errors_carry_host_command_exit_code_and_output(sshd, tmp_path):
-    from provisioning.connection import RemoteError
+    from provisioning.session.connection import RemoteError
 
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
@@ -304,7 +306,7 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         import base64
         import hashlib
 
-        from provisioning.remote import host_key_record
+        from provisioning.session.login import host_key_record
 
         remote = Remote.open(parse_host("box"), ssh_config=str(config), known_hosts=kh)
         try:

@@ -52,7 +52,7 @@ fi
 
 DRIVER = """
 import sys
-from provisioning import hostruntime
+from provisioning.runtime import hostruntime
 hostruntime.ENSURE_VENV = open(sys.argv[1]).read()
 from provisioning.__main__ import main
 sys.exit(main(sys.argv[2:]))
@@ -63,7 +63,7 @@ def remote_args(tmp_path: Path, sshd, profile: str) -> tuple[list[str], Path]:
     """`python -m provisioning remote` RUNTIME=host STAGES=topology against `sshd`, with the stand-in
     installer (its downloads counted in tmp_path/downloads, each done once tmp_path/release exists);
     returns the command and the remote folder."""
-    from provisioning.shell import quote
+    from provisioning.session.shell import quote
 
     remote_dir = tmp_path / "host" / "cardtime"
     installer = tmp_path / "install.sh"
@@ -201,9 +201,10 @@ def test_the_image_set_up_builds_from_the_shipped_context_once(tmp_path):
 
     from remote_loopback import git_repo
 
-    from provisioning import codesync, remote_docker
-    from provisioning.connection import Remote
-    from provisioning.hosts import parse_host
+    from provisioning.job import codesync
+    from provisioning.runtime import remote_docker
+    from provisioning.session.connection import Remote
+    from provisioning.session.hosts import parse_host
     from suite.hardware.cuda_lines import line_named
 
     sshd = start_sshd(tmp_path / "sshd")

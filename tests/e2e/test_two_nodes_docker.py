@@ -51,7 +51,7 @@ BASE = "cardtime-base:bookworm"
 STAND_IN = "cardtime-test:stand-in"
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
-# One H100 on an R550 driver, as nvidia-smi answers the preflight probe (provisioning/preflight.py's PROBE_SCRIPT).
+# One H100 on an R550 driver, as nvidia-smi answers the preflight probe (provisioning/session/preflight.py's PROBE_SCRIPT).
 case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-00000000000b)" ;;
   *driver_version*) echo "550.54.15" ;; esac
 """
@@ -200,7 +200,7 @@ def test_a_node_holding_another_image_under_the_tag_is_refused_before_any_stage(
 
 
 def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(cluster, stand_in, laptop, tmp_path):
-    from provisioning.remote_docker import image_tag
+    from provisioning.runtime.remote_docker import image_tag
     from suite.hardware.cuda_lines import line_named
 
     tag = image_tag(laptop_commit(laptop), line_named("cu126"))  # what the job builds for the R550 driver, found on node-a
@@ -233,7 +233,7 @@ def test_a_node_holding_the_image_already_is_not_carried_to_and_an_image_without
     """gloo-cpu, RUNTIME=docker, both engines holding the stand-in under cardtime:<commit> (node-b from the carry
     above, or loaded here): nothing is carried; then the stand-in, a Debian minbase, has no ssh client, which the
     suite in it needs to start node-b's commands: refused before the run (else every multi-node stage failed)."""
-    from provisioning.remote_docker import image_tag
+    from provisioning.runtime.remote_docker import image_tag
 
     tag = image_tag(laptop_commit(laptop))
     if image_id(cluster, "node-b", stand_in) != stand_in:

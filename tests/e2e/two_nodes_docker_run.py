@@ -40,9 +40,9 @@ WITH_SSH = "cardtime:cpu-test-ssh"
 
 def image_with_ssh() -> None:
     """cardtime:cpu-test built on the default engine (seconds when its layers are cached), plus openssh-client."""
-    from provisioning import images
-    from provisioning.container_cli import image_buildargs
-    from provisioning.engine import connect
+    from provisioning.runtime import images
+    from provisioning.runtime.container_cli import image_buildargs
+    from provisioning.runtime.engine import connect
 
     client = connect()
     make_base_image()

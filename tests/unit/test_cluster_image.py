@@ -1,4 +1,4 @@
-"""make remote HOSTS= RUNTIME=docker (provisioning/cluster_image.py, suite/cluster/node_container.py): the exact docker and
+"""make remote HOSTS= RUNTIME=docker (provisioning/cluster/image.py, suite/cluster/node_container.py): the exact docker and
 ssh command lines per node, the image-ID comparison run for real by sh on ID files, its refusal lines, and the
 other nodes' container command the suite's launcher really starts."""
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from provisioning.cluster_image import (carry_lines, compare_lines, first_node_run_argv, node_container_prefix,
+from provisioning.cluster.image import (carry_lines, compare_lines, first_node_run_argv, node_container_prefix,
                                         read_ids_lines, same_image_setup)
 from suite.cluster.multinode import parse_node
 from suite.cluster.node_container import NODE_CONTAINER_ENV, container_name, container_node_command, container_prefix
@@ -220,8 +220,8 @@ cat "$ANSWERS/$node.out"; exit "$(cat "$ANSWERS/$node.rc")"
 
 def gpu_checks(tmp_path, answers: dict[str, tuple[int, str]]):
     """(exit code, stdout, refused file or None, {node: the command its ssh ran}) of the other nodes' checks."""
-    from provisioning import cuda_check
-    from provisioning.cluster_image import nodes_gpu_check_lines
+    from provisioning.runtime import cuda_check
+    from provisioning.cluster.image import nodes_gpu_check_lines
 
     bin_dir, answer_dir = tmp_path / "bin", tmp_path / "answers"
     bin_dir.mkdir()
@@ -290,7 +290,7 @@ cat "$ANSWERS/docker.out"; exit "$(cat "$ANSWERS/docker.rc")"
 
 def ssh_client_check(tmp_path, rc: int, said: str):
     """(exit code, stdout, refused file or None, the docker argv) of ssh_client_lines with that docker answer."""
-    from provisioning.cluster_image import ssh_client_lines
+    from provisioning.cluster.image import ssh_client_lines
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

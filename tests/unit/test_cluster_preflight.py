@@ -1,4 +1,4 @@
-"""make remote HOSTS=a,b / HOSTFILE=: the node list and the nodes' agreement (provisioning/cluster.py), on probe
+"""make remote HOSTS=a,b / HOSTFILE=: the node list and the nodes' agreement (provisioning/cluster/nodes.py), on probe
 outputs built from real captures (tests/unit/test_provisioning.py's gpu_probe: real `nvidia-smi -L` lines)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import preflight
+from provisioning.session import preflight
 from provisioning.__main__ import main as provisioning_main
-from provisioning.cluster import ClusterError, cluster_hosts, cluster_problems, gpu_model
+from provisioning.cluster.nodes import ClusterError, cluster_hosts, cluster_problems, gpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_provisioning import gpu_probe  # noqa: E402

@@ -1,4 +1,4 @@
-"""make remote HOSTS= (provisioning/cluster_run.py): the pure parts — what is refused before anything is shipped,
+"""make remote HOSTS= (provisioning/cluster/driver.py): the pure parts — what is refused before anything is shipped,
 the run's arguments, the job's key — on probe outputs built from real captures (test_cluster_preflight.facts)."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from provisioning import jobs, preflight
-from provisioning.cluster_run import (NodeRunSettings, Probed, base_problems, cluster_runtime, reach_problem,
+from provisioning.job import jobs
+from provisioning.session import preflight
+from provisioning.cluster.driver import (NodeRunSettings, Probed, base_problems, cluster_runtime, reach_problem,
                                       runtime_problem, suite_node_args)
-from provisioning.hosts import parse_host
-from provisioning.remote import RemoteOptions
+from provisioning.session.hosts import parse_host
+from provisioning.session.options import RemoteOptions
 from suite.cluster.multinode import parse_node
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,7 +53,7 @@ def test_the_runtime_across_nodes():
 
 
 def test_docker_across_nodes_refuses_a_login_other_than_root():
-    from provisioning.cluster_run import login_problems
+    from provisioning.cluster.driver import login_problems
 
     nodes = [probed("root@a", uid=0), probed("ubuntu@b", uid=1000)]
     assert login_problems(nodes, "host") == []
@@ -61,7 +62,7 @@ def test_docker_across_nodes_refuses_a_login_other_than_root():
 
 
 def test_the_hosts_pythons_need_not_agree_in_docker():
-    from provisioning.cluster import cluster_problems
+    from provisioning.cluster.nodes import cluster_problems
 
     nodes = [("root@a", facts()), ("root@b", facts(python=(3, 12, 1)))]
     assert cluster_problems(nodes, "host") == ["node root@b: Python 3.12 where root@a has 3.11: the same venv must "
@@ -88,7 +89,7 @@ def test_a_node_whose_set_up_cannot_run_ends_the_set_up_naming_it(tmp_path):
     unresolvable name: ssh fails at once) makes the set-up exit 2 naming it, its ssh error shown prefixed."""
     import subprocess
 
-    from provisioning.cluster_run import other_nodes_setup
+    from provisioning.cluster.driver import other_nodes_setup
 
     nodes = [parse_node("root@nosuch-b.invalid"), parse_node("root@nosuch-c.invalid")]
     done = subprocess.run(["sh", "-c", "set -e\n" + other_nodes_setup(str(tmp_path), nodes, "")],

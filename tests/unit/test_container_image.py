@@ -137,7 +137,7 @@ def test_default_commands_run_each_images_profile():
 
 
 def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
-    from provisioning import images
+    from provisioning.runtime import images
 
     for rel in ("pyproject.toml", "suite/__init__.py", "suite/__pycache__/x.cpython-311.pyc", "reports/__init__.py",
                 "provisioning/__init__.py", "docker/entrypoint.sh", "docker/node_requirements.py",
@@ -181,7 +181,7 @@ def test_node_requirements_are_pyprojects_pins_less_the_laptops():
     ("ghcr.io/org/cardtime:2026-11-29", ("ghcr.io/org/cardtime", "2026-11-29")),
 ])
 def test_image_references_split_like_docker(reference, expected):
-    from provisioning import images
+    from provisioning.runtime import images
 
     assert images.split_reference(reference) == expected
 
@@ -233,7 +233,7 @@ def test_entrypoint_runs_a_command_on_path_as_itself(tmp_path):
 
 
 def test_no_engine_is_an_error_that_says_what_to_do(tmp_path):
-    from provisioning import engine
+    from provisioning.runtime import engine
 
     with pytest.raises(engine.EngineError, match=r"no Docker engine at unix://.*Start one .*DOCKER_HOST"):
         engine.connect(f"unix://{tmp_path}/absent.sock", timeout_s=5)

@@ -46,7 +46,7 @@ def test_suite_checkout_says_dirty_and_falls_back_to_the_image_commit(tmp_path, 
 
 
 def test_the_image_build_records_the_same_commit(tmp_path):
-    from provisioning.images import commit_buildargs
+    from provisioning.runtime.images import commit_buildargs
 
     repo = make_repo(tmp_path / "repo")
     assert commit_buildargs(repo) == {"CARDTIME_COMMIT": git(repo, "rev-parse", "HEAD")}

@@ -1,9 +1,9 @@
-"""What `make remote` does with the host's jobs (provisioning/jobchoice.py), on JobStatus values."""
+"""What `make remote` does with the host's jobs (provisioning/job/jobchoice.py), on JobStatus values."""
 
 from __future__ import annotations
 
-from provisioning.jobchoice import choose
-from provisioning.jobs import JobKey, JobStatus
+from provisioning.job.jobchoice import choose
+from provisioning.job.jobs import JobKey, JobStatus
 
 KEY = JobKey(commit="a" * 40, profile="gloo-cpu", stages="", runtime="host")
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import cuda_check, cuda_check_host, preflight
-from provisioning.shell import sh_command
+from provisioning.runtime import cuda_check
+from provisioning import cuda_check_host
+from provisioning.session import preflight
+from provisioning.session.shell import sh_command
 from suite.hardware import gpu_host_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -189,7 +191,7 @@ def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts(
 
 
 def test_status_and_fetch_find_the_remote_dir_by_the_same_rule(tmp_path):
-    """remote.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
+    """session.login.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
     the folder `make remote` chose (here no /workspace is mounted: cardtime/ under the login's
     directory), '' when it does not exist, and never created by looking."""
     if any(line.split()[1] == preflight.PERSISTENT_VOLUMES[0] for line in Path("/proc/mounts").read_text().splitlines()):

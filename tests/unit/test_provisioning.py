@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import jobs, preflight
-from provisioning.hosts import HostSpecError, parse_host
-from provisioning.shell import join, sh_command
+from provisioning.job import jobs
+from provisioning.session import preflight
+from provisioning.session.hosts import HostSpecError, parse_host
+from provisioning.session.shell import join, sh_command
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HOSTILE = [
@@ -224,7 +225,7 @@ def test_job_key_matches_only_the_same_run():
 
 
 def test_docker_run_line_gives_gpus_and_same_path_mounts():
-    from provisioning.remote_docker import run_argv
+    from provisioning.runtime.remote_docker import run_argv
 
     argv = run_argv("cardtime:abc", job_id="J", job_dir="/b/jobs/J", runs_dir="/b/runs",
                     suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True)
@@ -239,7 +240,7 @@ def test_docker_run_line_gives_gpus_and_same_path_mounts():
 
 
 def test_gpu_model_from_nvidia_smi_l():
-    from provisioning.remote_status import gpu_model
+    from provisioning.job.remote_status import gpu_model
 
     line = (DATA / "smi" / "rtx4070-laptop-L.txt").read_text().splitlines()[0]
     assert gpu_model(line) == "NVIDIA GeForce RTX 4070 Laptop GPU"

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provisioning.hosts import parse_host
-from provisioning.slurm_host import SlurmOptions, login_decision, login_probe_command, submit_command
+from provisioning.session.hosts import parse_host
+from provisioning.slurm.driver import SlurmOptions, login_decision, login_probe_command, submit_command
 from suite.cluster.slurm import submission_problem
 from suite.cluster.slurm_job import GONE_POLLS, JobPoll, follow, parse_poll, status_command
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from provisioning import remote_docker, suite_container
-from provisioning.suite_container import RunSettings, host_user
+from provisioning.runtime import remote_docker, suite_container
+from provisioning.runtime.suite_container import RunSettings, host_user
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
     python -m provisioning remote --hosts root@gpu-a,root@gpu-b --runtime host --node-ssh-config ~/.ssh/cluster
 
- 1 preflight  every node probed and judged on its own (preflight.py), then against the first (cluster.py:
+ 1 preflight  every node probed and judged on its own (preflight.py), then against the first (cluster/nodes.py:
               GPUs, model, driver, Python, and the remote folder: the per-node torchrun runs the first node's
               paths on every node); then, from the first node, every other node over ssh without a password
               (the per-node torchrun and mpirun need it): a node it cannot reach is refused with the fix
@@ -12,7 +12,7 @@
               other node's over ssh from the first (on shared storage they find the first node's ready);
               GPU profiles check torch sees every GPU on every node. RUNTIME=docker / IMAGE=: the image built
               (or pulled) on the first node, carried (or pulled) to the others, every node's image ID checked
-              equal (cluster_image.py), then on GPU profiles the GPU check in the image on every node; the
+              equal (cluster/image.py), then on GPU profiles the GPU check in the image on every node; the
               suite runs in it on the first node, each other node's commands in the same image
               (suite/cluster/node_container.py)
  4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
@@ -32,11 +32,17 @@ from typing import Any
 
 from suite.cluster.multinode import Node, parse_node
 
-from . import cluster_image, codesync, cuda_check, hostlock, hostruntime, jobs, preflight
-from .cluster import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
-from .connection import Remote, RemoteError
-from .shell import join, quote
-from .suite_container import host_user
+from provisioning.cluster import image as cluster_image
+from provisioning.job import codesync, hostlock, jobs
+from provisioning.runtime import cuda_check, hostruntime
+from provisioning.session import preflight
+from provisioning.cluster.nodes import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
+from provisioning.session.connection import Remote, RemoteError
+from provisioning.session.shell import join, quote
+from provisioning.runtime.suite_container import host_user
+from provisioning.job.lifecycle import run_job, suite_args
+from provisioning.session.login import connect_for_transfers, host_key_record, run_preflight
+from provisioning.session.options import needs_gpu
 
 
 @dataclass(frozen=True)
@@ -167,8 +173,6 @@ def node_setup(probed: Probed, venv: str, code_dir: str, check_dir: str, line, g
 
 def preflight_nodes(opts, steps) -> list[Probed] | None:
     """Every node probed and judged; None (its REFUSED line said) at the first that cannot take part."""
-    from .remote import connect_for_transfers, run_preflight
-
     probed: list[Probed] = []
     for spec in opts.hosts:
         steps.begin("preflight", f"checking node {spec.label}")
@@ -197,8 +201,6 @@ def preflight_nodes(opts, steps) -> list[Probed] | None:
 
 def cluster_main(opts, steps) -> int:
     """make remote HOSTS=…: preflight, code, runtime, the run detached on the first node, follow, fetch, report."""
-    from .remote import connect_for_transfers, host_key_record, needs_gpu, run_job
-
     problem = runtime_problem(opts)
     if problem:
         steps.say(f"REFUSED: {problem}")
@@ -245,8 +247,6 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
     lock = hostlock.acquire(remote, base, job_id, holder, role="node")
     started, node_locks = False, []
     try:
-        from .remote import host_key_record, suite_args
-
         node_locks = lock_other_nodes(opts, probed, job_id, holder)
 
         args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
@@ -274,8 +274,6 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
 def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, Any]) -> list:
     """Every other node's run lock for this job too, so that a run already on any node (one host's, or another
     multi-node run's) refuses this one naming that node; on a busy node the locks taken are given back."""
-    from .remote import connect_for_transfers
-
     taken: list[tuple[Probed, hostlock.Lock]] = []
     try:
         for p in probed[1:]:
@@ -292,8 +290,6 @@ def lock_other_nodes(opts, probed: list[Probed], job_id: str, holder: dict[str, 
 
 def release_node_locks(opts, taken: list) -> None:
     """A start that failed gives the other nodes' locks back (each only while still this job's)."""
-    from .remote import connect_for_transfers
-
     for p, lock in taken:
         try:
             node_remote = connect_for_transfers(dataclasses.replace(opts, host=p.spec))
@@ -323,8 +319,6 @@ def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.L
                    args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
     """RUNTIME=host: the code on every node and each other node's set-up script put there; (the code folder, the
     set-up preparing every node's venv, the suite's argv in the first node's venv, its environment)."""
-    from .remote import connect_for_transfers
-
     first = probed[0]
     base = first.facts.base
     line = first.decision.cuda_line if gpu else None  # a CPU profile keeps pip's own torch
@@ -357,11 +351,11 @@ def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.L
 
 def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.LocalCheckout, job_dir: str,
                      args: list[str], settings: NodeRunSettings, steps, *, gpu: bool):
-    """RUNTIME=docker / IMAGE=: the code travels in the image (cluster_image.py); (the job's folder, the set-up
+    """RUNTIME=docker / IMAGE=: the code travels in the image (cluster/image.py); (the job's folder, the set-up
     making the image on the first node, carrying or pulling it to the others and checking every node's image ID,
     then the GPU check on every node and the image's ssh client, the suite's `docker run` on the first node, its
     environment)."""
-    from .remote_docker import image_setup
+    from provisioning.runtime.remote_docker import image_setup
 
     first = probed[0]
     base = first.facts.base

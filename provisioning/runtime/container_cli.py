@@ -4,7 +4,7 @@
     python -m provisioning image-push registry/name:tag                     # make image-push
     python -m provisioning rehearse-docker [--stages topology,bandwidth]    # make rehearse-docker
 
-The engine is DOCKER_HOST's, the local socket's, or --engine URL's (provisioning/engine.py).
+The engine is DOCKER_HOST's, the local socket's, or --engine URL's (provisioning/runtime/engine.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from suite.hardware import cuda_lines
 
-from . import images, suite_container
-from .engine import connect
+from provisioning.runtime import images, suite_container
+from provisioning.runtime.engine import connect
 
 
 def _say(line: str) -> None:

@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .connection import Remote, RemoteError
-from .shell import quote
+from provisioning.session.connection import Remote, RemoteError
+from provisioning.session.shell import quote
 
 
 class DirtyTree(RuntimeError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .jobs import JobKey, JobStatus
+from provisioning.job.jobs import JobKey, JobStatus
 
 ACTIVE = ("running", "starting")
 

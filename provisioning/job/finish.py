@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import jobs
-from .archive import ArchiveError, archive_run
+from provisioning.job import jobs
+from provisioning.job.archive import ArchiveError, archive_run
 
 RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, kept beside manifest.json
 

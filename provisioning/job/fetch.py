@@ -16,8 +16,8 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .connection import Remote, RemoteError
-from .shell import HOST_PYTHON
+from provisioning.session.connection import Remote, RemoteError
+from provisioning.session.shell import HOST_PYTHON
 
 CHUNK = 1 << 20  # 1 MiB per SFTP read
 

@@ -5,7 +5,7 @@ The image is pulled or built by the host's own `docker` inside the detached job 
 build of tens of minutes outlives a sleeping laptop. The build context is `git archive HEAD`,
 made on the laptop and sent as a tar, so the image holds exactly the commit the host runs, never
 uncommitted files (and the host needs no git). The container runs in the foreground of the
-detached job (provisioning/jobs.py), so pid, log, exit code and re-attach work exactly as with
+detached job (provisioning/job/jobs.py), so pid, log, exit code and re-attach work exactly as with
 RUNTIME=host; its settings are suite_container.RunSettings' (GPUs, host network and IPC,
 ulimits, the host user's uid), and the run and job folders are mounted at the same paths inside
 as outside, so every path the suite records (LAST, the manifest) is valid on the host too.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from suite.hardware.cuda_lines import DEFAULT, CudaLine
 
-from . import images, suite_container
-from .codesync import LocalCheckout
-from .connection import Remote
-from .shell import quote
+from provisioning.runtime import images, suite_container
+from provisioning.job.codesync import LocalCheckout
+from provisioning.session.connection import Remote
+from provisioning.session.shell import quote
 
 
 def image_tag(commit: str, line: CudaLine | None = None) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from suite.hardware import cuda_lines, gpu_host_checks
 
-from .shell import quote
+from provisioning.session.shell import quote
 
 MIN_PYTHON = (3, 11)  # pyproject.toml: requires-python >= 3.11
 

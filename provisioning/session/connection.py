@@ -9,7 +9,7 @@ ACCEPT_NEW_HOST=1: then it is accepted on this first use, its fingerprint printe
 known_hosts and kept in `first_use` for the run's record. A key that differs from the recorded
 one is always refused (paramiko's BadHostKeyException).
 
-No environment variables are ever sent: commands are argv lists quoted by provisioning.shell and
+No environment variables are ever sent: commands are argv lists quoted by provisioning.session.shell and
 run by `sh -c`; the laptop's cloud credentials never reach the host.
 """
 
@@ -29,8 +29,8 @@ import paramiko
 from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
-from .hosts import HostSpec, SshTarget, parse_jump, resolve
-from .shell import sh_command
+from provisioning.session.hosts import HostSpec, SshTarget, parse_jump, resolve
+from provisioning.session.shell import sh_command
 
 TAIL_LINES = 15
 KEEPALIVE_S = 30

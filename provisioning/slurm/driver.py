@@ -20,7 +20,6 @@ else a project or scratch file system): the nodes run the checkout and the venv 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,13 +28,16 @@ from typing import Any
 from suite.cluster.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
-from . import codesync, fetch, hostruntime, preflight
-from .connection import ConnectionLost, Remote, RemoteError
-from .finish import report_and_archive
-from .follow import call_reconnecting
-from .remote import (RemoteOptions, Steps, connect, connect_for_transfers, host_key_record, needs_gpu, resolve_base,
-                     validate_stages)
-from .shell import join, quote
+from provisioning.job import codesync, fetch
+from provisioning.runtime import hostruntime
+from provisioning.session import preflight
+from provisioning.session.connection import ConnectionLost, Remote, RemoteError
+from provisioning.job.finish import report_and_archive
+from provisioning.job.follow import call_reconnecting
+from provisioning.session.login import connect, connect_for_transfers, host_key_record, resolve_base
+from provisioning.session.options import RemoteOptions, needs_gpu, validate_stages
+from provisioning.session.steps import Steps
+from provisioning.session.shell import join, quote
 
 VENV_INSTALL_TIMEOUT_S = 3600.0  # a CUDA torch over a cluster's network: tens of minutes at worst
 
@@ -57,57 +59,6 @@ class SlurmOptions(RemoteOptions):
     socket_ifname: str = ""
     follow_interval_s: float = 3.0
     """Seconds between polls of the job (scontrol and its output file, over SSH)."""
-
-
-def add_parser(sub, add_connection_args) -> None:
-    p = sub.add_parser("slurm", help="submit the suite to a Slurm cluster through its login node and bring the run back")
-    add_connection_args(p)
-    p.add_argument("--partition", default="", help="the partition to run in (required unless --fetch)")
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs (and ranks) per node")
-    p.add_argument("--account", default="")
-    p.add_argument("--time", default="", metavar="HH:MM:SS", help="the job's time limit (default: the partition's)")
-    p.add_argument("--profile", default="nccl-gpu")
-    p.add_argument("--stages", default="")
-    p.add_argument("--image", default="", help="pyxis: run every srun in this image (--container-image)")
-    p.add_argument("--cuda-line", default="", help="the venv's torch build (suite/hardware/cuda_lines.py; default the newest)")
-    p.add_argument("--slurm-conf", default="", help="the login node's slurm.conf, where not /etc/slurm/slurm.conf")
-    p.add_argument("--socket-ifname", default="", help="the interface gloo/NCCL use between nodes (e.g. ib0)")
-    p.add_argument("--archive", default="")
-    p.add_argument("--endpoint-url", default=None)
-    p.add_argument("--allow-dirty", default="0")
-    p.add_argument("--new-run", default="0", help="1: submit even while a cardtime job of yours is in the queue")
-    p.add_argument("--fetch", default="", metavar="JOB_ID", type=job_id_arg,
-                   help="follow (if it still runs), fetch, report and archive this Slurm job; submit nothing")
-    p.add_argument("--fetch-exports", default="0")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    p.set_defaults(func=cmd_slurm)
-
-
-def job_id_arg(text: str) -> str:
-    if text and not JOB_ID_RE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"FETCH={text!r} is not a Slurm job id (make slurm printed it: 'job 4242')")
-    return text
-
-
-def cmd_slurm(args) -> int:
-    from suite.hardware.cuda_lines import line_named
-
-    from .__main__ import truthy
-    from .hosts import parse_host
-
-    if args.cuda_line:
-        line_named(args.cuda_line)  # an unknown line is refused here, before any SSH
-    opts = SlurmOptions(
-        host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
-        ssh_config=args.ssh_config or None, accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir,
-        profile=args.profile, stages=args.stages, cuda_line=args.cuda_line or None, archive=args.archive or None,
-        endpoint_url=args.endpoint_url or None, allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run),
-        runs_dir=args.runs_dir,
-        fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None, partition=args.partition,
-        nodes=args.nodes, gpus_per_node=args.gpus_per_node, account=args.account, time_limit=args.time,
-        container_image=args.image, slurm_conf=args.slurm_conf, socket_ifname=args.socket_ifname)
-    return slurm_main(opts)
 
 
 def slurm_main(opts: SlurmOptions, stream=None) -> int:

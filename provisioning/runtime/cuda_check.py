@@ -13,11 +13,11 @@ from pathlib import Path
 
 from suite.hardware.cuda_lines import LINES
 
-from . import suite_container
-from .cuda_check_host import REFUSED
-from .shell import join, quote
+from provisioning.runtime import suite_container
+from provisioning.cuda_check_host import REFUSED
+from provisioning.session.shell import join, quote
 
-HOST_PROGRAM = Path(__file__).with_name("cuda_check_host.py")
+HOST_PROGRAM = Path(__file__).parents[1] / "cuda_check_host.py"  # at provisioning/: suite/cluster/slurm.py runs it by that path
 REFUSED_FILE = "refused"
 
 

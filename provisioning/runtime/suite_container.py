@@ -28,7 +28,7 @@ import docker
 import docker.errors
 from docker.types import DeviceRequest, Ulimit
 
-from .engine import LABEL, EngineError
+from provisioning.runtime.engine import LABEL, EngineError
 
 # NCCL pins (page-locks) its buffers and runs proxy threads that need deep stacks; host IPC gives
 # its shared-memory transport all of /dev/shm; host networking exposes the RDMA/IB interfaces.

@@ -11,7 +11,7 @@ and every node's image ID (`docker image inspect --format {{.Id}}`) is compared 
 that lacks the image or holds another one ends the set-up with exit 2 and one line naming the node and the fix
 (in the job's log and in jobs/<id>/refused, which the laptop shows), before the GPU check and any stage.
 
-On GPU profiles the GPU check (provisioning/cuda_check.py) then runs in the image on every node, as RUNTIME=host
+On GPU profiles the GPU check (provisioning/runtime/cuda_check.py) then runs in the image on every node, as RUNTIME=host
 checks every node's venv: the first node's own (refused as one host's), then each other node's over ssh, all at
 once (`nodes_gpu_check_lines`); a node whose torch does not see its GPUs ends the set-up with exit 2 and
 "node <name>: <why>" in jobs/<id>/refused. Last, the image must hold an ssh client (`ssh_client_lines`): the
@@ -30,11 +30,11 @@ import posixpath
 from suite.cluster.multinode import Node
 from suite.cluster.node_container import NODE_CONTAINER_ENV
 
-from . import suite_container
-from .cluster import on_node
-from .cuda_check import REFUSED_FILE
-from .cuda_check_host import REFUSED
-from .shell import join, quote
+from provisioning.runtime import suite_container
+from provisioning.cluster.nodes import on_node
+from provisioning.runtime.cuda_check import REFUSED_FILE
+from provisioning.cuda_check_host import REFUSED
+from provisioning.session.shell import join, quote
 
 IDS_DIR = "image-ids"
 """Under the job's folder: one file per node holding its image ID (empty: the node lacks the image)."""

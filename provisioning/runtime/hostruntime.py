@@ -17,7 +17,7 @@ from pathlib import Path
 
 from suite.hardware.cuda_lines import TORCH_VERSION, CudaLine
 
-from .shell import join
+from provisioning.session.shell import join
 
 # $1 venv, $2 code dir, $3 python to make the venv with, $4 torch's wheel index ('' = pip's default),
 # $5 torch requirement. pip's own output is kept for the error message; the ready mark comes last.

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .connection import Remote, RemoteError
-from .shell import HOST_PYTHON
-from .jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
+from provisioning.session.connection import Remote, RemoteError
+from provisioning.session.shell import HOST_PYTHON
+from provisioning.job.jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 
 LOCK_STALE_S = 30 * 60.0
 """A holder whose job never wrote its pid this long after taking the lock died while starting

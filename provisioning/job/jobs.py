@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .connection import Remote, RemoteError
-from .shell import HOST_PYTHON, join, quote
+from provisioning.session.connection import Remote, RemoteError
+from provisioning.session.shell import HOST_PYTHON, join, quote
 
 # argv: base, log offset (bytes)[, job id: '' the latest, '*' every job (without logs)].
 # Prints one JSON object (a list for '*'). Runs on the host's python3 (any 3.x).
@@ -216,7 +216,7 @@ def new_job_id(key: JobKey, when: datetime | None = None) -> str:
 
 
 def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
-    """Remove the host's run lock (<base>/jobs/lock, provisioning/hostlock.py) if, and only if, job_id holds it."""
+    """Remove the host's run lock (<base>/jobs/lock, provisioning/job/hostlock.py) if, and only if, job_id holds it."""
     return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"; true', "sh",
             f"{jobs_dir}/lock", job_id]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from . import jobs
-from .remote import RemoteOptions, connect, resolve_base
+from provisioning.job import jobs
+from provisioning.session.login import connect, resolve_base
+from provisioning.session.options import RemoteOptions
 
 
 def status_main(opts: RemoteOptions, stream=None) -> int:

@@ -10,7 +10,7 @@ fix, e.g.
     node root@gpu-b: 4 GPUs where root@gpu-a has 8: rent nodes of one shape, or list only the matching ones
 
 The comparison and the list's checks are pure (tests/unit/test_cluster_preflight.py); the probing (one SSH
-round trip per node) and the run itself are provisioning/cluster_run.py's.
+round trip per node) and the run itself are provisioning/cluster/driver.py's.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from suite.cluster.multinode import Node, NodesError, read_hostfile
 
-from . import preflight
-from .hosts import HostSpec, HostSpecError, parse_host
-from .shell import join
+from provisioning.session import preflight
+from provisioning.session.hosts import HostSpec, HostSpecError, parse_host
+from provisioning.session.shell import join
 
 
 SSH_CONNECT_TIMEOUT_S = 10

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
-from . import jobs
-from .connection import ConnectionLost, Remote, RemoteError
+from provisioning.job import jobs
+from provisioning.session.connection import ConnectionLost, Remote, RemoteError
 
 RECONNECT_WAITS_S = (2, 4, 8, 16, 30, 30)  # ~1.5 min of retries before giving the terminal back
 T = TypeVar("T")

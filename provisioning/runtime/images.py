@@ -1,4 +1,4 @@
-"""The suite's images on an engine (provisioning/engine.py): build one from a context, pull, push.
+"""The suite's images on an engine (provisioning/runtime/engine.py): build one from a context, pull, push.
 
     image = build_image(client, Path("."), tag="cardtime:cuda", buildargs={"CARDTIME_COMMIT": sha},
                         on_line=print)            # the context is tarred here and sent to the engine
@@ -22,7 +22,7 @@ import docker.utils
 
 from suite.gitinfo import IMAGE_COMMIT_ENV, head_commit
 
-from .engine import LABEL, EngineError
+from provisioning.runtime.engine import LABEL, EngineError
 
 LineSink = Callable[[str], None]
 

@@ -1,0 +1,67 @@
+"""make remote's options: what the laptop was asked (the host and how to log in, the run, its archive), and the
+checks of PROFILE= and STAGES= against the suite made before any SSH."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioning.session.hosts import HostSpec
+
+
+@dataclass
+class RemoteOptions:
+    host: HostSpec
+    hosts: tuple[HostSpec, ...] = ()
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster/driver.py)."""
+    nodes_run: Any = None
+    """cluster.driver.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
+    profile: str = "nccl-gpu"
+    stages: str = ""
+    """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
+    runtime: str | None = None
+    image: str | None = None
+    cuda_line: str | None = None
+    """cu130 | cu126 (suite/hardware/cuda_lines.py); None: the newest line the host's driver runs."""
+    key: str | None = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+    """An ssh_config file instead of ~/.ssh/config (HOST is resolved by `ssh -G` either way)."""
+    accept_new_host: bool = False
+    remote_dir: str = ""
+    """On the host, relative to the login's home unless absolute; '' = a mounted persistent volume's
+    cardtime/ (/workspace on pods), else ~/cardtime (preflight.REMOTE_DIR_RULE)."""
+    archive: str | None = None
+    endpoint_url: str | None = None
+    allow_dirty: bool = False
+    new_run: bool = False
+    """Start a new run even when the host's latest job has the same commit/profile/stages and finished."""
+    runs_dir: Path = Path("runs")
+    repo: Path = Path(".")
+    follow_interval_s: float = 2.0
+    detach: str | None = None
+    """tmux | setsid; None: tmux when the host has it."""
+    fetch_job: str | None = None
+    """FETCH=<job-id>: fetch (report, archive) that job's run instead of starting or re-attaching."""
+    fetch_exports: bool = False
+    """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
+
+
+def needs_gpu(profile_name: str) -> bool:
+    from suite.config import get_profile
+
+    return get_profile(profile_name).device == "cuda"
+
+
+def validate_stages(spec: str) -> str:
+    """The stage list in run order, or a usage error naming the stages there are (checked before any SSH)."""
+    if not spec:
+        return ""
+    from suite import stages
+
+    return ",".join(stages.select(spec))
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "yes", "true", "on")
