@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-ssh-config", default="", help="HOSTS=: the ssh_config on the first node it reaches the "
                    "others with (default: its ~/.ssh/config)")
     p.add_argument("--socket-ifname", default="", help="HOSTS=: the interface gloo/NCCL use between nodes (e.g. ens5)")
-    p.add_argument("--nproc", default="", help="HOSTS=: processes per node (default: the profile's, a GPU node's GPUs)")
+    p.add_argument("--nproc", default="", help="NPROC=: processes per node, at most its GPUs (default: one per GPU "
+                   "nvidia-smi -L lists; suite/world.py)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_args(pl)
     pl.add_argument("--profile", default="nccl-gpu")
     pl.add_argument("--rate", type=float, default=None, help="price of the host, $/hour")
+    pl.add_argument("--nproc", default="", help="NPROC=: the processes make remote will start (default: one per GPU)")
     pl.set_defaults(func=cmd_plan)
     a = sub.add_parser("archive", help="upload a run directory to s3://bucket/prefix/<run-id>/ (or copy to a folder)")
     a.add_argument("run_dir", type=Path)
@@ -114,6 +116,8 @@ def options(args):
     kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
               ssh_config=args.ssh_config or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
+    if args.command in ("remote", "plan"):
+        kw["nproc"] = nproc_arg(args.nproc)
     if args.command == "remote":
         if args.cuda_line:  # an unknown line is refused here, before any SSH
             from suite.cuda_lines import line_named
@@ -128,13 +132,18 @@ def options(args):
     return RemoteOptions(**kw)
 
 
+def nproc_arg(text: str) -> int:
+    """NPROC=: '' → 0 (one process per GPU); a positive number, else the error naming it."""
+    if text and not text.isdigit() or text == "0":
+        raise ValueError(f"NPROC={text!r} is not a number of processes per node (e.g. NPROC=8)")
+    return int(text or 0)
+
+
 def node_run_settings(args):
     from .cluster_run import NodeRunSettings
 
-    if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
-        raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
     return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=int(args.nproc or 0))
+                           nproc=nproc_arg(args.nproc))
 
 
 def cmd_remote(args) -> int:

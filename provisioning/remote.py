@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from suite import world
+
 from . import codesync, cuda_check, fetch, hostlock, hostruntime, jobchoice, jobs, preflight, remote_docker
 from .suite_container import host_user
 from .connection import Remote, RemoteError, fingerprint
@@ -78,6 +80,8 @@ class RemoteOptions:
     """FETCH=<job-id>: fetch (report, archive) that job's run instead of starting or re-attaching."""
     fetch_exports: bool = False
     """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
+    nproc: int = 0
+    """NPROC=: processes per node, fewer than the GPUs preflight counted (0: one per GPU; suite/world.py)."""
 
 
 class Steps:
@@ -144,6 +148,20 @@ def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[pr
     return facts, decision
 
 
+def world_problem(opts: RemoteOptions, gpus: int) -> str | None:
+    """NPROC= above the GPUs preflight counted, or one a profile cannot take: the line that refuses it (a GPU
+    profile on a host listing no GPU is preflight's own refusal)."""
+    from suite.config import ProfileError
+
+    if gpus == 0 and needs_gpu(opts.profile):
+        return None
+    try:
+        world.run_nproc(opts.profile, gpus, opts.nproc)
+    except ProfileError as e:
+        return str(e)
+    return None
+
+
 def needs_gpu(profile_name: str) -> bool:
     from suite.config import get_profile
 
@@ -159,11 +177,13 @@ def validate_stages(spec: str) -> str:
     return ",".join(stages.select(spec))
 
 
-def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None) -> list[str]:
-    """The arguments of `python -m suite` for this run (the image's entry point takes the same)."""
-    if resume_dir:
+def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None, gpus: int = 0) -> list[str]:
+    """The arguments of `python -m suite` for this run (the image's entry point takes the same); `gpus`: what
+    preflight counted per node, which with NPROC= gives the run's processes (suite/world.py, as make plan HOST=)."""
+    if resume_dir:  # the manifest's profile, its nproc included
         return ["run", "--resume", resume_dir, "--record-last", last_file]
-    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file]
+    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file,
+            *world.nproc_args(opts.profile, gpus, opts.nproc)]
     if opts.stages:
         args += ["--stages", opts.stages]
     return args
@@ -198,7 +218,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
         gpu = needs_gpu(opts.profile)
 
         job_dir = f"{base}/jobs/{job_id}"
-        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir, gpus=len(facts.gpus))
         env = {"PYTHONUNBUFFERED": "1"}
         # The runtime's set-up (image build, venv install) runs inside the detached job: minutes
         # to an hour that a sleeping laptop or a dropped link must not cut off.
@@ -279,8 +299,9 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
                               "profile": opts.profile, "stages": opts.stages}
     try:
         facts, decision = run_preflight(remote, opts, steps)
-        if decision.problems:
-            for p in decision.problems:
+        problems = [*decision.problems, *filter(None, [world_problem(opts, len(facts.gpus))])]
+        if problems:
+            for p in problems:
                 steps.say(f"REFUSED: {p}")
             return 2
         runtime = decision.runtime
