@@ -4,12 +4,12 @@
     why = box.before("all_reduce", 1 << 30)      # None: run it; else the reason it is dropped
     box.after("all_reduce", 1 << 30, wall_s=2.1, elapsed_s=40.3)
 
-A bandwidth-bound size takes time in proportion to its bytes, so the next size is predicted as the previous
-size's measured wall time × the ratio of their bytes (at small sizes, latency-bound, this over-predicts: the
-safe side). The time left is shared among the series not yet started (the collectives of the torch sweep,
+A size's time is α + β·bytes: the next size is predicted on the line through the last two sizes measured,
+never below the last one's time (a first call's set-up makes the line fall). A line needs two points: the
+first two sizes of a series always run (the smallest sizes cost milliseconds; a prediction from one point,
+its time × the ratio of bytes, would take a first call's set-up for bandwidth and drop the whole series). The time left is shared among the series not yet started (the collectives of the torch sweep,
 one series each), so the first collective cannot spend the last one's time; what a series leaves unused
 passes to the next. Once a size is dropped, the larger ones of its series are too: the sweep stops growing.
-The first size of a series always runs (nothing to predict from; the smallest sizes cost milliseconds).
 
 Every rank must take the same decision (or the collectives mismatch): callers feed the slowest rank's
 wall time and elapsed time, agreed in one all-reduce. No torch here: nccl-tests' runner uses it too.
@@ -36,6 +36,7 @@ class SizeBudget:
     elapsed_s: float = 0.0
     """Seconds since the sweep started, as of the last size measured."""
     _last: dict[str, tuple[int, float]] = field(default_factory=dict)
+    _before_last: dict[str, tuple[int, float]] = field(default_factory=dict)
     _end: dict[str, float] = field(default_factory=dict)
     _stopped: dict[str, str] = field(default_factory=dict)
 
@@ -54,11 +55,10 @@ class SizeBudget:
         end = self._series_end(name)
         if name in self._stopped:
             return self._stopped[name]
-        last = self._last.get(name)
-        if last is None:
+        if name not in self._before_last:  # fewer than two sizes measured: no line yet
             return None
-        last_size, wall = last
-        predicted = wall * size / last_size
+        last_size, wall = self._last[name]
+        predicted = self.predict(name, size)
         if self.elapsed_s + predicted <= end:
             return None
         self._stopped[name] = (
@@ -67,7 +67,16 @@ class SizeBudget:
             f"({self.total_s:.0f} s for the sweep); the sweep stopped growing at {size_text(last_size)}")
         return self._stopped[name]
 
+    def predict(self, name: str, size: int) -> float:
+        """Seconds `size` of series `name` is expected to take, on the line through its last two sizes."""
+        last_size, wall = self._last[name]
+        first_size, first_wall = self._before_last[name]
+        slope = (wall - first_wall) / (last_size - first_size) if last_size != first_size else 0.0
+        return max(wall, wall + slope * (size - last_size))
+
     def after(self, name: str, size: int, wall_s: float, elapsed_s: float) -> None:
         """`size` of `name` took `wall_s` (every placement of it); `elapsed_s` since the sweep started."""
+        if name in self._last and self._last[name][0] != size:
+            self._before_last[name] = self._last[name]
         self._last[name] = (size, max(wall_s, 1e-9))
         self.elapsed_s = elapsed_s
