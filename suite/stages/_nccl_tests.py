@@ -24,6 +24,7 @@ from ..node_container import container_prefix
 from ..parsers import ParseError
 from ..parsers.nccl_tests import parse_file
 from ..results import Row
+from suite.card_fit import card_bytes, fitted_sweep, nccl_tests_max_bytes
 from suite.nccl_tests_watch import line_buffered, watch
 
 DIR_ENV = "CARDTIME_NCCL_TESTS_DIR"
@@ -170,6 +171,10 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
     called with each binary's rows as it ends (the stage keeps them in the run directory)."""
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
+    # -e sized to the card (suite/card_fit.py: 3 buffers of S per GPU); a node's own context carries no facts
+    card = card_bytes(getattr(ctx, "facts", None) or {})
+    sized = "" if card is None or profile.sweep.nccl_tests_args else "; sized: " + nccl_tests_max_bytes(profile.sweep, card)[1]
+    profile = profile.with_overrides(sweep=fitted_sweep(profile.sweep, card))
     prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
     form = form_label(profile)
     for i, collective in enumerate(collectives):
@@ -202,7 +207,7 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
             ranks = None if profile.sweep.nccl_tests_args else (
                 profile.world, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
             done = rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
-                                    what=f"{binary.name} {' '.join(args)} [{form}]", ranks=ranks,
+                                    what=f"{binary.name} {' '.join(args)} [{form}]{sized}", ranks=ranks,
                                     stopped=dropped[0][1] if dropped else None)
         done += dropped_rows(ctx.stage, collective, dropped, algo)
         rows += done

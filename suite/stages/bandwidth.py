@@ -26,6 +26,7 @@ from ..context import StageContext
 from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
+from suite.card_fit import card_bytes, nccl_tests_max_bytes
 from suite.size_budget import size_text
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _intra_judges, _intra_node, _node_pairs, _nccl_tests
@@ -67,6 +68,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     n = profile.world
     alpha, beta, basis = alpha_beta(facts, profile.device)
     peak, _ = link_peak_or_why(facts)
+    top, sized = nccl_tests_max_bytes(profile.sweep, card_bytes(facts))  # what nccl-tests' -e is on this card
     out = []
     for coll in COLLECTIVES:
         for size in profile.sweep.sizes():
@@ -77,8 +79,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                                basis="every element equals its known expected value", world=n))
         if peak is not None and len(profile.nodes) < 2:
             out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
-                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
-                                   size_bytes=profile.sweep.max_bytes))
+                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}; {sized}", world=n,
+                                   size_bytes=top))
     if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
         out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
     return out + _node_pairs.expect(profile)
