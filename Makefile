@@ -80,7 +80,8 @@ bench: $(STAMP)
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
 #   [DETACH=tmux|setsid] [FETCH_EXPORTS=1] [FETCH=<job-id>: fetch, report, archive a run left on the host;
-#   `make remote-status` lists them]
+#   `make remote-status` lists them] [NPROC=n: fewer processes per node than its GPUs; by default the run,
+#   on one host as on several, starts one per GPU that preflight's `nvidia-smi -L` lists, as make plan HOST= plans]
 # Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
@@ -129,12 +130,12 @@ remote-status: $(STAMP)
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
-# With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for.
+# With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for (NPROC=: fewer).
 # NODES=2 or HOSTS=a,b: a multi-node run (every launch across the nodes, β the inter-node hop: INTER_NODE=GB/s per GPU).
 plan: $(STAMP)
 	@if [ -n "$$HOST" ]; then \
 	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
-	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"}; \
+	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"} --nproc "$$NPROC"; \
 	else \
 	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} \
 	    --nodes "$${HOSTS:-$$NODES}" $${INTER_NODE:+--inter-node "$$INTER_NODE"} \

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-ssh-config", default="", help="HOSTS=: the ssh_config on the first node it reaches the "
                    "others with (default: its ~/.ssh/config)")
     p.add_argument("--socket-ifname", default="", help="HOSTS=: the interface gloo/NCCL use between nodes (e.g. ens5)")
-    p.add_argument("--nproc", default="", help="HOSTS=: processes per node (default: the profile's, a GPU node's GPUs)")
+    p.add_argument("--nproc", default="", help="NPROC=: processes per node, at most its GPUs (default: one per GPU "
+                   "nvidia-smi -L lists; suite/world.py)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_args(pl)
     pl.add_argument("--profile", default="nccl-gpu")
     pl.add_argument("--rate", type=float, default=None, help="price of the host, $/hour")
+    pl.add_argument("--nproc", default="", help="NPROC=: the processes make remote will start (default: one per GPU)")
     pl.set_defaults(func=cmd_plan)
     a = sub.add_parser("archive", help="upload a run directory to s3://bucket/prefix/<run-id>/ (or copy to a folder)")
     a.add_argument("run_dir", type=Path)

@@ -39,7 +39,7 @@ from provisioning.runtime.suite_container import host_user
 from provisioning.session import preflight
 from provisioning.session.hosts import parse_host
 from provisioning.session.login import connect_for_transfers, host_key_record, resolve_base, run_preflight
-from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages
+from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages, world_problem
 from provisioning.session.steps import Steps
 from provisioning.session.connection import Remote
 
@@ -72,7 +72,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
         gpu = needs_gpu(opts.profile)
 
         job_dir = f"{base}/jobs/{job_id}"
-        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir, gpus=len(facts.gpus))
         env = {"PYTHONUNBUFFERED": "1"}
         # The runtime's set-up (image build, venv install) runs inside the detached job: minutes
         # to an hour that a sleeping laptop or a dropped link must not cut off.
@@ -133,8 +133,9 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
                               "profile": opts.profile, "stages": opts.stages}
     try:
         facts, decision = run_preflight(remote, opts, steps)
-        if decision.problems:
-            for p in decision.problems:
+        problems = [*decision.problems, *filter(None, [world_problem(opts, len(facts.gpus))])]
+        if problems:
+            for p in problems:
                 steps.say(f"REFUSED: {p}")
             return 2
         runtime = decision.runtime
@@ -180,6 +181,8 @@ def options(args):
     kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
               ssh_config=args.ssh_config or None,
               accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
+    if args.command in ("remote", "plan"):
+        kw["nproc"] = nproc_arg(args.nproc)
     if args.command == "remote":
         if args.cuda_line:  # an unknown line is refused here, before any SSH
             from suite.hardware.cuda_lines import line_named
@@ -194,8 +197,13 @@ def options(args):
     return RemoteOptions(**kw)
 
 
+def nproc_arg(text: str) -> int:
+    """NPROC=: '' → 0 (one process per GPU); a positive number, else the error naming it."""
+    if text and not text.isdigit() or text == "0":
+        raise ValueError(f"NPROC={text!r} is not a number of processes per node (e.g. NPROC=8)")
+    return int(text or 0)
+
+
 def node_run_settings(args):
-    if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
-        raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
     return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=int(args.nproc or 0))
+                           nproc=nproc_arg(args.nproc))

@@ -46,6 +46,9 @@ class SweepConfig:
     """Element type of the sweep buffers (torch dtype name)."""
     nccl_tests_args: tuple[str, ...] = ()
     """Arguments for every nccl-tests *_perf binary, replacing `-b min -e max -f factor -g … -w … -n … -c 1`."""
+    time_box: bool = True
+    """Stop a sweep growing when its next size, predicted from the sizes before it, would pass the stage's
+    remaining time (suite/costmodel/size_budget.py); False: every size runs whatever the clock (a drill of the timeout)."""
     nccl_tests_form: str = "mpi"
     """How nccl-tests drives the GPUs: "mpi" — `mpirun -np <nproc> <binary> … -g 1`, one process per GPU as
     torch runs (NVIDIA's multi-process form; the binaries must be built with MPI=1); "single" — one process

@@ -14,6 +14,8 @@ from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from suite.launch.multilaunch import run_across_nodes
 from .progress import Progress
+from suite import kept_rows
+from suite.results import Row
 
 
 @dataclass
@@ -42,6 +44,11 @@ class StageContext:
         """Progress: what the stage is doing now; with done/of a bar is drawn."""
         self.progress.update(message, done, of)
 
+    def keep(self, rows: Sequence[Row], tag: str | None = None) -> None:
+        """Write `rows` to the run directory now (suite/kept_rows.py): a kill at the timeout keeps them. `tag`: the
+        launch they came from (its workers' files are then not read again). run()'s return still says it all."""
+        kept_rows.keep(self.raw_dir, rows, None if tag is None else launch_out_dir(self.raw_dir, tag))
+
     def time_left(self) -> float | None:
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
@@ -52,6 +59,7 @@ class StageContext:
         forked from a warm process; the workers run the same code either way. A multi-node profile launches
         torchrun on every node (suite/launch/multilaunch.py)."""
         kwargs.setdefault("timeout_s", self.time_left())
+        kept_rows.open_launch(launch_out_dir(self.raw_dir, tag))  # its rows count if the stage is killed
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))
         launch = run_across_nodes if len(self.profile.nodes) > 1 else launch_here  # every node, or this one

@@ -46,6 +46,7 @@ from .results import (
 )
 from .gitinfo import suite_checkout
 from suite.run_id import new_run_id, unique_run_path, utc_now
+from suite import kept_rows
 from .verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
@@ -239,8 +240,10 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     run.replace_stage_expectations(name, expectations)
 
     outcome = produce(module, name, profile, run, raw_dir, facts, progress, timeout)
-    if not outcome["ok"]:
-        finish_stage(run, name, [], expectations, [failure_verdict(name, outcome)], {}, "error", progress)
+    if not outcome["ok"]:  # killed or crashed: the rows it measured so far are kept (suite/kept_rows.py)
+        kept = kept_rows.salvage(raw_dir)
+        outcome = {**outcome, "message": f"{outcome.get('message', 'stage failed')}; {kept_rows.salvage_note(kept, name)}"}
+        finish_stage(run, name, kept, expectations, [failure_verdict(name, outcome)], {}, "error", progress)
         return
     rows = read_rows_jsonl(raw_dir / ROWS_FILE)
     published = outcome.get("published", {})
@@ -297,7 +300,7 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
 def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path, facts: dict[str, Any],
                  progress: Progress, timeout: float) -> dict[str, Any]:
     """Run module.run in a forked child with its own process group; kill the whole tree at the timeout."""
-    (raw_dir / ROWS_FILE).unlink(missing_ok=True)
+    kept_rows.reset(raw_dir)  # no row of an earlier attempt may be salvaged as this one's
     deadline = time.monotonic() + timeout
 
     def stage() -> dict[str, Any]:

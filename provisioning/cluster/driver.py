@@ -42,7 +42,7 @@ from provisioning.session.shell import join, quote
 from provisioning.runtime.suite_container import host_user
 from provisioning.job.lifecycle import run_job, suite_args
 from provisioning.session.login import connect_for_transfers, host_key_record, run_preflight
-from provisioning.session.options import needs_gpu
+from provisioning.session.options import needs_gpu, world_problem
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,18 @@ def check_reach(first_remote: Remote, nodes: list[Probed], ssh_config: str) -> l
     return out
 
 
+def node_world(opts, settings: NodeRunSettings):
+    """The options with NPROC= of HOSTS= (the nodes' settings) as the run's processes per node."""
+    return dataclasses.replace(opts, nproc=settings.nproc or opts.nproc)
+
+
 def suite_node_args(labels: list[str], settings: NodeRunSettings) -> list[str]:
-    """`python -m suite run`'s multi-node arguments."""
+    """`python -m suite run`'s multi-node arguments (--nproc comes with suite_args, from the GPUs counted)."""
     args = ["--nodes", ",".join(labels)]
     if settings.ssh_config:
         args += ["--ssh-config", settings.ssh_config]
     if settings.socket_ifname:
         args += ["--socket-ifname", settings.socket_ifname]
-    if settings.nproc:
-        args += ["--nproc", str(settings.nproc)]
     return args
 
 
@@ -213,6 +216,10 @@ def cluster_main(opts, steps) -> int:
         return 2
     shape = NodeShape.of(probed[0].facts)
     steps.say(f"{len(probed)} nodes agree: {shape.gpus} × {shape.model}, driver {shape.driver}, Python {shape.python}")
+    problem = world_problem(node_world(opts, settings), shape.gpus)
+    if problem:
+        steps.say(f"REFUSED: {problem}")
+        return 2
     labels = [p.spec.label for p in probed]
     remote = connect_for_transfers(opts)  # opts.host is the first node
     record: dict[str, Any] = {"host": opts.host.label, "hosts": labels, "host_key": host_key_record(remote),
@@ -249,7 +256,7 @@ def start_cluster_job(remote: Remote, opts, probed: list[Probed], local: codesyn
     try:
         node_locks = lock_other_nodes(opts, probed, job_id, holder)
 
-        args = suite_args(opts, base, f"{job_dir}/LAST", resume_dir)
+        args = suite_args(node_world(opts, settings), base, f"{job_dir}/LAST", resume_dir, gpus=len(first.facts.gpus))
         if not resume_dir:  # a resumed run keeps the nodes its manifest names
             args += suite_node_args([p.spec.label for p in probed], settings)
         prepare = docker_job_parts if opts.runtime == "docker" else host_job_parts

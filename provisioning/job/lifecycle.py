@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from suite import world
+
 from provisioning.job import fetch, jobchoice, jobs
 from provisioning.job.finish import report_and_archive
 from provisioning.job.follow import follow
@@ -15,11 +17,13 @@ from provisioning.session.options import RemoteOptions
 from provisioning.session.steps import Steps
 
 
-def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None) -> list[str]:
-    """The arguments of `python -m suite` for this run (the image's entry point takes the same)."""
-    if resume_dir:
+def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str | None, gpus: int = 0) -> list[str]:
+    """The arguments of `python -m suite` for this run (the image's entry point takes the same); `gpus`: what
+    preflight counted per node, which with NPROC= gives the run's processes (suite/world.py, as make plan HOST=)."""
+    if resume_dir:  # the manifest's profile, its nproc included
         return ["run", "--resume", resume_dir, "--record-last", last_file]
-    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file]
+    args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file,
+            *world.nproc_args(opts.profile, gpus, opts.nproc)]
     if opts.stages:
         args += ["--stages", opts.stages]
     return args

@@ -43,9 +43,10 @@ def gpu_model(nvidia_smi_l_line: str) -> str:
 
 
 def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream=None) -> int:
-    """`make plan HOST=…`: the plan for the GPU count and model the host reports."""
-    from suite.config import get_profile
+    """`make plan HOST=…`: the plan for the GPU count and model the host reports, with the processes
+    `make remote` will start there (suite/world.py: one per GPU, NPROC= fewer)."""
     from suite.plan.hours import PlanAssumptions, estimate, render
+    from suite.world import host_profile
 
     out = stream or sys.stdout
     remote = connect(opts)
@@ -61,7 +62,8 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
     model = gpu_model(gpus[0])
     print(f"{opts.host.label}: {len(gpus)} × {model}", file=out)
     try:
-        plan = estimate(get_profile(profile_name, len(gpus)), PlanAssumptions(gpu_name=model), rate_per_hour=rate)
+        plan = estimate(host_profile(profile_name, len(gpus), opts.nproc), PlanAssumptions(gpu_name=model),
+                        rate_per_hour=rate)
     except ValueError as e:
         print(f"{e}; or plan for an H100 box with `make plan GPUS={len(gpus)}`", file=out)
         return 2

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suite import world
+
 from provisioning.session.hosts import HostSpec
 
 
@@ -46,12 +48,28 @@ class RemoteOptions:
     """FETCH=<job-id>: fetch (report, archive) that job's run instead of starting or re-attaching."""
     fetch_exports: bool = False
     """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
+    nproc: int = 0
+    """NPROC=: processes per node, fewer than the GPUs preflight counted (0: one per GPU; suite/world.py)."""
 
 
 def needs_gpu(profile_name: str) -> bool:
     from suite.config import get_profile
 
     return get_profile(profile_name).device == "cuda"
+
+
+def world_problem(opts: RemoteOptions, gpus: int) -> str | None:
+    """NPROC= above the GPUs preflight counted, or one a profile cannot take: the line that refuses it (a GPU
+    profile on a host listing no GPU is preflight's own refusal)."""
+    from suite.config import ProfileError
+
+    if gpus == 0 and needs_gpu(opts.profile):
+        return None
+    try:
+        world.run_nproc(opts.profile, gpus, opts.nproc)
+    except ProfileError as e:
+        return str(e)
+    return None
 
 
 def validate_stages(spec: str) -> str:

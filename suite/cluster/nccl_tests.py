@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from suite.cluster.node_container import container_prefix
 from ..parsers import ParseError
 from ..parsers.nccl_tests import parse_file
 from ..results import Row
+from suite.hardware.card_fit import card_bytes, fitted_sweep, nccl_tests_max_bytes
+from suite.launch.nccl_tests_watch import line_buffered, watch
 
 DIR_ENV = "CARDTIME_NCCL_TESTS_DIR"
 # Our collective names → nccl-tests' program names.
@@ -124,20 +125,20 @@ def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Pa
 
 
 def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,
-               timeout_s: float | None = None, prefix: list[str] | None = None) -> tuple[int | None, Path]:
+               timeout_s: float | None = None, prefix: list[str] | None = None, planned: list[int] | None = None,
+               budget_s: float | None = None) -> tuple[int | None, Path, list[tuple[int, str]]]:
     """Run one binary (after `prefix`, e.g. mpirun's words), stdout and stderr kept untouched in
-    raw/<stage>/<label>.out / .err; (exit code or None on timeout, .out)."""
+    raw/<stage>/<label>.out / .err; (exit code or None when stopped or timed out, .out, the sizes not run and why).
+    `planned` sizes and `budget_s`: the binary is stopped before a size that would pass its time (nccl_tests_watch)."""
     out, err = raw_dir / f"{label}.out", raw_dir / f"{label}.err"
     full_env = {**os.environ, **(env or {})}
+    argv, lines_as_printed = line_buffered([str(binary), *args])
+    boxed = budget_s if planned and lines_as_printed else None  # without stdbuf the lines come only at exit
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen([*(prefix or []), str(binary), *args], stdout=fo, stderr=fe, env=full_env,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout_s), out
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # mpirun's ranks too: they share its new session's group
-            proc.wait()
-            return None, out
+        proc = subprocess.Popen([*(prefix or []), *argv], stdout=fo, stderr=fe, env=full_env,
+                                start_new_session=True)  # mpirun's ranks share its new session's group
+        code, dropped = watch(proc, out, planned or [], label, boxed, timeout_s)
+    return code, out, dropped
 
 
 def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None) -> list[Row]:
@@ -159,16 +160,21 @@ def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: s
 
 def status_row(stage: str, collective: str, status: str, text: str, algo: str | None = None) -> Row:
     """What became of one binary: value 1 ran to its footer, 0 did not, NaN not run; text says why."""
-    value = {"complete": 1.0, "incomplete": 0.0}.get(status, float("nan"))
+    value = {"complete": 1.0, "incomplete": 0.0, "stopped": 0.0}.get(status, float("nan"))
     return Row(stage=stage, case=f"nccl-tests.{collective}", metric="status", value=value, unit="count",
                source="nccl-tests", algo=algo, text=f"{status}: {text}")
 
 
 def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = None,
-          env: dict[str, str] | None = None) -> list[Row]:
-    """Run the binaries of `collectives` (those that exist); rows plus one status row each."""
+          env: dict[str, str] | None = None, on_binary=None) -> list[Row]:
+    """Run the binaries of `collectives` (those that exist); rows plus one status row each; `on_binary(rows)` is
+    called with each binary's rows as it ends (the stage keeps them in the run directory)."""
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
+    # -e sized to the card (suite/hardware/card_fit.py: 3 buffers of S per GPU); a node's own context carries no facts
+    card = card_bytes(getattr(ctx, "facts", None) or {})
+    sized = "" if card is None or profile.sweep.nccl_tests_args else "; sized: " + nccl_tests_max_bytes(profile.sweep, card)[1]
+    profile = profile.with_overrides(sweep=fitted_sweep(profile.sweep, card))
     prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
     form = form_label(profile)
     for i, collective in enumerate(collectives):
@@ -187,27 +193,50 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         ctx.say(f"nccl-tests {program}{' ' + algo if algo else ''}", done=i, of=len(collectives))
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
-        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share, prefix=prefix)
+        planned = [] if profile.sweep.nccl_tests_args or not profile.sweep.time_box else profile.sweep.sizes()
+        code, out, dropped = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share,
+                                        prefix=prefix, planned=planned,
+                                        budget_s=None if share is None else share * BOX_SHARE)
         try:
             parsed = parse_file(out)
         except ParseError as e:
-            rows.append(status_row(ctx.stage, collective, "incomplete",
-                                   f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}", algo))
-            continue
-        # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
-        ranks = None if profile.sweep.nccl_tests_args else (
-            profile.world, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
-        rows += rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
-                                 what=f"{binary.name} {' '.join(args)} [{form}]", ranks=ranks)
+            done = [status_row(ctx.stage, collective, "incomplete",
+                               f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}", algo)]
+        else:
+            # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
+            ranks = None if profile.sweep.nccl_tests_args else (
+                profile.world, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
+            done = rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
+                                    what=f"{binary.name} {' '.join(args)} [{form}]{sized}", ranks=ranks,
+                                    stopped=dropped[0][1] if dropped else None)
+        done += dropped_rows(ctx.stage, collective, dropped, algo)
+        rows += done
+        if on_binary is not None:
+            on_binary(done)  # the stage keeps them now: a kill later loses none
     return rows
 
 
+BOX_SHARE = 0.85
+"""Share of a binary's time (its hard timeout) its sizes may fill: the margin is the stop's and a size's misprediction."""
+
+
+def dropped_rows(stage: str, collective: str, dropped: list[tuple[int, str]], algo: str | None = None) -> list[Row]:
+    """One row per size a binary was stopped before, the reason in its text (the stage's judge lists them)."""
+    return [Row(stage=stage, case=collective, metric="dropped", value=float("nan"), unit="s", size_bytes=size,
+                source="nccl-tests", algo=algo, text=why) for size, why in dropped]
+
+
 def rows_from_output(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None, *,
-                     exit_code: int | None = 0, what: str = "", ranks: tuple[int, str] | None = None) -> list[Row]:
+                     exit_code: int | None = 0, what: str = "", ranks: tuple[int, str] | None = None,
+                     stopped: str | None = None) -> list[Row]:
     """One binary's parsed output → its rows and its status row (a live run and `suite ingest` alike);
-    exit_code None means it was killed at its timeout; `ranks` (count, what to do) the communicator expected."""
+    exit_code None means it was killed at its timeout; `ranks` (count, what to do) the communicator expected;
+    `stopped`: why the time box stopped it before its largest sizes (status `stopped`, judged a warn)."""
     ok = parsed["complete"] and exit_code == 0
     why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {exit_code}")
+    if stopped and parsed["rows"]:  # its own stop: whatever mpirun said of the TERM, the lines printed are whole
+        return rows_from_parse(parsed, collective, stage, algo) + [
+            status_row(stage, collective, "stopped", f"{what}: {stopped}" if what else stopped, algo)]
     if exit_code is None:
         why = f"timed out and was killed; {why}"
     if ok and ranks and parsed["nranks"] not in (None, ranks[0]):

@@ -26,6 +26,8 @@ from ..context import StageContext
 from ..costmodel.alphabeta import collective_time_s
 from ..facts import alpha_beta, link_peak_or_why
 from ..results import Expectation, Row, Verdict
+from suite.hardware.card_fit import card_bytes, nccl_tests_max_bytes
+from suite.costmodel.size_budget import size_text
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from suite.cluster import (intra_judges as _intra_judges, intra_node as _intra_node, node_pairs as _node_pairs,
                            nccl_tests as _nccl_tests)
@@ -67,6 +69,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     n = profile.world
     alpha, beta, basis = alpha_beta(facts, profile.device)
     peak, _ = link_peak_or_why(facts)
+    top, sized = nccl_tests_max_bytes(profile.sweep, card_bytes(facts))  # what nccl-tests' -e is on this card
     out = []
     for coll in COLLECTIVES:
         for size in profile.sweep.sizes():
@@ -77,8 +80,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                                basis="every element equals its known expected value", world=n))
         if peak is not None and len(profile.nodes) < 2:
             out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
-                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
-                                   size_bytes=profile.sweep.max_bytes))
+                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}; {sized}", world=n,
+                                   size_bytes=top))
     if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
         out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
     return out + _node_pairs.expect(profile)
@@ -91,17 +94,33 @@ def sweep_args(profile: Profile) -> list[str]:
             "--dtype", s.dtype, "--stage", STAGE]
 
 
+TORCH_TIME_SHARE = {"cuda": 0.4, "cpu": 0.8}
+"""Share of the stage's time left the torch sweep may take: on GPUs the six nccl-tests binaries follow it."""
+LAUNCH_RESERVE_S = 30.0
+"""Kept back from the torch sweep's budget for its launch and the probe (a torchrun launch on a GPU node: ~25 s)."""
+
+
+def sweep_time_args(profile: Profile, left_s: float | None) -> list[str]:
+    """--time-budget-s for the torch sweep (suite/costmodel/size_budget.py): its share of the time left, less the launch."""
+    if not profile.sweep.time_box or left_s is None:
+        return []
+    budget = max(1.0, left_s * TORCH_TIME_SHARE[profile.device] - LAUNCH_RESERVE_S)
+    return ["--time-budget-s", f"{budget:.1f}"]
+
+
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     args = sweep_args(profile) + ["--probe"]
     if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
         args += ["--bare-repeats", "1"]
+    args += sweep_time_args(profile, ctx.time_left())
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(profile.sweep.sizes())} sizes")
     rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
+    ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
     if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
         rows += _node_pairs.measure(ctx)
         rows += _intra_node.measure(ctx, sweep_args(profile))
     if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
-        rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
+        rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES), on_binary=ctx.keep)
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
     rows, intra = _intra_node.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
     for key, value in {**published, **intra}.items():
@@ -132,6 +151,7 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     verdicts = [judge_coverage(rows, facts)] + launch_verdicts(STAGE, rows)
+    verdicts += judge_dropped(rows)
     verdicts += judge_wrong(rows)
     verdicts += probe_verdicts(STAGE, rows)
     verdicts += judge_nccl_tests(rows, facts)
@@ -172,6 +192,26 @@ def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
         reason_bad=f"the torch sweep measured nothing for {', '.join(missing)}: see raw/bandwidth/torch.rank0.log")
 
 
+def judge_dropped(rows: list[Row]) -> list[Verdict]:
+    """A warn per tool that left sizes out (for memory, or for the stage's time), naming them and why; none when
+    every size ran."""
+    out = []
+    for source in ("torch", "nccl-tests"):
+        dropped = [r for r in rows if r.metric == "dropped" and r.source == source and r.case in COLLECTIVES]
+        if not dropped:
+            continue
+        by_case: dict[str, list[int]] = defaultdict(list)
+        for r in dropped:
+            if r.size_bytes not in by_case[r.case]:
+                by_case[r.case].append(r.size_bytes)
+        listed = "; ".join(f"{c}: {', '.join(size_text(b) for b in sorted(sizes))}" for c, sizes in by_case.items())
+        why = sorted({r.text for r in dropped if r.text})
+        out.append(VERDICTS.warn(f"dropped.{source}", expected="every size of the sweep measured",
+                                 observed=f"{len(dropped)} case(s) not run: {listed}",
+                                 reason="; ".join(why[:3]) + (f" (and {len(why) - 3} more)" if len(why) > 3 else "")))
+    return out
+
+
 def judge_wrong(rows: list[Row]) -> list[Verdict]:
     bad: dict[tuple[str, str], list[str]] = defaultdict(list)
     checked: set[tuple[str, str]] = set()
@@ -203,7 +243,7 @@ def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
     for r in status:
         coll = r.case.split(".", 1)[1]
         kind, _, text = (r.text or "").partition(": ")
-        state = {"complete": "pass", "missing": "skip"}.get(kind, "fail")
+        state = {"complete": "pass", "missing": "skip", "stopped": "warn"}.get(kind, "fail")  # stopped: for time
         out.append(VERDICTS.verdict(f"nccl_tests.{coll}", state,
                                     expected=f"{_nccl_tests.PROGRAMS[coll]} runs to its footer", observed=kind,
                                     reason=text))

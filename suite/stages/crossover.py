@@ -83,13 +83,16 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say(f"hand ring and tree all-reduce × {len(hand_sizes)} sizes")
     rows = launch_rows(ctx, "suite.workloads.hand_allreduce",
                        ["--sizes", ",".join(map(str, hand_sizes)), *common, "--library"], tag="hand")
+    ctx.keep(rows, tag="hand")  # in the run directory now: a kill later in the stage loses none of them
     if profile.device == "cuda":  # each tool runs whatever became of the others: a failure never hides their data
         for algo in NCCL_ALGOS:
             ctx.say(f"torch all_reduce with NCCL_ALGO={algo}")
             env = {**os.environ, "NCCL_ALGO": algo}
             args = ["--sizes", sizes, *common, "--collectives", "all_reduce", "--algo", algo]
-            rows += launch_rows(ctx, "suite.workloads.collective_sweep", args, tag=f"torch-{algo}", env=env)
-            rows += _nccl_tests.sweep(profile, ctx, ["all_reduce"], algo=algo, env={"NCCL_ALGO": algo})
+            swept = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag=f"torch-{algo}", env=env)
+            ctx.keep(swept, tag=f"torch-{algo}")
+            rows += swept + _nccl_tests.sweep(profile, ctx, ["all_reduce"], algo=algo, env={"NCCL_ALGO": algo},
+                                              on_binary=ctx.keep)
     rows += analysis_rows(rows, profile.nproc)
     return rows
 

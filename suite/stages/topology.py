@@ -25,6 +25,7 @@ from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
 from ..parsers.smi_query import parse_list, parse_query
 from ..parsers.topo import nvlink_count
 from ..parsers.topo import parse as parse_topo
+from suite.hardware.card_fit import memory_from_query
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
@@ -182,6 +183,8 @@ def rows_from_smi(outputs: dict[str, str | None]) -> tuple[list[Row], dict[str, 
     facts: dict[str, Any] = {"gpus": names, "gpu_model": common_model(names),
                              "smi_versions": {"driver": query.get("driver_version"),
                                               "cuda_driver": query.get("cuda_version")}}
+    if query:  # every stage sizes itself to the smallest card (suite/hardware/card_fit.py)
+        facts["gpu_memory_bytes"] = memory_from_query(queried)
     for i, gpu in enumerate(query.get("gpus", [])):
         for key in ("pcie_gen_max", "link_width_max"):
             if gpu.get(key) is not None:

@@ -45,6 +45,7 @@ import torch.distributed as dist
 from ..costmodel.alphabeta import algbw_GBps, busbw_factor
 from ..results import Row
 from . import probe
+from suite.workloads.timed_sweep import run_steps
 from .worker import Worker, worker_session
 from .worker_cli import mistakes_from
 
@@ -345,6 +346,9 @@ def parse_args(argv=None):
                    help="test hook: the last rank corrupts one result element of COLLECTIVE before the check")
     p.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
                    help="bytes one case may hold (default: measured from the GPUs' free memory; none on CPU)")
+    p.add_argument("--time-budget-s", type=float, default=None, metavar="SECONDS",
+                   help="stop growing a collective's sizes when the next would pass this many seconds from the "
+                        "sweep's start, shared among the collectives (suite/costmodel/size_budget.py; default: no limit)")
     p.add_argument("--probe", action="store_true",
                    help="first try every primitive once (suite/workloads/probe.py): which the backend supports")
     p.add_argument("--mistakes", default="", help="the probe's deliberate mistakes, wrong.<primitive> (tests)")
@@ -372,11 +376,13 @@ def main(argv=None) -> None:
         plan, dropped = fit_to_memory(plan, w.world, elem, budget)
         if dropped and w.rank == 0:
             w.emit(dropped_rows(dropped, budget, args, w.world))
-        for i, (name, size, placement) in enumerate(plan):
-            w.progress(f"{name} {placement} {size} B", done=i, of=len(plan))
-            w.emit(measure(w, COLLECTIVES[name], size, placement, args, dtype))
+        def step(name: str, size: int, placement: str) -> list[Row]:
+            rows = measure(w, COLLECTIVES[name], size, placement, args, dtype)
             if w.device.type == "cuda" and size >= 1 << 30:
                 torch.cuda.empty_cache()  # give the next large case unfragmented memory
+            return rows
+
+        run_steps(w, plan, args.time_budget_s, args, step)  # rows emitted as measured; sizes past the time dropped
         reduce_sizes = [size for name, size, _ in plan if name == "all_reduce"]
         if args.bare_repeats and reduce_sizes:  # the rehearsal's harness-overhead figure
             w.progress("harness vs bare all_reduce", done=len(plan), of=len(plan))

@@ -72,8 +72,9 @@ def test_the_hosts_pythons_need_not_agree_in_docker():
 
 def test_the_suites_node_arguments():
     assert suite_node_args(["root@a", "root@b:2222"], NodeRunSettings()) == ["--nodes", "root@a,root@b:2222"]
+    # --nproc comes with suite_args, from the GPUs preflight counted and NPROC= (tests/unit/test_world.py)
     assert suite_node_args(["a", "b"], NodeRunSettings(ssh_config="/c", socket_ifname="ens5", nproc=8)) == [
-        "--nodes", "a,b", "--ssh-config", "/c", "--socket-ifname", "ens5", "--nproc", "8"]
+        "--nodes", "a,b", "--ssh-config", "/c", "--socket-ifname", "ens5"]
 
 
 def test_the_job_key_holds_the_nodes_and_still_matches_older_single_host_jobs():
