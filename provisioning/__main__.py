@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_args(p)
     p.add_argument("--profile", default="nccl-gpu", help="suite profile (default nccl-gpu)")
     p.add_argument("--stages", default="", help="only these stages, e.g. topology,bandwidth")
+    p.add_argument("--tier", default="", choices=["", "quick", "standard", "soak"], help="a time-boxed run (suite/tiers.py)")
+    p.add_argument("--burnin-min", default="", help="the burn-in's minutes (BURNIN_MIN=), with --tier")
     p.add_argument("--runtime", default="", choices=["", "docker", "host"],
                    help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
     p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")
@@ -119,7 +121,7 @@ def options(args):
             from suite.cuda_lines import line_named
 
             line_named(args.cuda_line)
-        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
+        kw.update(profile=args.profile, stages=args.stages, tier=args.tier, burnin_min=args.burnin_min, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
                   runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)

@@ -52,6 +52,10 @@ class RemoteOptions:
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
+    tier: str = ""
+    """TIER=: quick | standard | soak (suite/tiers.py), '' for none."""
+    burnin_min: str = ""
+    """BURNIN_MIN=: the tier's burn-in minutes on the host."""
     runtime: str | None = None
     image: str | None = None
     cuda_line: str | None = None
@@ -166,6 +170,10 @@ def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str |
     args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file]
     if opts.stages:
         args += ["--stages", opts.stages]
+    if opts.tier:
+        args += ["--tier", opts.tier]
+    if opts.burnin_min:
+        args += ["--burnin-min", opts.burnin_min]
     return args
 
 

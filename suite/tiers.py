@@ -90,3 +90,17 @@ def failed_stages(run_dir: Path) -> list[str]:
                if isinstance(state, dict) and state.get("status") not in (None, "complete")}
     selected = run.manifest.get("stages_selected") or sorted(failed)
     return [s for s in selected if s in failed]
+
+
+QUICK_GOAL_S = 600.0
+"""The quick tier's promise: at most 10 minutes of stages on 8×H100."""
+
+
+def tier_line(name: str, stages_s: float) -> str:
+    """The plan's line for a tier: what it runs and, for quick, whether it keeps its 10-minute promise."""
+    tier = get_tier(name)
+    line = f"tier {name}: {tier.says}; stages {stages_s / 60:.1f} min"
+    if name == "quick":
+        line += (f" (within its {QUICK_GOAL_S / 60:g}-minute goal)" if stages_s <= QUICK_GOAL_S else
+                 f" (OVER its {QUICK_GOAL_S / 60:g}-minute goal)")
+    return line
