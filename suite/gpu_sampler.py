@@ -41,6 +41,13 @@ FAILING = ("HW Slowdown", "HW Thermal Slowdown", "SW Thermal Slowdown", "HW Powe
 FAIL_MASK = sum(REASON_BITS[r] for r in FAILING)
 REPORTED = "SW Power Cap"
 CSV_NAME = "nvidia-smi-sampled.csv"
+PERIOD_MS = 1000
+"""The load stages' sampling period (bandwidth, baseline, dp; burnin has its own, profile.burnin.sample_ms)."""
+
+
+def period_for(profile, period_ms: int = PERIOD_MS) -> int:
+    """The period a stage samples at on `profile`: none on the CPU rehearsal (no GPU to sample)."""
+    return 0 if profile.is_rehearsal or profile.device != "cuda" else period_ms
 
 
 @dataclass

@@ -20,6 +20,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from suite.gpu_sampler import period_for, sampling, throttle_verdicts
+
 from .. import headlines as hl
 from ..config import Profile
 from ..context import StageContext
@@ -95,12 +97,14 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     if profile.is_rehearsal:  # the harness-overhead figure: a bare dist.all_reduce loop at the largest size
         args += ["--bare-repeats", "1"]
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(profile.sweep.sizes())} sizes")
-    rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
-    if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
-        rows += _node_pairs.measure(ctx)
-        rows += _intra_node.measure(ctx, sweep_args(profile))
-    if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
-        rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
+    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+        rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
+        if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
+            rows += _node_pairs.measure(ctx)
+            rows += _intra_node.measure(ctx, sweep_args(profile))
+        if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's
+            rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES))
+    rows += samples.rows()
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
     rows, intra = _intra_node.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
     for key, value in {**published, **intra}.items():
@@ -133,6 +137,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts = [judge_coverage(rows, facts)] + launch_verdicts(STAGE, rows)
     verdicts += judge_wrong(rows)
     verdicts += probe_verdicts(STAGE, rows)
+    verdicts += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     verdicts += _node_pairs.judge(rows, expectations, facts)

@@ -102,7 +102,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     # PCI bus order: rank r is nvidia-smi's GPU r, so a mismatch names the GPU the sampler and -q describe;
     # the workspace setting must be in the environment before CUDA starts (cuBLAS's reproducibility condition)
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG}
-    with sampler.sampling(ctx.raw_dir, STAGE, period_ms=0 if profile.is_rehearsal else cfg.sample_ms) as samples:
+    with sampler.sampling(ctx.raw_dir, STAGE, period_ms=sampler.period_for(profile, cfg.sample_ms)) as samples:
         rows = ctx.torchrun("suite.workloads.burnin_run", worker_args(cfg), tag="burnin", nproc=profile.nproc,
                             env=env).rows()
     return rows + samples.rows()
