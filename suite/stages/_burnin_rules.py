@@ -132,3 +132,53 @@ def peak_verdict(rows: list[Row], model, *, on_gpu: bool) -> Verdict:
                    reason_ok="every GPU sustains its SKU's expected share of peak",
                    reason_bad="below half the datasheet's dense peak for the whole burn-in: clocks braked or not the "
                               f"SKU the listing names; {RESET}")
+
+
+LINK_PEER_FRACTION = 0.70
+"""A GPU's HBM or host link below 70 % of its peers' median is far below its twins (the real case: 3 of 8 GPUs at
+7–43 GB/s host↔device against ~101); a few percent between GPUs is normal and never flagged."""
+LINKS = (("hbm", "copy_GBps", "HBM copy (read + write)"), ("host_alone", "h2d_GBps", "host→device, one GPU at a time"),
+         ("host_alone", "d2h_GBps", "device→host, one GPU at a time"), ("host_all", "h2d_GBps", "host→device, all at once"),
+         ("host_all", "d2h_GBps", "device→host, all at once"))
+
+
+def below_peers(per_rank: dict[int, float], fraction: float) -> dict[int, float]:
+    """{rank: the median of the others} for every rank below `fraction` of that median."""
+    out = {}
+    for rank, value in per_rank.items():
+        others = [v for r, v in per_rank.items() if r != rank]
+        if others and value < fraction * statistics.median(others):
+            out[rank] = statistics.median(others)
+    return out
+
+
+def link_verdicts(rows: list[Row], *, on_gpu: bool) -> list[Verdict]:
+    """Per link measurement: every GPU within LINK_PEER_FRACTION of its peers (HBM has no SKU figure in
+    suite/gpus.py: peers only); nothing when the phase did not run."""
+    names = devices(rows)
+    out = []
+    for case, metric, label in LINKS:
+        per_rank = {int(r.rank): r.value for r in rows if r.case == case and r.metric == metric and r.rank is not None}
+        if not per_rank:
+            continue
+        check = f"links.{case}.{metric.removesuffix('_GBps')}"
+        expected = f"{label}: every GPU ≥ {LINK_PEER_FRACTION:.0%} of its peers' median"
+        listed = ", ".join(f"{r}: {v:.3g}" for r, v in sorted(per_rank.items()))
+        slow = below_peers(per_rank, LINK_PEER_FRACTION)
+        bad = [f"{who(r, names, on_gpu)} {per_rank[r]:.3g} GB/s < {LINK_PEER_FRACTION:.0%} of {m:.3g}"
+               for r, m in sorted(slow.items())]
+        if case == "host_all":
+            alone = {int(r.rank): r.value for r in rows if r.case == "host_alone" and r.metric == metric}
+            listed += "; all at once vs alone " + ", ".join(f"{r}: {v / alone[r]:.0%}" for r, v in sorted(per_rank.items())
+                                                            if alone.get(r))
+        observed = "; ".join(bad) if bad else f"GB/s per {'GPU' if on_gpu else 'rank'} {listed}"
+        if not on_gpu:
+            out.append(V.skip(check, expected=expected, observed=f"{observed}; the rule says {'fail' if bad else 'pass'}",
+                              reason=CPU_SAYS_NOTHING))
+            continue
+        out.append(V.check(check, not bad, expected=expected, observed=observed,
+                           reason_ok="every GPU's link as fast as its twins'",
+                           reason_bad="this GPU's path is far slower than its twins' (a downtrained PCIe link, a bad "
+                                      "riser or switch port, HBM at reduced clocks): compare `nvidia-smi -q` PCIe "
+                                      f"generation/width in the health stage; {RESET}"))
+    return out

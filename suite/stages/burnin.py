@@ -59,10 +59,14 @@ class BurninConfig:
     """A rank made slow on purpose (its chain 3× a repeat): the drill proving the peer rule."""
     sample_ms: int = 1000
     """The power/clock sampler's period on GPUs."""
+    hbm_mib: int = 1024
+    """HBM copy size per GPU (past L2: an H100's is 50 MB); 0 skips the memory and host-link phase."""
+    copy_mib: int = 256
+    """Pinned host↔device copy size per GPU, alone and all at once."""
 
 
 CONFIG = ConfigSection(STAGE, BurninConfig, {
-    "gloo-cpu": BurninConfig(seconds=1.5, n=96, links=3, window_s=0.25, sample_ms=0),
+    "gloo-cpu": BurninConfig(seconds=1.5, n=96, links=3, window_s=0.25, sample_ms=0, hbm_mib=16, copy_mib=4),
     "nccl-gpu": BurninConfig(),
     "nccl-1gpu": BurninConfig(),
 })
@@ -71,7 +75,7 @@ CONFIG = ConfigSection(STAGE, BurninConfig, {
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds: the launch, the inputs drawn on the host and moved, the burn-in itself."""
     cfg: BurninConfig = p.profile.burnin
-    setup_s = 10.0  # seeded inputs drawn on the CPU and moved, once per dtype
+    setup_s = 10.0 + 2.0 * p.gpus  # seeded inputs drawn and moved once per dtype; the host links one GPU at a time
     return p.assume.torchrun_launch_s + setup_s + cfg.seconds, (
         f"one launch: the {cfg.links}-GEMM chain (n = {cfg.n}) on every GPU for {cfg.seconds / 60:g} min "
         f"({1 - cfg.fp32_share:.0%} bf16, {cfg.fp32_share:.0%} fp32), bits compared every repeat")
@@ -90,7 +94,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def worker_args(cfg: BurninConfig) -> list[str]:
     return ["--n", str(cfg.n), "--links", str(cfg.links), "--seconds", str(cfg.seconds), "--dtypes", ",".join(DTYPES),
             "--fp32-share", str(cfg.fp32_share), "--seed", str(cfg.seed), "--window-s", str(cfg.window_s),
-            "--flip", cfg.flip, "--slow-rank", str(cfg.slow_rank)]
+            "--flip", cfg.flip, "--slow-rank", str(cfg.slow_rank), "--hbm-bytes", str(cfg.hbm_mib << 20),
+            "--copy-bytes", str(cfg.copy_mib << 20)]
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
@@ -116,6 +121,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out = [rules.sdc_verdict(rows, dtype, on_gpu=on_gpu) for dtype in DTYPES]
     out += [rules.peer_verdict(rows, dtype, on_gpu=on_gpu) for dtype in DTYPES]
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
+    out += rules.link_verdicts(rows, on_gpu=on_gpu)
     out += sampler.throttle_verdicts(rows, stage=STAGE, on_gpu=on_gpu)
     return out
 

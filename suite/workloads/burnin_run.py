@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from suite.results import Row
 from suite.workloads import burnin_chain as chain
+from suite.workloads.burnin_links import links_phase
 from suite.workloads.worker import worker_session
 
 STAGE = "burnin"
@@ -170,6 +171,9 @@ def main() -> None:
     p.add_argument("--flip", default="", help="RANK:REPEAT:DTYPE:INDEX:BIT, an injected bit flip")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-factor", type=int, default=3)
+    p.add_argument("--hbm-bytes", type=int, default=0, help="HBM copy size; 0 skips the memory and host-link phase")
+    p.add_argument("--copy-bytes", type=int, default=0)
+    p.add_argument("--copy-iters", type=int, default=4)
     args = p.parse_args()
     settings = chain.deterministic_settings()
     flip = parse_flip(args.flip)
@@ -183,6 +187,8 @@ def main() -> None:
                 Row(stage=STAGE, case="device", metric="determinism", value=float("nan"), unit="", rank=w.rank,
                     world=w.world, source="torch", text=settings)]
         w.emit(rows)
+        if args.hbm_bytes:  # before the chains: links measured cool, the chain then heats the GPU for the tier's time
+            w.emit(links_phase(w, hbm_bytes=args.hbm_bytes, copy_bytes=args.copy_bytes, iters=args.copy_iters))
         for dtype_name in dtypes:
             share = args.fp32_share if dtype_name == "float32" and len(dtypes) > 1 else (
                 1.0 - args.fp32_share if len(dtypes) > 1 else 1.0)

@@ -5,6 +5,8 @@ is the determinism the stage relies on, holding on CPU; the peer rule must name 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -21,7 +23,7 @@ FLIP = f"2:3:bfloat16:{FLAT}:{BIT}"
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    cfg = burnin.BurninConfig(seconds=2.0, n=N, links=LINKS, window_s=0.25, flip=FLIP, slow_rank=1, sample_ms=0)
+    cfg = dataclasses.replace(GLOO_CPU.burnin, seconds=2.0, n=N, links=LINKS, flip=FLIP, slow_rank=1)
     result = launch(GLOO_CPU, "suite.workloads.burnin_run", burnin.worker_args(cfg),
                     raw_dir=tmp_path_factory.mktemp("burnin"), nproc=4, tag="burnin", timeout_s=300)
     return result.rows()
@@ -80,3 +82,15 @@ def test_windows_carry_their_time(rows):
     windows = [r for r in rows if r.case == "window" and r.rank == 0 and r.dtype == "bfloat16"]
     assert len(windows) >= 3 and all(r.t is not None and r.value > 0 for r in windows)
     assert [r.t for r in windows] == sorted(r.t for r in windows)
+
+
+def test_links_measured_on_every_rank_and_judged_by_peers(rows):
+    for case, metric, _ in rules.LINKS:
+        per_rank = {r.rank: r.value for r in rows if r.case == case and r.metric == metric}
+        assert sorted(per_rank) == [0, 1, 2, 3] and all(v > 0 for v in per_rank.values()), (case, metric)
+    on_cpu = [v for v in burnin.judge(rows, [], facts(False)) if v.id.startswith("burnin.links.")]
+    assert len(on_cpu) == len(rules.LINKS) and all(v.status == "skip" for v in on_cpu)
+    made_slow = [r if not (r.case == "hbm" and r.rank == 3) else dataclasses.replace(r, value=r.value * 0.1)
+                 for r in rows]
+    on_gpu = {v.id: v for v in rules.link_verdicts(made_slow, on_gpu=True)}
+    assert on_gpu["burnin.links.hbm.copy"].status == "fail" and "GPU 3 (rank 3" in on_gpu["burnin.links.hbm.copy"].observed
