@@ -99,6 +99,7 @@ def worker_args(cfg: BurninConfig) -> list[str]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
+    from suite import fabric_counters as fabric
     from suite import gpu_sampler as sampler
     from suite.workloads.burnin_chain import WORKSPACE_CONFIG
 
@@ -107,13 +108,15 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     # PCI bus order: rank r is nvidia-smi's GPU r, so a mismatch names the GPU the sampler and -q describe;
     # the workspace setting must be in the environment before CUDA starts (cuBLAS's reproducibility condition)
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG}
+    before = fabric.snapshot(ctx.raw_dir, "before")
     with sampler.sampling(ctx.raw_dir, STAGE, period_ms=sampler.period_for(profile, cfg.sample_ms)) as samples:
         rows = ctx.torchrun("suite.workloads.burnin_run", worker_args(cfg), tag="burnin", nproc=profile.nproc,
                             env=env).rows()
-    return rows + samples.rows()
+    return rows + samples.rows() + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=STAGE)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+    from suite import fabric_counters as fabric
     from suite import gpu_sampler as sampler
 
     on_gpu = judges_performance(facts)
@@ -123,6 +126,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
     out += rules.link_verdicts(rows, on_gpu=on_gpu)
     out += sampler.throttle_verdicts(rows, stage=STAGE, on_gpu=on_gpu)
+    out.append(fabric.fabric_verdict(rows, stage=STAGE))
     return out
 
 
