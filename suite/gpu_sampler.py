@@ -95,7 +95,7 @@ def sampling(raw_dir: Path, stage: str, *, period_ms: int) -> Iterator[Sampling]
     out = Path(raw_dir) / CSV_NAME
     proc = None
     for fields in (FIELDS, EVENT_FIELDS):
-        proc = _start(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv", f"-lms={period_ms}"], out)
+        proc = _start(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv", "-lms", str(period_ms)], out)
         if proc is not None:
             break
     if proc is None:

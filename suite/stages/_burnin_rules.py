@@ -116,8 +116,9 @@ def peak_verdict(rows: list[Row], model, *, on_gpu: bool) -> Verdict:
     per_rank = values(rows, "gemm", "tflops", "bfloat16")
     check = "peak.bfloat16"
     peak = getattr(model, "bf16_dense_tflops", None)
-    expected = (f"every GPU ≥ {SUSTAINED_PEAK_SHARE:.0%} of {f'{peak:g}' if peak else 'the'} TFLOP/s bf16 dense peak"
-                + (f" ({model.model}: {model.peak_source})" if peak else ""))
+    expected = (f"every GPU ≥ {SUSTAINED_PEAK_SHARE:.0%} of the {peak:g} TFLOP/s bf16 dense peak ({model.model}: "
+                f"{model.peak_source})" if peak else
+                f"every GPU ≥ {SUSTAINED_PEAK_SHARE:.0%} of its SKU's bf16 dense peak (suite/gpus.py)")
     listed = ", ".join(f"{r}: {v:.3g}" for r, v in sorted(per_rank.items())) or "none"
     if not on_gpu:
         return V.cpu_skip(check, expected=expected, observed=f"TFLOP/s per rank {listed}")

@@ -2,7 +2,7 @@
 
     python -m suite run --stages burnin --profile nccl-gpu                 # 10 minutes (the standard tier)
     python -m suite run --tier soak --profile nccl-gpu                     # an hour; BURNIN_MIN=… for another length
-    python -m suite run --stages burnin --profile gloo-cpu                 # the rehearsal: the same code, ~1.5 s
+    python -m suite run --stages burnin --profile gloo-cpu                 # the rehearsal: the same code, 1 s of it
 
 One launch (suite/workloads/burnin_run.py): bf16 then fp32 (a quarter of the time), each chain started from the
 same seeded inputs on every rank, its result's raw bits compared across ranks and repeats every repeat. Silent
@@ -36,7 +36,7 @@ MEASURES = ("silent data corruption (bits across GPUs and repeats) and each GPU'
             "and its SKU, under the tier's sustained load")
 WRONG = ("any bit unlike the other GPUs' or its own earlier repeat; a GPU > 10 % below its peers' median (> 25 % "
          "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling")
-REHEARSAL = "the same chain on CPU ranks for ~1.5 s: bits compared across ranks and repeats, the peer rule on CPU figures"
+REHEARSAL = "the same chain on CPU ranks for 1 s: bits compared across ranks and repeats, the peer rule on CPU figures"
 DTYPES = ("bfloat16", "float32")
 
 
@@ -63,10 +63,13 @@ class BurninConfig:
     """HBM copy size per GPU (past L2: an H100's is 50 MB); 0 skips the memory and host-link phase."""
     copy_mib: int = 256
     """Pinned host↔device copy size per GPU, alone and all at once."""
+    copy_iters: int = 4
+    """Copies per timed window (HBM and host links)."""
 
 
 CONFIG = ConfigSection(STAGE, BurninConfig, {
-    "gloo-cpu": BurninConfig(seconds=1.5, n=96, links=3, window_s=0.25, sample_ms=0, hbm_mib=16, copy_mib=4),
+    "gloo-cpu": BurninConfig(seconds=1.0, n=96, links=3, window_s=0.2, sample_ms=0, hbm_mib=1, copy_mib=1,
+                             copy_iters=1),
     "nccl-gpu": BurninConfig(),
     "nccl-1gpu": BurninConfig(),
 })
@@ -95,7 +98,7 @@ def worker_args(cfg: BurninConfig) -> list[str]:
     return ["--n", str(cfg.n), "--links", str(cfg.links), "--seconds", str(cfg.seconds), "--dtypes", ",".join(DTYPES),
             "--fp32-share", str(cfg.fp32_share), "--seed", str(cfg.seed), "--window-s", str(cfg.window_s),
             "--flip", cfg.flip, "--slow-rank", str(cfg.slow_rank), "--hbm-bytes", str(cfg.hbm_mib << 20),
-            "--copy-bytes", str(cfg.copy_mib << 20)]
+            "--copy-bytes", str(cfg.copy_mib << 20), "--copy-iters", str(cfg.copy_iters)]
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
