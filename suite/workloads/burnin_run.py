@@ -111,6 +111,7 @@ def burn(w, dtype_name: str, args, seconds: float, flip) -> list[Row]:
         digests = [(int(g[0]), int(g[1])) for g in gathered]
         keep, strict = majority(digests)
         agreed = w.rank in keep or not strict
+        had_reference = reference is not None  # a reference taken this repeat is not compared with this repeat
         if len(keep) < w.world and strict and broadcasts < MAX_REPORTS:
             # someone differs from the majority: every rank sees it in the same digests, so all enter the broadcast
             broadcasts += 1
@@ -130,7 +131,7 @@ def burn(w, dtype_name: str, args, seconds: float, flip) -> list[Row]:
             mismatched["sdc_ranks"] += 1
         if reference is None and agreed:
             reference, reference_digest = out.clone(), digests[w.rank]
-        elif reference is not None and digests[w.rank] != reference_digest:
+        elif had_reference and digests[w.rank] != reference_digest:
             mismatched["sdc_repeats"] += 1
             if repeat_reports < MAX_REPORTS:
                 repeat_reports += 1
