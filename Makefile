@@ -86,10 +86,10 @@ bench: $(STAMP)
 # recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
 remote: $(STAMP)
-	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
+	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [TIER=quick|standard|soak [BURNIN_MIN=…]] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
 	@mkdir -p runs
 	$(PY) -m provisioning remote --host "$$HOST" --hosts "$$HOSTS" --hostfile "$$HOSTFILE" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
-	  --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
+	  --tier "$$TIER" --burnin-min "$$BURNIN_MIN" --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
 	  --fetch "$$FETCH" --node-ssh-config "$$NODE_SSH_CONFIG" --socket-ifname "$$SOCKET_IFNAME" --nproc "$$NPROC" \
@@ -137,7 +137,7 @@ plan: $(STAMP)
 	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"} --nproc "$$NPROC"; \
 	else \
-	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} \
+	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} $${TIER:+--tier "$$TIER"} \
 	    --nodes "$${HOSTS:-$$NODES}" $${INTER_NODE:+--inter-node "$$INTER_NODE"} \
 	    $${IMAGE:+--image pull} $${RUNTIME:+--runtime "$$RUNTIME"} $${DOWNLOAD_RATE:+--download-rate "$$DOWNLOAD_RATE"}; \
 	fi

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_args(p)
     p.add_argument("--profile", default="nccl-gpu", help="suite profile (default nccl-gpu)")
     p.add_argument("--stages", default="", help="only these stages, e.g. topology,bandwidth")
+    p.add_argument("--tier", default="", choices=["", "quick", "standard", "soak"], help="a time-boxed run (suite/plan/tiers.py)")
+    p.add_argument("--burnin-min", default="", help="the burn-in's minutes (BURNIN_MIN=), with --tier")
     p.add_argument("--runtime", default="", choices=["", "docker", "host"],
                    help="docker (default with Docker + NVIDIA runtime) or host (the host's Python in a venv)")
     p.add_argument("--image", default="", help="RUNTIME=docker: pull this image instead of building it")

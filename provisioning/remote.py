@@ -188,7 +188,7 @@ def options(args):
             from suite.hardware.cuda_lines import line_named
 
             line_named(args.cuda_line)
-        kw.update(profile=args.profile, stages=args.stages, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
+        kw.update(profile=args.profile, stages=args.stages, tier=args.tier, burnin_min=args.burnin_min, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
                   runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)

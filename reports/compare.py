@@ -38,7 +38,7 @@ from .tables import Cell, Table
 MAX_COMPARED_ROWS = 100
 """Metrics kept per stage in a comparison (the marked ones first): what is compared is the point, unlike a run's
 folded sample of its measurements (tables.MAX_TABLE_ROWS)."""
-KEY_COLUMNS = ("case", "metric", "unit", *[c for c in PARAM_COLUMNS if c not in ("rank", "repeat")])
+KEY_COLUMNS = ("case", "metric", "unit", *[c for c in PARAM_COLUMNS if c not in ("rank", "repeat", "t")])
 
 
 @dataclass

@@ -50,6 +50,7 @@ PARAM_COLUMNS: tuple[str, ...] = (
     "overlap",  # communication overlap mode / bucket size
     "rank",  # which rank measured it; empty for a whole-group figure
     "repeat",  # repetition index, for run-to-run noise
+    "t",  # seconds since the stage (or its phase) began, for a series over time (clocks, power, TFLOP/s windows)
 )
 ROW_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", *PARAM_COLUMNS, "text")
 EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", "basis", *PARAM_COLUMNS)
@@ -60,6 +61,7 @@ STAGE_STATES = ("pending", "running", "complete", "error")
 MANIFEST_SHAPES = {"stages": dict, "stages_selected": list, "facts": dict, "profile": dict, "host": dict}
 
 INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
+FLOAT_PARAMS = {"t"}
 
 
 class SchemaError(RunDirError):
@@ -89,6 +91,7 @@ class _Measurement:
     overlap: str | None = None
     rank: int | None = None
     repeat: int | None = None
+    t: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +159,8 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
             value = None
         if value is not None and key in INT_PARAMS:
             value = int(float(value))
+        if value is not None and key in FLOAT_PARAMS:
+            value = float(value)
         if key == "value":
             value = float("nan") if value is None or value == "" else float(value)
         out[key] = value
@@ -341,7 +346,7 @@ def records_to_frame(records, columns: tuple[str, ...]):
 
     frame = pd.DataFrame([r.to_dict() for r in records], columns=list(columns))
     for column in columns:
-        if column == "value":
+        if column == "value" or column in FLOAT_PARAMS:
             frame[column] = frame[column].astype("float64")
         elif column in INT_PARAMS:
             frame[column] = frame[column].astype("Int64")

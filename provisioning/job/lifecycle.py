@@ -26,6 +26,10 @@ def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str |
             *world.nproc_args(opts.profile, gpus, opts.nproc)]
     if opts.stages:
         args += ["--stages", opts.stages]
+    if opts.tier:
+        args += ["--tier", opts.tier]
+    if opts.burnin_min:
+        args += ["--burnin-min", opts.burnin_min]
     return args
 
 

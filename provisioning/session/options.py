@@ -22,6 +22,10 @@ class RemoteOptions:
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""
+    tier: str = ""
+    """TIER=: quick | standard | soak (suite/plan/tiers.py), '' for none."""
+    burnin_min: str = ""
+    """BURNIN_MIN=: the tier's burn-in minutes on the host."""
     runtime: str | None = None
     image: str | None = None
     cuda_line: str | None = None

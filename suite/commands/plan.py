@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
                    help="a multi-node run: the number of nodes, or the nodes themselves (make plan NODES=2 | HOSTS=a,b)")
     p.add_argument("--inter-node", type=float, metavar="GB/S",
                    help="inter-node bandwidth per GPU, GB/s: NIC rate × NICs per node ÷ GPUs per node (default 50)")
+    p.add_argument("--tier", choices=("quick", "standard", "soak"), help="plan a tier's stages and burn-in (BURNIN_MIN=)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)
 
@@ -71,7 +72,14 @@ def main(args) -> int:
     if args.download_rate is not None:
         setup.update(download_Bps=args.download_rate * 1e6, download_basis="measured by preflight")
     try:
-        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate, setup=SetupAssumptions(**setup))
+        only = None
+        if args.tier:
+            from suite.plan.tiers import apply
+
+            profile, chosen = apply(profile, args.tier)
+            only = tuple(chosen)
+        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate, setup=SetupAssumptions(**setup),
+                        only=only, tier=args.tier or "")
     except ValueError as e:
         return usage_error(str(e))
     if args.json:

@@ -20,6 +20,13 @@ def add_parser(sub) -> None:
                         "CUDA card (default gloo-cpu)")
     p.add_argument("--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)")
     p.add_argument("--list", action="store_true", help="list the stages in order and exit")
+    p.add_argument("--tier", choices=("quick", "standard", "soak"),
+                   help="a time-boxed run (suite/plan/tiers.py): quick (health, topology, bandwidth, 2-min burn-in), standard "
+                        "(every stage, 10-min burn-in), soak (1-hour burn-in; BURNIN_MIN= for another)")
+    p.add_argument("--burnin-min", type=float, metavar="MIN",
+                   help="with --tier: the burn-in's minutes (default: the tier's, or BURNIN_MIN from the environment)")
+    p.add_argument("--recheck", type=Path, metavar="RUN_DIR",
+                   help="a new run of only the stages that failed (or did not complete) in RUN_DIR: the repaired box")
     p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
                    help="folder for new run directories (default runs/)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
@@ -108,6 +115,22 @@ def with_nodes(profile, args):
                                   node_launcher=launcher)
 
 
+def tier_and_recheck(profile, selected: list[str], args):
+    """--tier's burn-in and stages (within --stages when both are given), then --recheck's failed stages."""
+    from suite.plan import tiers
+
+    if args.tier:
+        environ = {**os.environ, **({"BURNIN_MIN": str(args.burnin_min)} if args.burnin_min else {})}
+        profile, chosen = tiers.apply(profile, args.tier, environ)
+        selected = [s for s in selected if s in chosen] if args.stages else chosen
+    if args.recheck:
+        failed = tiers.failed_stages(args.recheck)
+        if not failed:
+            raise ValueError(f"--recheck {args.recheck}: nothing failed there; nothing to recheck")
+        selected = [s for s in stages.available(profile.name) if s in failed]
+    return profile, selected
+
+
 def main(args) -> int:
     from .. import runner
 
@@ -125,6 +148,7 @@ def main(args) -> int:
                 profile = profile.with_overrides(master_port=args.master_port)
             profile = with_nodes(profile, args)
             selected = stages.select(args.stages, profile.name)
+            profile, selected = tier_and_recheck(profile, selected, args)
         if timeouts:
             profile = apply_timeouts(profile, timeouts)
         if args.launcher:

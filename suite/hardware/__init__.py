@@ -1,4 +1,7 @@
-"""What the hardware is and can do: GPU tables (gpus), CUDA and driver lines (cuda_lines), host checks and probes
-(gpu_host_checks, hostprobe), ring and link peaks (ring_peak), what fits on the card (card_fit). No verdict rules.
-Imported by facts, the stages, suite.cluster, suite.plan, reports and provisioning; it imports suite.parsers, costmodel.
+"""What the hardware is and can do: GPU tables, CUDA lines, host probes, link peaks, card fit, load sampling.
+Tables and thin probes, no verdict rules; it imports suite.parsers and suite.costmodel only.
+Imported by facts, the stages, suite.cluster, suite.plan, reports and provisioning.
+
+gpus, cuda_lines, gpu_host_checks, hostprobe, ring_peak, card_fit (what a stage may hold on the card),
+gpu_sampler (clocks and power under load), fabric_counters (NVLink/IB error counters before and after).
 """

@@ -85,6 +85,8 @@ class Plan:
     """Set-up the box is billed for before the first stage (image, code sync, venv)."""
     after: list[SetupLine] = field(default_factory=list)
     """After the last stage (fetch; the archive, from the laptop, unbilled)."""
+    tier: str = ""
+    """The tier planned (suite/plan/tiers.py), "" for every stage of the profile."""
 
     @property
     def total_s(self) -> float:
@@ -237,16 +239,16 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
 
 
 def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_hour: float | None = None,
-             setup: SetupAssumptions = SetupAssumptions()) -> Plan:
+             setup: SetupAssumptions = SetupAssumptions(), only: tuple[str, ...] | None = None, tier: str = "") -> Plan:
     """Every stage's expected duration on `profile` (use its nproc as the GPU count), from its module's estimate(),
     between the set-up lines before and after (suite/plan/setup.py)."""
     inputs = plan_inputs(profile, a)
     plan_setup.check(setup)
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
                 beta_Bps=inputs.beta_Bps, nodes=a.nodes, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
-                after=plan_setup.after(setup))
+                after=plan_setup.after(setup), tier=tier)
     for name, module in stages.REGISTRY.modules.items():
-        if not stages.runs_on(name, profile.name):
+        if not stages.runs_on(name, profile.name) or (only is not None and name not in only):
             continue
         seconds, basis = module.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
@@ -267,6 +269,10 @@ def render(plan: Plan) -> str:
     for s in plan.stages:
         lines.append(_line(s.stage, s.seconds, s.basis))
     total_min = plan.total_s / 60
+    if plan.tier:
+        from .tiers import tier_line
+
+        lines.append(tier_line(plan.tier, plan.total_s))
     lines.append(f"{'stages':<10} {total_min:8.1f}  = {plan.total_s / 3600:.2f} h of the host, "
                  f"{plan.total_s / 3600 * plan.gpus:.1f} card-hours")
     lines += [_line(s.step, s.seconds, s.basis) for s in plan.after]
@@ -274,6 +280,8 @@ def render(plan: Plan) -> str:
                  f"of the host, what the renter pays for")
     if plan.cost is not None:
         lines.append(f"cost at ${plan.rate_per_hour:g}/hour: ${plan.cost:.2f}")
+    if plan.tier == "soak":  # a soak is as long as it is asked to be: no hour goal to hold it to
+        return "\n".join(lines)
     lines.append("fits the goal of one hour" if plan.fits_one_hour else
                  f"OVER the one-hour goal by {total_min - 60:.1f} min: trim sweep sizes, iterations or degrees in the profile")
     return "\n".join(lines)

@@ -20,6 +20,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+
 from .. import headlines as hl
 from ..config import Profile
 from ..context import StageContext
@@ -114,13 +116,15 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         args += ["--bare-repeats", "1"]
     args += sweep_time_args(profile, ctx.time_left())
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(profile.sweep.sizes())} sizes")
-    rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
-    ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
-    if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
-        rows += _node_pairs.measure(ctx)
-        rows += _intra_node.measure(ctx, sweep_args(profile))
-    if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's data
-        rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES), on_binary=ctx.keep)
+    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+        rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
+        ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
+        if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
+            rows += _node_pairs.measure(ctx)
+            rows += _intra_node.measure(ctx, sweep_args(profile))
+        if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's
+            rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES), on_binary=ctx.keep)
+    rows += samples.rows()
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
     rows, intra = _intra_node.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
     for key, value in {**published, **intra}.items():
@@ -154,6 +158,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += judge_dropped(rows)
     verdicts += judge_wrong(rows)
     verdicts += probe_verdicts(STAGE, rows)
+    verdicts += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     verdicts += _node_pairs.judge(rows, expectations, facts)

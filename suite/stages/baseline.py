@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+
 from ..config import Profile
 from ..context import StageContext
 from ..costmodel.scaling_expectations import MFU_FLOOR, model_state_bytes
@@ -76,7 +78,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg = profile.model
     ctx.say(f"d={cfg.hidden}, {cfg.layers} layers, batch {cfg.batch}×{cfg.seq_len}, {cfg.dtype}: "
             f"{cfg.warmup_steps} warm-up + {cfg.steps} timed steps on {device}")
-    rows = measure_baseline(cfg, device)
+    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+        rows = measure_baseline(cfg, device)
     values = {r.metric: r.value for r in rows if r.text is None or r.metric == "peak_tflops"}
     ctx.publish(STAGE, {
         "step_time_s": values["step_time_s"],
@@ -87,7 +90,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "dtype": cfg.dtype,
         "tokens_per_step": cfg.batch * cfg.seq_len,
     })
-    return rows
+    return rows + samples.rows()
 
 
 VERDICTS = verdicts_for(STAGE)
@@ -102,6 +105,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         "measured", ok, expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
         reason_ok="the denominator of the scaling figures is measured",
         reason_bad="no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
+    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
     if not judges_performance(facts):
         out.append(VERDICTS.cpu_skip("mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
                                      f"{by['tokens_per_s'].value:.4g} tokens/s on CPU" if "tokens_per_s" in by else ""))

@@ -19,6 +19,8 @@ suite/costmodel/alphabeta.py allreduce_across_nodes_s), and the verdicts say whi
 
 from __future__ import annotations
 
+from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+
 from ..config import Profile
 from ..context import StageContext
 from ..costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
@@ -108,9 +110,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     args = [*model_args(profile.dp_model), "--degrees", degrees] + (["--record-nodes"] if across else [])
     # Across nodes every node starts its nproc ranks (the world is the largest degree); on one node only as many
     # as the largest degree needs.
-    rows = ctx.torchrun("suite.workloads.dp_run", args, tag="dp",
-                        nproc=profile.nproc if across else max(profile.dp_degrees)).rows()
-    return rows + efficiency_rows(rows)
+    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+        rows = ctx.torchrun("suite.workloads.dp_run", args, tag="dp",
+                            nproc=profile.nproc if across else max(profile.dp_degrees)).rows()
+    return rows + efficiency_rows(rows) + samples.rows()
 
 
 def efficiency_rows(rows: list[Row]) -> list[Row]:
@@ -134,6 +137,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                           profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:]
                           else f"DDP over {d} rank(s)")
     out += nodes_verdict(STAGE, rows, profile)
+    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
     observed = ", ".join(f"{ranks_label(profile, d)}: {measured[d]:.2f} (α-β {predicted[d]:.2f})" if d in predicted
