@@ -16,7 +16,7 @@ import pytest
 
 from provisioning import cuda_check, cuda_check_host, preflight
 from provisioning.shell import sh_command
-from suite import gpu_host_checks
+from suite import cuda_lines, gpu_host_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -126,8 +126,30 @@ def test_torch_cuda_check_refuses_in_one_line():
     cpu = judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
                 driver="580.65.06", where="the host venv")
     assert "CPU build" in cpu
-    assert all("\n" not in t for t in (no_gpu, fewer, cpu))
+    # is_available() and the count are right, but the matmul on the GPU fails (a build without the architecture).
+    no_kernel = judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=8, kernel_errors=[
+        "GPU 0: AcceleratorError: CUDA error: no kernel image is available for execution on the device"] * 8),
+        gpus_seen=8, driver="580.65.06", where="the image x")
+    assert no_kernel.startswith("torch 2.13.0 (CUDA 13.0) in the image x sees the GPUs but cannot run a kernel on them: "
+                                "GPU 0: AcceleratorError: CUDA error: no kernel image") and "(and 7 more GPU(s))" in no_kernel
+    assert all("\n" not in t for t in (no_gpu, fewer, cpu, no_kernel))
     assert "nothing readable" in judge("Traceback ...", gpus_seen=1, driver=None, where="w")
+
+
+def test_preflight_chooses_the_line_from_the_captured_compute_cap_query():
+    """The real answer of a TITAN V (sm_70) + RTX 5880 Ada box on driver 570.86.15 (tests/data/nvidia-smi-query):
+    R570 runs CUDA 12 only, and 12.6 has both architectures. With CUDA_LINE=cu130 the refusal names the GPU."""
+    query = (DATA / "nvidia-smi-query" / "titanv-rtx5880ada-570-query.csv").read_text()
+    sections = preflight.split_sections(gpu_probe())
+    sections["gpu_query"] = preflight.Section(query.strip(), 0)
+    f = preflight.parse_probe("\n".join(f"@@{k}\n{v.text}\n@@rc {v.rc}" for k, v in sections.items()) + "\n")
+    d = preflight.decide(f, runtime=None, needs_gpu=True)
+    assert d.problems == [] and d.cuda_line.name == "cu126"
+    refused = preflight.decide(f, runtime=None, needs_gpu=True, cuda_line="cu130")
+    assert refused.runtime is None and refused.problems == [
+        "NVIDIA TITAN V (sm_70) on driver 570.86.15: cu130 (CUDA 13.0.3) has no sm_70 (Turing to Blackwell "
+        "(sm_75–sm_121)): use CUDA_LINE=cu126 (CUDA 12.6.3)"]
+    assert f"section gpu_query; {cuda_lines.GPU_QUERY} 2>&1; ran" in preflight.PROBE_SCRIPT
 
 
 def real_interpreter(version: str) -> str | None:
