@@ -71,9 +71,9 @@ RUN python3 -m venv /opt/venv \
  && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && install -d /opt/cuda/lib64 /opt/nccl/lib \
  && for part in "$site"/nvidia/*/; do \
-      [ "$(basename "$part")" = nccl ] && continue; \
-      for sub in bin include nvvm; do [ -d "$part$sub" ] && cp -rs "$part$sub" /opt/cuda/; done; \
-      [ -d "${part}lib" ] && ln -sf "${part}"lib/* /opt/cuda/lib64/; \
+      if [ "$(basename "$part")" = nccl ]; then continue; fi; \
+      for sub in bin include nvvm; do if [ -d "$part$sub" ]; then cp -rs "$part$sub" /opt/cuda/; fi; done; \
+      if [ -d "${part}lib" ]; then ln -sf "${part}"lib/* /opt/cuda/lib64/; fi; \
     done \
  && cudart="$(cd /opt/cuda/lib64 && ls libcudart.so.* | sort -V | head -n 1)" \
  && ln -sf "$cudart" /opt/cuda/lib64/libcudart.so \
