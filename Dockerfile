@@ -65,7 +65,8 @@ ARG CUDA_LINE=cu130
 ARG CUDA_WHEELS="cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3"
 ARG NCCL_WHEEL=nvidia-nccl-cu13==2.29.7
 # SC2086: CUDA_WHEELS is a list of requirements, one a word.
-# hadolint ignore=SC2086
+# DL3013: every requirement is pinned (==) in CUDA_WHEELS and NCCL_WHEEL, which hadolint cannot read.
+# hadolint ignore=SC2086,DL3013
 RUN python3 -m venv /opt/venv \
  && pip install --quiet ${CUDA_WHEELS} "${NCCL_WHEEL}" \
  && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
@@ -75,7 +76,7 @@ RUN python3 -m venv /opt/venv \
       for sub in bin include nvvm; do if [ -d "$part$sub" ]; then cp -rs "$part$sub" /opt/cuda/; fi; done; \
       if [ -d "${part}lib" ]; then ln -sf "${part}"lib/* /opt/cuda/lib64/; fi; \
     done \
- && cudart="$(cd /opt/cuda/lib64 && ls libcudart.so.* | sort -V | head -n 1)" \
+ && cudart="$(find /opt/cuda/lib64/ -name 'libcudart.so.*' -printf '%f\n' | sort -V | head -n 1)" \
  && ln -sf "$cudart" /opt/cuda/lib64/libcudart.so \
  && ln -s "$site/nvidia/nccl/include" /opt/nccl/include \
  && ln -s "$site/nvidia/nccl/lib/libnccl.so.2" /opt/nccl/lib/libnccl.so.2 \
@@ -139,10 +140,12 @@ COPY pyproject.toml docker/node_requirements.py /opt/cardtime/
 # docker/wheels/ is there only when docker/prepare-context.sh made it: README.md, always there, keeps the
 # COPY from failing without it.
 COPY docker/vendor/README.md docker/wheel[s]/ /tmp/wheels/
+# DL3013: torch's pin is pyproject.toml's (read into torch_req), NCCL's is NCCL_WHEEL's.
+# hadolint ignore=DL3013
 RUN torch_req="$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' /opt/cardtime/pyproject.toml)" \
  && case "${TORCH_BUILD}" in \
       cuda) pip install --quiet ${TORCH_INDEX_URL:+--index-url "${TORCH_INDEX_URL}"} "$torch_req" "${NCCL_WHEEL}" ;; \
-      cpu) compgen -G '/tmp/wheels/torch/torch-*.whl' >/dev/null \
+      cpu) [ -n "$(find /tmp/wheels/torch/ -name 'torch-*.whl' 2>/dev/null)" ] \
            || { echo "TORCH_BUILD=cpu needs torch's CPU wheel in docker/wheels/torch/ (docker/prepare-context.sh cuda-cpu)" >&2; exit 1; } \
            && pip install --quiet --find-links /tmp/wheels/torch /tmp/wheels/torch/torch-*.whl ;; \
       *) echo "TORCH_BUILD=${TORCH_BUILD}: use cuda or cpu" >&2; exit 1 ;; \

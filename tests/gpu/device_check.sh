@@ -248,7 +248,7 @@ main() {
     PYTHON="$(cat "$OUT_DIR/python.txt")"
     export PYTHON
   fi
-  step versions 15 any "driver, compute capability, CUDA, torch and NCCL versions" -- versions_to_file
+  step versions 20 any "driver, compute capability, CUDA, torch and NCCL versions" -- versions_to_file
   step captures 15 gpu "nvidia-smi -L, topo -m, -q, the compute_cap query, nvlink -s kept as captures" -- captures
   step onecard 180 any "suite run --profile $ONECARD_PROFILE --stages $ONECARD_STAGES" -- \
     suite_run onecard "$ONECARD_STAGES" "$ONECARD_TIMEOUTS"

@@ -229,7 +229,16 @@ def test_dockerfile_defaults_are_the_default_line():
 
 
 def test_the_default_line_is_torch_2_13s_own_pins():
-    """torch 2.13.0's CUDA build requires these two (its metadata; pytorch's RELEASE.md matrix): the image installs
-    exactly them, so torch finds its CUDA already there and nccl-tests links the NCCL torch loads."""
-    assert cuda_lines.DEFAULT.cuda_wheels == "cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3"
-    assert cuda_lines.DEFAULT.nccl_wheel == "nvidia-nccl-cu13==2.29.7"
+    """torch 2.13.0's CUDA build requires these two (its own Requires-Dist, tests/data/torch-metadata): the image
+    installs exactly them, so torch finds its CUDA already there and nccl-tests links the NCCL torch loads."""
+    capture = DATA / "torch-metadata" / "torch-2.13.0-cp311-manylinux_2_28_x86_64-requires-dist.txt"
+    pins = {}
+    for line in capture.read_text().splitlines():
+        requirement = line.split(";")[0].strip()
+        name = re.split(r"[\[=<>]", requirement)[0]
+        if "==" in requirement:
+            pins[name] = requirement.split("==")[1]
+    default = cuda_lines.DEFAULT
+    assert default.nccl_wheel == f"nvidia-nccl-cu13=={pins['nvidia-nccl-cu13']}" == "nvidia-nccl-cu13==2.29.7"
+    assert default.cuda_wheels == f"cuda-toolkit[nvcc,cudart,cccl,crt]=={pins['cuda-toolkit']}"
+    assert default.cuda == pins["cuda-toolkit"] == "13.0.3"

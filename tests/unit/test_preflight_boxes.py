@@ -48,7 +48,7 @@ def test_driver_too_old_for_a_forced_line_is_one_line_naming_the_fix():
     d = preflight.decide(f, runtime=None, needs_gpu=True, cuda_line="cu130")
     assert d.runtime is None
     (problem,) = [p for p in d.problems if "driver" in p]
-    assert problem.startswith("driver 550.54.15 is too old for CUDA 13.0.2 (cu130 needs ≥ 580): use CUDA_LINE=cu126")
+    assert problem.startswith("driver 550.54.15 is too old for CUDA 13.0.3 (cu130 needs ≥ 580): use CUDA_LINE=cu126")
     auto = preflight.decide(f, runtime=None, needs_gpu=True)
     assert auto.problems == [] and auto.cuda_line.name == "cu126"
 
