@@ -66,17 +66,20 @@ ARG CUDA_WHEELS="cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3"
 ARG NCCL_WHEEL=nvidia-nccl-cu13==2.29.7
 # SC2086: CUDA_WHEELS is a list of requirements, one a word.
 # DL3013: every requirement is pinned (==) in CUDA_WHEELS and NCCL_WHEEL, which hadolint cannot read.
-# hadolint ignore=SC2086,DL3013
+# DL3003, SC2012: the `cd` is inside a command substitution and `ls` lists sonames the wheel names plainly.
+# The loop over nvidia/*/ ends on nccl/ (sorted after cu13/ and CUDA 12's cuda_*/), whose `continue` gives
+# the loop its status 0; a folder without bin/, include/ or lib/ is skipped by its own test.
+# hadolint ignore=SC2086,DL3013,DL3003,SC2012
 RUN python3 -m venv /opt/venv \
  && pip install --quiet ${CUDA_WHEELS} "${NCCL_WHEEL}" \
  && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && install -d /opt/cuda/lib64 /opt/nccl/lib \
  && for part in "$site"/nvidia/*/; do \
-      if [ "$(basename "$part")" = nccl ]; then continue; fi; \
-      for sub in bin include nvvm; do if [ -d "$part$sub" ]; then cp -rs "$part$sub" /opt/cuda/; fi; done; \
-      if [ -d "${part}lib" ]; then ln -sf "${part}"lib/* /opt/cuda/lib64/; fi; \
+      [ "$(basename "$part")" = nccl ] && continue; \
+      for sub in bin include nvvm; do [ -d "$part$sub" ] && cp -rs "$part$sub" /opt/cuda/; done; \
+      [ -d "${part}lib" ] && ln -sf "${part}"lib/* /opt/cuda/lib64/; \
     done \
- && cudart="$(find /opt/cuda/lib64/ -name 'libcudart.so.*' -printf '%f\n' | sort -V | head -n 1)" \
+ && cudart="$(cd /opt/cuda/lib64 && ls libcudart.so.* | sort -V | head -n 1)" \
  && ln -sf "$cudart" /opt/cuda/lib64/libcudart.so \
  && ln -s "$site/nvidia/nccl/include" /opt/nccl/include \
  && ln -s "$site/nvidia/nccl/lib/libnccl.so.2" /opt/nccl/lib/libnccl.so.2 \
