@@ -5,6 +5,9 @@
 #                                      # ../shared/vendor, no nsys (NVIDIA's repository is not reachable from CI)
 #   docker/build-cuda-image.sh box     # cardtime:cuda: the Dockerfile's defaults (CUDA torch, the tag from GitHub,
 #                                      # nsys when NVIDIA's repository answers)
+#   docker/build-cuda-image.sh ci KEY=VALUE…   # more build arguments, e.g. NVCC_GENCODE=… for a quicker
+#                                              # compile of fewer architectures (recorded; the image's own
+#                                              # /opt/nccl-tests/NVCC_GENCODE says which)
 #
 # .ci/run calls the ci kind before `make test`, so the test suite's 12 minutes do not hold this build (the wheels'
 # download and nccl-tests' compile take ~10 minutes on 2 cores the first time; layers are cached after).
@@ -13,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-ci}
+shift || true
 py=${PY:-.venv/bin/python}
 cache=${CARDTIME_CACHE:-/var/cache/cardtime}
 args=()
@@ -32,12 +36,13 @@ case $kind in
     ;;
   *) echo "usage: docker/build-cuda-image.sh ci|box" >&2; exit 2 ;;
 esac
+for item in "$@"; do args+=(--build-arg "$item"); done
 started=$(date +%s)
 "$py" -m provisioning image-build --dockerfile Dockerfile --tag "$image" "${args[@]}" --verbose
 seconds=$(( $(date +%s) - started ))
 size=$(docker image inspect --format '{{.Size}}' "$image")
 mkdir -p "$cache"
 record="$cache/build-${image//[:\/]/_}.txt"
-printf 'image=%s\nkind=%s\nbuild_s=%s\nsize_bytes=%s\ndate=%s\ncpus=%s\n' "$image" "$kind" "$seconds" "$size" \
-  "$(date -u +%FT%TZ)" "$(nproc)" > "$record"
+printf 'image=%s\nkind=%s\nbuild_s=%s\nsize_bytes=%s\ndate=%s\ncpus=%s\nextra_args=%s\n' "$image" "$kind" "$seconds" \
+  "$size" "$(date -u +%FT%TZ)" "$(nproc)" "$*" > "$record"
 echo "built $image ($kind) in ${seconds} s, $((size / 1000000)) MB; recorded in $record"
