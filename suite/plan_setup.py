@@ -54,8 +54,10 @@ class SetupAssumptions:
     """apt and pip unpacking and installing: measured 400 s here (apt 308 s, the CUDA wheels 92 s, downloads
     included) on 2 shared cores, ÷ BOX_SPEEDUP."""
     nccl_tests_compile_s: float = 240.0
-    """nccl-tests for sm_75–sm_120 (six cubins and PTX): measured here on 2 shared cores, ÷ BOX_SPEEDUP
-    (make -j over its ~15 sources; verifiable.cu, the longest, bounds it)."""
+    """nccl-tests for sm_75–sm_120 (six cubins and PTX). Measured here: two architectures in ~3 minutes on 2 idle
+    cores (shared/vendor/README.md); six and PTX are ~3.5× that, ~10 minutes (a full build here, on 2 cores
+    under a load of ~20, was cut at 21 minutes with verifiable.cu, the longest source, half done). ÷ BOX_SPEEDUP
+    gives 150 s; 240 s leaves verifiable.cu, which no -j splits, its own minutes."""
     code_bytes: float = 20 * MB
     """The working tree synced to the box (sources and test captures)."""
     upload_Bps: float = 5 * MB
