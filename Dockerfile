@@ -66,7 +66,8 @@ ARG CUDA_WHEELS="cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3"
 ARG NCCL_WHEEL=nvidia-nccl-cu13==2.29.7
 # SC2086: CUDA_WHEELS is a list of requirements, one a word.
 # DL3013: every requirement is pinned (==) in CUDA_WHEELS and NCCL_WHEEL, which hadolint cannot read.
-# DL3003, SC2012: the `cd` is inside a command substitution and `ls` lists sonames the wheel names plainly.
+# DL3003: the `cd` is inside a command substitution, for `ls` there alone.
+# SC2012: `ls` lists sonames, which the wheel names plainly.
 # The loop over nvidia/*/ ends on nccl/ (sorted after cu13/ and CUDA 12's cuda_*/), whose `continue` gives
 # the loop its status 0; a folder without bin/, include/ or lib/ is skipped by its own test.
 # hadolint ignore=SC2086,DL3013,DL3003,SC2012
