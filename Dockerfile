@@ -142,8 +142,8 @@ ARG TORCH_BUILD=cuda
 ARG TORCH_INDEX_URL=""
 COPY pyproject.toml docker/node_requirements.py /opt/cardtime/
 # docker/wheels/ is there only when docker/prepare-context.sh made it: README.md, always there, keeps the
-# COPY from failing without it.
-COPY docker/vendor/README.md docker/wheel[s]/ /tmp/wheels/
+# COPY from failing without it (the wildcard without its trailing slash: with one it matches nothing).
+COPY docker/vendor/README.md docker/wheel[s] /tmp/wheels/
 # DL3013: torch's pin is pyproject.toml's (read into torch_req), NCCL's is NCCL_WHEEL's.
 # hadolint ignore=DL3013
 RUN torch_req="$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' /opt/cardtime/pyproject.toml)" \

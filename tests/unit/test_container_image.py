@@ -149,6 +149,9 @@ def test_cuda_torch_is_the_rehearsals_pin():
     (torch_step,) = [a for w, a in steps if w == "RUN" and "torch==" in a]
     assert "/opt/cardtime/pyproject.toml" in torch_step  # the pin is read from pyproject.toml, not repeated
     assert "cuda)" in torch_step and "cpu)" in torch_step and '"${NCCL_WHEEL}"' in torch_step
+    # The wheels' COPY: a wildcard, so that a context without docker/wheels builds, and no trailing slash on it,
+    # with which the classic builder matches nothing (measured: the CPU wheel then never reached the build).
+    assert ("COPY", "docker/vendor/README.md docker/wheel[s] /tmp/wheels/") in steps
 
 
 def test_both_images_share_the_suite_layers_and_put_them_last():
