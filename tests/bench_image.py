@@ -78,7 +78,9 @@ def cuda_image_size_and_build_time() -> None:
             continue
         facts = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line) \
             if record.exists() else {}
-        took = (f"built in {int(facts['build_s']) / 60:.1f} min on {facts.get('cpus', '?')} CPUs ({facts.get('date')})"
+        took = (f"built in {int(facts['build_s']) / 60:.1f} min on {facts.get('cpus', '?')} CPUs ({facts.get('date')}; "
+                "that invocation's time: layers it found cached took seconds)"
+                + (f", with {facts['extra_args']}" if facts.get("extra_args") else "")
                 if "build_s" in facts else f"build time not recorded ({record} absent)")
         print(f"CUDA image {tag}: {int(size.stdout.strip()) / 1e9:.2f} GB on disk, {took}")
 
