@@ -46,7 +46,7 @@ class SetupAssumptions:
     base_bytes: float = 50 * MB
     """debian:bookworm-slim, pulled by the build (~50 MB compressed; here the local debootstrap'd base)."""
     image_disk_bytes: float = 9 * GB
-    """The CUDA image unpacked: measured 2.4 GB with torch's CPU wheel and no nsys (CI's image), plus torch's
+    """The CUDA image unpacked: measured 3.0 GB with torch's CPU wheel and no nsys (CI's image), plus torch's
     CUDA build and its wheels unpacked (~6 GB) and nsys (~1 GB)."""
     unpack_Bps: float = 200 * MB
     """Layers decompressed and written to the box's disk."""
