@@ -162,6 +162,12 @@ image-push: $(STAMP)
 	  $${BASE:+--base "$$BASE"} --verbose
 	$(PY) -m provisioning image-push "$$IMAGE" --source "$$IMAGE"
 
+# The CUDA image as CI builds it (torch's CPU wheel, nccl-tests from ../shared/vendor, no nsys) or as the user's
+# box does (make image); docker/build-cuda-image.sh records the build's time and size for make bench.
+.PHONY: image-ci
+image-ci: $(STAMP)
+	docker/build-cuda-image.sh ci
+
 rehearse-docker: $(STAMP)
 	PY=$(PY) docker/prepare-context.sh cpu
 	@mkdir -p runs; status=0; \

@@ -9,7 +9,8 @@
 # netns probe makes one network namespace and deletes it at once).
 #
 # Environment read: MIRROR, SUITE, CARDTIME_CACHE (as docker/debian-base.sh reads them),
-# CARDTIME_DOCKERD_LOG (the log of the dockerd .ci/run started, quoted when no engine answers).
+# CARDTIME_DOCKERD_LOG (the log of the dockerd .ci/run started, quoted when no engine answers),
+# CARDTIME_CUDA_IMAGE (cardtime:cuda-ci) and CARDTIME_CUDA_IMAGE_LOG (the log of .ci/run's build of it).
 
 _capability_present() { echo "capability $1: present ($2)"; }
 
@@ -84,6 +85,20 @@ _probe_debian_base() {
   fi
 }
 
+_probe_cuda_image() {
+  # Built by .ci/run before `make test` (docker/build-cuda-image.sh ci); its log says why when it failed.
+  local image=${CARDTIME_CUDA_IMAGE:-cardtime:cuda-ci} log=${CARDTIME_CUDA_IMAGE_LOG:-}
+  if ! command -v docker >/dev/null || ! timeout 30 docker version >/dev/null 2>&1; then
+    _capability_missing cuda-image "no Docker engine answers (capability docker)"
+  elif timeout 30 docker image inspect "$image" >/dev/null 2>&1; then
+    _capability_present cuda-image "$image, $(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%d MB", $1 / 1e6}')"
+  elif [[ -n $log && -s $log ]]; then
+    _capability_missing cuda-image "$image was not built; the build's last words ($log): $(tail -1 "$log")"
+  else
+    _capability_missing cuda-image "$image was not built (docker/build-cuda-image.sh ci did not run)"
+  fi
+}
+
 _probe_netns() {
   local name="cardtime-probe-$$"
   if [[ $(id -u) != 0 ]]; then
@@ -125,6 +140,7 @@ probe_capabilities() {
   _probe_chromium
   _probe_docker
   _probe_debian_base
+  _probe_cuda_image
   _probe_netns
   _probe_openmpi
   _probe_slurm

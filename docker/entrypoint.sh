@@ -18,7 +18,9 @@ print_versions() {
   echo "cardtime image ${CARDTIME_IMAGE_KIND:-?} (commit ${CARDTIME_COMMIT:-unknown})"
   version_of driver nvidia-smi --query-gpu=driver_version --format=csv,noheader
   version_of gpus sh -c 'nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed "s/^ *//" | paste -sd, -'
+  echo "cuda-line    ${CARDTIME_CUDA_LINE:-none}"
   version_of cuda-toolkit sh -c 'nvcc --version | sed -n "s/.*release \([0-9.]*\).*/\1/p"'
+  version_of nccl-wheel sh -c 'pip list 2>/dev/null | sed -n "s/^\(nvidia-nccl-cu[0-9]*\) *\([0-9.]*\)$/\1 \2/p"'
   version_of nccl-tests cat "${CARDTIME_NCCL_TESTS_DIR:-/opt/nccl-tests/bin}/../VERSION"
   version_of nccl-tests-nccl cat "${CARDTIME_NCCL_TESTS_DIR:-/opt/nccl-tests/bin}/../NCCL_VERSION"
   version_of nsys sh -c 'nsys --version | sed "s/.*version //"'

@@ -4,8 +4,13 @@
 #   docker/wheels/torch/  torch's CPU wheel and its dependencies   (cpu only: PyPI's linux torch is a CUDA build)
 #   docker/wheels/deps/   wheels of the suite's node-side dependencies (cpu only: the build then needs no
 #                         download; anything missing still comes from PyPI inside the build)
+#   docker/vendor/        nccl-tests' release tarball, when NCCL_TESTS_TARBALL names one (the CUDA image's
+#                         build then takes it, sha256 checked, instead of cloning the tag from GitHub)
 #
-#   docker/prepare-context.sh [cpu|cuda]     # from the repository root; PY (default .venv/bin/python)
+#   docker/prepare-context.sh [cpu|cuda|cuda-cpu]   # from the repository root; PY (default .venv/bin/python)
+#
+# cuda-cpu: the CUDA image with torch's CPU wheel (TORCH_BUILD=cpu, as CI builds it): the cpu kind's wheels.
+# NCCL_TESTS_TARBALL=../shared/vendor/nccl-tests-v2.19.6.tar.gz (CI) is copied into docker/vendor/.
 #
 # Wheels are fetched once into $CARDTIME_CACHE/wheels (default /var/cache/cardtime) by pip, through its
 # configured sources, and linked into the context from there: a fresh clone (CI) reuses them.
@@ -21,8 +26,15 @@ for cert in /usr/local/share/ca-certificates/*.crt; do
   if [[ -e $cert ]]; then cp "$cert" docker/certs/; fi
 done
 
+find docker/vendor -name '*.tar.gz' -delete
+if [[ -n ${NCCL_TESTS_TARBALL:-} ]]; then
+  [[ -s $NCCL_TESTS_TARBALL ]] || { echo "NCCL_TESTS_TARBALL=$NCCL_TESTS_TARBALL: no such file" >&2; exit 1; }
+  cp "$NCCL_TESTS_TARBALL" docker/vendor/
+fi
+
 rm -rf docker/wheels
-[[ $kind == cpu ]] || exit 0
+mkdir -p docker/wheels  # the CUDA Dockerfile copies it, wheels or not
+[[ $kind == cpu || $kind == cuda-cpu ]] || exit 0
 download() {  # download DIR REQUIREMENT...: pip keeps files already there
   mkdir -p "$1"
   "$py" -m pip download --quiet --only-binary=:all: -d "$@" 2>&1 | grep -v 'is ignored: it is neither' >&2 || true

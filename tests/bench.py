@@ -239,6 +239,14 @@ def image_rebuild() -> None:
 
 
 @bench
+def cuda_image() -> None:
+    """The CUDA image's size on disk and its recorded build time (docker/build-cuda-image.sh)."""
+    from .bench_image import cuda_image_size_and_build_time
+
+    cuda_image_size_and_build_time()
+
+
+@bench
 def fetch_rate() -> None:
     """A run's files fetched over SFTP vs a plain get(), on loopback and behind a 100 ms round trip."""
     from .bench_fetch import fetch_rates

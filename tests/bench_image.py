@@ -1,6 +1,11 @@
-"""The CPU image's rebuild time after a change under suite/ only (target: under 30 s), printed, never asserted.
+"""The images' figures, printed, never asserted: the CPU image's rebuild time after a change under suite/ only
+(target: under 30 s), and the CUDA image's size and build time.
 
     python -m tests.bench_image
+
+The CUDA image's first build (~10 minutes here) is not repeated by the bench: its time is the one
+docker/build-cuda-image.sh recorded ($CARDTIME_CACHE/build-<tag>.txt, written by .ci/run's build or by
+hand), printed with the image's size as the engine reports it now.
 
 Builds docker/cpu.Dockerfile through the Docker SDK (provisioning/runtime/images.py) from a copy of the
 build context, twice: once to have every layer cached, then after appending a comment to a file
@@ -59,8 +64,30 @@ def image_rebuild_after_a_suite_change() -> None:
           "tarred and sent on every build)")
 
 
+def cuda_image_size_and_build_time() -> None:
+    import os
+    import subprocess
+
+    cache = Path(os.environ.get("CARDTIME_CACHE", "/var/cache/cardtime"))
+    for tag in ("cardtime:cuda-ci", "cardtime:cuda"):
+        record = cache / f"build-{tag.replace(':', '_').replace('/', '_')}.txt"
+        size = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True,
+                              text=True)
+        if size.returncode != 0:
+            print(f"CUDA image {tag}: not built here (docker/build-cuda-image.sh {'ci' if 'ci' in tag else 'box'})")
+            continue
+        facts = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line) \
+            if record.exists() else {}
+        took = (f"built in {int(facts['build_s']) / 60:.1f} min on {facts.get('cpus', '?')} CPUs ({facts.get('date')}; "
+                "that invocation's time: layers it found cached took seconds)"
+                + (f", with {facts['extra_args']}" if facts.get("extra_args") else "")
+                if "build_s" in facts else f"build time not recorded ({record} absent)")
+        print(f"CUDA image {tag}: {int(size.stdout.strip()) / 1e9:.2f} GB on disk, {took}")
+
+
 def main() -> int:
     image_rebuild_after_a_suite_change()
+    cuda_image_size_and_build_time()
     return 0
 
 

@@ -27,6 +27,7 @@ CAPABILITIES = {
     "chromium": "headless Chromium (the report's browser tests)",
     "docker": "a Docker engine that answers (the image tests)",
     "debian-base": "a local Debian base image: debootstrap and the Debian mirror, or the cached tarball",
+    "cuda-image": "the CUDA image CI builds before the tests (docker/build-cuda-image.sh ci → cardtime:cuda-ci)",
     "netns": "root and network namespaces (the two-node tests)",
     "openmpi": "Open MPI's mpirun (the two-node mpirun test; apt-get install openmpi-bin)",
     "slurm": "slurmctld, slurmd, sbatch and munged (the two-node Slurm test; apt-get install slurmctld slurmd "

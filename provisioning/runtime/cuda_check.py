@@ -51,7 +51,7 @@ def job_step(argv: list[str], job_dir: str) -> str:
     refusal line in <job_dir>/refused, and end the set-up with exit 2 when it refused."""
     out, refused = quote(f"{job_dir}/cuda-check.out"), quote(f"{job_dir}/{REFUSED_FILE}")
     return (
-        'echo "── GPU check: does torch in the runtime see the GPUs nvidia-smi listed?"\n'
+        'echo "── GPU check: does torch in the runtime run a kernel on every GPU nvidia-smi listed?"\n'
         f"if {join(argv)} > {out} 2>&1; then rc=0; else rc=$?; fi\n"
         f"cat {out}\n"
         'if [ "$rc" -ne 0 ]; then\n'

@@ -28,7 +28,9 @@ LineSink = Callable[[str], None]
 
 CPU_DOCKERFILE = "docker/cpu.Dockerfile"
 CUDA_DOCKERFILE = "Dockerfile"
-CONTEXT_ONLY_FOR_CPU = ("docker/wheels",)  # the CPU image's wheels (~300 MB) never travel with the CUDA build
+# The CPU image's dependency wheels never travel with the CUDA build (it takes them from PyPI); torch's CPU wheel
+# does when docker/prepare-context.sh cuda-cpu put it there (TORCH_BUILD=cpu, CI's CUDA image).
+CONTEXT_ONLY_FOR_CPU = ("docker/wheels/deps",)
 
 
 def commit_buildargs(context: Path, commit: str | None = None) -> dict[str, str]:

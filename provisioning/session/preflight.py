@@ -50,6 +50,7 @@ section base; mkdir -p -- "$base" && cd -- "$base" && pwd -P; ran
 section df; df -Pk -- "$base" 2>&1 | tail -n 1; ran
 section gpus; nvidia-smi -L 2>&1; ran
 section driver; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1; ran
+section gpu_query; """ + cuda_lines.GPU_QUERY + r""" 2>&1; ran
 section docker; command -v docker; ran
 section docker_runtimes; docker info --format '{{json .Runtimes}}' 2>&1 | tail -n 3; ran
 section nvidia_ctk; command -v nvidia-container-runtime-hook || command -v nvidia-ctk || command -v nvidia-container-cli; ran
@@ -114,6 +115,8 @@ class HostFacts:
     """`nvidia-smi -L` lines: 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)'."""
     gpu_error: str = ""
     driver: str | None = None
+    gpu_query: str = ""
+    """cuda_lines.GPU_QUERY's answer (compute capability and driver per GPU): the CUDA line's choice."""
     docker: bool = False
     """A docker CLI is installed."""
     docker_usable: bool = False
@@ -244,6 +247,7 @@ def parse_probe(text: str) -> HostFacts:
     driver = ok("driver")
     if driver and re.match(r"^\d+(\.\d+)+$", driver.strip()):
         facts.driver = driver.strip()
+    facts.gpu_query = s["gpu_query"].text if "gpu_query" in s else ""
     facts.docker = ok("docker") is not None
     runtimes = s.get("docker_runtimes")
     if facts.docker and runtimes is not None:
@@ -279,7 +283,10 @@ class Decision:
 
 
 def choose_cuda_line(facts: HostFacts, requested: str | None) -> tuple[cuda_lines.CudaLine | None, str | None]:
-    """(line, problem): the requested line if the driver runs it, else the newest line the driver runs."""
+    """(line, problem): from the GPUs' compute capability and the driver (suite/hardware/cuda_lines.py's choose_line), the
+    requested line or the newest that runs them; a probe of an older version (no gpu_query) goes by the driver."""
+    if facts.gpu_query:
+        return cuda_lines.choose_line(facts.gpu_query, requested)
     try:
         line = cuda_lines.line_named(requested) if requested else None
         if facts.driver is None:

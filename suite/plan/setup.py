@@ -5,9 +5,15 @@
 Before: the image (pulled: its compressed size ÷ the box's download rate plus unpacking; or built: each
 step's downloads ÷ the rate plus its fixed work), the code sync and, on the host runtime, the venv.
 After: the fetch of the run directory back to the laptop. Archiving goes from the laptop once the
-run is fetched, so it is listed but not billed (the box can be released first). The sizes are the
-README's estimates of the CUDA image; the rate is preflight's measurement when there is one, else a
-stated default. Plain arithmetic.
+run is fetched, so it is listed but not billed (the box can be released first). The rate is
+preflight's measurement when there is one, else a stated default. Plain arithmetic.
+
+The image's figures are the Dockerfile's build from PyPI's CUDA wheels on the Debian base, measured
+where the project is built (docker/build-cuda-image.sh ci; `make bench` prints them) and scaled to a
+rented box, each field saying which: the download sizes are measured (apt's "Need to get", PyPI's
+file sizes) except torch's CUDA dependencies and nsys, which no machine here can fetch; the fixed work
+(unpacking, nccl-tests' compile) was measured on 2 CPU cores shared with other jobs and is divided by
+BOX_SPEEDUP for a box's idle cores.
 """
 
 from __future__ import annotations
@@ -27,22 +33,31 @@ class SetupAssumptions:
     """`build` on the box (make remote without IMAGE=) or `pull` a pushed image (IMAGE=…)."""
     runtime: str = "docker"
     """`docker` (the venv is inside the image) or `host` (a venv is made on the box)."""
-    image_pull_bytes: float = 8 * GB
-    """The CUDA image compressed (README: ~8 GB to pull)."""
-    image_disk_bytes: float = 17 * GB
-    """The CUDA image unpacked (README: ~17 GB on disk)."""
+    apt_bytes: float = 144 * MB
+    """Debian's g++, make, Open MPI, git, Python (measured: the build's "Need to get 144 MB of archives")."""
+    cuda_wheels_bytes: float = 310 * MB
+    """cuda-toolkit[nvcc,cudart,cccl,crt] 13.0.3 and nvidia-nccl-cu13 2.29.7 (measured: PyPI's sizes of the
+    seven wheels, NCCL 206 MB, nvvm 62 MB, nvcc 37 MB)."""
+    torch_bytes: float = 2.8 * GB
+    """torch's CUDA build and its other CUDA wheels (cuDNN, cuBLAS, …): ~3 GB less NCCL, counted above. torch's
+    own wheel is 0.53 GB (PyPI's index); the rest is an estimate (those wheels do not resolve here)."""
+    nsys_bytes: float = 0.5 * GB
+    """Nsight Systems from NVIDIA's apt repository (an estimate: the repository does not answer here)."""
+    base_bytes: float = 50 * MB
+    """debian:bookworm-slim, pulled by the build (~50 MB compressed; here the local debootstrap'd base)."""
+    image_disk_bytes: float = 9 * GB
+    """The CUDA image unpacked: measured 3.0 GB with torch's CPU wheel and no nsys (CI's image), plus torch's
+    CUDA build and its wheels unpacked (~6 GB) and nsys (~1 GB)."""
     unpack_Bps: float = 200 * MB
     """Layers decompressed and written to the box's disk."""
-    base_bytes: float = 4.5 * GB
-    """The CUDA devel base image, compressed (README)."""
-    torch_bytes: float = 3 * GB
-    """torch's CUDA wheels (README)."""
-    tools_bytes: float = 0.8 * GB
-    """nsys (~0.3 GB), MPI and the rest of the packages (README: under 0.5 GB)."""
-    install_s: float = 120.0
-    """apt and pip unpacking and installing what they downloaded."""
-    nccl_tests_compile_s: float = 300.0
-    """nccl-tests' compile for sm_80/90/100 (README: ~5 minutes on many cores)."""
+    install_s: float = 100.0
+    """apt and pip unpacking and installing: measured 400 s here (apt 308 s, the CUDA wheels 92 s, downloads
+    included) on 2 shared cores, ÷ BOX_SPEEDUP."""
+    nccl_tests_compile_s: float = 240.0
+    """nccl-tests for sm_75–sm_120 (six cubins and PTX). Measured here: two architectures in ~3 minutes on 2 idle
+    cores (shared/vendor/README.md); six and PTX are ~3.5× that, ~10 minutes (a full build here, on 2 cores
+    under a load of ~20, was cut at 21 minutes with verifiable.cu, the longest source, half done). ÷ BOX_SPEEDUP
+    gives 150 s; 240 s leaves verifiable.cu, which no -j splits, its own minutes."""
     code_bytes: float = 20 * MB
     """The working tree synced to the box (sources and test captures)."""
     upload_Bps: float = 5 * MB
@@ -64,20 +79,30 @@ class SetupLine:
     """Whether the box is held (and billed) while it happens."""
 
 
+BOX_SPEEDUP = 4
+"""A rented box's idle cores against the 2 shared ones the build was measured on (a stated factor)."""
+
+
 def _rate(a: SetupAssumptions) -> str:
     return f"{a.download_Bps / MB:g} MB/s ({a.download_basis})"
 
 
+def image_pull_bytes(a: SetupAssumptions) -> float:
+    """The pushed image compressed: its layers are mostly the debs and wheels, which are compressed already."""
+    return a.base_bytes + a.apt_bytes + a.cuda_wheels_bytes + a.torch_bytes + a.nsys_bytes
+
+
 def image_lines(a: SetupAssumptions) -> list[SetupLine]:
+    pull = image_pull_bytes(a)
     if a.image == "pull":
-        seconds = a.image_pull_bytes / a.download_Bps + a.image_disk_bytes / a.unpack_Bps
-        return [SetupLine("image pull", seconds, f"{a.image_pull_bytes / GB:g} GB at {_rate(a)} + "
+        seconds = pull / a.download_Bps + a.image_disk_bytes / a.unpack_Bps
+        return [SetupLine("image pull", seconds, f"{pull / GB:.2g} GB at {_rate(a)} + "
                                                  f"{a.image_disk_bytes / GB:g} GB unpacked at {a.unpack_Bps / MB:g} MB/s")]
-    downloads = a.base_bytes + a.torch_bytes + a.tools_bytes
-    seconds = downloads / a.download_Bps + a.image_disk_bytes / a.unpack_Bps + a.install_s + a.nccl_tests_compile_s
+    seconds = pull / a.download_Bps + a.image_disk_bytes / a.unpack_Bps + a.install_s + a.nccl_tests_compile_s
     return [SetupLine("image build", seconds,
-                      f"{downloads / GB:g} GB of base, torch and tools at {_rate(a)} + {a.image_disk_bytes / GB:g} GB "
-                      f"unpacked + {a.install_s:g} s installing + {a.nccl_tests_compile_s:g} s compiling nccl-tests")]
+                      f"{pull / GB:.2g} GB of debs, CUDA wheels, torch and nsys at {_rate(a)} + "
+                      f"{a.image_disk_bytes / GB:g} GB written + {a.install_s:g} s installing + "
+                      f"{a.nccl_tests_compile_s:g} s compiling nccl-tests (measured here, ÷ {BOX_SPEEDUP})")]
 
 
 def venv_line(a: SetupAssumptions) -> SetupLine:

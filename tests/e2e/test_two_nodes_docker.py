@@ -80,7 +80,7 @@ STAND_IN_PYTHON = """#!/bin/sh
 # The image's `python` for the GPU check (provisioning/cuda_check_host.py's output, no torch here): torch sees
 # its GPU on node-a and none on node-b. Under --network host the container's hostname is its node's.
 if [ "$(hostname)" = node-a ]; then
-  echo "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) on node-a"
+  echo "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) and computes a matmul on each as the CPU does on node-a"
   exit 0
 fi
 echo "cardtime GPU check REFUSED: torch in the image sees 0 GPU(s) where nvidia-smi lists 1 on $(hostname): \
@@ -215,7 +215,7 @@ def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(clus
     assert image_id(cluster, "node-b", tag) == stand_in
     assert f"── every node holds {tag} as {stand_in}" in log
     # Then the GPU check in the image on each node's own engine: node-a's passes, node-b's refuses, named.
-    assert "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) on node-a" in log
+    assert "torch 2.13.0 (CUDA 12.6) in the image sees its 1 GPU(s) and computes a matmul on each as the CPU does on node-a" in log
     why = ("torch in the image sees 0 GPU(s) where nvidia-smi lists 1 on node-b: unset CUDA_VISIBLE_DEVICES or "
            "give the container every GPU (--gpus all)")
     assert (job / "refused").read_text().strip() == f"node node-b: {why}"

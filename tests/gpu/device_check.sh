@@ -1,40 +1,41 @@
 #!/usr/bin/env bash
-# Every nccl-gpu path one GPU can run, in one command and at most 8 minutes, with what it saw kept.
+# What one GPU can check of the nccl-gpu face, in one command and at most 8 minutes, with every raw output kept.
 #
 #   tests/gpu/device_check.sh [OUT_DIR]            # default $OUT, else ./device-check
-#   tests/gpu/device_check.sh --dry-run [OUT_DIR]  # print the steps and their commands, run nothing
+#   tests/gpu/device_check.sh --dry-run [OUT_DIR]  # the plan: every step, its limit and the total, run nothing
 #   tests/gpu/device_check.sh --cpu [OUT_DIR]      # the same steps on gloo-cpu (checks this script on a CPU;
 #                                                  # the steps that need a GPU are skipped, saying so)
-#   PYTHON=/path/to/python tests/gpu/device_check.sh   # an interpreter with CUDA torch (default: .venv, python3)
+#   DEVICE_CHECK_STEPS=torch,versions tests/gpu/device_check.sh   # only these steps (a rerun of a few)
 #
-# What it runs (one card; NCCL refuses two ranks on one device, so nothing here needs a second):
-#   versions     driver, CUDA, torch, torch's NCCL, nsys, nccl-tests as found  → versions.txt
-#   captures     nvidia-smi -L, topo -m, -q, nvlink -s                         → captures/*.txt
-#   health       the health stage on this card (nvidia-smi -q, kernel log, GEMM and copy bandwidth) → runs/
-#   health       python -m suite run --stages health --nproc 1: nvidia-smi -q idle and under load, nvlink,
-#                the kernel log, IB ports, dcgmi diag -r 1 when installed, GEMM and copies → runs/<run-id>/
-#   parse        the suite's own topology parser on that capture               → parsed/topo.json
-#   suite        python -m suite run --profile nccl-gpu --nproc 1: topology (capture and parse), bandwidth
-#                (the primitive probe, then the torch sweep with one rank, memory-capped; nccl-tests when its
-#                binaries exist), crossover (hand ring/tree), baseline (bf16, MFU), profile (nsys or torch.profiler and
-#                the overlap analysis)                                        → runs/<run-id>/
-#   check        python -m suite check on that run: every fail verdict named  → check.json
-#   report       python -m reports: the run's report.html
-#   onecard      python -m suite run --profile nccl-1gpu --stages memory,precision,nccl1gpu,pinned, then
-#                suite check on it: the memory budget, mixed precision, NCCL on one card (two ranks refused),
-#                pinned copies and copy/compute overlap                        → runs/<run-id>/, onecard-check.json
-#   pytest       the one-GPU tests under tests/gpu (two-GPU ones skip; cp/ep below) → steps/pytest.log
-#   pp           the pipeline over NCCL at PP = 2 (tests/gpu/test_pp_gpu.py): needs two GPUs, so on one
-#                card it is skipped, saying why — a pipeline needs two ranks and NCCL refuses two ranks
-#                on one device; the one-card parts (the CUDA-event clock) run in the pytest step
-#   ep           expert parallel over NCCL at EP = 1 (tests/gpu/test_cp_ep_gpu.py -k test_ep_): one rank
-#                dispatches to all its experts; the golden check against one process runs on one card
-#   cp           context parallel at CP = 2 (tests/gpu/test_cp_ep_gpu.py -k test_cp_): needs two GPUs (the
-#                sequence is split over two ranks, one per card), so on one card it is skipped, saying why
-# Other one-card drills add a `step` line in main() below, inside the same 8-minute budget.
+# Its own pinned torch (pyproject.toml's torch==2.13.0), found by the first step, in this order:
+#   PYTHON=/path/to/python          an interpreter you name; its torch must be the pin
+#   $OUT_DIR/venv                   made by an earlier run of this script
+#   TORCH_WHEELS=DIR (default tests/gpu/wheels)   a wheel folder: a venv is made in $OUT_DIR/venv from it,
+#                                   offline. Make it once where the network is:
+#       pip download --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
+#           -d tests/gpu/wheels torch==2.13.0 $(python docker/node_requirements.py --without torch)
+#     (PyPI's linux torch 2.13.0 is the CUDA 13.0 build; ~3 GB with its nvidia-* wheels; git-ignored.)
+#   .venv/bin/python, then python3     when their torch is the pin (a CUDA build on a GPU)
+# Anything else (another torch, a CPU build on a GPU) fails the step, and nothing after it runs.
 #
-# Writes summary.txt (one line per step: ok | FAIL | skip, seconds, what) and prints it; every step's
-# output is in steps/<name>.log. Exit 0 when no step failed; 1 naming the failed steps; 2 on bad usage.
+# The steps, one-card stages first, each with a limit; the limits and the reserve add up to under 480 s
+# (tests/unit/test_device_check_script.py checks the sum and the order):
+#   torch      the pinned torch above                                         → python.txt
+#   versions   driver, compute capability, CUDA, torch, torch's NCCL, nsys, nccl-tests → versions.txt
+#   captures   nvidia-smi -L, topo -m, -q, nvlink -s, the compute_cap query   → captures/*.txt
+#   onecard    suite run --profile nccl-1gpu --stages nccl1gpu,pinned,memory,precision,baseline: NCCL on one
+#              card (two ranks refused), pinned copies and overlap, the memory budget, mixed precision,
+#              the bf16 baseline                                                → runs/<run-id>/ (raw/ inside)
+#   parse      the suite's topology parser on the capture                     → parsed/topo.json
+#   links      suite run --profile nccl-1gpu --stages topology,bandwidth: the sweep is that profile's,
+#              up to 256 MiB (under the 1-GiB cap), nccl-tests when its binaries exist → runs/<run-id>/
+#   check      suite check on both runs: every fail verdict named             → check.json, links-check.json
+#   report     python -m reports on the one-card run                          → its report.html
+# Two-GPU drills (pp, cp) are tests/gpu/test_pp_gpu.py and test_cp_ep_gpu.py on a box with two cards.
+#
+# Prints one line per step as it ends (ok | FAIL | skip, seconds, limit, what) and keeps them in
+# summary.txt; every step's output is in steps/<name>.log. Exit 0 when no step failed; 1 naming the
+# failed steps; 2 on bad usage.
 
 # The step functions run through `bash -c` (so that timeout can bound them): shellcheck cannot see the calls.
 # shellcheck disable=SC2317
@@ -42,6 +43,7 @@ set -uo pipefail
 
 BUDGET_S=480        # the whole check: 8 minutes on one GPU
 RESERVE_S=15        # kept for the summary after the last step
+KILL_AFTER_S=5      # a step that ignores its TERM gets KILL this much later: counted in its limit
 MODE=gpu
 OUT_DIR=""
 for arg in "$@"; do
@@ -58,167 +60,126 @@ OUT_DIR="${OUT_DIR:-${OUT:-./device-check}}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO" || exit 2
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-if [ -n "${PYTHON:-}" ]; then :
-elif [ -x "$REPO/.venv/bin/python" ]; then PYTHON="$REPO/.venv/bin/python"
-else PYTHON="$(command -v python3 || echo python3)"; fi
+TORCH_PIN="$(sed -n 's/^ *"torch==\([^"]*\)".*/\1/p' "$REPO/pyproject.toml")"
+TORCH_WHEELS="${TORCH_WHEELS:-$REPO/tests/gpu/wheels}"
+PYTHON_GIVEN="${PYTHON:-}"
+PYTHON="${PYTHON:-python3}"
 
-PROFILE=nccl-gpu
-[ "$MODE" = cpu ] && PROFILE=gloo-cpu
-STAGES=topology,bandwidth,crossover,baseline,profile
-STAGE_TIMEOUTS=topology=40,bandwidth=120,crossover=60,baseline=60,profile=100
 ONECARD_PROFILE=nccl-1gpu
 [ "$MODE" = cpu ] && ONECARD_PROFILE=gloo-cpu
-ONECARD_STAGES=memory,precision,nccl1gpu,pinned
-ONECARD_TIMEOUTS=memory=90,precision=60,nccl1gpu=150,pinned=60
+# The stages' own limits fit inside their step's, with ~15 s for the launcher and the run's own start.
+ONECARD_STAGES=nccl1gpu,pinned,memory,precision,baseline
+ONECARD_TIMEOUTS=nccl1gpu=40,pinned=25,memory=30,precision=25,baseline=40
+LINKS_STAGES=topology,bandwidth
+LINKS_TIMEOUTS=topology=15,bandwidth=45
 
 mkdir -p "$OUT_DIR/steps" "$OUT_DIR/captures" "$OUT_DIR/parsed" "$OUT_DIR/runs" || exit 2
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 SUMMARY="$OUT_DIR/summary.txt"
 : > "$SUMMARY"
 FAILED=()
+PLANNED_S=0
 
-# step NAME TIMEOUT_S NEEDS WHAT -- COMMAND…   (NEEDS: gpu = skipped in --cpu mode, gpus2 = skipped with
-# fewer than two GPUs visible, any = always runs)
+# step NAME LIMIT_S NEEDS WHAT -- COMMAND…   (NEEDS: gpu = skipped in --cpu mode, any = always runs)
 step() {
   local name="$1" limit="$2" needs="$3" what="$4"
   shift 5
-  local left=$((BUDGET_S - SECONDS - RESERVE_S))
+  local left=$((BUDGET_S - SECONDS - RESERVE_S - KILL_AFTER_S))
+  if [ -n "${DEVICE_CHECK_STEPS:-}" ] && [[ ",$DEVICE_CHECK_STEPS," != *",$name,"* ]]; then return 0; fi
   if [ "$MODE" = dry ]; then
+    PLANNED_S=$((PLANNED_S + limit + KILL_AFTER_S))
     printf 'step %-9s ≤%4ss  %s\n    %s\n' "$name" "$limit" "$what" "$*"
     return 0
   fi
   if [ "$needs" = gpu ] && [ "$MODE" = cpu ]; then
-    record skip "$name" 0 "$what: needs a GPU (--cpu)"
-    return 0
-  fi
-  if [ "$needs" = gpus2 ] && [ "$(gpu_count)" -lt 2 ]; then
-    record skip "$name" 0 "$what: needs 2 GPUs, $(gpu_count) visible (NCCL refuses two ranks on one device)"
+    record skip "$name" 0 "$limit" "$what: needs a GPU (--cpu)"
     return 0
   fi
   if [ "$left" -lt 10 ]; then
-    record FAIL "$name" 0 "$what: not started, the ${BUDGET_S}-s budget is spent"
+    record FAIL "$name" 0 "$limit" "$what: not started, the ${BUDGET_S}-s budget is spent"
     return 1
   fi
   [ "$limit" -gt "$left" ] && limit="$left"
   local start=$SECONDS code
   # bash -c: a step may be one of the functions below (exported), which timeout cannot run by itself
-  timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@" > "$OUT_DIR/steps/$name.log" 2>&1
+  timeout --kill-after="$KILL_AFTER_S" "$limit" bash -c '"$@"' "$name" "$@" > "$OUT_DIR/steps/$name.log" 2>&1
   code=$?
   local took=$((SECONDS - start))
   if [ "$code" -eq 0 ]; then
-    record ok "$name" "$took" "$what"
+    record ok "$name" "$took" "$limit" "$what"
   elif [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
-    record FAIL "$name" "$took" "$what: timed out after ${limit} s (steps/$name.log)"
+    record FAIL "$name" "$took" "$limit" "$what: timed out after ${limit} s (steps/$name.log)"
   else
-    record FAIL "$name" "$took" "$what: exit $code — $(tail -n 1 "$OUT_DIR/steps/$name.log" | cut -c1-160)"
+    record FAIL "$name" "$took" "$limit" "$what: exit $code — $(tail -n 1 "$OUT_DIR/steps/$name.log" | cut -c1-160)"
   fi
   return "$code"
 }
 
-gpu_count() {
-  if [ "$MODE" = cpu ]; then echo 0; else nvidia-smi -L 2>/dev/null | grep -c '^GPU '; fi
-}
-
-record() {  # record STATUS NAME SECONDS WHAT
-  printf '%-4s  %-9s %4ss  %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
+record() {  # record STATUS NAME SECONDS LIMIT WHAT: one line, printed as the step ends and kept in summary.txt
+  printf '%-4s  %-9s %4ss of ≤%3ss  %s\n' "$1" "$2" "$3" "$4" "$5" | tee -a "$SUMMARY"
   [ "$1" = FAIL ] && FAILED+=("$2")
   return 0
+}
+
+torch_is_the_pin() {  # torch_is_the_pin PYTHON: its torch is TORCH_PIN (and a CUDA build unless --cpu)
+  "$1" -c 'import sys, torch
+pin, mode = sys.argv[1], sys.argv[2]
+ok = torch.__version__.split("+")[0] == pin and (mode == "cpu" or torch.version.cuda is not None)
+print(f"{sys.executable}: torch {torch.__version__} (CUDA {torch.version.cuda})")
+sys.exit(0 if ok else 1)' "$TORCH_PIN" "$MODE" 2>&1
+}
+
+pinned_torch() {  # the first interpreter of the header's list whose torch is the pin → python.txt
+  local candidate
+  rm -f "$OUT_DIR/python.txt"
+  if [ -n "$PYTHON_GIVEN" ]; then
+    torch_is_the_pin "$PYTHON_GIVEN" && echo "$PYTHON_GIVEN" > "$OUT_DIR/python.txt" && return 0
+    echo "PYTHON=$PYTHON_GIVEN has no torch==$TORCH_PIN$([ "$MODE" = cpu ] || echo ' CUDA build')"
+    return 1
+  fi
+  if [ -x "$OUT_DIR/venv/bin/python" ] && torch_is_the_pin "$OUT_DIR/venv/bin/python"; then
+    echo "$OUT_DIR/venv/bin/python" > "$OUT_DIR/python.txt"
+    return 0
+  fi
+  if compgen -G "$TORCH_WHEELS/torch-$TORCH_PIN*.whl" > /dev/null; then
+    echo "a venv from the wheels in $TORCH_WHEELS (offline)"
+    local deps
+    deps="$(python3 "$REPO/docker/node_requirements.py" "$REPO/pyproject.toml" --without torch)" || return 1
+    # shellcheck disable=SC2086  # one requirement a word
+    python3 -m venv "$OUT_DIR/venv" &&
+      "$OUT_DIR/venv/bin/pip" install --quiet --no-index --find-links "$TORCH_WHEELS" "torch==$TORCH_PIN" $deps &&
+      torch_is_the_pin "$OUT_DIR/venv/bin/python" && echo "$OUT_DIR/venv/bin/python" > "$OUT_DIR/python.txt" && return 0
+    echo "the venv from $TORCH_WHEELS failed (above)"
+    return 1
+  fi
+  for candidate in "$REPO/.venv/bin/python" "$(command -v python3)"; do
+    [ -x "$candidate" ] && torch_is_the_pin "$candidate" && echo "$candidate" > "$OUT_DIR/python.txt" && return 0
+  done
+  echo "no torch==$TORCH_PIN: pass PYTHON=, or put its wheels in $TORCH_WHEELS (the pip download line in this script's header)"
+  return 1
 }
 
 versions() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: $(hostname)"
-  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
-  "$PYTHON" - "$MODE" <<'EOF' || return 1
+  command -v nvidia-smi > /dev/null &&
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
+  "$PYTHON" - "$MODE" <<'PY' || return 1
 import sys
 import torch
-print("python:", sys.version.split()[0])
+print("python:", sys.version.split()[0], sys.executable)
 print("torch:", torch.__version__, "cuda:", torch.version.cuda)
 if torch.cuda.is_available():
     print("torch nccl:", ".".join(map(str, torch.cuda.nccl.version())))
     for i in range(torch.cuda.device_count()):
         free, total = torch.cuda.mem_get_info(i)
-        print(f"cuda:{i}: {torch.cuda.get_device_name(i)}, {free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
+        cap = "sm_%d%d" % torch.cuda.get_device_capability(i)
+        print(f"cuda:{i}: {torch.cuda.get_device_name(i)} ({cap}), {free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
 elif sys.argv[1] == "gpu":
     sys.exit("torch sees no CUDA device: a CPU build of torch, or the driver is not visible (--gpus all?)")
-EOF
+PY
   echo "nsys: $(command -v nsys > /dev/null && nsys --version || echo 'not on PATH (the profile stage uses torch.profiler)')"
   echo "nccl-tests: $(command -v all_reduce_perf || ls "${CARDTIME_NCCL_TESTS_DIR:-/nonexistent}"/all_reduce_perf 2>/dev/null || echo 'not found (the bandwidth stage skips it)')"
-}
-
-captures() {
-  local c="$OUT_DIR/captures"
-  nvidia-smi -L > "$c/nvidia-smi-L.txt" &&
-    nvidia-smi topo -m > "$c/nvidia-smi-topo-m.txt" &&
-    nvidia-smi -q > "$c/nvidia-smi-q.txt" || return 1
-  nvidia-smi nvlink -s > "$c/nvidia-smi-nvlink-s.txt" 2>&1 || echo "nvidia-smi nvlink -s: no NVLink reported"
-  wc -c "$c"/*.txt
-}
-
-suite_run() {
-  rm -f "$OUT_DIR/run-dir.txt"
-  "$PYTHON" -m suite run --profile "$PROFILE" --nproc 1 --stages "$STAGES" --stage-timeout "$STAGE_TIMEOUTS" \
-    --out "$OUT_DIR/runs" --record-last "$OUT_DIR/run-dir.txt"
-  local code=$?
-  # 1 is a verdict "no" (the check step names them): a complete run to judge, if the run was recorded
-  if [ "$code" -le 1 ] && [ -s "$OUT_DIR/run-dir.txt" ]; then return 0; fi
-  echo "suite run exited $code$([ -s "$OUT_DIR/run-dir.txt" ] || echo ', no run directory recorded')"
-  return $((code == 0 ? 1 : code))
-}
-
-check_run() {
-  local run
-  run="$(cat "$OUT_DIR/run-dir.txt" 2>/dev/null)" || { echo "no run directory recorded by the suite step"; return 1; }
-  "$PYTHON" -m suite check "$run" --json > "$OUT_DIR/check.json"
-  local code=$?
-  "$PYTHON" - "$OUT_DIR/check.json" <<'EOF'
-import json, sys
-data = json.load(open(sys.argv[1]))
-bad = [v for v in data.get("verdicts", []) if v.get("status") == "fail"]
-print(f"{data.get('counts')}; unfinished: {data.get('unfinished') or 'none'}")
-for v in bad:
-    print(f"fail {v['id']}: {v.get('observed', '')} — {v.get('reason', '')}"[:300])
-print("failed verdicts: " + (", ".join(v["id"] for v in bad) or "none"))
-EOF
-  return "$code"
-}
-
-report() {
-  local run
-  run="$(cat "$OUT_DIR/run-dir.txt" 2>/dev/null)" || { echo "no run directory recorded by the suite step"; return 1; }
-  "$PYTHON" -m reports "$run"
-}
-
-main() {
-  step versions 60 any "driver, CUDA, torch and NCCL versions" -- versions_to_file
-  step captures 30 gpu "nvidia-smi -L, topo -m, -q, nvlink -s kept as captures" -- captures
-  step health 120 any "the health stage on this card (its raw outputs under runs/<run-id>/raw/health/)" -- \
-    "$PYTHON" -m suite run --profile "$PROFILE" --nproc 1 --stages health --stage-timeout health=110 --out "$OUT_DIR/runs"
-  step parse 30 gpu "the suite's topology parser on the capture" -- parse_topo
-  step suite 400 any "suite run --profile $PROFILE --nproc 1 --stages $STAGES" -- suite_run
-  step check 30 any "every verdict of that run; a fail names its id" -- check_run
-  step report 60 any "the run's report.html" -- report
-  step onecard 240 any "suite run --profile $ONECARD_PROFILE --stages $ONECARD_STAGES, checked" -- onecard_run
-  step pytest 90 gpu "tests/gpu on this card (two-GPU tests skip; cp/ep in their own steps)" -- \
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu -x --ignore=tests/gpu/test_cp_ep_gpu.py
-  step pp 120 gpus2 "pipeline at PP = 2 over NCCL: golden, bubble, activation memory" -- \
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_pp_gpu.py -k nccl
-  step ep 90 gpu "expert parallel at EP = 1 over NCCL: tokens per expert, output and grads vs one process" -- \
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cp_ep_gpu.py -k test_ep_
-  step cp 120 gpus2 "context parallel at CP = 2 over NCCL: ring, Ulysses and torch's context_parallel()" -- \
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cp_ep_gpu.py -k test_cp_
-}
-
-onecard_run() {  # the one-card profile's own stages in a run of their own, then every fail verdict named
-  rm -f "$OUT_DIR/onecard-run-dir.txt"
-  "$PYTHON" -m suite run --profile "$ONECARD_PROFILE" --stages "$ONECARD_STAGES" --stage-timeout "$ONECARD_TIMEOUTS" \
-    --out "$OUT_DIR/runs" --record-last "$OUT_DIR/onecard-run-dir.txt"
-  local code=$? run
-  run="$(cat "$OUT_DIR/onecard-run-dir.txt" 2>/dev/null)" || { echo "suite run exited $code, no run directory"; return 1; }
-  "$PYTHON" -m suite check "$run" --json > "$OUT_DIR/onecard-check.json" || code=1
-  "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d.get("counts")); [print("fail", v["id"], v.get("observed", "")[:200]) for v in d.get("verdicts", []) if v.get("status") == "fail"]' \
-    "$OUT_DIR/onecard-check.json"
-  return "$code"
 }
 
 versions_to_file() {
@@ -226,19 +187,87 @@ versions_to_file() {
   versions | tee "$OUT_DIR/versions.txt"
 }
 
+captures() {
+  local c="$OUT_DIR/captures"
+  nvidia-smi -L > "$c/nvidia-smi-L.txt" &&
+    nvidia-smi topo -m > "$c/nvidia-smi-topo-m.txt" &&
+    nvidia-smi -q > "$c/nvidia-smi-q.txt" &&
+    nvidia-smi --query-gpu=index,name,compute_cap,driver_version --format=csv > "$c/nvidia-smi-query-compute-cap.csv" ||
+    return 1
+  nvidia-smi nvlink -s > "$c/nvidia-smi-nvlink-s.txt" 2>&1 || echo "nvidia-smi nvlink -s: no NVLink reported"
+  wc -c "$c"/*
+}
+
+suite_run() {  # suite_run NAME STAGES TIMEOUTS: a run of its own, its directory in NAME-run-dir.txt
+  rm -f "$OUT_DIR/$1-run-dir.txt"
+  "$PYTHON" -m suite run --profile "$ONECARD_PROFILE" --nproc 1 --stages "$2" --stage-timeout "$3" \
+    --out "$OUT_DIR/runs" --record-last "$OUT_DIR/$1-run-dir.txt"
+  local code=$?
+  # 1 is a verdict "no" (the check step names them): a complete run to judge, if the run was recorded
+  if [ "$code" -le 1 ] && [ -s "$OUT_DIR/$1-run-dir.txt" ]; then return 0; fi
+  echo "suite run exited $code$([ -s "$OUT_DIR/$1-run-dir.txt" ] || echo ', no run directory recorded')"
+  return $((code == 0 ? 1 : code))
+}
+
+check_runs() {  # every fail verdict of both runs, named
+  local name run code=0
+  for name in onecard links; do
+    run="$(cat "$OUT_DIR/$name-run-dir.txt" 2>/dev/null)" || { echo "$name: no run directory recorded"; code=1; continue; }
+    "$PYTHON" -m suite check "$run" --json > "$OUT_DIR/$name-check.json" || code=1
+    "$PYTHON" - "$name" "$OUT_DIR/$name-check.json" <<'PY' || code=1
+import json, sys
+data = json.load(open(sys.argv[2]))
+bad = [v for v in data.get("verdicts", []) if v.get("status") == "fail"]
+print(f"{sys.argv[1]}: {data.get('counts')}; unfinished: {data.get('unfinished') or 'none'}")
+for v in bad:
+    print(f"fail {v['id']}: {v.get('observed', '')} — {v.get('reason', '')}"[:300])
+print(f"{sys.argv[1]} failed verdicts: " + (", ".join(v["id"] for v in bad) or "none"))
+PY
+  done
+  return "$code"
+}
+
+report() {
+  local run
+  run="$(cat "$OUT_DIR/onecard-run-dir.txt" 2>/dev/null)" || { echo "no run directory recorded by the onecard step"; return 1; }
+  "$PYTHON" -m reports "$run"
+}
+
 parse_topo() {
   "$PYTHON" -m suite parse topo "$OUT_DIR/captures/nvidia-smi-topo-m.txt" > "$OUT_DIR/parsed/topo.json" &&
     head -c 600 "$OUT_DIR/parsed/topo.json"
 }
 
-export -f versions versions_to_file captures parse_topo suite_run check_run report onecard_run
-export OUT_DIR PYTHON PROFILE MODE STAGES STAGE_TIMEOUTS ONECARD_PROFILE ONECARD_STAGES ONECARD_TIMEOUTS
-main
-[ "$MODE" = dry ] && exit 0
+export -f versions versions_to_file captures parse_topo suite_run check_runs report torch_is_the_pin pinned_torch
+export OUT_DIR PYTHON PYTHON_GIVEN MODE TORCH_PIN TORCH_WHEELS REPO ONECARD_PROFILE
 
-echo "device check ($MODE, $PROFILE) in $OUT_DIR, ${SECONDS} s:"
+main() {
+  step torch 80 any "the pinned torch==$TORCH_PIN (PYTHON=, \$OUT_DIR/venv, TORCH_WHEELS=, .venv, python3)" -- pinned_torch
+  if [ "$MODE" != dry ]; then
+    [ -s "$OUT_DIR/python.txt" ] || return 1  # without the pin nothing after it would say anything true
+    PYTHON="$(cat "$OUT_DIR/python.txt")"
+    export PYTHON
+  fi
+  step versions 20 any "driver, compute capability, CUDA, torch and NCCL versions" -- versions_to_file
+  step captures 15 gpu "nvidia-smi -L, topo -m, -q, the compute_cap query, nvlink -s kept as captures" -- captures
+  step onecard 180 any "suite run --profile $ONECARD_PROFILE --stages $ONECARD_STAGES" -- \
+    suite_run onecard "$ONECARD_STAGES" "$ONECARD_TIMEOUTS"
+  step parse 10 gpu "the suite's topology parser on the capture" -- parse_topo
+  step links 75 any "suite run --profile $ONECARD_PROFILE --stages $LINKS_STAGES (sweep ≤ 256 MiB)" -- \
+    suite_run links "$LINKS_STAGES" "$LINKS_TIMEOUTS"
+  step check 15 any "every verdict of both runs; a fail names its id" -- check_runs
+  step report 20 any "the one-card run's report.html" -- report
+}
+
+main
+if [ "$MODE" = dry ]; then
+  echo "plan: ≤ $((PLANNED_S + RESERVE_S)) s (the steps' limits and ${KILL_AFTER_S} s of kill grace each: ${PLANNED_S} s; reserve ${RESERVE_S} s) of the ${BUDGET_S}-s budget"
+  exit 0
+fi
+
+echo "device check ($MODE, $ONECARD_PROFILE) in $OUT_DIR, ${SECONDS} s:"
 cat "$SUMMARY"
-if [ -f "$OUT_DIR/steps/check.log" ]; then grep '^failed verdicts:' "$OUT_DIR/steps/check.log"; fi
+if [ -f "$OUT_DIR/steps/check.log" ]; then grep 'failed verdicts:' "$OUT_DIR/steps/check.log"; fi
 if [ "${#FAILED[@]}" -gt 0 ]; then
   echo "FAILED: ${FAILED[*]} (see $OUT_DIR/steps/<name>.log)"
   exit 1

@@ -1,8 +1,9 @@
-"""suite/hardware/cuda_lines.py on real driver strings, and the Dockerfile's build arguments checked for one CUDA line.
+"""suite/hardware/cuda_lines.py on real driver strings and GPU queries, the GPU/driver pairs an expert knows the
+answer for, and the Dockerfile's build arguments checked for one CUDA line.
 
 Driver strings are the `Driver Version` lines of real `nvidia-smi -q` captures (tests/data/smi,
 /work/shared/fixtures/health: sources in their READMEs) and the driver_version query's answer
-on a two-GPU box (one line per GPU).
+on a two-GPU box (one line per GPU); the compute_cap query is tests/data/nvidia-smi-query's capture.
 """
 
 from __future__ import annotations
@@ -15,7 +16,18 @@ from pathlib import Path
 import pytest
 
 from suite.hardware import cuda_lines
-from suite.hardware.cuda_lines import DriverTooOld, driver_refusal, line_for_driver, line_named, parse_driver
+from suite.hardware.cuda_lines import (
+    DriverTooOld,
+    GpuFacts,
+    NoLineForGpu,
+    choose_line,
+    driver_refusal,
+    line_for_driver,
+    line_for_gpus,
+    line_named,
+    parse_driver,
+    parse_gpu_query,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -66,8 +78,8 @@ def test_unparseable_driver_is_one_clear_line(bad):
 
 def test_refusal_names_driver_minimum_and_the_line_that_fits():
     text = driver_refusal("550.54.15", line_named("cu130"), how_to_choose="CUDA_LINE={name}")
-    assert text == ("driver 550.54.15 is too old for CUDA 13.0.2 (cu130 needs ≥ 580): use CUDA_LINE=cu126 "
-                    "(CUDA 12.6.3, nvidia/cuda:12.6.3-devel-ubuntu24.04) or update the driver to ≥ 580")
+    assert text == ("driver 550.54.15 is too old for CUDA 13.0.3 (cu130 needs ≥ 580): use CUDA_LINE=cu126 "
+                    "(CUDA 12.6.3, torch's cu126 build) or update the driver to ≥ 580")
     assert driver_refusal("580.65.06", line_named("cu130"), how_to_choose="CUDA_LINE={name}") is None
     assert driver_refusal("550.54.15", line_named("cu126"), how_to_choose="CUDA_LINE={name}") is None
 
@@ -77,13 +89,104 @@ def test_torch_pin_is_pyprojects():
     assert f"torch=={cuda_lines.TORCH_VERSION}" in deps
 
 
+# ---------------------------------------------------------------- the line from the GPU and the driver
+# Compute capabilities: NVIDIA's "CUDA GPUs" table (developer.nvidia.com/cuda-gpus): V100 7.0, H100/H200 9.0,
+# B200 10.0, RTX 5090 12.0. Drivers: NVIDIA's CUDA toolkit/driver table (the release notes' table 3) — R535 is
+# CUDA 12.2's, R570 12.8's, R575 12.9's, R580 13.0's. CUDA 13.0 dropped sm_50–sm_72 (Maxwell, Pascal, Volta:
+# the 13.0 release notes); sm_75 (Turing) is in both lines; CUDA 12.6 has no Blackwell (sm_100 from 12.8 on).
+
+
+def gpu(name: str, cc: tuple[int, int], driver: str) -> GpuFacts:
+    return GpuFacts(name, cc, driver)
+
+
+@pytest.mark.parametrize("name, cc, driver, expected", [
+    # Volta on R580: the driver runs CUDA 13, but 13.0 has no sm_70: the 12.6 line (R580 runs it by backward
+    # compatibility), not cu130, whose every kernel would fail with "no kernel image".
+    ("Tesla V100-SXM2-32GB", (7, 0), "580.65.06", "cu126"),
+    # Hopper on R535 (CUDA 12.2): CUDA 12.6 runs there by minor version compatibility (≥ 525), with sm_90 cubins.
+    ("NVIDIA H100 80GB HBM3", (9, 0), "535.129.03", "cu126"),
+    # Hopper on R580: the newest line.
+    ("NVIDIA H200", (9, 0), "580.82.07", "cu130"),
+])
+def test_the_line_an_expert_gives_for_each_gpu_and_driver(name, cc, driver, expected):
+    assert line_for_gpus([gpu(name, cc, driver)] * 8).name == expected
+
+
+@pytest.mark.parametrize("name, cc, driver, sm", [
+    # Blackwell on R570 (CUDA 12.8) or R575 (12.9): torch 2.13's CUDA 12 build is 12.6, which has no sm_100 /
+    # sm_120, and its CUDA 13 build needs R580. What to install is the R580 driver, not another image.
+    ("NVIDIA B200", (10, 0), "570.133.20", "sm_100"),
+    ("NVIDIA GeForce RTX 5090", (12, 0), "575.57.08", "sm_120"),
+])
+def test_blackwell_on_a_cuda_12_driver_is_refused_naming_gpu_driver_and_what_to_install(name, cc, driver, sm):
+    with pytest.raises(NoLineForGpu) as e:
+        line_for_gpus([gpu(name, cc, driver)])
+    text = str(e.value)
+    assert "\n" not in text
+    assert text.startswith(f"{name} ({sm}) on driver {driver}: no CUDA line of torch 2.13.0 runs it")
+    assert f"cu130 (CUDA 13.0.3) needs driver ≥ 580; cu126 (CUDA 12.6.3) has no {sm}" in text
+    assert text.endswith("install NVIDIA driver ≥ 580 (R580, CUDA 13) for cu130")
+
+
+def test_a_gpu_older_than_every_line_says_no_driver_helps():
+    with pytest.raises(NoLineForGpu, match=r"Tesla K80 \(sm_37\) on driver 580.65.06: no CUDA line of torch 2.13.0 "
+                                           r"has sm_37 .*use a GPU of sm_50 or newer"):
+        line_for_gpus([gpu("Tesla K80", (3, 7), "580.65.06")])
+
+
+def test_gpus_needing_different_lines_are_refused():
+    with pytest.raises(NoLineForGpu, match="need different CUDA lines"):
+        line_for_gpus([gpu("Tesla V100", (7, 0), "580.65.06"), gpu("NVIDIA B200", (10, 0), "580.65.06")])
+
+
+def test_a_requested_line_without_the_gpus_architecture_is_refused_with_the_one_that_fits():
+    query = "index, name, compute_cap, driver_version\n0, Tesla V100-SXM2-32GB, 7.0, 580.65.06\n"
+    line, problem = choose_line(query, "cu130")
+    assert line is None and problem == ("Tesla V100-SXM2-32GB (sm_70) on driver 580.65.06: cu130 (CUDA 13.0.3) has no "
+                                        "sm_70 (Turing to Blackwell (sm_75–sm_121)): use CUDA_LINE=cu126 (CUDA 12.6.3)")
+    assert choose_line(query, None)[0].name == "cu126"
+    assert choose_line(query, "cu126") == (line_named("cu126"), None)
+
+
+def test_the_captured_query_parses_by_its_header():
+    rows = parse_gpu_query((DATA / "nvidia-smi-query" / "titanv-rtx5880ada-570-query.csv").read_text())
+    assert rows == [GpuFacts("NVIDIA TITAN V", (7, 0), "570.86.15"),
+                    GpuFacts("NVIDIA RTX 5880 Ada Generation", (8, 9), "570.86.15")]
+    assert line_for_gpus(rows).name == "cu126"  # R570: CUDA 12 only; Volta and Ada both in 12.6
+
+
+@pytest.mark.parametrize("bad, says", [
+    ('Field "compute_cap" is not a valid field to query.', "too old for every CUDA line"),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "not an answer"),
+    ("index, name, compute_cap, driver_version\n", "listed no GPU"),
+    ("index, name, compute_cap, driver_version\n0, NVIDIA H100, [N/A], 580.65.06\n", "is not X.Y"),
+])
+def test_unusable_query_answers_are_one_clear_line(bad, says):
+    line, problem = choose_line(bad)
+    assert line is None and says in problem and "\n" not in problem
+
+
 def test_every_line_is_one_cuda_major_throughout():
     assert len(cuda_lines.LINES) >= 2 and len({line.name for line in cuda_lines.LINES}) == len(cuda_lines.LINES)
     for line in cuda_lines.LINES:
         assert coherence_problems(line.build_args()) == [], line.name
         assert line.name == f"cu{line.cuda.split('.')[0]}{line.cuda.split('.')[1]}"
     mins = [line.min_driver for line in cuda_lines.LINES]
-    assert mins == sorted(mins, reverse=True)  # newest first, as line_for_driver reads them
+    assert mins == sorted(mins, reverse=True)  # newest first, as the choice reads them
+
+
+@pytest.mark.parametrize("name, cubins", [("cu130", (75, 80, 90, 100, 110, 120)), ("cu126", (50, 60, 70, 80, 90))])
+def test_nccl_tests_gencode_covers_every_architecture_the_line_claims(name, cubins):
+    """Every compute capability of the line's range runs one of the cubins: one of its major, at or below it."""
+    line = line_named(name)
+    assert line.cubins == cubins
+    claimed = [(major, minor) for major in range(3, 13) for minor in range(10) if line.has_arch((major, minor))]
+    for cc in claimed:
+        assert any(sm // 10 == cc[0] and sm % 10 <= cc[1] for sm in line.cubins), cc
+    codes = re.findall(r"arch=compute_(\d+),code=(sm|compute)_(\d+)", line.nvcc_gencode)
+    assert {int(a) for a, kind, _ in codes if kind == "sm"} == set(cubins)
+    assert [(int(a), kind) for a, kind, _ in codes if kind == "compute"] == [(cubins[-1], "compute")]  # PTX: what's next
 
 
 # ---------------------------------------------------------------- the Dockerfile
@@ -100,51 +203,42 @@ def dockerfile_args() -> dict[str, str]:
 
 
 def coherence_problems(args: dict[str, str]) -> list[str]:
-    """Why BASE, TORCH_INDEX_URL, NCCL_PACKAGE and NVCC_GENCODE are not one CUDA line (empty: they are)."""
+    """Why CUDA_LINE, CUDA_WHEELS, NCCL_WHEEL and NVCC_GENCODE are not one CUDA line (empty: they are)."""
     problems = []
-    base = re.fullmatch(r"nvidia/cuda:(\d+)\.(\d+)\.\d+-devel-\S+", args.get("BASE", ""))
-    index = re.fullmatch(r"https://download\.pytorch\.org/whl/cu(\d\d)(\d)", args.get("TORCH_INDEX_URL", ""))
-    nccl = re.fullmatch(r"nvidia-nccl-cu(\d+)", args.get("NCCL_PACKAGE", ""))
-    for name, match in (("BASE", base), ("TORCH_INDEX_URL", index), ("NCCL_PACKAGE", nccl)):
+    line = re.fullmatch(r"cu(\d\d)(\d)", args.get("CUDA_LINE", ""))
+    nvcc = re.search(r"(?:cuda-toolkit\[[^]]*\]|nvidia-cuda-nvcc-cu\d+)==(\d+)\.(\d+)", args.get("CUDA_WHEELS", ""))
+    nccl = re.fullmatch(r"nvidia-nccl-cu(\d+)==[\d.]+", args.get("NCCL_WHEEL", ""))
+    for name, match in (("CUDA_LINE", line), ("CUDA_WHEELS", nvcc), ("NCCL_WHEEL", nccl)):
         if match is None:
-            problems.append(f"{name}={args.get(name)!r} names no CUDA line (PyPI's torch is whichever CUDA it is this month)")
+            problems.append(f"{name}={args.get(name)!r} names no CUDA line")
     if problems:
         return problems
-    if not base.group(1) == index.group(1) == nccl.group(1):
-        problems.append(f"CUDA majors differ: base {base.group(1)}, torch {index.group(1)}, NCCL {nccl.group(1)}")
-    line = cuda_lines.line_of_cuda(f"{base.group(1)}.{base.group(2)}")
-    if line is None or line.build_args() != {k: args[k] for k in line.build_args()}:
+    if not line.group(1) == nvcc.group(1) == nccl.group(1):
+        problems.append(f"CUDA majors differ: line {line.group(1)}, nvcc {nvcc.group(1)}, NCCL {nccl.group(1)}")
+    table = cuda_lines.line_of_cuda(f"{nvcc.group(1)}.{nvcc.group(2)}")
+    if table is None or table.build_args() != {k: args.get(k) for k in table.build_args()}:
         problems.append(f"not a line of suite/hardware/cuda_lines.py: {args}")
     return problems
 
 
 def test_dockerfile_defaults_are_the_default_line():
     args = dockerfile_args()
+    args.setdefault("TORCH_INDEX_URL", "")
     assert coherence_problems(args) == []
     assert {k: args[k] for k in cuda_lines.DEFAULT.build_args()} == cuda_lines.DEFAULT.build_args()
 
 
-def test_nccl_tests_link_the_nccl_torch_ships():
-    steps = instructions(ROOT / "Dockerfile")
-    runs = [(i, a) for i, (w, a) in enumerate(steps) if w == "RUN"]
-    (torch_at, torch_step), = [(i, a) for i, a in runs if "torch==" in a]
-    (build_at, build), = [(i, a) for i, a in runs if "nccl-tests" in a and "git clone" in a]
-    assert torch_at < build_at  # the NCCL wheel is there before nccl-tests is compiled
-    assert '--index-url "$TORCH_INDEX_URL"' in torch_step and 'pip show "$NCCL_PACKAGE"' in torch_step
-    home = re.search(r"NCCL_HOME=(\S+)", build).group(1)
-    assert home == "/opt/nccl" and "ln -s \"$library\" /opt/nccl/lib/libnccl.so.2" in torch_step
-    env = " ".join(a for w, a in steps if w == "ENV")
-    assert "LD_LIBRARY_PATH=/opt/nccl/lib" in env  # at run time too, not the base's own libnccl
-    assert "> /opt/nccl-tests/NCCL_VERSION" in build  # the manifest's nccl-tests NCCL (suite/hardware/hostprobe.py)
-    assert not [a for w, a in steps if w == "RUN" and "libnccl-dev" in a]  # no second NCCL
-
-
-def test_the_dockerfile_shows_each_lines_build_arguments():
-    """The header's `--build-arg` lines for the other line are the table's (a typo there builds two lines)."""
-    text = (ROOT / "Dockerfile").read_text()
-    for line in cuda_lines.LINES:
-        if line is cuda_lines.DEFAULT:
-            continue
-        for key, value in line.build_args().items():
-            shown = f'--build-arg {key}="{value}"' if " " in value else f"--build-arg {key}={value}"
-            assert shown in text, shown
+def test_the_default_line_is_torch_2_13s_own_pins():
+    """torch 2.13.0's CUDA build requires these two (its own Requires-Dist, tests/data/torch-metadata): the image
+    installs exactly them, so torch finds its CUDA already there and nccl-tests links the NCCL torch loads."""
+    capture = DATA / "torch-metadata" / "torch-2.13.0-cp311-manylinux_2_28_x86_64-requires-dist.txt"
+    pins = {}
+    for line in capture.read_text().splitlines():
+        requirement = line.split(";")[0].strip()
+        name = re.split(r"[\[=<>]", requirement)[0]
+        if "==" in requirement:
+            pins[name] = requirement.split("==")[1]
+    default = cuda_lines.DEFAULT
+    assert default.nccl_wheel == f"nvidia-nccl-cu13=={pins['nvidia-nccl-cu13']}" == "nvidia-nccl-cu13==2.29.7"
+    assert default.cuda_wheels == f"cuda-toolkit[nvcc,cudart,cccl,crt]=={pins['cuda-toolkit']}"
+    assert default.cuda == pins["cuda-toolkit"] == "13.0.3"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioning.runtime import cuda_check
 from provisioning import cuda_check_host
+from provisioning.runtime import cuda_check
 from provisioning.session import preflight
 from provisioning.session.shell import sh_command
-from suite.hardware import gpu_host_checks
+from suite.hardware import cuda_lines, gpu_host_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,7 +50,7 @@ def test_driver_too_old_for_a_forced_line_is_one_line_naming_the_fix():
     d = preflight.decide(f, runtime=None, needs_gpu=True, cuda_line="cu130")
     assert d.runtime is None
     (problem,) = [p for p in d.problems if "driver" in p]
-    assert problem.startswith("driver 550.54.15 is too old for CUDA 13.0.2 (cu130 needs ≥ 580): use CUDA_LINE=cu126")
+    assert problem.startswith("driver 550.54.15 is too old for CUDA 13.0.3 (cu130 needs ≥ 580): use CUDA_LINE=cu126")
     auto = preflight.decide(f, runtime=None, needs_gpu=True)
     assert auto.problems == [] and auto.cuda_line.name == "cu126"
 
@@ -128,8 +128,30 @@ def test_torch_cuda_check_refuses_in_one_line():
     cpu = judge(answer(torch="2.13.0+cpu", cuda=None, available=False, devices=0), gpus_seen=8,
                 driver="580.65.06", where="the host venv")
     assert "CPU build" in cpu
-    assert all("\n" not in t for t in (no_gpu, fewer, cpu))
+    # is_available() and the count are right, but the matmul on the GPU fails (a build without the architecture).
+    no_kernel = judge(answer(torch="2.13.0", cuda="13.0", available=True, devices=8, kernel_errors=[
+        "GPU 0: AcceleratorError: CUDA error: no kernel image is available for execution on the device"] * 8),
+        gpus_seen=8, driver="580.65.06", where="the image x")
+    assert no_kernel.startswith("torch 2.13.0 (CUDA 13.0) in the image x sees the GPUs but cannot run a kernel on them: "
+                                "GPU 0: AcceleratorError: CUDA error: no kernel image") and "(and 7 more GPU(s))" in no_kernel
+    assert all("\n" not in t for t in (no_gpu, fewer, cpu, no_kernel))
     assert "nothing readable" in judge("Traceback ...", gpus_seen=1, driver=None, where="w")
+
+
+def test_preflight_chooses_the_line_from_the_captured_compute_cap_query():
+    """The real answer of a TITAN V (sm_70) + RTX 5880 Ada box on driver 570.86.15 (tests/data/nvidia-smi-query):
+    R570 runs CUDA 12 only, and 12.6 has both architectures. With CUDA_LINE=cu130 the refusal names the GPU."""
+    query = (DATA / "nvidia-smi-query" / "titanv-rtx5880ada-570-query.csv").read_text()
+    sections = preflight.split_sections(gpu_probe())
+    sections["gpu_query"] = preflight.Section(query.strip(), 0)
+    f = preflight.parse_probe("\n".join(f"@@{k}\n{v.text}\n@@rc {v.rc}" for k, v in sections.items()) + "\n")
+    d = preflight.decide(f, runtime=None, needs_gpu=True)
+    assert d.problems == [] and d.cuda_line.name == "cu126"
+    refused = preflight.decide(f, runtime=None, needs_gpu=True, cuda_line="cu130")
+    assert refused.runtime is None and refused.problems == [
+        "NVIDIA TITAN V (sm_70) on driver 570.86.15: cu130 (CUDA 13.0.3) has no sm_70 (Turing to Blackwell "
+        "(sm_75–sm_121)): use CUDA_LINE=cu126 (CUDA 12.6.3)"]
+    assert f"section gpu_query; {cuda_lines.GPU_QUERY} 2>&1; ran" in preflight.PROBE_SCRIPT
 
 
 def real_interpreter(version: str) -> str | None:
@@ -191,7 +213,7 @@ def test_remote_dir_defaults_to_a_mounted_volume_read_from_this_machines_mounts(
 
 
 def test_status_and_fetch_find_the_remote_dir_by_the_same_rule(tmp_path):
-    """session.login.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
+    """remote.resolve_base (make remote-status, FETCH=) runs resolve_dir_command: REMOTE_DIR='' is
     the folder `make remote` chose (here no /workspace is mounted: cardtime/ under the login's
     directory), '' when it does not exist, and never created by looking."""
     if any(line.split()[1] == preflight.PERSISTENT_VOLUMES[0] for line in Path("/proc/mounts").read_text().splitlines()):
