@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "others with (default: its ~/.ssh/config)")
     p.add_argument("--socket-ifname", default="", help="HOSTS=: the interface gloo/NCCL use between nodes (e.g. ens5)")
     p.add_argument("--nproc", default="", help="HOSTS=: processes per node (default: the profile's, a GPU node's GPUs)")
+    p.add_argument("--node-addrs", default="", help="HOSTS=: each node's address toward the others, in HOSTS' order "
+                   "(default: HOSTFILE's addr= column, else asked of the nodes)")
+    p.add_argument("--master-port", default="", help="HOSTS=: the rendezvous port on the first node (default 29400)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")
@@ -133,8 +136,11 @@ def node_run_settings(args):
 
     if args.nproc and not args.nproc.isdigit() or args.nproc == "0":
         raise ValueError(f"NPROC={args.nproc!r} is not a number of processes per node (e.g. NPROC=8)")
+    from .cluster_addrs import master_port_arg, node_addrs_arg
+
     return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=int(args.nproc or 0))
+                           nproc=int(args.nproc or 0), node_addrs=node_addrs_arg(args.node_addrs, args.hostfile),
+                           master_port=master_port_arg(args.master_port))
 
 
 def cmd_remote(args) -> int:

@@ -49,6 +49,10 @@ class NodeRunSettings:
     """SOCKET_IFNAME=: the interface gloo and NCCL use between nodes ('' = the libraries choose)."""
     nproc: int = 0
     """NPROC=: processes per node (0 = the profile's: on a GPU node, its GPU count)."""
+    node_addrs: str = ""
+    """NODE_ADDRS= (or HOSTFILE's addr= column): each node's address toward the others ('' = asked of the nodes)."""
+    master_port: int = 0
+    """MASTER_PORT=: the rendezvous port on the first node (0 = suite.node_addrs.DEFAULT_RDZV_PORT)."""
 
 
 @dataclass
@@ -123,6 +127,10 @@ def suite_node_args(labels: list[str], settings: NodeRunSettings) -> list[str]:
         args += ["--socket-ifname", settings.socket_ifname]
     if settings.nproc:
         args += ["--nproc", str(settings.nproc)]
+    if settings.node_addrs:
+        args += ["--node-addrs", settings.node_addrs]
+    if settings.master_port:
+        args += ["--master-port", str(settings.master_port)]
     return args
 
 

@@ -21,8 +21,9 @@ from typing import Callable, Sequence
 
 from . import procs
 from .config import Profile
-from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir, log_tail,
+from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, kill_group, launch_out_dir, log_tail,
                      worker_env)
+from suite.node_addrs import rendezvous_plan, rendezvous_port
 from .node_container import container_name, container_node_command, container_prefix
 from .slurm import SRUN_ARGS_ENV, srun_launch_command
 from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
@@ -60,9 +61,12 @@ def run_across_nodes(
     for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
         stale.unlink(missing_ok=True)
     n = nproc or profile.nproc
-    port = choose_port(profile.with_overrides(master_addr="0.0.0.0"))
-    endpoint = f"{nodes[0].host}:{port}"
-    rdzv_id = f"cardtime-{raw_dir.name}-{tag or 'launch'}-{port}"
+    try:
+        port = rendezvous_port(profile.master_port)
+    except NodesError as e:
+        raise LaunchError(str(e)) from None
+    endpoint, per_node = rendezvous_plan(nodes, profile.node_addrs, port)
+    rdzv_id = f"cardtime-{raw_dir.name}-{tag or 'launch'}-{time.time_ns() % 10**12}"  # one port, a fresh id per launch
     join_s = min(JOIN_TIMEOUT_S, timeout_s) if timeout_s else JOIN_TIMEOUT_S
     base = worker_env(profile, env)
     if "GLOO_SOCKET_IFNAME" not in (os.environ if env is None else env):
@@ -70,10 +74,11 @@ def run_across_nodes(
     base.update(node_socket_env(profile.socket_ifname))
     base.update(CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix, CARDTIME_NODES=",".join(profile.nodes))
     started: list[tuple[Node, subprocess.Popen, list[str]]] = []
-    command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes), endpoint=endpoint,
-                                    rdzv_id=rdzv_id, max_restarts=max_restarts, join_timeout_s=join_s,
-                                    extra_torchrun_args=extra_torchrun_args, min_nodes=min_nodes,
-                                    last_call_s=last_call_s)
+    node_command = functools.partial(torchrun_node_command, sys.executable, module, args, nproc=n, nnodes=len(nodes),
+                                     endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
+                                     join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args,
+                                     min_nodes=min_nodes, last_call_s=last_call_s)
+    command = node_command()  # srun's, the same on every node: torch tells the host by its names
     start = time.monotonic()
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
@@ -86,8 +91,9 @@ def run_across_nodes(
             node_dir = raw_dir / node.name
             node_dir.mkdir(parents=True, exist_ok=True)
             node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
-            started.append((node, _start(node, rank, command, node_env, node_dir / f"{prefix}torchrun.log",
-                                         profile.ssh_config), command))
+            mine = node_command(**per_node[rank])  # node 0 hosts the store; each announces its node address
+            started.append((node, _start(node, rank, mine, node_env, node_dir / f"{prefix}torchrun.log",
+                                         profile.ssh_config), mine))
         failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix),
                        expendable=set(expendable))
     except BaseException:
