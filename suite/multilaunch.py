@@ -85,7 +85,8 @@ def run_across_nodes(
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
             srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
-                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")),
+                                       elastic=bool(min_nodes and min_nodes < len(nodes)), expendable=expendable)
             started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             node_dir = raw_dir / node.name

@@ -78,6 +78,8 @@ def build_router(tag: str, net: str, pub: str, bridge: str, namespaces: Mapping[
     for i, ns in enumerate(namespaces.values(), 1):
         _ipt(router, "-t", "nat", "-A", "PREROUTING", "-d", f"{pub}.{i}", "-j", "DNAT", "--to-destination", f"{net}.{i}")
         _run("ip", "-n", ns, "route", "add", "default", "via", f"{net}.253")
+        # the laptop's way to a public address: through the router (no one answers ARP for it on the link)
+        _run("ip", "route", "replace", f"{pub}.{i}/32", "via", f"{pub}.253", "dev", up_h)
     # a node dialling another's public address: its reply must come back through the router (hairpin NAT)
     _ipt(router, "-t", "nat", "-A", "POSTROUTING", "-s", f"{net}.0/24", "-d", f"{net}.0/24", "-m", "conntrack",
          "--ctstate", "DNAT", "-j", "MASQUERADE")

@@ -101,3 +101,31 @@ def test_make_remote_passes_node_addrs_and_port(tmp_path):
         master_port_arg("x")
     args = suite_node_args(["a", "b"], NodeRunSettings(node_addrs="10.0.0.1,10.0.0.2", master_port=29500))
     assert args[-4:] == ["--node-addrs", "10.0.0.1,10.0.0.2", "--master-port", "29500"]
+
+
+def test_elastic_srun_keeps_the_survivors_and_forgives_the_lost_node(tmp_path):
+    """The elastic per-node wrapper run for real by sh as each node would: --kill-on-bad-exit=0; the expendable
+    node's SIGKILLed torchrun (a shell killing itself, as the drill's agent is killed) exits 0, another node's
+    failure keeps its code."""
+    import os
+    import subprocess
+
+    from suite.slurm import srun_launch_command
+
+    argv = srun_launch_command(2, str(tmp_path), "t.log", ["sh", "-c", "kill -9 $$"], elastic=True,
+                               expendable=["gpu-b"])
+    assert "--kill-on-bad-exit=0" in argv and "--kill-on-bad-exit=1" not in argv
+    task = argv[argv.index("sh"):]
+    for node, code in (("gpu-b", 0), ("gpu-a", 137)):
+        done = subprocess.run(task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": node})
+        assert done.returncode == code and (tmp_path / node).is_dir(), (node, done)
+
+
+def test_node_addrs_survive_the_manifest_for_resume():
+    import json
+
+    from suite.config import GLOO_CPU, profile_from_dict
+
+    two = GLOO_CPU.with_overrides(nproc=1, degrees=(1,), nodes=("a", "b"), node_addrs=("10.0.0.1", "10.0.0.2"),
+                                  master_port=29400)
+    assert profile_from_dict(json.loads(json.dumps(two.to_dict()))) == two
