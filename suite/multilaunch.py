@@ -24,6 +24,7 @@ from .config import Profile
 from .launch import (WORKER_PROGRESS, LaunchError, LaunchResult, kill_group, launch_out_dir, log_tail,
                      worker_env)
 from suite.node_addrs import rendezvous_plan, rendezvous_port
+from suite.slurm_pyxis import in_container, node_python
 from .node_container import container_name, container_node_command, container_prefix
 from .slurm import SRUN_ARGS_ENV, srun_launch_command
 from .multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes, remote_shell_command,
@@ -78,14 +79,16 @@ def run_across_nodes(
                                      endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
                                      join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args,
                                      min_nodes=min_nodes, last_call_s=last_call_s)
+    srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
     command = node_command()  # srun's, the same on every node: torch tells the host by its names
+    if profile.node_launcher == "srun" and in_container(srun_args):  # pyxis: the image's Python on every node
+        command = [node_python(srun_args, sys.executable), *command[1:]]
     start = time.monotonic()
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
-            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
-                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")),
+            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command, srun_args,
                                        elastic=bool(min_nodes and min_nodes < len(nodes)), expendable=expendable)
             started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
@@ -127,8 +130,10 @@ def run_on_each_node(profile: Profile, argv: Sequence[str], *, raw_dir: Path, lo
         if profile.node_launcher == "srun":
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
-            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv,
-                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
+            if argv and argv[0] == sys.executable:  # a Python probe: under pyxis the image's Python
+                argv = [node_python(srun_args, sys.executable), *argv[1:]]
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv, srun_args)
             started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             (raw_dir / node.name).mkdir(parents=True, exist_ok=True)

@@ -88,9 +88,10 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
     last, exit_file = (shlex.quote(out) + f'"/slurm-${{SLURM_JOB_ID}}.{kind}"' for kind in ("last", "exit"))
     container = ""
     if container_image:
-        mounts = f"--container-image={container_image} --container-mounts={checkout}:{checkout} " \
-                 f"--container-workdir={checkout}"
-        container = f"export {SRUN_ARGS_ENV}={shlex.quote(mounts)}  # pyxis: every srun runs in the image\n"
+        from suite.slurm_pyxis import container_srun_args
+
+        words = container_srun_args(container_image, checkout, out)
+        container = f"export {SRUN_ARGS_ENV}=\"{words}\"  # pyxis: every srun in the image\n"
     return (
         "#!/bin/bash\n"
         + opt("job-name", job_name) + opt("nodes", nodes) + opt("ntasks-per-node", 1)

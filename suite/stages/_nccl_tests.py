@@ -112,8 +112,16 @@ def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path 
 
 
 def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Path) -> list[str]:
-    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile."""
+    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile. Inside a
+    Slurm allocation: srun --mpi=pmix instead (no ssh between compute nodes; suite/slurm_pyxis.py)."""
     nodes = parse_nodes(profile.nodes)
+    if profile.node_launcher == "srun":
+        import shlex
+
+        from suite.slurm import SRUN_ARGS_ENV
+        from suite.slurm_pyxis import srun_mpi_words
+
+        return srun_mpi_words(len(nodes), profile.nproc, shlex.split(env.get(SRUN_ARGS_ENV, "")))
     hostfile = raw_dir / "hostfile"
     hostfile.parent.mkdir(parents=True, exist_ok=True)
     hostfile.write_text(hostfile_text(nodes, profile.nproc))

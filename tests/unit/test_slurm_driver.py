@@ -43,3 +43,30 @@ def test_no_answer_or_too_old_is_refused_in_one_line():
                            "error: Unable to allocate resources: Invalid partition name): pass CUDA_LINE=cu130")
     line, said = line_from_probe("gpu", 0, "470.57.02\n", "")
     assert line is None and said.startswith("PARTITION=gpu's compute node: driver 470.57.02 is older than every")
+
+
+def test_pyxis_words_in_the_batch_script_expand_per_job(tmp_path):
+    """The batch script's CARDTIME_SRUN_ARGS line run by bash for real (SLURM_JOB_ID set as Slurm sets it), then
+    split as suite/multilaunch.py splits it: the image, one container name per job, the checkout and the runs
+    folder mounted at their own paths, the checkout the workdir."""
+    import os
+    import shlex
+    import subprocess
+
+    from suite.slurm import SRUN_ARGS_ENV, sbatch_script
+    from suite.slurm_pyxis import node_python, srun_mpi_words
+
+    script = sbatch_script(checkout="/shared/a/code/c1", python="/shared/a/venvs/v/bin/python", nodes=2,
+                           gpus_per_node=8, partition="gpu", out="/shared/a/runs",
+                           container_image="nvcr.io#nvidia/pytorch:25.01-py3")
+    (line,) = [line for line in script.splitlines() if line.startswith(f"export {SRUN_ARGS_ENV}=")]
+    shown = subprocess.run(["bash", "-c", f'SLURM_JOB_ID=4242\n{line}\nprintf %s "${SRUN_ARGS_ENV}"'],
+                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]}).stdout
+    words = shlex.split(shown)
+    assert words == ["--container-image=nvcr.io#nvidia/pytorch:25.01-py3", "--container-name=cardtime-4242",
+                     "--container-mounts=/shared/a/code/c1:/shared/a/code/c1,/shared/a/runs:/shared/a/runs",
+                     "--container-workdir=/shared/a/code/c1"]
+    assert node_python(words, "/shared/a/venvs/v/bin/python") == "python"
+    assert node_python([], "/v/bin/python") == "/v/bin/python"
+    assert srun_mpi_words(2, 8, words)[:6] == ["srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8",
+                                               "--mpi=pmix", "--kill-on-bad-exit=1"]
