@@ -392,5 +392,5 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
     remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
     argv = cluster_image.first_node_run_argv(image, args, job_id=posixpath.basename(job_dir), runs_dir=f"{base}/runs",
                                              job_dir=job_dir, home=first.facts.home, ssh_config=settings.ssh_config,
-                                             gpus=gpu, user=user)
+                                             gpus=gpu, user=user, rdma=all(p.facts.rdma_devices for p in probed))
     return base, setup, argv, {"PYTHONUNBUFFERED": "1"}

@@ -79,6 +79,7 @@ section docker_df; d=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null) &&
 section git; git --version 2>&1; ran
 section tmux; command -v tmux; ran
 section setsid; command -v setsid; ran
+section infiniband; ls /dev/infiniband 2>/dev/null; true; ran
 section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepods|lxc' /proc/1/cgroup; then echo yes; else echo no; fi; ran
 """
 
@@ -142,6 +143,8 @@ class HostFacts:
     git: str | None = None
     tmux: bool = False
     setsid: bool = False
+    rdma_devices: list[str] = field(default_factory=list)
+    """/dev/infiniband's entries (uverbs0, rdma_cm …): RUNTIME=docker passes them to the container."""
     in_container: bool = False
 
     def summary(self) -> list[str]:
@@ -234,6 +237,7 @@ def parse_probe(text: str) -> HostFacts:
     facts.session_path = ok("path") or ""
     facts.smi_q = ok("smi_q") or ""
     facts.fabric_manager = ok("fabricmanager") or ""
+    facts.rdma_devices = (ok("infiniband") or "").split()
     gpus = s.get("gpus")
     if gpus is not None:
         lines = [l.strip() for l in gpus.text.splitlines() if re.match(r"\s*GPU \d+:", l)]

@@ -208,7 +208,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
             image, setup = remote_docker.image_setup(remote, local, opts.image, base, say=steps.say, line=line)
             remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
             argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs",
-                                          suite_args=args, gpus=gpu, user=user)
+                                          suite_args=args, gpus=gpu, user=user, rdma=bool(facts.rdma_devices))
             check = cuda_check.image_argv(image, job_id, gpus_seen=len(facts.gpus), driver=facts.driver, user=user)
         else:
             venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
