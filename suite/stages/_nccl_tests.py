@@ -174,7 +174,10 @@ def status_row(stage: str, collective: str, status: str, text: str, algo: str | 
 
 def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = None,
           env: dict[str, str] | None = None) -> list[Row]:
-    """Run the binaries of `collectives` (those that exist); rows plus one status row each."""
+    """Run the binaries of `collectives` (those that exist); rows plus one status row each (across nodes, the
+    network NCCL took too: suite/stages/_nccl_net.py)."""
+    from suite.stages import _nccl_net
+
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
     prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
@@ -195,7 +198,12 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         ctx.say(f"nccl-tests {program}{' ' + algo if algo else ''}", done=i, of=len(collectives))
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
-        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share, prefix=prefix)
+        across = len(profile.nodes) > 1  # which network NCCL took, to its own files (suite/stages/_nccl_net.py)
+        run_env = {**(env or {}), **(_nccl_net.debug_env(ctx.raw_dir, program + suffix) if across else {})}
+        code, out = run_binary(binary, args, ctx.raw_dir, program + suffix, env=run_env, timeout_s=share,
+                               prefix=prefix)
+        transport = _nccl_net.transport_row(ctx.stage, ctx.raw_dir, program + suffix) if across else None
+        rows += [transport] if transport else []
         try:
             parsed = parse_file(out)
         except ParseError as e:
