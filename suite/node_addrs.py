@@ -133,14 +133,22 @@ def rendezvous_port(master_port: int | None) -> int:
     opened for it). Checked free as the store binds it (SO_REUSEADDR: the last launch's closed connections
     still waiting out TIME_WAIT on it do not count)."""
     port = master_port or DEFAULT_RDZV_PORT
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError as e:
-            raise NodesError(f"the rendezvous port {port} is taken on this node ({e}): stop what holds it, or pass "
-                             "--master-port (MASTER_PORT=) with another port open between the nodes") from None
+    bind_rendezvous_port(port).close()
     return port
+
+
+def bind_rendezvous_port(port: int, node: str = "this node") -> socket.socket:
+    """A socket bound to `port` on every address as c10d's store binds it (SO_REUSEADDR), or NodesError naming
+    the node and the fix; the caller closes it (or listens on it: suite/node_ports.py)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError as e:
+        s.close()
+        raise NodesError(f"the rendezvous port {port} is taken on {node} ({e}): stop what holds it, or pass "
+                         "--master-port (MASTER_PORT=) with another port open between the nodes") from None
+    return s
 
 
 def rendezvous_plan(nodes: Sequence[Node], node_addrs: Sequence[str], port: int) -> tuple[str, list[dict]]:

@@ -22,6 +22,7 @@ import subprocess
 from typing import Sequence
 
 from suite.multinode import Node, NodesError
+from suite.node_addrs import bind_rendezvous_port
 
 CONNECT_TIMEOUT_S = 5.0
 # On a node: try each host:port given, one line each ("ok host:port" / "fail host:port why").
@@ -85,13 +86,7 @@ def connect_from(node: Node, targets: Sequence[tuple[int, str, int]], ssh_config
 def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, ssh_config: str = "") -> None:
     """NodesError with the first connection that fails; this process is node 0 and listens on `port` meanwhile
     (bound to every address, as c10d's store will be; the kernel completes connections without an accept)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind(("0.0.0.0", port))
-        except OSError as e:
-            raise NodesError(f"node {nodes[0].name}: cannot listen on the rendezvous port {port} ({e}): stop what "
-                             "holds it, or pass MASTER_PORT= with another port") from None
+    with bind_rendezvous_port(port, f"node {nodes[0].name}") as listener:
         listener.listen(64)
         for i, node in enumerate(nodes):
             targets = targets_of(i, nodes, addrs, port)

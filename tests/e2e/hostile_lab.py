@@ -116,3 +116,14 @@ def remove_router(tag: str) -> None:
     """The router namespace and the root end of its uplink (the bridge-side veth goes with the bridge)."""
     subprocess.run(["ip", "link", "del", f"{tag}u-h"], capture_output=True)
     subprocess.run(["ip", "netns", "delete", router_namespace(tag)], capture_output=True)
+
+
+def private_disk_mount(disk: Path, private: Path | None) -> str:
+    """The shell words that give a node's sessions `private` on a disk of its own (`disk`, bind-mounted over it in
+    the node's mount namespace: the other node and the root namespace keep seeing the folder beneath)."""
+    if private is None:
+        return ""
+    import shlex
+
+    disk.mkdir(parents=True, exist_ok=True)
+    return f"mount --bind {shlex.quote(str(disk))} {shlex.quote(str(private))} && "

@@ -7,10 +7,11 @@ runs the suite there, the nodes named as the laptop names them (node-a, node-b â
   1. a rendezvous port closed on node-a: refused in one line (node-b, node-a's address, the port, what to open)
      within seconds, no run directory;
   2. a wrong node address (NODE_ADDRS=): refused in one line naming it;
-  3. the launch: node addresses asked of the nodes (node-a's toward node-b, node-b's toward node-a: the private
-     ones), the fixed port, every connection tried, then a torchrun per node with node-a hosting the store at
-     its private address; the hand-written all-reduce across both, every element checked against
-     dist.all_reduce on every size.
+  3. the launch, on separate disks (its folder a private mount on each node): node addresses asked of the nodes
+     (node-a's toward node-b, node-b's toward node-a: the private ones), the fixed port, every connection tried,
+     then a torchrun per node with node-a hosting the store at its private address; the hand-written all-reduce
+     across both, every element checked against dist.all_reduce on every size; node-b's raw output and rows
+     copied back to node-a's disk.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def suite_run(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     timings: dict[str, float] = {}
-    with two_node_cluster(tmp_path / "cluster", hostile=True) as cluster:
+    with two_node_cluster(tmp_path / "cluster", hostile=True, private=tmp_path / "launch") as cluster:
         namespaces = [*cluster.namespaces.values(), hostile_lab.router_namespace(next(iter(
             cluster.namespaces.values()))[:-1])]
         a, b = cluster.address("node-a"), cluster.address("node-b")
@@ -117,12 +118,18 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
     said = json.loads(launched.stdout.strip().splitlines()[-1])
     assert said["node_addrs"] == [a, b] and said["master_port"] == 29400
-    words = {n: (tmp_path / "launch" / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
+    # separate disks: node-b wrote on its own; its folder and its rank's rows were copied back to node-a's
+    here, there = cluster.disk("node-a"), cluster.disk("node-b")
+    assert (there / "node-b" / "hand.torchrun.log").is_file() and not (there / "node-a").exists()
+    assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
+    words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
+    assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
     assert f"--rdzv-endpoint={a}:29400" in words["node-a"] and f"--rdzv-endpoint={a}:29400" in words["node-b"]
     assert "is_host=1" in words["node-a"] and f"--local-addr={a}" in words["node-a"]
     assert "is_host=0" in words["node-b"] and f"--local-addr={b}" in words["node-b"]
-    rows = [json.loads(line) for f in sorted(Path(said["out_dir"]).glob("rows.rank*.jsonl"))
-            for line in f.read_text().splitlines()]
+    out_dir = here / Path(said["out_dir"]).relative_to(tmp_path / "launch")
+    assert sorted(p.name for p in out_dir.glob("rows.rank*.jsonl")) == ["rows.rank0.jsonl", "rows.rank1.jsonl"]
+    rows = [json.loads(line) for f in sorted(out_dir.glob("rows.rank*.jsonl")) for line in f.read_text().splitlines()]
     wrong_rows = [r for r in rows if r["metric"] == "wrong" and not r["case"].startswith("mistake.")]
     assert {r["case"] for r in wrong_rows} == {"ring", "tree"} and len(wrong_rows) >= 4
     assert all(r["value"] == 0 and r["world"] == 2 for r in wrong_rows), wrong_rows
