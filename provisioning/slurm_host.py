@@ -205,10 +205,9 @@ def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, 
     line = (line_named(opts.cuda_line) if opts.cuda_line else compute_node_line(remote, opts, steps)) if gpu else None
     venv = hostruntime.venv_dir(facts.base, hostruntime.pyproject_key(local.root, local.commit), facts.python, line)
     script = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=line)
-    r = remote.run(script, timeout=VENV_INSTALL_TIMEOUT_S, what=f"the venv {venv} could not be made on the login node",
-                   hint="fix the above (pip's output), then rerun the same make slurm: an unfinished venv is redone")
-    for line_text in r.stdout.strip().splitlines():
-        steps.say(line_text)
+    from .slurm_venv import install_detached  # a detached job under the host's lock, followed
+
+    install_detached(remote, facts.base, venv, script, code_dir, local.commit, steps.say)
     return venv
 
 

@@ -120,7 +120,8 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     assert said["node_addrs"] == [a, b] and said["master_port"] == 29400
     # separate disks: node-b wrote on its own; its folder and its rank's rows were copied back to node-a's
     here, there = cluster.disk("node-a"), cluster.disk("node-b")
-    assert (there / "node-b" / "hand.torchrun.log").is_file() and not (there / "node-a").exists()
+    assert len(list((there / "node-b").glob("hand.rank*.log"))) == 1 and not (there / "node-a").exists()
+    assert (there / "hand.out" / "rows.rank1.jsonl").is_file() and not (there / "hand.out" / "rows.rank0.jsonl").exists()
     assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
     words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
     assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
