@@ -59,7 +59,8 @@ section container_env; tr '\0' '\n' </proc/1/environ 2>/dev/null | grep -E '^(PA
 cpath=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n 's/^PATH=//p')
 section pythons
 for p in python3.13 python3.12 python3.11 python3 /opt/conda/bin/python3 "$HOME/miniconda3/bin/python3" \
-         "$HOME/miniforge3/bin/python3" "$HOME/anaconda3/bin/python3" /usr/local/bin/python3; do
+         "$HOME/miniforge3/bin/python3" "$HOME/anaconda3/bin/python3" /usr/local/bin/python3 "$HOME/.local/bin/python3.12" \
+         "$HOME/.local/bin/python3.11"; do
   exe=$(PATH="$PATH${cpath:+:$cpath}" command -v "$p" 2>/dev/null) || continue
   "$exe" -c 'import sys
 try:

@@ -35,3 +35,19 @@ def test_rdma_flags_on_gpu_runs_only():
     assert "--device=/dev/infiniband" in nodes
     prefix_env = next(w for w in nodes if w.startswith("CARDTIME_NODE_CONTAINER="))
     assert "--device=/dev/infiniband" in prefix_env  # every other node's container too
+
+
+def test_a_python_the_user_installed_under_local_bin_is_found(tmp_path):
+    """An old host (Ubuntu 22.04: Python 3.10) with a newer Python in ~/.local/bin (`uv python install 3.11`,
+    which links python3.11 there, off a non-interactive session's PATH): the probe, run for real, finds it."""
+    import os
+    import sys
+
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "python3.11").symlink_to(sys.executable)
+    out = subprocess.run(["sh", "-c", sh_command(preflight.probe_command(str(tmp_path / "base")))],
+                         capture_output=True, text=True, env={**os.environ, "HOME": str(home),
+                                                              "PATH": "/usr/bin:/bin"}).stdout
+    found = [exe for exe, _, _ in preflight.parse_probe(out).pythons]
+    assert any(exe.startswith(str(home)) for exe in found), found
