@@ -45,6 +45,7 @@ RUN apt-get update \
       libopenmpi-dev openmpi-bin openssh-client \
       python3 python3-venv \
       numactl pciutils procps \
+      rdma-core ibverbs-providers ibverbs-utils \
  && rm -rf /var/lib/apt/lists/*
 
 # Extra CAs (an inspecting proxy's) for git, curl and pip; pip reads PIP_CERT, not the system store.

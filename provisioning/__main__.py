@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--socket-ifname", default="", help="HOSTS=: the interface gloo/NCCL use between nodes (e.g. ens5)")
     p.add_argument("--nproc", default="", help="NPROC=: processes per node, at most its GPUs (default: one per GPU "
                    "nvidia-smi -L lists; suite/world.py)")
+    p.add_argument("--node-addrs", default="", help="HOSTS=: each node's address toward the others, in HOSTS' order "
+                   "(default: HOSTFILE's addr= column, else asked of the nodes)")
+    p.add_argument("--master-port", default="", help="HOSTS=: the rendezvous port on the first node (default 29400)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="local folder for fetched runs (default runs/)")
     p.set_defaults(func=cmd_remote)
     s = sub.add_parser("status", help="where the host's latest run is")

@@ -82,7 +82,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
             image, setup = remote_docker.image_setup(remote, local, opts.image, base, say=steps.say, line=line)
             remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
             argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs",
-                                          suite_args=args, gpus=gpu, user=user)
+                                          suite_args=args, gpus=gpu, user=user, rdma=bool(facts.rdma_devices))
             check = cuda_check.image_argv(image, job_id, gpus_seen=len(facts.gpus), driver=facts.driver, user=user)
         else:
             venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
@@ -92,7 +92,7 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
             steps.say(f"the job installs the venv {venv} first unless it is ready (first time on this host: minutes)")
             argv = [f"{venv}/bin/python", "-m", "suite", *args]
             check = cuda_check.host_python_argv(f"{venv}/bin/python", gpus_seen=len(facts.gpus), driver=facts.driver)
-            env.update(preflight.host_job_environment(facts))
+            env.update(hostruntime.host_job_environment(facts))
             # The checkout first on the path for the runner and every torchrun worker it starts.
             env["PYTHONPATH"] = code_dir
             env["CARDTIME_COMMIT"] = local.commit  # the manifest's commit where the code has no .git

@@ -143,6 +143,8 @@ class Profile:
     """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm allocation)."""
     socket_ifname: str = ""
     """GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node of a multi-node run ('' : the libraries choose)."""
+    node_addrs: tuple[str, ...] = ()
+    """Each node's address toward the other nodes, in the nodes' order (suite/cluster/node_addrs.py; () : their names)."""
     sections: tuple[tuple[str, Any], ...] = ()
     """Values of stage-declared config sections (ConfigSection) that differ from the declared value for this
     profile, as (section, value) pairs; read them as `profile.<section>`."""

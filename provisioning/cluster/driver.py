@@ -55,6 +55,10 @@ class NodeRunSettings:
     """SOCKET_IFNAME=: the interface gloo and NCCL use between nodes ('' = the libraries choose)."""
     nproc: int = 0
     """NPROC=: processes per node (0 = the profile's: on a GPU node, its GPU count)."""
+    node_addrs: str = ""
+    """NODE_ADDRS= (or HOSTFILE's addr= column): each node's address toward the others ('' = asked of the nodes)."""
+    master_port: int = 0
+    """MASTER_PORT=: the rendezvous port on the first node (0 = suite.cluster.node_addrs.DEFAULT_RDZV_PORT)."""
 
 
 @dataclass
@@ -132,6 +136,10 @@ def suite_node_args(labels: list[str], settings: NodeRunSettings) -> list[str]:
         args += ["--ssh-config", settings.ssh_config]
     if settings.socket_ifname:
         args += ["--socket-ifname", settings.socket_ifname]
+    if settings.node_addrs:
+        args += ["--node-addrs", settings.node_addrs]
+    if settings.master_port:
+        args += ["--master-port", str(settings.master_port)]
     return args
 
 
@@ -351,7 +359,7 @@ def host_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync.L
     setup = node_setup(first, venv, code_dir, job_dir, line, gpu)
     setup += other_nodes_setup(job_dir, [p.node for p in probed[1:]], settings.ssh_config)
     steps.say(f"the job prepares the venv {venv} on every node first (unless ready; first time: minutes)")
-    env = {"PYTHONUNBUFFERED": "1", **preflight.host_job_environment(first.facts),
+    env = {"PYTHONUNBUFFERED": "1", **hostruntime.host_job_environment(first.facts),
            "PYTHONPATH": code_dir, "CARDTIME_COMMIT": local.commit}
     return code_dir, setup, [f"{venv}/bin/python", "-m", "suite", *args], env
 
@@ -385,5 +393,5 @@ def docker_job_parts(remote: Remote, opts, probed: list[Probed], local: codesync
     remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
     argv = cluster_image.first_node_run_argv(image, args, job_id=posixpath.basename(job_dir), runs_dir=f"{base}/runs",
                                              job_dir=job_dir, home=first.facts.home, ssh_config=settings.ssh_config,
-                                             gpus=gpu, user=user)
+                                             gpus=gpu, user=user, rdma=all(p.facts.rdma_devices for p in probed))
     return base, setup, argv, {"PYTHONUNBUFFERED": "1"}

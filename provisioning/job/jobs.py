@@ -50,6 +50,10 @@ def describe(jid, with_log, offset=0):
         out["job"] = json.loads(read(os.path.join(d, "job.json")) or "null")
     except ValueError:
         out["job"] = None
+    try:  # when job.json was written, by the host's clock (the laptop's may be off by minutes)
+        out["written_epoch"] = os.stat(os.path.join(d, "job.json")).st_mtime
+    except OSError:
+        out["written_epoch"] = None
     pid = read(os.path.join(d, "pid"))
     alive = False
     if pid and pid.isdigit():
@@ -143,6 +147,15 @@ class JobStatus:
     refused: str | None = None
     """The GPU check's one line when it refused the runtime after set-up (the job then exits 2, no run)."""
     now: float = field(default_factory=time.time)
+    written_epoch: float | None = None
+    """When the host wrote job.json, by the host's clock (`now` is the host's too); None from an older status."""
+
+    @property
+    def started_on_host(self) -> float:
+        """The job's start by the host's clock: compared with the host's `now`, never with the laptop's."""
+        if self.written_epoch is not None:
+            return self.written_epoch
+        return float((self.job or {}).get("started_epoch", 0))
 
     @property
     def state(self) -> str:
@@ -152,7 +165,7 @@ class JobStatus:
             return "finished"
         if self.alive:
             return "running"
-        if self.pid is None and self.now - float(self.job.get("started_epoch", 0)) < STARTING_GRACE_S:
+        if self.pid is None and self.now - self.started_on_host < STARTING_GRACE_S:
             return "starting"
         return "died"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from suite.hardware.cuda_lines import TORCH_VERSION, CudaLine
 
+from provisioning.session.preflight import HostFacts
 from provisioning.session.shell import join
 
 # $1 venv, $2 code dir, $3 python to make the venv with, $4 torch's wheel index ('' = pip's default),
@@ -68,3 +69,21 @@ def setup_script(venv: str, code_dir: str, *, python: str = "python3", line: Cud
     dropped link; leaves `<venv>/bin/python`."""
     index = line.torch_index if line else ""
     return "set -- " + join([venv, code_dir, python, index, f"torch=={TORCH_VERSION}"]) + "\n" + ENSURE_VENV
+
+
+def host_job_environment(facts: HostFacts) -> dict[str, str]:
+    """RUNTIME=host: what the job needs from the box's own image environment (a pod's pid 1), which a
+    non-interactive SSH session does not get: its NCCL_* and CARDTIME_* settings, and a PATH that is the
+    session's, then the container's, then the folders of the nccl-tests and nsys preflight found."""
+    env = {k: v for k, v in facts.container_env.items() if k.startswith(("NCCL_", "CARDTIME_"))}
+    if facts.nccl_tests and "CARDTIME_NCCL_TESTS_DIR" not in env:
+        env["CARDTIME_NCCL_TESTS_DIR"] = facts.nccl_tests
+    tool_dirs = [d for d in (facts.nccl_tests, facts.nsys.rsplit("/", 1)[0] if facts.nsys else None) if d]
+    folders: list[str] = []
+    for part in ":".join([facts.session_path, facts.container_env.get("PATH", ""), *tool_dirs]).split(":"):
+        if part and part not in folders:
+            folders.append(part)
+    session = [p for p in facts.session_path.split(":") if p]
+    if folders != session:  # only where it adds something: the job script sets values literally
+        env["PATH"] = ":".join(folders)
+    return env

@@ -65,10 +65,10 @@ def image_buildargs(local: LocalCheckout, line: CudaLine | None = None) -> dict[
 
 
 def run_argv(image: str, *, job_id: str, job_dir: str, runs_dir: str, suite_args: list[str], gpus: bool,
-             user: str | None = None) -> list[str]:
+             user: str | None = None, rdma: bool = False) -> list[str]:
     """`docker run` of the suite in the foreground of the job, with suite_container's settings.
 
     CARDTIME_COMMIT is the image's own (a build argument): with IMAGE= the code is the image's, not HEAD's.
     """
-    settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir), user=user)
+    settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir), user=user, rdma=rdma and gpus)
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

@@ -34,6 +34,8 @@ from provisioning.runtime.engine import LABEL, EngineError
 # its shared-memory transport all of /dev/shm; host networking exposes the RDMA/IB interfaces.
 STACK_BYTES = 64 * 1024 * 1024  # 67108864
 UNLIMITED = -1
+RDMA_DEVICES = "/dev/infiniband"  # uverbs*, rdma_cm: what libibverbs opens
+RDMA_DOCKER_FLAGS = [f"--device={RDMA_DEVICES}", "--cap-add=IPC_LOCK"]
 NON_ROOT_ENV = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
 """A uid the image does not know has no home: matplotlib's and pip's caches go to /tmp."""
 
@@ -46,6 +48,10 @@ class RunSettings:
     environment: dict[str, str] = field(default_factory=dict)
     user: str | None = None
     """'uid:gid' to run as; None: the image's user (root)."""
+    rdma: bool = False
+    """The host has /dev/infiniband: its devices passed in, with IPC_LOCK (NCCL's IB transport registers memory
+    with the NIC, which needs locked pages; memlock is already unlimited with GPUs). Without them NCCL silently
+    falls back to sockets across nodes."""
 
     def ulimits(self) -> list[tuple[str, int]]:
         """(name, soft = hard limit): 64 MiB stacks always, unlimited locked memory with GPUs only."""
@@ -60,6 +66,8 @@ class RunSettings:
         flags += ["--ipc=host", "--network=host"]
         for name, limit in self.ulimits():
             flags += ["--ulimit", f"{name}={limit}"]
+        if self.rdma:
+            flags += RDMA_DOCKER_FLAGS
         if self.user:
             flags += ["--user", self.user]
         for path in self.mounts:
@@ -77,6 +85,7 @@ class RunSettings:
             "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else [],
             "volumes": {path: {"bind": path, "mode": "rw"} for path in self.mounts},
             "environment": self.env(), "user": self.user,
+            **({"devices": [f"{RDMA_DEVICES}:{RDMA_DEVICES}:rwm"], "cap_add": ["IPC_LOCK"]} if self.rdma else {}),
         }
 
 

@@ -60,7 +60,8 @@ section container_env; tr '\0' '\n' </proc/1/environ 2>/dev/null | grep -E '^(PA
 cpath=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n 's/^PATH=//p')
 section pythons
 for p in python3.13 python3.12 python3.11 python3 /opt/conda/bin/python3 "$HOME/miniconda3/bin/python3" \
-         "$HOME/miniforge3/bin/python3" "$HOME/anaconda3/bin/python3" /usr/local/bin/python3; do
+         "$HOME/miniforge3/bin/python3" "$HOME/anaconda3/bin/python3" /usr/local/bin/python3 "$HOME/.local/bin/python3.12" \
+         "$HOME/.local/bin/python3.11"; do
   exe=$(PATH="$PATH${cpath:+:$cpath}" command -v "$p" 2>/dev/null) || continue
   "$exe" -c 'import sys
 try:
@@ -80,6 +81,7 @@ section docker_df; d=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null) &&
 section git; git --version 2>&1; ran
 section tmux; command -v tmux; ran
 section setsid; command -v setsid; ran
+section infiniband; ls /dev/infiniband 2>/dev/null; true; ran
 section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepods|lxc' /proc/1/cgroup; then echo yes; else echo no; fi; ran
 """
 
@@ -145,6 +147,8 @@ class HostFacts:
     git: str | None = None
     tmux: bool = False
     setsid: bool = False
+    rdma_devices: list[str] = field(default_factory=list)
+    """/dev/infiniband's entries (uverbs0, rdma_cm …): RUNTIME=docker passes them to the container."""
     in_container: bool = False
 
     def summary(self) -> list[str]:
@@ -237,6 +241,7 @@ def parse_probe(text: str) -> HostFacts:
     facts.session_path = ok("path") or ""
     facts.smi_q = ok("smi_q") or ""
     facts.fabric_manager = ok("fabricmanager") or ""
+    facts.rdma_devices = (ok("infiniband") or "").split()
     gpus = s.get("gpus")
     if gpus is not None:
         lines = [l.strip() for l in gpus.text.splitlines() if re.match(r"\s*GPU \d+:", l)]
@@ -379,20 +384,3 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
             problems.append(f"only {free:.1f} GiB free under {where}, want ≥ {need} GiB for RUNTIME={runtime}: {fix}")
     return Decision(runtime if not problems else None, problems, notes, cuda_line=line)
 
-
-def host_job_environment(facts: HostFacts) -> dict[str, str]:
-    """RUNTIME=host: what the job needs from the box's own image environment (a pod's pid 1), which a
-    non-interactive SSH session does not get: its NCCL_* and CARDTIME_* settings, and a PATH that is the
-    session's, then the container's, then the folders of the nccl-tests and nsys preflight found."""
-    env = {k: v for k, v in facts.container_env.items() if k.startswith(("NCCL_", "CARDTIME_"))}
-    if facts.nccl_tests and "CARDTIME_NCCL_TESTS_DIR" not in env:
-        env["CARDTIME_NCCL_TESTS_DIR"] = facts.nccl_tests
-    tool_dirs = [d for d in (facts.nccl_tests, facts.nsys.rsplit("/", 1)[0] if facts.nsys else None) if d]
-    folders: list[str] = []
-    for part in ":".join([facts.session_path, facts.container_env.get("PATH", ""), *tool_dirs]).split(":"):
-        if part and part not in folders:
-            folders.append(part)
-    session = [p for p in facts.session_path.split(":") if p]
-    if folders != session:  # only where it adds something: the job script sets values literally
-        env["PATH"] = ":".join(folders)
-    return env

@@ -149,18 +149,29 @@ def slurm_env(slurm_conf: str) -> str:
 
 def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, local: codesync.LocalCheckout,
                 code_dir: str, gpu: bool, steps: Steps) -> str:
-    """The venv ready on the login node (made the first time: minutes), its path returned. No driver there to
-    choose torch's CUDA line by: CUDA_LINE=, else the newest line."""
-    from suite.hardware.cuda_lines import DEFAULT, line_named
+    """The venv ready on the login node (made the first time: minutes), its path returned. torch's CUDA line:
+    CUDA_LINE=, else the one a compute node's driver runs (asked through srun: provisioning/slurm/cuda_probe.py)."""
+    from suite.hardware.cuda_lines import line_named
 
-    line = (line_named(opts.cuda_line) if opts.cuda_line else DEFAULT) if gpu else None
+    line = (line_named(opts.cuda_line) if opts.cuda_line else compute_node_line(remote, opts, steps)) if gpu else None
     venv = hostruntime.venv_dir(facts.base, hostruntime.pyproject_key(local.root, local.commit), facts.python, line)
     script = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=line)
-    r = remote.run(script, timeout=VENV_INSTALL_TIMEOUT_S, what=f"the venv {venv} could not be made on the login node",
-                   hint="fix the above (pip's output), then rerun the same make slurm: an unfinished venv is redone")
-    for line_text in r.stdout.strip().splitlines():
-        steps.say(line_text)
+    from provisioning.slurm.venv import install_detached  # a detached job under the host's lock, followed
+
+    install_detached(remote, facts.base, venv, script, code_dir, local.commit, steps.say)
     return venv
+
+
+def compute_node_line(remote: Remote, opts: SlurmOptions, steps: Steps):
+    """The CUDA line a compute node of the partition runs, asked with one srun task; refused with the fix."""
+    from provisioning.slurm.cuda_probe import PROBE_WAIT_S, line_from_probe, probe_command
+
+    r = remote.run(probe_command(opts.partition, opts.account, opts.slurm_conf), check=False, timeout=PROBE_WAIT_S + 120)
+    line, said = line_from_probe(opts.partition, r.exit_code, r.stdout, r.stderr)
+    if line is None:
+        raise RemoteError(opts.host.label, said, hint="CUDA_LINE= skips the probe")
+    steps.say(f"a compute node of {opts.partition} runs driver {said}: torch's {line.name} line (CUDA {line.cuda})")
+    return line
 
 
 def submit(remote: Remote, opts: SlurmOptions, base: str, code_dir: str, venv: str, commit: str) -> str:

@@ -207,8 +207,12 @@ def judge_intra_peak(c: dict[str, dict[str, dict[int, float]]], source: str, nod
     return out
 
 
-def judge_inter_peak(c: dict[str, dict[int, float]], source: str, facts: dict) -> list[Verdict]:
-    """The cross-node curves (bandwidth's own) against 70% of the inter-node ceiling, saying which ceiling."""
+def judge_inter_peak(c: dict[str, dict[int, float]], source: str, facts: dict, rows=()) -> list[Verdict]:
+    """The cross-node curves (bandwidth's own) against 70% of the inter-node ceiling, saying which ceiling; when
+    NCCL's own log says it went over sockets (rows: suite/cluster/nccl_net.py), the miss says that."""
+    from suite.cluster.nccl_net import sockets_reason
+
+    sockets = sockets_reason(rows)
     ceiling, basis = inter_ceiling(facts)
     if ceiling is None:
         return [V.skip("inter_peak", expected=f"{PEAK_SHARE:.0%} of min(link peak, NICs × line rate)",
@@ -222,10 +226,11 @@ def judge_inter_peak(c: dict[str, dict[int, float]], source: str, facts: dict) -
             expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {basis})",
             observed=f"{curve[size]:.1f} GB/s at {size} B across nodes ({source})",
             reason_ok="the collective across nodes reaches the inter-node ceiling",
-            reason_bad=f"{coll} across nodes reaches {curve[size] / ceiling:.0%} of its ceiling, {basis}: NCCL on "
-                       "TCP instead of IB/RoCE/EFA (NCCL_DEBUG=INFO says NET/Socket), GPUDirect RDMA off, fewer "
-                       "NICs in use than the node has (NCCL_IB_HCA), or a port trained down — the p2p matrix names "
-                       "the pair"))
+            reason_bad=f"{coll} across nodes reaches {curve[size] / ceiling:.0%} of its ceiling, {basis}: " + (
+                f"{sockets} — the fabric's RDMA was not measured" if sockets else
+                "NCCL on TCP instead of IB/RoCE/EFA (NCCL_DEBUG=INFO says NET/Socket), GPUDirect RDMA off, fewer "
+                "NICs in use than the node has (NCCL_IB_HCA), or a port trained down — the p2p matrix names "
+                "the pair")))
     return out
 
 

@@ -99,13 +99,13 @@ def parse_nodes(entries: Sequence[str] | str) -> tuple[Node, ...]:
 
 def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
     """Node entries from a hostfile: one a line, '#' comments and blank lines skipped, mpirun's `slots=N`
-    allowed and dropped; each entry checked like --nodes (a typo is refused with its line number)."""
+    allowed and dropped (so is `addr=`, the node's address toward the others: suite/cluster/node_addrs.py); each entry checked like --nodes (a typo is refused with its line number)."""
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        extra = [w for w in words[1:] if not re.fullmatch(r"(slots|max_slots|max-slots)=\d+", w)]
+        extra = [w for w in words[1:] if not re.fullmatch(r"(slots|max_slots|max-slots)=\d+|addr=\S+", w)]
         if extra:
             raise NodesError(f"{source} line {number}: {' '.join(extra)!r} after {words[0]!r}: one node a line "
                              "(user@host[:port], optionally slots=N)")
@@ -157,10 +157,15 @@ def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
 def torchrun_node_command(python: str, module: str, args: Sequence[str], *, nproc: int, nnodes: int,
                           endpoint: str, rdzv_id: str, max_restarts: int = 0,
                           join_timeout_s: float = JOIN_TIMEOUT_S, extra_torchrun_args: Sequence[str] = (),
-                          min_nodes: int | None = None, last_call_s: float | None = None) -> list[str]:
+                          min_nodes: int | None = None, last_call_s: float | None = None,
+                          is_host: bool | None = None, local_addr: str = "") -> list[str]:
     """One node's torchrun: c10d rendezvous at `endpoint` (host:port of the first node). min_nodes: elastic
-    (`--nnodes=MIN:MAX`: a restart goes on without lost nodes, once last_call_s has passed with MIN present)."""
+    (`--nnodes=MIN:MAX`: a restart goes on without lost nodes, once last_call_s has passed with MIN present).
+    is_host: whether this node hosts the store (c10d's `is_host`; None: torch guesses by matching the endpoint
+    against the host's names, which a NAT'd or second address defeats); local_addr: the address this node
+    announces to the others (torchrun's --local-addr; else its FQDN, which may resolve to 127.0.1.1)."""
     conf = f"join_timeout={int(join_timeout_s)}" + (f",last_call_timeout={int(last_call_s)}" if last_call_s else "")
+    conf += "" if is_host is None else f",is_host={int(is_host)}"
     return [
         python, "-m", "torch.distributed.run",
         # no --node-rank: c10d numbers the nodes as they join (torchrun ignores it, saying so)
@@ -171,6 +176,7 @@ def torchrun_node_command(python: str, module: str, args: Sequence[str], *, npro
         f"--rdzv-id={rdzv_id}",
         f"--rdzv-conf={conf}",
         f"--max-restarts={max_restarts}",
+        *([f"--local-addr={local_addr}"] if local_addr else []),
         *extra_torchrun_args,
         "-m", module, *args,
     ]

@@ -113,8 +113,16 @@ def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path 
 
 
 def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Path) -> list[str]:
-    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile."""
+    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile. Inside a
+    Slurm allocation: srun --mpi=pmix instead (no ssh between compute nodes; suite/cluster/slurm_pyxis.py)."""
     nodes = parse_nodes(profile.nodes)
+    if profile.node_launcher == "srun":
+        import shlex
+
+        from suite.cluster.slurm import SRUN_ARGS_ENV
+        from suite.cluster.slurm_pyxis import srun_mpi_words
+
+        return srun_mpi_words(len(nodes), profile.nproc, shlex.split(env.get(SRUN_ARGS_ENV, "")))
     hostfile = raw_dir / "hostfile"
     hostfile.parent.mkdir(parents=True, exist_ok=True)
     hostfile.write_text(hostfile_text(nodes, profile.nproc))
@@ -167,8 +175,11 @@ def status_row(stage: str, collective: str, status: str, text: str, algo: str | 
 
 def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = None,
           env: dict[str, str] | None = None, on_binary=None) -> list[Row]:
-    """Run the binaries of `collectives` (those that exist); rows plus one status row each; `on_binary(rows)` is
-    called with each binary's rows as it ends (the stage keeps them in the run directory)."""
+    """Run the binaries of `collectives` (those that exist); rows plus one status row each (across nodes, the
+    network NCCL took too: suite/cluster/nccl_net.py); `on_binary(rows)` is called with each binary's rows as it
+    ends (the stage keeps them in the run directory)."""
+    from suite.cluster import nccl_net as _nccl_net
+
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
     # -e sized to the card (suite/hardware/card_fit.py: 3 buffers of S per GPU); a node's own context carries no facts
@@ -194,9 +205,13 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
         planned = [] if profile.sweep.nccl_tests_args or not profile.sweep.time_box else profile.sweep.sizes()
-        code, out, dropped = run_binary(binary, args, ctx.raw_dir, program + suffix, env=env, timeout_s=share,
+        across = len(profile.nodes) > 1  # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
+        run_env = {**(env or {}), **(_nccl_net.debug_env(ctx.raw_dir, program + suffix) if across else {})}
+        code, out, dropped = run_binary(binary, args, ctx.raw_dir, program + suffix, env=run_env, timeout_s=share,
                                         prefix=prefix, planned=planned,
                                         budget_s=None if share is None else share * BOX_SHARE)
+        transport = _nccl_net.transport_row(ctx.stage, ctx.raw_dir, program + suffix) if across else None
+        rows += [transport] if transport else []
         try:
             parsed = parse_file(out)
         except ParseError as e:

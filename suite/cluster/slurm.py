@@ -24,13 +24,27 @@ _PER_NODE = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/
              'mkdir -p "$CARDTIME_RAW_DIR"; exec "$@"')
 
 
+# An elastic launch's: the same, but the node's torchrun not exec'd, so that an expendable node ($1: a,b) whose
+# torchrun is lost (the node-loss drill kills it) ends its task with 0 and the step's exit is the survivors'.
+_PER_NODE_ELASTIC = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" '
+                     'CARDTIME_NODE_NAME="$node"; mkdir -p "$CARDTIME_RAW_DIR"; lose=",$1,"; shift; "$@"; rc=$?; '
+                     'case "$lose" in *",$node,"*) exit 0;; esac; exit $rc')
+
+
 def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv: Sequence[str],
-                        extra_srun_args: Sequence[str] = ()) -> list[str]:
+                        extra_srun_args: Sequence[str] = (), elastic: bool = False,
+                        expendable: Sequence[str] = ()) -> list[str]:
     """One srun over the allocation's nodes: a task per node, its output in raw_dir/<node>/log_name, a failed
-    node ending the others (--kill-on-bad-exit), the suite's environment passed on (--export=ALL)."""
-    return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+    node ending the others (--kill-on-bad-exit=1), the suite's environment passed on (--export=ALL). elastic
+    (`--nnodes=MIN:N`): a failed node must NOT end the others (--kill-on-bad-exit=0: the survivors restart
+    without it), and an `expendable` node's loss is not the step's failure."""
+    if not elastic:
+        return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+                "--export=ALL", f"--output={raw_dir}/%N/{log_name}", *extra_srun_args,
+                "sh", "-c", _PER_NODE, raw_dir, *torchrun_argv]
+    return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
             "--export=ALL", f"--output={raw_dir}/%N/{log_name}", *extra_srun_args,
-            "sh", "-c", _PER_NODE, raw_dir, *torchrun_argv]
+            "sh", "-c", _PER_NODE_ELASTIC, raw_dir, ",".join(expendable), *torchrun_argv]
 
 
 # srun runs this on each node: the GPU check (provisioning/cuda_check_host.py) naming the node it ran on.
@@ -74,9 +88,10 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
     last, exit_file = (shlex.quote(out) + f'"/slurm-${{SLURM_JOB_ID}}.{kind}"' for kind in ("last", "exit"))
     container = ""
     if container_image:
-        mounts = f"--container-image={container_image} --container-mounts={checkout}:{checkout} " \
-                 f"--container-workdir={checkout}"
-        container = f"export {SRUN_ARGS_ENV}={shlex.quote(mounts)}  # pyxis: every srun runs in the image\n"
+        from suite.cluster.slurm_pyxis import container_srun_args
+
+        words = container_srun_args(container_image, checkout, out)
+        container = f"export {SRUN_ARGS_ENV}=\"{words}\"  # pyxis: every srun in the image\n"
     return (
         "#!/bin/bash\n"
         + opt("job-name", job_name) + opt("nodes", nodes) + opt("ntasks-per-node", 1)

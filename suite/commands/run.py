@@ -41,6 +41,9 @@ def add_parser(sub) -> None:
                    "(each reached by ssh; default inside a Slurm allocation: its nodes)")
     p.add_argument("--hostfile", type=Path, metavar="FILE", help="the nodes one a line instead of --nodes")
     p.add_argument("--ssh-config", default="", metavar="FILE", help="the ssh_config the other nodes are reached with")
+    p.add_argument("--node-addrs", default="", metavar="A,B",
+                   help="each node's address toward the other nodes, in --nodes' order (default: asked of the "
+                        "nodes; a hostfile's addr= column)")
     p.add_argument("--socket-ifname", default="", metavar="IF",
                    help="the network interface gloo and NCCL use between nodes (e.g. ens5)")
     p.add_argument("--launcher", choices=LAUNCHERS,
@@ -111,6 +114,7 @@ def with_nodes(profile, args):
         # Before any stage, one line naming the node: the port, ssh to every node, the GPU counts.
         check_nodes(parse_nodes(entries), args.ssh_config, gpus=profile.device == "cuda",
                     master_port=profile.master_port)
+        profile = with_node_network(profile, parse_nodes(entries), args)
     return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
                                   node_launcher=launcher)
 
@@ -129,6 +133,20 @@ def tier_and_recheck(profile, selected: list[str], args):
             raise ValueError(f"--recheck {args.recheck}: nothing failed there; nothing to recheck")
         selected = [s for s in stages.available(profile.name) if s in failed]
     return profile, selected
+
+
+def with_node_network(profile, nodes, args):
+    """The node addresses (given, from the hostfile's addr= column, or asked of the nodes) and the fixed
+    rendezvous port, every connection the run needs tried from every node (suite/cluster/node_ports.py)."""
+    from suite.cluster.node_addrs import hostfile_node_addrs, node_addrs_for, rendezvous_port
+    from suite.cluster.node_ports import check_node_network
+
+    given = args.node_addrs.split(",") if args.node_addrs else (
+        hostfile_node_addrs(args.hostfile.read_text()) if args.hostfile else ())
+    addrs = node_addrs_for(nodes, given, args.ssh_config)
+    port = rendezvous_port(profile.master_port)
+    check_node_network(nodes, addrs, port, args.ssh_config)
+    return profile.with_overrides(node_addrs=addrs, master_port=port)
 
 
 def main(args) -> int:

@@ -21,8 +21,10 @@ from typing import Callable, Sequence
 
 from suite.launch import procs
 from suite.config import Profile
-from suite.launch.torchrun import (WORKER_PROGRESS, LaunchError, LaunchResult, choose_port, kill_group, launch_out_dir,
-                                   log_tail, worker_env)
+from suite.launch.torchrun import (WORKER_PROGRESS, LaunchError, LaunchResult, kill_group, launch_out_dir, log_tail,
+                                   worker_env)
+from suite.cluster.node_addrs import rendezvous_plan, rendezvous_port
+from suite.cluster.slurm_pyxis import in_container, node_python
 from suite.cluster.node_container import container_name, container_node_command, container_prefix
 from suite.cluster.slurm import SRUN_ARGS_ENV, srun_launch_command
 from suite.cluster.multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes,
@@ -60,9 +62,12 @@ def run_across_nodes(
     for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
         stale.unlink(missing_ok=True)
     n = nproc or profile.nproc
-    port = choose_port(profile.with_overrides(master_addr="0.0.0.0"))
-    endpoint = f"{nodes[0].host}:{port}"
-    rdzv_id = f"cardtime-{raw_dir.name}-{tag or 'launch'}-{port}"
+    try:
+        port = rendezvous_port(profile.master_port)
+    except NodesError as e:
+        raise LaunchError(str(e)) from None
+    endpoint, per_node = rendezvous_plan(nodes, profile.node_addrs, port)
+    rdzv_id = f"cardtime-{raw_dir.name}-{tag or 'launch'}-{time.time_ns() % 10**12}"  # one port, a fresh id per launch
     join_s = min(JOIN_TIMEOUT_S, timeout_s) if timeout_s else JOIN_TIMEOUT_S
     base = worker_env(profile, env)
     if "GLOO_SOCKET_IFNAME" not in (os.environ if env is None else env):
@@ -70,24 +75,29 @@ def run_across_nodes(
     base.update(node_socket_env(profile.socket_ifname))
     base.update(CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix, CARDTIME_NODES=",".join(profile.nodes))
     started: list[tuple[Node, subprocess.Popen, list[str]]] = []
-    command = torchrun_node_command(sys.executable, module, args, nproc=n, nnodes=len(nodes), endpoint=endpoint,
-                                    rdzv_id=rdzv_id, max_restarts=max_restarts, join_timeout_s=join_s,
-                                    extra_torchrun_args=extra_torchrun_args, min_nodes=min_nodes,
-                                    last_call_s=last_call_s)
+    node_command = functools.partial(torchrun_node_command, sys.executable, module, args, nproc=n, nnodes=len(nodes),
+                                     endpoint=endpoint, rdzv_id=rdzv_id, max_restarts=max_restarts,
+                                     join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args,
+                                     min_nodes=min_nodes, last_call_s=last_call_s)
+    srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
+    command = node_command()  # srun's, the same on every node: torch tells the host by its names
+    if profile.node_launcher == "srun" and in_container(srun_args):  # pyxis: the image's Python on every node
+        command = [node_python(srun_args, sys.executable), *command[1:]]
     start = time.monotonic()
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
-            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command,
-                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command, srun_args,
+                                       elastic=bool(min_nodes and min_nodes < len(nodes)), expendable=expendable)
             started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             node_dir = raw_dir / node.name
             node_dir.mkdir(parents=True, exist_ok=True)
             node_env = {**base, "CARDTIME_RAW_DIR": str(node_dir), "CARDTIME_NODE_NAME": node.name}
-            started.append((node, _start(node, rank, command, node_env, node_dir / f"{prefix}torchrun.log",
-                                         profile.ssh_config), command))
+            mine = node_command(**per_node[rank])  # node 0 hosts the store; each announces its node address
+            started.append((node, _start(node, rank, mine, node_env, node_dir / f"{prefix}torchrun.log",
+                                         profile.ssh_config), mine))
         failed = _wait(started, start, timeout_s, on_poll, module, lambda: _logs(raw_dir, nodes, prefix),
                        expendable=set(expendable))
     except BaseException:
@@ -120,8 +130,10 @@ def run_on_each_node(profile: Profile, argv: Sequence[str], *, raw_dir: Path, lo
         if profile.node_launcher == "srun":
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
-            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv,
-                                       shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+            srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
+            if argv and argv[0] == sys.executable:  # a Python probe: under pyxis the image's Python
+                argv = [node_python(srun_args, sys.executable), *argv[1:]]
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv, srun_args)
             started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             (raw_dir / node.name).mkdir(parents=True, exist_ok=True)

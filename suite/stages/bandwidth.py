@@ -176,7 +176,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                                 "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
-    verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts) if across  # held to the NICs, not the link
+    verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts, rows) if across  # held to the NICs, not the link
                  else judge_peak(top, top_source, expectations, facts))
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
         verdicts += [judge_dip(source, coll, curve) for coll, curve in sorted(c.items())]

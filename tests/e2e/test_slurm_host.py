@@ -99,6 +99,9 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
             took = time.monotonic() - started
             assert done.returncode == 0, done.stderr[-4000:]
             on_login = login_node_attach(shared, job, env)
+            started = time.monotonic()
+            lost = node_loss_under_srun(tmp_path / "node-loss", env)
+            loss_s = time.monotonic() - started
     finally:
         sshd.stop()
 
@@ -141,7 +144,47 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
     assert (login_run / "report.html").stat().st_size > 10_000
     assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
-    print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s")
+    print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s; "
+          f"node-loss drill under srun: {loss_s:.1f} s")
+    assert_node_loss_survived(lost, tmp_path / "node-loss")
+
+
+NODE_LOSS_UNDER_SRUN = """
+import json, os, sys, types
+from pathlib import Path
+from suite.config import get_profile
+from suite.multinode import nodes_from_slurm
+from suite.stages import _node_loss
+out, ifname = Path(sys.argv[1]), sys.argv[2]
+out.mkdir(parents=True, exist_ok=True)
+profile = get_profile("gloo-cpu", 1).with_overrides(nodes=nodes_from_slurm(os.environ), socket_ifname=ifname,
+                                                     node_launcher="srun")
+rows = _node_loss.run(profile, types.SimpleNamespace(raw_dir=out, say=lambda *a, **k: None))
+verdicts = _node_loss.judge(rows, {"profile": profile.to_dict()})
+print(json.dumps({"rows": [r.__dict__ for r in rows], "verdicts": [v.__dict__ for v in verdicts]}, default=str))
+"""
+
+
+def node_loss_under_srun(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The fault stage's node-loss drill inside a two-node allocation (salloc), its launch one elastic srun: node-b's
+    torchrun agent SIGKILLed mid-step must not end node-a's task (--kill-on-bad-exit=0), which restarts alone."""
+    argv = ["salloc", "--nodes=2", "--partition=debug", str(VENV / "bin" / "python"), "-c", NODE_LOSS_UNDER_SRUN,
+            str(out), IFNAME]
+    return subprocess.run(argv, cwd=WORKTREE, env={**env, "PYTHONPATH": str(WORKTREE)}, capture_output=True,
+                          text=True, timeout=400)
+
+
+def assert_node_loss_survived(lost: subprocess.CompletedProcess, out: Path) -> None:
+    assert lost.returncode == 0, lost.stdout[-3000:] + lost.stderr[-3000:]
+    srun = next(out.glob("node_loss/*srun.log")).read_text().splitlines()[0]
+    assert "--kill-on-bad-exit=0" in srun and "--nnodes=1:2" in srun
+    drill = json.loads(lost.stdout.strip().splitlines()[-1])
+    got = {r["metric"]: r for r in drill["rows"]}
+    assert got["lost_node"]["text"] == "node-b" and got["world_before"]["value"] == 2, got
+    assert got["world_after"]["value"] == 1 and got["resumed_step"]["value"] == 4, got
+    outcome = {v["id"]: v["status"] for v in drill["verdicts"]}
+    assert outcome == {"fault.node_loss.detect": "pass", "fault.node_loss.resume": "pass",
+                       "fault.node_loss.loss": "pass"}, drill["verdicts"]
 
 
 def login_node_attach(shared: Path, job: str, env: dict[str, str]) -> subprocess.CompletedProcess:

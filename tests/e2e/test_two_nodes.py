@@ -169,7 +169,10 @@ def test_make_remote_and_node_loss_across_two_namespaces(tmp_path, can_make_name
     # Each node's own output under raw/bandwidth/<node>/: its torchrun's log and its rank's log.
     for node in ("node-a", "node-b"):
         log = (raw / node / "torch.torchrun.log").read_text()
-        assert "--rdzv-backend=c10d" in log and "--rdzv-endpoint=node-a:" in log and "--nnodes=2" in log
+        assert "--rdzv-backend=c10d" in log and "--nnodes=2" in log
+        # node-a's address toward node-b, asked of the nodes; the fixed port; node-a hosts the store
+        assert f"--rdzv-endpoint={cluster.address('node-a')}:29400" in log and f"--local-addr={cluster.address(node)}" in log
+        assert f"is_host={int(node == 'node-a')}" in log
         assert len(list((raw / node).glob("torch.rank*.log"))) == 2
     assert "ssh" in (raw / "node-b" / "torch.torchrun.log").read_text().splitlines()[0]
     rows = [json.loads(line) for line in (run / "raw" / "bandwidth" / ".stage-rows.jsonl").read_text().splitlines()]

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from tests.e2e import hostile_lab
+
 SSHD = "/usr/sbin/sshd"
 NODES = ("node-a", "node-b")
 IFNAME = "mn0"  # the interface inside each namespace
@@ -72,6 +74,18 @@ class Cluster:
     sshd_pids: dict[str, int]
     engines: dict[str, "Engine"] = field(default_factory=dict)
     """node name → its Docker engine (docker=True only)."""
+    public: str = ""
+    """hostile=True: the first three octets of the nodes' public (NAT'd) addresses (tests/e2e/hostile_lab.py)."""
+
+    private: Path | None = None
+    """A folder each node sees on a disk of its own (hostile_lab.private_disk_mount); None: every folder shared."""
+
+    def disk(self, node: str) -> Path:
+        """Where `node`'s own copy of `private` lies, as the root namespace sees it."""
+        return self.folder / node / "disk"
+
+    def public_address(self, node: str) -> str:
+        return f"{self.public}.{NODES.index(node) + 1}"
 
     def address(self, node: str) -> str:
         return f"{self.net}.{NODES.index(node) + 1}"
@@ -171,10 +185,12 @@ def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None =
     return config
 
 
-def _start_sshd(folder: Path, ns: str, node: str) -> subprocess.Popen:
+def _start_sshd(folder: Path, ns: str, node: str, private: Path | None = None) -> subprocess.Popen:
     """sshd inside `ns`, in its own UTS and mount namespace: hostname `node`, /etc/hosts naming both nodes.
     ip netns exec, unshare (no --fork) and the shell's exec keep one PID: the Popen's is sshd's."""
-    inner = (f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
+    hosts = folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"  # hostile: its own
+    inner = (f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname {node} && "
+             + hostile_lab.private_disk_mount(folder / node / "disk", private) +
              f"exec {SSHD} -D -e -f {shlex.quote(str(folder / node / 'sshd_config'))}")
     return subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--uts", "--mount", "--propagation", "private",
                              "sh", "-c", inner], stdout=subprocess.DEVNULL,
@@ -296,9 +312,12 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | None = None,
-                     dockerd_args: tuple[str, ...] = ()) -> Iterator[Cluster]:
+                     dockerd_args: tuple[str, ...] = (), hostile: bool = False,
+                     private: Path | None = None) -> Iterator[Cluster]:
     """The cluster, torn down on the way out. docker: an engine per node; path_first: a folder each node's ssh
-    sessions (and dockerd) find first on their PATH; dockerd_args: more of dockerd's flags (a runtime, say)."""
+    sessions (and dockerd) find first on their PATH; dockerd_args: more of dockerd's flags (a runtime, say);
+    hostile: NAT'd public addresses, firewalls and stock host names (tests/e2e/hostile_lab.py); private: a folder
+    each node's sessions see on a disk of its own (separate disks)."""
     tag = f"ct{os.getpid() % 100000}"
     net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
     namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
@@ -310,7 +329,13 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
     engines = {n: Engine(data_root=engines_root / n / "data", exec_root=engines_root / n / "exec",
                          socket=engines_root / n / "exec" / "docker.sock") for n in namespaces} if docker else {}
     cluster = Cluster(folder=folder, net=net, namespaces=namespaces,
-                      ssh_config=_write_ssh_files(folder, net, engines, path_first), sshd_pids={}, engines=engines)
+                      ssh_config=_write_ssh_files(folder, net, engines, path_first), sshd_pids={}, engines=engines,
+                      public=f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}" if hostile else "", private=private)
+    if private is not None:
+        private.mkdir(parents=True, exist_ok=True)
+    if hostile:
+        hostile_lab.write_node_hosts(folder, NODES)
+        hostile_lab.use_public_addresses(folder, net, cluster.public, NODES)
     try:
         _ip("link", "add", bridge, "type", "bridge")
         _ip("addr", "add", f"{net}.254/24", "dev", bridge)
@@ -326,6 +351,9 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
             _ip("-n", ns, "addr", "add", f"{net}.{i + 1}/24", "dev", IFNAME)
             _ip("-n", ns, "link", "set", IFNAME, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
+        if hostile:
+            hostile_lab.build_router(tag, net, cluster.public, bridge, namespaces)
+            hostile_lab.build_firewalls(net, namespaces)
         if docker:
             _mount_tmpfs(engines_root)
         for node, ns in namespaces.items() if docker else ():
@@ -336,7 +364,7 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
             _wait_engine(cluster, node, proc)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
         for node, ns in namespaces.items():
-            proc = _start_sshd(folder, ns, node)
+            proc = _start_sshd(folder, ns, node, private)
             procs.append(proc)
             cluster.sshd_pids[node] = proc.pid
         for node, proc in zip(namespaces, procs):
@@ -349,6 +377,8 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        if hostile:
+            hostile_lab.remove_router(tag)
         for ns in namespaces.values():
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         if docker:

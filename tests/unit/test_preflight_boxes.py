@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from provisioning import cuda_check_host
-from provisioning.runtime import cuda_check
+from provisioning.runtime import cuda_check, hostruntime
 from provisioning.session import preflight
 from provisioning.session.shell import sh_command
 from suite.hardware import cuda_lines, gpu_host_checks
@@ -96,12 +96,12 @@ def test_host_runtime_takes_the_containers_environment():
                             container_env={"PATH": "/opt/conda/bin:/usr/bin", "NCCL_SOCKET_IFNAME": "eth0",
                                            "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin", "HOME": "/root"},
                             nccl_tests="/opt/nccl-tests/bin", nsys="/opt/nvidia/nsight-systems/2025.3.1/bin/nsys")
-    env = preflight.host_job_environment(f)
+    env = hostruntime.host_job_environment(f)
     assert env == {"NCCL_SOCKET_IFNAME": "eth0", "CARDTIME_NCCL_TESTS_DIR": "/opt/nccl-tests/bin",
                    "PATH": "/usr/local/bin:/usr/bin:/bin:/opt/conda/bin:/opt/nccl-tests/bin:"
                            "/opt/nvidia/nsight-systems/2025.3.1/bin"}
     plain = preflight.HostFacts(session_path="/usr/bin:/bin", nccl_tests="/usr/bin", nsys="/usr/bin/nsys")
-    assert preflight.host_job_environment(plain) == {"CARDTIME_NCCL_TESTS_DIR": "/usr/bin"}  # PATH left alone
+    assert hostruntime.host_job_environment(plain) == {"CARDTIME_NCCL_TESTS_DIR": "/usr/bin"}  # PATH left alone
 
 
 def test_host_runtime_without_nccl_tests_says_so():

@@ -1,0 +1,162 @@
+"""The suite across two nodes as a rented cluster has them (tests/e2e/hostile_lab.py): NAT'd public addresses, a
+firewall open to ssh alone from outside, the nodes' private network open, each host name on 127.0.1.1.
+
+One lab for every case (a two-node launch costs tens of seconds on 2 cores), each run on node-a as `make remote`
+runs the suite there, the nodes named as the laptop names them (node-a, node-b → their public addresses):
+
+  1. a rendezvous port closed on node-a: refused in one line (node-b, node-a's address, the port, what to open)
+     within seconds, no run directory;
+  2. a wrong node address (NODE_ADDRS=): refused in one line naming it;
+  3. the launch, on separate disks (its folder a private mount on each node): node addresses asked of the nodes
+     (node-a's toward node-b, node-b's toward node-a: the private ones), the fixed port, every connection tried,
+     then a torchrun per node with node-a hosting the store at its private address; the hand-written all-reduce
+     across both, every element checked against dist.all_reduce on every size; node-b's raw output and rows
+     copied back to node-a's disk;
+  4. `make remote HOSTS=node-a,node-b` from the laptop (the root namespace: public addresses, port 22 only) with the
+     topology stage: preflight, code, venv, the suite detached on node-a (addresses found, connections checked),
+     both nodes' output fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import hostile_lab
+from tests.e2e.remote_loopback import WORKTREE, make_repo
+from tests.e2e.test_two_nodes import VENV_CACHE, provisioning_remote
+from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
+PYTHON = WORKTREE / ".venv" / "bin" / "python"
+
+LAUNCH = """
+import argparse, json, sys
+from pathlib import Path
+from suite.commands.run import with_nodes
+from suite.config import get_profile
+from suite.launch.multilaunch import run_across_nodes
+out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+args = argparse.Namespace(nodes="node-a,node-b", hostfile=None, ssh_config=ssh_config, socket_ifname=ifname,
+                          node_addrs="")
+profile = with_nodes(get_profile("gloo-cpu", 1), args)
+result = run_across_nodes(profile, "suite.workloads.hand_allreduce",
+                          ["--sizes", "8,4096", "--warmup", "1", "--iters", "2"], raw_dir=out, tag="hand", timeout_s=240)
+print(json.dumps({"node_addrs": profile.node_addrs, "master_port": profile.master_port,
+                  "out_dir": str(result.out_dir)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def can_make_namespaces():
+    why = netns_missing()
+    if why:
+        pytest.skip(f"no two-node cluster on this machine: {why}")
+    if subprocess.run(["iptables", "-V"], capture_output=True).returncode != 0:
+        pytest.skip("iptables (nf_tables) is not installed: the lab's firewall needs it")
+
+
+def on_node_a(cluster, argv: list[str], timeout_s: float = 400) -> subprocess.CompletedProcess:
+    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
+    return cluster.ssh("node-a", command, timeout_s=timeout_s, check=False)
+
+
+def suite_run(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return on_node_a(cluster, [str(PYTHON), "-m", "suite", "run", "--stages", "bandwidth", "--nodes", "node-a,node-b",
+                               "--ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME, "--out", str(out),
+                               *extra], timeout_s=300)
+
+
+def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
+    timings: dict[str, float] = {}
+    with two_node_cluster(tmp_path / "cluster", hostile=True, private=tmp_path / "launch") as cluster:
+        namespaces = [*cluster.namespaces.values(), hostile_lab.router_namespace(next(iter(
+            cluster.namespaces.values()))[:-1])]
+        a, b = cluster.address("node-a"), cluster.address("node-b")
+        # the lab is what it claims: the laptop reaches ssh at the public address, not the port behind it
+        laptop_ssh = subprocess.run(cluster.ssh_argv("node-a", "hostname"), capture_output=True, text=True, timeout=60)
+        probe = ["python3", "-c", "import socket,sys; socket.create_connection((sys.argv[1], 29400), timeout=3)",
+                 cluster.public_address("node-a")]
+        listener = subprocess.Popen(["ip", "netns", "exec", cluster.namespaces["node-a"], "python3", "-c",
+                                     "import socket,time; s=socket.create_server(('0.0.0.0', 29400)); time.sleep(20)"])
+        time.sleep(1.0)
+        laptop_port = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+        listener.kill()
+        listener.wait()
+        hostname_line = cluster.ssh("node-a", "getent hosts node-a").stdout.strip()
+
+        rule = hostile_lab.close_port(cluster.namespaces["node-a"], 29400)
+        started = time.monotonic()
+        closed = suite_run(cluster, tmp_path / "closed")
+        timings["closed port refused"] = time.monotonic() - started
+        hostile_lab.reopen_port(cluster.namespaces["node-a"], rule)
+
+        started = time.monotonic()
+        wrong = suite_run(cluster, tmp_path / "wrong", "--node-addrs", f"{a},{cluster.net}.99")
+        timings["wrong address refused"] = time.monotonic() - started
+
+        started = time.monotonic()
+        launched = on_node_a(cluster, [str(PYTHON), "-c", LAUNCH, str(tmp_path / "launch"), str(cluster.ssh_config),
+                                       IFNAME])
+        timings["launch through the NAT'd names"] = time.monotonic() - started
+
+        # 4. make remote from the laptop, which reaches the nodes at their public addresses, port 22 only
+        laptop = make_repo(tmp_path / "laptop")
+        (tmp_path / "remote").mkdir()
+        VENV_CACHE.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "remote" / "venvs").symlink_to(VENV_CACHE)
+        started = time.monotonic()
+        remote_run = provisioning_remote(cluster, "node-a,node-b", tmp_path, laptop, "--stages", "topology",
+                                         "--node-ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME)
+        timings["make remote HOSTS= (topology)"] = time.monotonic() - started
+        sessions = cluster.pids()
+    print("; ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
+    assert laptop_ssh.stdout.strip() == "node-a" and laptop_port.returncode != 0
+    assert hostname_line.startswith("127.0.1.1"), hostname_line
+    # 1. the closed rendezvous port: one line, from node-b, naming node-a's private address and the port
+    assert closed.returncode == 2, closed.stdout[-2000:] + closed.stderr[-2000:]
+    assert closed.stderr.strip().count("\n") == 0, closed.stderr
+    assert (f"node node-b cannot connect to node node-a at {a}:29400, the rendezvous port (c10d's store on node 0) "
+            "(timed out)") in closed.stderr and "open TCP 29400 on it" in closed.stderr
+    assert not (tmp_path / "closed").exists() or not list((tmp_path / "closed").iterdir())
+    # 2. a wrong node address: refused from node-a, naming it
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0, wrong.stderr
+    assert f"node node-a cannot connect to node node-b at {cluster.net}.99:22, ssh (" in wrong.stderr
+    assert "NODE_ADDRS=" in wrong.stderr
+    # 3. the launch: the private addresses found by asking, node-a hosting the store there, the sums exact
+    assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
+    said = json.loads(launched.stdout.strip().splitlines()[-1])
+    assert said["node_addrs"] == [a, b] and said["master_port"] == 29400
+    # separate disks: node-b wrote on its own; its folder and its rank's rows were copied back to node-a's
+    here, there = cluster.disk("node-a"), cluster.disk("node-b")
+    assert len(list((there / "node-b").glob("hand.rank*.log"))) == 1 and not (there / "node-a").exists()
+    assert (there / "hand.out" / "rows.rank1.jsonl").is_file() and not (there / "hand.out" / "rows.rank0.jsonl").exists()
+    assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
+    words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
+    assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
+    assert f"--rdzv-endpoint={a}:29400" in words["node-a"] and f"--rdzv-endpoint={a}:29400" in words["node-b"]
+    assert "is_host=1" in words["node-a"] and f"--local-addr={a}" in words["node-a"]
+    assert "is_host=0" in words["node-b"] and f"--local-addr={b}" in words["node-b"]
+    out_dir = here / Path(said["out_dir"]).relative_to(tmp_path / "launch")
+    assert sorted(p.name for p in out_dir.glob("rows.rank*.jsonl")) == ["rows.rank0.jsonl", "rows.rank1.jsonl"]
+    rows = [json.loads(line) for f in sorted(out_dir.glob("rows.rank*.jsonl")) for line in f.read_text().splitlines()]
+    wrong_rows = [r for r in rows if r["metric"] == "wrong" and not r["case"].startswith("mistake.")]
+    assert {r["case"] for r in wrong_rows} == {"ring", "tree"} and len(wrong_rows) >= 4
+    assert all(r["value"] == 0 and r["world"] == 2 for r in wrong_rows), wrong_rows
+    # 4. make remote through the NAT and the firewall: the run on node-a found the nodes' private addresses and
+    # passed the connection checks; both nodes' topology output fetched
+    assert remote_run.returncode == 0, remote_run.stderr[-5000:]
+    run = Path((tmp_path / "fetched" / "LAST").read_text().strip())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["profile"]["node_addrs"] == [a, b] and manifest["profile"]["master_port"] == 29400
+    for node in ("node-a", "node-b"):
+        assert (run / "raw" / "topology" / node / "nic-rows.jsonl").is_file()
+    # teardown: nothing left running, no namespace left (the router's included)
+    assert sessions and not [p for p in sessions if _alive(p)]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    assert not [ns for ns in namespaces if ns in listed]
