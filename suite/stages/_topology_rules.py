@@ -142,8 +142,8 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
     box = classify(gpus, links, model)
     summary = link_summary(links)
     if box.kind == "single":
-        return VERDICTS.skip("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
-                             reason="one GPU: there is no GPU pair to judge")
+        return VERDICTS.not_applicable("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
+                                       why="one GPU: there is no GPU pair to judge")
     nv = {p: nvlink_count(v) for p, v in links.items() if nvlink_count(v)}
     if box.kind == "switched":
         not_nv = [p for p in links if p not in nv]
@@ -200,8 +200,8 @@ def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> st
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
     """topology.numa: notes GPU pairs whose traffic crosses NUMA nodes (never a failure by itself)."""
     if len(gpus) < 2:
-        return VERDICTS.skip("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
-                             reason="one GPU: no GPU pair can cross NUMA nodes")
+        return VERDICTS.not_applicable("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
+                                       why="one GPU: no GPU pair can cross NUMA nodes")
     crossing = cross_numa_pairs(links, groups)
     nodes = sorted({g for g in groups.values() if g})
     expected = "GPU pairs without NVLink kept inside one NUMA node where possible"

@@ -145,9 +145,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         return verdicts + [VERDICTS.cpu_skip("performance", expected)]
     world = max((r.world or 0 for r in rows if r.source in ("torch", "nccl-tests")), default=0)
     if world < 2:
-        return verdicts + [VERDICTS.skip("performance", expected="2 or more GPUs", observed=f"world of {world}",
-                                         reason="one GPU has no link to measure: "
-                                                "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
+        return verdicts + [VERDICTS.not_applicable("performance", expected="2 or more GPUs", observed=f"world of {world}",
+                                                   why="one GPU has no link to measure: "
+                                                       "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
     verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts) if across  # held to the NICs, not the link
@@ -160,7 +160,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
 def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
     if not_captured(facts or {}, "torch"):
-        return VERDICTS.not_captured_skip("torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
+        return VERDICTS.live_only_skip("torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
     seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
     one_rank = {r.world for r in rows if r.source == "torch" and r.metric == "busbw"} == {1}
     missing = [c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")]  # no peer on one rank

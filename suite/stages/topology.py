@@ -292,9 +292,14 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
     tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
     if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
+        if "nvidia-smi-topo-m" in tools and {"nvidia-smi-q", "nvidia-smi-L"} & set(tools):  # names and matrix
+            return VERDICTS.not_applicable("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
+                                           observed=f"read from captures: {read}",
+                                           why="the tools ran on the captured box; their outputs are judged below")
         return VERDICTS.skip("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
                              observed=f"read from captures: {read}",
-                             reason="ingested outputs: the tools ran elsewhere; those not among the files are not judged")
+                             reason="ingested outputs: the tools ran elsewhere; ingest `nvidia-smi topo -m` and `-q` "
+                                    "(or `-L`) together for the links and the GPUs' names")
     broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
     expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
     if tools and not broken:
@@ -309,7 +314,7 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
 
 def _judge_cpu(rows: list[Row], expectations: list[Expectation], facts: dict) -> Verdict:
     if not_captured(facts, "lscpu"):
-        return VERDICTS.not_captured_skip("cpu", "CPU count and NUMA layout recorded", "lscpu")
+        return VERDICTS.live_only_skip("cpu", "CPU count and NUMA layout recorded", "lscpu")
     by = _index(rows)
     logical, nodes = by.get(("cpu", "logical_cpus")), by.get(("cpu", "numa_nodes"))
     model = by.get(("cpu", "cpu_model"))
@@ -357,7 +362,7 @@ def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Ve
     expected = f"≥ {int(want.value)} usable CPUs ({want.basis})" if want else "enough CPUs"
     observed = f"{_fmt(row)} usable CPUs"
     if not_captured(facts, "lscpu"):
-        return VERDICTS.not_captured_skip("cpu_threads", expected, "lscpu")
+        return VERDICTS.live_only_skip("cpu_threads", expected, "lscpu")
     if not judges_performance(facts):
         return VERDICTS.cpu_skip("cpu_threads", expected, observed)
     ok = want is None or row is None or row.value >= want.value
