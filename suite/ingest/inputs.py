@@ -193,7 +193,8 @@ def read(path: Path) -> list[Capture] | Unused:
         return Unused(path, f"unreadable ({e.strerror})")
     if not head.strip():
         return Unused(path, "empty")
-    # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted text
+    # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted text;
+    # nccl-tests' parser reads its own prompt line (it names the *_perf program) and its cut or elided tables
     as_text = b"\x00" not in head and not traces.sniff(head) and not traces.sniff_torch(head)
     pasted = clean(_text(path)) if as_text else None
     if pasted is not None:
@@ -201,10 +202,11 @@ def read(path: Path) -> list[Capture] | Unused:
     for kind, sniff, reader in KINDS:
         if sniff(head):
             try:
-                got = reader(path, pasted.text if pasted else "")
+                whole = kind == nccl_tests.KIND  # its parser takes the prompt line and cut tables itself
+                got = reader(path, _text(path) if whole else pasted.text if pasted else "")
             except (ValueError, OSError, EOFError) as e:  # ParseError is a ValueError; a cut gzip an EOFError
                 return Unused(path, f"looks like {kind} but does not parse: {e}")
-            if pasted and pasted.partial:  # an excerpt: judged on what it holds, said partial
+            if pasted and pasted.partial and not whole:  # an excerpt: judged on what it holds, said partial
                 for c in got:
                     c.facts["partial"] = "; ".join(filter(None, [*pasted.partial, c.facts.get("partial")]))
             return got
