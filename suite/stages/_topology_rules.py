@@ -48,6 +48,17 @@ def expects_full_nvlink(model: str | None) -> bool:
     return bool(gpu and gpu.switch_boards_only)
 
 
+def no_fabric_state(expected: str, model: str | None) -> Verdict:
+    """topology.fabric where no GPU reports a fabric state: open on a part that ships on NVSwitch boards (its
+    fabric must be up and was not shown), not applicable on any other (no NVSwitch fabric to bring up)."""
+    if expects_full_nvlink(model):
+        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
+                             reason=f"{model} runs on an NVSwitch board and no GPU reports its fabric state (an "
+                                    "older driver, or no `nvidia-smi -q` read)")
+    return VERDICTS.not_applicable("fabric", expected=expected, observed="not reported",
+                                   why=f"no NVSwitch fabric on {model or 'these GPUs'}")
+
+
 def common_model(gpu_names: Iterable[str] | None) -> str | None:
     names = [n for n in (gpu_names or []) if n]
     return Counter(names).most_common(1)[0][0] if names else None

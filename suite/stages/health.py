@@ -247,7 +247,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out = [_or_not_captured(facts, "kernel_log", KERNEL_LOG, lambda: rules.kernel_log_verdict(
                found.get("kernel_log"), found.get("kernel_log_why", "not read"))),
            _or_not_captured(facts, "network", NETWORK, lambda: rules.network_verdict(
-               found.get("network"), found.get("network_why", "")))]
+               found.get("network"), found.get("network_why", "")), one_box=len(prof.nodes or ()) <= 1)]
     smi = found.get("smi")
     if prof.is_rehearsal:
         out += [rules.V.skip(check, expected="a GPU box", observed=f"profile {prof.name}",
@@ -269,7 +269,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             base = [live[v.id] if v.id in ("health.pcie_link", "health.clock_brakes") else v for v in base]
         out += base
     if not prof.is_rehearsal:
-        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda")),
+        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda"))
+                if found.get("torch_cuda") or not facts.get("ingest") else rules.V.live_only_skip(
+                    "driver", "a driver that runs the CUDA torch was built for", "torch's CUDA line"),
                 _or_not_captured(facts, "nvlink", NVLINK, lambda: rules.nvlink_verdict(
                     found.get("nvlink"), found.get("nvlink_why", ""), links=_topo_links(facts, found),
                     model=next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None)
@@ -326,9 +328,14 @@ def _unread_smi(facts: dict, found: dict) -> Verdict:
                                "`--gpus all`; fix it or ask the provider for another node")
 
 
-def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict]) -> Verdict:
-    """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule."""
+def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict],
+                     one_box: bool = False) -> Verdict:
+    """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule.
+    one_box: the check has nothing to judge on a single node (InfiniBand ports): not captured, it does not apply."""
     if all(not_captured(facts, source) for source in sources):
+        if one_box:
+            return rules.V.not_applicable(check, expected=verdict().expected, observed="not captured",
+                                          why="a single-node run needs no InfiniBand/RoCE port")
         return rules.V.not_captured_skip(check, expected=verdict().expected, what=" or ".join(sources) + " output")
     return verdict()
 

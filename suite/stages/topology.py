@@ -28,6 +28,7 @@ from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _node_nics
+from suite.stages._topology_rules import no_fabric_state
 from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
 from .. import headlines as hl
 
@@ -281,9 +282,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                               reason="no topology matrix was read: see topology.tools") for check in ("links", "numa")]
     out.append(_judge_count(by, expectations, "gpu_count", "nvidia-smi shows",
                             "rent the box the profile names, or pass --nproc with the number of GPUs it has"))
-    out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
-                            "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
-                            "container lacks `--gpus all`: fix it before any measurement"))
+    if facts.get("ingest"):  # torch ran nowhere: the captured box's tools are judged, not this machine's torch
+        out.append(VERDICTS.live_only_skip("torch_cuda_devices", "torch sees the profile's GPUs", "torch device count"))
+    else:
+        out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
+                                "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
+                                "container lacks `--gpus all`: fix it before any measurement"))
     out.append(_judge_fabric(rows, facts))
     return out
 
@@ -293,13 +297,11 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
     if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
         if "nvidia-smi-topo-m" in tools and {"nvidia-smi-q", "nvidia-smi-L"} & set(tools):  # names and matrix
-            return VERDICTS.not_applicable("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
-                                           observed=f"read from captures: {read}",
-                                           why="the tools ran on the captured box; their outputs are judged below")
+            return VERDICTS.not_applicable("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run", observed=
+                                           f"read from captures: {read}", why="the tools ran on the captured box")
         return VERDICTS.skip("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
                              observed=f"read from captures: {read}",
-                             reason="ingested outputs: the tools ran elsewhere; ingest `nvidia-smi topo -m` and `-q` "
-                                    "(or `-L`) together for the links and the GPUs' names")
+                             reason="ingested outputs: ingest `nvidia-smi topo -m` and `-q` (or `-L`) together")
     broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
     expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
     if tools and not broken:
@@ -346,8 +348,7 @@ def _judge_fabric(rows: list[Row], facts: dict) -> Verdict:
     known = {g: s for g, s in states.items() if not s.startswith("N/A")}
     expected = "NVSwitch fabric state 'Completed'"
     if not known:
-        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
-                             reason="no GPU reports a fabric state (no NVSwitch fabric, or an older driver)")
+        return no_fabric_state(expected, (facts.get("topology") or {}).get("gpu_model"))
     bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
     observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
     return VERDICTS.check(
