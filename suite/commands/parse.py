@@ -87,6 +87,8 @@ def parse_pasted(kind: str, module, path: Path) -> dict:
     pasted = clean(path.read_text(encoding="utf-8"))
     if kind == "smi-q":
         data = module.parse(pasted.text, partial_ok=True)
+    elif kind == "nvlink":  # nvidia-smi nvlink -s/-e, or dcgmi nvlink --link-status
+        data = module.parse_any(pasted.text)
     else:
         data = module.parse(pasted.text)
     data = data.to_dict() if hasattr(data, "to_dict") else data

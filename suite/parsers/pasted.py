@@ -14,13 +14,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# `user@host:~/dir# cmd`, `[user@host dir]$ cmd`, `(venv) user@host:~$ cmd`, `$ cmd`, `# nvidia-smi …`
-PROMPT = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:\S+@\S+?(?::\S*)?\s?[#$%>]|\[\S+@[^\]]+\]\s?[#$%]|[$%]|#(?=\s*"
-                    r"(?:sudo\s+)?(?:nvidia-smi|dcgmi|ibstat|ibv_devinfo|dmesg|journalctl|\S*_perf|mpirun)\b))\s+\S")
+TOOLS = r"(?:sudo\s+)?(?:nvidia-smi|dcgmi|ibstat|ibv_devinfo|dmesg|journalctl|\S*_perf|mpirun)\b"
+# `user@host:~/dir# cmd`, `[user@host dir]$ cmd`, `(venv) user@host:~$ cmd`, `$ cmd`, `# nvidia-smi …`, and the
+# bare command echoed above its output (`nvidia-smi nvlink -s`, as issues paste it)
+PROMPT = re.compile(r"^\s*(?:(?:\([^)]*\)\s*)?(?:\S+@\S+?(?::\S*)?\s?[#$%>]|\[\S+@[^\]]+\]\s?[#$%]|[$%]|#(?=\s*"
+                    + TOOLS + r"))\s+\S|" + TOOLS + r"[^|]*$)")
 EXCERPT_LINE = re.compile(r"^\s*(?:\.{3,}|…+|\[\s*(?:\.{3}|…)\s*\]|\(\s*(?:\.{3}|…)\s*\)|<\s*snip\s*>|\[\s*snip\s*\]"
                           r"|\[\s*(?:\d+\s+)?(?:more\s+)?lines?\s+(?:omitted|removed|trimmed|snipped)\s*\])\s*$",
                           re.IGNORECASE)
-ELIDED_VALUE = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]*-?(?:\.{3}|…)|:\s*(?:\.{3}|…)\s*$")
+ELIDED_VALUE = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]*-?(?:\.{3}|…)|UUID:\s*(?:\.{3}|…)|:\s*(?:\.{3}|…)\s*$")
 
 
 @dataclass

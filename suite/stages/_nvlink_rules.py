@@ -5,7 +5,7 @@ fitted, and `nvidia-smi nvlink -s` then says so per link, or only `NVML: Unable 
 as all links are inActive`; `dcgmi nvlink --link-status` prints D for them. That is a fault only where the box
 should have them:
 
-- a part that ships only on NVLink boards (SXM, NVSwitch: suite/gpus.py's switch_boards_only): every link up;
+- an SXM module (its board wires every link) or a part sold only on NVLink boards: every link up;
 - a GPU whose pairs `nvidia-smi topo -m` shows as NV# (a bridge is fitted): at least that many links up;
 - otherwise (an unbridged PCIe card, or no topology to tell): the inactive links pass with a note saying so.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from suite.gpus import gpu_for
 from suite.parsers.topo import nvlink_count
 from suite.results import Verdict
 from suite.stages._topology_rules import expects_full_nvlink
@@ -27,6 +28,12 @@ EXPECTED = "every NVLink the board or the topology calls for up at one speed, er
 NEW_NODE = "ask the provider for another node"
 RESTART = ("an NVLink is down or slow: restart the fabric manager (`systemctl restart nvidia-fabricmanager`) and "
            "reset the GPUs; if it stays, " + NEW_NODE)
+
+
+def sxm_part(model: str | None) -> bool:
+    """An SXM module or a part sold only on NVLink boards: every NVLink it has is wired on its board."""
+    gpu = gpu_for(model)
+    return expects_full_nvlink(model) or bool(gpu and "SXM" in gpu.model.split()[-1])
 
 
 def wanted_links(links: Mapping[str, str] | None) -> dict[int, int]:
@@ -48,7 +55,7 @@ def nvlink_verdict(parsed: dict[str, Any] | None, why_not: str = "", *, links: M
     `links`: topo -m's GPU pairs, None when not read; `model`: the GPU's name where the output lacks it."""
     names = [g.get("name") for g in (parsed or {}).get("gpus", []) if g.get("name")]
     model = names[0] if names else model
-    switched = expects_full_nvlink(model)
+    switched = sxm_part(model)
     want = wanted_links(links)
     if parsed is not None and parsed.get("all_inactive") and not any(g["links"] for g in parsed["gpus"]):
         return _all_inactive(parsed, switched, want, model)
