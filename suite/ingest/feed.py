@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import runner, stages
 from ..config import Profile, get_profile
-from ..parsers import traces
+from ..parsers import p2p, traces
 from ..results import Row, RunDir
 from ..stages import _nccl_tests, bandwidth, crossover, health, topology
 from ..stages import profile as profile_stage
@@ -25,7 +25,7 @@ from ..stages._topology_rules import common_model
 from .inputs import Capture, Unused
 
 PROFILE = "nccl-gpu"
-SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}
+SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}
 BOX_STAGES = ("health", "topology", "bandwidth")
 """The stages whose captures judge a box (its health, its links, its bandwidth): an ingest without one of them is
 INCONCLUSIVE (suite/box_verdict.py), never accepted on the others. crossover and profile judge NCCL and a
@@ -84,6 +84,8 @@ def assign(captures: list[Capture]) -> Plan:
 def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     outputs = {c.kind: c.data for c in caps}
     rows, facts, _ = topology.rows_from_smi(outputs)  # each output parsed already in inputs.read
+    if "nvidia-smi-topo-p2p" in outputs:  # which pairs reach each other's memory directly (topology.p2p)
+        facts["p2p"] = p2p.parse(outputs["nvidia-smi-topo-p2p"])["pairs"]
     for tool in outputs:  # the judge's `tools` check: these outputs were read, the others not given
         rows.append(Row(stage="topology", case=tool, metric="tool_status", value=0, unit="",
                         text=f"ok: ingested from {next(c.path.name for c in caps if c.kind == tool)}"))

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from suite.parsers.pasted import clean
 
-from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, smi_health, smi_query, topo, traces, xid
+from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
 
 HEAD_BYTES = 64 * 1024
 ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)
@@ -161,6 +161,7 @@ KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path, str], list[Capt
     (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
     (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
     (smi_query.KIND, smi_query.sniff, read_smi_q),
+    (p2p.KIND, p2p.sniff, read_smi("nvidia-smi-topo-p2p", p2p.parse)),  # before topo -m: both are GPU matrices
     (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
     (nvlink.KIND, nvlink.sniff, read_health(nvlink.KIND, nvlink.parse)),
     (nvlink.DCGMI_KIND, nvlink.sniff_dcgmi, read_health(nvlink.KIND, nvlink.parse_dcgmi)),  # judged as nvlink -s

@@ -48,6 +48,25 @@ def expects_full_nvlink(model: str | None) -> bool:
     return bool(gpu and gpu.switch_boards_only)
 
 
+def judge_p2p(pairs: Mapping[str, str] | None) -> list[Verdict]:
+    """topology.p2p from `nvidia-smi topo -p2p r`, where it was read (no verdict otherwise: an optional capture).
+    A pair without P2P (GeForce cards: GNS) is staged through host memory by NCCL: it works, slower than its
+    link, so it warns with the reason and bandwidth holds it to the staged floor, never the direct one."""
+    if not pairs:
+        return []
+    without = {p: s for p, s in pairs.items() if s != "OK"}
+    expected = "P2P between every GPU pair (`nvidia-smi topo -p2p r`: OK)"
+    if not without:
+        return [VERDICTS.passed("p2p", expected=expected, observed=f"{len(pairs)} pair(s) OK",
+                                reason="every GPU pair reads the other's memory directly")]
+    shown = ", ".join(f"{p} {s}" for p, s in list(without.items())[:6]) + (" …" if len(without) > 6 else "")
+    return [VERDICTS.warn("p2p", expected=expected, observed=f"{len(without)} of {len(pairs)} pair(s) without P2P: "
+                          f"{shown}", reason="no P2P between these GPUs: NCCL stages their traffic through host "
+                          "memory (SHM), so their bandwidth is bounded by the CPUs' memory and interconnect, not "
+                          "the PCIe link (GNS: GeForce cards have P2P off; CNS/TNS: the chipset or topology); "
+                          "bandwidth holds them to the staged floor")]
+
+
 def no_fabric_state(expected: str, model: str | None) -> Verdict:
     """topology.fabric where no GPU reports a fabric state: open on a part that ships on NVSwitch boards (its
     fabric must be up and was not shown), not applicable on any other (no NVSwitch fabric to bring up)."""
@@ -209,7 +228,7 @@ def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> st
 
 
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
-    """topology.numa: notes GPU pairs whose traffic crosses NUMA nodes (never a failure by itself)."""
+    """topology.numa: warns of GPU pairs whose traffic crosses NUMA nodes (a SYS hop; never a failure by itself)."""
     if len(gpus) < 2:
         return VERDICTS.not_applicable("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
                                        why="one GPU: no GPU pair can cross NUMA nodes")
@@ -221,10 +240,10 @@ def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, s
                                reason="every GPU pair is on NVLink or under one NUMA node")
     shown = ", ".join(crossing[:8]) + (" …" if len(crossing) > 8 else "")
     by_group = "; ".join(f"{grp}: {' '.join(g for g in gpus if groups.get(g) == grp)}" for grp in nodes)
-    return VERDICTS.passed(
+    return VERDICTS.warn(  # a SYS hop works, slower: a warning to place groups by, never a failed box
         "numa", expected=expected,
         observed=f"{len(crossing)} of {len(links)} GPU pairs cross NUMA nodes: {shown}",
-        reason=(f"noted: these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
+        reason=(f"these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
                 f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"),
     )
 

@@ -75,8 +75,9 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         out.append(Expectation(stage=STAGE, case=coll, metric="wrong", value=0, unit="count",
                                basis="every element equals its known expected value", world=n))
         if peak is not None and len(profile.nodes) < 2:
-            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
-                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}", world=n,
+            share = _intra_judges.floor_share(peak)
+            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=share * peak.per_gpu_GBps,
+                                   unit="GB/s", basis=f"{share:.0%} × {peak.basis}", world=n,
                                    size_bytes=profile.sweep.max_bytes))
     if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
         out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
@@ -247,7 +248,7 @@ def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[E
         got = curve[size]
         out.append(VERDICTS.check(
             f"peak.{coll}", got >= floor, bad="warn" if peak.staged else "fail",
-            expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {peak.basis})",
+            expected=f"busbw ≥ {floor:.1f} GB/s ({_intra_judges.floor_share(peak):.0%} × {peak.basis})",
             observed=f"{got:.1f} GB/s at {size} B ({source})", reason_ok="large messages reach the link",
             reason_bad=(f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the ring's slowest hop, which "
                         f"crosses the CPUs through host memory: the CPU interconnect and NCCL's SHM path "

@@ -28,8 +28,8 @@ from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from . import _node_nics
-from suite.stages._topology_rules import no_fabric_state
-from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+from ._topology_rules import (classify, common_model, judge_links, judge_numa, judge_p2p, link_class,
+                              no_fabric_state, numa_groups)
 from .. import headlines as hl
 
 STAGE = "topology"
@@ -289,7 +289,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                 "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
                                 "container lacks `--gpus all`: fix it before any measurement"))
     out.append(_judge_fabric(rows, facts))
-    return out
+    return out + judge_p2p((facts.get("topology") or {}).get("p2p"))
 
 
 def _judge_tools(by: dict, facts: dict) -> Verdict:
