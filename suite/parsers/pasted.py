@@ -28,7 +28,7 @@ ELIDED_VALUE = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]*-?(?:\.{3}|…)|UUID:\s*(?
 @dataclass
 class Pasted:
     text: str
-    """The output with prompt lines and excerpt marks dropped (line numbers shift by what was dropped)."""
+    """The output with prompt lines and excerpt marks blanked (each line keeps its number)."""
     partial: list[str] = field(default_factory=list)
     """Why the capture is not the whole output (empty: it is)."""
     notes: list[str] = field(default_factory=list)
@@ -42,11 +42,14 @@ def clean(text: str) -> Pasted:
     prompts: list[int] = []
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         bare = line.rstrip("\r\n")
+        ending = line[len(bare):]  # a dropped line leaves its line break: the parsers' line numbers stay the file's
         if EXCERPT_LINE.match(bare):
             marks.append(number)
+            kept.append(ending)
             continue
         if PROMPT.match(bare) and not kept_output(kept):
             prompts.append(number)  # only above the output: a `#` inside it is the tool's own
+            kept.append(ending)
             continue
         if ELIDED_VALUE.search(bare):
             elided.append(number)

@@ -125,7 +125,8 @@ def test_every_capture_in_tests_data_is_claimed_by_its_own_kind():
     topo = sorted(TOPO.glob("*.txt"))
     nccl = sorted(NCCL.glob("*.txt"))
     assert len(topo) >= 15 and len(nccl) >= 13
-    for path, kind in [(p, "nvidia-smi-topo-m") for p in topo] + [(p, "nccl-tests") for p in nccl]:
+    for path, kind in [(p, "nvidia-smi-topo-p2p" if "-p2p-" in p.name else "nvidia-smi-topo-m") for p in topo] + \
+            [(p, "nccl-tests") for p in nccl]:
         got = inputs.read(path)
         claimed = got.why if isinstance(got, inputs.Unused) else got[0].kind
         assert claimed == kind or "does not parse" in claimed, (path.name, claimed)
@@ -245,7 +246,8 @@ def test_a_file_of_several_tests_gives_one_capture_each(tmp_path):
 # ---------------------------------------------------------------- the health stage's captures (issue 15)
 
 HEALTH = REPO / "tests/data/health"
-HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "ibstat": "ibstat",
+HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "dcgmi-nvlink": "nvidia-smi nvlink",
+               "ibstat": "ibstat",
                "ibv-devinfo": "ibv_devinfo", "dcgmi-diag": "dcgmi diag", "xid": "kernel log"}
 
 
@@ -293,9 +295,10 @@ def test_an_xid_capture_fails_and_what_it_lacks_skips(tmp_path):
     hv = health_verdicts(v)
     assert len(hv) == 16
     assert [k for k, x in hv.items() if x.status != "skip"] == ["health.kernel_log"]
-    for check in ("pcie_link", "remapped_rows", "network", "nvlink", "dcgm"):
+    for check in ("pcie_link", "remapped_rows", "nvlink", "dcgm"):
         assert "ingested" in hv[f"health.{check}"].reason, check  # not_captured_skip, not a "not read" fail
-    assert hv["health.measured"].reason.startswith("does not apply to this box: ")  # a live-only measurement
+    for check in ("measured", "network"):  # a live-only measurement; InfiniBand on a single node
+        assert hv[f"health.{check}"].reason.startswith("does not apply to this box: "), check
     assert "health.nvidia_smi" not in hv
     assert (run.path / "raw/health/xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes() == \
         (HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes()
