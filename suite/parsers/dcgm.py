@@ -61,6 +61,8 @@ def parse_text(text: str) -> dict[str, Any]:
         if not line.startswith("|"):
             continue
         row = _ROW.fullmatch(line)
+        if not row and not "".join(text.splitlines()[number:]).strip():
+            break  # the last line, cut mid-row: the table stops here (partial, below)
         if not row:
             raise ParseError(f"line {number}: {line[:60]!r} is a broken table row: the output is cut or garbled")
         key, value = row.groups()

@@ -275,7 +275,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                 _or_not_captured(facts, "nvlink", NVLINK, lambda: rules.nvlink_verdict(
                     found.get("nvlink"), found.get("nvlink_why", ""), links=_topo_links(facts, found),
                     model=next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None)
-                    or (facts.get("topology") or {}).get("gpu_model"))),
+                    or (facts.get("topology") or {}).get("gpu_model")), no_such=_without_nvlink(facts, smi)),
                 _or_not_captured(facts, "dcgm", DCGM, lambda: rules.dcgm_verdict(
                     found.get("dcgm"), found.get("dcgm_why", "")))]
     out = [_partial_pass(v, found.get("partial") or {}) for v in out]
@@ -296,6 +296,14 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         gemm_peak_tflops=model.bf16_dense_tflops if model else None,
         link_GBps=rules.link_rate_GBps(smi["gpus"]) if smi else {}, peak_source=model.peak_source if model else "")
     return out
+
+
+def _without_nvlink(facts: dict, smi: dict | None) -> str:
+    """Why an NVLink check has nothing to judge: the GPU model has no NVLink (suite/gpus.py); '' otherwise."""
+    name = next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None) or \
+        (facts.get("topology") or {}).get("gpu_model")
+    model = gpu_for(name) if name else None
+    return f"{model.model} has no NVLink" if model is not None and model.nvlink is None else ""
 
 
 def _topo_links(facts: dict, found: dict) -> dict | None:
@@ -329,13 +337,13 @@ def _unread_smi(facts: dict, found: dict) -> Verdict:
 
 
 def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict],
-                     one_box: bool = False) -> Verdict:
+                     one_box: bool = False, no_such: str = "") -> Verdict:
     """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule.
     one_box: the check has nothing to judge on a single node (InfiniBand ports): not captured, it does not apply."""
     if all(not_captured(facts, source) for source in sources):
-        if one_box:
+        if one_box or no_such:
             return rules.V.not_applicable(check, expected=verdict().expected, observed="not captured",
-                                          why="a single-node run needs no InfiniBand/RoCE port")
+                                          why=no_such or "a single-node run needs no InfiniBand/RoCE port")
         return rules.V.not_captured_skip(check, expected=verdict().expected, what=" or ".join(sources) + " output")
     return verdict()
 
