@@ -96,3 +96,29 @@ def test_an_excerpt_that_passes_is_left_open_in_ingest(tmp_path):
     v = {x.id: x for x in RunDir.load(next((tmp_path / "runs").iterdir())).verdicts()}
     assert v["health.nvlink"].status == "skip" and "partial capture" in v["health.nvlink"].reason
     assert code == 1 and "partial: " in err
+
+
+def test_one_unreadable_smi_q_is_not_a_box_without_gpus():
+    """A -q that timed out or was cut publishes no usable-GPU count (the runner would skip every GPU stage on 0);
+    health.nvidia_smi fails naming the file, and a cut -q's whole blocks are still judged."""
+    from suite.stages import health
+
+    found = {"smi": None, "smi_why": "nvidia-smi -q: timed out after 60 s; what it printed is kept in "
+                                     "raw/health/nvidia-smi-q.txt", "kernel_log": None, "network": None}
+    published = health.published(found, on_gpu=True, nproc=8)
+    assert "usable_gpus" not in published  # no gate: the count is unknown, not 0
+    from suite.config import get_profile
+
+    live = {"profile": get_profile("nccl-gpu", 8).to_dict(), **published}
+    v = {x.id: x for x in health.judge([], [], live)}
+    assert v["health.nvidia_smi"].status == "fail" and "raw/health/nvidia-smi-q.txt" in v["health.nvidia_smi"].reason
+    text = (HEALTH / "nvsmi-q-11-h100x8-535-hw-power-brake-active.txt").read_text()
+    cut = text[: text.index("GPU 00000000:", text.index("GPU 00000000:") + 1)]  # the first of 8 blocks, whole
+    smi = smi_health.parse(cut, partial_ok=True)
+    assert smi["complete"] is False and len(smi["gpus"]) == 1
+    published = health.published({**found, "smi": smi, "smi_why": f"nvidia-smi -q: partial output ({smi['reason']})"},
+                                 on_gpu=True, nproc=8)
+    assert "usable_gpus" not in published and published["health"]["usable"] == [0]
+    v = {x.id: x for x in health.judge([], [], {**live, **published})}
+    assert v["health.nvidia_smi"].status == "fail" and "Attached GPUs : 8" in v["health.nvidia_smi"].reason
+    assert v["health.clock_brakes"].status == "fail"  # the one block it holds is judged: its power brake is on
