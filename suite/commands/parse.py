@@ -1,4 +1,4 @@
-"""python -m suite parse topo|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
+"""python -m suite parse topo|p2p|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
 
 Exit status: 0 the file parsed; 1 a partial capture — an nccl-tests run that stops short (it aborted or hung),
 a `-q` with fewer GPU blocks than `Attached GPUs` or a block cut before a section it always prints, a dcgmi table
@@ -20,6 +20,7 @@ from . import usage_error
 # kind → module with parse_file(path) -> JSON-ready dict (raises ParseError on input it cannot read)
 PARSERS = {
     "topo": "suite.parsers.topo",
+    "p2p": "suite.parsers.p2p",  # nvidia-smi topo -p2p r|w|rw
     "nccl-tests": "suite.parsers.nccl_tests",
     "trace": "suite.parsers.traces",
     "smi-q": "suite.parsers.smi_health",
