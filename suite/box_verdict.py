@@ -64,7 +64,7 @@ class BoxVerdict:
         if self.word == REHEARSAL:
             tail = f"; {len(self.rejected)} check(s) of the code failed: {', '.join(self.rejected)}" \
                 if self.rejected else ""
-            return f"{REHEARSAL}: a CPU run — its numbers judge the code, never a box{tail}"
+            return f"{REHEARSAL}: CPU numbers judge the code, not a box{tail}"
         if self.word == REJECT:
             return f"{REJECT}: {', '.join(self.rejected)}"
         if self.word == INCONCLUSIVE:
