@@ -18,6 +18,7 @@ from typing import Any
 
 from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
+from suite.box_verdict import INCONCLUSIVE, BoxVerdict, Open, box_verdict
 from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 from . import figures as figure_modules
@@ -208,6 +209,7 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
     return {
         "title": f"cardtime report — {view.run_id}",
         "run_id": view.run_id,
+        "box": box_of(view),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
         "identity": identity.identity(view),
@@ -221,6 +223,14 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES
                   if (view.path / name).exists()],
     }
+
+
+def box_of(view: RunView) -> BoxVerdict:
+    """The box verdict the first line shows; a run whose manifest cannot be read decides nothing."""
+    if not view.manifest_read:
+        return BoxVerdict(INCONCLUSIVE, open=[Open("manifest.json", "cannot be read: the profile and the plan are "
+                                                                     "unknown")])
+    return box_verdict(view.manifest, view.verdicts)
 
 
 def render_run(view: RunView, out_path: Path | None = None) -> Path:

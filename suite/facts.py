@@ -152,6 +152,10 @@ def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
         ring: RingPeak | None = ring_peak(gpus, topo.links, entry, topo.pcie)
         if ring is None:
             return None, f"no link rate known for every hop of {name}'s matrix (not in suite/hardware/gpus.py?)"
+        staged = without_p2p(facts)
+        if staged and ring.kind != "nvlink":  # NCCL stages these pairs through host memory: the staged floor
+            return LinkPeak(ring.per_gpu_GBps, "sys", f"{ring.basis}; no P2P ({staged}): staged through host "
+                                                      f"memory ({name})"), ""
         return LinkPeak(ring.per_gpu_GBps, ring.kind, f"{ring.basis} ({name})"), ""
     # No matrix (topo -m unreadable): the PCIe link the GPUs report, else the model's generation.
     pcie = (facts.get("topology") or {}).get("pcie") or {}
@@ -161,6 +165,13 @@ def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
         return None, f"no link peak known for {name}"
     return LinkPeak(rate, "pcie", f"no topology matrix: PCIe Gen{gen} x{pcie.get('width_max') or 16} "
                                   f"= {rate:g} GB/s per direction ({name})"), ""
+
+
+def without_p2p(facts: Mapping[str, Any]) -> str:
+    """'GPU0-GPU1 GNS, …': the pairs `nvidia-smi topo -p2p r` shows without P2P ('' when none or not read)."""
+    pairs = (facts.get("topology") or {}).get("p2p") or {}
+    bad = [f"{p} {s}" for p, s in pairs.items() if s != "OK"]
+    return ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
 
 
 def link_peak(facts: Mapping[str, Any]) -> LinkPeak | None:

@@ -24,6 +24,9 @@ SEVERITY_RANK: dict[str, int] = {status: rank for rank, status in enumerate(SEVE
 """fail 0, warn 1, pass 2, skip 3: a sort key (`sorted(verdicts, key=lambda v: SEVERITY_RANK[v.status])`)."""
 
 CPU_SAYS_NOTHING = "CPU numbers say nothing about GPUs"
+NOT_APPLICABLE = "does not apply to this box"
+"""The reason's opening words of a skip that leaves nothing open (one GPU has no pair, a PCIe box no NVLink):
+the box verdict (suite/box_verdict.py) does not count such a skip as a check left undone."""
 
 
 def summary_line(counts: Mapping[str, int]) -> str:
@@ -78,10 +81,22 @@ class StageVerdicts:
             reason = reason_ok if ok else reason_bad
         return self.verdict(check, "pass" if ok else bad, expected=expected, observed=observed, reason=reason)
 
+    def not_applicable(self, check: str, *, expected: str, observed: str, why: str) -> Verdict:
+        """A skip of a check this box has nothing for (one GPU: no pair; no NVLink on a PCIe card): it leaves
+        the box verdict as it was, unlike a skip of a check that could not be judged."""
+        return self.skip(check, expected=expected, observed=observed, reason=f"{NOT_APPLICABLE}: {why}")
+
     def not_captured_skip(self, check: str, expected: str, what: str) -> Verdict:
         """The verdict of a check whose data an ingested run's captures do not hold (see not_captured)."""
         return self.skip(check, expected=expected, observed=f"no {what} among the ingested files",
                          reason=f"this run was ingested from captured outputs (manifest: ingested) and they hold no {what}")
+
+    def live_only_skip(self, check: str, expected: str, what: str) -> Verdict:
+        """An ingested run's verdict of a check only a live run measures (the torch sweep, lscpu, the per-GPU
+        GEMM): ingest reads no such output, so the box verdict is not held open by it."""
+        return self.not_applicable(check, expected=expected, observed=f"no {what} among the ingested files",
+                                   why=f"{what} is measured by a live run only (`suite ingest` reads tool outputs; "
+                                       "`make remote` measures it)")
 
     def cpu_skip(self, check: str, expected: str, observed: str = "") -> Verdict:
         """The verdict a performance check gets on the CPU rehearsal."""

@@ -46,6 +46,8 @@ class Structure(HTMLParser):
         if tag == "tr" and "stage-line" in (attrs.get("class") or ""):
             status = (attrs.get("class") or "").replace("stage-line", "").strip()
             self.lines.append(f"  stage-line: {status} {attrs.get('data-stage')}")
+        if tag == "p" and attrs.get("data-box"):
+            self.lines.append(f"  box: {attrs.get('data-box')}")
         if tag == "li" and attrs.get("data-check"):
             self.lines.append(f"  attention: {attrs.get('class')} {attrs.get('data-check')}")
         if tag == "details" and "table" in (attrs.get("class") or ""):

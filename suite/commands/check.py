@@ -1,12 +1,13 @@
-"""python -m suite check RUN_DIR [--fail-on warn|fail] [--json]: a run's verdicts, and an exit status for a pipeline.
+"""python -m suite check RUN_DIR [--fail-on warn|fail] [--json]: a run's verdicts and one verdict for the box.
 
     python -m suite check runs/20261129T1630Z-box-nccl-gpu --fail-on warn && echo accepted
 
-Exit status: 0 when no verdict reaches the --fail-on level (default fail), 1 when one does, 2 when
-RUN_DIR cannot be read: no manifest, or any of its records (manifest, verdicts, results, expectations)
+The box verdict (suite/box_verdict.py) is the last line and the exit status:
+0 ACCEPT (every check the profile plans ran, none at the --fail-on level) — or REHEARSAL, a CPU run, with
+no fail; 1 REJECT (a verdict at --fail-on, default fail); 3 INCONCLUSIVE (nothing rejected, but a planned
+check skipped, a stage did not run to its end, or an ingested run's captures lack a stage: each listed);
+2 when RUN_DIR cannot be read: no manifest, or any of its records (manifest, verdicts, results, expectations)
 damaged, truncated or of another schema — a run whose measurements cannot be read is never judged.
-A stage that did not complete without leaving a verdict (the run was interrupted) counts as a
-failure: an unfinished run is never accepted.
 """
 
 from __future__ import annotations
@@ -14,31 +15,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..results import RunDir, RunDirError, Verdict, status_counts
-from . import usage_error
-from ..verdicts import SEVERITY_RANK, summary_line
+from suite.box_verdict import REJECTS, BoxVerdict, box_verdict, unfinished
+from suite.results import RunDir, RunDirError, Verdict, status_counts
+from suite.verdicts import SEVERITY_RANK, summary_line
 
-# What each --fail-on level rejects.
-REJECTS = {"fail": ("fail",), "warn": ("fail", "warn")}
+from . import usage_error
+
 ORDER = SEVERITY_RANK  # failures first, as on the report's board
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("check", help="print a run's verdicts; exit 1 when one reaches --fail-on (for pipelines)")
+    p = sub.add_parser("check", help="print a run's verdicts and the box's: exit 0 ACCEPT, 1 REJECT, 3 INCONCLUSIVE")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
     p.add_argument("--fail-on", choices=sorted(REJECTS), default="fail",
-                   help="exit 1 on a verdict of this status or worse (default fail; warn rejects warnings too)")
+                   help="reject on a verdict of this status or worse (default fail; warn rejects warnings too)")
     p.add_argument("--json", action="store_true",
-                   help="print {run, fail_on, counts, unfinished, verdicts, rejected} as JSON instead of a table")
+                   help="print {run, fail_on, box, counts, unfinished, verdicts, rejected, open} as JSON")
     p.set_defaults(func=main)
-
-
-def unfinished_stages(run: RunDir, verdicts: list[Verdict]) -> list[str]:
-    """Selected stages that neither completed nor left a verdict: an interrupted run's missing work."""
-    judged = {v.stage for v in verdicts}
-    stages = run.manifest.get("stages") or {}
-    return [name for name in run.manifest.get("stages_selected") or stages
-            if (stages.get(name) or {}).get("status") != "complete" and name not in judged]
 
 
 def load_checked(path: Path) -> tuple[RunDir, list[Verdict]]:
@@ -57,25 +50,29 @@ def main(args) -> int:
         return usage_error(str(e))
     verdicts = sorted(verdicts, key=lambda v: (ORDER[v.status], v.id))
     counts = status_counts(verdicts)
-    unfinished = unfinished_stages(run, verdicts)
-    rejected = [v.id for v in verdicts if v.status in REJECTS[args.fail_on]] + [f"{s} (did not run)" for s in unfinished]
+    box = box_verdict(run.manifest, verdicts, args.fail_on)
     if args.json:
-        print(json.dumps({"run": str(run.path), "fail_on": args.fail_on, "counts": counts, "unfinished": unfinished,
-                          "verdicts": [v.to_dict() for v in verdicts], "rejected": rejected}, indent=2))
+        print(json.dumps({"run": str(run.path), "fail_on": args.fail_on, "box": box.word, "counts": counts,
+                          "unfinished": unfinished(run.manifest, verdicts),
+                          "verdicts": [v.to_dict() for v in verdicts], "rejected": box.rejected,
+                          "open": [{"id": o.id, "why": o.why} for o in box.open]}, indent=2))
     else:
-        print_table(run, verdicts, unfinished, counts, args.fail_on, rejected)
-    return 1 if rejected else 0
+        print_table(run, verdicts, counts, box, args.fail_on)
+    return box.exit_code
 
 
-def print_table(run: RunDir, verdicts: list[Verdict], unfinished: list[str], counts: dict[str, int], fail_on: str,
-                rejected: list[str]) -> None:
+def print_table(run: RunDir, verdicts: list[Verdict], counts: dict[str, int], box: BoxVerdict, fail_on: str) -> None:
+    stopped = unfinished(run.manifest, verdicts)
     width = max([len(v.id) for v in verdicts] + [7])
     print(f"{'status':<6}  {'verdict':<{width}}  observed (expected) — reason")
     for v in verdicts:
         reason = next((line for line in v.reason.splitlines() if line.strip()), "")
         print(f"{v.status.upper():<6}  {v.id:<{width}}  {v.observed} ({v.expected}) — {reason}")
-    for stage in unfinished:
+    for stage in stopped:
         print(f"{'NORUN':<6}  {stage:<{width}}  stage did not complete — resume: python -m suite run --resume {run.path}")
-    print(summary_line(counts) + (f", {len(unfinished)} did not run" if unfinished else ""))
-    verdict = "REJECTED" if rejected else "ACCEPTED"
-    print(f"{verdict} (--fail-on {fail_on})" + (f": {', '.join(rejected)}" if rejected else ""))
+    print(summary_line(counts) + (f", {len(stopped)} did not run" if stopped else ""))
+    if box.open and box.word != "REHEARSAL":
+        print(f"left open ({len(box.open)}):")
+        for o in box.open:
+            print(f"  {o.line()}")
+    print(f"box verdict: {box.line()} (--fail-on {fail_on})")

@@ -2,7 +2,11 @@
 
     python -m suite ingest topo.txt all_reduce_perf.out --gpu-model "NVIDIA H100 80GB HBM3"
 
-Exit codes as `suite run`'s: 0 no fail verdict, 1 a fail verdict, 2 nothing among the files could be used.
+Exit codes as `suite run`'s: 0 no fail verdict, 1 a fail verdict — or a partial capture (an excerpt, a shell
+prompt is fine; `....`, a table or -q cut short is not) unless --allow-partial, 2 nothing among the files could be
+used.
+The box verdict (ACCEPT / REJECT / INCONCLUSIVE, with what is left open) is printed last; `suite check RUN_DIR`
+exits on it (0 / 1 / 3).
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ def add_parser(sub) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="folder for the new run directory")
     p.add_argument("--gpu-model", metavar="NAME",
                    help="the box's GPU (e.g. 'NVIDIA H100 80GB HBM3') where the captures do not name it")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 (not 1) when a capture is partial: an excerpt, a table or -q cut short (its checks are "
+                        "judged on what it holds either way, and a pass it would give is left open)")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     from ..ingest import feed, inputs
-    from reports.report import render_path, summary
+    from reports.report import render_path
+    from suite.box_verdict import box_verdict
 
     files, unused = inputs.files_of(args.paths)
     captures = []
@@ -55,4 +63,14 @@ def main(args) -> int:
     print(f"run directory: {outcome.run.path}", file=sys.stderr)
     print(f"report: {out}", file=sys.stderr)
     print(f"summary: {outcome.summary()}", file=sys.stderr)
+    box = box_verdict(outcome.run.manifest, outcome.run.verdicts())
+    print(f"box verdict: {box.line()}", file=sys.stderr)
+    for o in box.open:
+        print(f"  open: {o.line()}", file=sys.stderr)
+    partial = feed.partial_captures(plan)
+    for line in partial:
+        print(f"partial: {line}", file=sys.stderr)
+    if partial and not args.allow_partial:
+        print(f"{len(partial)} partial capture(s): pass --allow-partial to accept what they hold", file=sys.stderr)
+        return max(outcome.exit_code, 1)
     return outcome.exit_code

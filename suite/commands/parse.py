@@ -1,7 +1,9 @@
-"""python -m suite parse topo|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
+"""python -m suite parse topo|p2p|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
 
-Exit status: 0 the file parsed; 1 an nccl-tests capture that stops short (the run aborted or hung, or
-the capture was cut: `complete: false`; the rows it holds are still printed), unless --allow-partial;
+Exit status: 0 the file parsed; 1 a partial capture — an nccl-tests run that stops short (it aborted or hung),
+a `-q` with fewer GPU blocks than `Attached GPUs` or a block cut before a section it always prints, a dcgmi table
+without its closing border, an excerpt (`....`, `[...]`, a value written `...`): `complete: false`, what it
+holds still printed and judged — unless --allow-partial (a shell prompt line above the output is dropped, fine);
 2 the file is missing, a directory, unreadable, or not the kind of output named.
 """
 
@@ -18,6 +20,7 @@ from . import usage_error
 # kind → module with parse_file(path) -> JSON-ready dict (raises ParseError on input it cannot read)
 PARSERS = {
     "topo": "suite.parsers.topo",
+    "p2p": "suite.parsers.p2p",  # nvidia-smi topo -p2p r|w|rw
     "nccl-tests": "suite.parsers.nccl_tests",
     "trace": "suite.parsers.traces",
     "smi-q": "suite.parsers.smi_health",
@@ -26,6 +29,10 @@ PARSERS = {
     "dcgm": "suite.parsers.dcgm",
     "xid": "suite.parsers.xid",
 }
+
+READ_WHOLE = ("trace", "nccl-tests")
+"""Kinds whose parse_file reads the file itself, bounded (a trace is binary or JSON; nccl-tests' reader takes
+its own prompt and banner lines)."""
 
 HEALTH_VERDICTS = {"smi-q": "smi_verdicts", "nvlink": "nvlink_verdict", "ibstat": "network_verdict",
                    "dcgm": "dcgm_verdict", "xid": "kernel_log_verdict"}
@@ -37,8 +44,8 @@ def add_parser(sub) -> None:
     p.add_argument("file", type=Path, help="the raw output")
     p.add_argument("--json", action="store_true", help="print JSON (the default and only format)")
     p.add_argument("--allow-partial", action="store_true",
-                   help="exit 0 for an nccl-tests capture that stops short (default: exit 1, a pipeline must not "
-                        "take a truncated capture for a whole one)")
+                   help="exit 0 for a capture that stops short or is an excerpt (default: exit 1, a pipeline must "
+                        "not take a truncated capture for a whole one)")
     p.set_defaults(func=main)
 
 
@@ -49,7 +56,7 @@ def main(args) -> int:
         return usage_error(f"{args.file}: a directory; name one file of {args.kind} output inside it")
     module = importlib.import_module(PARSERS[args.kind])
     try:
-        data = module.parse_file(args.file)
+        data = module.parse_file(args.file) if args.kind in READ_WHOLE else parse_pasted(args.kind, module, args.file)
     except ParseError as e:
         return usage_error(f"{args.file}: {e}")
     except UnicodeDecodeError as e:
@@ -68,6 +75,27 @@ def main(args) -> int:
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
     if data.get("complete") is False and not args.allow_partial:
         print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "
-              "pass --allow-partial to accept the rows it holds", file=sys.stderr)
+              "pass --allow-partial to accept what it holds", file=sys.stderr)
         return 1
     return 0
+
+
+def parse_pasted(kind: str, module, path: Path) -> dict:
+    """A text capture as pasted (suite/parsers/pasted.py): a prompt line above it dropped, an excerpt's marks
+    dropped and the parse said partial (complete: false), as a cut nccl-tests run is."""
+    from ..parsers.pasted import clean
+
+    pasted = clean(path.read_text(encoding="utf-8"))
+    if kind == "smi-q":
+        data = module.parse(pasted.text, partial_ok=True)
+    elif kind == "nvlink":  # nvidia-smi nvlink -s/-e, or dcgmi nvlink --link-status
+        data = module.parse_any(pasted.text)
+    else:
+        data = module.parse(pasted.text)
+    data = data.to_dict() if hasattr(data, "to_dict") else data
+    if pasted.partial:
+        data["complete"] = False
+        data["reason"] = "; ".join(filter(None, [*pasted.partial, data.get("reason")]))
+    if pasted.notes:
+        data["notes"] = [*data.get("notes", []), *pasted.notes]
+    return data

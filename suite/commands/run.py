@@ -181,4 +181,6 @@ def main(args) -> int:
     outcome = runner.execute(run, profile, keep_going=args.keep_going)
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
+    from suite.box_verdict import box_verdict
+    print(f"box verdict: {box_verdict(run.manifest, run.verdicts()).line()}", file=sys.stderr)
     return outcome.exit_code

@@ -148,8 +148,9 @@ def clock_trend(series: list[tuple[float, float]]) -> str:
     return f"SM {first:.0f} → {last:.0f} MHz"
 
 
-def throttle_verdicts(rows: list[Row], *, stage: str, on_gpu: bool) -> list[Verdict]:
-    """One `<stage>.throttle` verdict over every GPU the sampler saw (a skip saying why when it saw none)."""
+def throttle_verdicts(rows: list[Row], *, stage: str, on_gpu: bool, ingested: bool = False) -> list[Verdict]:
+    """One `<stage>.throttle` verdict over every GPU the sampler saw (a skip saying why when it saw none; on a run
+    `suite ingest` built, where no sampler ran, one that leaves the box verdict as it was)."""
     v = verdicts_for(stage)
     expected = f"no {', '.join(FAILING)} in any sample ({REPORTED} reported)"
     reasons = _series(rows, "reasons")
@@ -157,6 +158,8 @@ def throttle_verdicts(rows: list[Row], *, stage: str, on_gpu: bool) -> list[Verd
     if unreadable:
         return [v.fail("throttle", expected=expected, observed=unreadable[0],
                        reason="the sampler's output is unreadable: it is kept under raw/; rerun the stage")]
+    if not reasons and ingested:
+        return [v.live_only_skip("throttle", expected, "clock and throttle sampling")]
     if not reasons:
         return [v.skip("throttle", expected=expected, observed="no sample",
                        reason="no GPU sampled (the CPU rehearsal, or nvidia-smi absent)" if not on_gpu else

@@ -94,9 +94,11 @@ GPUS: tuple[Gpu, ...] = (
         4, 18, 5, True),
     Gpu("H800 PCIe", ("H800", "PCIE"), ("NVIDIA H800 PCIe",), None, "no datasheet figure in this table", 4, None, 5),
     Gpu("H800 SXM", ("H800",), ("NVIDIA H800",), 989.4, _sparse("H800", "H800 SXM", "1,979", 989.4), 4, 8, 5, True),
-    Gpu("GH200", ("GH200",), ("NVIDIA GH200 480GB", "NVIDIA GH200 120GB"), None, "no datasheet figure in this table",
+    Gpu("GH200", ("GH200",), ("NVIDIA GH200 480GB", "NVIDIA GH200 120GB"), 989.5,
+        _sparse("GH200 Grace Hopper Superchip", "H100 (GH200)", "1,979", 989.5),
         4, 18, None),  # Grace Hopper: alone, or four per node on an NV6 full mesh (capture 35's layout)
-    Gpu("H20", ("H20",), ("NVIDIA H20",), None, "no datasheet figure in this table", 4, 18, 5, True),
+    Gpu("H20", ("H20",), ("NVIDIA H20",), None, "no public NVIDIA datasheet (a China-market part): no peak, never a "
+        "guess; its peak checks are INCONCLUSIVE", 4, 18, 5, True),
     # Ampere: PCIe cards take NVLink bridges (NV12 pairs); SXM4 boards are switched or fully meshed.
     Gpu("A100 PCIe", ("A100", "PCIE"), ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe"), 312.0,
         "NVIDIA A100 datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), SXM and PCIe", 3, 12, 4),
@@ -118,10 +120,16 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("L40S", ("L40S",), ("NVIDIA L40S",), 362.05, _sparse("L40S", "Tensor Core", "733", 362.05), None, None, 4),
     Gpu("L40", ("L40",), ("NVIDIA L40",), 181.05, _sparse("L40", "Tensor Core", "362.1", 181.05), None, None, 4),
     Gpu("L4", ("L4",), ("NVIDIA L4",), 121.0, _sparse("L4", "Tensor Core", "242", 121), None, None, 4),
+    Gpu("A10G", ("A10G",), ("NVIDIA A10G",), None, "no NVIDIA datasheet: AWS's A10 variant (g5 instances) is "
+        "published with no bf16 tensor figure; its GEMM peak check is INCONCLUSIVE, never A10's 125", None, None, 4),
     Gpu("A10", ("A10",), ("NVIDIA A10",), 125.0, "NVIDIA A10 datasheet: BF16 Tensor Core 125 TFLOPS (250 with sparsity)",
         None, None, 4),
-    Gpu("GeForce RTX 5090", ("RTX", "5090"), ("NVIDIA GeForce RTX 5090",), None, "no datasheet figure in this table",
-        None, None, 5),
+    Gpu("RTX 6000 Ada", ("RTX", "6000", "ADA"), ("NVIDIA RTX 6000 Ada Generation",), 364.2,
+        "NVIDIA Ada Lovelace architecture whitepaper: RTX 6000 Ada peak BF16 tensor TFLOPS with FP32 accumulate 364.2 "
+        "(728.5 with sparsity)", None, None, 4),
+    Gpu("GeForce RTX 5090", ("RTX", "5090"), ("NVIDIA GeForce RTX 5090",), None,
+        "no bf16-with-FP32-accumulate figure at hand: the published 838 TFLOPS FP16 tensor is sparse with FP16 "
+        "accumulate (GeForce halves FP32 accumulate); no peak, never a guess", None, None, 5),
     Gpu("GeForce RTX 4090", ("RTX", "4090"), ("NVIDIA GeForce RTX 4090",), 165.2,
         "NVIDIA Ada Lovelace architecture whitepaper: RTX 4090 peak BF16 tensor TFLOPS with FP32 accumulate 165.2 "
         "(330.4 with sparsity)", None, None, 4),

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import runner, stages
 from ..config import Profile, get_profile
-from ..parsers import traces
+from ..parsers import p2p, traces
 from ..results import Row, RunDir
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.stages import bandwidth, crossover, health, topology
@@ -26,7 +26,11 @@ from ..stages._topology_rules import common_model
 from .inputs import Capture, Unused
 
 PROFILE = "nccl-gpu"
-SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}
+SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}
+BOX_STAGES = ("health", "topology", "bandwidth")
+"""The stages whose captures judge a box (its health, its links, its bandwidth): an ingest without one of them is
+INCONCLUSIVE (suite/box_verdict.py), never accepted on the others. crossover and profile judge NCCL and a
+workload, not the box: they are judged when captured and not asked for."""
 OUR_NAME = {program.removesuffix("_perf"): ours for ours, program in _nccl_tests.PROGRAMS.items()}
 """nccl-tests' collective names (alltoall) → the stages' (all_to_all)."""
 
@@ -81,6 +85,8 @@ def assign(captures: list[Capture]) -> Plan:
 def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     outputs = {c.kind: c.data for c in caps}
     rows, facts, _ = topology.rows_from_smi(outputs)  # each output parsed already in inputs.read
+    if "nvidia-smi-topo-p2p" in outputs:  # which pairs reach each other's memory directly (topology.p2p)
+        facts["p2p"] = p2p.parse(outputs["nvidia-smi-topo-p2p"])["pairs"]
     for tool in outputs:  # the judge's `tools` check: these outputs were read, the others not given
         rows.append(Row(stage="topology", case=tool, metric="tool_status", value=0, unit="",
                         text=f"ok: ingested from {next(c.path.name for c in caps if c.kind == tool)}"))
@@ -92,14 +98,36 @@ def health_facts(caps: list[Capture], nproc: int) -> dict[str, Any]:
     """What the health stage's run() would publish from the same tools' outputs (parsed in inputs.read). The
     runner's usable-GPU skip rule is left out: the other captures are judged whatever the box's state."""
     by_kind = {(c.kind, c.facts.get("view")): c.data for c in caps}
-    found = {"smi": by_kind.get(("nvidia-smi-q", None)),
+    smi_cap = next((c for c in caps if c.kind == "nvidia-smi-q"), None)
+    if smi_cap and smi_cap.facts.get("partial") and smi_cap.data.get("complete", True):  # an excerpt of whole blocks
+        smi_cap.data = {**smi_cap.data, "complete": False, "reason": smi_cap.facts["partial"]}
+        smi_cap.facts["why"] = f"{smi_cap.path.name}: {smi_cap.facts['partial']}"
+    found = {"smi": by_kind.get(("nvidia-smi-q", None)) if not smi_cap else smi_cap.data,
              "smi_why": next((c.facts["why"] for c in caps if c.facts.get("why")), ""),
              "nvlink": health.merge_nvlink(by_kind.get(("nvidia-smi nvlink", "status")),
                                            by_kind.get(("nvidia-smi nvlink", "errors"))),
              "network": by_kind.get(("ibstat", None)) or by_kind.get(("ibv_devinfo", None)),
              "dcgm": by_kind.get(("dcgmi diag", None)), "kernel_log": by_kind.get(("kernel log", None)),
-             "fabric_manager": ""}
+             "fabric_manager": "",
+             "partial": {PARTIAL_CHECK[c.kind]: f"{c.path.name}: {c.facts['partial']}" for c in caps
+                         if c.facts.get("partial") and c.kind in PARTIAL_CHECK}}
     return health.published(found, on_gpu=True, nproc=nproc, gate=False)
+
+
+PARTIAL_CHECK = {"nvidia-smi nvlink": "nvlink", "ibstat": "network", "ibv_devinfo": "network", "dcgmi diag": "dcgm",
+                 "kernel log": "kernel_log"}
+"""The health check each tool's capture feeds: a partial capture's pass is not a pass (health.judge)."""
+
+
+def partial_captures(plan: Plan) -> list[str]:
+    """'FILE: why' for each capture that is not the whole output (an excerpt, a cut table, a -q short of blocks)."""
+    seen = {}
+    for c in (c for caps in plan.feeds.values() for c in caps):
+        why = c.facts.get("partial") or (c.data.get("reason") if isinstance(c.data, dict)
+                                         and c.data.get("complete") is False else None)
+        if why:
+            seen.setdefault(str(c.path), why)
+    return [f"{path}: {why}" for path, why in seen.items()]
 
 
 def nccl_rows(caps: list[Capture], stage: str) -> list[Row]:
@@ -210,7 +238,7 @@ def build(plan: Plan, out_base: Path, files: list[Path], gpu_model: str | None, 
     run = RunDir.create(path, manifest)
     run.manifest["ingested"] = {"files": keep_raw(run, plan), "unused": [{"path": str(u.path), "why": u.why}
                                                                         for u in plan.unused],
-                                "named": [str(f) for f in files]}
+                                "named": [str(f) for f in files], "planned": list(BOX_STAGES)}
     run.facts().update(start_facts)
     run.facts()["ingest"] = {"sources": sources(plan)}
     run.save_manifest()

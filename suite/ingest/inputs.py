@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, smi_health, smi_query, topo, traces, xid
+from suite.parsers.pasted import clean
+
+from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
 
 HEAD_BYTES = 64 * 1024
 ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)
@@ -43,35 +45,34 @@ def _text(path: Path) -> str:
 
 
 def read_smi(kind: str, check: Callable[[str], Any]):
-    def read(path: Path) -> list[Capture]:
-        text = _text(path)
+    def read(path: Path, text: str) -> list[Capture]:
         check(text)  # raises ParseError with the parser's own reason
         return [Capture(path, kind, "topology", text)]
     return read
 
 
-def read_smi_q(path: Path) -> list[Capture]:
+def read_smi_q(path: Path, text: str) -> list[Capture]:
     """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health parses).
-    A -q topology can read but health cannot (a cut excerpt) still feeds health: its `nvidia_smi` check then
-    fails naming the file and line, as the live stage's does for an unreadable -q."""
-    text = _text(path)
+    A -q cut short (fewer blocks than `Attached GPUs`, a block without a section -q always prints) feeds health
+    its whole blocks: they are judged, and health.nvidia_smi says the capture is partial, naming file and line."""
     smi_query.parse_query(text)
-    try:
-        health, why = smi_health.parse(text), ""
-    except ParseError as e:
-        health, why = None, f"{path.name}: {e}"
-    return [Capture(path, "nvidia-smi-q", "topology", text),
-            Capture(path, "nvidia-smi-q", "health", health, {"why": why} if why else {})]
+    health = smi_health.parse(text, partial_ok=True)
+    why = "" if health["complete"] else f"{path.name}: {health['reason']}"
+    facts = {"why": why, "partial": health["reason"]} if why else {}
+    return [Capture(path, "nvidia-smi-q", "topology", text, dict(facts)),
+            Capture(path, "nvidia-smi-q", "health", health, facts)]
 
 
 def read_health(kind: str, parse: Callable[[str], Any], source: Callable[[str, Any], str] | None = None):
     """A health tool's output parsed by the parser the live stage uses; `source` tells a kind's forms apart
-    (ibstat / ibv_devinfo; nvlink -s / -e, both wanted)."""
-    def read(path: Path) -> list[Capture]:
-        text = _text(path)
+    (ibstat / ibv_devinfo; nvlink -s / -e, both wanted). A parse with complete: false (a dcgmi table cut before
+    its end) feeds health marked partial."""
+    def read(path: Path, text: str) -> list[Capture]:
         parsed = parse(text)
-        return [Capture(path, source(text, parsed) if source else kind, "health", parsed,
-                        {"view": nvlink.view(parsed)} if kind == nvlink.KIND else {})]
+        facts: dict[str, Any] = {"view": nvlink.view(parsed)} if kind == nvlink.KIND else {}
+        if isinstance(parsed, dict) and parsed.get("complete") is False:
+            facts["partial"] = parsed.get("reason") or "the output stops short"
+        return [Capture(path, source(text, parsed) if source else kind, "health", parsed, facts)]
     return read
 
 
@@ -82,9 +83,8 @@ def _names_listed(text: str) -> list:
     return names
 
 
-def read_nccl_tests(path: Path) -> list[Capture]:
+def read_nccl_tests(path: Path, text: str) -> list[Capture]:
     """Every test in the file (a script looping over the binaries prints several), with its NCCL_ALGO if pinned."""
-    text = _text(path)
     env_algo = None
     if text.lstrip().startswith("{"):
         try:
@@ -134,7 +134,7 @@ def ranks_of(text: str) -> dict[str, Any]:
     return {"gpus": [names[r] for r in sorted(names)], "host": host}
 
 
-def read_nsys(path: Path) -> list[Capture]:
+def read_nsys(path: Path, _text: str) -> list[Capture]:
     m = re.search(r"rank[-_]?(\d+)", path.name)
     conn = traces.open_sqlite(path)
     try:
@@ -148,22 +148,25 @@ def read_nsys(path: Path) -> list[Capture]:
     return [Capture(path, traces.KIND, "profile", timelines)]
 
 
-def read_torch_trace(path: Path) -> list[Capture]:
+def read_torch_trace(path: Path, _text: str) -> list[Capture]:
     data = traces.load_json_trace(path)
     return [Capture(path, traces.TORCH_KIND, "profile", [traces.kineto_timeline(data, traces.rank_of(data, path))])]
 
 
 # The sniff table, tried in order (the first claim wins): (kind, sniff(head bytes), read(path) → captures).
-KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path], list[Capture]]], ...] = (
+# dcgmi diag comes before nccl-tests: its `--json` form starts with `{` as nccl-tests' -J report does.
+KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path, str], list[Capture]]], ...] = (
     (traces.KIND, traces.sniff, read_nsys),
     (traces.TORCH_KIND, traces.sniff_torch, read_torch_trace),
+    (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
     (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
     (smi_query.KIND, smi_query.sniff, read_smi_q),
+    (p2p.KIND, p2p.sniff, read_smi("nvidia-smi-topo-p2p", p2p.parse)),  # before topo -m: both are GPU matrices
     (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
     (nvlink.KIND, nvlink.sniff, read_health(nvlink.KIND, nvlink.parse)),
+    (nvlink.DCGMI_KIND, nvlink.sniff_dcgmi, read_health(nvlink.KIND, nvlink.parse_dcgmi)),  # judged as nvlink -s
     (smi_query.LIST_KIND, smi_query.sniff_list, read_smi("nvidia-smi-L", _names_listed)),
     (ibstat.KIND, ibstat.sniff, read_health(ibstat.KIND, ibstat.parse, lambda text, _: ibstat.kind_of(text))),
-    (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
     (xid.KIND, xid.sniff, read_health(xid.KIND, xid.parse)),  # last: any log with a driver line in it
 )
 KNOWN = ", ".join(kind for kind, _, _ in KINDS)
@@ -191,12 +194,23 @@ def read(path: Path) -> list[Capture] | Unused:
         return Unused(path, f"unreadable ({e.strerror})")
     if not head.strip():
         return Unused(path, "empty")
+    # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted text;
+    # nccl-tests' parser reads its own prompt line (it names the *_perf program) and its cut or elided tables
+    as_text = b"\x00" not in head and not traces.sniff(head) and not traces.sniff_torch(head)
+    pasted = clean(_text(path)) if as_text else None
+    if pasted is not None:
+        head = pasted.text[:HEAD_BYTES].encode("utf-8", "replace") or head
     for kind, sniff, reader in KINDS:
         if sniff(head):
             try:
-                return reader(path)
+                whole = kind == nccl_tests.KIND  # its parser takes the prompt line and cut tables itself
+                got = reader(path, _text(path) if whole else pasted.text if pasted else "")
             except (ValueError, OSError, EOFError) as e:  # ParseError is a ValueError; a cut gzip an EOFError
                 return Unused(path, f"looks like {kind} but does not parse: {e}")
+            if pasted and pasted.partial and not whole:  # an excerpt: judged on what it holds, said partial
+                for c in got:
+                    c.facts["partial"] = "; ".join(filter(None, [*pasted.partial, c.facts.get("partial")]))
+            return got
     if head.lstrip()[:1] in (b"{", b"["):
         return Unused(path, f"JSON that is none of the kinds ingest reads ({KNOWN}): no nccl-tests -J keys "
                             f"(results, config), no traceEvents")

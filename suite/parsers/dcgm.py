@@ -17,6 +17,7 @@ from typing import Any
 from . import ParseError
 
 _RULER = re.compile(r"[|+]-+\s+([A-Za-z][A-Za-z ]*?)\s+-+\+-*[|+]")
+_BORDER = re.compile(r"\+-+\+-+\+")
 _ROW = re.compile(r"\|\s*(.*?)\s*\|\s*(.*?)\s*\|$")
 _STATUS = re.compile(r"(Pass|Fail|Warn|Skip)\b(?: - (All|GPUs?: ([\d, ]+)))?")
 META = {"DCGM Version": "dcgm_version", "Driver Version Detected": "driver_version",
@@ -60,6 +61,8 @@ def parse_text(text: str) -> dict[str, Any]:
         if not line.startswith("|"):
             continue
         row = _ROW.fullmatch(line)
+        if not row and not "".join(text.splitlines()[number:]).strip():
+            break  # the last line, cut mid-row: the table stops here (partial, below)
         if not row:
             raise ParseError(f"line {number}: {line[:60]!r} is a broken table row: the output is cut or garbled")
         key, value = row.groups()
@@ -84,8 +87,14 @@ def parse_text(text: str) -> dict[str, Any]:
     if not tests:
         raise ParseError(f"line {max(1, len(text.splitlines()))}: no test rows: not `dcgmi diag` output "
                          "(or it stopped before the first test)")
+    table = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()[:1] in ("|", "+")]
+    last_number, last = table[-1]
+    closed = _BORDER.fullmatch(last) is not None  # dcgmi always closes its table with a plain border
     return {**meta, "tests": tests, "per_gpu": _per_gpu(tests), "warnings": [w.strip() for w in warnings],
-            "warning_rows": len(warnings), "overall": _overall(tests)}
+            "warning_rows": len(warnings), "overall": _overall(tests), "complete": closed,
+            "reason": "" if closed else f"line {last_number}: the table stops without its closing border: the "
+                                        f"capture was cut (after {category or 'the header'}); the tests after it "
+                                        "are unknown"}
 
 
 _JSON_STATUS = {"PASS": "Pass", "FAIL": "Fail", "WARN": "Warn", "SKIP": "Skip", "SKIPPED": "Skip"}
@@ -136,7 +145,7 @@ KIND = "dcgmi diag"
 def sniff(head: bytes) -> bool:
     """The `--json` form's top key, or the table's `| Diagnostic | Result |` header with DCGM's metadata."""
     text = head.decode("utf-8", "replace")
-    return '"DCGM GPU Diagnostic"' in text or (
+    return '"DCGM GPU Diagnostic"' in text or ('"test_categories"' in text and '"Diagnostic"' in text) or (
         re.search(r"\|\s*Diagnostic\s*\|\s*Result\s*\|", text) is not None and "DCGM Version" in text)
 
 

@@ -107,11 +107,18 @@ def gpu_processes(text: str) -> list[dict[str, str]]:
     return out
 
 
-def parse(text: str) -> dict[str, Any]:
-    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [gpu_health], processes}.
+ALWAYS_PRINTED = ("PCI", "Temperature", "Processes")
+"""Sections `nvidia-smi -q` prints in every GPU block, on every driver (with N/A values where a card has none): a
+block without one was cut there, and the checks that read what follows (ECC, temperature) would pass on absence."""
 
-    Raises ParseError naming the line when the output is cut short (fewer GPU blocks than `Attached GPUs`, or
-    a last block that stops before its PCI section) or is not `-q` output at all.
+
+def parse(text: str, *, partial_ok: bool = False) -> dict[str, Any]:
+    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [gpu_health], processes, complete, reason}.
+
+    A capture cut short (fewer GPU blocks than `Attached GPUs`, a block that stops before one of ALWAYS_PRINTED)
+    raises ParseError naming the line, unless partial_ok: then the whole blocks are returned, a cut block is left
+    out (its missing sections would read as clean), and complete is False with the reason. Output that is not
+    `-q` at all always raises.
     """
     top, gpus, starts = parse_blocks(text)
     lines = text.splitlines()
@@ -120,23 +127,38 @@ def parse(text: str) -> dict[str, Any]:
         raise ParseError("line 1: no 'Driver Version' line and no 'GPU <bus id>' block: this is not "
                          "`nvidia-smi -q` output")
     attached = _int(top.get("Attached GPUs"))
-    if attached is not None and len(gpus) < attached:
-        raise ParseError(f"line {len(lines)}: 'Attached GPUs : {attached}' but the file holds {len(gpus)} GPU "
-                         "block(s): the output was cut short; capture `nvidia-smi -q` again, whole")
+    problems: list[str] = []
+    whole: list[SmiGpu] = []
     for gpu, start in zip(gpus, starts):
-        if gpu.get("Product Name") is None or not _children(gpu, "PCI", direct=False):
-            raise ParseError(f"line {start}: the block of GPU {gpu.bus_id} has no "
-                             f"{'Product Name' if gpu.get('Product Name') is None else 'PCI section'}: "
-                             "the output is garbled or cut short; capture `nvidia-smi -q` again")
+        missing = ("Product Name" if gpu.get("Product Name") is None else
+                   next((f"{s} section" for s in ALWAYS_PRINTED if not _has_section(gpu, s)), None))
+        if missing:
+            problems.append(f"line {start}: the block of GPU {gpu.bus_id} has no {missing}: the output is garbled "
+                            "or cut short; capture `nvidia-smi -q` again, whole")
+        else:
+            whole.append(gpu)
+    if attached is not None and len(gpus) < attached:
+        problems.insert(0, f"line {len(lines)}: 'Attached GPUs : {attached}' but the file holds {len(gpus)} GPU "
+                           "block(s): the output was cut short (or is one GPU's `-q -i`); capture `nvidia-smi -q` "
+                           "again, whole")
+    if problems and not partial_ok:
+        raise ParseError(problems[0])
     return {
         "driver_version": driver,
         "cuda_version": next((top[k] for k in CUDA_KEYS if top.get(k) not in (None, "", "N/A")), None),
         "attached_gpus": attached,
-        "gpus": [gpu_health(g, i) for i, g in enumerate(gpus)],
+        "gpus": [gpu_health(g, i) for i, g in enumerate(gpus) if g in whole],
         "processes": gpu_processes(text),
+        "complete": not problems,
+        "reason": "; ".join(problems),
     }
 
 
+def _has_section(gpu: SmiGpu, section: str) -> bool:
+    """The section's header was read: children under it, or its own value (`Processes : None`)."""
+    return gpu.get(section) is not None or bool(_children(gpu, section, direct=False))
+
+
 def parse_file(path: Path | str) -> dict[str, Any]:
-    """`python -m suite parse smi-q FILE --json`."""
-    return parse(Path(path).read_text(encoding="utf-8"))
+    """`python -m suite parse smi-q FILE --json`: a cut capture parses as far as it is whole (complete: false)."""
+    return parse(Path(path).read_text(encoding="utf-8"), partial_ok=True)

@@ -48,6 +48,11 @@ XID_ACTIONS = {
 DEFAULT_ACTION = "look the code up at https://docs.nvidia.com/deploy/xid-errors/ and reset the GPU if it repeats"
 
 
+_LOG_LINE = re.compile(r"^\s*(?:\[\s*[\d.]+\]|\[[A-Z][a-z]{2} [^\]]*\d{4}\]|\w+\s*:\s*\w+\s*: |"
+                       r"(?:[A-Z][a-z]{2}\s+\d+\s+[\d:]+|\d{4}-\d\d-\d\dT\S+)\s+\S+\s+kernel:|kernel: |NVRM: )")
+"""A line as dmesg (`[ 12.3]`, `-T`'s `[Sun Feb 23 … 2025]`, `--time-format iso`'s `kern  :warn  : `), syslog or
+journalctl (`Dec  2 11:38:27 host kernel:`, `kernel: `) print it, or a bare `NVRM:` line (dmesg -t)."""
+
 KIND = "kernel log"
 
 
@@ -63,6 +68,9 @@ def parse(text: str) -> dict[str, Any]:
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise ParseError(f"line {line}: a NUL byte: this is not a text kernel log")
+    if text.strip() and not any(_LOG_LINE.match(line) for line in text.splitlines()):
+        raise ParseError("line 1: no kernel log line in it (`[  12.345678] …`, `kern  :info  : …`, `… kernel: …`): "
+                         "not `dmesg`/`journalctl -k` output — a text that quotes driver lines says nothing of a box")
     events, off_bus, aer = [], [], []
     lines = text.splitlines()
     named: tuple[int, str] | None = None  # R570+ splits "The NVIDIA GPU <bus> … has fallen off the bus" over 3 lines

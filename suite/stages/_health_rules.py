@@ -17,6 +17,7 @@ from suite.hardware.gpus import PCIE_X16_GBps
 from ..parsers.xid import APP_XIDS, action
 from ..results import Verdict
 from ..verdicts import verdicts_for
+from suite.stages._nvlink_rules import nvlink_verdict  # noqa: F401 - health's rules, one module per concern
 
 V = verdicts_for("health")
 PEER_FRACTION = 0.90
@@ -125,6 +126,10 @@ def smi_verdicts(parsed: dict[str, Any], *, under_load: bool = False, fabric_man
     procs = processes_problem_from_list(parsed["processes"])
     out.append(V.check("processes", procs is None, expected="no compute process on the GPUs before the run",
                        observed=procs or "none", reason_ok="no other process holds the GPUs", reason_bad=procs or ""))
+    if not gpus:  # nothing checked is nothing passed (a -q cut inside its first block)
+        return [V.skip(v.id.split(".", 1)[1], expected=v.expected, observed="no GPU block read whole",
+                       reason="the `nvidia-smi -q` capture holds no whole GPU block: see health.nvidia_smi")
+                for v in out]
     return out
 
 
@@ -177,9 +182,11 @@ def caused_by(event: dict[str, Any]) -> int | None:
 def network_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
     """A port down whose twins (same adapter type) are up fails; a slower twin or an ibstat error warns."""
     expected = "every InfiniBand/RoCE port of a kind Active, LinkUp, at its twins' rate"
+    if parsed is None and why_not:
+        return V.skip("network", expected=expected, observed="not read", reason=why_not)
     if parsed is None or not parsed["ports"]:
-        return V.skip("network", expected=expected, observed="no port listed",
-                      reason=why_not or "no InfiniBand/RoCE device: nothing to check (a single-node run needs none)")
+        return V.not_applicable("network", expected=expected, observed="no port listed",
+                                why="no InfiniBand/RoCE device: nothing to check (a single-node run needs none)")
     ports = parsed["ports"]
     up_types = {p["ca_type"] for p in ports if p["state"] == "Active"}
     best = {t: max((p["rate"] or 0) for p in ports if p["ca_type"] == t and p["state"] == "Active") for t in up_types}
@@ -201,24 +208,6 @@ def network_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict
                     reason=f"every used port up{note}")
 
 
-def nvlink_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
-    expected = "every NVLink of every GPU up at one speed, error counters zero"
-    if parsed is None or not any(g["links"] or g["counters"] for g in parsed["gpus"]):
-        return V.skip("nvlink", expected=expected, observed="no NVLink listed",
-                      reason=why_not or "no NVLink on these GPUs (nvidia-smi nvlink -s lists none)")
-    speeds = [s for g in parsed["gpus"] for s in g["speeds_GBps"].values() if s is not None]
-    top = max(speeds) if speeds else 0
-    bad = [f"GPU {g['gpu']} link {n} {g['links'][n]}" for g in parsed["gpus"] for n, s in g["speeds_GBps"].items()
-           if s is None or s < top]
-    errors = [f"GPU {g['gpu']} link {n} {k} {v}" for g in parsed["gpus"] for n, c in g["counters"].items()
-              for k, v in c.items() if v > 0]
-    if bad:
-        return _one("nvlink", bad, expected=expected, ok="", fix="an NVLink is down or slow: restart the fabric "
-                    "manager (`systemctl restart nvidia-fabricmanager`) and reset the GPUs; if it stays, " + NEW_NODE)
-    return _one("nvlink", errors, expected=expected, ok=f"{len(speeds)} links at {top:g} GB/s", status="warn",
-                fix="NVLink errors counted since the last reset: watch them; if they grow, " + NEW_NODE)
-
-
 def dcgm_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
     expected = "`dcgmi diag` overall Pass"
     if parsed is None:
@@ -235,6 +224,9 @@ def dcgm_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict:
                         + NEW_NODE)
     if warned:
         return _one("dcgm", warned, expected=expected, ok="", status="warn", fix="read DCGM's warning above")
+    if parsed.get("complete") is False:  # what it holds passed; the tests after the cut are unknown
+        return V.skip("dcgm", expected=expected, observed=f"{len(parsed['tests'])} tests Pass/Skip before the cut",
+                      reason=f"partial `dcgmi diag` output: {parsed.get('reason')}; capture the whole output")
     return V.passed("dcgm", expected=expected, observed=f"{len(parsed['tests'])} tests Pass/Skip", reason="DCGM passes")
 
 

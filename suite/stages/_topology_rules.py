@@ -48,6 +48,36 @@ def expects_full_nvlink(model: str | None) -> bool:
     return bool(gpu and gpu.switch_boards_only)
 
 
+def judge_p2p(pairs: Mapping[str, str] | None) -> list[Verdict]:
+    """topology.p2p from `nvidia-smi topo -p2p r`, where it was read (no verdict otherwise: an optional capture).
+    A pair without P2P (GeForce cards: GNS) is staged through host memory by NCCL: it works, slower than its
+    link, so it warns with the reason and bandwidth holds it to the staged floor, never the direct one."""
+    if not pairs:
+        return []
+    without = {p: s for p, s in pairs.items() if s != "OK"}
+    expected = "P2P between every GPU pair (`nvidia-smi topo -p2p r`: OK)"
+    if not without:
+        return [VERDICTS.passed("p2p", expected=expected, observed=f"{len(pairs)} pair(s) OK",
+                                reason="every GPU pair reads the other's memory directly")]
+    shown = ", ".join(f"{p} {s}" for p, s in list(without.items())[:6]) + (" …" if len(without) > 6 else "")
+    return [VERDICTS.warn("p2p", expected=expected, observed=f"{len(without)} of {len(pairs)} pair(s) without P2P: "
+                          f"{shown}", reason="no P2P between these GPUs: NCCL stages their traffic through host "
+                          "memory (SHM), so their bandwidth is bounded by the CPUs' memory and interconnect, not "
+                          "the PCIe link (GNS: GeForce cards have P2P off; CNS/TNS: the chipset or topology); "
+                          "bandwidth holds them to the staged floor")]
+
+
+def no_fabric_state(expected: str, model: str | None) -> Verdict:
+    """topology.fabric where no GPU reports a fabric state: open on a part that ships on NVSwitch boards (its
+    fabric must be up and was not shown), not applicable on any other (no NVSwitch fabric to bring up)."""
+    if expects_full_nvlink(model):
+        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
+                             reason=f"{model} runs on an NVSwitch board and no GPU reports its fabric state (an "
+                                    "older driver, or no `nvidia-smi -q` read)")
+    return VERDICTS.not_applicable("fabric", expected=expected, observed="not reported",
+                                   why=f"no NVSwitch fabric on {model or 'these GPUs'}")
+
+
 def common_model(gpu_names: Iterable[str] | None) -> str | None:
     names = [n for n in (gpu_names or []) if n]
     return Counter(names).most_common(1)[0][0] if names else None
@@ -142,8 +172,8 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
     box = classify(gpus, links, model)
     summary = link_summary(links)
     if box.kind == "single":
-        return VERDICTS.skip("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
-                             reason="one GPU: there is no GPU pair to judge")
+        return VERDICTS.not_applicable("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
+                                       why="one GPU: there is no GPU pair to judge")
     nv = {p: nvlink_count(v) for p, v in links.items() if nvlink_count(v)}
     if box.kind == "switched":
         not_nv = [p for p in links if p not in nv]
@@ -198,10 +228,10 @@ def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> st
 
 
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
-    """topology.numa: notes GPU pairs whose traffic crosses NUMA nodes (never a failure by itself)."""
+    """topology.numa: warns of GPU pairs whose traffic crosses NUMA nodes (a SYS hop; never a failure by itself)."""
     if len(gpus) < 2:
-        return VERDICTS.skip("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
-                             reason="one GPU: no GPU pair can cross NUMA nodes")
+        return VERDICTS.not_applicable("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
+                                       why="one GPU: no GPU pair can cross NUMA nodes")
     crossing = cross_numa_pairs(links, groups)
     nodes = sorted({g for g in groups.values() if g})
     expected = "GPU pairs without NVLink kept inside one NUMA node where possible"
@@ -210,10 +240,10 @@ def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, s
                                reason="every GPU pair is on NVLink or under one NUMA node")
     shown = ", ".join(crossing[:8]) + (" …" if len(crossing) > 8 else "")
     by_group = "; ".join(f"{grp}: {' '.join(g for g in gpus if groups.get(g) == grp)}" for grp in nodes)
-    return VERDICTS.passed(
+    return VERDICTS.warn(  # a SYS hop works, slower: a warning to place groups by, never a failed box
         "numa", expected=expected,
         observed=f"{len(crossing)} of {len(links)} GPU pairs cross NUMA nodes: {shown}",
-        reason=(f"noted: these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
+        reason=(f"these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
                 f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"),
     )
 
@@ -223,3 +253,18 @@ def verdicts_for_parse(parse: Mapping[str, Any], gpu_names: Iterable[str] | None
     gpus, links = list(parse["gpus"]), dict(parse["links"])
     groups = numa_groups(gpus, parse.get("numa_affinity"), parse.get("cpu_affinity"))
     return [judge_links(gpus, links, gpu_names), judge_numa(gpus, links, groups)]
+
+
+def judge_fabric(rows: list, facts: dict) -> Verdict:
+    """topology.fabric: every GPU's NVSwitch fabric state 'Completed' (where the box reports one)."""
+    states = {r.case: r.text for r in rows if r.metric == "fabric_state" and r.text}
+    known = {g: s for g, s in states.items() if not s.startswith("N/A")}
+    expected = "NVSwitch fabric state 'Completed'"
+    if not known:
+        return no_fabric_state(expected, (facts.get("topology") or {}).get("gpu_model"))
+    bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
+    observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
+    return VERDICTS.check(
+        "fabric", not bad, expected=expected, observed=observed, reason_ok="the NVSwitch fabric is up on every GPU",
+        reason_bad="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
+                   "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")

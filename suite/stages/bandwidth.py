@@ -81,8 +81,9 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         out.append(Expectation(stage=STAGE, case=coll, metric="wrong", value=0, unit="count",
                                basis="every element equals its known expected value", world=n))
         if peak is not None and len(profile.nodes) < 2:
-            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=PEAK_SHARE * peak.per_gpu_GBps,
-                                   unit="GB/s", basis=f"{PEAK_SHARE:.0%} × {peak.basis}; {sized}", world=n,
+            share = _intra_judges.floor_share(peak)
+            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=share * peak.per_gpu_GBps,
+                                   unit="GB/s", basis=f"{share:.0%} × {peak.basis}; {sized}", world=n,
                                    size_bytes=top))
     if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
         out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
@@ -158,7 +159,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     verdicts += judge_dropped(rows)
     verdicts += judge_wrong(rows)
     verdicts += probe_verdicts(STAGE, rows)
-    verdicts += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
+    verdicts += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+                                 ingested=bool(facts.get("ingest")))
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows))
     verdicts += _node_pairs.judge(rows, expectations, facts)
@@ -171,9 +173,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         return verdicts + [VERDICTS.cpu_skip("performance", expected)]
     world = max((r.world or 0 for r in rows if r.source in ("torch", "nccl-tests")), default=0)
     if world < 2:
-        return verdicts + [VERDICTS.skip("performance", expected="2 or more GPUs", observed=f"world of {world}",
-                                         reason="one GPU has no link to measure: "
-                                                "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
+        return verdicts + [VERDICTS.not_applicable("performance", expected="2 or more GPUs", observed=f"world of {world}",
+                                                   why="one GPU has no link to measure: "
+                                                       "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
     verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts, rows) if across  # held to the NICs, not the link
@@ -186,7 +188,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
 def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
     if not_captured(facts or {}, "torch"):
-        return VERDICTS.not_captured_skip("torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
+        return VERDICTS.live_only_skip("torch_sweep", f"busbw rows for {', '.join(COLLECTIVES)}", "torch sweep")
     seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
     one_rank = {r.world for r in rows if r.source == "torch" and r.metric == "busbw"} == {1}
     missing = [c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")]  # no peer on one rank
@@ -293,7 +295,7 @@ def judge_peak(c: dict[str, dict[int, float]], source: str, expectations: list[E
         got = curve[size]
         out.append(VERDICTS.check(
             f"peak.{coll}", got >= floor, bad="warn" if peak.staged else "fail",
-            expected=f"busbw ≥ {floor:.1f} GB/s ({PEAK_SHARE:.0%} × {peak.basis})",
+            expected=f"busbw ≥ {floor:.1f} GB/s ({_intra_judges.floor_share(peak):.0%} × {peak.basis})",
             observed=f"{got:.1f} GB/s at {size} B ({source})", reason_ok="large messages reach the link",
             reason_bad=(f"{coll} reaches {got / peak.per_gpu_GBps:.0%} of the ring's slowest hop, which "
                         f"crosses the CPUs through host memory: the CPU interconnect and NCCL's SHM path "

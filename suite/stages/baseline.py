@@ -105,7 +105,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         "measured", ok, expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
         reason_ok="the denominator of the scaling figures is measured",
         reason_bad="no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
-    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
+    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+                                 ingested=bool(facts.get("ingest")))
     if not judges_performance(facts):
         out.append(VERDICTS.cpu_skip("mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
                                      f"{by['tokens_per_s'].value:.4g} tokens/s on CPU" if "tokens_per_s" in by else ""))

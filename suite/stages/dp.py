@@ -137,7 +137,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                           profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:]
                           else f"DDP over {d} rank(s)")
     out += nodes_verdict(STAGE, rows, profile)
-    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts))
+    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+                                 ingested=bool(facts.get("ingest")))
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
     observed = ", ".join(f"{ranks_label(profile, d)}: {measured[d]:.2f} (α-β {predicted[d]:.2f})" if d in predicted

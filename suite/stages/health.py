@@ -26,7 +26,7 @@ from ..facts import gpu, profile as profile_of
 from suite.hardware.gpus import gpu_for
 from suite.hardware.hostprobe import run_tool, torch_facts
 from suite.launch.torchrun import LaunchError
-from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
+from ..parsers import ParseError, dcgm, ibstat, nvlink, smi_health, topo, xid
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, not_captured
 from . import _health_rules as rules
@@ -88,11 +88,15 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def _parsed(run, parse: Callable[[str], dict], label: str) -> tuple[dict | None, str]:
     """A tool's parse, or None and why not (missing, failed, unreadable output)."""
     if not run.ok:
-        return None, f"{label}: {run.detail}"
+        kept = f"; what it printed is kept in raw/health/{run.name}.txt" if run.status == "timeout" else ""
+        return None, f"{label}: {run.detail}{kept}"
     try:
-        return parse(run.stdout), ""
+        parsed = parse(run.stdout)
     except ParseError as e:
         return None, f"{label}: output unreadable ({e}); kept in raw/health/{run.name}.txt"
+    if isinstance(parsed, dict) and parsed.get("complete") is False:  # judged as far as it is whole, and said
+        return parsed, f"{label}: partial output ({parsed['reason']}); kept in raw/health/{run.name}.txt"
+    return parsed, ""
 
 
 def read_kernel_log(raw: Path) -> tuple[dict | None, str]:
@@ -128,13 +132,20 @@ def read_network(raw: Path) -> tuple[dict | None, str]:
 def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
     raw = ctx.raw_dir
     ctx.say("nvidia-smi -q")
-    smi, smi_why = _parsed(run_tool("nvidia-smi-q", ["nvidia-smi", "-q"], raw), smi_health.parse, "nvidia-smi -q")
+    smi, smi_why = _parsed(run_tool("nvidia-smi-q", ["nvidia-smi", "-q"], raw),
+                           lambda text: smi_health.parse(text, partial_ok=True), "nvidia-smi -q")
     ctx.say("nvidia-smi nvlink -s / -e")
     links, links_why = _parsed(run_tool("nvidia-smi-nvlink-s", ["nvidia-smi", "nvlink", "-s"], raw), nvlink.parse,
                                "nvidia-smi nvlink -s")
     errors, _ = _parsed(run_tool("nvidia-smi-nvlink-e", ["nvidia-smi", "nvlink", "-e"], raw), nvlink.parse,
                         "nvidia-smi nvlink -e")
     links = merge_nvlink(links, errors)
+    # which NVLinks must be up depends on the bridges topo -m shows (topology reads it again, after this stage)
+    matrix = run_tool("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"], raw)
+    try:
+        topo_links = topo.parse(matrix.stdout).links if matrix.ok else None
+    except ParseError:
+        topo_links = None
     fabric_manager = ""
     if shutil.which("systemctl"):
         fabric_manager = run_tool("fabricmanager", ["systemctl", "is-active", "nvidia-fabricmanager"], raw).stdout
@@ -145,7 +156,8 @@ def _gpu_tools(ctx: StageContext, cfg: HealthConfig) -> dict[str, Any]:
         ctx.say("dcgmi diag -r 1")
         dcgm_found, dcgm_why = _parsed(run_tool("dcgmi-diag-r1", ["dcgmi", "diag", "-r", "1"], raw, timeout_s=180),
                                        dcgm.parse, "dcgmi diag -r 1")
-    return {"smi": smi, "smi_why": smi_why, "nvlink": links, "nvlink_why": links_why, "dcgm": dcgm_found,
+    return {"smi": smi, "smi_why": smi_why, "nvlink": links, "nvlink_why": links_why, "topo_links": topo_links,
+            "dcgm": dcgm_found,
             "dcgm_why": dcgm_why, "fabric_manager": fabric_manager.strip()}
 
 
@@ -163,12 +175,15 @@ def published(found: dict[str, Any], *, on_gpu: bool, nproc: int, gate: bool = T
     facts["health"] with the usable GPUs, and on GPUs (gate) the runner's `usable_gpus` skip rule."""
     usable = rules.usable_gpus(found.get("smi"), found.get("kernel_log"))
     seen = len(found["smi"]["gpus"]) if found.get("smi") else 0
+    # the skip rule needs every GPU read: a -q that timed out, did not parse or was cut says nothing of the GPUs it
+    # does not hold (health.nvidia_smi fails naming the file); the later stages count the GPUs themselves
+    whole = bool(found.get("smi")) and found["smi"].get("complete", True)
     found = dict(found)
     if found.get("kernel_log"):  # the manifest keeps the counts and the first events, not 600 repeats
         found["kernel_log"] = {**found["kernel_log"], "xid_events": found["kernel_log"]["xid_events"][:50]}
     out: dict[str, Any] = {"health": {"gpus_seen": seen, "usable_gpus": len(usable) if on_gpu else None,
                                       "usable": usable, **found}}
-    if on_gpu and gate:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
+    if on_gpu and gate and whole:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
         out["usable_gpus"] = {"count": len(usable), "need": nproc, "by": STAGE,
                               "why": f"nvidia-smi shows {seen}, {seen - len(usable)} of them unfit (see the health "
                                      "verdicts)"}
@@ -232,7 +247,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out = [_or_not_captured(facts, "kernel_log", KERNEL_LOG, lambda: rules.kernel_log_verdict(
                found.get("kernel_log"), found.get("kernel_log_why", "not read"))),
            _or_not_captured(facts, "network", NETWORK, lambda: rules.network_verdict(
-               found.get("network"), found.get("network_why", "")))]
+               found.get("network"), found.get("network_why", "")), one_box=len(prof.nodes or ()) <= 1)]
     smi = found.get("smi")
     if prof.is_rehearsal:
         out += [rules.V.skip(check, expected="a GPU box", observed=f"profile {prof.name}",
@@ -241,14 +256,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         out += [rules.V.not_captured_skip(check, expected="`nvidia-smi -q`", what="`nvidia-smi -q` output")
                 for check in GPU_CHECKS[:10]]
     elif smi is None:  # one fail saying why, the checks it feeds skip pointing at it
-        out.append(rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed="not read",
-                                reason=f"{found.get('smi_why') or 'nvidia-smi -q not run'}: " + (
-                                    "ingest the whole `nvidia-smi -q` output" if facts.get("ingest") else
-                                    "the driver is not loaded or the container lacks `--gpus all`; fix it or ask "
-                                    "the provider for another node")))
+        out.append(_unread_smi(facts, found))
         out += [rules.V.skip(check, expected="`nvidia-smi -q`", observed="not read", reason="see health.nvidia_smi")
                 for check in GPU_CHECKS[:10]]
     else:
+        if not smi.get("complete", True):  # judged as far as it is whole; the cut is said, naming the file
+            out.append(_unread_smi(facts, found))
         loaded = found.get("smi_under_load")
         base = rules.smi_verdicts(smi, fabric_manager=found.get("fabric_manager", ""))
         if loaded:  # the link generation and the clock brakes as the GEMMs saw them
@@ -256,14 +269,19 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             base = [live[v.id] if v.id in ("health.pcie_link", "health.clock_brakes") else v for v in base]
         out += base
     if not prof.is_rehearsal:
-        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda")),
+        out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda"))
+                if found.get("torch_cuda") or not facts.get("ingest") else rules.V.live_only_skip(
+                    "driver", "a driver that runs the CUDA torch was built for", "torch's CUDA line"),
                 _or_not_captured(facts, "nvlink", NVLINK, lambda: rules.nvlink_verdict(
-                    found.get("nvlink"), found.get("nvlink_why", ""))),
+                    found.get("nvlink"), found.get("nvlink_why", ""), links=_topo_links(facts, found),
+                    model=next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None)
+                    or (facts.get("topology") or {}).get("gpu_model")), no_such=_without_nvlink(facts, smi)),
                 _or_not_captured(facts, "dcgm", DCGM, lambda: rules.dcgm_verdict(
                     found.get("dcgm"), found.get("dcgm_why", "")))]
+    out = [_partial_pass(v, found.get("partial") or {}) for v in out]
     if facts.get("ingest") and not rows:  # captures hold tool outputs, never this stage's own measurement
-        out.append(rules.V.not_captured_skip("measured", expected="the per-GPU GEMM and copies on every GPU",
-                                             what="per-GPU GEMM/copy measurement (it runs live only)"))
+        out.append(rules.V.live_only_skip("measured", expected="the per-GPU GEMM and copies on every GPU",
+                                          what="the per-GPU GEMM/copy measurement"))
     out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
                          reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "
                                 f"the bus, a remap pending, a driver not loaded): {rules.RESET}, or {rules.NEW_NODE}")
@@ -280,9 +298,52 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     return out
 
 
-def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict]) -> Verdict:
-    """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule."""
+def _without_nvlink(facts: dict, smi: dict | None) -> str:
+    """Why an NVLink check has nothing to judge: the GPU model has no NVLink (suite/gpus.py); '' otherwise."""
+    name = next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None) or \
+        (facts.get("topology") or {}).get("gpu_model")
+    model = gpu_for(name) if name else None
+    return f"{model.model} has no NVLink" if model is not None and model.nvlink is None else ""
+
+
+def _topo_links(facts: dict, found: dict) -> dict | None:
+    """topo -m's GPU pairs: health's own read on a live run (it runs before topology), the ingested matrix else."""
+    links = found.get("topo_links")
+    return links if links is not None else (facts.get("topology") or {}).get("links")
+
+
+def _partial_pass(v: Verdict, partial: dict[str, str]) -> Verdict:
+    """A pass read from a partial capture (an excerpt, a table cut before its end) is a skip saying so: what the
+    capture lacks is undecided. A fail or warn it holds stands: what was seen was seen."""
+    check = v.id.removeprefix(f"{STAGE}.")
+    if v.status != "pass" or check not in partial:
+        return v
+    return rules.V.skip(check, expected=v.expected, observed=f"{v.observed} (in a partial capture)",
+                        reason=f"partial capture {partial[check]}: what it holds passed; capture the whole output")
+
+
+def _unread_smi(facts: dict, found: dict) -> Verdict:
+    """health.nvidia_smi for a -q that could not be read whole: live, a fail naming the file (a GPU that hangs
+    nvidia-smi is a box problem); ingested, a skip (the capture was cut, not the box): its GPUs are not decided."""
+    why = found.get("smi_why") or "nvidia-smi -q not run"
+    smi = found.get("smi")
+    held = f"read {len(smi['gpus'])} whole GPU block(s)" if smi else "not read"
+    if facts.get("ingest"):
+        return rules.V.skip("nvidia_smi", expected="`nvidia-smi -q` whole", observed=f"partial capture: {held}",
+                            reason=f"{why}: ingest the whole `nvidia-smi -q` output (the GPUs it lacks are undecided)")
+    return rules.V.fail("nvidia_smi", expected="`nvidia-smi -q` readable", observed=held,
+                        reason=f"{why}: the driver is not loaded, a GPU hangs nvidia-smi, or the container lacks "
+                               "`--gpus all`; fix it or ask the provider for another node")
+
+
+def _or_not_captured(facts: dict, check: str, sources: tuple[str, ...], verdict: Callable[[], Verdict],
+                     one_box: bool = False, no_such: str = "") -> Verdict:
+    """An ingested run whose captures hold none of the check's tools skips it saying so; otherwise the rule.
+    one_box: the check has nothing to judge on a single node (InfiniBand ports): not captured, it does not apply."""
     if all(not_captured(facts, source) for source in sources):
+        if one_box or no_such:
+            return rules.V.not_applicable(check, expected=verdict().expected, observed="not captured",
+                                          why=no_such or "a single-node run needs no InfiniBand/RoCE port")
         return rules.V.not_captured_skip(check, expected=verdict().expected, what=" or ".join(sources) + " output")
     return verdict()
 

@@ -30,7 +30,8 @@ from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from suite.cluster import node_nics as _node_nics
-from ._topology_rules import classify, common_model, judge_links, judge_numa, link_class, numa_groups
+from ._topology_rules import (classify, common_model, judge_links, judge_numa, judge_p2p, link_class,
+                              judge_fabric, numa_groups)
 from .. import headlines as hl
 
 STAGE = "topology"
@@ -285,20 +286,26 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                               reason="no topology matrix was read: see topology.tools") for check in ("links", "numa")]
     out.append(_judge_count(by, expectations, "gpu_count", "nvidia-smi shows",
                             "rent the box the profile names, or pass --nproc with the number of GPUs it has"))
-    out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
-                            "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
-                            "container lacks `--gpus all`: fix it before any measurement"))
-    out.append(_judge_fabric(rows, facts))
-    return out
+    if facts.get("ingest"):  # torch ran nowhere: the captured box's tools are judged, not this machine's torch
+        out.append(VERDICTS.live_only_skip("torch_cuda_devices", "torch sees the profile's GPUs", "torch device count"))
+    else:
+        out.append(_judge_count(by, expectations, "torch_cuda_devices", "torch sees",
+                                "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
+                                "container lacks `--gpus all`: fix it before any measurement"))
+    out.append(judge_fabric(rows, facts))
+    return out + judge_p2p((facts.get("topology") or {}).get("p2p"))
 
 
 def _judge_tools(by: dict, facts: dict) -> Verdict:
     tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
     if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
+        if "nvidia-smi-topo-m" in tools and {"nvidia-smi-q", "nvidia-smi-L"} & set(tools):  # names and matrix
+            return VERDICTS.not_applicable("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run", observed=
+                                           f"read from captures: {read}", why="the tools ran on the captured box")
         return VERDICTS.skip("tools", expected="`nvidia-smi topo -m`, `-q` and `-L` run",
                              observed=f"read from captures: {read}",
-                             reason="ingested outputs: the tools ran elsewhere; those not among the files are not judged")
+                             reason="ingested outputs: ingest `nvidia-smi topo -m` and `-q` (or `-L`) together")
     broken = {case: row.text for case, row in tools.items() if not (row.text or "").startswith("ok")}
     expected = "`nvidia-smi topo -m`, `-q` and `-L` run"
     if tools and not broken:
@@ -313,7 +320,7 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
 
 def _judge_cpu(rows: list[Row], expectations: list[Expectation], facts: dict) -> Verdict:
     if not_captured(facts, "lscpu"):
-        return VERDICTS.not_captured_skip("cpu", "CPU count and NUMA layout recorded", "lscpu")
+        return VERDICTS.live_only_skip("cpu", "CPU count and NUMA layout recorded", "lscpu")
     by = _index(rows)
     logical, nodes = by.get(("cpu", "logical_cpus")), by.get(("cpu", "numa_nodes"))
     model = by.get(("cpu", "cpu_model"))
@@ -340,28 +347,13 @@ def _judge_count(by: dict, expectations: list[Expectation], metric: str, who: st
                           reason_bad=f"{need} processes need {need} GPUs but {who.split()[0]} reports {have}: {fix}")
 
 
-def _judge_fabric(rows: list[Row], facts: dict) -> Verdict:
-    states = {r.case: r.text for r in rows if r.metric == "fabric_state" and r.text}
-    known = {g: s for g, s in states.items() if not s.startswith("N/A")}
-    expected = "NVSwitch fabric state 'Completed'"
-    if not known:
-        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
-                             reason="no GPU reports a fabric state (no NVSwitch fabric, or an older driver)")
-    bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
-    observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
-    return VERDICTS.check(
-        "fabric", not bad, expected=expected, observed=observed, reason_ok="the NVSwitch fabric is up on every GPU",
-        reason_bad="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
-                   "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")
-
-
 def _judge_threads(by: dict, expectations: list[Expectation], facts: dict) -> Verdict:
     want = next((e for e in expectations if e.metric == "usable_cpus"), None)
     row = by.get(("cpu", "usable_cpus"))
     expected = f"≥ {int(want.value)} usable CPUs ({want.basis})" if want else "enough CPUs"
     observed = f"{_fmt(row)} usable CPUs"
     if not_captured(facts, "lscpu"):
-        return VERDICTS.not_captured_skip("cpu_threads", expected, "lscpu")
+        return VERDICTS.live_only_skip("cpu_threads", expected, "lscpu")
     if not judges_performance(facts):
         return VERDICTS.cpu_skip("cpu_threads", expected, observed)
     ok = want is None or row is None or row.value >= want.value

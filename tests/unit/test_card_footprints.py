@@ -6,7 +6,7 @@ figure is below what `nvidia-smi -q` reports as FB Memory Total on every real ca
 Sources: NVIDIA's datasheets for each part (GB200/GB300 NVL72: 13.4 TB / 20.7 TB HBM3e over 72 GPUs; HGX B200
 1.44 TB and HGX B300 2.3 TB over 8; H200 141 GB; H100 NVL 94 GB; H100 80 GB; GH200 96 GB HBM3 (its 480 GB is
 the Grace CPU's LPDDR5X with it); H20 96 GB; A100 and A800 40 GB (PCIe and SXM4 40GB SKUs); V100 16/32 GB;
-P100 PCIe 12 GB; L40S/L40 48 GB; L4 24 GB; A10 24 GB; GeForce RTX 5090 32 GB and 4090 24 GB; T4 16 GB; P4 8 GB).
+P100 PCIe 12 GB; L40S/L40 48 GB; L4 24 GB; A10 24 GB; RTX 6000 Ada 48 GB; GeForce RTX 5090 32 GB and 4090 24 GB; T4 16 GB; P4 8 GB).
 A10G (AWS G5, 24 GB: aws.amazon.com/ec2/instance-types/g5) is not in suite/hardware/gpus.py here: it is added to the table.
 """
 
@@ -24,7 +24,7 @@ CARD_GB = {"GB200": 186, "B200 (HGX)": 180, "GB300": 288, "B300": 288, "H200 NVL
            "H100 NVL": 94, "H100 PCIe": 80, "H100 SXM": 80, "H800 PCIe": 80, "H800 SXM": 80, "GH200": 96,
            "H20": 96, "A100 PCIe": 40, "A100 SXM": 40, "A800 PCIe": 40, "A800 SXM": 80, "V100 SXM3": 32,
            "V100 PCIe": 16, "V100 SXM2": 16, "P100 PCIe": 12, "P100 SXM2": 16, "L40S": 48, "L40": 48, "L4": 24,
-           "A10": 24, "A10G": 24, "GeForce RTX 5090": 32, "GeForce RTX 4090": 24, "T4": 16, "P4": 8}
+           "A10": 24, "A10G": 24, "GeForce RTX 5090": 32, "RTX 6000 Ada": 48, "GeForce RTX 4090": 24, "T4": 16, "P4": 8}
 REPORTED_SHARE = 0.93
 
 

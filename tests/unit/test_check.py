@@ -16,9 +16,13 @@ def verdict(stage: str, status: str) -> Verdict:
                    reason=f"{status} reason\nsecond line")
 
 
-def make_run(tmp_path, statuses: dict[str, str], finished: bool = True):
-    """A run whose every selected stage completed with one verdict of the given status."""
+GPU_PROFILE = {"name": "nccl-gpu", "device": "cuda", "judge_performance": True}
+
+
+def make_run(tmp_path, statuses: dict[str, str], finished: bool = True, profile: dict = GPU_PROFILE):
+    """A GPU run whose every selected stage completed with one verdict of the given status."""
     run = RunDir.create(tmp_path / "run", {"stages_selected": list(statuses), "stages": {}, "facts": {},
+                                           "profile": profile,
                                            "finished": "2026-11-29T17:00:00+00:00" if finished else None})
     for stage, status in statuses.items():
         run.replace_stage_verdicts(stage, [verdict(stage, status)])
@@ -28,18 +32,20 @@ def make_run(tmp_path, statuses: dict[str, str], finished: bool = True):
 
 
 @pytest.mark.parametrize("statuses, fail_on, code", [
-    ({"topology": "pass", "bandwidth": "skip"}, "fail", 0),
+    ({"topology": "pass", "bandwidth": "pass"}, "fail", 0),
+    ({"topology": "pass", "bandwidth": "skip"}, "fail", 3),  # a planned check skipped: never a pass
     ({"topology": "pass", "bandwidth": "warn"}, "fail", 0),
     ({"topology": "pass", "bandwidth": "warn"}, "warn", 1),
     ({"topology": "fail", "bandwidth": "pass"}, "fail", 1),
+    ({"topology": "fail", "bandwidth": "skip"}, "fail", 1),  # a fail rejects whatever else is open
     ({"topology": "fail", "bandwidth": "pass"}, "warn", 1),
-    ({"topology": "skip", "bandwidth": "skip"}, "warn", 0),
+    ({"topology": "skip", "bandwidth": "skip"}, "warn", 3),
 ])
 def test_exit_status_follows_fail_on(tmp_path, capsys, statuses, fail_on, code):
     run = make_run(tmp_path, statuses)
     assert main(["check", str(run.path), "--fail-on", fail_on]) == code
     out = capsys.readouterr().out
-    assert ("REJECTED" if code else "ACCEPTED") in out
+    assert f"box verdict: {({0: 'ACCEPT', 1: 'REJECT', 3: 'INCONCLUSIVE'})[code]}" in out
     for stage, status in statuses.items():
         assert f"{status.upper():<6}  {stage}.check" in out
 
@@ -51,6 +57,7 @@ def test_failures_print_first_with_the_first_line_of_their_reason(tmp_path, caps
     assert lines[1].startswith("FAIL    bandwidth.check") and lines[1].endswith("fail reason")
     assert lines[2].startswith("WARN") and lines[3].startswith("PASS")
     assert "1 passed, 1 warned, 1 failed, 0 skipped" in lines[-2]
+    assert lines[-1] == "box verdict: REJECT: bandwidth.check (--fail-on fail)"
 
 
 def test_an_interrupted_run_is_never_accepted(tmp_path, capsys):
@@ -58,9 +65,32 @@ def test_an_interrupted_run_is_never_accepted(tmp_path, capsys):
     run.manifest["stages_selected"].append("bandwidth")
     run.stage_state("bandwidth").update(status="running")
     run.save_manifest()
-    assert main(["check", str(run.path), "--fail-on", "fail"]) == 1
+    assert main(["check", str(run.path), "--fail-on", "fail"]) == 3
     out = capsys.readouterr().out
-    assert "NORUN   bandwidth" in out and "--resume" in out and "bandwidth (did not run)" in out
+    assert "NORUN   bandwidth" in out and "--resume" in out
+    assert "box verdict: INCONCLUSIVE: 1 planned check(s) not decided: bandwidth" in out
+
+
+def test_a_skip_is_listed_with_its_reason_and_one_that_does_not_apply_is_not(tmp_path, capsys):
+    from suite.verdicts import verdicts_for
+    run = make_run(tmp_path, {"topology": "pass", "bandwidth": "skip"})
+    run.replace_stage_verdicts("topology", [verdicts_for("topology").not_applicable(
+        "links", expected="GPU pairs", observed="1 GPU", why="one GPU: there is no GPU pair to judge")])
+    run.save_manifest()
+    assert main(["check", str(run.path)]) == 3
+    out = capsys.readouterr().out
+    assert "  bandwidth.check: skip reason" in out and "topology.links:" not in out.split("left open")[1]
+
+
+def test_a_rehearsal_is_rehearsal_whatever_passed(tmp_path, capsys):
+    run = make_run(tmp_path, {"topology": "pass", "bandwidth": "skip"},
+                   profile={"name": "gloo-cpu", "device": "cpu", "judge_performance": False})
+    assert main(["check", str(run.path)]) == 0
+    assert "box verdict: REHEARSAL" in capsys.readouterr().out
+    run.replace_stage_verdicts("topology", [verdict("topology", "fail")])
+    run.save_manifest()
+    assert main(["check", str(run.path)]) == 1
+    assert "box verdict: REHEARSAL" in capsys.readouterr().out
 
 
 def test_json_output_for_machines(tmp_path, capsys):
@@ -70,7 +100,8 @@ def test_json_output_for_machines(tmp_path, capsys):
     assert data["counts"] == {"pass": 2, "warn": 1, "fail": 3, "skip": 1}
     assert data["unfinished"] == ["dp"]
     assert data["rejected"] == ["bandwidth.peak.all_gather", "bandwidth.peak.all_reduce", "fault.run",
-                                "topology.gpu_name", "dp (did not run)"]
+                                "topology.gpu_name"]
+    assert data["box"] == "REJECT" and "dp" in [o["id"] for o in data["open"]]
     assert [v["status"] for v in data["verdicts"]] == ["fail", "fail", "fail", "warn", "pass", "pass", "skip"]
 
 

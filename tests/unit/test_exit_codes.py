@@ -1,5 +1,5 @@
 """Every CLI's exit status on good and bad input, as a user's shell sees it: 0 ok, 1 a verdict/acceptance "no",
-2 unusable input — one line on stderr, never a traceback.
+2 unusable input — one line on stderr, never a traceback; 3 `suite check`'s INCONCLUSIVE box verdict.
 
 The CLIs run in child processes (python -m would import pandas and matplotlib once per case): one child
 per CLI module runs all of its cases through the module's `main(argv)`, the function `python -m` calls,
@@ -76,13 +76,16 @@ def cases(d: Path) -> list[Case]:
         # suite check
         Case("check accepted", s, ("check", run("passing")), 0),
         Case("check rejected", s, ("check", run("intact")), 1),
+        Case("check inconclusive: a planned check skipped", s, ("check", run("skipped")), 3),
+        Case("check rehearsal", s, ("check", run("rehearsal")), 0),
         Case("check not a run", s, ("check", str(d / "nope")), 2, "not a run directory"),
         Case("check truncated manifest", s, ("check", run("truncated-manifest")), 2, "manifest.json: not valid JSON"),
         Case("check truncated verdicts", s, ("check", run("truncated-verdicts")), 2, "verdicts.json: not valid JSON"),
         Case("check garbage results", s, ("check", run("garbage-results")), 2, "results.parquet: not a readable parquet"),
         Case("check unknown status", s, ("check", run("unknown-status")), 2, "verdicts.json: verdict #1"),
         Case("check bad expectations", s, ("check", run("bad-expectations")), 2, "expectations.csv"),
-        Case("check unfinished stage", s, ("check", run("unfinished-stage")), 1),
+        Case("check unfinished stage", s, ("check", run("unfinished-stage")), 1),  # its verdicts hold a fail
+        Case("check unfinished stage, the rest passed", s, ("check", run("unfinished-passing")), 3),
         Case("check misshapen manifest", s, ("check", run("misshapen-manifest")), 2, "'stages' holds a JSON list"),
         # suite run, plan, model
         Case("run list", s, ("run", "--list"), 0),
@@ -120,12 +123,20 @@ def cases(d: Path) -> list[Case]:
     ]
 
 
-def passing_run(path: Path) -> None:
-    run = RunDir.create(path, {"stages_selected": ["topology"], "stages": {}, "facts": {},
+GPU_PROFILE = {"name": "nccl-gpu", "device": "cuda", "judge_performance": True}
+CPU_PROFILE = {"name": "gloo-cpu", "device": "cpu", "judge_performance": False}
+
+
+def passing_run(path: Path, status: str = "pass", profile: dict = GPU_PROFILE, unfinished: bool = False) -> None:
+    """A GPU run of topology whose one verdict has `status` (and, unfinished, a bandwidth stage that never ran)."""
+    selected = ["topology", "bandwidth"] if unfinished else ["topology"]
+    run = RunDir.create(path, {"stages_selected": selected, "stages": {}, "facts": {}, "profile": profile,
                                "finished": "2026-11-29T17:00:00+00:00"})
-    run.replace_stage_verdicts("topology", [Verdict(id="topology.links", stage="topology", status="pass",
+    run.replace_stage_verdicts("topology", [Verdict(id="topology.links", stage="topology", status=status,
                                                     expected="NV18", observed="NV18", reason="as expected")])
     run.stage_state("topology").update(status="complete")
+    if unfinished:
+        run.stage_state("bandwidth").update(status="running")
     run.save_manifest()
 
 
@@ -145,6 +156,9 @@ def inputs(tmp_path_factory) -> Path:
     damaged_run(d / "cpu", "intact", gpu=False)
     passing_run(d / "passing")
     passing_run(d / "passing-too")
+    passing_run(d / "skipped", status="skip")
+    passing_run(d / "rehearsal", profile=CPU_PROFILE)
+    passing_run(d / "unfinished-passing", unfinished=True)
     (d / "out").mkdir()
     return d
 
@@ -169,7 +183,7 @@ def test_every_cli_is_covered(inputs):
     commands = {c.argv[0] if c.module != "reports.__main__" else "compare" if c.argv[:1] == ("compare",) else "report"
                 for c in cases(inputs) if c.argv}
     assert commands == {"parse", "check", "run", "plan", "model", "report", "compare", "archive", "status"}
-    assert {c.code for c in cases(inputs)} == {0, 1, 2}
+    assert {c.code for c in cases(inputs)} == {0, 1, 2, 3}
 
 
 @pytest.mark.parametrize("name", [c.name for c in cases(Path("/x"))])

@@ -43,7 +43,19 @@ def test_words_keep_short_markers_out_of_longer_names():
     assert gpu_for("NVIDIA GB200").model == "GB200"  # "B200" is a substring of GB200 but not a word of it
     assert gpu_for("NVIDIA A100-SXM4-80GB").model == "A100 SXM"  # not A10
     assert gpu_for("NVIDIA L40S").model == "L40S" and gpu_for("NVIDIA L4").model == "L4"
-    assert gpu_for("NVIDIA A10G") is None  # a different part (AWS): no figure rather than A10's
+    a10g = gpu_for("NVIDIA A10G")  # a different part (AWS): its own entry, no figure rather than A10's
+    assert a10g.model == "A10G" and a10g.bf16_dense_tflops is None and a10g.pcie_gen == 4
+
+
+def test_the_gpus_renters_get_have_an_entry_with_its_source():
+    """A10G, L4, H20, GH200, RTX 5090, RTX 6000 Ada: each named, with a figure and its datasheet, or none and why."""
+    for name, peak in (("NVIDIA A10G", None), ("NVIDIA L4", 121.0), ("NVIDIA H20", None),
+                       ("NVIDIA GH200 480GB", 989.5), ("NVIDIA GeForce RTX 5090", None),
+                       ("NVIDIA RTX 6000 Ada Generation", 364.2)):
+        entry = gpu_for(name)
+        assert entry is not None and entry.bf16_dense_tflops == peak, name
+        assert entry.peak_source and (peak is None) == ("no " in entry.peak_source.split(":")[0]), entry.peak_source
+    assert gpu_for("Quadro RTX 6000") is None  # Turing, not the Ada card
     assert gpu_for("Mystery Accelerator") is None and gpu_for(None) is None and gpu_for("cpu") is None
 
 

@@ -125,7 +125,8 @@ def test_every_capture_in_tests_data_is_claimed_by_its_own_kind():
     topo = sorted(TOPO.glob("*.txt"))
     nccl = sorted(NCCL.glob("*.txt"))
     assert len(topo) >= 15 and len(nccl) >= 13
-    for path, kind in [(p, "nvidia-smi-topo-m") for p in topo] + [(p, "nccl-tests") for p in nccl]:
+    for path, kind in [(p, "nvidia-smi-topo-p2p" if "-p2p-" in p.name else "nvidia-smi-topo-m") for p in topo] + \
+            [(p, "nccl-tests") for p in nccl]:
         got = inputs.read(path)
         claimed = got.why if isinstance(got, inputs.Unused) else got[0].kind
         assert claimed == kind or "does not parse" in claimed, (path.name, claimed)
@@ -245,7 +246,8 @@ def test_a_file_of_several_tests_gives_one_capture_each(tmp_path):
 # ---------------------------------------------------------------- the health stage's captures (issue 15)
 
 HEALTH = REPO / "tests/data/health"
-HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "ibstat": "ibstat",
+HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "dcgmi-nvlink": "nvidia-smi nvlink",
+               "ibstat": "ibstat",
                "ibv-devinfo": "ibv_devinfo", "dcgmi-diag": "dcgmi diag", "xid": "kernel log"}
 
 
@@ -260,8 +262,12 @@ def test_every_health_capture_is_claimed_by_its_own_kind():
         kind = next(k for prefix, k in HEALTH_KIND.items() if path.name.startswith(prefix))
         got = inputs.read(path)
         assert not isinstance(got, inputs.Unused), (path.name, got.why)
-        if "-cut-" in path.name:  # the truncated -q: topology reads it, health keeps the parser's line for its verdict
-            assert [c.data is None for c in got] == [False, True] and "line 91" in got[1].facts["why"], got
+        if "-cut-" in path.name and kind == "dcgmi diag":  # a table cut mid-row: health reads it, marked partial
+            assert got[0].kind == kind and "closing border" in got[0].facts["partial"], got
+            continue
+        if "-cut-" in path.name:  # the truncated -q: topology reads it, health its whole blocks and the parser's line
+            assert got[1].data["complete"] is False and got[1].data["gpus"] == [], got
+            assert "line 91" in got[1].facts["why"] and got[1].facts["partial"], got
             continue
         assert {c.kind for c in got} == {kind}, path.name
         assert "health" in {c.stage for c in got}, path.name
@@ -292,8 +298,10 @@ def test_an_xid_capture_fails_and_what_it_lacks_skips(tmp_path):
     hv = health_verdicts(v)
     assert len(hv) == 16
     assert [k for k, x in hv.items() if x.status != "skip"] == ["health.kernel_log"]
-    for check in ("pcie_link", "remapped_rows", "network", "nvlink", "dcgm", "measured"):
+    for check in ("pcie_link", "remapped_rows", "nvlink", "dcgm"):
         assert "ingested" in hv[f"health.{check}"].reason, check  # not_captured_skip, not a "not read" fail
+    for check in ("measured", "network"):  # a live-only measurement; InfiniBand on a single node
+        assert hv[f"health.{check}"].reason.startswith("does not apply to this box: "), check
     assert "health.nvidia_smi" not in hv
     assert (run.path / "raw/health/xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes() == \
         (HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes()
@@ -332,11 +340,16 @@ def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_p
     assert done.returncode == 0  # a warning and a pass: no fail
 
 
-def test_a_cut_smi_q_that_topology_reads_fails_health_naming_file_and_line(tmp_path):
-    cut = REPO / "tests/data/smi/a100-sxm4-525-q-one-process.txt"  # 'Attached GPUs : 8', one GPU block
+def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
+    """`nvidia-smi -q -i 0` of an 8-GPU node ('Attached GPUs : 8', one block): the block is judged, the capture is
+    partial (exit 1 without --allow-partial), health.nvidia_smi names file and line, the box is not decided."""
+    cut = REPO / "tests/data/smi/a100-sxm4-525-q-one-process.txt"
     done, run, v = ingest(tmp_path, cut)
     smi_v = v["health.nvidia_smi"]
-    assert smi_v.status == "fail" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
+    assert smi_v.status == "skip" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
     assert "ingest the whole `nvidia-smi -q` output" in smi_v.reason
-    assert v["health.pcie_link"].status == "skip" and v["health.pcie_link"].reason == "see health.nvidia_smi"
+    assert v["health.processes"].status == "fail" and "22374" in v["health.processes"].observed  # the hung rank
+    assert v["health.pcie_link"].status != "skip"  # judged on the block it holds
     assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "partial: " in done.stderr and "--allow-partial" in done.stderr
+    assert "box verdict: REJECT: " in done.stderr and "health.processes" in done.stderr

@@ -166,7 +166,7 @@ def test_nvlink_bridge_leaving_one_gpu_out_warns():
 def test_pcie_boxes_pass_with_cross_numa_pairs_noted(stem, crossing):
     v = verdicts(topo(stem))
     assert v["topology.links"].status == "pass"
-    assert v["topology.numa"].status == "pass"
+    assert v["topology.numa"].status == ("warn" if crossing else "pass")  # a SYS hop warns, never fails
     if crossing:
         assert v["topology.numa"].observed.startswith(f"{crossing} of ")
         assert "keep tensor-parallel groups within one NUMA node" in v["topology.numa"].reason

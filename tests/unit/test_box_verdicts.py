@@ -1,0 +1,168 @@
+"""The box verdict an expert would give, from real captures through `python -m suite ingest` (its main, in this
+process), and `suite check`'s exit status on it.
+
+Each box is built from the real public captures in tests/data/ (sources in the README.md beside them). Where no
+single public box left every capture, a test pairs captures of boxes of the same build and says so — it never
+claims one box, and no capture is edited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from suite.__main__ import main as suite_main
+from suite.box_verdict import ACCEPT, INCONCLUSIVE, REHEARSAL, REJECT, box_verdict
+from suite.results import RunDir, Verdict
+from suite.verdicts import verdicts_for
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+HEALTH, SMI, TOPO, NCCL = DATA / "health", DATA / "smi", DATA / "topo", DATA / "nccl-tests"
+
+
+def ingest(tmp_path: Path, *files: Path, args: tuple[str, ...] = ()):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = suite_main(["ingest", *map(str, files), "--out", str(tmp_path / "runs"), *args])
+    run = RunDir.load(next((tmp_path / "runs").iterdir()))
+    verdicts = run.verdicts()
+    with contextlib.redirect_stdout(io.StringIO()):
+        checked = suite_main(["check", str(run.path)])
+    return code, err.getvalue(), run, {v.id: v for v in verdicts}, box_verdict(run.manifest, verdicts), checked
+
+
+def test_4x_a10g_whose_gpu_1_misses_its_power_target_is_rejected(tmp_path):
+    """The only public 4× A10G capture: `dcgmi diag -r 3`, Targeted Power Fail on GPU 1. An expert rejects the
+    box whatever is not captured: a GPU failed DCGM's diagnostic."""
+    code, err, run, v, box, checked = ingest(tmp_path, HEALTH / "dcgmi-diag-03-a10g-4gpu-dcgm339-r3-targeted-power-fail.txt")
+    assert box.word == REJECT and box.rejected == ["health.dcgm"]
+    assert "Fail - GPU: 1" in v["health.dcgm"].reason
+    assert "topology" in [o.id for o in box.open] and "bandwidth" in [o.id for o in box.open]  # listed all the same
+    assert code == 1 and checked == 1 and "box verdict: REJECT: health.dcgm" in err
+
+
+def test_8x_rtx4090_is_not_accepted_on_topology_and_health_alone(tmp_path):
+    """8× RTX 4090: a `topo -m` (capture 14, SYS between the two CPUs' halves) and an 8× RTX 4090 `-q` (another box
+    of the same build, thamada). No public `topo -p2p` or all_reduce table of an 8× 4090 box was found, so the
+    P2P verdict is tested on the 2× RTX 5090 capture below. An expert: the GPUs are healthy, the SYS pairs are a
+    warning, and with no bandwidth, DCGM or kernel-log capture the box is INCONCLUSIVE, never accepted."""
+    code, err, run, v, box, checked = ingest(tmp_path, TOPO / "14-rtx4090-8gpu-sys-2nic.txt",
+                                             SMI / "rtx4090-8gpu-q-thamada.txt")
+    assert box.word == INCONCLUSIVE and checked == 3
+    assert {o.id for o in box.open} == {"health.kernel_log", "health.dcgm", "bandwidth"}
+    assert v["topology.numa"].status == "warn" and "cross NUMA nodes" in v["topology.numa"].observed
+    assert v["health.nvlink"].reason.startswith("does not apply to this box: GeForce RTX 4090 has no NVLink")
+    assert v["topology.fabric"].reason.startswith("does not apply")  # no NVSwitch on a PCIe box
+    assert all(v[f"health.{c}"].status == "pass" for c in ("ecc", "remapped_rows", "temperature", "processes"))
+    assert code == 0 and "box verdict: INCONCLUSIVE: 3 planned check(s)" in err
+
+
+def test_gpus_without_p2p_are_staged_through_host_memory_and_warn(tmp_path):
+    """2× RTX 5090 `topo -p2p rw` (GNS: GeForce has P2P off): topology.p2p warns with the reason; a ring over
+    such a pair is held to the host-staged floor (warn), never failed against the direct PCIe hop."""
+    from suite.facts import link_peak
+
+    code, err, run, v, box, checked = ingest(tmp_path, TOPO / "40-rtx5090-2gpu-p2p-rw-gns.txt",
+                                             TOPO / "23-rtx5090-2gpu-phb-gpu-numa-id.txt",
+                                             args=("--gpu-model", "NVIDIA GeForce RTX 5090"))
+    p2p = v["topology.p2p"]
+    assert p2p.status == "warn" and "GPU0-GPU1 GNS" in p2p.observed and "host memory" in p2p.reason
+    peak = link_peak(run.facts())
+    assert peak.staged and "no P2P (GPU0-GPU1 GNS)" in peak.basis
+    assert box.word == INCONCLUSIVE and "health" in [o.id for o in box.open]
+
+
+def test_2x_h100_nvl_with_every_nvlink_down_and_a_cut_diag_is_not_accepted(tmp_path):
+    """DCGM issue 198: a 2× H100 NVL (device 2321) box, `dcgmi nvlink --link-status` all D and a `dcgmi diag -r 2`
+    that "all passes" — the excerpt stops after Deployment. Without `topo -m` nobody can tell a missing bridge from
+    an unbridged pair (the rule: inactive links fail only where NV# says the pair is bridged), and the cut diag is
+    no pass: an expert asks for topo -m and the whole diag — INCONCLUSIVE, exit 1 for the partial capture."""
+    code, err, run, v, box, checked = ingest(tmp_path, HEALTH / "dcgmi-nvlink-02-h100nvl-x2-all-down.txt",
+                                             HEALTH / "dcgmi-diag-04-h100nvl-x2-r2-cut-excerpt.txt")
+    assert v["health.dcgm"].status == "skip" and "partial" in v["health.dcgm"].reason  # never DCGM#198's pass
+    assert v["health.nvlink"].status == "pass" and "36 link(s) inactive" in v["health.nvlink"].observed
+    assert box.word == INCONCLUSIVE and {"health.dcgm", "topology", "bandwidth"} <= {o.id for o in box.open}
+    assert code == 1 and "partial: " in err and checked == 3
+    code, *_ = ingest(tmp_path / "allowed", HEALTH / "dcgmi-diag-04-h100nvl-x2-r2-cut-excerpt.txt",
+                      args=("--allow-partial",))
+    assert code == 0
+
+
+def test_the_same_dead_links_fail_where_topo_m_shows_the_bridge():
+    """The rule behind the test above: the same all-down links, with a topology showing the NV12 bridge (the
+    8× H100 NVL capture 34's pairs), fail."""
+    from suite.parsers import nvlink, topo
+    from suite.stages._nvlink_rules import nvlink_verdict
+
+    down = nvlink.parse_file(HEALTH / "dcgmi-nvlink-02-h100nvl-x2-all-down.txt")
+    links = {p: link for p, link in topo.parse((TOPO / "34-h100-nvl-8gpu-nv12-pairs-sglang.txt").read_text()).links
+             .items() if p == "GPU0-GPU1"}
+    v = nvlink_verdict(down, links=links, model="NVIDIA H100 NVL")
+    assert v.status == "fail" and "NV12" in v.observed
+    assert nvlink_verdict(down, links={"GPU0-GPU1": "SYS"}, model="NVIDIA H100 NVL").status == "pass"  # unbridged
+
+
+def test_8x_h100_sxm_passes_what_it_shows_and_waits_for_health(tmp_path):
+    """8× H100 SXM from four public captures of that build (not one box): an NVSwitch `topo -m` (capture 30), a
+    p5.48xlarge all_reduce (capture 21), `dcgmi nvlink -s` all Up (dcgm-exporter 576) and a whole 8-GPU `-q`
+    (thamada). Links, bandwidth, NVLink and the GPUs' health pass; the kernel log and DCGM's diag are not among
+    them and the capture holds one message size (no α-β line): INCONCLUSIVE, listing exactly those."""
+    code, err, run, v, box, checked = ingest(tmp_path, TOPO / "30-h100-8gpu-nv18-8nic-env-dump.txt",
+                                             NCCL / "21-h100-all_reduce-8gpu-mpirun-tag-output.txt",
+                                             HEALTH / "dcgmi-nvlink-01-h100x8-all-up.txt",
+                                             SMI / "h100-sxm-8gpu-565-q-thamada.txt")
+    assert box.word == INCONCLUSIVE and checked == 3
+    assert [o.id for o in box.open] == ["health.kernel_log", "health.dcgm", "bandwidth.fit"]
+    assert not [x for x in v.values() if x.status in ("fail", "warn")]
+    assert v["health.nvlink"].status == "pass" and "144 links up" in v["health.nvlink"].observed
+    assert v["bandwidth.peak.all_reduce"].status == "pass" and v["topology.links"].status == "pass"
+    assert code == 0
+
+
+def test_make_demo_is_inconclusive_with_its_list(tmp_path):
+    """`make demo`'s inputs: the report's first line and `suite check` say INCONCLUSIVE and name what is open."""
+    code, err, run, v, box, checked = ingest(tmp_path, TOPO / "30-h100-8gpu-nv18-8nic-env-dump.txt",
+                                             NCCL / "21-h100-all_reduce-8gpu-mpirun-tag-output.txt",
+                                             NCCL / "README.md", args=("--gpu-model", "NVIDIA H100 80GB HBM3"))
+    assert box.word == INCONCLUSIVE and checked == 3 and code == 0
+    assert "health" in [o.id for o in box.open]
+    html = (run.path / "report.html").read_text()
+    header = html[html.index("<header"):html.index("</header>")]
+    assert header.index("Box verdict: INCONCLUSIVE") < header.index('class="idline"')  # under the title, first
+    for o in box.open:
+        assert f"<code>{o.id}</code>" in html
+
+
+def verdict(check: str, status: str, reason: str = "why") -> Verdict:
+    return Verdict(id=f"bandwidth.{check}", stage="bandwidth", status=status, expected="e", observed="o", reason=reason)
+
+
+GPU = {"profile": {"name": "nccl-gpu", "device": "cuda", "judge_performance": True},
+       "stages_selected": ["bandwidth"], "stages": {"bandwidth": {"status": "complete"}}}
+
+
+@pytest.mark.parametrize("verdicts, word", [
+    ([verdict("a", "pass"), verdict("b", "warn")], ACCEPT),
+    ([verdict("a", "pass"), verdict("b", "fail")], REJECT),
+    ([verdict("a", "pass"), verdict("b", "skip")], INCONCLUSIVE),
+    ([verdict("a", "pass"), verdicts_for("bandwidth").not_applicable("b", expected="e", observed="o", why="1 GPU")],
+     ACCEPT),
+])
+def test_the_rule(verdicts, word):
+    assert box_verdict(GPU, verdicts).word == word
+    assert box_verdict({**GPU, "profile": {"device": "cpu", "judge_performance": False}}, verdicts).word == REHEARSAL
+
+
+def test_an_unknown_gpu_is_inconclusive_for_its_peak_never_a_pass():
+    """A GPU not in suite/hardware/gpus.py: the peak check skips (no floor) and the box is not accepted on it."""
+    from suite.stages import bandwidth
+
+    name = "NVIDIA Mystery Accelerator"
+    facts = {"topology": {"gpu_model": name, "gpus": [name] * 2, "links": {"GPU0-GPU1": "PIX"}, "pcie": {}}}
+    peak = bandwidth.judge_peak({"all_reduce": {1 << 30: 10.0}}, "nccl-tests", [], {**facts, "profile": GPU["profile"]})
+    assert [x.status for x in peak] == ["skip"]
+    box = box_verdict(GPU, peak)
+    assert box.word == INCONCLUSIVE and box.open[0].id == "bandwidth.peak"
