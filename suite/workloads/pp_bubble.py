@@ -78,7 +78,9 @@ class BusyClock:
         of the host (CLOCK_MONOTONIC), so ranks' slots compare."""
         self.window_start = 0.0
 
-    def timed(self, fn: Callable, name: str | None = None) -> Callable:
+    def timed(self, fn: Callable, name: str | None = None, stage: int | None = None) -> Callable:
+        """`fn` timed. Its slots name `stage` and their micro-batch: torch's chunk id (the first argument), else
+        the count of this kind's calls so far (the hand-written schedule runs the micro-batches in order)."""
         kind = kind_of(name or fn.__name__)
 
         def call(*args, **kwargs):
@@ -95,7 +97,9 @@ class BusyClock:
             _sync(self.device)
             t1 = time.monotonic()
             self._wall += t1 - t0
-            self.slots.append(Slot(kind, t0, t1))
+            counted = sum(1 for slot in self.slots if slot.kind == kind and slot.stage == stage)
+            microbatch = args[0] if args and isinstance(args[0], int) else counted
+            self.slots.append(Slot(kind, t0, t1, stage, microbatch))
             return out
         return call
 
@@ -103,7 +107,7 @@ class BusyClock:
         """Time every compute call of torch's PipelineStages."""
         for stage in stages:
             for name in CHUNK_METHODS:
-                setattr(stage, name, self.timed(getattr(stage, name), name))
+                setattr(stage, name, self.timed(getattr(stage, name), name, stage.stage_index))
 
     def busy_s(self) -> float:
         if self.kind == "cuda":
@@ -169,14 +173,12 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
 
     pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (input, output) of forwards awaiting backward
 
-    @clock.timed
     def forward(x):
         x = x.detach().requires_grad_(rank > 0)
         y = module(x)
         pending.append((x, y))
         return y.detach()
 
-    @clock.timed
     def backward(grad):
         x, y = pending.pop(0)
         if next_rank is None:
@@ -184,6 +186,8 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
         else:
             y.backward(grad)
         return x.grad
+
+    forward, backward = clock.timed(forward, stage=rank), clock.timed(backward, stage=rank)
 
     def first_input():
         return torch.ones(shape, device=device) if prev_rank is None else exchange(recv_from=prev_rank)

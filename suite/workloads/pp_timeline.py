@@ -7,8 +7,12 @@
 Wall-clock idle of a sleep-stage step moves with the machine's load: a 40 ms sleep that wakes 10 ms late
 shifts idle time between ranks, and a loaded machine reads a bubble off the formula with a correct schedule.
 What the schedule decides is the order: which slot waited for which. The replay keeps only that. A slot S
-that started after a gap on its rank waited for something; every slot X of another rank that ended inside
-that gap (previous slot's end ≤ X.end ≤ S.start) is taken as what S waited for. Each slot then starts, in
+that started after a gap on its rank waited for something; every slot X of the rank that feeds S (the stage
+before it for a forward, after it for a backward) that ended inside that gap (previous slot's end ≤ X.end ≤
+S.start) is taken as what S waited for, whatever X was (a barrier or a blocked send makes a forward wait for
+the stage before's backward). Each slot also waits, whenever it started, for the work whose output it consumes
+(the stage before's forward of its micro-batch; the stage after's backward), when the slots name their stage
+and micro-batch. Each slot then starts, in
 slot units (a forward 1, a backward its configured ratio), when its rank's previous slot and everything it
 waited for have ended; the step lasts as long as the last slot's end. A correct schedule replays to
 exactly (P−1)/(M+P−1) whatever the load; an extra barrier or a stage blocked on a send makes a slot wait
@@ -32,6 +36,9 @@ class Slot:
     kind: str
     start: float
     end: float
+    stage: int | None = None
+    """The pipeline stage it computed (a rank holds several in interleaved schedules); None: not known."""
+    microbatch: int | None = None
 
 
 def kind_of(name: str) -> str:
@@ -42,6 +49,25 @@ def kind_of(name: str) -> str:
     raise ValueError(f"compute call {name!r} is neither a forward nor a backward")
 
 
+def feeder(rank: int, ranks: int, kind: str) -> int:
+    """The rank a slot's input comes from: a forward's from the stage before (around the loop: an interleaved
+    schedule's last rank feeds the first rank's next chunk), a backward's from the stage after. Only it can hold
+    the slot back in a correct schedule; a slot of the other side ending in the gap (the stage after running
+    ahead while this one waits for the stage before) ended there by chance."""
+    return (rank - 1) % ranks if kind == "F" else (rank + 1) % ranks
+
+
+def data_dependency(slot: Slot, last_stage: int | None) -> tuple[str, int, int] | None:
+    """The work whose output the slot consumes: a forward the stage before's forward of its micro-batch, a
+    backward the stage after's backward (the last stage's its own forward). Kept whatever the clock says: a
+    rank running slow sees its input ready before it looks, and did not wait, but the schedule still orders it."""
+    if slot.stage is None or slot.microbatch is None or last_stage is None:
+        return None
+    if slot.kind == "F":
+        return ("F", slot.stage - 1, slot.microbatch) if slot.stage > 0 else None
+    return ("B", slot.stage + 1, slot.microbatch) if slot.stage < last_stage else ("F", slot.stage, slot.microbatch)
+
+
 def replay(timelines: list[list[Slot]], starts: list[float], units: dict[str, float]) -> tuple[list[float], float]:
     """(each rank's idle share, the step's length) in slot units. `timelines[r]` are rank r's slots in the
     order they ran, `starts[r]` the rank's window start (right after the opening barrier), `units` the
@@ -49,6 +75,8 @@ def replay(timelines: list[list[Slot]], starts: list[float], units: dict[str, fl
     if len(timelines) != len(starts) or not timelines:
         raise ValueError(f"{len(timelines)} timelines for {len(starts)} window starts")
     ends: list[list[tuple[float, float]]] = [[] for _ in timelines]  # per rank: (physical end, logical end)
+    by_work: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro-batch) → logical end
+    last_stage = max((s.stage for slots in timelines for s in slots if s.stage is not None), default=None)
     order = sorted((slot.start, rank, i) for rank, slots in enumerate(timelines) for i, slot in enumerate(slots))
     logical_end = [0.0] * len(timelines)
     for _, rank, i in order:
@@ -57,12 +85,17 @@ def replay(timelines: list[list[Slot]], starts: list[float], units: dict[str, fl
         # barrier late still waited for what ended before its first slot
         gap_from = timelines[rank][i - 1].end if i else min(starts)
         begin = logical_end[rank]
-        for other, done in enumerate(ends):
-            if other != rank:
-                waited = [logical for physical, logical in done if gap_from <= physical <= slot.start]
-                begin = max(begin, *waited) if waited else begin
+        dep = data_dependency(slot, last_stage)
+        if dep in by_work:
+            begin = max(begin, by_work[dep])
+        other = feeder(rank, len(timelines), slot.kind)
+        if other != rank:
+            waited = [logical for physical, logical in ends[other] if gap_from <= physical <= slot.start]
+            begin = max(begin, *waited) if waited else begin
         logical_end[rank] = begin + units[slot.kind]
         ends[rank].append((slot.end, logical_end[rank]))
+        if slot.stage is not None and slot.microbatch is not None:
+            by_work[(slot.kind, slot.stage, slot.microbatch)] = logical_end[rank]
     length = max(logical_end)
     busy = [sum(units[s.kind] for s in slots) for slots in timelines]
     return [1.0 - b / length if length > 0 else 0.0 for b in busy], length

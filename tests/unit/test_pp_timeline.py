@@ -45,9 +45,9 @@ def simulate(schedule: str, ranks: int, microbatches: int, rng: random.Random, s
                 continue
             kind, m = plans[r][len(timelines[r])]
             dep = (r - 1, "F", m) if kind == "F" and r > 0 else (r + 1, "B", m) if kind == "B" and r < ranks - 1 else None
-            waits = [done[dep].end] if dep else []
             if dep and dep not in done:
                 continue
+            waits = [done[dep].end] if dep else []
             if mistake == "extra_barrier" and backwards_done[r] and timelines[r][-1].kind == "B":
                 k = len(backwards_done[r]) - 1  # all ranks past their k-th backward before anyone goes on
                 if any(len(b) <= k for b in backwards_done):
@@ -56,7 +56,7 @@ def simulate(schedule: str, ranks: int, microbatches: int, rng: random.Random, s
             own = timelines[r][-1].end if timelines[r] else starts[r]
             start = max([own, *[t + rng.uniform(0, delay_s) for t in waits]])
             length = (F if kind == "F" else B) * (1 + rng.uniform(0, stretch))
-            slot = Slot(kind, start, start + length)
+            slot = Slot(kind, start, start + length, r, m)
             timelines[r].append(slot)
             done[(r, kind, m)] = slot
             if kind == "B":
@@ -109,7 +109,7 @@ def test_a_slot_held_past_its_neighbours_next_slot_counts_one_wait_more():
     late = [list(t) for t in timelines]
     first = late[1][0]  # rank 1's first forward, started after rank 0's second forward ended
     shift = late[0][1].end - first.start + 0.001
-    late[1] = [Slot(s.kind, s.start + shift, s.end + shift) for s in late[1]]
+    late[1] = [Slot(s.kind, s.start + shift, s.end + shift, s.stage, s.microbatch) for s in late[1]]
     assert mean_idle(late, starts) > exact
 
 
