@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from suite.workloads.pp_timeline import Slot, kind_of
+from suite.workloads.pp_timeline import Slot, slot_kind
 
 CHUNK_METHODS = ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk")
 WIDTH = 8
@@ -81,7 +81,7 @@ class BusyClock:
     def timed(self, fn: Callable, name: str | None = None, stage: int | None = None) -> Callable:
         """`fn` timed. Its slots name `stage` and their micro-batch: torch's chunk id (the first argument), else
         the count of this kind's calls so far (the hand-written schedule runs the micro-batches in order)."""
-        kind = kind_of(name or fn.__name__)
+        kind = slot_kind(name or fn.__name__)  # None: timed, not a slot (a call that is neither F nor B)
 
         def call(*args, **kwargs):
             if self.kind == "cuda":
@@ -97,9 +97,10 @@ class BusyClock:
             _sync(self.device)
             t1 = time.monotonic()
             self._wall += t1 - t0
-            counted = sum(1 for slot in self.slots if slot.kind == kind and slot.stage == stage)
-            microbatch = args[0] if args and isinstance(args[0], int) else counted
-            self.slots.append(Slot(kind, t0, t1, stage, microbatch))
+            if kind is not None:
+                counted = sum(1 for slot in self.slots if slot.kind == kind and slot.stage == stage)
+                microbatch = args[0] if args and isinstance(args[0], int) else counted
+                self.slots.append(Slot(kind, t0, t1, stage, microbatch))
             return out
         return call
 

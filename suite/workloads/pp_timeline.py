@@ -41,12 +41,18 @@ class Slot:
     microbatch: int | None = None
 
 
+def slot_kind(name: str) -> str | None:
+    """F, B or W from a compute call's name (backward_weight_one_chunk before backward_one_chunk); None for a
+    call that is neither (timed for its busy time, not a slot of the schedule)."""
+    return next((kind for prefix, kind in KINDS.items() if name.startswith(prefix)), None)
+
+
 def kind_of(name: str) -> str:
-    """F, B or W from a compute call's name (backward_weight_one_chunk before backward_one_chunk)."""
-    for prefix, kind in KINDS.items():
-        if name.startswith(prefix):
-            return kind
-    raise ValueError(f"compute call {name!r} is neither a forward nor a backward")
+    """slot_kind, refusing a call that is neither a forward nor a backward."""
+    kind = slot_kind(name)
+    if kind is None:
+        raise ValueError(f"compute call {name!r} is neither a forward nor a backward")
+    return kind
 
 
 def feeder(rank: int, ranks: int, kind: str) -> int:

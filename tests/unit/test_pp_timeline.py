@@ -13,6 +13,7 @@ import random
 import pytest
 
 from suite.costmodel.bubble import bubble_fraction
+from suite.workloads.pp_bubble import BusyClock
 from suite.workloads.pp_timeline import Slot, kind_of, replay
 
 F, B = 0.040, 0.080
@@ -120,3 +121,22 @@ def test_slot_kinds_and_refusals():
         kind_of("step")
     with pytest.raises(ValueError, match="timelines"):
         replay([[Slot("F", 0, 1)]], [], UNITS)
+
+
+def test_the_wall_clock_records_slots_with_their_stage_and_micro_batch():
+    """BusyClock's slots: a forward/backward call is a slot (torch's chunk id as its micro-batch, else the count of
+    its kind), any other call is timed for its busy time only."""
+    import torch
+
+    clock = BusyClock("wall", torch.device("cpu"))
+
+    def forward(x):
+        return x
+
+    def backward_one_chunk(chunk_id):
+        return chunk_id
+
+    f, b, other = clock.timed(forward, stage=1), clock.timed(backward_one_chunk, stage=1), clock.timed(lambda: None)
+    f(torch.ones(1)), f(torch.ones(1)), b(5), other()
+    assert [(s.kind, s.stage, s.microbatch) for s in clock.slots] == [("F", 1, 0), ("F", 1, 1), ("B", 1, 5)]
+    assert all(s.start <= s.end for s in clock.slots) and clock.busy_s() >= sum(s.end - s.start for s in clock.slots)
