@@ -19,8 +19,8 @@ exactly (P−1)/(M+P−1) whatever the load; an extra barrier or a stage blocked
 for one that the schedule does not order before it, and the replay's bubble grows by whole slots.
 
 What the load can still do: delay a slot's start past the end of the next slot of the rank it waited for
-(one slot, ≥ 40 ms late) — then it counts one extra wait. A slot waiting for nothing (no other rank's slot
-ended in its gap) waited for its own rank only, however long the gap (a late wake-up is not a dependency).
+(one slot, ≥ 40 ms late) — then it counts one extra wait. A slot in whose gap its feeding rank ended nothing
+waited for its own rank and its data only, however long the gap (a late wake-up is not a dependency).
 """
 
 from __future__ import annotations
@@ -45,14 +45,6 @@ def slot_kind(name: str) -> str | None:
     """F, B or W from a compute call's name (backward_weight_one_chunk before backward_one_chunk); None for a
     call that is neither (timed for its busy time, not a slot of the schedule)."""
     return next((kind for prefix, kind in KINDS.items() if name.startswith(prefix)), None)
-
-
-def kind_of(name: str) -> str:
-    """slot_kind, refusing a call that is neither a forward nor a backward."""
-    kind = slot_kind(name)
-    if kind is None:
-        raise ValueError(f"compute call {name!r} is neither a forward nor a backward")
-    return kind
 
 
 def feeder(rank: int, ranks: int, kind: str) -> int:
