@@ -19,7 +19,8 @@ PP on one GPU is impossible with NCCL (two ranks on one device are refused): the
 
 Cost of the rehearsal (2 ranks, measured on the shared 2-core machine at load ≈ 3): ≈ 22 s — the launch and
 the group ≈ 10 s, the golden check of five schedules with the mistakes ≈ 3 s, the sleep drill ≈ 6 s
-(9 steps of M + P − 1 slots of 120 ms), the GPT timing ≈ 1 s.
+(9 points of M + P − 1 slots of 120 ms; bubble_repeats = 3 measured steps a point triple the measured part),
+the GPT timing ≈ 1 s.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class PpConfig:
     bubble_microbatches: tuple[int, ...] = tuple(range(1, 17))
     """M of the drill: 1…16 on GPUs; the rehearsal takes 1, 2, 3 (M ≥ P for the 1F1B family: two points each, the
     interleaved one included), which keeps its drill near 4 s (a step of M + P − 1 slots of 120 ms each)."""
+    bubble_repeats: int = 3
+    """Measured steps per point of the drill; the least idle one is kept (suite/workloads/pp_run.py's
+    sleep_stage_idle: load can only add to a step's replay, and seldom to three in a row)."""
     bubble_ranks: int = 0
     """P of the drill; 0 means every rank of the launch."""
     forward_ms: float = 40.0
@@ -98,9 +102,10 @@ class PpConfig:
         if unknown or any(s in HAND_SCHEDULES for s in (*self.schedules, *self.timed_schedules)):
             raise ProfileError(f"pp schedules {unknown or list(HAND_SCHEDULES)} not usable there: choose from "
                                f"{', '.join(TORCH_SCHEDULES)} (and hand_1f1b in bubble_schedules)")
-        if min(self.degrees, default=0) < 2 or self.chunks < 1 or self.micro_batch < 1:
-            raise ProfileError(f"pp degrees {self.degrees} must be ≥ 2, chunks {self.chunks} and micro_batch "
-                               f"{self.micro_batch} ≥ 1: change them in the pp section")
+        if min(self.degrees, default=0) < 2 or self.chunks < 1 or self.micro_batch < 1 or self.bubble_repeats < 1:
+            raise ProfileError(f"pp degrees {self.degrees} must be ≥ 2, chunks {self.chunks}, micro_batch "
+                               f"{self.micro_batch} and bubble_repeats {self.bubble_repeats} ≥ 1: change them in "
+                               f"the pp section")
         if not (self.forward_ms > 0 and self.backward_ms > 0 and self.bubble_tolerance > 0
                 and self.schedule_tolerance > 0):
             raise ProfileError("pp forward_ms, backward_ms, bubble_tolerance and schedule_tolerance must be positive")
@@ -158,6 +163,7 @@ def worker_args(profile: Profile, mistakes: tuple[str, ...] = ()) -> list[str]:
             "--golden-steps", str(pp.golden_steps), "--bubble-schedules", join(pp.bubble_schedules),
             "--bubble-microbatches", join(pp.bubble_microbatches), "--bubble-ranks", str(bubble_ranks(profile)),
             "--forward-ms", str(pp.forward_ms), "--backward-ms", str(pp.backward_ms),
+            "--bubble-repeats", str(pp.bubble_repeats),
             "--timed-schedules", join(pp.timed_schedules), "--timed-microbatches", join(pp.timed_microbatches),
             "--micro-batch", str(pp.micro_batch), "--mistakes", join(mistakes)]
 
@@ -168,7 +174,7 @@ def estimate(p) -> tuple[float, str]:
     pp, prof = p.profile.pp, p.profile
     ranks = min(bubble_ranks(prof), p.gpus)
     f, b = pp.forward_ms / 1e3, pp.backward_ms / 1e3
-    drill = sum(ideal_step_s(ranks, m, f, b, schedule_chunks(s, pp.chunks)) + 0.1
+    drill = sum(pp.bubble_repeats * ideal_step_s(ranks, m, f, b, schedule_chunks(s, pp.chunks)) + 0.1
                 for s in pp.bubble_schedules for m in pp.bubble_microbatches if runs_at(s, ranks, m))
     layer_ratio = (pp.layers or prof.model.layers) / prof.model.layers
     degrees = [d for d in pp.degrees if 2 <= d <= p.gpus]
