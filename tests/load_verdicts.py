@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--runs must be at least 1")
     with tempfile.TemporaryDirectory(prefix="cardtime-load-") as tmp:
         base = args.keep or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)  # pytest makes --basetemp itself, not its parents
         results = [one_run(i, base, args.tests, args.loops, args.max_s) for i in range(args.runs)]
     failed = [i + 1 for i, (rc, _) in enumerate(results) if rc != 0]
     missing = [i + 1 for i, (_, got) in enumerate(results) if got is None]
