@@ -10,6 +10,7 @@ help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make rehearse PROFILE=nccl-1gpu   the one-card profile on a machine with one CUDA device"
 	@echo "make test       the test suite"
+	@echo "make test-load  the rehearsal's e2e tests 3 times beside 4 busy loops: fails if any verdict differs"
 	@echo "make golden     rewrite the report-structure golden file after an intended report change"
 	@echo "make bench      timing figures (rehearsal wall time, report render time and size, harness overhead, parse of 50 MB inputs)"
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
@@ -59,6 +60,14 @@ compare: $(STAMP)
 PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# make test-load [LOAD_RUNS=3] [LOAD_LOOPS=4]: the rehearsal's e2e tests beside busy loops (tests/loadgen.py),
+# LOAD_RUNS times; prints the verdict ids whose status differed between runs and fails on any (tests/load_verdicts.py).
+.PHONY: test-load
+LOAD_RUNS ?= 3
+LOAD_LOOPS ?= 4
+test-load: $(STAMP)
+	$(PY) -m tests.load_verdicts --runs "$(LOAD_RUNS)" --loops "$(LOAD_LOOPS)"
 
 # The report-structure golden file (tests/data/report_structure.golden.txt): the test only compares;
 # this is the one command that writes it. Review `git diff` before committing.

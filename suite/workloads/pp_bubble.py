@@ -12,6 +12,9 @@ never its waits for a neighbour. The window is common to all ranks:
     barrier(); t0; step(); barrier(); t1        idle / total = 1 − busy / (t1 − t0)
 
 (without the trailing barrier the last rank stops its clock early and reads too little idle).
+That wall-clock idle moves with the machine's load; the wall clock also records every compute slot's start and
+end on the host's monotonic clock (`slots`, `window_start`), from which suite/workloads/pp_timeline.py replays
+the schedule in slot units, which the load does not move.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from suite.workloads.pp_timeline import Slot, slot_kind
 
 CHUNK_METHODS = ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk")
 WIDTH = 8
@@ -68,8 +73,16 @@ class BusyClock:
     def reset(self) -> None:
         self._wall = 0.0
         self._events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self.slots: list[Slot] = []
+        """The wall clock's compute calls, (kind, start, end) on time.monotonic(): one clock for every process
+        of the host (CLOCK_MONOTONIC), so ranks' slots compare."""
+        self.window_start = 0.0
 
-    def timed(self, fn: Callable) -> Callable:
+    def timed(self, fn: Callable, name: str | None = None, stage: int | None = None) -> Callable:
+        """`fn` timed. Its slots name `stage` and their micro-batch: torch's chunk id (the first argument), else
+        the count of this kind's calls so far (the hand-written schedule runs the micro-batches in order)."""
+        kind = slot_kind(name or fn.__name__)  # None: timed, not a slot (a call that is neither F nor B)
+
         def call(*args, **kwargs):
             if self.kind == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -79,10 +92,15 @@ class BusyClock:
                 self._events.append((start, end))
                 return out
             _sync(self.device)
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             out = fn(*args, **kwargs)
             _sync(self.device)
-            self._wall += time.perf_counter() - t0
+            t1 = time.monotonic()
+            self._wall += t1 - t0
+            if kind is not None:
+                counted = sum(1 for slot in self.slots if slot.kind == kind and slot.stage == stage)
+                microbatch = args[0] if args and isinstance(args[0], int) else counted
+                self.slots.append(Slot(kind, t0, t1, stage, microbatch))
             return out
         return call
 
@@ -90,7 +108,7 @@ class BusyClock:
         """Time every compute call of torch's PipelineStages."""
         for stage in stages:
             for name in CHUNK_METHODS:
-                setattr(stage, name, self.timed(getattr(stage, name)))
+                setattr(stage, name, self.timed(getattr(stage, name), name, stage.stage_index))
 
     def busy_s(self) -> float:
         if self.kind == "cuda":
@@ -104,33 +122,40 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def window_s(step: Callable[[], None], device: torch.device, group: dist.ProcessGroup | None) -> float:
+def window_s(step: Callable[[], None], device: torch.device, group: dist.ProcessGroup | None,
+             clock: BusyClock | None = None) -> float:
     """Seconds of `step` inside barrier … barrier on `group`, the device drained at both ends (so the host
-    clock reads what the card did: the busy time inside it comes from CUDA events on GPUs)."""
+    clock reads what the card did: the busy time inside it comes from CUDA events on GPUs). `clock`, if
+    given, notes the window's start."""
     dist.barrier(group=group)
     _sync(device)
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
+    if clock is not None:
+        clock.window_start = t0
     step()
     dist.barrier(group=group)
     _sync(device)
-    return time.perf_counter() - t0
+    return time.monotonic() - t0
 
 
 def measure_idle(step: Callable[[], None], clock: BusyClock, device: torch.device,
                  group: dist.ProcessGroup | None) -> tuple[float, float]:
     """(idle/total, window seconds) of one measured step on this rank."""
     clock.reset()
-    total = window_s(step, device, group)
+    total = window_s(step, device, group, clock)
     return max(0.0, 1.0 - clock.busy_s() / total), total
 
 
 def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, device: torch.device,
-              clock: BusyClock) -> None:
+              clock: BusyClock, extra_barrier: bool = False) -> None:
     """One step of 1F1B over isend/irecv, written out (Narayanan et al. 2021, fig. 4): rank r runs
     P − r − 1 warm-up forwards, then alternates one forward and one backward, then drains the backwards.
 
     Every exchange is a batch_isend_irecv waited at once, pairing "send my activation, receive my
-    gradient" (and the reverse), so ranks never both block on a send (NCCL's p2p needs the pairing)."""
+    gradient" (and the reverse), so ranks never both block on a send (NCCL's p2p needs the pairing).
+    `extra_barrier` is the deliberate mistake the drill must catch: a barrier after each backward's
+    exchange (M per rank, so it cannot hang), which holds a rank's next forward until its neighbour's
+    backward has ended."""
     ranks, rank = dist.get_world_size(group), dist.get_rank(group)
     prev_rank = dist.get_global_rank(group, rank - 1) if rank > 0 else None
     next_rank = dist.get_global_rank(group, rank + 1) if rank < ranks - 1 else None
@@ -149,14 +174,12 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
 
     pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (input, output) of forwards awaiting backward
 
-    @clock.timed
     def forward(x):
         x = x.detach().requires_grad_(rank > 0)
         y = module(x)
         pending.append((x, y))
         return y.detach()
 
-    @clock.timed
     def backward(grad):
         x, y = pending.pop(0)
         if next_rank is None:
@@ -164,6 +187,8 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
         else:
             y.backward(grad)
         return x.grad
+
+    forward, backward = clock.timed(forward, stage=rank), clock.timed(backward, stage=rank)
 
     def first_input():
         return torch.ones(shape, device=device) if prev_rank is None else exchange(recv_from=prev_rank)
@@ -182,6 +207,10 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
         else:  # send backward, receive the next forward's input (rank 0 makes its own)
             x = exchange(send_to=prev_rank, send=dx, recv_from=prev_rank)
             x = torch.ones(shape, device=device) if x is None else x
+        if extra_barrier:
+            dist.barrier(group=group)
     for _ in range(warmup):
         dx = backward(exchange(recv_from=next_rank))
         exchange(send_to=prev_rank, send=dx)
+        if extra_barrier:
+            dist.barrier(group=group)

@@ -23,6 +23,7 @@ import argparse
 import math
 import statistics
 import time
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -33,6 +34,8 @@ from ..results import Row
 from .golden import CHECK_DTYPE, check_config, group_max, max_abs_error
 from .gpt import build_model, loss_fn, synthetic_batch
 from .pp_bubble import WIDTH, BusyClock, SleepStage, hand_1f1b, measure_idle
+from suite.workloads.pp_timeline import replay
+
 from .pp_split import chunks_of, local_stages, make_schedule, stage_indices, stage_modules
 from .training import make_optimizer, train_single_process
 from .worker import Worker, worker_session
@@ -41,6 +44,10 @@ from .worker_cli import degrees_from, log, mistakes_from, model_from, parser
 STAGE = "pp"
 MISTAKES = ("dropped_layer", "unscaled_grads", "reordered_microbatches")
 MISTAKE_SCHEDULE = "1f1b"
+DRILL_MISTAKES = ("extra_barrier",)
+"""Deliberate mistakes of the bubble drill: each runs hand_1f1b once more with it, rows under algo
+hand_1f1b.<mistake> (the judge does not read them; the tests judge them in place of the real ones)."""
+DRILL_MISTAKE_SCHEDULE = "hand_1f1b"
 
 
 def _names(text: str) -> list[str]:
@@ -104,18 +111,43 @@ def golden(w: Worker, cfg: GptConfig, schedule: str, group, chunks: int, microba
 
 
 def sleep_stage_idle(w: Worker, schedule: str, group, microbatches: int, forward_s: float, backward_s: float,
-                     chunks: int) -> tuple[float, float]:
-    """(idle/total, window s) of this rank in one step of `schedule` over sleep stages. Every chunk of an
-    interleaved rank sleeps f and b too: (P−1)/(vM+P−1) holds for any chunk length, and shorter chunks
-    would let the per-op overhead decide."""
-    ranks, rank = dist.get_world_size(group), dist.get_rank(group)
+                     chunks: int, extra_barrier: bool = False, repeats: int = 1) -> tuple[float, float, float]:
+    """(idle share replayed from the schedule's slots, wall-clock idle/total, window s) of this rank in the least
+    idle of `repeats` measured steps of `schedule` over sleep stages (after an unmeasured one). Every chunk of
+    an interleaved rank sleeps f and b too: (P−1)/(vM+P−1) holds for any chunk length, and shorter chunks would
+    let the per-op overhead decide.
+
+    The least idle step: a loaded machine can only add to a step's replay (a rank descheduled for a whole slot
+    while its neighbour's slot ended reads as a wait, suite/workloads/pp_timeline.py), and rarely in two steps
+    running; a wrong schedule adds in every step. Every rank picks the same step (the replays are of all ranks)."""
     clock = BusyClock("wall", w.device)
+    step = _sleep_step(w, schedule, group, microbatches, forward_s, backward_s, chunks, clock, extra_barrier)
+    best, best_sum = (math.nan, math.nan, math.nan), math.inf
+    for _ in range(max(1, repeats)):
+        wall, window = measure_idle(step, clock, w.device, group)
+        gathered: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, (clock.window_start, clock.slots), group=group)  # outside the window
+        idle, _ = replay([slots for _, slots in gathered], [start for start, _ in gathered],
+                         {"F": 1.0, "B": backward_s / forward_s, "W": 0.0})
+        mine = (idle[dist.get_rank(group)], wall, window)
+        if sum(idle) < best_sum:
+            best, best_sum = mine, sum(idle)
+    return best
+
+
+def _sleep_step(w: Worker, schedule: str, group, microbatches: int, forward_s: float, backward_s: float,
+                chunks: int, clock: BusyClock, extra_barrier: bool) -> Callable[[], None]:
+    """One step of `schedule` over sleep stages, to be measured, after an unmeasured one (which connects the
+    pair, infers shapes and sets up the transfers)."""
+    ranks, rank = dist.get_world_size(group), dist.get_rank(group)
     if schedule == "hand_1f1b":
         module = SleepStage(forward_s, backward_s).to(w.device)
-        module.sleeping = False  # a first step connects the pair: not measured
+        module.sleeping = False
         hand_1f1b(module, microbatches, group, w.device, clock)
         module.sleeping = True
-        return measure_idle(lambda: hand_1f1b(module, microbatches, group, w.device, clock), clock, w.device, group)
+        return lambda: hand_1f1b(module, microbatches, group, w.device, clock, extra_barrier)
+    if extra_barrier:
+        raise ValueError("extra_barrier is a mistake of the hand-written schedule only (hand_1f1b)")
     from torch.distributed.pipelining import PipelineStage
 
     v = chunks_of(schedule, chunks)
@@ -125,12 +157,22 @@ def sleep_stage_idle(w: Worker, schedule: str, group, microbatches: int, forward
     sched = make_schedule(schedule, stages, microbatches, lambda y, t: (y - t).square().sum())
     clock.wrap_stages(stages)
     x, target = torch.ones(microbatches, WIDTH, device=w.device), torch.zeros(microbatches, WIDTH, device=w.device)
-    for m in modules:  # the first step infers shapes and sets up the transfers: not measured
+    for m in modules:
         m.sleeping = False
     sched.step(x, target=target)
     for m in modules:
         m.sleeping = True
-    return measure_idle(lambda: sched.step(x, target=target), clock, w.device, group)
+    return lambda: sched.step(x, target=target)
+
+
+def drill_rows(rank: int, ranks: int, algo: str, m: int, replayed: float, wall: float, window: float) -> list[Row]:
+    """The drill's rows of one rank: `bubble`, the idle share replayed from the schedule's slots (judged), and
+    `wall_bubble`, the idle share of the barrier-bounded window on the wall clock (shown, not judged: it moves
+    with the machine's load)."""
+    common = dict(stage=STAGE, case="sleep_stages", unit="ratio", world=ranks, algo=algo, count=m, rank=rank,
+                  source="hand" if algo.startswith("hand_1f1b") else "torch")
+    return [Row(metric="bubble", value=replayed, text=f"replayed from the slots; wall idle {wall:.3f}", **common),
+            Row(metric="wall_bubble", value=wall, text=f"window {window:.3f} s", **common)]
 
 
 def timed(w: Worker, cfg: GptConfig, schedule: str, group, chunks: int, microbatches: int, micro_batch: int,
@@ -183,6 +225,7 @@ def main() -> None:
     p.add_argument("--bubble-ranks", type=int, default=2)
     p.add_argument("--forward-ms", type=float, default=40.0)
     p.add_argument("--backward-ms", type=float, default=80.0)
+    p.add_argument("--bubble-repeats", type=int, default=3, help="measured steps per point of the drill (least idle)")
     p.add_argument("--timed-schedules", default="gpipe,1f1b,interleaved_1f1b")
     p.add_argument("--timed-microbatches", default="4")
     p.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch of the timing")
@@ -193,9 +236,11 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     cfg = model_from(args)
     degrees, mistakes = degrees_from(args.degrees), mistakes_from(args)
-    unknown = [m for m in mistakes if m not in MISTAKES]
+    unknown = [m for m in mistakes if m not in (*MISTAKES, *DRILL_MISTAKES)]
     if unknown:
-        raise SystemExit(f"unknown mistakes {unknown}: choose from {', '.join(MISTAKES)}")
+        raise SystemExit(f"unknown mistakes {unknown}: choose from {', '.join((*MISTAKES, *DRILL_MISTAKES))}")
+    drill_mistakes = [m for m in mistakes if m in DRILL_MISTAKES]
+    mistakes = [m for m in mistakes if m in MISTAKES]
     t0 = time.monotonic()
     log(t0, "modules imported")
     with worker_session() as w:
@@ -224,17 +269,21 @@ def run(args: argparse.Namespace) -> None:
                                     source="torch") for case, v in errors.items()])
                     log(t0, f"PP={d} {schedule} golden {errors}")
             dist.barrier()
-        sweep = [(s, m) for s in _names(args.bubble_schedules) for m in degrees_from(args.bubble_microbatches)
+        sweep = [(s, m, None) for s in _names(args.bubble_schedules) for m in degrees_from(args.bubble_microbatches)
                  if runs_at(s, args.bubble_ranks, m)]
+        sweep += [(DRILL_MISTAKE_SCHEDULE, m, mistake) for mistake in drill_mistakes
+                  for m in degrees_from(args.bubble_microbatches) if runs_at(DRILL_MISTAKE_SCHEDULE, args.bubble_ranks, m)]
         if w.rank < args.bubble_ranks:
-            for done, (schedule, m) in enumerate(sweep):
+            for done, (schedule, m, mistake) in enumerate(sweep):
                 w.progress(f"bubble {schedule} M={m}", done=done, of=len(sweep))
-                fraction, window = sleep_stage_idle(w, schedule, groups[args.bubble_ranks], m,
-                                                    args.forward_ms / 1e3, args.backward_ms / 1e3, args.chunks)
-                w.emit([Row(stage=STAGE, case="sleep_stages", metric="bubble", value=fraction, unit="ratio",
-                            world=args.bubble_ranks, algo=schedule, count=m, rank=w.rank,
-                            source="hand" if schedule == "hand_1f1b" else "torch", text=f"window {window:.3f} s")])
-                log(t0, f"bubble {schedule} M={m}: idle {fraction:.3f} of {window:.3f} s")
+                replayed, wall, window = sleep_stage_idle(w, schedule, groups[args.bubble_ranks], m,
+                                                          args.forward_ms / 1e3, args.backward_ms / 1e3, args.chunks,
+                                                          extra_barrier=mistake == "extra_barrier",
+                                                          repeats=args.bubble_repeats)
+                w.emit(drill_rows(w.rank, args.bubble_ranks, schedule if mistake is None else f"{schedule}.{mistake}",
+                                  m, replayed, wall, window))
+                log(t0, f"bubble {schedule} M={m}{' ' + mistake if mistake else ''}: schedule idle {replayed:.3f}, "
+                        f"wall idle {wall:.3f} of {window:.3f} s")
         dist.barrier()
         model = build_model(cfg, "cpu")
         for d in degrees:

@@ -3,7 +3,11 @@ comparison passes, each deliberate mistake exceeds its tolerance by ≥ 10×, th
 the formula, and the GPT's timed rows are there.
 
 Mistakes (suite/workloads/pp_run.py, run under 1F1B): dropped_layer (a stage boundary off by one),
-unscaled_grads (scale_grads=False), reordered_microbatches (targets in another micro-batch order).
+unscaled_grads (scale_grads=False), reordered_microbatches (targets in another micro-batch order); and the
+drill's extra_barrier (hand_1f1b with a barrier after each backward's exchange).
+
+The launch runs beside four busy loops (tests/loadgen.py): the bubble verdicts, replayed from the slots, pass
+on the correct schedules and fail the extra barrier however busy the machine is.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import pytest
 from suite.config import GLOO_CPU
 from suite.launch.torchrun import run_torchrun
 from suite.stages import pp as pp_stage
-from suite.workloads.pp_run import MISTAKES, MISTAKE_SCHEDULE
+from suite.workloads.pp_run import DRILL_MISTAKE_SCHEDULE, DRILL_MISTAKES, MISTAKES, MISTAKE_SCHEDULE
+from tests.loadgen import busy_loops
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(600)]
 
@@ -26,8 +31,10 @@ TOLS = pp_stage.case_tolerances(pp_stage.pp_model(GLOO_CPU), PP.golden_steps)
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("pp")
-    return run_torchrun(GLOO_CPU, "suite.workloads.pp_run", pp_stage.worker_args(GLOO_CPU, MISTAKES), raw_dir=raw,
-                        tag="t", nproc=pp_stage.launch_ranks(GLOO_CPU), timeout_s=300).rows()
+    with busy_loops(4, max_s=300):
+        return run_torchrun(GLOO_CPU, "suite.workloads.pp_run",
+                            pp_stage.worker_args(GLOO_CPU, (*MISTAKES, *DRILL_MISTAKES)), raw_dir=raw, tag="t",
+                            nproc=pp_stage.launch_ranks(GLOO_CPU), timeout_s=300).rows()
 
 
 def errors(rows, schedule, prefix=""):
@@ -58,8 +65,9 @@ def test_a_dropped_layer_shows_in_the_loss_itself(rows):
 def test_verdicts_pass_on_the_real_rows_and_fail_on_a_mistake(rows):
     facts = {"profile": GLOO_CPU.to_dict()}
     want = pp_stage.expect(GLOO_CPU, facts)
-    measured = [r for r in rows if r.case == "sleep_stages"]
-    assert len(measured) == 2 * len([e for e in want if e.case == "sleep_stages"])  # every M, both ranks
+    for metric in ("bubble", "wall_bubble"):  # every M, both ranks: the replayed share and the wall-clock one
+        measured = [r for r in rows if r.case == "sleep_stages" and r.metric == metric and "." not in r.algo]
+        assert len(measured) == 2 * len([e for e in want if e.case == "sleep_stages"]), metric
     got = {v.id: v for v in pp_stage.judge(rows, want, facts)}
     assert all(got[f"pp.golden.{s}.pp2"].status == "pass" for s in PP.schedules)
     assert all(got[f"pp.bubble.{s}"].status == "pass" for s in PP.bubble_schedules), \
@@ -76,3 +84,19 @@ def test_the_gpt_timed_rows(rows):
     assert all(0 < v < 1 for v in bubble.values())
     steps = {r.algo: r.value for r in rows if r.case == "gpt" and r.metric == "step_time_s"}
     assert set(steps) == set(PP.timed_schedules) and all(v > 0 for v in steps.values())
+
+
+@pytest.mark.parametrize("mistake", DRILL_MISTAKES)
+def test_the_bubble_verdict_fails_an_extra_barrier_under_load(rows, mistake):
+    """The mistaken schedule's rows in place of hand_1f1b's: the same judge fails them (the launch ran beside four
+    busy loops, and the correct schedules passed in the test above)."""
+    facts = {"profile": GLOO_CPU.to_dict()}
+    want = pp_stage.expect(GLOO_CPU, facts)
+    mistaken = f"{DRILL_MISTAKE_SCHEDULE}.{mistake}"
+    swapped = [dataclasses.replace(r, algo=DRILL_MISTAKE_SCHEDULE) if r.algo == mistaken else r
+               for r in rows if r.algo != DRILL_MISTAKE_SCHEDULE]
+    got = {v.id: v for v in pp_stage.judge(swapped, want, facts)}[f"pp.bubble.{DRILL_MISTAKE_SCHEDULE}"]
+    assert got.status == "fail", got.observed
+    replayed = {r.count: r.value for r in rows if r.algo == mistaken and r.metric == "bubble"}
+    formula = {e.count: e.value for e in want if e.case == "sleep_stages" and e.algo == DRILL_MISTAKE_SCHEDULE}
+    assert all(replayed[m] > formula[m] + 0.05 for m in formula), (replayed, formula)  # whole slots more

@@ -72,11 +72,16 @@ def test_judge_passes_on_the_formula_and_fails_off_it():
     assert all(got[f"pp.golden.{s}.pp2"] == "pass" for s in GLOO_CPU.pp.schedules)
     assert all(got[f"pp.bubble.{s}"] == "pass" for s in GLOO_CPU.pp.bubble_schedules)
     assert got["pp.gpt_bubble.1f1b.pp2"] == "skip"  # a performance verdict: skipped on CPU
-    off = verdicts(golden_rows() + bubble_rows(want, offset=1.2 * GLOO_CPU.pp.bubble_tolerance))
+    off = verdicts(golden_rows() + bubble_rows(want, offset=1.2 * GLOO_CPU.pp.schedule_tolerance))
     assert all(off[f"pp.bubble.{s}"] == "fail" for s in GLOO_CPU.pp.bubble_schedules)
-    # one rank's overrun sleep: it idles less, its neighbour more; the pipeline's bubble is the mean
-    shifted = [dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.05)) for r in bubble_rows(want)]
+    # one slot waited for out of order at M = 3 (a step of 12 slot units becomes 13): ≥ 0.05 off, a fail
+    assert GLOO_CPU.pp.schedule_tolerance < (1 - 9 / 13) - 0.25
+    # idle moved from one rank to the other: the pipeline's bubble is the mean
+    shifted = [dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.06)) for r in bubble_rows(want)]
     assert verdicts(golden_rows() + shifted)["pp.bubble.gpipe"] == "pass"
+    # the wall-clock rows beside them, however far off, are shown, not judged
+    wall = [dataclasses.replace(r, metric="wall_bubble", value=r.value + 0.2) for r in bubble_rows(want)]
+    assert verdicts(golden_rows() + bubble_rows(want) + wall)["pp.bubble.gpipe"] == "pass"
     one_rank = [r for r in bubble_rows(want) if not (r.algo == "gpipe" and r.count == 2 and r.rank == 1)]
     assert verdicts(golden_rows() + one_rank)["pp.bubble.gpipe"] == "fail"  # a rank's row missing
 
