@@ -115,3 +115,35 @@ def cp_sized(seq_lens: Sequence[int], card: int | None, batch: int, heads: int, 
         text += "; dropped " + ", ".join(
             f"S={s} ({cp_footprint(batch, heads, head_dim, s, d) / 2**30:.1f} GiB)" for s in dropped)
     return kept, text
+
+
+EP_ACTIVATION_COPIES = 3
+"""Per routed row of the timings: its forward tensors, those autograd saves, and their gradients."""
+EP_MIN_TOKENS = 256
+
+
+def ep_footprint(experts: int, top_k: int, tokens: int, hidden: int, ffn: int, ranks: int, dtype_bytes: int) -> int:
+    """Bytes one EP rank holds in the timings (suite/workloads/ep_timing.py): every expert's weights as built
+    (E · 2·h·f), this rank's E/P experts cloned with their gradients, and, at the worst skew with no capacity
+    limit, every rank's T·k assignments landing here, each row h wide in, f wide through the MLP (twice: before
+    and after the activation) and h wide out, EP_ACTIVATION_COPIES times."""
+    weights = experts * 2 * hidden * ffn * dtype_bytes
+    local = 2 * (experts // ranks) * 2 * hidden * ffn * dtype_bytes
+    rows = ranks * tokens * top_k
+    return weights + local + rows * (2 * hidden + 2 * ffn) * dtype_bytes * EP_ACTIVATION_COPIES + tokens * hidden * 4
+
+
+def ep_sized(tokens: int, card: int | None, *, experts: int, top_k: int, hidden: int, ffn: int, ranks: int,
+             dtype_bytes: int) -> tuple[int, str]:
+    """(tokens per rank of the timings that fit the card: halved from the profile's, what it was sized to)."""
+    if card is None:
+        return tokens, "the card's memory is not known: the profile's tokens unchanged"
+    usable, start = usable_bytes(card), tokens
+    need = lambda t: ep_footprint(experts, top_k, t, hidden, ffn, ranks, dtype_bytes)  # noqa: E731
+    while need(tokens) > usable and tokens // 2 >= EP_MIN_TOKENS:
+        tokens //= 2
+    text = (f"{tokens} tokens per rank: {need(tokens) / 2**30:.1f} GiB at EP={ranks} (all {experts} experts' weights, "
+            f"this rank's with their gradients, every rank's assignments landing here) within {headroom_text(card)}")
+    if tokens != start:
+        text += f"; the profile's {start} would need {need(start) / 2**30:.1f} GiB"
+    return tokens, text
