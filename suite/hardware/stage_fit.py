@@ -31,7 +31,7 @@ from typing import Sequence
 from suite.config import GptConfig
 from suite.costmodel.memory_formula import activation_bytes_per_layer, state_bytes
 from suite.costmodel.sizing import parameter_count
-from suite.hardware.card_fit import headroom_text, usable_bytes
+from suite.hardware.card_fit import card_bytes, headroom_text, usable_bytes
 
 FP32_ACTIVATION_FACTOR = 2
 """float32 activations against the formula's bf16-autocast ones (every 2-byte term at 4): an upper bound."""
@@ -51,6 +51,45 @@ def _activations(cfg: GptConfig, layers: int, batch: int, float32: bool) -> int:
     per = activation_bytes_per_layer(cfg.seq_len, batch, cfg.hidden, cfg.heads)
     logits = LOGIT_COPIES * 4 * batch * cfg.seq_len * cfg.vocab
     return layers * per * (FP32_ACTIVATION_FACTOR if float32 else 1) + logits
+
+
+def halved_to_fit(cfg: GptConfig, need, usable: int) -> GptConfig:
+    """The model with its hidden size halved (down to PP_MIN_HIDDEN, a multiple of the heads), then its sequence
+    (down to PP_MIN_SEQ), until need(model) ≤ usable; the layers and the batch kept (degrees and micro-batches
+    depend on them). The smallest such model when none fits (the caller says so)."""
+    while need(cfg) > usable:
+        if cfg.hidden // 2 >= max(PP_MIN_HIDDEN, cfg.heads) and (cfg.hidden // 2) % cfg.heads == 0:
+            cfg = dataclasses.replace(cfg, hidden=cfg.hidden // 2)
+        elif cfg.seq_len // 2 >= PP_MIN_SEQ:
+            cfg = dataclasses.replace(cfg, seq_len=cfg.seq_len // 2)
+        else:
+            break
+    return cfg
+
+
+def scaling_footprint(cfg: GptConfig) -> dict[str, int]:
+    """Bytes on one rank of baseline, tp, dp, zero, overlap and profile at degree 1, the heaviest (a higher
+    degree holds a share of the model or of the batch): dp and zero train the float32 reference whole on every
+    rank first (train_single_process: 16Ψ and its returned clone 4Ψ, tp's and overlap's one step less), then
+    keep its parameters (4Ψ) beside the measured model (16Ψ, the profile's dtype, the whole batch)."""
+    psi = parameter_count(cfg)
+    return {"reference": _state(psi) + 4 * psi + _activations(cfg, cfg.layers, cfg.batch, True),
+            "measured": 4 * psi + _state(psi) + _activations(cfg, cfg.layers, cfg.batch, False)}
+
+
+def scaling_sized(cfg: GptConfig, card: int | None) -> tuple[GptConfig, str]:
+    """(the model baseline, tp, dp, zero, overlap and profile train on this card — one model, so that tp's and
+    dp's speedups divide the baseline's step time of the same model —, what it was sized to)."""
+    if card is None:
+        return cfg, "the card's memory is not known: the profile's model unchanged"
+    need = lambda c: max(scaling_footprint(c).values())  # noqa: E731
+    sized, usable = halved_to_fit(cfg, need, usable_bytes(card)), usable_bytes(card)
+    text = (f"{sized.layers} layers × d={sized.hidden}, seq {sized.seq_len}, batch {sized.batch}: "
+            + ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in scaling_footprint(sized).items())
+            + f" at degree 1 within {headroom_text(card)}")
+    if sized != cfg:
+        text += f"; the profile's d={cfg.hidden}, seq {cfg.seq_len} would need {need(cfg) / 2**30:.1f} GiB"
+    return sized, text
 
 
 def pp_footprint(cfg: GptConfig, degree: int, microbatches: Sequence[int], micro_batch: int) -> dict[str, int]:
@@ -73,13 +112,7 @@ def pp_sized(cfg: GptConfig, card: int | None, degree: int, microbatches: Sequen
         return cfg, "the card's memory is not known: the profile's model unchanged"
     usable, start = usable_bytes(card), cfg
     need = lambda c: max(pp_footprint(c, degree, microbatches, micro_batch).values())  # noqa: E731
-    while need(cfg) > usable:
-        if cfg.hidden // 2 >= max(PP_MIN_HIDDEN, cfg.heads) and (cfg.hidden // 2) % cfg.heads == 0:
-            cfg = dataclasses.replace(cfg, hidden=cfg.hidden // 2)
-        elif cfg.seq_len // 2 >= PP_MIN_SEQ:
-            cfg = dataclasses.replace(cfg, seq_len=cfg.seq_len // 2)
-        else:
-            break
+    cfg = halved_to_fit(cfg, need, usable)
     phases = pp_footprint(cfg, degree, microbatches, micro_batch)
     text = (f"{cfg.layers} layers × d={cfg.hidden}, seq {cfg.seq_len}, batch {cfg.batch}: heaviest rank at PP={degree} "
             + ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in phases.items())
@@ -147,3 +180,14 @@ def ep_sized(tokens: int, card: int | None, *, experts: int, top_k: int, hidden:
     if tokens != start:
         text += f"; the profile's {start} would need {need(start) / 2**30:.1f} GiB"
     return tokens, text
+
+
+def scaling_model(profile, facts: dict | None) -> GptConfig:
+    """The profile's model as baseline, tp, overlap and profile train it on the card topology found."""
+    return scaling_sized(profile.model, card_bytes(facts or {}))[0]
+
+
+def scaling_dp_model(profile, facts: dict | None) -> GptConfig:
+    """dp's and zero's: the profile's dp_model (its batch raised for every DP degree) at the card's width and length."""
+    m = scaling_model(profile, facts)
+    return dataclasses.replace(profile.dp_model, hidden=m.hidden, seq_len=m.seq_len)
