@@ -11,6 +11,7 @@ A10G (AWS G5, 24 GB: aws.amazon.com/ec2/instance-types/g5) is not in suite/hardw
 """
 
 import dataclasses
+import json
 
 import pytest
 
@@ -76,9 +77,11 @@ def test_the_torch_sweep_fits_every_card(model, world):
 
 @pytest.mark.parametrize("model", ["GeForce RTX 4090", "L4", "A10G", "A100 SXM", "L40S"])
 def test_the_scaling_stages_model_fits_the_24_and_40_gb_cards(model):
-    """tp, dp, zero, baseline at degree 1 train the profile's model whole on one GPU: the memory stage's
+    """tp, dp, zero, baseline at degree 1 train the model sized to the card whole on one GPU: the memory stage's
     formula (16Ψ state, its activations per block) plus the logits (bf16, and fp32 for the loss)."""
-    m = NCCL_GPU.model
+    from suite.hardware.stage_fit import scaling_model
+
+    m = scaling_model(NCCL_GPU, facts_of(model))
     logits = m.batch * m.seq_len * m.vocab * (2 + 4)
     need = card_fit.training_bytes(parameter_count(m), seq=m.seq_len, batch=m.batch, hidden=m.hidden, heads=m.heads,
                                    layers=m.layers) + logits
@@ -138,7 +141,7 @@ def test_pp_sizes_its_gpt_to_every_card(model):
         bigger = dataclasses.replace(cfg, hidden=cfg.hidden * 2)
         assert max(pp_footprint(bigger, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch).values()) > usable
     args = pp.worker_args(NCCL_GPU, facts=facts)
-    assert args[args.index("--hidden") + 1] == str(cfg.hidden)
+    assert json.loads(args[args.index("--model") + 1])["hidden"] == cfg.hidden
     sizing = [e for e in pp.expect(NCCL_GPU, facts) if e.case == "sizing"]
     assert len(sizing) == 1 and f"d={cfg.hidden}" in sizing[0].basis and "within 85%" in sizing[0].basis
 
@@ -205,3 +208,32 @@ def test_the_fixed_size_stages_fit_the_24_and_40_gb_cards(model):
     assert card_fit.training_bytes(parameter_count(p), seq=p.seq_len, batch=p.batch, hidden=p.hidden, heads=p.heads,
                                    layers=p.layers, copies=4) < usable
     assert activation_bytes_per_layer(p.seq_len, p.batch, p.hidden, p.heads) < 2**20
+
+
+@pytest.mark.parametrize("model", CARDS)
+def test_the_scaling_stages_size_one_model_to_every_card(model):
+    """baseline, tp, dp, zero, overlap and profile: the float32 reference trained whole (dp, zero) and the measured
+    model beside its kept parameters, at degree 1 — the heaviest: TP = d holds 1/d of the blocks, DP = d 1/d of the
+    batch, ZeRO shards the state — within the headroom; every stage passes its workers the same width."""
+    from suite.hardware.stage_fit import scaling_dp_model, scaling_footprint, scaling_model
+    from suite.stages import profile as profile_stage
+    from suite.workloads.worker_cli import model_args
+
+    facts = facts_of(model)
+    cfg = scaling_model(NCCL_GPU, facts)
+    assert max(scaling_footprint(cfg).values()) <= card_fit.usable_bytes(card(model)), (model, cfg.hidden)
+    assert scaling_dp_model(NCCL_GPU, facts).batch == NCCL_GPU.dp_model.batch
+    assert json.loads(model_args(scaling_dp_model(NCCL_GPU, facts))[1])["hidden"] == cfg.hidden
+    args = profile_stage.worker_args(NCCL_GPU, "/tmp", None, facts)
+    assert json.loads(args[args.index("--model") + 1])["hidden"] == cfg.hidden
+
+
+def test_the_scaling_model_on_24_40_and_80_gb_cards():
+    from suite.hardware.stage_fit import scaling_model
+    from suite.stages import baseline
+
+    assert scaling_model(NCCL_GPU, facts_of("A10G")).hidden == 1024  # the reference alone would need 25 GiB
+    assert scaling_model(NCCL_GPU, facts_of("A100 PCIe")) == NCCL_GPU.model
+    assert scaling_model(NCCL_GPU, facts_of("H100 SXM")) == NCCL_GPU.model
+    said = [e.basis for e in baseline.expect(NCCL_GPU, facts_of("L4")) if e.metric == "sizing"]
+    assert len(said) == 1 and "d=1024" in said[0] and "would need 25.0 GiB" in said[0]
