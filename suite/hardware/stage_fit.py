@@ -78,7 +78,7 @@ def scaling_footprint(cfg: GptConfig) -> dict[str, int]:
 
 
 def scaling_sized(cfg: GptConfig, card: int | None) -> tuple[GptConfig, str]:
-    """(the model baseline, tp, dp, zero, overlap and profile train on this card — one model, so that tp's and
+    """(the model baseline, tp, dp, zero, overlap, profile and fault train on this card — one model, so that tp's and
     dp's speedups divide the baseline's step time of the same model —, what it was sized to)."""
     if card is None:
         return cfg, "the card's memory is not known: the profile's model unchanged"
