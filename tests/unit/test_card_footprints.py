@@ -237,3 +237,19 @@ def test_the_scaling_model_on_24_40_and_80_gb_cards():
     assert scaling_model(NCCL_GPU, facts_of("H100 SXM")) == NCCL_GPU.model
     said = [e.basis for e in baseline.expect(NCCL_GPU, facts_of("L4")) if e.metric == "sizing"]
     assert len(said) == 1 and "d=1024" in said[0] and "would need 25.0 GiB" in said[0]
+
+
+def test_the_rehearsal_sizes_nothing():
+    """gloo-cpu's topology publishes no card memory: every stage keeps its profile's sizes and adds no expectation,
+    so the rehearsal's verdicts and speed are those of the profile as written."""
+    from suite.config import GLOO_CPU
+    from suite.hardware.stage_fit import scaling_dp_model, scaling_model
+    from suite.stages import baseline, cp, ep, pp
+
+    facts = {"topology": {"gpus": []}}
+    assert pp.pp_model(GLOO_CPU, facts) == dataclasses.replace(GLOO_CPU.model, layers=GLOO_CPU.pp.layers or GLOO_CPU.model.layers)
+    assert cp.timed_lengths(GLOO_CPU, facts)[0] == GLOO_CPU.cp.seq_lens
+    assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.ep.tokens
+    assert scaling_model(GLOO_CPU, facts) == GLOO_CPU.model and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model
+    for stage in (baseline, cp, ep, pp):
+        assert not [e for e in stage.expect(GLOO_CPU, facts) if "sizing" in (e.case, e.metric)], stage.STAGE
