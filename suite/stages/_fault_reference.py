@@ -14,13 +14,15 @@ from ..config import Profile
 from ..context import StageContext
 from suite.launch.forklaunch import module_command
 from suite.launch.torchrun import worker_env
+from suite.hardware.stage_fit import scaling_model
 
 REFERENCE = "suite.workloads.fault_reference"
 
 
 def start_reference(profile: Profile, ctx: StageContext, device: str) -> subprocess.Popen:
     """Start the uninterrupted run (suite/workloads/fault_reference.py) with the workers' environment and threads."""
-    args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--steps", str(profile.fault.steps),
+    model = scaling_model(profile, ctx.facts)  # the drills' model, sized to the card (suite/hardware/stage_fit.py)
+    args = ["--model", json.dumps(dataclasses.asdict(model)), "--steps", str(profile.fault.steps),
             "--device", device, "--out", str(ctx.raw_dir / "reference_losses.json")]
     (ctx.raw_dir / "reference_losses.json").unlink(missing_ok=True)
     with open(ctx.raw_dir / "reference.log", "wb") as log:

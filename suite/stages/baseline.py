@@ -22,6 +22,8 @@ from ..facts import gpu
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_model, scaling_sized
+from suite.hardware.card_fit import card_bytes
 
 STAGE = "baseline"
 MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU"
@@ -43,7 +45,7 @@ def estimate(p) -> tuple[float, str]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    cfg = profile.model
+    cfg = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     params = parameter_count(cfg)
     common = dict(stage=STAGE, case="train_step", tp=1, world=1, dtype=cfg.dtype)
     out = [
@@ -51,6 +53,9 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                     **common),
         Expectation(metric="flops_per_token", value=training_flops_per_token(cfg), unit="FLOP",
                     basis=FLOPS_FORMULA, **common),
+        *([] if card_bytes(facts) is None else [  # what the model was sized to on this card
+            Expectation(metric="sizing", value=params, unit="count", source="model",
+                        basis=scaling_sized(profile.model, card_bytes(facts))[1], **common)]),
         Expectation(metric="model_state_bytes", value=model_state_bytes(params, 1, 0, cfg.dtype), unit="bytes",
                     basis=f"parameters + gradients + AdamW's two moments, all {cfg.dtype}", **common),
     ]
@@ -75,7 +80,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
     torch.set_num_threads(profile.omp_threads)  # the same CPU share as one worker rank
     device = torch.device("cuda", 0) if profile.device == "cuda" else torch.device("cpu")
-    cfg = profile.model
+    cfg = scaling_model(profile, ctx.facts)
     ctx.say(f"d={cfg.hidden}, {cfg.layers} layers, batch {cfg.batch}×{cfg.seq_len}, {cfg.dtype}: "
             f"{cfg.warmup_steps} warm-up + {cfg.steps} timed steps on {device}")
     with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile

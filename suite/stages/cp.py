@@ -26,6 +26,8 @@ from ..dtypes import DTYPE_BYTES
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from suite.hardware.card_fit import card_bytes
+from suite.hardware.stage_fit import cp_sized
 
 STAGE = "cp"
 ROW = 13
@@ -83,6 +85,12 @@ def degrees(profile: Profile) -> list[int]:
     return [d for d in profile.cp.degrees if d <= profile.nproc and profile.nproc % d == 0]
 
 
+def timed_lengths(profile: Profile, facts: dict) -> tuple[tuple[int, ...], str]:
+    """(the timed sequence lengths whose scores fit the card at the smallest CP degree, what was dropped and why)."""
+    cfg = profile.cp
+    return cp_sized(cfg.seq_lens, card_bytes(facts), cfg.batch, cfg.heads, cfg.head_dim, degrees(profile))
+
+
 def forward_bytes(algo: str, cfg: CpConfig, d: int, dtype_bytes: int = 4) -> int:
     """Bytes one rank sends in one forward at the golden length: ring (P−1) rotations of its K and V
     shards; Ulysses (P−1)/P of q, k, v, the output and the LSE (one value per query) shards."""
@@ -117,6 +125,10 @@ def estimate(p) -> tuple[float, str]:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.cp
     out = []
+    if card_bytes(facts) is not None and degrees(profile):  # what the sweep was sized to on this card
+        kept, sized = timed_lengths(profile, facts)
+        out.append(Expectation(stage=STAGE, case="sizing", metric="seq_len_max", value=float(max(kept, default=0)),
+                               unit="tokens", source="model", basis=sized))
     for d in degrees(profile):
         tols = tolerances(cfg, d)
         for algo in ALGOS:
@@ -137,7 +149,11 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         ctx.say(f"no CP degree of {profile.cp.degrees} fits {profile.nproc} processes: nothing to run")
         return []
     ctx.say(f"CP = {'/'.join(map(str, ds))}: ring and Ulysses vs full attention, then timings (one launch)")
-    args = ["--cp", json.dumps(dataclasses.asdict(profile.cp)), "--degrees", ",".join(map(str, ds))]
+    kept, sized = timed_lengths(profile, ctx.facts)
+    if kept != profile.cp.seq_lens:
+        ctx.say(f"cp sweep sized: {sized}")
+    cp = dataclasses.replace(profile.cp, seq_lens=kept)
+    args = ["--cp", json.dumps(dataclasses.asdict(cp)), "--degrees", ",".join(map(str, ds))]
     return ctx.torchrun("suite.workloads.cp_run", args, tag="cp", nproc=profile.nproc).rows()
 
 

@@ -33,6 +33,7 @@ from ..verdicts import judges_performance, verdicts_for
 from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_dp_model, scaling_model
 
 STAGE = "dp"
 MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch"
@@ -57,14 +58,15 @@ def estimate(p) -> tuple[float, str]:
                         f"{p.dp_batch}" if across else ""))
 
 
-def grad_bytes(profile: Profile) -> float:
-    return parameter_count(profile.model) * DTYPE_BYTES[profile.model.dtype]
+def grad_bytes(profile: Profile, facts: dict | None = None) -> float:
+    model = scaling_model(profile, facts)
+    return parameter_count(model) * DTYPE_BYTES[model.dtype]
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    model = profile.dp_model
+    model = scaling_dp_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     golden = golden_tolerance(model, model.warmup_steps + model.steps)  # the check's steps
-    g = grad_bytes(profile)
+    g = grad_bytes(profile, facts)
     step_1, step_basis = one_rank_step(profile, facts)
     out = []
     for d in profile.dp_degrees:
@@ -107,7 +109,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say(f"DDP over {degrees} ranks, global batch {profile.dp_model.batch}"
             + (f", {profile.nproc} per node on {len(profile.nodes)} nodes" if across else "")
             + ": reference, then each degree")
-    args = [*model_args(profile.dp_model), "--degrees", degrees] + (["--record-nodes"] if across else [])
+    args = [*model_args(scaling_dp_model(profile, ctx.facts)), "--degrees", degrees] + (["--record-nodes"] if across else [])
     # Across nodes every node starts its nproc ranks (the world is the largest degree); on one node only as many
     # as the largest degree needs.
     with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
@@ -133,7 +135,7 @@ VERDICTS = verdicts_for(STAGE)
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
-    out = golden_verdicts(STAGE, rows, tolerance_after_training(facts, profile.dp_model), "world",
+    out = golden_verdicts(STAGE, rows, tolerance_after_training(facts, scaling_dp_model(profile, facts)), "world",
                           profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:]
                           else f"DDP over {d} rank(s)")
     out += nodes_verdict(STAGE, rows, profile)

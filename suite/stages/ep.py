@@ -26,6 +26,8 @@ from ..dtypes import DTYPE_BYTES
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from suite.hardware.card_fit import card_bytes
+from suite.hardware.stage_fit import ep_sized
 
 STAGE = "ep"
 ROW = 14
@@ -102,10 +104,20 @@ def estimate(p) -> tuple[float, str]:
                      f"2 routers: expert matmuls at the assumed MFU plus 4 all-to-alls per step")
 
 
+def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
+    """(tokens per rank of the timings that fit the card topology found, what they were sized to)."""
+    cfg = profile.ep
+    return ep_sized(cfg.tokens, card_bytes(facts), experts=cfg.experts, top_k=cfg.top_k, hidden=cfg.hidden,
+                    ffn=cfg.ffn, ranks=profile.nproc, dtype_bytes=DTYPE_BYTES.get(cfg.dtype, 4))
+
+
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.ep
     tols = tolerances(cfg, profile.nproc)
-    out = [Expectation(stage=STAGE, case=f"{router}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
+    out = [] if card_bytes(facts) is None else [  # what the timings were sized to on this card
+        Expectation(stage=STAGE, case="sizing", metric="tokens", value=float(timed_tokens(profile, facts)[0]),
+                    unit="count", source="model", basis=timed_tokens(profile, facts)[1])]
+    out += [Expectation(stage=STAGE, case=f"{router}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
                        basis=f"at most {tols[q].describe()} (suite/costmodel/drill_tolerance.py)", algo=router,
                        world=profile.nproc, dtype=CHECK_DTYPE) for router in ROUTERS for q in QUANTITIES]
     out += [Expectation(stage=STAGE, case=router, metric="token_set_mismatches", value=0.0, unit="count",
@@ -120,6 +132,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         raise ProfileError(f"ep.experts = {cfg.experts} is not divisible by the {profile.nproc} ranks: "
                            f"pick a multiple of nproc")
     ctx.say(f"EP = {profile.nproc}, {cfg.experts} experts, top-{cfg.top_k}: golden comparison, then timings (one launch)")
+    tokens, sized = timed_tokens(profile, ctx.facts)
+    if tokens != cfg.tokens:
+        ctx.say(f"ep timings sized: {sized}")
+        cfg = dataclasses.replace(cfg, tokens=tokens)
     return ctx.torchrun("suite.workloads.ep_run", ["--ep", json.dumps(dataclasses.asdict(cfg))], tag="ep",
                         nproc=profile.nproc).rows()
 

@@ -62,6 +62,7 @@ from ._fault_reference import finish_reference, start_reference
 from ._fault_watch import WORKER, DrillWatch
 from suite.cluster import node_loss as _node_loss
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_model
 
 MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
@@ -323,7 +324,7 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
     args = ["--scenario", case.scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
             "--fault-step", str(cfg.fault_step), "--fault-rank", str(cfg.fault_rank),
             "--pg-timeout", str(cfg.pg_timeout_s), "--join-timeout", str(profile.collective_timeout_s),
-            "--model", json.dumps(dataclasses.asdict(profile.model))]
+            "--model", json.dumps(dataclasses.asdict(scaling_model(profile, ctx.facts)))]  # the card's (stage_fit)
     left = ctx.time_left()
     timeout = cfg.drill_timeout_s if left is None else min(cfg.drill_timeout_s, left - RESERVE_S)
     if timeout < MIN_DRILL_S:

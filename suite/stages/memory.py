@@ -21,6 +21,7 @@ from suite.costmodel.memory_formula import (ACTIVATION_FORMULA, CHECKPOINT_FORMU
                                             activation_bytes_per_layer, korthikanti_bytes_per_layer, state_bytes)
 from ..results import Expectation, Row, Verdict
 from ..verdicts import verdicts_for
+from suite.hardware.card_fit import card_bytes, headroom_text, usable_bytes
 
 STAGE = "memory"
 MEASURES = "parameters, gradients, AdamW state and activations per block against the formula; the largest batch"
@@ -102,7 +103,12 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from ..workloads.memory_run import memory_rows
 
     device = torch.device("cuda", 0) if profile.device == "cuda" else torch.device("cpu")
-    return memory_rows(profile.memory, device, say=ctx.say)
+    mc, card = profile.memory, card_bytes(ctx.facts)
+    if card is not None and mc.budget_gib * 2**30 > usable_bytes(card):  # a card smaller than the budget
+        mc = replace(mc, budget_gib=usable_bytes(card) / 2**30)
+        ctx.say(f"memory budget sized to the card: {headroom_text(card)} (the profile's {profile.memory.budget_gib:g} GiB "
+                f"would pass it)")
+    return memory_rows(mc, device, say=ctx.say)
 
 
 def _one(items, case, metric):

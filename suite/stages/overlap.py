@@ -31,6 +31,8 @@ from ..facts import alpha_beta
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
 from ..verdicts import judges_performance, verdicts_for
+from suite.hardware.card_fit import card_bytes
+from suite.hardware.stage_fit import scaling_model, scaling_sized
 from ._overlap_watch import named_gradient_sizes, watch_verdicts
 
 STAGE = "overlap"
@@ -88,10 +90,11 @@ def mode_of(text: str) -> OverlapMode:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     alpha, beta, basis = alpha_beta(facts, profile.device)
     n = profile.nproc
-    sizes = gradient_sizes(profile.model)
+    model = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
+    sizes = gradient_sizes(model)
     grad_bytes = sum(sizes)
     out = []
-    for text in modes(profile.model):
+    for text in modes(model):
         mode = mode_of(text)
         if mode.overlap:
             cap, first = caps_for(mode.bucket_cap_mb)
@@ -117,9 +120,10 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    wanted = modes(profile.model)
+    model = scaling_model(profile, ctx.facts)
+    wanted = modes(model)
     ctx.say(f"DDP modes {', '.join(mode_of(m).label for m in wanted)}: gradients checked, steps timed")
-    args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--modes", ",".join(wanted)]
+    args = ["--model", json.dumps(dataclasses.asdict(model)), "--modes", ",".join(wanted)]
     rows = ctx.torchrun("suite.workloads.overlap_run", args, tag="ddp").rows()
     alpha, beta, _ = alpha_beta(ctx.facts, profile.device)
     return rows + derived_rows(rows, profile.nproc, alpha, beta)
@@ -165,7 +169,7 @@ def grad_tolerance(dtype: str | None) -> float:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    cfg = GptConfig(**facts["profile"]["model"])
+    cfg = scaling_sized(GptConfig(**facts["profile"]["model"]), card_bytes(facts))[0]
     labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [mode_of(m).label for m in modes(cfg)]
     out: list[Verdict] = []
     for label in labels:

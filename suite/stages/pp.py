@@ -33,10 +33,13 @@ from ..config import ConfigSection, GptConfig, Profile, ProfileError
 from ..context import StageContext
 from ..costmodel.bubble import (HAND_SCHEDULES, TORCH_SCHEDULES, bubble_fraction, ideal_step_s, runs_at,
                                 schedule_chunks)
+from ..costmodel.sizing import parameter_count
 from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from suite.hardware.card_fit import card_bytes
+from suite.hardware.stage_fit import pp_sized
 
 STAGE = "pp"
 V = verdicts_for(STAGE)
@@ -118,9 +121,17 @@ CONFIG = ConfigSection("pp", PpConfig, {
 })
 
 
-def pp_model(profile: Profile) -> GptConfig:
-    """The pipelined GPT: the profile's model with the pp section's layers."""
-    return dataclasses.replace(profile.model, layers=profile.pp.layers or profile.model.layers)
+def pp_model(profile: Profile, facts: dict | None = None) -> GptConfig:
+    """The pipelined GPT: the profile's model with the pp section's layers, sized to the card topology found
+    (suite/hardware/stage_fit.py: hidden size, then sequence, halved until the heaviest rank fits)."""
+    return pp_sizing(profile, facts)[0]
+
+
+def pp_sizing(profile: Profile, facts: dict | None) -> tuple[GptConfig, str]:
+    """(the pipelined GPT on this card, what it was sized to)."""
+    cfg = dataclasses.replace(profile.model, layers=profile.pp.layers or profile.model.layers)
+    smallest = min(pp_degrees(profile), default=2)  # its stages are the largest share
+    return pp_sized(cfg, card_bytes(facts or {}), smallest, profile.pp.timed_microbatches, profile.pp.micro_batch)
 
 
 def launch_ranks(profile: Profile) -> int:
@@ -152,13 +163,13 @@ ONE_RANK = ("a pipeline needs ≥ 2 ranks, and NCCL refuses two ranks on one GPU
             "'Duplicate GPU detected'): run pp with --nproc ≥ 2 on a box with ≥ 2 cards")
 
 
-def worker_args(profile: Profile, mistakes: tuple[str, ...] = ()) -> list[str]:
-    """The command line of suite.workloads.pp_run for this profile (tests add the deliberate mistakes)."""
+def worker_args(profile: Profile, mistakes: tuple[str, ...] = (), facts: dict | None = None) -> list[str]:
+    """The command line of suite.workloads.pp_run for this profile and card (tests add the deliberate mistakes)."""
     from ..workloads.worker_cli import model_args
 
     pp = profile.pp
     join = lambda xs: ",".join(map(str, xs))  # noqa: E731
-    return [*model_args(pp_model(profile)), "--degrees", join(pp_degrees(profile)), "--schedules", join(pp.schedules),
+    return [*model_args(pp_model(profile, facts)), "--degrees", join(pp_degrees(profile)), "--schedules", join(pp.schedules),
             "--chunks", str(pp.chunks), "--golden-microbatches", str(pp.golden_microbatches),
             "--golden-steps", str(pp.golden_steps), "--bubble-schedules", join(pp.bubble_schedules),
             "--bubble-microbatches", join(pp.bubble_microbatches), "--bubble-ranks", str(bubble_ranks(profile)),
@@ -202,10 +213,14 @@ def case_tolerances(cfg: GptConfig, steps: int) -> dict[str, Tolerance]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    pp, cfg, degrees = profile.pp, pp_model(profile), pp_degrees(profile)
+    pp, degrees = profile.pp, pp_degrees(profile)
     if launch_ranks(profile) < 2:
         return []
-    out = [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
+    cfg, sized = pp_sizing(profile, facts)
+    out = [] if card_bytes(facts) is None else [  # what the model was sized to on this card
+        Expectation(stage=STAGE, case="sizing", metric="parameters", value=float(parameter_count(cfg)), unit="count",
+                    source="model", basis=sized)]
+    out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
                        algo=s, count=pp.golden_microbatches, dtype=CHECK_DTYPE,
                        basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)")
            for d in degrees for s in pp.schedules
@@ -232,7 +247,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         return []
     check_launch(profile)
     ctx.say(f"pipeline: golden per schedule, sleep-stage bubble, GPT timed (one launch of {ranks} ranks)")
-    return ctx.torchrun("suite.workloads.pp_run", worker_args(profile), tag="pp", nproc=ranks).rows()
+    if card_bytes(ctx.facts) is not None:
+        ctx.say(f"pp model sized: {pp_sizing(profile, ctx.facts)[1]}")
+    return ctx.torchrun("suite.workloads.pp_run", worker_args(profile, facts=ctx.facts), tag="pp", nproc=ranks).rows()
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -240,7 +257,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     pp, degrees = prof.pp, pp_degrees(prof)
     if launch_ranks(prof) < 2:
         return [V.skip("run", expected="≥ 2 ranks", observed=f"{launch_ranks(prof)} rank", reason=ONE_RANK)]
-    tols = case_tolerances(pp_model(prof), pp.golden_steps)
+    tols = case_tolerances(pp_model(prof, facts), pp.golden_steps)
     out = [golden_verdict(rows, tols, d, s) for d in degrees for s in pp.schedules]
     want = [e for e in expectations if e.metric == "bubble"]
     for schedule in pp.bubble_schedules:

@@ -30,6 +30,7 @@ from ..results import Expectation, Row, Verdict
 from ..values import is_missing
 from ..verdicts import judges_performance, verdicts_for
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_model
 
 STAGE = "profile"
 MEASURES = "whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)"
@@ -73,8 +74,8 @@ def capture_tool(profile: Profile) -> tuple[str, str | None]:
     return "torch.profiler", None
 
 
-def worker_args(profile: Profile, trace_dir: Path, nsys: str | None) -> list[str]:
-    args = ["--model", json.dumps(dataclasses.asdict(profile.model)), "--trace-dir", str(trace_dir),
+def worker_args(profile: Profile, trace_dir: Path, nsys: str | None, facts: dict | None = None) -> list[str]:
+    args = ["--model", json.dumps(dataclasses.asdict(scaling_model(profile, facts))), "--trace-dir", str(trace_dir),
             "--steps", str(profiled_steps(profile)),
             "--capture", "cuda-profiler-api" if nsys else "torch"]
     return (["--nsys", nsys] if nsys else []) + args
@@ -121,7 +122,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     tool, nsys = capture_tool(profile)
     ctx.say(f"DDP under {tool}: {profiled_steps(profile)} steps")
-    result = ctx.torchrun("suite.workloads.profile_run", worker_args(profile, ctx.raw_dir, nsys), tag="ddp")
+    result = ctx.torchrun("suite.workloads.profile_run", worker_args(profile, ctx.raw_dir, nsys, ctx.facts), tag="ddp")
     rows = result.rows()
     if nsys:
         ctx.say("nsys export --type sqlite")

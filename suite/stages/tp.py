@@ -23,6 +23,7 @@ from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_model
 
 STAGE = "tp"
 MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
@@ -56,7 +57,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs",
                                 basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)",
                                 tp=d, world=d, dtype=CHECK_DTYPE)
-                    for case, tol in case_tolerances(golden_tolerance(profile.model, 0), profile.model.vocab).items()]
+                    for case, tol in case_tolerances(golden_tolerance(scaling_model(profile, facts), 0), profile.model.vocab).items()]
         out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
                                basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
                                dtype=profile.model.dtype))
@@ -68,7 +69,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
     degrees = ",".join(str(d) for d in profile.degrees)
     ctx.say(f"TP = {degrees}: golden comparison, then timed steps (one launch of {max(profile.degrees)} ranks)")
-    rows = ctx.torchrun("suite.workloads.tp_run", [*model_args(profile.model), "--degrees", degrees], tag="tp",
+    rows = ctx.torchrun("suite.workloads.tp_run", [*model_args(scaling_model(profile, ctx.facts)), "--degrees", degrees], tag="tp",
                         nproc=max(profile.degrees)).rows()
     return rows + speedup_rows(rows, ctx.facts.get("baseline") or {})
 
@@ -91,7 +92,7 @@ VERDICTS = verdicts_for(STAGE)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    model = profile_of(facts).model  # one forward and backward: no optimizer step
+    model = scaling_model(profile_of(facts), facts)  # one forward and backward: no optimizer step
     out = golden_verdicts(rows, case_tolerances(golden_tolerance(model, 0), model.vocab),
                           [d for d in facts["profile"]["degrees"] if d > 1])
     speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}

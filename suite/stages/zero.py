@@ -34,6 +34,7 @@ from ..verdicts import judges_performance, verdicts_for
 from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
 from .. import headlines as hl
+from suite.hardware.stage_fit import scaling_dp_model
 
 STAGE = "zero"
 MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
@@ -61,7 +62,7 @@ NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    cfg = profile.dp_model
+    cfg = scaling_dp_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     golden = golden_tolerance(cfg, cfg.warmup_steps + cfg.steps)  # the check's steps
     params = parameter_count(cfg)
     step_1 = (facts.get("baseline") or {}).get("step_time_s")
@@ -83,7 +84,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 def _step_expectation(profile: Profile, facts: dict, step_1: float, params: int, n: int, z: int) -> Expectation:
     """t₁/n + ZeRO stage z's all-reduce equivalents of the parameters (unoverlapped: an upper bound)."""
-    cfg = profile.dp_model
+    cfg = scaling_dp_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     ab = alpha_beta_at(facts, profile, n)
     param_bytes = params * DTYPE_BYTES[cfg.dtype]
     value = step_1 / n + zero_step_comm_s(z, param_bytes, n, ab.alpha_s, ab.beta_Bps)
@@ -96,7 +97,7 @@ def _step_expectation(profile: Profile, facts: dict, step_1: float, params: int,
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from ..workloads.worker_cli import model_args
 
-    args = [*model_args(profile.dp_model), "--stages", "0,1,2,3"]
+    args = [*model_args(scaling_dp_model(profile, ctx.facts)), "--stages", "0,1,2,3"]
     if len(profile.nodes) > 1:  # every node's ranks; node 0 alone first, then each whole-node degree
         degrees = ",".join(map(str, profile.zero_degrees))
         ctx.say(f"DDP, ZeRO-1, ZeRO-2, ZeRO-3 over {degrees} ranks ({profile.nproc} per node on "
@@ -113,7 +114,7 @@ VERDICTS = verdicts_for(STAGE)
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
     across = len(profile.nodes) > 1
-    tol = tolerance_after_training(facts, profile.dp_model)
+    tol = tolerance_after_training(facts, scaling_dp_model(profile, facts))
     if across:  # node 0's degree under the single-node ids; each cross-node degree under .world<d>
         out = [v for n in profile.zero_degrees
                for v in golden_verdicts(STAGE, rows, tol, "zero", ZERO_STAGES,

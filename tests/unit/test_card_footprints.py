@@ -10,6 +10,9 @@ P100 PCIe 12 GB; L40S/L40 48 GB; L4 24 GB; A10 24 GB; RTX 6000 Ada 48 GB; GeForc
 A10G (AWS G5, 24 GB: aws.amazon.com/ec2/instance-types/g5) is not in suite/hardware/gpus.py here: it is added to the table.
 """
 
+import dataclasses
+import json
+
 import pytest
 
 from suite.hardware import card_fit
@@ -74,9 +77,11 @@ def test_the_torch_sweep_fits_every_card(model, world):
 
 @pytest.mark.parametrize("model", ["GeForce RTX 4090", "L4", "A10G", "A100 SXM", "L40S"])
 def test_the_scaling_stages_model_fits_the_24_and_40_gb_cards(model):
-    """tp, dp, zero, baseline at degree 1 train the profile's model whole on one GPU: the memory stage's
+    """tp, dp, zero, baseline at degree 1 train the model sized to the card whole on one GPU: the memory stage's
     formula (16Ψ state, its activations per block) plus the logits (bf16, and fp32 for the loss)."""
-    m = NCCL_GPU.model
+    from suite.hardware.stage_fit import scaling_model
+
+    m = scaling_model(NCCL_GPU, facts_of(model))
     logits = m.batch * m.seq_len * m.vocab * (2 + 4)
     need = card_fit.training_bytes(parameter_count(m), seq=m.seq_len, batch=m.batch, hidden=m.hidden, heads=m.heads,
                                    layers=m.layers) + logits
@@ -110,3 +115,141 @@ def test_the_nccl_tests_sweep_runs_the_binaries_at_the_cards_e(tmp_path, monkeyp
     assert args[args.index("-e") + 1] == str(4 << 30)
     status = next(r.text for r in rows if r.metric == "status")
     assert "sized: -e 4294967296 B: send + receive + expected buffers" in status and "would need 24 GiB" in status
+
+
+def facts_of(model: str) -> dict:
+    return {"topology": {"gpu_memory_bytes": card(model)}}
+
+
+SMALL_AND_MID = ["GeForce RTX 4090", "L4", "A10G", "A100 SXM", "A100 PCIe", "L40S"]
+
+
+@pytest.mark.parametrize("model", CARDS)
+def test_pp_sizes_its_gpt_to_every_card(model):
+    """pp's heaviest rank (the float32 reference trained whole, the golden pipeline, the timed one) at the model the
+    stage picks for the card, at its smallest degree (the largest share of the model): within the headroom; the
+    next larger model (hidden doubled) would not fit unless it is the profile's own."""
+    from suite.hardware.stage_fit import pp_footprint
+    from suite.stages import pp
+
+    facts, usable = facts_of(model), card_fit.usable_bytes(card(model))
+    cfg, degree = pp.pp_model(NCCL_GPU, facts), min(pp.pp_degrees(NCCL_GPU))
+    phases = pp_footprint(cfg, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch)
+    assert max(phases.values()) <= usable, (cfg, {k: v / 2**30 for k, v in phases.items()})
+    assert cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks  # a unit per stage
+    if cfg.hidden < NCCL_GPU.model.hidden:
+        bigger = dataclasses.replace(cfg, hidden=cfg.hidden * 2)
+        assert max(pp_footprint(bigger, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch).values()) > usable
+    args = pp.worker_args(NCCL_GPU, facts=facts)
+    assert json.loads(args[args.index("--model") + 1])["hidden"] == cfg.hidden
+    sizing = [e for e in pp.expect(NCCL_GPU, facts) if e.case == "sizing"]
+    assert len(sizing) == 1 and f"d={cfg.hidden}" in sizing[0].basis and "within 85%" in sizing[0].basis
+
+
+def test_pp_on_24_40_and_80_gb_cards():
+    from suite.stages import pp
+
+    assert pp.pp_model(NCCL_GPU, facts_of("GeForce RTX 4090")).hidden == 512  # the 0.94 B model needs 55 GiB
+    assert pp.pp_model(NCCL_GPU, facts_of("A100 SXM")).hidden == 1024
+    assert pp.pp_model(NCCL_GPU, facts_of("H100 SXM")) == pp.pp_model(NCCL_GPU)  # 80 GB keeps the profile's
+    assert "would need 55.0 GiB" in pp.pp_sizing(NCCL_GPU, facts_of("L4"))[1]
+    assert not [e for e in pp.expect(NCCL_GPU, {}) if e.case == "sizing"]  # the card unknown: nothing sized
+
+
+@pytest.mark.parametrize("model", CARDS)
+def test_cp_drops_the_lengths_whose_scores_pass_every_card(model):
+    """cp's timed lengths: each kept one's scores (Ulysses' B·H/P·S², the ring's B·H·S²/P) within the headroom at
+    every degree it runs; each dropped one named with what it needed."""
+    from suite.hardware.stage_fit import cp_footprint
+    from suite.stages import cp
+
+    c, facts = NCCL_GPU.cp, facts_of(model)
+    kept, said = cp.timed_lengths(NCCL_GPU, facts)
+    for d in cp.degrees(NCCL_GPU):
+        for s in kept:
+            assert cp_footprint(c.batch, c.heads, c.head_dim, s, d) <= card_fit.usable_bytes(card(model))
+    for s in c.seq_lens:
+        assert (s in kept) != (f"S={s} (" in said)
+    assert [e.value for e in cp.expect(NCCL_GPU, facts) if e.case == "sizing"] == [float(max(kept, default=0))]
+
+
+def test_cp_at_16384_fits_80_gb_only():
+    from suite.stages import cp
+
+    for model in ("GeForce RTX 4090", "L4", "A10G", "A100 SXM", "L40S"):
+        assert cp.timed_lengths(NCCL_GPU, facts_of(model))[0] == (2048, 4096, 8192), model
+    assert cp.timed_lengths(NCCL_GPU, facts_of("H100 SXM"))[0] == NCCL_GPU.cp.seq_lens
+    assert cp.timed_lengths(NCCL_GPU, {})[0] == NCCL_GPU.cp.seq_lens
+
+
+@pytest.mark.parametrize("model", CARDS)
+def test_ep_timings_fit_every_card(model):
+    from suite.dtypes import DTYPE_BYTES
+    from suite.hardware.stage_fit import ep_footprint
+    from suite.stages import ep
+
+    c = NCCL_GPU.ep
+    tokens, said = ep.timed_tokens(NCCL_GPU, facts_of(model))
+    need = ep_footprint(c.experts, c.top_k, tokens, c.hidden, c.ffn, NCCL_GPU.nproc, DTYPE_BYTES[c.dtype])
+    assert need <= card_fit.usable_bytes(card(model)) and f"{tokens} tokens per rank" in said
+    if model in SMALL_AND_MID:
+        assert tokens == c.tokens  # 24 GB and up keep the profile's 8192
+
+
+@pytest.mark.parametrize("model", SMALL_AND_MID)
+def test_the_fixed_size_stages_fit_the_24_and_40_gb_cards(model):
+    """precision's tiny GPT and the memory stage's search (capped at its budget) on the 24 and 40 GB cards."""
+    from suite.costmodel.memory_formula import activation_bytes_per_layer
+    from suite.stages.memory import ONE_CARD
+
+    usable = card_fit.usable_bytes(card(model))
+    assert ONE_CARD.budget_gib * 2**30 <= usable  # the memory stage holds itself to its budget
+    p = NCCL_GPU.precision.model()
+    assert card_fit.training_bytes(parameter_count(p), seq=p.seq_len, batch=p.batch, hidden=p.hidden, heads=p.heads,
+                                   layers=p.layers, copies=4) < usable
+    assert activation_bytes_per_layer(p.seq_len, p.batch, p.hidden, p.heads) < 2**20
+
+
+@pytest.mark.parametrize("model", CARDS)
+def test_the_scaling_stages_size_one_model_to_every_card(model):
+    """baseline, tp, dp, zero, overlap and profile: the float32 reference trained whole (dp, zero) and the measured
+    model beside its kept parameters, at degree 1 — the heaviest: TP = d holds 1/d of the blocks, DP = d 1/d of the
+    batch, ZeRO shards the state — within the headroom; every stage passes its workers the same width."""
+    from suite.hardware.stage_fit import scaling_dp_model, scaling_footprint, scaling_model
+    from suite.stages import profile as profile_stage
+    from suite.workloads.worker_cli import model_args
+
+    facts = facts_of(model)
+    cfg = scaling_model(NCCL_GPU, facts)
+    assert max(scaling_footprint(cfg).values()) <= card_fit.usable_bytes(card(model)), (model, cfg.hidden)
+    assert scaling_dp_model(NCCL_GPU, facts).batch == NCCL_GPU.dp_model.batch
+    assert json.loads(model_args(scaling_dp_model(NCCL_GPU, facts))[1])["hidden"] == cfg.hidden
+    args = profile_stage.worker_args(NCCL_GPU, "/tmp", None, facts)
+    assert json.loads(args[args.index("--model") + 1])["hidden"] == cfg.hidden
+
+
+def test_the_scaling_model_on_24_40_and_80_gb_cards():
+    from suite.hardware.stage_fit import scaling_model
+    from suite.stages import baseline
+
+    assert scaling_model(NCCL_GPU, facts_of("A10G")).hidden == 1024  # the reference alone would need 25 GiB
+    assert scaling_model(NCCL_GPU, facts_of("A100 PCIe")) == NCCL_GPU.model
+    assert scaling_model(NCCL_GPU, facts_of("H100 SXM")) == NCCL_GPU.model
+    said = [e.basis for e in baseline.expect(NCCL_GPU, facts_of("L4")) if e.metric == "sizing"]
+    assert len(said) == 1 and "d=1024" in said[0] and "would need 25.0 GiB" in said[0]
+
+
+def test_the_rehearsal_sizes_nothing():
+    """gloo-cpu's topology publishes no card memory: every stage keeps its profile's sizes and adds no expectation,
+    so the rehearsal's verdicts and speed are those of the profile as written."""
+    from suite.config import GLOO_CPU
+    from suite.hardware.stage_fit import scaling_dp_model, scaling_model
+    from suite.stages import baseline, cp, ep, pp
+
+    facts = {"topology": {"gpus": []}}
+    assert pp.pp_model(GLOO_CPU, facts) == dataclasses.replace(GLOO_CPU.model, layers=GLOO_CPU.pp.layers or GLOO_CPU.model.layers)
+    assert cp.timed_lengths(GLOO_CPU, facts)[0] == GLOO_CPU.cp.seq_lens
+    assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.ep.tokens
+    assert scaling_model(GLOO_CPU, facts) == GLOO_CPU.model and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model
+    for stage in (baseline, cp, ep, pp):
+        assert not [e for e in stage.expect(GLOO_CPU, facts) if "sizing" in (e.case, e.metric)], stage.STAGE
