@@ -2,7 +2,9 @@
 node_container), Slurm and mpirun (slurm, slurm_job, mpirun), per-node probes and sweeps (nodeprobe, nodesweep).
 Imported by the stages, suite.launch, suite.commands, suite.ingest, reports' figures, provisioning; imports no stage.
 
-The stages' multi-node parts live here too, each the one place a stage goes for its work across nodes: node_pairs,
-intra_node, intra_judges (bandwidth), across_nodes (dp, zero), node_loss (fault), node_nics (topology), and
-nccl_tests, alphabeta_fit (bandwidth's nccl-tests binaries and α-β fit, on one node or several).
+The stages' multi-node parts live here too, each the one place a stage goes for its work across nodes:
+bandwidth_nodes (bandwidth; over node_pairs, intra_node, intra_judges), across_nodes (dp, zero), node_loss (fault),
+node_nics (topology); with node_addrs, node_ports (rendezvous addresses and the connection preflight), slurm_pyxis,
+nccl_net (which network NCCL took), and nccl_tests, alphabeta_fit (the nccl-tests binaries and the α-β fit, on one
+node or several).
 """

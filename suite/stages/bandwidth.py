@@ -31,8 +31,8 @@ from ..results import Expectation, Row, Verdict
 from suite.hardware.card_fit import card_bytes, nccl_tests_max_bytes
 from suite.costmodel.size_budget import size_text
 from ..verdicts import judges_performance, not_captured, verdicts_for
-from suite.cluster import (intra_judges as _intra_judges, intra_node as _intra_node, node_pairs as _node_pairs,
-                           nccl_tests as _nccl_tests)
+from suite.cluster import bandwidth_nodes, nccl_tests as _nccl_tests
+from suite.cluster import intra_judges as _intra_judges  # the link floors (70% NVLink, 40% PCIe), one node or many
 from suite.cluster.alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa: F401 - the fit under the stage's name (tests)
 from suite.launch.rows import launch_rows, launch_verdicts
 from ._probe import probe_verdicts
@@ -52,12 +52,10 @@ def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): every nccl-tests binary, then the torch sweep."""
     nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
     torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
-    pairs = _node_pairs.estimate_s(p)  # across nodes: the point-to-point matrix too
-    intra = _intra_node.estimate_s(p)  # and every node's own sweep, all nodes at once
-    return nccl + torch_sweep + pairs + intra, (
+    nodes_s, nodes_words = bandwidth_nodes.estimate(p)  # across nodes: the pair matrix and every node's own sweep
+    return nccl + torch_sweep + nodes_s, (
         f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–{p.sizes[-1] / 2**30:g} GiB × "
-        f"{p.repeats} iterations × 2 placements, plus the torch sweep" + (", plus the node-pair matrix" if pairs else "")
-        + (", plus each node's intra-node sweep (all nodes at once)" if intra else ""))
+        f"{p.repeats} iterations × 2 placements, plus the torch sweep" + "".join(f", plus {w}" for w in nodes_words))
 
 
 COLLECTIVES = tuple(_nccl_tests.PROGRAMS)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
@@ -85,9 +83,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=share * peak.per_gpu_GBps,
                                    unit="GB/s", basis=f"{share:.0%} × {peak.basis}; {sized}", world=n,
                                    size_bytes=top))
-    if len(profile.nodes) > 1:  # across nodes the sweep is held to the NICs, each node's own sweep to the link
-        out += _intra_judges.inter_floors(profile, facts) + _intra_judges.expect(profile, facts)
-    return out + _node_pairs.expect(profile)
+    return out + bandwidth_nodes.expect(profile, facts)  # across nodes: held to the NICs, each node to its link
 
 
 def sweep_args(profile: Profile) -> list[str]:
@@ -120,14 +116,12 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
         rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
         ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
-        if len(profile.nodes) > 1:  # the inter-node point-to-point matrix, then every node's own sweep (intra-node)
-            rows += _node_pairs.measure(ctx)
-            rows += _intra_node.measure(ctx, sweep_args(profile))
+        rows += bandwidth_nodes.measure(ctx, sweep_args(profile))  # across nodes: the pair matrix, each node's sweep
         if profile.device == "cuda":  # whatever became of the torch sweep: one tool's failure never hides the other's
             rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES), on_binary=ctx.keep)
     rows += samples.rows()
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
-    rows, intra = _intra_node.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
+    rows, intra = bandwidth_nodes.with_fit(rows, _nccl_tests.form_label(profile.with_overrides(nodes=())))
     for key, value in {**published, **intra}.items():
         ctx.publish(key, value)
     return rows
@@ -163,11 +157,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                  ingested=bool(facts.get("ingest")))
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows, judges_performance(facts)))
-    verdicts += _node_pairs.judge(rows, expectations, facts)
-    verdicts += _intra_judges.judge(rows, expectations, facts)
-    across = len((facts.get("profile") or {}).get("nodes") or ()) > 1
+    verdicts += bandwidth_nodes.judge(rows, expectations, facts)
+    across = bandwidth_nodes.across(facts)
     if not judges_performance(facts):
-        floors = _intra_judges.floors_text(expectations) if across else \
+        floors = bandwidth_nodes.floors_text(expectations) if across else \
             f"large-message busbw ≥ {PEAK_SHARE:.0%} of the link peak"
         expected = f"{floors}; no dip > {DIP:.0%}; torch within {TORCH_LOSS:.0%} of nccl-tests"
         return verdicts + [VERDICTS.cpu_skip("performance", expected)]
@@ -178,7 +171,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                                        "bus bandwidth is 0 by definition (busbw factor 2(n−1)/n = 0)")]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
     top, top_source = nccl_c or torch_c, "nccl-tests" if nccl_c else "torch"  # the library at its best, where it ran
-    verdicts += (_intra_judges.judge_inter_peak(top, top_source, facts, rows) if across  # held to the NICs, not the link
+    verdicts += (bandwidth_nodes.judge_peak(top, top_source, facts, rows) if across  # held to the NICs, not the link
                  else judge_peak(top, top_source, expectations, facts))
     for source, c in (("torch", torch_c), ("nccl-tests", nccl_c)):
         verdicts += [judge_dip(source, coll, curve) for coll, curve in sorted(c.items())]
@@ -357,7 +350,7 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     else:
         return None
     floor = hl.matching(expectations, "all_reduce", "busbw_min")
-    intra = _intra_judges.headline_part(rows, expectations)
+    intra = bandwidth_nodes.headline_part(rows, expectations)
     if intra:
         inter = f"≥ {hl.number(floor[0].value)}" if floor else "no ceiling known"
         return (f"all_reduce busbw {intra[0]} vs inter {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} "
