@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from suite import strict_json
 from suite.regular_files import check_replaceable, not_regular_problem
 
 REDO = "rerun the run (python -m suite run --out NEW_DIR) or restore the file from the run's archive"
@@ -86,10 +87,12 @@ def read_json_object(file: Path) -> dict[str, Any]:
     if not text.strip():
         raise RunDirError(file, "empty (the write was interrupted or the copy is incomplete)")
     try:
-        data = json.loads(text)
+        data = strict_json.loads(text)
     except json.JSONDecodeError as e:
         cut = "; it ends mid-document: truncated" if not text.rstrip().endswith(("}", "]")) else ""
         raise RunDirError(file, f"not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}{cut})") from None
+    except ValueError as e:  # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
+        raise RunDirError(file, f"holds what no run writes ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(file, f"holds a JSON {type(data).__name__}, not an object")
     return data

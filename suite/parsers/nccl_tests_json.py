@@ -10,6 +10,8 @@ import json
 import math
 from typing import Any
 
+from suite import strict_json
+
 from . import ParseError
 from .nccl_tests_fields import _int_or_float, _is_int, _nranks_from_ratio, program_name
 
@@ -19,7 +21,7 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
     complete = True
     reason = None
     try:
-        data = json.loads(text)
+        data = strict_json.loads(text)
     except json.JSONDecodeError as e:
         raise ParseError(f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
                          f"if the run died mid-way, parse its stdout instead") from None
