@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from suite.commands import numbers
+from suite.commands import _numbers as numbers
 from ..costmodel import alphabeta as ab
 from . import usage_error
 

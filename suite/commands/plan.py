@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from suite.commands import numbers
+from suite.commands import _numbers as numbers
 from ..config import ProfileError, get_profile
 from . import usage_error
 

@@ -16,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from suite.commands import numbers
+from suite.commands import _numbers as numbers
 from ..config import PROFILES, ProfileError, get_profile
 from ..workloads.worker_cli import mistakes_from
 from . import usage_error

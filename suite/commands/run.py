@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from suite import run_lock
-from suite.commands import numbers
+from suite.commands import _numbers as numbers
 from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile

@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.commands import numbers
+from suite.commands import _numbers as numbers
 from .. import stages
 from ..config import PROFILES
 from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem

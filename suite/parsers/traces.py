@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import sqlite3
 import zlib
@@ -184,11 +185,21 @@ def load_json_trace(path: Path) -> dict[str, Any]:
             data = json.load(f)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ParseError(f"not a torch profiler trace (JSON, optionally gzipped): {e}") from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit integer; nesting deeper than the stack
+        what = "nested too deep" if isinstance(e, RecursionError) else str(e).split(";")[0]
+        raise ParseError(f"JSON no profiler writes ({what}): not a torch profiler trace") from None
     if isinstance(data, list):  # a bare Chrome trace: the event array alone
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ParseError("no traceEvents array: not a torch profiler / Chrome trace")
+    # Events whose times are not finite numbers (a string, a list, NaN, 1e400) place nothing on a timeline.
+    data["traceEvents"] = [e for e in data["traceEvents"] if isinstance(e, dict) and _times_are_numbers(e)]
     return data
+
+
+def _times_are_numbers(event: dict[str, Any]) -> bool:
+    return all(isinstance(event[k], (int, float)) and not isinstance(event[k], bool) and math.isfinite(event[k])
+               for k in ("ts", "dur") if k in event)
 
 
 def rank_of(data: dict[str, Any], path: Path | None = None) -> int:
@@ -229,7 +240,7 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
         launched_at = {
             e["args"]["correlation"]: float(e["ts"]) for e in complete
             if str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver")
-            and isinstance(e.get("args"), dict) and "correlation" in e["args"]
+            and isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), (int, str))
         }
         timeline = RankTimeline(rank=rank, source="kineto-gpu")
         for e in kernels:
