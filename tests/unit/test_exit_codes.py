@@ -90,11 +90,11 @@ def cases(d: Path) -> list[Case]:
         Case("run resume missing", s, ("run", "--resume", str(d / "nope")), 2, "not a run directory"),
         Case("run resume truncated manifest", s, ("run", "--resume", run("truncated-manifest")), 2, "manifest.json"),
         Case("plan ok", s, ("plan", "--gpus", "8"), 0),
-        Case("plan negative rate", s, ("plan", "--rate", "-1"), 2, "--rate"),
+        Case("plan negative rate", s, ("plan", "--rate", "-1"), 2, "--rate", usage=True),
         Case("plan unknown profile", s, ("plan", "--profile", "nosuch"), 2, "nosuch"),
         Case("model ok", s, ("model", "--cards", "8", "--sizes", "4M"), 0),
         Case("model bad size", s, ("model", "--sizes", "4Q"), 2, "4Q"),
-        Case("model no beta", s, ("model", "--beta", "0"), 2, "--beta"),
+        Case("model no beta", s, ("model", "--beta", "0"), 2, "--beta", usage=True),
         Case("no command", s, (), 2, "required", usage=True),
         # reports
         Case("report ok", r, (run("cpu"),), 0),
