@@ -16,7 +16,6 @@ import json
 import tempfile
 from pathlib import Path
 
-from suite.commands import _numbers as numbers
 from ..config import PROFILES, ProfileError, get_profile
 from ..workloads.worker_cli import mistakes_from
 from . import usage_error
@@ -26,7 +25,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="try every collective and point-to-point primitive once on the profile's ranks")
     p.add_argument("--profile", default="gloo-cpu", choices=sorted(PROFILES),
                    help="gloo-cpu: CPU processes on gloo; nccl-gpu: one process per GPU (default gloo-cpu)")
-    p.add_argument("--nproc", type=numbers.count, help="processes (default: the profile's)")
+    p.add_argument("--nproc", type=int, help="processes (default: the profile's)")
     p.add_argument("--raw-dir", type=Path, metavar="DIR",
                    help="keep the workers' logs and rows here (default: a temporary folder, removed after)")
     p.add_argument("--mistakes", default="", help="deliberate mistakes for the tests: wrong.<primitive>, comma-separated")
