@@ -42,23 +42,22 @@ def fraction(text: str) -> float:
     return value
 
 
-def count(text: str) -> int:
-    """A whole number of things, at least 1 (GPUs, processes, ranks)."""
+def _whole(text: str, low: int, high: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside {low}–{high}" if high < 1 << 62 else
+                                         f"{text!r} must be at least {low}")
     return value
+
+
+def count(text: str) -> int:
+    """A whole number of things, at least 1 (GPUs, processes, ranks)."""
+    return _whole(text, 1, 1 << 62, "a whole number")
 
 
 def port(text: str) -> int:
     """A TCP port, 1–65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is outside 1–65535")
-    return value
+    return _whole(text, 1, 65535, "a port number")

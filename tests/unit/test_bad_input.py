@@ -21,7 +21,7 @@ import pytest
 
 import suite.stages  # noqa: F401 - declares the config sections the synthetic runs record
 from tests.damaged_runs import damaged_run
-from tests.unit.test_exit_codes import DRIVER
+from tests.unit.test_exit_codes import run_cases
 
 REPO = Path(__file__).resolve().parents[2]
 NCCL = REPO / "tests" / "data" / "nccl-tests"
@@ -172,17 +172,7 @@ def inputs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def outcomes(inputs) -> dict[str, dict]:
-    all_cases = cases(inputs)
-    got = {}
-    for module in dict.fromkeys(c.module for c in all_cases):
-        mine = [c for c in all_cases if c.module == module]
-        child = subprocess.run([sys.executable, "-c", DRIVER, module, json.dumps([list(c.argv) for c in mine])],
-                               cwd=inputs, capture_output=True, text=True, timeout=600,
-                               env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)})
-        results = [json.loads(line) for line in child.stdout.splitlines() if line.startswith('{"argv"')]
-        assert len(results) == len(mine), child.stderr[-3000:]
-        got.update({c.name: r for c, r in zip(mine, results)})
-    return got
+    return run_cases(cases(inputs), cwd=inputs)  # in the inputs' folder: a `touch pwned` would land there
 
 
 @pytest.mark.parametrize("name", [c.name for c in cases(Path("/x"))])

@@ -152,14 +152,18 @@ def inputs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def outcomes(inputs) -> dict[str, dict]:
     """Every case run: one child process per CLI module."""
-    all_cases = cases(inputs)
+    return run_cases(cases(inputs))
+
+
+def run_cases(all_cases, cwd: Path = REPO) -> dict[str, dict]:
+    """Each case's {argv, code, out, err} by name: one child process per CLI module (`cwd`: where it runs)."""
     got = {}
     for module in dict.fromkeys(c.module for c in all_cases):
         mine = [c for c in all_cases if c.module == module]
         child = subprocess.run([sys.executable, "-c", DRIVER, module, json.dumps([list(c.argv) for c in mine])],
-                               cwd=REPO, capture_output=True, text=True, timeout=600,
-                               env={**os.environ, "MPLBACKEND": "Agg"})
-        results = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("{")]
+                               cwd=cwd, capture_output=True, text=True, timeout=600,
+                               env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)})
+        results = [json.loads(line) for line in child.stdout.splitlines() if line.startswith('{"argv"')]
         assert len(results) == len(mine), child.stderr[-3000:]
         got.update({c.name: result for c, result in zip(mine, results)})
     return got
