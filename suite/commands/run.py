@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from suite import run_lock
+from suite.fromjson import FieldTypeError
 from suite.commands import _numbers as numbers
 from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
@@ -123,7 +124,10 @@ def main(args) -> int:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
             if args.resume.is_dir():  # before reading it: the manifest may be mid-rewrite by the run holding it
                 run_lock.hold(args.resume)
-            run, profile = runner.resume_run(args.resume)
+            try:
+                run, profile = runner.resume_run(args.resume)
+            except (FieldTypeError, ProfileError, TypeError) as e:  # a recorded profile of the wrong types
+                raise RunDirError(args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}") from None
         else:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:

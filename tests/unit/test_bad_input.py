@@ -96,6 +96,8 @@ def cases(d: Path) -> list[Case]:
               Case(f"parse trace {name}", "types", S, ("parse", "trace", str(d / f"trace-{name}.json")), ANSWERED),
               Case(f"check manifest {name}", "types", S, ("check", str(d / f"manifest-{name}")), 2, "manifest.json"),
               Case(f"resume manifest {name}", "types", S, ("run", "--resume", str(d / f"manifest-{name}")), 2,
+                   "manifest.json"),
+              Case(f"resume profile {name}", "types", S, ("run", "--resume", str(d / f"profile-{name}")), 2,
                    "manifest.json")]
     return c
 
@@ -167,6 +169,10 @@ def inputs(tmp_path_factory) -> Path:
         damaged_run(d / f"manifest-{name}", "intact")
         manifest = (d / f"manifest-{name}" / "manifest.json").read_text()
         (d / f"manifest-{name}" / "manifest.json").write_text(manifest.replace('"schema_version": 1', f'"schema_version": {text}'))
+        damaged_run(d / f"profile-{name}", "intact")  # the recorded profile's process count: the value above
+        data = json.loads(manifest)
+        data["profile"]["nproc"] = "@"
+        (d / f"profile-{name}" / "manifest.json").write_text(json.dumps(data).replace('"@"', text))
     return d
 
 
