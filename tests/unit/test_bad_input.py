@@ -98,7 +98,13 @@ def cases(d: Path) -> list[Case]:
               Case(f"resume manifest {name}", "types", S, ("run", "--resume", str(d / f"manifest-{name}")), 2,
                    "manifest.json"),
               Case(f"resume profile {name}", "types", S, ("run", "--resume", str(d / f"profile-{name}")), 2,
-                   "manifest.json")]
+                   "manifest.json"),
+              Case(f"report manifest {name}", "types", R, (str(d / f"manifest-{name}"), "-o", str(d / f"m-{name}.html")),
+                   ANSWERED),
+              Case(f"report profile {name}", "types", R, (str(d / f"profile-{name}"), "-o", str(d / f"p-{name}.html")),
+                   ANSWERED),
+              Case(f"compare profile {name}", "types", R, ("compare", str(d / "run-ok"), str(d / f"profile-{name}"),
+                                                           "-o", str(d / f"c-{name}.html")), ANSWERED)]
     return c
 
 
