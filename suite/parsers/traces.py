@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import re
 import sqlite3
 import zlib
@@ -35,6 +34,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from suite.parsers.trace_values import check_kernel_row, times_are_numbers
 
 from . import ParseError
 
@@ -193,13 +194,8 @@ def load_json_trace(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ParseError("no traceEvents array: not a torch profiler / Chrome trace")
     # Events whose times are not finite numbers (a string, a list, NaN, 1e400) place nothing on a timeline.
-    data["traceEvents"] = [e for e in data["traceEvents"] if isinstance(e, dict) and _times_are_numbers(e)]
+    data["traceEvents"] = [e for e in data["traceEvents"] if isinstance(e, dict) and times_are_numbers(e)]
     return data
-
-
-def _times_are_numbers(event: dict[str, Any]) -> bool:
-    return all(isinstance(event[k], (int, float)) and not isinstance(event[k], bool) and math.isfinite(event[k])
-               for k in ("ts", "dur") if k in event)
 
 
 def rank_of(data: dict[str, Any], path: Path | None = None) -> int:
@@ -331,7 +327,8 @@ def nsys_timelines(conn: sqlite3.Connection, rank: int | None = None,
         return value
 
     by_device: dict[int, RankTimeline] = {}
-    for start, end, dev, *names in rows:
+    for index, (start, end, dev, *names) in enumerate(rows):
+        check_kernel_row(index, start, end, dev, names)
         dev = int(dev or 0)
         timeline = by_device.setdefault(dev, RankTimeline(rank=dev, source="nsys"))
         kind = c.kernel(*(text(n) for n in names))

@@ -105,7 +105,23 @@ def cases(d: Path) -> list[Case]:
                    ANSWERED),
               Case(f"compare profile {name}", "types", R, ("compare", str(d / "run-ok"), str(d / f"profile-{name}"),
                                                            "-o", str(d / f"c-{name}.html")), ANSWERED)]
+    c += [Case(f"parse nsys {name}", "types", S, ("parse", "trace", str(d / f"nsys-{name}.sqlite")), 2, "row 1")
+          for name in NSYS_ROWS]
     return c
+
+
+# nsys kernel rows (start, end, deviceId, shortName) SQLite holds but nsys never writes
+NSYS_ROWS = {"text-start": ("abc", 2000, 0, "k"), "inf-end": (1000, float("inf"), 0, "k"),
+             "text-device": (1000, 2000, "gpu0", "k"), "real-name": (1000, 2000, 0, 5.5)}
+
+
+def nsys_export(path: Path, row: tuple) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute('CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, "end", deviceId, shortName)')
+        conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?)", row)
+    conn.close()
 
 
 ANSWERED = -1  # exit 0 (what could be read, read) or 2 (one line): either answers; a traceback does not
@@ -168,6 +184,8 @@ def inputs(tmp_path_factory) -> Path:
         damaged_run(d / kind, "intact")
         recorded_counts(d / kind)
         spoil(d / kind, kind)
+    for name, row in NSYS_ROWS.items():
+        nsys_export(d / f"nsys-{name}.sqlite", row)
     for name, text in WRONG.items():
         (d / f"wrong-{name}.json").write_text(nccl_json().replace('"size": 8', f'"size": {text}'))
         event = '{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": %s, "dur": 5}' % text
