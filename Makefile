@@ -1,6 +1,6 @@
 # cardtime — two commands on a fresh machine: `make rehearse` and `make test`.
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+export PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -23,16 +23,20 @@ help:
 	@echo "make image      the CUDA image (nccl-tests, nsys, torch, the suite); make image-push IMAGE=registry/name:tag"
 	@echo "make rehearse-docker   the rehearsal inside the CPU image"
 
+# Command-line variables reach Python through the environment ("$$HOST"), never pasted into the recipe,
+# so quotes, `;` or `$$(…)` in a value cannot run anything on this machine. ARGS and PYTEST_ARGS are split
+# into words by bash ($${ARGS} unquoted), which runs nothing that is inside them.
+
 # The venv is (re)built when pyproject.toml changes. torch==2.13.0 is pinned: pip takes the CPU
 # build from local disk; an unpinned torch would pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || "$$PYTHON" -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
 rehearse: $(STAMP)
 	@mkdir -p runs; status=0; \
-	$(PY) -m suite run --profile "$${PROFILE:-gloo-cpu}" --out runs --record-last runs/LAST $(ARGS) || status=$$?; \
+	$(PY) -m suite run --profile "$${PROFILE:-gloo-cpu}" --out runs --record-last runs/LAST $${ARGS} || status=$$?; \
 	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
 	exit $$status
 
@@ -48,7 +52,7 @@ demo: $(STAMP)
 	$(PY) -m suite ingest $(DEMO_INPUTS) --gpu-model "$(DEMO_GPU)" --out runs --record-last runs/LAST
 
 report: $(STAMP)
-	$(PY) -m reports $(RUN)
+	$(PY) -m reports $${RUN:+"$$RUN"}
 
 # make compare RUNS="runs/a runs/b ..." [OUT=runs/compare.html]: runs side by side, ratios to the first.
 .PHONY: compare
@@ -57,9 +61,9 @@ compare: $(STAMP)
 	$(PY) -m reports compare $$RUNS -o "$${OUT:-runs/compare.html}"
 
 # The slowest tests are listed at the end so that a run over the 12-minute goal says where the time went.
-PYTEST_ARGS ?= --durations=25
+export PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $${PYTEST_ARGS}
 
 # make test-load [LOAD_RUNS=3] [LOAD_LOOPS=4]: the rehearsal's e2e tests beside busy loops (tests/loadgen.py),
 # LOAD_RUNS times; prints the verdict ids whose status differed between runs and fails on any (tests/load_verdicts.py).
@@ -92,8 +96,6 @@ bench: $(STAMP)
 #   [DETACH=tmux|setsid] [FETCH_EXPORTS=1] [FETCH=<job-id>: fetch, report, archive a run left on the host;
 #   `make remote-status` lists them] [NPROC=n: fewer processes per node than its GPUs; by default the run,
 #   on one host as on several, starts one per GPU that preflight's `nvidia-smi -L` lists, as make plan HOST= plans]
-# Command-line variables reach Python through the environment ("$$HOST"), never pasted into the
-# recipe, so quotes, `;` or `$$(…)` in a value cannot run anything on this machine.
 .PHONY: remote remote-status plan
 remote: $(STAMP)
 	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [TIER=quick|standard|soak [BURNIN_MIN=…]] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }

@@ -27,7 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)
+        print("interrupted: stopped at Ctrl-C (a run directory keeps its complete stages: --resume goes on)",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

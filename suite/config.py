@@ -55,6 +55,11 @@ class SweepConfig:
     driving every GPU, `<binary> … -g <nproc>` (ncclCommInitAll, no MPI needed)."""
 
     def __post_init__(self) -> None:
+        whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731 - 1e400 is a float: inf
+        if not (whole(self.min_bytes) and whole(self.max_bytes) and whole(self.factor)
+                and 1 <= self.min_bytes <= self.max_bytes <= 1 << 60 and self.factor >= 2):
+            raise ProfileError(f"sweep sizes min_bytes={self.min_bytes!r} max_bytes={self.max_bytes!r} "
+                               f"factor={self.factor!r}: whole numbers, 1 ≤ min ≤ max ≤ 2^60 bytes, factor ≥ 2")
         if self.nccl_tests_form not in NCCL_TESTS_FORMS:
             raise ProfileError(f"sweep.nccl_tests_form {self.nccl_tests_form!r} unknown: use "
                                f"{' or '.join(NCCL_TESTS_FORMS)}")

@@ -8,16 +8,36 @@ take the field's default. The profile recorded in a manifest is rebuilt this way
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
 
 
+class FieldTypeError(ValueError):
+    """A JSON value of another type than its field's: a string where a number is, a list where a name is."""
+
+
 def from_plain(cls: type, data: dict) -> Any:
-    """An instance of dataclass `cls` from its asdict()/JSON form."""
+    """An instance of dataclass `cls` from its asdict()/JSON form; FieldTypeError naming the first field whose
+    value is not of its annotated type."""
+    if not isinstance(data, dict):
+        raise FieldTypeError(f"{cls.__name__}: a JSON {type(data).__name__}, not an object")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls) if f.init}
-    return cls(**{k: _value_as(hints[k], v) for k, v in data.items() if k in known})
+    return cls(**{k: _checked(cls, k, hints[k], v) for k, v in data.items() if k in known})
+
+
+# Scalars a field's annotation names, and the JSON values each accepts (an int where a float is declared).
+_SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+
+
+def _checked(cls: type, name: str, hint: Any, value: Any) -> Any:
+    accepted = _SCALARS.get(hint)
+    if accepted and (not isinstance(value, accepted) or (hint is not bool and isinstance(value, bool))
+                     or (isinstance(value, float) and not math.isfinite(value))):
+        raise FieldTypeError(f"{cls.__name__}.{name} is {str(value)[:40]!r}, not a {hint.__name__}")
+    return _value_as(hint, value)
 
 
 def _value_as(hint: Any, value: Any) -> Any:

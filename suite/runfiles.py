@@ -19,6 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from suite import strict_json
+from suite.regular_files import check_replaceable, not_regular_problem
+
 REDO = "rerun the run (python -m suite run --out NEW_DIR) or restore the file from the run's archive"
 
 
@@ -33,6 +36,7 @@ class RunDirError(RuntimeError):
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half."""
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -48,6 +52,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_with(path: Path, writer) -> None:
     """`writer(temporary_path)` writes the file; it then replaces `path` in one rename."""
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -61,6 +66,7 @@ def atomic_write_with(path: Path, writer) -> None:
 
 def read_text(file: Path) -> str:
     """The file's text; RunDirError when it is missing, not a file, unreadable or not UTF-8."""
+    _refuse_non_regular(file)
     try:
         return Path(file).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -81,10 +87,12 @@ def read_json_object(file: Path) -> dict[str, Any]:
     if not text.strip():
         raise RunDirError(file, "empty (the write was interrupted or the copy is incomplete)")
     try:
-        data = json.loads(text)
+        data = strict_json.loads(text)
     except json.JSONDecodeError as e:
         cut = "; it ends mid-document: truncated" if not text.rstrip().endswith(("}", "]")) else ""
         raise RunDirError(file, f"not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}{cut})") from None
+    except ValueError as e:  # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
+        raise RunDirError(file, f"holds what no run writes ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(file, f"holds a JSON {type(data).__name__}, not an object")
     return data
@@ -97,6 +105,7 @@ def read_parquet(file: Path, columns: tuple[str, ...]):
     file = Path(file)
     if not file.exists():
         raise RunDirError(file, "missing")
+    _refuse_non_regular(file)
     try:
         frame = pd.read_parquet(file)
     except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ValueError… for a damaged file
@@ -119,6 +128,13 @@ def read_csv_records(file: Path, columns: tuple[str, ...]) -> list[dict[str, str
         return list(reader)
     except csv.Error as e:
         raise RunDirError(file, f"not valid CSV ({e})") from None
+
+
+def _refuse_non_regular(file: Path) -> None:
+    """A FIFO or a device in a run directory's place would block or never end: refused by its kind."""
+    problem = not_regular_problem(file)
+    if problem and not Path(file).is_dir():
+        raise RunDirError(file, problem.split(":")[0], fix="the run directory is damaged; restore the file")
 
 
 def _first_sentence(error: Exception) -> str:

@@ -270,7 +270,8 @@ def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Exp
         if isinstance(versions, dict):
             run.manifest.setdefault("versions", {}).update(versions)
     state = run.stage_state(name)
-    state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows))
+    state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows),
+                 verdicts=sum(v.stage == name for v in verdicts))
     run.save_manifest()
     counts = status_counts(verdicts)
     word = "done" if status == "complete" else "FAILED"

@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 
 # A host name, an IPv4 address or a bracketed IPv6 address: no spaces, no shell characters.
-_HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>\d{1,5}))?$")
+# Neither user nor host may begin with "-": `ssh -G -v` would read the host as an option.
+_HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
+                      r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._][A-Za-z0-9._-]*)(?::(?P<port>\d{1,5}))?$")
 
 
 class HostSpecError(ValueError):
@@ -78,7 +80,7 @@ def resolve(spec: HostSpec, ssh_config: str | None = None) -> SshTarget:
     if shutil.which("ssh") is None:
         return SshTarget(spec.host, spec.user, spec.port or 22)
     argv = ["ssh", "-G", *(["-F", ssh_config] if ssh_config else []), *(["-p", str(spec.port)] if spec.port else []),
-            *(["-l", spec.user] if spec.user else []), spec.host]
+            *(["-l", spec.user] if spec.user else []), "--", spec.host]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     if r.returncode != 0:
         raise HostSpecError(f"ssh -G {spec.host} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}"

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from suite.cluster.sbatch_values import sbatch_value_problem
 from suite.cluster.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
 
@@ -70,6 +71,10 @@ def slurm_main(opts: SlurmOptions, stream=None) -> int:
         raise ValueError("no partition: make slurm SLURM_HOST=… PARTITION=… (`sinfo -s` on the login node lists them)")
     if opts.nodes < 1 or opts.gpus_per_node < 1:
         raise ValueError(f"NODES={opts.nodes} GPUS_PER_NODE={opts.gpus_per_node}: both must be at least 1")
+    problem = sbatch_value_problem(partition=opts.partition, account=opts.account, time_limit=opts.time_limit,
+                                   container_image=opts.container_image, socket_ifname=opts.socket_ifname)
+    if problem:  # refused here, before any SSH: the script is written on the login node from these values
+        raise ValueError(problem)
     opts.stages = validate_stages(opts.stages)
     gpu = needs_gpu(opts.profile)  # an unknown profile fails here, before any SSH
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import shlex
 from typing import Sequence
 
+from suite.cluster.sbatch_values import sbatch_value_problem
+
 SRUN_ARGS_ENV = "CARDTIME_SRUN_ARGS"  # extra words for every srun (pyxis's --container-image …)
 JOB_NAME = "cardtime"  # every job make slurm submits: how the user's own queued ones are found again
 
@@ -82,6 +84,10 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
 
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError(f"NODES={nodes} GPUS_PER_NODE={gpus_per_node}: both must be at least 1")
+    problem = sbatch_value_problem(partition=partition, account=account, time_limit=time_limit,
+                                   container_image=container_image, socket_ifname=socket_ifname)
+    if problem:
+        raise ValueError(problem)
     run = [python, "-m", "suite", "run", "--profile", profile, "--nproc", str(gpus_per_node), "--out", out]
     run += (["--stages", stages] if stages else []) + (["--socket-ifname", socket_ifname] if socket_ifname else [])
     # The job's own files, named by the id Slurm gives it (the script is written before there is one).

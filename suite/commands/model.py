@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from suite.commands import _numbers as numbers
 from ..costmodel import alphabeta as ab
 from . import usage_error
 
@@ -30,13 +31,13 @@ def parse_size(text: str) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("model", help="ring vs tree all-reduce times and DP communication share from the α-β model")
-    p.add_argument("--alpha", type=float, default=5e-6, help="per-step latency α, seconds (default 5e-6)")
-    p.add_argument("--beta", type=float, default=200e9, help="link bandwidth β, bytes/s (default 200e9)")
-    p.add_argument("--cards", type=int, nargs="+", default=[2, 4, 8], help="ranks (default 2 4 8)")
+    p.add_argument("--alpha", type=numbers.not_negative, default=5e-6, help="per-step latency α, seconds (default 5e-6)")
+    p.add_argument("--beta", type=numbers.positive, default=200e9, help="link bandwidth β, bytes/s (default 200e9)")
+    p.add_argument("--cards", type=numbers.count, nargs="+", default=[2, 4, 8], help="ranks (default 2 4 8)")
     p.add_argument("--sizes", nargs="+", default=["4K", "64K", "1M", "4M", "64M", "1G"],
                    help="message sizes, binary units (default 4K 64K 1M 4M 64M 1G)")
     p.add_argument("--grad-bytes", help="gradient bytes per step for the DP share (e.g. 14G)")
-    p.add_argument("--step-time", type=float, help="compute time of one step, seconds, for the DP share")
+    p.add_argument("--step-time", type=numbers.positive, help="compute time of one step, seconds, for the DP share")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
     p.set_defaults(func=main)
 

@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from suite.regular_files import not_regular_problem
+
 from ..parsers import ParseError
 from . import usage_error
 
@@ -54,6 +56,9 @@ def main(args) -> int:
         return usage_error(f"{args.file}: no such file")
     if args.file.is_dir():
         return usage_error(f"{args.file}: a directory; name one file of {args.kind} output inside it")
+    problem = not_regular_problem(args.file)
+    if problem:
+        return usage_error(f"{args.file}: {problem}")
     module = importlib.import_module(PARSERS[args.kind])
     try:
         data = module.parse_file(args.file) if args.kind in READ_WHOLE else parse_pasted(args.kind, module, args.file)

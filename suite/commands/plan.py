@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from suite.commands import _numbers as numbers
 from ..config import ProfileError, get_profile
 from . import usage_error
 
@@ -16,20 +17,20 @@ from . import usage_error
 def add_parser(sub) -> None:
     p = sub.add_parser("plan", help="expected duration of every stage on a profile, and the cost at a rate")
     p.add_argument("--profile", default="nccl-gpu", help="profile to plan (default nccl-gpu)")
-    p.add_argument("--gpus", type=int, help="GPUs on the box (default: the profile's nproc)")
+    p.add_argument("--gpus", type=numbers.count, help="GPUs on the box (default: the profile's nproc)")
     p.add_argument("--gpu", default=None, help="GPU name, e.g. 'NVIDIA H100 80GB HBM3' (default H100)")
-    p.add_argument("--rate", type=float, help="price of the host, $/hour")
-    p.add_argument("--alpha", type=float, help="per-step latency α, s (default 5e-6)")
-    p.add_argument("--beta", type=float, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)")
-    p.add_argument("--mfu", type=float, help="assumed model FLOPs utilisation (default 0.35)")
+    p.add_argument("--rate", type=numbers.not_negative, help="price of the host, $/hour")
+    p.add_argument("--alpha", type=numbers.not_negative, help="per-step latency α, s (default 5e-6)")
+    p.add_argument("--beta", type=numbers.positive, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)")
+    p.add_argument("--mfu", type=numbers.fraction, help="assumed model FLOPs utilisation (default 0.35)")
     p.add_argument("--image", choices=("build", "pull"), default="build",
                    help="the CUDA image built on the box (default) or pulled (make remote IMAGE=…)")
     p.add_argument("--runtime", choices=("docker", "host"), default="docker", help="docker (default) or host")
-    p.add_argument("--download-rate", type=float, metavar="MB/S",
+    p.add_argument("--download-rate", type=numbers.positive, metavar="MB/S",
                    help="the box's download rate as preflight measured it (default: an assumed 25 MB/s)")
     p.add_argument("--nodes", default="", metavar="N|A,B",
                    help="a multi-node run: the number of nodes, or the nodes themselves (make plan NODES=2 | HOSTS=a,b)")
-    p.add_argument("--inter-node", type=float, metavar="GB/S",
+    p.add_argument("--inter-node", type=numbers.positive, metavar="GB/S",
                    help="inter-node bandwidth per GPU, GB/s: NIC rate × NICs per node ÷ GPUs per node (default 50)")
     p.add_argument("--tier", choices=("quick", "standard", "soak"), help="plan a tier's stages and burn-in (BURNIN_MIN=)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")

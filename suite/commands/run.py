@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
 
+from suite import run_lock
+from suite.fromjson import FieldTypeError
+from suite.commands import _numbers as numbers
 from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
@@ -31,10 +35,10 @@ def add_parser(sub) -> None:
                    help="folder for new run directories (default runs/)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue this run: complete stages are kept, the others run")
-    p.add_argument("--nproc", type=int, help="processes per node (default: the profile's; on a GPU box, its GPU count)")
+    p.add_argument("--nproc", type=numbers.count, help="processes per node (default: the profile's; on a GPU box, its GPU count)")
     p.add_argument("--stage-timeout", metavar="SECONDS|STAGE=SECONDS,…",
                    help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)")
-    p.add_argument("--master-port", type=int, help="fixed rendezvous port (default: a free one per launch)")
+    p.add_argument("--master-port", type=numbers.port, help="fixed rendezvous port (default: a free one per launch)")
     p.add_argument("--keep-going", action="store_true",
                    help="run the GPU stages even when topology finds fewer usable GPUs than the profile needs")
     p.add_argument("--nodes", metavar="A,B", help="a multi-node run: the nodes as [user@]host[:port], this node first "
@@ -78,8 +82,8 @@ def parse_timeouts(spec: str | None) -> dict[str, float]:
             value = float(seconds)
         except ValueError:
             raise ValueError(f"--stage-timeout: {part!r} is not SECONDS or STAGE=SECONDS") from None
-        if value <= 0:
-            raise ValueError(f"--stage-timeout: {part!r} must be positive")
+        if not math.isfinite(value) or value <= 0:  # NaN compares false with everything: no limit at all
+            raise ValueError(f"--stage-timeout: {part!r} must be a positive number of seconds")
         out[key] = value
     return out
 
@@ -159,7 +163,12 @@ def main(args) -> int:
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
-            run, profile = runner.resume_run(args.resume)
+            if args.resume.is_dir():  # before reading it: the manifest may be mid-rewrite by the run holding it
+                run_lock.hold(args.resume)
+            try:
+                run, profile = runner.resume_run(args.resume)
+            except (FieldTypeError, ProfileError, TypeError) as e:  # a recorded profile of the wrong types
+                raise RunDirError(args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}") from None
         else:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
@@ -173,12 +182,20 @@ def main(args) -> int:
             profile = profile.with_overrides(launcher=args.launcher)
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
-    except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError) as e:  # NodesError too
+            run_lock.hold(run.path)  # a --resume of this directory from elsewhere waits for this run to end
+    except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError,
+            run_lock.RunLockedError) as e:  # NodesError too
+        return usage_error(str(e))
         return usage_error(str(e))
     if args.record_last:
         args.record_last.parent.mkdir(parents=True, exist_ok=True)
         args.record_last.write_text(str(run.path) + "\n")
-    outcome = runner.execute(run, profile, keep_going=args.keep_going)
+    try:
+        outcome = runner.execute(run, profile, keep_going=args.keep_going)
+    except OSError as e:  # a full disk, a folder gone: the stages complete so far are kept, --resume goes on
+        where = e.filename or run.path
+        return usage_error(f"{where}: {e.strerror or e}; free space (or fix the folder), then "
+                           f"python -m suite run --resume {run.path}")
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
     from suite.box_verdict import box_verdict

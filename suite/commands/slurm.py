@@ -17,6 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.commands import _numbers as numbers
 from .. import stages
 from ..config import PROFILES
 from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
@@ -29,8 +30,8 @@ POLL_S = 3.0  # scontrol once per 3 s: light on the controller, a job's end seen
 def add_parser(sub) -> None:
     p = sub.add_parser("slurm", help="write (and --submit) the sbatch script running the suite across NODES nodes")
     p.add_argument("--partition", default="", help="the partition to run in (required unless --attach)")
-    p.add_argument("--nodes", type=int, default=2, help="nodes to allocate (default 2)")
-    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs (and ranks) per node (default 8)")
+    p.add_argument("--nodes", type=numbers.count, default=2, help="nodes to allocate (default 2)")
+    p.add_argument("--gpus-per-node", type=numbers.count, default=8, help="GPUs (and ranks) per node (default 8)")
     p.add_argument("--account", default="", help="the account to charge, where the cluster asks for one")
     p.add_argument("--time", default="", metavar="HH:MM:SS", help="the job's time limit (default: the partition's)")
     p.add_argument("--profile", default="nccl-gpu", choices=sorted(PROFILES))

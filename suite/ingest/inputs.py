@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite.parsers.pasted import clean
+from suite.regular_files import not_regular_problem
 
 from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
 
@@ -181,12 +182,17 @@ def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
                                                                                  f.relative_to(p).parts))
         elif p.is_file():
             files.append(p)
+        elif p.exists():  # a FIFO or a device: reading it would block or never end
+            missing.append(Unused(p, not_regular_problem(p) or "not a regular file"))
         else:
             missing.append(Unused(p, "no such file or folder"))
     return files, missing
 
 
 def read(path: Path) -> list[Capture] | Unused:
+    problem = not_regular_problem(path)  # too large, or replaced by a FIFO since it was listed
+    if problem:
+        return Unused(path, problem)
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD_BYTES)

@@ -318,6 +318,8 @@ def _parse_row(line: str, table: _Table) -> dict[str, Any] | None:
         time_token = group_tokens[0]
         if _number(time_token) is None and time_token.lower() != "nan":
             return None
+    if not (params[0].isdigit() and params[1].isdigit()) or len(params[0]) > 19:  # "-8", "1e400": no table row
+        return None
     row: dict[str, Any] = {"size": int(params[0]), "count": int(params[1]),
                            "type": params[2] if len(params) > 2 else None, "redop": None, "root": None}
     rest, names = params[3:], [n for n in table.params[3:] if n in ("redop", "root")]

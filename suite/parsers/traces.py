@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from suite.parsers.trace_values import check_kernel_row, times_are_numbers
+
 from . import ParseError
 
 # HTA's communication test is `^nccl.*Kernel`; gloo's spans are named gloo:all_reduce, gloo:broadcast, …
@@ -184,10 +186,15 @@ def load_json_trace(path: Path) -> dict[str, Any]:
             data = json.load(f)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ParseError(f"not a torch profiler trace (JSON, optionally gzipped): {e}") from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit integer; nesting deeper than the stack
+        what = "nested too deep" if isinstance(e, RecursionError) else str(e).split(";")[0]
+        raise ParseError(f"JSON no profiler writes ({what}): not a torch profiler trace") from None
     if isinstance(data, list):  # a bare Chrome trace: the event array alone
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ParseError("no traceEvents array: not a torch profiler / Chrome trace")
+    # Events whose times are not finite numbers (a string, a list, NaN, 1e400) place nothing on a timeline.
+    data["traceEvents"] = [e for e in data["traceEvents"] if isinstance(e, dict) and times_are_numbers(e)]
     return data
 
 
@@ -229,7 +236,7 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
         launched_at = {
             e["args"]["correlation"]: float(e["ts"]) for e in complete
             if str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver")
-            and isinstance(e.get("args"), dict) and "correlation" in e["args"]
+            and isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), (int, str))
         }
         timeline = RankTimeline(rank=rank, source="kineto-gpu")
         for e in kernels:
@@ -320,7 +327,8 @@ def nsys_timelines(conn: sqlite3.Connection, rank: int | None = None,
         return value
 
     by_device: dict[int, RankTimeline] = {}
-    for start, end, dev, *names in rows:
+    for index, (start, end, dev, *names) in enumerate(rows):
+        check_kernel_row(index, start, end, dev, names)
         dev = int(dev or 0)
         timeline = by_device.setdefault(dev, RankTimeline(rank=dev, source="nsys"))
         kind = c.kernel(*(text(n) for n in names))

@@ -184,6 +184,8 @@ def select(spec: str | None, profile: str | None = None) -> list[str]:
     if not spec:
         return stages
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    if not wanted:  # ",," names no stage: a run of nothing would pass vacuously
+        raise StageSelectionError(f"--stages {spec!r} names no stage: choose from {', '.join(stages)}")
     unknown = [s for s in wanted if s not in REGISTRY.order]
     if unknown:
         raise StageSelectionError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(stages)}")

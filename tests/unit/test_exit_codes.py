@@ -93,11 +93,11 @@ def cases(d: Path) -> list[Case]:
         Case("run resume missing", s, ("run", "--resume", str(d / "nope")), 2, "not a run directory"),
         Case("run resume truncated manifest", s, ("run", "--resume", run("truncated-manifest")), 2, "manifest.json"),
         Case("plan ok", s, ("plan", "--gpus", "8"), 0),
-        Case("plan negative rate", s, ("plan", "--rate", "-1"), 2, "--rate"),
+        Case("plan negative rate", s, ("plan", "--rate", "-1"), 2, "--rate", usage=True),
         Case("plan unknown profile", s, ("plan", "--profile", "nosuch"), 2, "nosuch"),
         Case("model ok", s, ("model", "--cards", "8", "--sizes", "4M"), 0),
         Case("model bad size", s, ("model", "--sizes", "4Q"), 2, "4Q"),
-        Case("model no beta", s, ("model", "--beta", "0"), 2, "--beta"),
+        Case("model no beta", s, ("model", "--beta", "0"), 2, "--beta", usage=True),
         Case("no command", s, (), 2, "required", usage=True),
         # reports
         Case("report ok", r, (run("cpu"),), 0),
@@ -166,14 +166,18 @@ def inputs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def outcomes(inputs) -> dict[str, dict]:
     """Every case run: one child process per CLI module."""
-    all_cases = cases(inputs)
+    return run_cases(cases(inputs))
+
+
+def run_cases(all_cases, cwd: Path = REPO) -> dict[str, dict]:
+    """Each case's {argv, code, out, err} by name: one child process per CLI module (`cwd`: where it runs)."""
     got = {}
     for module in dict.fromkeys(c.module for c in all_cases):
         mine = [c for c in all_cases if c.module == module]
         child = subprocess.run([sys.executable, "-c", DRIVER, module, json.dumps([list(c.argv) for c in mine])],
-                               cwd=REPO, capture_output=True, text=True, timeout=600,
-                               env={**os.environ, "MPLBACKEND": "Agg"})
-        results = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("{")]
+                               cwd=cwd, capture_output=True, text=True, timeout=600,
+                               env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)})
+        results = [json.loads(line) for line in child.stdout.splitlines() if line.startswith('{"argv"')]
         assert len(results) == len(mine), child.stderr[-3000:]
         got.update({c.name: result for c, result in zip(mine, results)})
     return got
