@@ -68,10 +68,10 @@ test: $(STAMP)
 # make test-load [LOAD_RUNS=3] [LOAD_LOOPS=4]: the rehearsal's e2e tests beside busy loops (tests/loadgen.py),
 # LOAD_RUNS times; prints the verdict ids whose status differed between runs and fails on any (tests/load_verdicts.py).
 .PHONY: test-load
-LOAD_RUNS ?= 3
-LOAD_LOOPS ?= 4
+export LOAD_RUNS ?= 3
+export LOAD_LOOPS ?= 4
 test-load: $(STAMP)
-	$(PY) -m tests.load_verdicts --runs "$(LOAD_RUNS)" --loops "$(LOAD_LOOPS)"
+	$(PY) -m tests.load_verdicts --runs "$$LOAD_RUNS" --loops "$$LOAD_LOOPS"
 
 # The report-structure golden file (tests/data/report_structure.golden.txt): the test only compares;
 # this is the one command that writes it. Review `git diff` before committing.

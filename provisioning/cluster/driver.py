@@ -64,7 +64,7 @@ class NodeRunSettings:
 @dataclass
 class Probed:
     spec: Any
-    """provisioning.hosts.HostSpec"""
+    """provisioning.session.hosts.HostSpec"""
     facts: preflight.HostFacts
     decision: preflight.Decision
 

@@ -299,7 +299,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
 
 def _without_nvlink(facts: dict, smi: dict | None) -> str:
-    """Why an NVLink check has nothing to judge: the GPU model has no NVLink (suite/gpus.py); '' otherwise."""
+    """Why an NVLink check has nothing to judge: the GPU model has no NVLink (suite/hardware/gpus.py); '' otherwise."""
     name = next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None) or \
         (facts.get("topology") or {}).get("gpu_model")
     model = gpu_for(name) if name else None

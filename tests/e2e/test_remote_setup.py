@@ -140,6 +140,7 @@ FAKE_NVIDIA_SMI = r"""#!/bin/sh
 # One H100 on an R550 driver, as `nvidia-smi` answers the probe (preflight.PROBE_SCRIPT).
 case "$*" in
   -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-000000000000)" ;;
+  *compute_cap*) printf 'index, name, compute_cap, driver_version\n0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n' ;;
   *driver_version*) echo "550.54.15" ;;
 esac
 """

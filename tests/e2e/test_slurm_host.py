@@ -153,7 +153,7 @@ NODE_LOSS_UNDER_SRUN = """
 import json, os, sys, types
 from pathlib import Path
 from suite.config import get_profile
-from suite.multinode import nodes_from_slurm
+from suite.cluster.multinode import nodes_from_slurm
 from suite.stages import _node_loss
 out, ifname = Path(sys.argv[1]), sys.argv[2]
 out.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ def provisioning_remote(cluster, hosts: str, tmp_path: Path, laptop: Path, *extr
 NODE_LOSS = """
 import json, sys, types
 from pathlib import Path
+import suite.stages  # the stage registry declares the profile's config sections (profile.fault)
 from suite.config import get_profile
 from suite.cluster import node_loss as _node_loss
 out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -53,6 +53,7 @@ STAND_IN = "cardtime-test:stand-in"
 FAKE_NVIDIA_SMI = """#!/bin/sh
 # One H100 on an R550 driver, as nvidia-smi answers the preflight probe (provisioning/session/preflight.py's PROBE_SCRIPT).
 case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-00000000000b)" ;;
+  *compute_cap*) printf 'index, name, compute_cap, driver_version\n0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n' ;;
   *driver_version*) echo "550.54.15" ;; esac
 """
 

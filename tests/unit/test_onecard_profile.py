@@ -11,7 +11,7 @@ from suite import stages
 from suite.config import NCCL_1GPU, PROFILES, ProfileError, get_profile, profile_from_dict
 from suite.plan.hours import estimate
 
-ONE_CARD_STAGES = ["health", "topology", "baseline", "memory", "precision", "nccl1gpu", "pinned"]
+ONE_CARD_STAGES = ["health", "topology", "baseline", "burnin", "memory", "precision", "nccl1gpu", "pinned"]
 
 
 def test_the_profile_is_one_process_of_nccl_on_cuda():

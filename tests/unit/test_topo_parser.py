@@ -13,7 +13,7 @@ from suite.parsers.topo import nvlink_count, parse, parse_file
 from suite.stages._topology_rules import verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
-CAPTURES = sorted(DATA.glob("*.txt"))
+CAPTURES = sorted(p for p in DATA.glob("*.txt") if "-p2p-" not in p.name)  # `topo -p2p` ones: tests of suite/parsers/p2p.py
 PARSE_KEYS = ("gpus", "num_gpus", "links", "nics", "nic_legend", "gpu_nic_links", "cpu_affinity",
               "numa_affinity", "gpu_numa_id", "trailing_columns")
 
