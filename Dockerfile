@@ -159,7 +159,7 @@ RUN torch_req="$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' /opt/cardtime/pyproject
  && if [ "${TORCH_BUILD}" = cuda ] && [ "${torch_cuda%%.*}" != "$(echo "${CUDA_LINE}" | cut -c3-4)" ]; then \
       echo "torch is a CUDA ${torch_cuda:-none} build in a ${CUDA_LINE} image: TORCH_INDEX_URL must be the line's index" >&2; exit 1; \
     fi \
- && pip show "${NCCL_WHEEL%%=*}" | grep -qx "Version: ${NCCL_WHEEL##*==}" \
+ && pip show "${NCCL_WHEEL%%=*}" | grep -x "Version: ${NCCL_WHEEL##*==}" >/dev/null \
  && echo "${TORCH_BUILD}" > /opt/cardtime-torch-build \
  && rm -rf /tmp/wheels
 
