@@ -154,7 +154,8 @@ import json, os, sys, types
 from pathlib import Path
 from suite.config import get_profile
 from suite.cluster.multinode import nodes_from_slurm
-from suite.stages import _node_loss
+import suite.stages  # the stage registry declares the profile's config sections (profile.fault)
+from suite.cluster import node_loss as _node_loss
 out, ifname = Path(sys.argv[1]), sys.argv[2]
 out.mkdir(parents=True, exist_ok=True)
 profile = get_profile("gloo-cpu", 1).with_overrides(nodes=nodes_from_slurm(os.environ), socket_ifname=ifname,
