@@ -38,7 +38,7 @@ from provisioning.runtime import cuda_check, hostruntime
 from provisioning.session import preflight
 from provisioning.cluster.nodes import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
 from provisioning.session.connection import Remote, RemoteError
-from provisioning.session.shell import join, quote
+from provisioning.session.shell import given_flags, join, quote
 from provisioning.runtime.suite_container import host_user
 from provisioning.job.lifecycle import run_job, suite_args
 from provisioning.session.login import connect_for_transfers, host_key_record, run_preflight
@@ -131,16 +131,9 @@ def node_world(opts, settings: NodeRunSettings):
 
 def suite_node_args(labels: list[str], settings: NodeRunSettings) -> list[str]:
     """`python -m suite run`'s multi-node arguments (--nproc comes with suite_args, from the GPUs counted)."""
-    args = ["--nodes", ",".join(labels)]
-    if settings.ssh_config:
-        args += ["--ssh-config", settings.ssh_config]
-    if settings.socket_ifname:
-        args += ["--socket-ifname", settings.socket_ifname]
-    if settings.node_addrs:
-        args += ["--node-addrs", settings.node_addrs]
-    if settings.master_port:
-        args += ["--master-port", str(settings.master_port)]
-    return args
+    return ["--nodes", ",".join(labels)] + given_flags([
+        ("--ssh-config", settings.ssh_config), ("--socket-ifname", settings.socket_ifname),
+        ("--node-addrs", settings.node_addrs), ("--master-port", settings.master_port)])
 
 
 def other_nodes_setup(job_dir: str, nodes: list[Node], ssh_config: str) -> str:

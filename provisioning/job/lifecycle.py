@@ -14,6 +14,7 @@ from provisioning.job.follow import follow
 from provisioning.session.connection import Remote, RemoteError
 from provisioning.session.login import connect
 from provisioning.session.options import RemoteOptions
+from provisioning.session.shell import given_flags
 from provisioning.session.steps import Steps
 
 
@@ -24,13 +25,7 @@ def suite_args(opts: RemoteOptions, base: str, last_file: str, resume_dir: str |
         return ["run", "--resume", resume_dir, "--record-last", last_file]
     args = ["run", "--profile", opts.profile, "--out", f"{base}/runs", "--record-last", last_file,
             *world.nproc_args(opts.profile, gpus, opts.nproc)]
-    if opts.stages:
-        args += ["--stages", opts.stages]
-    if opts.tier:
-        args += ["--tier", opts.tier]
-    if opts.burnin_min:
-        args += ["--burnin-min", opts.burnin_min]
-    return args
+    return args + given_flags([("--stages", opts.stages), ("--tier", opts.tier), ("--burnin-min", opts.burnin_min)])
 
 
 def refuse_choice(choice: jobchoice.Choice, opts: RemoteOptions, steps: Steps) -> int:

@@ -15,6 +15,11 @@ import shlex
 from typing import Iterable
 
 
+def given_flags(pairs: Iterable[tuple[str, object]]) -> list[str]:
+    """`[flag, value]` for each pair whose value is set ('' / 0 / None leave the flag out): a command line's options."""
+    return [word for flag, value in pairs if value for word in (flag, str(value))]
+
+
 def quote(value: object) -> str:
     """One POSIX-shell word for `value`, whatever characters it holds."""
     return shlex.quote(str(value))
