@@ -28,11 +28,23 @@ STAGE = "bandwidth"
 PEAK_SHARE = 0.7  # the bandwidth stage's floor: 70% of the ceiling, within a node and across nodes
 PCIE_SHARE = 0.4
 """The floor of a ring that runs over PCIe (direct P2P or staged through host memory): what real PCIe boxes reach.
-Published: NVIDIA/nccl issue 1639, 8× RTX 5090 (PCIe Gen5 x16, 63 GB/s per direction) all_reduce busbw 28 GB/s
-with 8 GPUs and 35 GB/s with 4 (44% and 56%), which NCCL's maintainer answered is what a PCIe system delivers
-("usually determined by the bandwidth your CPU and memory can deliver"); NVIDIA/nccl issue 1530 (8× RTX 4090)
-reports the same poor ring utilisation on PCIe. 70% of the link is an NVLink figure that no such box reaches.
-Not found as published all_reduce tables: 8× H100 PCIe, 8× L40S, 4× A10G; their floor is this one."""
+Published all_reduce busbw on PCIe boxes (source, box, size: busbw, and its share of the suite's per-direction link
+peak, suite/hardware/gpus.py PCIE_X16_GBps):
+- NVIDIA/nccl issue 1639 (2025-03-14): 8x RTX 5090, PCIe Gen5 x16 (63 GB/s), -b 1G -e 8G: 28 GB/s (44%); 4 of
+  them: 35 GB/s (56%). NCCL's maintainer: that is what a PCIe system delivers ("usually determined by the
+  bandwidth your CPU and memory can deliver").
+- tinygrad/open-gpu-kernel-modules issue 36 (tests/data/nccl-tests/28): 4x RTX 4090, Gen4 x16 (31.5 GB/s),
+  direct P2P, 1 GiB: 25.95 GB/s (82%).
+- tinygrad/open-gpu-kernel-modules pull 22 (2024-11-15): 4x RTX 4090, Gen4 x16, NCCL_P2P_LEVEL=SYS, 64 MiB (the
+  largest row of the stored copy): 12.76 GB/s (41%), the lowest figure found on a working box: a share above
+  ~40% would fail it.
+- kalavai-net/kalavai-client scripts/README.md (tests/data/nccl-tests/15): 4x RTX 4090 in a container, 2 GiB:
+  2.59 GB/s (8%), a run an expert calls broken, which this floor fails.
+- NVIDIA/nccl issue 1530 (2024-12-02) and NVIDIA/nccl-tests issue 269 (2024-11-20): 8x RTX 4090 ring tables posted
+  as poor; their rows are not in the stored copies, so no figure is taken from them.
+No working box above falls below 40%, so the share stands; 70% of the link is an NVLink figure no PCIe box reaches.
+Not found as published all_reduce tables: 8x H100 PCIe, 8x L40S, 4x A10G (g5.12xlarge; the 8x A10G g5.48xlarge of
+NVIDIA/nccl issue 1298 is discussed as slow, its tables are attachments); their floor is this one."""
 
 
 def floor_share(peak: LinkPeak) -> float:

@@ -128,7 +128,7 @@ def ranks_of(text: str) -> dict[str, Any]:
     """The GPU names and host nccl-tests prints per rank (`#  Rank  0 … on box device 0 [0x1a] NVIDIA …`)."""
     names, host = {}, None
     for raw in text.splitlines():
-        m = nccl_tests.RANK_LINE.match(nccl_tests.MPI_TAG.sub("", raw))
+        m = nccl_tests.RANK_LINE.match(nccl_tests.MPI_TAG.sub("", raw.strip()))  # indented as pasted in a list
         if m and m.group("name"):
             names[int(m.group("rank"))] = m.group("name")
             host = host or m.group("host")

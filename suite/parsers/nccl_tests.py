@@ -375,5 +375,6 @@ def sniff(head: bytes) -> bool:
     text = head.decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
         return '"results"' in text or '"config"' in text
-    lines = [MPI_TAG.sub("", line) for line in text.splitlines()]
+    # Stripped as the parse strips them: a table pasted inside a Markdown list comes indented.
+    lines = [MPI_TAG.sub("", line.strip()) for line in text.splitlines()]
     return any(PREAMBLE.match(line) or PROGRAM_LINE.search(line) or _header_tokens(line) for line in lines)
