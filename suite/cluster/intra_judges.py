@@ -43,8 +43,9 @@ peak, suite/hardware/gpus.py PCIE_X16_GBps):
 - NVIDIA/nccl issue 1530 (2024-12-02) and NVIDIA/nccl-tests issue 269 (2024-11-20): 8x RTX 4090 ring tables posted
   as poor; their rows are not in the stored copies, so no figure is taken from them.
 No working box above falls below 40%, so the share stands; 70% of the link is an NVLink figure no PCIe box reaches.
-Not found as published all_reduce tables: 8x H100 PCIe, 8x L40S, 4x A10G (g5.12xlarge; the 8x A10G g5.48xlarge of
-NVIDIA/nccl issue 1298 is discussed as slow, its tables are attachments); their floor is this one."""
+Not found as published all_reduce tables: 8x H100 PCIe, 8x L40S, 4x A10G (g5.12xlarge: one socket, its four GPUs on
+the root complex, aws/aws-ofi-nccl issue 466; the 8x A10G g5.48xlarge of NVIDIA/nccl issue 1298 is discussed as
+slow, its tables are attachments); their floor is this one."""
 
 
 def floor_share(peak: LinkPeak) -> float:
