@@ -4,6 +4,11 @@ dockerd is started the way .ci/run starts it, `--bridge=none --iptables=false`, 
 host's network alone; builds and containers then use the host's network (`network_mode="host"`).
 No image registry is reachable, so the base image is made locally: docker/debian-base.sh
 (debootstrap once into a cached tarball, then `docker import`).
+
+The CPU image the tests run (CPU_TEST_IMAGE) is built by build_cpu_test_image, here and in .ci/run before
+`make test` (`python -m tests.e2e.docker_engine build-cpu-test-image`): the same Dockerfile, context and build
+arguments, so that the first build (Debian's packages and the wheels: minutes on 2 cores) stays out of the test
+suite's time and the tests' own build through the SDK finds every layer cached.
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOCKET = Path("/var/run/docker.sock")
 BASE_IMAGE = "cardtime-base:bookworm"
+CPU_TEST_IMAGE = "cardtime:cpu-test"
 
 
 class EngineUnavailable(RuntimeError):
@@ -90,3 +97,36 @@ def prepare_context() -> None:
                          text=True, timeout=900, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"docker/prepare-context.sh cpu failed:\n{out.stdout[-1500:]}{out.stderr[-1500:]}")
+
+
+def build_cpu_test_image(client, on_line=None) -> str:
+    """CPU_TEST_IMAGE from this tree (docker/cpu.Dockerfile on the local base, the build arguments `make
+    rehearse-docker` passes: the tree's own commit): its image id. Raises EngineUnavailable without a base."""
+    from provisioning.runtime import images
+    from provisioning.runtime.container_cli import image_buildargs
+
+    make_base_image()
+    prepare_context()
+    return images.build_image(client, ROOT, tag=CPU_TEST_IMAGE, dockerfile=images.CPU_DOCKERFILE,
+                              buildargs=image_buildargs(ROOT, base=BASE_IMAGE), network_mode="host", on_line=on_line)
+
+
+def main(argv: list[str]) -> int:
+    """`build-cpu-test-image`: what .ci/run calls before `make test` (its output is the build's)."""
+    if argv != ["build-cpu-test-image"]:
+        print("usage: python -m tests.e2e.docker_engine build-cpu-test-image", file=sys.stderr)
+        return 2
+    from provisioning.runtime.engine import connect
+
+    started = time.monotonic()
+    try:
+        image = build_cpu_test_image(connect(), on_line=print)
+    except EngineUnavailable as e:
+        print(f"the CPU test image was not built: {e}", file=sys.stderr)
+        return 1
+    print(f"built {CPU_TEST_IMAGE} ({image[:19]}) in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

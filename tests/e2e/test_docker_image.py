@@ -12,7 +12,8 @@ built on it through the Docker SDK (provisioning/runtime/images.py), then:
   3. `make remote RUNTIME=docker` against that sshd: the host runs the suite in the image.
 
 Cost on a 2-core machine: the first image build ~3–5 minutes (debootstrap ~45 s, cached under
-/var/cache/cardtime; wheels cached there too), later builds seconds; the runs ~1–2 minutes.
+/var/cache/cardtime; wheels cached there too), later builds seconds (.ci/run builds it before `make test`:
+docker_engine.build_cpu_test_image); the runs ~1–2 minutes.
 Skipped, with the reason, where no engine can be had.
 """
 
@@ -29,9 +30,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docker_engine import (  # noqa: E402
     BASE_IMAGE,
+    CPU_TEST_IMAGE,
     EngineUnavailable,
-    make_base_image,
-    prepare_context,
+    build_cpu_test_image,
     start_engine,
     stop_engine,
 )
@@ -40,7 +41,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.needs("docker", "debian-base"), pytes
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
-IMAGE = "cardtime:cpu-test"
+IMAGE = CPU_TEST_IMAGE
 
 
 def tree_commit() -> str:
@@ -72,20 +73,12 @@ def engine(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image(engine):
-    from provisioning.runtime import images
-    from provisioning.runtime.container_cli import image_buildargs
-
-    try:
-        make_base_image()
-    except EngineUnavailable as e:
-        pytest.skip(str(e))
-    prepare_context()
     lines: list[str] = []
     started = time.monotonic()
-    # The build arguments `make rehearse-docker` passes: the commit is the tree's own, not one the test names.
-    image_id = images.build_image(engine, ROOT, tag=IMAGE, dockerfile=images.CPU_DOCKERFILE,
-                                  buildargs=image_buildargs(ROOT, base=BASE_IMAGE), network_mode="host",
-                                  on_line=lines.append)
+    try:
+        image_id = build_cpu_test_image(engine, on_line=lines.append)
+    except EngineUnavailable as e:
+        pytest.skip(str(e))
     print(f"\nbuilt {IMAGE} in {time.monotonic() - started:.1f} s", file=sys.stderr)
     assert engine.images.get(IMAGE).id == image_id
     return IMAGE

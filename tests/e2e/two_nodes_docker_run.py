@@ -30,25 +30,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.e2e.docker_engine import BASE_IMAGE, make_base_image, prepare_context, start_engine, stop_engine
+from tests.e2e.docker_engine import CPU_TEST_IMAGE, build_cpu_test_image, start_engine, stop_engine
 from tests.e2e.remote_loopback import WORKTREE, clean_env, make_repo
 from tests.e2e.two_nodes import IFNAME, docker_missing, netns_missing, two_node_cluster
 
-CPU_IMAGE = "cardtime:cpu-test"
+CPU_IMAGE = CPU_TEST_IMAGE
 WITH_SSH = "cardtime:cpu-test-ssh"
 
 
 def image_with_ssh() -> None:
     """cardtime:cpu-test built on the default engine (seconds when its layers are cached), plus openssh-client."""
-    from provisioning.runtime import images
-    from provisioning.runtime.container_cli import image_buildargs
     from provisioning.runtime.engine import connect
 
     client = connect()
-    make_base_image()
-    prepare_context()
-    images.build_image(client, WORKTREE, tag=CPU_IMAGE, dockerfile=images.CPU_DOCKERFILE,
-                       buildargs=image_buildargs(WORKTREE, base=BASE_IMAGE), network_mode="host")
+    build_cpu_test_image(client)
     dockerfile = (f"FROM {CPU_IMAGE}\nRUN apt-get update && apt-get install -y --no-install-recommends "
                   "openssh-client && rm -rf /var/lib/apt/lists/*\n")
     client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=WITH_SSH, network_mode="host", rm=True)
