@@ -58,6 +58,8 @@ class SlurmOptions(RemoteOptions):
     """The login node's slurm.conf where it is not the default (/etc/slurm/slurm.conf): SLURM_CONF for every
     Slurm command there and, through sbatch's --export=ALL, in the job."""
     socket_ifname: str = ""
+    node_addrs: str = ""
+    """NODE_ADDRS=: the nodes' addresses toward each other, in the allocation's order (default: slurmctld's NodeAddr)."""
     follow_interval_s: float = 3.0
     """Seconds between polls of the job (scontrol and its output file, over SSH)."""
 
@@ -72,7 +74,8 @@ def slurm_main(opts: SlurmOptions, stream=None) -> int:
     if opts.nodes < 1 or opts.gpus_per_node < 1:
         raise ValueError(f"NODES={opts.nodes} GPUS_PER_NODE={opts.gpus_per_node}: both must be at least 1")
     problem = sbatch_value_problem(partition=opts.partition, account=opts.account, time_limit=opts.time_limit,
-                                   container_image=opts.container_image, socket_ifname=opts.socket_ifname)
+                                   container_image=opts.container_image, socket_ifname=opts.socket_ifname,
+                                   node_addrs=opts.node_addrs)
     if problem:  # refused here, before any SSH: the script is written on the login node from these values
         raise ValueError(problem)
     opts.stages = validate_stages(opts.stages)
@@ -193,7 +196,7 @@ def submit_command(opts: SlurmOptions, base: str, code_dir: str, venv: str, comm
     argv = [f"{venv}/bin/python", "-m", "suite", "slurm", "--partition", opts.partition, "--nodes", opts.nodes,
             "--gpus-per-node", opts.gpus_per_node, "--account", opts.account, "--time", opts.time_limit,
             "--profile", opts.profile, "--stages", opts.stages, "--container-image", opts.container_image,
-            "--socket-ifname", opts.socket_ifname, "--out", f"{base}/runs", "--submit", "--no-follow"]
+            "--socket-ifname", opts.socket_ifname, "--node-addrs", opts.node_addrs, "--out", f"{base}/runs", "--submit", "--no-follow"]
     # The job inherits this environment (sbatch's --export=ALL): the checkout first on the path, the commit for the
     # manifest where the checkout has no .git.
     env = [f"PYTHONPATH={code_dir}", f"CARDTIME_COMMIT={commit}", "PYTHONUNBUFFERED=1"]
