@@ -33,7 +33,8 @@ _NODE_SETUP = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$
                'if [ "${pair%%=*}" = "$node" ]; then addr=${pair#*=}; is_host=$first; fi; first=0; done; '
                'n=$#; while [ "$n" -gt 0 ]; do a=$1; shift; n=$((n - 1)); case $a in '
                f'*{IS_HOST_MARK}) a="${{a%{IS_HOST_MARK}}}$is_host";; '
-               f'*{NODE_ADDR_MARK}) a="${{a%{NODE_ADDR_MARK}}}$addr";; esac; set -- "$@" "$a"; done; ')
+               f'*{NODE_ADDR_MARK}) a="${{a%{NODE_ADDR_MARK}}}$addr";; esac; set -- "$@" "$a"; done; '
+               '[ -z "$plan" ] || printf "$ %s\\n" "$*"; ')  # a launch's log opens with the node's own command
 _PER_NODE = _NODE_SETUP + 'exec "$@"'
 
 

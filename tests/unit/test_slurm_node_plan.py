@@ -46,7 +46,7 @@ def test_only_node_0_hosts_the_store_and_each_node_announces_its_own_address(tmp
         assert f"--rdzv-conf=join_timeout=120,is_host={int(i == 0)}" in words, words
         assert f"--local-addr={addrs[i]}" in words and "--rdzv-endpoint=10.9.0.11:29400" in words
         assert not [w for w in words if "@CARDTIME_" in w]  # every mark filled in
-        assert words[-3:] == ["suite.workloads.x", "--a", "1"]
+        assert words[-3:] == ["suite.workloads.x", "--a", "1"] and words[0].startswith("$ printf")  # the log's line
         assert [w for w in words if "is_host" not in w and "--local-addr" not in w] == [
             w for w in got[names[0]] if "is_host" not in w and "--local-addr" not in w]  # the rest: one argv
 
@@ -61,7 +61,7 @@ def test_the_elastic_launch_fills_the_marks_too_and_a_node_outside_the_plan_host
                                plan=node_plan(nodes, ["10.9.0.1", "10.9.0.2"]))
     done = subprocess.run(argv[argv.index("-c") - 1:], capture_output=True, text=True,
                           env={**os.environ, "SLURMD_NODENAME": "c"})  # a node the plan does not name
-    assert done.stdout.splitlines() == ["--local-addr=c", "is_host=0"]
+    assert done.stdout.splitlines() == ["$ printf %s\\n --local-addr=c is_host=0", "--local-addr=c", "is_host=0"]
 
 
 def test_node_addrs_come_from_slurmctlds_nodeaddr():
