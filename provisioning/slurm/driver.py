@@ -161,7 +161,8 @@ def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, 
     CUDA_LINE=, else the one a compute node's driver runs (asked through srun: provisioning/slurm/cuda_probe.py)."""
     from suite.hardware.cuda_lines import line_named
 
-    line = (line_named(opts.cuda_line) if opts.cuda_line else compute_node_line(remote, opts, steps)) if gpu else None
+    line = (chosen_line(remote, opts, line_named(opts.cuda_line)) if opts.cuda_line
+            else compute_node_line(remote, opts, steps)) if gpu else None
     venv = hostruntime.venv_dir(facts.base, hostruntime.pyproject_key(local.root, local.commit), facts.python, line)
     script = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=line)
     from provisioning.slurm.venv import install_detached  # a detached job under the host's lock, followed
@@ -177,8 +178,19 @@ def compute_node_line(remote: Remote, opts: SlurmOptions, steps: Steps):
     r = remote.run(probe_command(opts.partition, opts.account, opts.slurm_conf), check=False, timeout=PROBE_WAIT_S + 120)
     line, said = line_from_probe(opts.partition, r.exit_code, r.stdout, r.stderr)
     if line is None:
-        raise RemoteError(opts.host.label, said, hint="CUDA_LINE= skips the probe")
+        raise RemoteError(opts.host.label, said, hint="CUDA_LINE= names the line when the probe cannot tell")
     steps.say(f"a compute node of {opts.partition} runs driver {said}: torch's {line.name} line (CUDA {line.cuda})")
+    return line
+
+
+def chosen_line(remote: Remote, opts: SlurmOptions, line):
+    """CUDA_LINE='s line, refused when a compute node's driver (the same one-task probe) is too old for it."""
+    from provisioning.slurm.cuda_probe import PROBE_WAIT_S, chosen_line_problem, probe_command
+
+    r = remote.run(probe_command(opts.partition, opts.account, opts.slurm_conf), check=False, timeout=PROBE_WAIT_S + 120)
+    problem = chosen_line_problem(opts.partition, line, r.exit_code, r.stdout)
+    if problem:
+        raise RemoteError(opts.host.label, problem, hint="leave CUDA_LINE= out: the probe chooses the line")
     return line
 
 
