@@ -3,15 +3,18 @@ in each node's namespace (tests/e2e/slurm_cluster.py), the login node reached th
 remote tests use (tests/e2e/remote_loopback.py), its slurm.conf named by SLURM_CONF= (a real cluster's is at
 /etc/slurm/slurm.conf, where no option is needed).
 
-One story, one two-node job (~60 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
+One story, one two-node job (~90 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
 first, each one line before anything is shipped or submitted (a partition Slurm does not know, more nodes than the
-partition has; an unreachable login node: tests/unit/test_slurm_submit.py); then `make slurm` — the laptop's HEAD
+partition has; an unreachable login node: tests/unit/test_slurm_submit.py), then two short jobs the batch host refuses
+in one line before any stage (a node address nothing answers at; node-a's firewall closed to the rendezvous port);
+then `make slurm` with NODE_ADDRS= naming second addresses the nodes' names do not resolve to — the laptop's HEAD
 shipped to the shared folder, the venv there (the cached one), the sbatch script written and submitted on the login
 node — SIGKILLed as soon as the job is submitted; `make slurm FETCH=<job id>` then finds the job by its id, follows it
 (its state, its output's lines), fetches its run directory (both nodes' raw output: the suite on the batch host took
 the allocation's nodes and started each launch as one srun across them) into the laptop's runs/ with the job's output
 beside it, and renders the report; last, the login node's own `make slurm FETCH=` (python -m suite slurm --attach)
-ends in the report there.
+ends in the report there; and the fault stage's node-loss drill inside a two-node allocation (salloc), node-b's torchrun
+agent SIGKILLed mid-step under one elastic srun.
 """
 
 from __future__ import annotations
