@@ -273,9 +273,11 @@ def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
     with two_node_cluster(tmp_path / "cluster") as cluster:
         nodes = parse_nodes("node-a,node-b")
         addrs = [cluster.address(n) for n in ("node-a", "node-b")]
-        for i, ns in enumerate(cluster.namespaces.values(), 1):  # the second NIC: a veth whose peer goes nowhere
+        # The second NIC: a veth whose peer goes nowhere, both nodes' on one subnet that joins nothing (as docker0's
+        # 172.17.0.1/16 on every node).
+        for i, ns in enumerate(cluster.namespaces.values(), 1):
             for argv in (["link", "add", "nic2", "type", "veth", "peer", "name", "nic2-peer"],
-                         ["addr", "add", f"10.{180 + os.getpid() % 20}.{i}.1/24", "dev", "nic2"],
+                         ["addr", "add", f"10.{180 + os.getpid() % 20}.0.{i}/24", "dev", "nic2"],
                          ["link", "set", "nic2", "up"], ["link", "set", "nic2-peer", "up"]):
                 subprocess.run(["ip", "-n", ns, *argv], check=True)
         hostfile = tmp_path / "hostfile"
