@@ -24,6 +24,7 @@ def add_parser(sub, add_connection_args) -> None:
     p.add_argument("--cuda-line", default="", help="the venv's torch build (suite/hardware/cuda_lines.py; default the newest)")
     p.add_argument("--slurm-conf", default="", help="the login node's slurm.conf, where not /etc/slurm/slurm.conf")
     p.add_argument("--socket-ifname", default="", help="the interface gloo/NCCL use between nodes (e.g. ib0)")
+    p.add_argument("--node-addrs", default="", help="the nodes' addresses toward each other (default: slurmctld's)")
     p.add_argument("--archive", default="")
     p.add_argument("--endpoint-url", default=None)
     p.add_argument("--allow-dirty", default="0")
@@ -57,5 +58,6 @@ def cmd_slurm(args) -> int:
         runs_dir=args.runs_dir,
         fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None, partition=args.partition,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, account=args.account, time_limit=args.time,
-        container_image=args.image, slurm_conf=args.slurm_conf, socket_ifname=args.socket_ifname)
+        container_image=args.image, slurm_conf=args.slurm_conf, socket_ifname=args.socket_ifname,
+        node_addrs=args.node_addrs)
     return slurm_main(opts)

@@ -5,14 +5,16 @@ cu130 wheel needs a driver ≥ 580). Unless CUDA_LINE= names the line, one task 
 asked (`srun --nodes=1 --ntasks=1 --immediate=… nvidia-smi --query-gpu=driver_version --format=csv,noheader`;
 --immediate: a busy partition refuses at once rather than queueing the probe for hours) and the newest line that
 driver runs is chosen (suite/hardware/cuda_lines.py). No answer, or a driver too old for every line, is refused in one
-line naming the partition, what was said and the fix.
+line naming the partition, what was said and the fix. A line CUDA_LINE= names is held to the same probe's driver
+(chosen_line_problem): a driver too old for it is refused before the venv is built and the job queued; a probe with
+no answer leaves the choice to the user (the job's GPU check still refuses before any stage).
 """
 
 from __future__ import annotations
 
 import shlex
 
-from suite.hardware.cuda_lines import LINES, CudaLine, DriverTooOld, line_for_driver, parse_driver
+from suite.hardware.cuda_lines import LINES, CudaLine, DriverTooOld, driver_refusal, line_for_driver, parse_driver
 
 PROBE_WAIT_S = 120  # srun --immediate: how long the probe may wait for a node before it is refused
 
@@ -33,9 +35,24 @@ def choices() -> str:
     return " or ".join(f"CUDA_LINE={line.name} (driver ≥ {line.min_driver_text})" for line in LINES)
 
 
+def probed_drivers(stdout: str) -> list[str]:
+    """The probe's driver versions, the oldest first."""
+    return sorted({w.strip() for w in stdout.splitlines() if w.strip()[:1].isdigit()}, key=parse_driver)
+
+
+def chosen_line_problem(partition: str, line: CudaLine, exit_code: int, stdout: str) -> str | None:
+    """The one-line refusal when the compute node's driver is too old for the line CUDA_LINE= chose; None when it runs
+    it or the probe told no driver."""
+    drivers = probed_drivers(stdout) if exit_code == 0 else []
+    if not drivers:
+        return None
+    problem = driver_refusal(drivers[0], line, how_to_choose="CUDA_LINE={name}")
+    return f"CUDA_LINE={line.name} on PARTITION={partition}'s compute node: {problem}" if problem else None
+
+
 def line_from_probe(partition: str, exit_code: int, stdout: str, stderr: str) -> tuple[CudaLine | None, str]:
     """(the line the compute node's driver runs, its driver) or (None, the one-line refusal)."""
-    drivers = sorted({w.strip() for w in stdout.splitlines() if w.strip()[:1].isdigit()}, key=parse_driver)
+    drivers = probed_drivers(stdout)
     if exit_code != 0 or not drivers:
         said = ((stderr or stdout).strip().splitlines() or [f"exit code {exit_code}"])[-1]
         return None, (f"a compute node of PARTITION={partition} did not tell its NVIDIA driver "

@@ -58,6 +58,8 @@ class SlurmOptions(RemoteOptions):
     """The login node's slurm.conf where it is not the default (/etc/slurm/slurm.conf): SLURM_CONF for every
     Slurm command there and, through sbatch's --export=ALL, in the job."""
     socket_ifname: str = ""
+    node_addrs: str = ""
+    """NODE_ADDRS=: the nodes' addresses toward each other, in the allocation's order (default: slurmctld's NodeAddr)."""
     follow_interval_s: float = 3.0
     """Seconds between polls of the job (scontrol and its output file, over SSH)."""
 
@@ -72,7 +74,8 @@ def slurm_main(opts: SlurmOptions, stream=None) -> int:
     if opts.nodes < 1 or opts.gpus_per_node < 1:
         raise ValueError(f"NODES={opts.nodes} GPUS_PER_NODE={opts.gpus_per_node}: both must be at least 1")
     problem = sbatch_value_problem(partition=opts.partition, account=opts.account, time_limit=opts.time_limit,
-                                   container_image=opts.container_image, socket_ifname=opts.socket_ifname)
+                                   container_image=opts.container_image, socket_ifname=opts.socket_ifname,
+                                   node_addrs=opts.node_addrs)
     if problem:  # refused here, before any SSH: the script is written on the login node from these values
         raise ValueError(problem)
     opts.stages = validate_stages(opts.stages)
@@ -158,7 +161,8 @@ def ensure_venv(remote: Remote, opts: SlurmOptions, facts: preflight.HostFacts, 
     CUDA_LINE=, else the one a compute node's driver runs (asked through srun: provisioning/slurm/cuda_probe.py)."""
     from suite.hardware.cuda_lines import line_named
 
-    line = (line_named(opts.cuda_line) if opts.cuda_line else compute_node_line(remote, opts, steps)) if gpu else None
+    line = (chosen_line(remote, opts, line_named(opts.cuda_line)) if opts.cuda_line
+            else compute_node_line(remote, opts, steps)) if gpu else None
     venv = hostruntime.venv_dir(facts.base, hostruntime.pyproject_key(local.root, local.commit), facts.python, line)
     script = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=line)
     from provisioning.slurm.venv import install_detached  # a detached job under the host's lock, followed
@@ -174,8 +178,19 @@ def compute_node_line(remote: Remote, opts: SlurmOptions, steps: Steps):
     r = remote.run(probe_command(opts.partition, opts.account, opts.slurm_conf), check=False, timeout=PROBE_WAIT_S + 120)
     line, said = line_from_probe(opts.partition, r.exit_code, r.stdout, r.stderr)
     if line is None:
-        raise RemoteError(opts.host.label, said, hint="CUDA_LINE= skips the probe")
+        raise RemoteError(opts.host.label, said, hint="CUDA_LINE= names the line when the probe cannot tell")
     steps.say(f"a compute node of {opts.partition} runs driver {said}: torch's {line.name} line (CUDA {line.cuda})")
+    return line
+
+
+def chosen_line(remote: Remote, opts: SlurmOptions, line):
+    """CUDA_LINE='s line, refused when a compute node's driver (the same one-task probe) is too old for it."""
+    from provisioning.slurm.cuda_probe import PROBE_WAIT_S, chosen_line_problem, probe_command
+
+    r = remote.run(probe_command(opts.partition, opts.account, opts.slurm_conf), check=False, timeout=PROBE_WAIT_S + 120)
+    problem = chosen_line_problem(opts.partition, line, r.exit_code, r.stdout)
+    if problem:
+        raise RemoteError(opts.host.label, problem, hint="leave CUDA_LINE= out: the probe chooses the line")
     return line
 
 
@@ -193,7 +208,7 @@ def submit_command(opts: SlurmOptions, base: str, code_dir: str, venv: str, comm
     argv = [f"{venv}/bin/python", "-m", "suite", "slurm", "--partition", opts.partition, "--nodes", opts.nodes,
             "--gpus-per-node", opts.gpus_per_node, "--account", opts.account, "--time", opts.time_limit,
             "--profile", opts.profile, "--stages", opts.stages, "--container-image", opts.container_image,
-            "--socket-ifname", opts.socket_ifname, "--out", f"{base}/runs", "--submit", "--no-follow"]
+            "--socket-ifname", opts.socket_ifname, "--node-addrs", opts.node_addrs, "--out", f"{base}/runs", "--submit", "--no-follow"]
     # The job inherits this environment (sbatch's --export=ALL): the checkout first on the path, the commit for the
     # manifest where the checkout has no .git.
     env = [f"PYTHONPATH={code_dir}", f"CARDTIME_COMMIT={commit}", "PYTHONUNBUFFERED=1"]

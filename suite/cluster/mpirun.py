@@ -6,13 +6,18 @@
 
 One process per GPU, `per_node` on each node in hostfile order (`ppr:N:node`), CPU placement left to the
 OS (`--bind-to none`, as torchrun does), every NCCL/CUDA variable exported with its value (`-x NAME=VALUE`), the other nodes
-reached with the same ssh (user, port, ssh_config) the torchrun launches use. Open MPI's own traffic
-(out-of-band and the tcp transport) is held to the named interface where one is given: on a cluster with
-a management network beside the fast one, mpirun otherwise picks whichever it finds first.
+reached with the same ssh (user, port, ssh_config) the torchrun launches use. The hostfile names each node by its
+node-to-node address where one is known (NODE_ADDRS=, a hostfile's addr= column, or asked of the nodes: the
+addresses the rendezvous uses, suite/cluster/node_addrs.py), not by the name the laptop reached it at (a NAT'd public
+address, a name resolving to 127.0.1.1). Open MPI's own traffic (out-of-band and the tcp transport) is held to the
+named interface where one is given, else to the node addresses themselves (each as a /32 network: on every node the
+interface that carries its node address): on a cluster with a management network or a second NIC beside the nodes'
+own, mpirun otherwise tries whichever it finds first.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import sys
 from typing import Mapping, Sequence
@@ -22,9 +27,22 @@ from suite.cluster.multinode import Node, NodesError
 EXPORTED_PREFIXES = ("NCCL_", "CUDA_", "UCX_", "FI_", "LD_LIBRARY_PATH", "PATH")
 
 
-def hostfile_text(nodes: Sequence[Node], per_node: int) -> str:
-    """Open MPI's hostfile: one node a line with its slots (the GPUs it runs processes for)."""
-    return "".join(f"{n.host} slots={per_node}\n" for n in nodes)
+def hostfile_text(nodes: Sequence[Node], per_node: int, addrs: Sequence[str] = ()) -> str:
+    """Open MPI's hostfile: one node a line, by its node address where known, with its slots (the GPUs it runs
+    processes for)."""
+    names = list(addrs) if len(addrs) == len(nodes) else [n.host for n in nodes]
+    return "".join(f"{name} slots={per_node}\n" for name in names)
+
+
+def tcp_include(ifname: str, addrs: Sequence[str]) -> str:
+    """btl_tcp_if_include / oob_tcp_if_include's value: the interface, else every node address as a /32 network
+    (Open MPI matches an interface whose address lies in a listed network), else '' (only IP addresses can be)."""
+    if ifname:
+        return ifname
+    try:
+        return ",".join(f"{ipaddress.IPv4Address(a)}/32" for a in addrs) if addrs else ""
+    except ValueError:  # a host name among them: no network to name
+        return ""
 
 
 def rsh_agent(nodes: Sequence[Node], ssh_config: str = "", in_image: bool = False) -> str:
@@ -49,15 +67,17 @@ def exported_names(env: Mapping[str, str]) -> list[str]:
 
 def mpirun_across_nodes(mpirun: str, nodes: Sequence[Node], per_node: int, hostfile: str, *,
                         env: Mapping[str, str] = {}, ssh_config: str = "", ifname: str = "",
-                        as_root: bool = False, in_image: bool = False) -> list[str]:
-    """The words before the program: `per_node` processes on each node of `hostfile` (hostfile_text's)."""
+                        as_root: bool = False, in_image: bool = False, addrs: Sequence[str] = ()) -> list[str]:
+    """The words before the program: `per_node` processes on each node of `hostfile` (hostfile_text's); addrs: the
+    node addresses, whose networks Open MPI is held to when no interface is named."""
     words = [mpirun, "-np", str(per_node * len(nodes)), "--hostfile", hostfile, "--map-by", f"ppr:{per_node}:node",
              "--bind-to", "none", "--mca", "plm_rsh_agent", rsh_agent(nodes, ssh_config, in_image)]
     if as_root:
         words.append("--allow-run-as-root")  # root on a rented box or in a container is the usual case
-    if ifname:
-        words += ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", ifname,
-                  "--mca", "oob_tcp_if_include", ifname]
+    include = tcp_include(ifname, addrs)
+    if include:
+        words += ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", include,
+                  "--mca", "oob_tcp_if_include", include]
     for name in exported_names(env):
         words += ["-x", f"{name}={env[name]}"]  # the value spelled out: mpirun's own environment may lack it
     return words

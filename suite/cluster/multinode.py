@@ -158,14 +158,15 @@ def torchrun_node_command(python: str, module: str, args: Sequence[str], *, npro
                           endpoint: str, rdzv_id: str, max_restarts: int = 0,
                           join_timeout_s: float = JOIN_TIMEOUT_S, extra_torchrun_args: Sequence[str] = (),
                           min_nodes: int | None = None, last_call_s: float | None = None,
-                          is_host: bool | None = None, local_addr: str = "") -> list[str]:
+                          is_host: bool | str | None = None, local_addr: str = "") -> list[str]:
     """One node's torchrun: c10d rendezvous at `endpoint` (host:port of the first node). min_nodes: elastic
     (`--nnodes=MIN:MAX`: a restart goes on without lost nodes, once last_call_s has passed with MIN present).
     is_host: whether this node hosts the store (c10d's `is_host`; None: torch guesses by matching the endpoint
-    against the host's names, which a NAT'd or second address defeats); local_addr: the address this node
-    announces to the others (torchrun's --local-addr; else its FQDN, which may resolve to 127.0.1.1)."""
+    against the host's names, which a NAT'd or second address defeats; a str: a mark srun's per-node shell replaces,
+    suite/cluster/slurm.py); local_addr: the address this node announces to the others (torchrun's --local-addr;
+    else its FQDN, which may resolve to 127.0.1.1)."""
     conf = f"join_timeout={int(join_timeout_s)}" + (f",last_call_timeout={int(last_call_s)}" if last_call_s else "")
-    conf += "" if is_host is None else f",is_host={int(is_host)}"
+    conf += "" if is_host is None else f",is_host={is_host if isinstance(is_host, str) else int(is_host)}"
     return [
         python, "-m", "torch.distributed.run",
         # no --node-rank: c10d numbers the nodes as they join (torchrun ignores it, saying so)

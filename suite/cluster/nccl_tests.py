@@ -125,11 +125,11 @@ def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Pa
         return srun_mpi_words(len(nodes), profile.nproc, shlex.split(env.get(SRUN_ARGS_ENV, "")))
     hostfile = raw_dir / "hostfile"
     hostfile.parent.mkdir(parents=True, exist_ok=True)
-    hostfile.write_text(hostfile_text(nodes, profile.nproc))
+    hostfile.write_text(hostfile_text(nodes, profile.nproc, profile.node_addrs))  # the nodes' own addresses
     socket_env = {**env, **node_socket_env(profile.socket_ifname)}
     return mpirun_across_nodes(mpirun, nodes, profile.nproc, str(hostfile), env=socket_env,
                                ssh_config=profile.ssh_config, ifname=profile.socket_ifname, as_root=os.geteuid() == 0,
-                               in_image=container_prefix(env) is not None)
+                               in_image=container_prefix(env) is not None, addrs=profile.node_addrs)
 
 
 def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,

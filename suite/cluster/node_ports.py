@@ -59,7 +59,7 @@ def parse_connect_lines(said: str) -> dict[str, str]:
 
 def refusal(nodes: Sequence[Node], src: int, dst: int, addr: str, port: int, why: str, rdzv_port: int) -> str:
     """The one line naming the node, the address and port, and what to open."""
-    what = "the rendezvous port (c10d's store on node 0)" if dst == 0 and port == rdzv_port and src else "ssh"
+    what = "the rendezvous port (c10d's store on node 0)" if dst == 0 and port == rdzv_port else "ssh"
     fix = (f"check that {addr} is {nodes[dst].name}'s address toward the other nodes (else pass NODE_ADDRS=) and "
            f"open TCP {port} on it to them (its firewall, the security group)" +
            ("" if what == "ssh" else ", or pass MASTER_PORT= with a port that is open"))

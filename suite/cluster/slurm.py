@@ -21,32 +21,43 @@ from suite.cluster.sbatch_values import sbatch_value_problem
 SRUN_ARGS_ENV = "CARDTIME_SRUN_ARGS"  # extra words for every srun (pyxis's --container-image …)
 JOB_NAME = "cardtime"  # every job make slurm submits: how the user's own queued ones are found again
 
-# srun runs this on each node: the node's own raw folder and name, then the node's torchrun.
-_PER_NODE = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" CARDTIME_NODE_NAME="$node"; '
-             'mkdir -p "$CARDTIME_RAW_DIR"; exec "$@"')
+IS_HOST_MARK = "@CARDTIME_IS_HOST@"  # in the one argv of every node: 1 on the store's host, 0 elsewhere
+NODE_ADDR_MARK = "@CARDTIME_NODE_ADDR@"  # … the node's own node-to-node address (suite/cluster/slurm_network.py)
+
+# srun runs this on each node ($0 the raw folder, $1 the plan: `name=address,…`, the first the store's host; '' for
+# a probe): the node's own raw folder and name, then the marks in the command replaced by what this node is — torch
+# would otherwise guess the host by matching the endpoint against the node's names, which a second address defeats.
+_NODE_SETUP = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" CARDTIME_NODE_NAME="$node"; '
+               'mkdir -p "$CARDTIME_RAW_DIR"; plan=$1; shift; is_host=0; addr=$node; first=1; '
+               'for pair in $(printf %s "$plan" | tr , " "); do '
+               'if [ "${pair%%=*}" = "$node" ]; then addr=${pair#*=}; is_host=$first; fi; first=0; done; '
+               'n=$#; while [ "$n" -gt 0 ]; do a=$1; shift; n=$((n - 1)); case $a in '
+               f'*{IS_HOST_MARK}) a="${{a%{IS_HOST_MARK}}}$is_host";; '
+               f'*{NODE_ADDR_MARK}) a="${{a%{NODE_ADDR_MARK}}}$addr";; esac; set -- "$@" "$a"; done; '
+               '[ -z "$plan" ] || printf "$ %s\\n" "$*"; ')  # a launch's log opens with the node's own command
+_PER_NODE = _NODE_SETUP + 'exec "$@"'
 
 
-# An elastic launch's: the same, but the node's torchrun not exec'd, so that an expendable node ($1: a,b) whose
-# torchrun is lost (the node-loss drill kills it) ends its task with 0 and the step's exit is the survivors'.
-_PER_NODE_ELASTIC = ('node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" '
-                     'CARDTIME_NODE_NAME="$node"; mkdir -p "$CARDTIME_RAW_DIR"; lose=",$1,"; shift; "$@"; rc=$?; '
-                     'case "$lose" in *",$node,"*) exit 0;; esac; exit $rc')
+# An elastic launch's ($1 first: the expendable nodes, a,b): the node's torchrun not exec'd, so that an expendable
+# node whose torchrun is lost (the node-loss drill kills it) ends its task with 0 and the step's exit is the survivors'.
+_PER_NODE_ELASTIC = ('lose=",$1,"; shift; ' + _NODE_SETUP
+                     + '"$@"; rc=$?; case "$lose" in *",$node,"*) exit 0;; esac; exit $rc')
 
 
 def srun_launch_command(nnodes: int, raw_dir: str, log_name: str, torchrun_argv: Sequence[str],
                         extra_srun_args: Sequence[str] = (), elastic: bool = False,
-                        expendable: Sequence[str] = ()) -> list[str]:
+                        expendable: Sequence[str] = (), plan: str = "") -> list[str]:
     """One srun over the allocation's nodes: a task per node, its output in raw_dir/<node>/log_name, a failed
     node ending the others (--kill-on-bad-exit=1), the suite's environment passed on (--export=ALL). elastic
     (`--nnodes=MIN:N`): a failed node must NOT end the others (--kill-on-bad-exit=0: the survivors restart
-    without it), and an `expendable` node's loss is not the step's failure."""
+    without it), and an `expendable` node's loss is not the step's failure. plan (slurm_network.node_plan): what
+    each node puts for IS_HOST_MARK and NODE_ADDR_MARK in the argv."""
+    head = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
+            f"--kill-on-bad-exit={0 if elastic else 1}", "--export=ALL", f"--output={raw_dir}/%N/{log_name}",
+            *extra_srun_args, "sh", "-c"]
     if not elastic:
-        return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                "--export=ALL", f"--output={raw_dir}/%N/{log_name}", *extra_srun_args,
-                "sh", "-c", _PER_NODE, raw_dir, *torchrun_argv]
-    return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-            "--export=ALL", f"--output={raw_dir}/%N/{log_name}", *extra_srun_args,
-            "sh", "-c", _PER_NODE_ELASTIC, raw_dir, ",".join(expendable), *torchrun_argv]
+        return [*head, _PER_NODE, raw_dir, plan, *torchrun_argv]
+    return [*head, _PER_NODE_ELASTIC, raw_dir, ",".join(expendable), plan, *torchrun_argv]
 
 
 # srun runs this on each node: the GPU check (provisioning/cuda_check_host.py) naming the node it ran on.
@@ -75,7 +86,7 @@ def gpu_check_lines(checkout: str, python: str, gpus_per_node: int, in_container
 def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int, partition: str, account: str = "",
                   profile: str = "nccl-gpu", stages: str = "", out: str = "runs", time_limit: str = "",
                   container_image: str = "", job_name: str = JOB_NAME, gpus: bool = True,
-                  socket_ifname: str = "") -> str:
+                  socket_ifname: str = "", node_addrs: str = "") -> str:
     """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it, its
     run directory and exit status left beside the job's output (job_files) for whoever follows the job.
     gpus=False (a CPU profile): no --gpus-per-node, which a cluster without GPU gres refuses."""
@@ -85,11 +96,16 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError(f"NODES={nodes} GPUS_PER_NODE={gpus_per_node}: both must be at least 1")
     problem = sbatch_value_problem(partition=partition, account=account, time_limit=time_limit,
-                                   container_image=container_image, socket_ifname=socket_ifname)
+                                   container_image=container_image, socket_ifname=socket_ifname,
+                                   node_addrs=node_addrs)
     if problem:
         raise ValueError(problem)
+    if node_addrs and len(node_addrs.split(",")) != nodes:
+        raise ValueError(f"NODE_ADDRS= names {len(node_addrs.split(','))} addresses for NODES={nodes}: give one per "
+                         "node, in the allocation's order (`scontrol show hostnames` of its node list)")
     run = [python, "-m", "suite", "run", "--profile", profile, "--nproc", str(gpus_per_node), "--out", out]
     run += (["--stages", stages] if stages else []) + (["--socket-ifname", socket_ifname] if socket_ifname else [])
+    run += ["--node-addrs", node_addrs] if node_addrs else []
     # The job's own files, named by the id Slurm gives it (the script is written before there is one).
     last, exit_file = (shlex.quote(out) + f'"/slurm-${{SLURM_JOB_ID}}.{kind}"' for kind in ("last", "exit"))
     container = ""

@@ -119,6 +119,15 @@ def with_nodes(profile, args):
         check_nodes(parse_nodes(entries), args.ssh_config, gpus=profile.device == "cuda",
                     master_port=profile.master_port)
         profile = with_node_network(profile, parse_nodes(entries), args)
+    else:  # the node addresses (NODE_ADDRS=, else slurmctld's) and the rendezvous port tried through srun
+        import shlex
+
+        from suite.cluster.slurm import SRUN_ARGS_ENV
+        from suite.cluster.slurm_network import slurm_network
+
+        addrs, port = slurm_network(parse_nodes(entries), args.node_addrs.split(",") if args.node_addrs else (),
+                                    profile.master_port, shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+        profile = profile.with_overrides(node_addrs=addrs, master_port=port)
     return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
                                   node_launcher=launcher)
 

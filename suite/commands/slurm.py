@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--stages", default="", metavar="A,B", help="only these stages (default: all)")
     p.add_argument("--container-image", default="", help="pyxis: run every srun in this image")
     p.add_argument("--socket-ifname", default="", help="the interface gloo/NCCL use between nodes (e.g. ens5)")
+    p.add_argument("--node-addrs", default="", metavar="A,B",
+                   help="the nodes' addresses toward each other, in the allocation's order (default: slurmctld's NodeAddr)")
     p.add_argument("--out", type=Path, default=Path("runs"), help="the run directories' folder, on shared storage")
     p.add_argument("--submit", action="store_true", help="sbatch the script and follow the job")
     p.add_argument("--no-follow", action="store_true", help="with --submit: print the job id and return")
@@ -58,7 +60,8 @@ def main(args) -> int:
                              gpus_per_node=args.gpus_per_node, partition=args.partition, account=args.account,
                              profile=args.profile, stages=selected, out=str(args.out.resolve()),
                              time_limit=args.time, container_image=args.container_image,
-                             gpus=PROFILES[args.profile].device == "cuda", socket_ifname=args.socket_ifname)
+                             gpus=PROFILES[args.profile].device == "cuda", socket_ifname=args.socket_ifname,
+                             node_addrs=args.node_addrs)
     except (stages.StageSelectionError, ValueError) as e:
         return usage_error(str(e))
     if args.submit:

@@ -26,7 +26,8 @@ from suite.launch.torchrun import (WORKER_PROGRESS, LaunchError, LaunchResult, k
 from suite.cluster.node_addrs import rendezvous_plan, rendezvous_port
 from suite.cluster.slurm_pyxis import in_container, node_python
 from suite.cluster.node_container import container_name, container_node_command, container_prefix
-from suite.cluster.slurm import SRUN_ARGS_ENV, srun_launch_command
+from suite.cluster.slurm import IS_HOST_MARK, NODE_ADDR_MARK, SRUN_ARGS_ENV, srun_launch_command
+from suite.cluster.slurm_network import node_plan
 from suite.cluster.multinode import (JOIN_TIMEOUT_S, Node, NodesError, forwarded_env, node_socket_env, parse_nodes,
                                      remote_shell_command, torchrun_node_command)
 
@@ -80,7 +81,8 @@ def run_across_nodes(
                                      join_timeout_s=join_s, extra_torchrun_args=extra_torchrun_args,
                                      min_nodes=min_nodes, last_call_s=last_call_s)
     srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
-    command = node_command()  # srun's, the same on every node: torch tells the host by its names
+    # srun's, the same on every node: each node's shell puts in whether it hosts the store and its own address
+    command = node_command(is_host=IS_HOST_MARK, local_addr=NODE_ADDR_MARK)
     if profile.node_launcher == "srun" and in_container(srun_args):  # pyxis: the image's Python on every node
         command = [node_python(srun_args, sys.executable), *command[1:]]
     start = time.monotonic()
@@ -89,7 +91,8 @@ def run_across_nodes(
             for node in nodes:
                 (raw_dir / node.name).mkdir(parents=True, exist_ok=True)  # srun opens %N's log before the task runs
             srun = srun_launch_command(len(nodes), str(raw_dir), f"{prefix}torchrun.log", command, srun_args,
-                                       elastic=bool(min_nodes and min_nodes < len(nodes)), expendable=expendable)
+                                       elastic=bool(min_nodes and min_nodes < len(nodes)), expendable=expendable,
+                                       plan=node_plan(nodes, profile.node_addrs or [n.name for n in nodes]))
             started.append((nodes[0], _start_local(srun, base, raw_dir / f"{prefix}srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             node_dir = raw_dir / node.name
@@ -133,7 +136,7 @@ def run_on_each_node(profile: Profile, argv: Sequence[str], *, raw_dir: Path, lo
             srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
             if argv and argv[0] == sys.executable:  # a Python probe: under pyxis the image's Python
                 argv = [node_python(srun_args, sys.executable), *argv[1:]]
-            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv, srun_args)
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv, srun_args)  # a probe: no marks
             started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             (raw_dir / node.name).mkdir(parents=True, exist_ok=True)

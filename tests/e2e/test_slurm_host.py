@@ -3,15 +3,18 @@ in each node's namespace (tests/e2e/slurm_cluster.py), the login node reached th
 remote tests use (tests/e2e/remote_loopback.py), its slurm.conf named by SLURM_CONF= (a real cluster's is at
 /etc/slurm/slurm.conf, where no option is needed).
 
-One story, one two-node job (~60 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
+One story, one two-node job (~90 s on 2 cores, most of it the job's own topology and bandwidth stages): the refusals
 first, each one line before anything is shipped or submitted (a partition Slurm does not know, more nodes than the
-partition has; an unreachable login node: tests/unit/test_slurm_submit.py); then `make slurm` — the laptop's HEAD
+partition has; an unreachable login node: tests/unit/test_slurm_submit.py), then two short jobs the batch host refuses
+in one line before any stage (a node address nothing answers at; node-a's firewall closed to the rendezvous port);
+then `make slurm` with NODE_ADDRS= naming second addresses the nodes' names do not resolve to — the laptop's HEAD
 shipped to the shared folder, the venv there (the cached one), the sbatch script written and submitted on the login
 node — SIGKILLed as soon as the job is submitted; `make slurm FETCH=<job id>` then finds the job by its id, follows it
 (its state, its output's lines), fetches its run directory (both nodes' raw output: the suite on the batch host took
 the allocation's nodes and started each launch as one srun across them) into the laptop's runs/ with the job's output
 beside it, and renders the report; last, the login node's own `make slurm FETCH=` (python -m suite slurm --attach)
-ends in the report there.
+ends in the report there; and the fault stage's node-loss drill inside a two-node allocation (salloc), node-b's torchrun
+agent SIGKILLed mid-step under one elastic srun.
 """
 
 from __future__ import annotations
@@ -90,9 +93,12 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
                 assert done.returncode == 2 and len(refusals) == 1 and says in refusals[0], done.stderr[-3000:]
                 assert "── code" not in done.stderr  # nothing shipped
             assert not (shared / "code").exists() and not list(shared.glob("runs/*.sbatch"))
+            second = second_addresses(cluster)  # the node addresses the run is told: not what the names resolve to
+            wrong, closed = network_refusals(cluster, env, second, tmp_path / "refusals")
             started = time.monotonic()
             first = tmp_path / "first-make-slurm.log"
-            job = submit_then_drop_the_laptop(make_slurm_argv(laptop, sshd, tmp_path, conf), first)
+            job = submit_then_drop_the_laptop(make_slurm_argv(laptop, sshd, tmp_path, conf,
+                                                              NODE_ADDRS=f"{second}.1,{second}.2"), first)
             submitted = time.monotonic() - started
             twice = make_slurm(laptop, sshd, tmp_path, conf)  # the same command again while the job is queued
             done = make_slurm(laptop, sshd, tmp_path, conf, PARTITION="", FETCH=job)
@@ -119,9 +125,12 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     assert "2 nodes × 1 processes" in output, output[-3000:]
     raw = run / "raw" / "bandwidth"
     srun = (raw / "torch.srun.log").read_text().splitlines()[0]  # the one command; each node's output under %N
-    assert "srun --nodes=2" in srun and "--rdzv-endpoint=node-a:" in srun and "--nnodes=2" in srun
-    for node in ("node-a", "node-b"):
-        assert (raw / node / "torch.torchrun.log").exists()
+    # The endpoint is node-a's second address, which its name does not resolve to: torch's guess by host name would
+    # leave the store unhosted; each node's shell filled in is_host and --local-addr (its log's first line).
+    assert "srun --nodes=2" in srun and f"--rdzv-endpoint={second}.1:29400" in srun and "--nnodes=2" in srun
+    for i, node in enumerate(("node-a", "node-b")):
+        own = (raw / node / "torch.torchrun.log").read_text().splitlines()[0]
+        assert f"is_host={int(i == 0)}" in own and f"--local-addr={second}.{i + 1} " in own, own
         assert len(list((raw / node).glob("torch.rank*.log"))) == 1
         assert len(list((raw / node).glob("pairs.rank*.log"))) == 1
     verdicts = {v["id"]: v["status"] for v in json.loads((run / "verdicts.json").read_text())["verdicts"]}
@@ -144,6 +153,7 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
     assert (login_run / "report.html").stat().st_size > 10_000
     assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
+    assert_network_refused(wrong, closed, second)
     print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s; "
           f"node-loss drill under srun: {loss_s:.1f} s")
     assert_node_loss_survived(lost, tmp_path / "node-loss")
@@ -199,6 +209,48 @@ def login_node_attach(shared: Path, job: str, env: dict[str, str]) -> subprocess
     return subprocess.run([venv_python, "-m", "suite", "slurm", "--attach", job, "--out", str(shared / "runs")],
                           cwd=code, env={**clean_env(PYTHONPATH=str(code)), "SLURM_CONF": env["SLURM_CONF"]},
                           capture_output=True, text=True, timeout=300)
+
+
+def second_addresses(cluster) -> str:
+    """A second address on each node's interface (<second>.1 on node-a, .2 on node-b), in no /etc/hosts: the
+    secondary NIC or NAT'd address a rented node's host name does not resolve to. Gone with the namespaces."""
+    second = f"10.{180 + os.getpid() % 20}.{os.getpid() % 250}"
+    for i, ns in enumerate(cluster.namespaces.values(), 1):
+        subprocess.run(["ip", "-n", ns, "addr", "add", f"{second}.{i}/24", "dev", IFNAME], check=True)
+    return second
+
+
+def suite_slurm_on_login(env: dict[str, str], out: Path, node_addrs: str) -> subprocess.CompletedProcess:
+    """make slurm on the login node (`python -m suite slurm --submit`): the job written, submitted, followed."""
+    argv = [str(VENV / "bin" / "python"), "-m", "suite", "slurm", "--partition", "debug", "--nodes", "2",
+            "--gpus-per-node", "1", "--profile", "gloo-cpu", "--stages", "topology", "--socket-ifname", IFNAME,
+            "--node-addrs", node_addrs, "--out", str(out), "--submit"]
+    return subprocess.run(argv, cwd=WORKTREE, env={**env, "PYTHONPATH": str(WORKTREE)}, capture_output=True,
+                          text=True, timeout=300)
+
+
+def network_refusals(cluster, env: dict[str, str], second: str, out: Path):
+    """Two jobs refused before any stage: a node address nothing answers at, then the right one with node-a's
+    firewall (nftables, in its namespace) dropping the rendezvous port."""
+    from tests.e2e.hostile_lab import close_port, reopen_port
+
+    wrong = suite_slurm_on_login(env, out / "wrong", f"{second}.9,{second}.2")
+    ns = cluster.namespaces["node-a"]
+    rule = close_port(ns, 29400)
+    try:
+        closed = suite_slurm_on_login(env, out / "closed", f"{second}.1,{second}.2")
+    finally:
+        reopen_port(ns, rule)
+    return wrong, closed
+
+
+def assert_network_refused(wrong: subprocess.CompletedProcess, closed: subprocess.CompletedProcess, second: str):
+    for done, addr, why in ((wrong, f"{second}.9", ""), (closed, f"{second}.1", "timed out")):
+        errors = [line for line in done.stderr.splitlines() if "  │ error: " in line]
+        assert done.returncode == 2 and len(errors) == 1, done.stderr[-3000:]
+        assert f"node node-b cannot connect to node node-a at {addr}:29400, the rendezvous port" in errors[0]
+        assert why in errors[0] and "open TCP 29400" in errors[0] and "NODE_ADDRS=" in errors[0], errors[0]
+        assert "without a run directory" in done.stderr and "  │ [ 1/1] topology" not in done.stderr  # no stage
 
 
 def job_id(log: str) -> str:

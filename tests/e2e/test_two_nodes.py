@@ -260,7 +260,9 @@ def assert_dp_crossed_both_nodes(run: Path) -> None:
 
 @pytest.mark.needs("openmpi")
 def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
-    """nccl-tests' launcher words (suite/cluster/mpirun.py) start one process on each node, with the NCCL variables."""
+    """nccl-tests' launcher words (suite/cluster/mpirun.py) start one process on each node, with the NCCL variables:
+    the hostfile by the node addresses, Open MPI held to them (no SOCKET_IFNAME) while each node has a second NIC
+    with an address the other node cannot reach."""
     import shutil
 
     from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes
@@ -270,12 +272,23 @@ def test_mpirun_across_two_namespaces(tmp_path, can_make_namespaces):
         pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
     with two_node_cluster(tmp_path / "cluster") as cluster:
         nodes = parse_nodes("node-a,node-b")
+        addrs = [cluster.address(n) for n in ("node-a", "node-b")]
+        # The second NIC: a veth whose peer goes nowhere, both nodes' on one subnet that joins nothing (as docker0's
+        # 172.17.0.1/16 on every node).
+        for i, ns in enumerate(cluster.namespaces.values(), 1):
+            for argv in (["link", "add", "nic2", "type", "veth", "peer", "name", "nic2-peer"],
+                         ["addr", "add", f"10.{180 + os.getpid() % 20}.0.{i}/24", "dev", "nic2"],
+                         ["link", "set", "nic2", "up"], ["link", "set", "nic2-peer", "up"]):
+                subprocess.run(["ip", "-n", ns, *argv], check=True)
         hostfile = tmp_path / "hostfile"
-        hostfile.write_text(hostfile_text(nodes, 1))
+        hostfile.write_text(hostfile_text(nodes, 1, addrs))
         words = mpirun_across_nodes("mpirun", nodes, 1, str(hostfile), env={"NCCL_SOCKET_IFNAME": IFNAME},
-                                    ssh_config=str(cluster.ssh_config), ifname=IFNAME, as_root=True)
+                                    ssh_config=str(cluster.ssh_config), as_root=True, addrs=addrs)
         probe = 'echo "rank=$OMPI_COMM_WORLD_RANK host=$(hostname) if=$NCCL_SOCKET_IFNAME"'
         done = cluster.ssh("node-a", shlex.join([*words, "sh", "-c", probe]), timeout_s=120, check=False)
+    assert hostfile.read_text() == f"{addrs[0]} slots=1\n{addrs[1]} slots=1\n"
+    assert words[words.index("btl_tcp_if_include") + 1] == f"{addrs[0]}/32,{addrs[1]}/32"
+    assert words[words.index("oob_tcp_if_include") + 1] == f"{addrs[0]}/32,{addrs[1]}/32"
     assert done.returncode == 0, done.stderr[-2000:]
     lines = sorted(done.stdout.split("\n"))
     assert [line for line in lines if line] == [f"rank=0 host=node-a if={IFNAME}", f"rank=1 host=node-b if={IFNAME}"]

@@ -109,6 +109,32 @@ def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, mon
     assert _nccl_tests.form_label(two).startswith("mpirun -np 16 across 2 nodes")
 
 
+def test_nccl_tests_across_nodes_dial_the_node_addresses_and_hold_open_mpi_to_them(tmp_path, monkeypatch):
+    """The hostfile names the nodes by their node-to-node addresses (as the rendezvous does), not by the names the
+    laptop reached; without SOCKET_IFNAME Open MPI's tcp and out-of-band traffic is held to those addresses' networks,
+    so a second NIC (a management network, docker0) is never tried."""
+    from suite.config import NCCL_GPU
+    from suite.cluster import nccl_tests as _nccl_tests
+    from suite.cluster.mpirun import tcp_include
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "mpirun").write_text("#!/bin/sh\n")
+    (tools / "mpirun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    two = NCCL_GPU.with_overrides(nodes=("root@gpu-a.example.com", "root@gpu-b.example.com"),
+                                  node_addrs=("10.0.0.11", "10.0.0.12"))
+    words, why = _nccl_tests.launcher(two, {}, tmp_path / "raw")
+    assert why == "" and (tmp_path / "raw" / "hostfile").read_text() == "10.0.0.11 slots=8\n10.0.0.12 slots=8\n"
+    pairs = {f"{a} {b}" for a, b in zip(words, words[1:])}
+    assert {"btl self,tcp", "btl_tcp_if_include 10.0.0.11/32,10.0.0.12/32",
+            "oob_tcp_if_include 10.0.0.11/32,10.0.0.12/32"} <= pairs
+    words, _ = _nccl_tests.launcher(two.with_overrides(socket_ifname="ens5"), {}, tmp_path / "raw")
+    assert "btl_tcp_if_include ens5" in {f"{a} {b}" for a, b in zip(words, words[1:])}  # a named interface wins
+    assert tcp_include("", ("gpu-a", "10.0.0.12")) == "" and tcp_include("", ()) == ""  # a name has no network
+    assert hostfile_text(parse_nodes("a,b"), 2, ("10.0.0.1",)) == "a slots=2\nb slots=2\n"  # not one per node
+
+
 def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
     from suite.config import NCCL_GPU
     from suite.results import Row

@@ -70,3 +70,20 @@ def test_pyxis_words_in_the_batch_script_expand_per_job(tmp_path):
     assert node_python([], "/v/bin/python") == "/v/bin/python"
     assert srun_mpi_words(2, 8, words)[:6] == ["srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8",
                                                "--mpi=pmix", "--kill-on-bad-exit=1"]
+
+
+def test_a_chosen_cuda_line_is_held_to_the_compute_nodes_driver():
+    """CUDA_LINE=cu130 on a node whose driver (a real capture's) is 550: refused in one line before the venv is
+    built or the job queued; a driver that runs it, or a probe that told nothing, lets the choice stand."""
+    from provisioning.slurm.cuda_probe import chosen_line_problem
+    from suite.hardware.cuda_lines import line_named
+
+    h200 = captured_driver("nvsmi-q-08-h200-550-healthy.json")
+    said = chosen_line_problem("gpu", line_named("cu130"), 0, f"{h200}\n")
+    assert said.startswith(f"CUDA_LINE=cu130 on PARTITION=gpu's compute node: driver {h200} is too old for CUDA 13")
+    assert "use CUDA_LINE=cu126" in said and "\n" not in said
+    assert chosen_line_problem("gpu", line_named("cu126"), 0, f"{h200}\n") is None
+    assert chosen_line_problem("gpu", line_named("cu130"), 0, "580.95.05\n") is None
+    assert chosen_line_problem("gpu", line_named("cu130"), 1, "") is None  # no answer: the job's GPU check decides
+    old = chosen_line_problem("gpu", line_named("cu126"), 0, "470.57.02\n")
+    assert "470.57.02 is older than every CUDA line" in old

@@ -107,7 +107,7 @@ def test_the_probe_and_the_submission_name_slurm_conf_only_when_given():
     flags = dict(zip(argv[4:-2:2], argv[5:-2:2]))
     assert flags == {"--partition": "gpu", "--nodes": "2", "--gpus-per-node": "8", "--account": "proj 1", "--time": "",
                      "--profile": "nccl-gpu", "--stages": "topology,bandwidth", "--container-image": "",
-                     "--socket-ifname": "", "--out": "/shared/c/runs"}
+                     "--socket-ifname": "", "--node-addrs": "", "--out": "/shared/c/runs"}
     # And the login node's command line parses them as the login node's make slurm would.
     from suite.__main__ import build_parser
 
