@@ -29,7 +29,7 @@ def test_present(value):
 @pytest.mark.parametrize("value, finite", [(0, True), (3.5, True), (np.float32(2.0), True), (np.int64(7), True),
                                            ("12.5", True), (float("inf"), False), (-math.inf, False),
                                            ("nan", False), ("GPU0", False), (True, False), (object(), False)],
-                         ids=repr)
+                         ids=lambda v: type(v).__name__ if type(v) is object else repr(v))  # ids the same in every process
 def test_finite_number(value, finite):
     assert is_finite_number(value) is finite
 
