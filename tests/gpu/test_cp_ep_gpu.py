@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def gpus() -> int:
-    return torch.cuda.device_count()
+    """The ranks ep and cp run on: the largest power of two within the GPUs (suite/config.py parallel_ranks)."""
+    from suite.config import parallel_ranks
+
+    return parallel_ranks(torch.cuda.device_count())
 
 
 def test_ep_on_nccl_matches_one_process_and_is_timed(tmp_path):
@@ -52,7 +55,7 @@ def test_cp_on_nccl_matches_full_attention_and_torch_cp_does_too(tmp_path):
     from tests.gpu.card_facts import live_facts
 
     n = gpus()
-    ds = tuple(d for d in (2, 4, 8) if d <= n and n % d == 0)
+    ds = tuple(d for d in (2, 4, 8) if d <= n)  # n is a power of two: each divides it
     cfg = dataclasses.replace(NCCL_GPU.cp, degrees=ds, seq_lens=(2048, 4096), reps=2)
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=(1,), cp=cfg)
     facts = live_facts(profile, tmp_path)
