@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fromjson import from_plain
+from .power_of_two import parallel_ranks
 from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
 
 
@@ -230,12 +231,12 @@ class Profile:
 
     @property
     def zero_degrees(self) -> tuple[int, ...]:
-        """The degrees zero measures: one node's parallel ranks (parallel_ranks), then each cross-node degree."""
+        """The degrees zero measures: one node's parallel ranks, then each cross-node degree."""
         return (self.parallel_ranks, *self.cross_node_degrees)
 
     @property
     def parallel_ranks(self) -> int:
-        """The ranks zero, pp, cp, ep, overlap and profile run on (see parallel_ranks)."""
+        """The ranks zero, pp, cp, ep, overlap and profile run on (suite/power_of_two.py)."""
         return parallel_ranks(self.nproc, len(self.nodes))
 
     @property
@@ -342,14 +343,6 @@ NCCL_1GPU = Profile(
                     steps=10, warmup_steps=3),
     judge_performance=True,
 )
-
-def parallel_ranks(nproc: int, nodes: int = 1) -> int:
-    """The ranks of a parallel stage's world (ZeRO, PP, CP, EP, DDP's overlap and profile): on one node the largest
-    power of two ≤ nproc, as TP/DP take their degrees — their batches, heads, experts and layers split in halves,
-    so 6 GPUs run them on 4 and the other 2 wait (3 → 2, 5/6/7 → 4). Across nodes every rank: those degrees
-    are whole nodes (scaling_degrees) and the batch is raised to fit them (Profile.dp_model)."""
-    return nproc if nodes > 1 else 1 << (max(nproc, 1).bit_length() - 1)
-
 
 def scaling_degrees(degrees: typing.Sequence[int], nproc: int, nodes: int) -> tuple[int, ...]:
     """DP degrees over `nodes` nodes of `nproc` ranks each: the within-node `degrees`, then on 2+ nodes whole nodes

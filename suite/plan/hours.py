@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 
 from suite.plan import setup as plan_setup
 from suite import stages
-from suite.config import Profile, parallel_ranks, scaling_degrees
+from suite.config import Profile, scaling_degrees
+from suite.power_of_two import parallel_ranks
 from suite.costmodel import alphabeta as ab
 from suite.costmodel.sizing import parameter_count, training_flops_per_token
 from suite.dtypes import DTYPE_BYTES
@@ -154,7 +155,7 @@ class PlanInputs:
 
     @property
     def parallel_ranks(self) -> int:
-        """The world of zero, pp, cp, ep, overlap and profile, as the run takes it (suite/config.py parallel_ranks):
+        """The world of zero, pp, cp, ep, overlap and profile, as the run takes it (suite/power_of_two.py):
         the largest power of two within one node's GPUs; every GPU of a multi-node plan (each node launches all)."""
         return self.gpus if self.gpus > self.per_node else parallel_ranks(self.gpus)
 

@@ -137,7 +137,7 @@ def pp_sizing(profile: Profile, facts: dict | None) -> tuple[GptConfig, str]:
 
 def launch_ranks(profile: Profile) -> int:
     """Processes of the launch: the pp section's ranks, else the parallel ranks (the largest power of two ≤ nproc,
-    suite/config.py parallel_ranks; 1 means the stage cannot run)."""
+    suite/power_of_two.py; 1 means the stage cannot run)."""
     return profile.pp.ranks or profile.parallel_ranks
 
 

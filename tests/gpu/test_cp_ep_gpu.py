@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def gpus() -> int:
-    """The ranks ep and cp run on: the largest power of two within the GPUs (suite/config.py parallel_ranks)."""
-    from suite.config import parallel_ranks
+    """The ranks ep and cp run on: the largest power of two within the GPUs (suite/power_of_two.py)."""
+    from suite.power_of_two import parallel_ranks
 
     return parallel_ranks(torch.cuda.device_count())
 
