@@ -141,7 +141,8 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         runtime = decision.runtime
         record.update(runtime=runtime, host_facts=asdict(facts))
         base = facts.base
-        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=runtime)
+        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=runtime,
+                          **jobs.run_settings(opts))
         return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_job(
             remote, opts, facts, runtime, local, key, resume_dir, steps, line=decision.cuda_line))
     finally:

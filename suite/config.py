@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fromjson import from_plain
+from .power_of_two import parallel_ranks
 from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
 
 
@@ -230,8 +231,13 @@ class Profile:
 
     @property
     def zero_degrees(self) -> tuple[int, ...]:
-        """The degrees zero measures: every rank of one node (as on a single node), then each cross-node degree."""
-        return (self.nproc, *self.cross_node_degrees)
+        """The degrees zero measures: one node's parallel ranks, then each cross-node degree."""
+        return (self.parallel_ranks, *self.cross_node_degrees)
+
+    @property
+    def parallel_ranks(self) -> int:
+        """The ranks zero, pp, cp, ep, overlap and profile run on (suite/power_of_two.py)."""
+        return parallel_ranks(self.nproc, len(self.nodes))
 
     @property
     def dp_model(self) -> GptConfig:

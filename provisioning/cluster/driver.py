@@ -236,7 +236,7 @@ def cluster_main(opts, steps) -> int:
         steps.say(f"{probed[0].spec.label} reaches {', '.join(labels[1:])} over ssh without a password")
         base = probed[0].facts.base
         key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=opts.runtime,
-                          nodes=",".join(labels))
+                          nodes=",".join(labels), **jobs.run_settings(node_world(opts, settings)))
         return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_cluster_job(
             remote, opts, probed, local, key, resume_dir, settings, steps, gpu=needs_gpu(opts.profile)))
     finally:

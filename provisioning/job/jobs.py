@@ -125,9 +125,22 @@ class JobKey:
     runtime: str
     nodes: str = ""
     """HOSTS=: the nodes of a multi-node run, comma-separated ('' on one host; a job recorded before had none)."""
+    nproc: str = ""
+    """NPROC= as asked ('' unset: one process per GPU listed). Another NPROC= is another world, another run."""
+    tier: str = ""
+    """TIER= ('' none): quick and standard select other stages and another burn-in length."""
+    burnin_min: str = ""
+    """BURNIN_MIN= ('' the tier's): another burn-in length is another run."""
 
     def matches(self, job: dict[str, Any]) -> bool:
-        return all(job.get(k, "") == v for k, v in self.__dict__.items())
+        """Every setting equal; a job recorded before a field existed has it '' (the unset value)."""
+        return all(str(job.get(k, "")) == v for k, v in self.__dict__.items())
+
+
+def run_settings(opts) -> dict[str, str]:
+    """JobKey's nproc, tier and burnin_min from a RemoteOptions (provisioning/session/options.py), as asked."""
+    return {"nproc": str(opts.nproc) if opts.nproc else "", "tier": opts.tier or "",
+            "burnin_min": str(opts.burnin_min or "")}
 
 
 @dataclass

@@ -17,12 +17,13 @@ from typing import Any
 
 from .. import runner, stages
 from ..config import Profile, get_profile
-from ..parsers import p2p, traces
+from ..parsers import traces
 from ..results import Row, RunDir
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.stages import bandwidth, crossover, health, topology
 from ..stages import profile as profile_stage
 from ..stages._topology_rules import common_model
+from ..stages._topology_smi import p2p_pairs
 from .inputs import Capture, Unused
 
 PROFILE = "nccl-gpu"
@@ -85,8 +86,8 @@ def assign(captures: list[Capture]) -> Plan:
 def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     outputs = {c.kind: c.data for c in caps}
     rows, facts, _ = topology.rows_from_smi(outputs)  # each output parsed already in inputs.read
-    if "nvidia-smi-topo-p2p" in outputs:  # which pairs reach each other's memory directly (topology.p2p)
-        facts["p2p"] = p2p.parse(outputs["nvidia-smi-topo-p2p"])["pairs"]
+    if "nvidia-smi-topo-p2p" in outputs:  # which pairs reach each other's memory directly, as live (topology.p2p)
+        facts["p2p"] = p2p_pairs({"nvidia-smi-topo-p2p": outputs["nvidia-smi-topo-p2p"]})[0]
     for tool in outputs:  # the judge's `tools` check: these outputs were read, the others not given
         rows.append(Row(stage="topology", case=tool, metric="tool_status", value=0, unit="",
                         text=f"ok: ingested from {next(c.path.name for c in caps if c.kind == tool)}"))

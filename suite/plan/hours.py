@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from suite.plan import setup as plan_setup
 from suite import stages
 from suite.config import Profile, scaling_degrees
+from suite.power_of_two import parallel_ranks
 from suite.costmodel import alphabeta as ab
 from suite.costmodel.sizing import parameter_count, training_flops_per_token
 from suite.dtypes import DTYPE_BYTES
@@ -148,8 +149,15 @@ class PlanInputs:
 
     @property
     def zero_degrees(self) -> tuple[int, ...]:
-        """zero's degrees: one node's GPUs, then each whole-node degree (Profile.zero_degrees)."""
-        return (self.per_node, *(d for d in self.dp_degrees if d > self.per_node))
+        """zero's degrees: one node's parallel ranks, then each whole-node degree (Profile.zero_degrees)."""
+        first = self.per_node if self.gpus > self.per_node else self.parallel_ranks
+        return (first, *(d for d in self.dp_degrees if d > self.per_node))
+
+    @property
+    def parallel_ranks(self) -> int:
+        """The world of zero, pp, cp, ep, overlap and profile, as the run takes it (suite/power_of_two.py):
+        the largest power of two within one node's GPUs; every GPU of a multi-node plan (each node launches all)."""
+        return self.gpus if self.gpus > self.per_node else parallel_ranks(self.gpus)
 
     @property
     def dp_batch(self) -> int:

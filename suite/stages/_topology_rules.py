@@ -48,14 +48,21 @@ def expects_full_nvlink(model: str | None) -> bool:
     return bool(gpu and gpu.switch_boards_only)
 
 
-def judge_p2p(pairs: Mapping[str, str] | None) -> list[Verdict]:
-    """topology.p2p from `nvidia-smi topo -p2p r`, where it was read (no verdict otherwise: an optional capture).
-    A pair without P2P (GeForce cards: GNS) is staged through host memory by NCCL: it works, slower than its
-    link, so it warns with the reason and bandwidth holds it to the staged floor, never the direct one."""
+def judge_p2p(pairs: Mapping[str, str] | None, why: str = "") -> list[Verdict]:
+    """topology.p2p from `nvidia-smi topo -p2p r` (and `-p2p w` live), where it was read; no verdict where an
+    ingest holds no `-p2p` capture (optional) or one GPU has no pair. A pair without P2P (GeForce cards: GNS) is
+    staged through host memory by NCCL: it works, slower than its link, so it warns with the reason and
+    bandwidth holds it to the staged floor, never the direct one. A live `-p2p` that did not answer (`why`)
+    leaves the check open: bandwidth then cannot tell a staged pair from a slow direct one."""
+    expected = "P2P between every GPU pair (`nvidia-smi topo -p2p r`/`w`: OK)"
+    if pairs is None and why:
+        return [VERDICTS.skip("p2p", expected=expected, observed="not read", reason=(
+            f"{why}: which GPU pairs reach each other's memory directly is unknown, so bandwidth holds every pair "
+            "to its direct link; run `nvidia-smi topo -p2p r` on the box by hand (an old driver may lack the "
+            "option) and `suite ingest` its output with the run's other captures"))]
     if not pairs:
         return []
     without = {p: s for p, s in pairs.items() if s != "OK"}
-    expected = "P2P between every GPU pair (`nvidia-smi topo -p2p r`: OK)"
     if not without:
         return [VERDICTS.passed("p2p", expected=expected, observed=f"{len(pairs)} pair(s) OK",
                                 reason="every GPU pair reads the other's memory directly")]

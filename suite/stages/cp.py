@@ -26,6 +26,7 @@ from ..dtypes import DTYPE_BYTES
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from ._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import cp_sized
 
@@ -82,7 +83,8 @@ CONFIG = ConfigSection(STAGE, CpConfig, {
 
 
 def degrees(profile: Profile) -> list[int]:
-    return [d for d in profile.cp.degrees if d <= profile.nproc and profile.nproc % d == 0]
+    ranks = profile.parallel_ranks  # a power of two: every degree ≤ it divides it (6 GPUs: CP = 2/4 on 4)
+    return [d for d in profile.cp.degrees if d <= ranks and ranks % d == 0]
 
 
 def timed_lengths(profile: Profile, facts: dict) -> tuple[tuple[int, ...], str]:
@@ -112,19 +114,19 @@ def estimate(p) -> tuple[float, str]:
     (reps + 1) times; attention ≈ 4·B·H·S²·D FLOPs forward (×3 with backward), ÷ P per rank."""
     cfg = p.profile.cp
     seconds = p.assume.torchrun_launch_s
-    for d in [d for d in cfg.degrees if d <= p.gpus]:
+    for d in [d for d in cfg.degrees if d <= p.parallel_ranks]:
         for s in cfg.seq_lens:
             forward = 4 * cfg.batch * cfg.heads * s * s * cfg.head_dim / d / (p.peak_flops * p.assume.mfu)
             shard_bytes = cfg.batch * cfg.heads * s // d * cfg.head_dim * DTYPE_BYTES.get(cfg.dtype, 4)
             rotation = (d - 1) * p.collective_s("sendrecv", 2 * shard_bytes, d)
             seconds += (cfg.reps + 1) * (2 * 3 * forward + 3 * forward + 2 * rotation)
-    return seconds, (f"CP = {'/'.join(str(d) for d in cfg.degrees if d <= p.gpus)}, S = "
+    return seconds, (f"CP = {'/'.join(str(d) for d in cfg.degrees if d <= p.parallel_ranks)}, S = "
                      f"{'/'.join(map(str, cfg.seq_lens))}: 4·B·H·S²·D FLOPs per forward ÷ CP, one launch")
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.cp
-    out = []
+    out = subset_expectations(STAGE, profile, "CP (sequence shards)") if degrees(profile) else []
     if card_bytes(facts) is not None and degrees(profile):  # what the sweep was sized to on this card
         kept, sized = timed_lengths(profile, facts)
         out.append(Expectation(stage=STAGE, case="sizing", metric="seq_len_max", value=float(max(kept, default=0)),
@@ -148,13 +150,14 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     if not ds:  # a one-card box: nothing to split; judge() says so
         ctx.say(f"no CP degree of {profile.cp.degrees} fits {profile.nproc} processes: nothing to run")
         return []
-    ctx.say(f"CP = {'/'.join(map(str, ds))}: ring and Ulysses vs full attention, then timings (one launch)")
+    ctx.say(f"CP = {'/'.join(map(str, ds))}{subset_note(profile)}: ring and Ulysses vs full attention, then timings "
+            "(one launch)")
     kept, sized = timed_lengths(profile, ctx.facts)
     if kept != profile.cp.seq_lens:
         ctx.say(f"cp sweep sized: {sized}")
     cp = dataclasses.replace(profile.cp, seq_lens=kept)
     args = ["--cp", json.dumps(dataclasses.asdict(cp)), "--degrees", ",".join(map(str, ds))]
-    return ctx.torchrun("suite.workloads.cp_run", args, tag="cp", nproc=profile.nproc).rows()
+    return ctx.torchrun("suite.workloads.cp_run", args, tag="cp", nproc=profile.parallel_ranks).rows()
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:

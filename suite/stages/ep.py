@@ -26,6 +26,7 @@ from ..dtypes import DTYPE_BYTES
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from ._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import ep_sized
 
@@ -97,10 +98,10 @@ def estimate(p) -> tuple[float, str]:
     layer is 2 matmuls of 2·T·k·d·f FLOPs forward (×3 with backward), plus 4 all-to-alls of T·k·d elements."""
     cfg = p.profile.ep
     rows_bytes = cfg.tokens * cfg.top_k * cfg.hidden * DTYPE_BYTES.get(cfg.dtype, 4)
-    a2a = p.collective_s("all_to_all", rows_bytes, p.gpus)
+    a2a = p.collective_s("all_to_all", rows_bytes, p.parallel_ranks)
     step = 3 * 2 * 2 * cfg.tokens * cfg.top_k * cfg.hidden * cfg.ffn / (p.peak_flops * p.assume.mfu) + 4 * a2a
     seconds = p.assume.torchrun_launch_s + len(ROUTERS) * (cfg.reps + 1) * (a2a + len(cfg.capacity_factors) * step)
-    return seconds, (f"EP = {p.gpus}, {cfg.tokens} tokens per card, {len(cfg.capacity_factors)} capacity factors × "
+    return seconds, (f"EP = {p.parallel_ranks}, {cfg.tokens} tokens per card, {len(cfg.capacity_factors)} capacity factors × "
                      f"2 routers: expert matmuls at the assumed MFU plus 4 all-to-alls per step")
 
 
@@ -108,36 +109,38 @@ def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
     """(tokens per rank of the timings that fit the card topology found, what they were sized to)."""
     cfg = profile.ep
     return ep_sized(cfg.tokens, card_bytes(facts), experts=cfg.experts, top_k=cfg.top_k, hidden=cfg.hidden,
-                    ffn=cfg.ffn, ranks=profile.nproc, dtype_bytes=DTYPE_BYTES.get(cfg.dtype, 4))
+                    ffn=cfg.ffn, ranks=profile.parallel_ranks, dtype_bytes=DTYPE_BYTES.get(cfg.dtype, 4))
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.ep
-    tols = tolerances(cfg, profile.nproc)
-    out = [] if card_bytes(facts) is None else [  # what the timings were sized to on this card
+    tols = tolerances(cfg, profile.parallel_ranks)
+    out = subset_expectations(STAGE, profile, "EP (experts per rank)")
+    out += [] if card_bytes(facts) is None else [  # what the timings were sized to on this card
         Expectation(stage=STAGE, case="sizing", metric="tokens", value=float(timed_tokens(profile, facts)[0]),
                     unit="count", source="model", basis=timed_tokens(profile, facts)[1])]
     out += [Expectation(stage=STAGE, case=f"{router}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
                        basis=f"at most {tols[q].describe()} (suite/costmodel/drill_tolerance.py)", algo=router,
-                       world=profile.nproc, dtype=CHECK_DTYPE) for router in ROUTERS for q in QUANTITIES]
+                       world=profile.parallel_ranks, dtype=CHECK_DTYPE) for router in ROUTERS for q in QUANTITIES]
     out += [Expectation(stage=STAGE, case=router, metric="token_set_mismatches", value=0.0, unit="count",
                         basis="the same routing rule on the same tokens: every expert gets exactly its tokens",
-                        algo=router, world=profile.nproc) for router in ROUTERS]
+                        algo=router, world=profile.parallel_ranks) for router in ROUTERS]
     return out
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg = profile.ep
-    if cfg.experts % profile.nproc:
-        raise ProfileError(f"ep.experts = {cfg.experts} is not divisible by the {profile.nproc} ranks: "
-                           f"pick a multiple of nproc")
-    ctx.say(f"EP = {profile.nproc}, {cfg.experts} experts, top-{cfg.top_k}: golden comparison, then timings (one launch)")
+    ranks = profile.parallel_ranks
+    if cfg.experts % ranks:
+        raise ProfileError(f"ep.experts = {cfg.experts} is not divisible by the {ranks} ranks: pick a multiple of {ranks}")
+    ctx.say(f"EP = {ranks}{subset_note(profile)}, {cfg.experts} experts, top-{cfg.top_k}: golden comparison, then "
+            f"timings (one launch)")
     tokens, sized = timed_tokens(profile, ctx.facts)
     if tokens != cfg.tokens:
         ctx.say(f"ep timings sized: {sized}")
         cfg = dataclasses.replace(cfg, tokens=tokens)
     return ctx.torchrun("suite.workloads.ep_run", ["--ep", json.dumps(dataclasses.asdict(cfg))], tag="ep",
-                        nproc=profile.nproc).rows()
+                        nproc=ranks).rows()
 
 
 def _value(rows: list[Row], case: str, metric: str) -> float | None:
@@ -147,7 +150,7 @@ def _value(rows: list[Row], case: str, metric: str) -> float | None:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
-    tols = tolerances(profile.ep, profile.nproc)
+    tols = tolerances(profile.ep, profile.parallel_ranks)
     out = [golden_verdict(rows, router, tols) for router in ROUTERS]
     out.append(load_verdict(rows, profile.ep))
     out.append(cost_verdict(rows, facts))

@@ -34,6 +34,7 @@ from ..verdicts import judges_performance, verdicts_for
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import scaling_model, scaling_sized
 from ._overlap_watch import named_gradient_sizes, watch_verdicts
+from ._parallel_ranks import subset_expectations, subset_note
 
 STAGE = "overlap"
 MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
@@ -48,7 +49,7 @@ CONFIG = None  # the profile's `model`
 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
-    compute, comm = p.step_s / p.gpus, p.dp_comm_s(p.gpus)
+    compute, comm = p.step_s / p.parallel_ranks, p.dp_comm_s(p.parallel_ranks)
     seconds = 2 * p.assume.torchrun_launch_s + p.steps * ((compute + comm) + max(compute, comm))
     return seconds, "DDP without overlap (compute + comm), then with (max of the two)"
 
@@ -89,11 +90,11 @@ def mode_of(text: str) -> OverlapMode:
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     alpha, beta, basis = alpha_beta(facts, profile.device)
-    n = profile.nproc
+    n = profile.parallel_ranks
     model = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     sizes = gradient_sizes(model)
     grad_bytes = sum(sizes)
-    out = []
+    out = subset_expectations(STAGE, profile, "DDP's batch")
     for text in modes(model):
         mode = mode_of(text)
         if mode.overlap:
@@ -122,11 +123,12 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     model = scaling_model(profile, ctx.facts)
     wanted = modes(model)
-    ctx.say(f"DDP modes {', '.join(mode_of(m).label for m in wanted)}: gradients checked, steps timed")
+    ctx.say(f"DDP modes {', '.join(mode_of(m).label for m in wanted)}{subset_note(profile)}: gradients checked, "
+            "steps timed")
     args = ["--model", json.dumps(dataclasses.asdict(model)), "--modes", ",".join(wanted)]
-    rows = ctx.torchrun("suite.workloads.overlap_run", args, tag="ddp").rows()
+    rows = ctx.torchrun("suite.workloads.overlap_run", args, tag="ddp", nproc=profile.parallel_ranks).rows()
     alpha, beta, _ = alpha_beta(ctx.facts, profile.device)
-    return rows + derived_rows(rows, profile.nproc, alpha, beta)
+    return rows + derived_rows(rows, profile.parallel_ranks, alpha, beta)
 
 
 def _value(rows: list[Row], label: str, metric: str) -> float | None:

@@ -38,6 +38,7 @@ from ..costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from ..facts import profile as profile_of
 from ..results import Expectation, Row, Verdict
 from ..verdicts import judges_performance, verdicts_for
+from ._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import pp_sized
 
@@ -135,8 +136,9 @@ def pp_sizing(profile: Profile, facts: dict | None) -> tuple[GptConfig, str]:
 
 
 def launch_ranks(profile: Profile) -> int:
-    """Processes of the launch: the pp section's ranks, else nproc (1 means the stage cannot run)."""
-    return profile.pp.ranks or profile.nproc
+    """Processes of the launch: the pp section's ranks, else the parallel ranks (the largest power of two ≤ nproc,
+    suite/power_of_two.py; 1 means the stage cannot run)."""
+    return profile.pp.ranks or profile.parallel_ranks
 
 
 def pp_degrees(profile: Profile) -> tuple[int, ...]:
@@ -188,7 +190,7 @@ def estimate(p) -> tuple[float, str]:
     drill = sum(pp.bubble_repeats * ideal_step_s(ranks, m, f, b, schedule_chunks(s, pp.chunks)) + 0.1
                 for s in pp.bubble_schedules for m in pp.bubble_microbatches if runs_at(s, ranks, m))
     layer_ratio = (pp.layers or prof.model.layers) / prof.model.layers
-    degrees = [d for d in pp.degrees if 2 <= d <= p.gpus]
+    degrees = [d for d in pp.degrees if 2 <= d <= min(p.gpus, launch_ranks(prof))]
     timed = 0.0
     for d in degrees:
         for s in pp.timed_schedules:
@@ -217,7 +219,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     if launch_ranks(profile) < 2:
         return []
     cfg, sized = pp_sizing(profile, facts)
-    out = [] if card_bytes(facts) is None else [  # what the model was sized to on this card
+    out = [] if profile.pp.ranks else subset_expectations(STAGE, profile, "PP (layers per stage)")
+    out += [] if card_bytes(facts) is None else [  # what the model was sized to on this card
         Expectation(stage=STAGE, case="sizing", metric="parameters", value=float(parameter_count(cfg)), unit="count",
                     source="model", basis=sized)]
     out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
@@ -246,7 +249,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         ctx.say(ONE_RANK)
         return []
     check_launch(profile)
-    ctx.say(f"pipeline: golden per schedule, sleep-stage bubble, GPT timed (one launch of {ranks} ranks)")
+    ctx.say(f"pipeline: golden per schedule, sleep-stage bubble, GPT timed (one launch of {ranks} ranks"
+            f"{'' if profile.pp.ranks else subset_note(profile)})")
     if card_bytes(ctx.facts) is not None:
         ctx.say(f"pp model sized: {pp_sizing(profile, ctx.facts)[1]}")
     return ctx.torchrun("suite.workloads.pp_run", worker_args(profile, facts=ctx.facts), tag="pp", nproc=ranks).rows()

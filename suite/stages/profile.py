@@ -28,7 +28,9 @@ from suite.launch.torchrun import LaunchError
 from ..parsers import traces
 from ..results import Expectation, Row, Verdict
 from ..values import is_missing
+from ..facts import profile as profile_of
 from ..verdicts import judges_performance, verdicts_for
+from ._parallel_ranks import subset_expectations, subset_note
 from .. import headlines as hl
 from suite.hardware.stage_fit import scaling_model
 
@@ -45,7 +47,7 @@ CONFIG = None
 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
-    step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
+    step = p.step_s / p.parallel_ranks + p.dp_comm_s(p.parallel_ranks)
     return (p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
             f"nsys over {p.steps} DDP steps + export of every rank's report")
 
@@ -108,8 +110,8 @@ def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    common = dict(stage=STAGE, case="ddp", world=profile.nproc)
-    return [
+    common = dict(stage=STAGE, case="ddp", world=profile.parallel_ranks)
+    return subset_expectations(STAGE, profile, "DDP's batch") + [
         Expectation(metric="overlap_pct", value=MIN_OVERLAP_PCT, unit="%", **common,
                     basis="at least this share of communication under compute whenever communication is more "
                           f"than {MIN_COMM_SHARE_PCT:g}% of the captured span (DDP overlaps its buckets with backward)"),
@@ -121,8 +123,9 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     tool, nsys = capture_tool(profile)
-    ctx.say(f"DDP under {tool}: {profiled_steps(profile)} steps")
-    result = ctx.torchrun("suite.workloads.profile_run", worker_args(profile, ctx.raw_dir, nsys, ctx.facts), tag="ddp")
+    ctx.say(f"DDP under {tool}: {profiled_steps(profile)} steps{subset_note(profile)}")
+    result = ctx.torchrun("suite.workloads.profile_run", worker_args(profile, ctx.raw_dir, nsys, ctx.facts), tag="ddp",
+                          nproc=profile.parallel_ranks)
     rows = result.rows()
     if nsys:
         ctx.say("nsys export --type sqlite")
@@ -132,7 +135,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say(f"overlap analysis of {len(files)} traces")
     timelines = [t for path in files for t in traces.timelines_of(path)]
     source = "nsys" if nsys else "torch.profiler"
-    rows += analysis_rows(timelines, source, profile.nproc)
+    rows += analysis_rows(timelines, source, profile.parallel_ranks)
     for key, value in trace_facts(tool, files, profile.device == "cuda" and not nsys, timelines,
                                   profiled_steps(profile) - 1).items():
         ctx.publish(key, value)
@@ -198,7 +201,7 @@ def _by_rank(rows: list[Row], metric: str) -> dict[int, float]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    world = int(facts["profile"]["nproc"])
+    world = profile_of(facts).parallel_ranks
     device = facts["profile"]["device"]
     capture = facts.get("trace_capture") or {}
     comm, compute = _by_rank(rows, "comm_us"), _by_rank(rows, "compute_us")

@@ -3,9 +3,10 @@
     python -m suite run --stages topology --profile nccl-gpu    # on the rented box
     python -m suite run --stages topology --profile gloo-cpu    # the rehearsal: CPU/NUMA facts only
 
-GPU face: `nvidia-smi topo -m`, `-q` and `-L` (kept untouched in raw/topology/), one row per GPU
-pair (metric `link`, text NV18/SYS…, value = bonded NVLink count) and per GPU–NIC pair, GPU names,
-PCIe link and fabric state per GPU, driver/CUDA/NCCL/torch versions. Both faces: lscpu, NUMA nodes
+GPU face: `nvidia-smi topo -m`, `-q`, `-L`, `topo -p2p r` and `-p2p w` (kept untouched in raw/topology/;
+suite/stages/_topology_smi.py), one row per GPU pair (metric `link`, text NV18/SYS…, value = bonded NVLink
+count) and per GPU–NIC pair, GPU names, PCIe link and fabric state per GPU, which pairs lack P2P (facts
+topology.p2p, as `suite ingest` reads a captured `-p2p`), driver/CUDA/NCCL/torch versions. Both faces: lscpu, NUMA nodes
 (sysfs, `numactl -H` when present), CPU model and counts. The verdict rules live in
 suite/stages/_topology_rules.py (`python -m suite parse topo` adds them to its parse).
 """
@@ -20,18 +21,13 @@ from ..config import Profile
 from ..context import StageContext
 from suite.hardware.hostprobe import (cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts,
                                       usable_cpus)
-from ..parsers import ParseError
 from ..parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
-from ..parsers.smi_query import parse_list, parse_query
-from ..parsers.topo import nvlink_count
-from ..parsers.topo import parse as parse_topo
-from suite.hardware.card_fit import memory_from_query
 from ..results import Expectation, Row, Verdict, atomic_write_text, dumps
 from ..values import is_missing
 from ..verdicts import judges_performance, not_captured, verdicts_for
 from suite.cluster import node_nics as _node_nics
-from ._topology_rules import (classify, common_model, judge_links, judge_numa, judge_p2p, link_class,
-                              judge_fabric, numa_groups)
+from ._topology_rules import judge_fabric, judge_links, judge_numa, judge_p2p, numa_groups
+from ._topology_smi import OPTIONAL_TOOLS, SMI_TOOLS, capture_gpu, matrix_facts, rows_from_smi  # noqa: F401 (ingest, tests)
 from .. import headlines as hl
 
 STAGE = "topology"
@@ -54,9 +50,6 @@ def estimate(p) -> tuple[float, str]:
         "; every node's NICs: a probe on each" if nics else "")
 
 
-SMI_TOOLS = (("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
-             ("nvidia-smi-q", ["nvidia-smi", "-q"]),
-             ("nvidia-smi-L", ["nvidia-smi", "-L"]))
 GPU_CHECKS = ("tools", "links", "numa", "gpu_count", "torch_cuda_devices", "fabric")
 CPU_SKIP_REASON = ("profile {name} runs on CPU: GPU topology is checked on nccl-gpu; the parser is proven "
                    "on captured real outputs in tests/unit/test_topo_parser.py")
@@ -90,8 +83,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         ctx.publish("node_nics", _node_nics.nic_totals(nic_rows))  # and the inter-node sweep (NICs × line rate)
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
-        ctx.say("nvidia-smi topo -m, -q, -L")
-        gpu = _gpu_facts(ctx, rows, tools)
+        ctx.say("nvidia-smi topo -m, -q, -L, -p2p r/w")
+        gpu = capture_gpu(ctx, rows, tools)
     ctx.say("versions (torch, CUDA, NCCL)")
     versions = torch_facts(want_cuda=not profile.is_rehearsal)
     versions.update({k: v for k, v in gpu.get("smi_versions", {}).items() if v})
@@ -153,93 +146,6 @@ def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
     return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable, "numa_nodes": nodes}
 
 
-def _gpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
-    runs = {name: run_tool(name, argv, ctx.raw_dir) for name, argv in SMI_TOOLS}
-    tools.update({name: r.record() for name, r in runs.items()})
-    gpu_rows, facts, unreadable = rows_from_smi({name: r.stdout if r.ok else None for name, r in runs.items()})
-    rows += gpu_rows
-    for name, why in unreadable.items():  # an unreadable matrix is the tool's status; an unreadable -q a detail
-        if name == "nvidia-smi-topo-m":
-            tools[name].update(status="unreadable", detail=why)
-        else:
-            tools[name]["detail"] = f"unreadable: {why}"
-    return facts
-
-
-def rows_from_smi(outputs: dict[str, str | None]) -> tuple[list[Row], dict[str, Any], dict[str, str]]:
-    """nvidia-smi's outputs (by SMI_TOOLS name; None where not run) → (rows, topology facts, {tool: why unreadable}).
-
-    The stage's run() and `python -m suite ingest` both build their rows here."""
-    rows: list[Row] = []
-    unreadable: dict[str, str] = {}
-    listed, queried, matrix = (outputs.get(n) for n in ("nvidia-smi-L", "nvidia-smi-q", "nvidia-smi-topo-m"))
-    names = [g["name"] for g in parse_list(listed)] if listed is not None else []
-    query: dict[str, Any] = {}
-    if queried is not None:
-        try:
-            query = parse_query(queried)
-        except ParseError as e:
-            unreadable["nvidia-smi-q"] = str(e)
-    names = names or [g["product_name"] for g in query.get("gpus", []) if g.get("product_name")]
-    facts: dict[str, Any] = {"gpus": names, "gpu_model": common_model(names),
-                             "smi_versions": {"driver": query.get("driver_version"),
-                                              "cuda_driver": query.get("cuda_version")}}
-    if query:  # every stage sizes itself to the smallest card (suite/hardware/card_fit.py)
-        facts["gpu_memory_bytes"] = memory_from_query(queried)
-    for i, gpu in enumerate(query.get("gpus", [])):
-        for key in ("pcie_gen_max", "link_width_max"):
-            if gpu.get(key) is not None:
-                rows.append(Row(stage=STAGE, case=f"GPU{i}", metric=key, value=gpu[key], unit="count",
-                                source="nvidia-smi -q"))
-        if gpu.get("fabric_state"):
-            rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="fabric_state", value=float("nan"), unit="",
-                            text=f"{gpu['fabric_state']} / {gpu.get('fabric_status') or 'N/A'}"))
-    gens = [g["pcie_gen_max"] for g in query.get("gpus", []) if g.get("pcie_gen_max")]
-    widths = [g["link_width_max"] for g in query.get("gpus", []) if g.get("link_width_max")]
-    facts["pcie"] = {"gen_max": min(gens) if gens else None, "width_max": min(widths) if widths else None,
-                     "per_gpu": {f"GPU{i}": {"gen": g.get("pcie_gen_max"), "width": g.get("link_width_max")}
-                                 for i, g in enumerate(query.get("gpus", []))}}
-    for i, name in enumerate(names):
-        rows.append(Row(stage=STAGE, case=f"GPU{i}", metric="gpu_name", value=float("nan"), unit="",
-                        text=name, source="nvidia-smi -L"))
-
-    topo = None
-    if matrix is not None:
-        try:
-            topo = parse_topo(matrix)
-        except ParseError as e:
-            unreadable["nvidia-smi-topo-m"] = str(e)
-    count = len(topo.gpus) if topo else len(names)
-    rows.append(Row(stage=STAGE, case="gpus", metric="gpu_count", value=count, unit="count", source="nvidia-smi"))
-    facts["gpu_count"] = count
-    if topo is None:
-        return rows, facts, unreadable
-    for pair, link in topo.links.items():
-        rows.append(Row(stage=STAGE, case=pair, metric="link", value=nvlink_count(link), unit="count", text=link,
-                        source="nvidia-smi topo -m"))
-    for pair, link in topo.gpu_nic_links.items():
-        rows.append(Row(stage=STAGE, case=pair, metric="nic_link", value=float("nan"), unit="", text=link,
-                        source="nvidia-smi topo -m"))
-    for g in topo.gpus:
-        cpus = (topo.cpu_affinity or {}).get(g)
-        numa = (topo.numa_affinity or {}).get(g)
-        rows.append(Row(stage=STAGE, case=g, metric="cpu_affinity", value=_count(cpus), unit="count", text=cpus))
-        rows.append(Row(stage=STAGE, case=g, metric="numa_node", unit="",
-                        value=int(numa) if numa and numa.isdigit() else float("nan"), text=numa))
-    facts.update(matrix_facts(topo, facts["gpu_model"]))
-    return rows, facts, unreadable
-
-
-def matrix_facts(topo, model: str | None) -> dict[str, Any]:
-    """What the matrix tells later stages (suite/facts.py reads it): box kind, link class, the links themselves."""
-    box = classify(topo.gpus, topo.links, model)
-    klass = link_class(topo.links, topo.gpus, model)
-    return dict(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
-                nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
-                links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
-                gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
-
-
 def _version_rows(versions: dict[str, Any]) -> list[Row]:
     out = []
     for key in ("driver", "cuda_driver", "cuda", "nccl", "torch", "python"):
@@ -248,14 +154,6 @@ def _version_rows(versions: dict[str, Any]) -> list[Row]:
         if text:
             out.append(Row(stage=STAGE, case=key, metric="version", value=float("nan"), unit="", text=str(text)))
     return out
-
-
-def _count(cpulist: str | None) -> float:
-    try:
-        n = cpulist_count(cpulist)
-    except ValueError:
-        return float("nan")
-    return float("nan") if n is None else n
 
 
 # ---------------------------------------------------------------- judge
@@ -293,11 +191,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                                 "torch in this environment is a CPU build, CUDA_VISIBLE_DEVICES hides GPUs, or the "
                                 "container lacks `--gpus all`: fix it before any measurement"))
     out.append(judge_fabric(rows, facts))
-    return out + judge_p2p((facts.get("topology") or {}).get("p2p"))
+    topo = facts.get("topology") or {}
+    return out + judge_p2p(topo.get("p2p"), topo.get("p2p_why", ""))
 
 
 def _judge_tools(by: dict, facts: dict) -> Verdict:
-    tools = {case: row for (case, metric), row in by.items() if metric == "tool_status" and case.startswith("nvidia-smi")}
+    tools = {case: row for (case, metric), row in by.items()  # `-p2p` is topology.p2p's, optional to this check
+             if metric == "tool_status" and case.startswith("nvidia-smi") and case not in OPTIONAL_TOOLS}
     if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
         if "nvidia-smi-topo-m" in tools and {"nvidia-smi-q", "nvidia-smi-L"} & set(tools):  # names and matrix

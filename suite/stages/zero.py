@@ -33,6 +33,7 @@ from ..values import is_finite_number
 from ..verdicts import judges_performance, verdicts_for
 from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from ._golden import golden_verdicts, tolerance_after_training
+from ._parallel_ranks import subset_expectations, subset_note
 from .. import headlines as hl
 from suite.hardware.stage_fit import scaling_dp_model
 
@@ -67,7 +68,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     params = parameter_count(cfg)
     step_1 = (facts.get("baseline") or {}).get("step_time_s")
     across = len(profile.nodes) > 1
-    out = []
+    out = subset_expectations(STAGE, profile, "ZeRO (the batch and the state shards)")
     for n in profile.zero_degrees:
         for z in ZERO_STAGES:
             out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
@@ -104,7 +105,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
                 f"{len(profile.nodes)} nodes): reference, then each degree and stage")
         args += ["--degrees", degrees, "--record-nodes"]
     else:
-        ctx.say(f"DDP, ZeRO-1, ZeRO-2, ZeRO-3 over {profile.nproc} ranks: reference, then each stage")
+        ctx.say(f"DDP, ZeRO-1, ZeRO-2, ZeRO-3 over {profile.parallel_ranks} ranks{subset_note(profile)}: reference, "
+                "then each stage")
+        return ctx.torchrun("suite.workloads.zero_run", args, tag="zero", nproc=profile.parallel_ranks).rows()
     return ctx.torchrun("suite.workloads.zero_run", args, tag="zero").rows()
 
 

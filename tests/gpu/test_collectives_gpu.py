@@ -8,8 +8,6 @@ nccl-tests stage face runs when a `*_perf` binary is on PATH or in $CARDTIME_NCC
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -53,20 +51,17 @@ def test_hand_ring_and_tree_on_nccl(tmp_path):
 
 
 def test_bandwidth_stage_on_this_box(tmp_path):
-    from suite.context import StageContext
-    from suite.progress import Progress
     from suite.stages import bandwidth
+    from tests.gpu.card_facts import live_facts, stage_context
 
     p = profile()
-    raw = tmp_path / "raw" / "bandwidth"
-    raw.mkdir(parents=True)
-    ctx = StageContext(stage="bandwidth", profile=p, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=io.StringIO()))
+    facts = live_facts(p, tmp_path)  # topology's card and P2P pairs: nccl-tests' -e and the floors as in a run
+    ctx = stage_context(p, "bandwidth", tmp_path, facts)
     rows = bandwidth.run(p, ctx)
     statuses = {r.case: r.text for r in rows if r.metric == "status"}
     assert set(statuses) == {f"nccl-tests.{c}" for c in bandwidth.COLLECTIVES}
     assert "alpha_beta" in ctx.published
-    verdicts = bandwidth.judge(rows, bandwidth.expect(p, {}), {"profile": p.to_dict()})
+    verdicts = bandwidth.judge(rows, bandwidth.expect(p, facts), {**facts, **ctx.published})
     assert not [v for v in verdicts if v.id.startswith("bandwidth.wrong") and v.status != "pass"]
     # the primitive probe ran first in the same launch: NCCL supports every primitive (point-to-point needs 2 ranks)
     probe = {v.id.removeprefix("bandwidth.probe."): v.status for v in verdicts if v.id.startswith("bandwidth.probe.")}

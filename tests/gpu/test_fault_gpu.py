@@ -34,18 +34,15 @@ def profile():
 
 def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path):
     from suite.launch import procs
-    from suite.context import StageContext
-    from suite.progress import Progress
     from suite.stages import fault
+    from tests.gpu.card_facts import live_facts, stage_context
 
     p = profile()
-    raw = tmp_path / "raw" / "fault"
-    raw.mkdir(parents=True)
+    facts = live_facts(p, tmp_path)  # the drills' model sized to this card, as in a run
     before = set(procs.descendants(os.getpid()))
-    ctx = StageContext(stage="fault", profile=p, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 900)
+    ctx = stage_context(p, "fault", tmp_path, facts, stream=open(os.devnull, "w"), deadline=time.monotonic() + 900)
     rows = fault.run(p, ctx)
-    facts = {"profile": p.to_dict(), **ctx.published}
+    facts = {**facts, **ctx.published}
     verdicts = {v.id: v for v in fault.judge(rows, fault.expect(p, facts), facts)}
     for scenario in ("crash", "hang", "crash.async1", "hang.async1"):  # torch's default (3), then 1
         assert verdicts[f"fault.detect.{scenario}"].status != "fail", verdicts[f"fault.detect.{scenario}"]

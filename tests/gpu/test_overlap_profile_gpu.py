@@ -10,7 +10,6 @@ are two GPUs or more.
 
 from __future__ import annotations
 
-import io
 import shutil
 
 import pytest
@@ -30,13 +29,10 @@ def gpu_profile():
 
 
 def context(profile, stage, tmp_path):
-    from suite.context import StageContext
-    from suite.progress import Progress
+    """The stage's context holding the facts topology publishes on this box: the model sized to the card."""
+    from tests.gpu.card_facts import live_facts, stage_context
 
-    raw = tmp_path / "raw" / stage
-    raw.mkdir(parents=True)
-    return StageContext(stage=stage, profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
-                        progress=Progress(tmp_path, 1, stream=io.StringIO()))
+    return stage_context(profile, stage, tmp_path, live_facts(profile, tmp_path))
 
 
 def test_overlap_stage_on_nccl(tmp_path):
@@ -44,9 +40,9 @@ def test_overlap_stage_on_nccl(tmp_path):
 
     p = gpu_profile()
     ctx = context(p, "overlap", tmp_path)
-    expectations = overlap.expect(p, {})
+    expectations = overlap.expect(p, ctx.facts)
     rows = overlap.run(p, ctx)
-    verdicts = {v.id: v for v in overlap.judge(rows, expectations, {"profile": p.to_dict(), **ctx.published})}
+    verdicts = {v.id: v for v in overlap.judge(rows, expectations, {**ctx.facts, **ctx.published})}
     grads = {k: v for k, v in verdicts.items() if k.startswith("overlap.grads.")}
     assert len(grads) == 4 and {v.status for v in grads.values()} == {"pass"}, [v.observed for v in grads.values()]
     speed = [v for k, v in verdicts.items() if k.startswith("overlap.speed.")]
@@ -67,8 +63,8 @@ def test_profile_stage_on_nccl(tmp_path):
     p = gpu_profile()
     ctx = context(p, "profile", tmp_path)
     rows = profile.run(p, ctx)
-    facts = {"profile": p.to_dict(), **ctx.published}
-    verdicts = {v.id: v for v in profile.judge(rows, profile.expect(p, {}), facts)}
+    facts = {**ctx.facts, **ctx.published}
+    verdicts = {v.id: v for v in profile.judge(rows, profile.expect(p, ctx.facts), facts)}
     assert ctx.published["trace_capture"]["tool"] == ("nsys" if shutil.which("nsys") else "torch.profiler")
     if shutil.which("nsys"):
         assert sorted(f.name for f in ctx.raw_dir.glob("rank_*.sqlite")) == [f"rank_{r}.sqlite" for r in range(p.nproc)]

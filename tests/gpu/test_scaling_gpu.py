@@ -25,12 +25,24 @@ def small_model():
                        steps=5, warmup_steps=2)
 
 
-def test_baseline_on_the_gpu_reports_mfu_against_the_table():
+def sized_model(tmp_path):
+    """small_model() sized to this card as baseline/tp/dp/zero size theirs (stage_fit.scaling_sized on the card
+    topology reads from `nvidia-smi -q`, tests/gpu/card_facts.py)."""
+    from suite.config import NCCL_GPU
+    from suite.hardware.card_fit import card_bytes
+    from suite.hardware.stage_fit import scaling_sized
+    from tests.gpu.card_facts import live_facts
+
+    profile = NCCL_GPU.with_overrides(nproc=torch.cuda.device_count(), degrees=(1,))
+    return scaling_sized(small_model(), card_bytes(live_facts(profile, tmp_path)))[0]
+
+
+def test_baseline_on_the_gpu_reports_mfu_against_the_table(tmp_path):
     from suite.hardware.gpus import gpu_for
     from suite.workloads.baseline_run import measure_baseline
 
     device = torch.device("cuda", 0)
-    rows = {r.metric: r for r in measure_baseline(small_model(), device)}
+    rows = {r.metric: r for r in measure_baseline(sized_model(tmp_path), device)}
     assert rows["step_time_s"].value > 0 and rows["peak_memory_bytes"].value > 0
     assert rows["peak_memory_bytes"].value <= torch.cuda.get_device_properties(0).total_memory
     gpu = gpu_for(torch.cuda.get_device_name(0))
@@ -69,10 +81,11 @@ def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.workloads.worker_cli import model_args
 
     profile = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
-    rows = run_torchrun(profile, module, [*model_args(small_model()), *args], raw_dir=tmp_path, nproc=2,
+    cfg = sized_model(tmp_path)
+    rows = run_torchrun(profile, module, [*model_args(cfg), *args], raw_dir=tmp_path, nproc=2,
                         timeout_s=600).rows()
     errors = [r.value for r in rows if r.metric == "max_abs_error"]
-    cfg = small_model()  # one comparison after warm-up + timed steps, loss scaled by ln V: the loosest bound
+    # one comparison after warm-up + timed steps, loss scaled by ln V: the loosest bound
     bound = golden_tolerance(cfg, cfg.warmup_steps + cfg.steps, scale=max(1.0, math.log(cfg.vocab))).bound
     assert errors and all(e <= bound for e in errors), (errors, bound)
     assert [r for r in rows if r.metric == "step_time_s" and r.value > 0]

@@ -40,6 +40,16 @@ def test_topology_stage_on_this_gpu_box(tmp_path):
     versions = ctx.published["versions"]
     assert versions["driver"] and versions["cuda"] == torch.version.cuda and versions["nccl"]
     assert (raw / "nvidia-smi-topo-m.txt").stat().st_size > 0 and (raw / "nvidia-smi-q.txt").stat().st_size > 0
+    # the card every stage sizes to: -q's FB total, within what torch sees plus the driver's reserve
+    card = ctx.published["topology"]["gpu_memory_bytes"]
+    smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(n))
+    assert 0.9 * card <= smallest <= 1.05 * card, (card, smallest)
+    # P2P read and write, kept and merged into pairs (a driver without `-p2p` says why instead)
+    topo = ctx.published["topology"]
+    if "p2p" in topo:
+        assert len(topo["p2p"]) == n * (n - 1) // 2 and (raw / "nvidia-smi-topo-p2p-w.txt").stat().st_size > 0
+    else:
+        assert topo["p2p_why"]
     verdicts = {v.id: v for v in topology.judge(rows, topology.expect(profile, {}),
                                                   {"profile": profile.to_dict(), **ctx.published})}
     for check in ("tools", "gpu_count", "torch_cuda_devices"):

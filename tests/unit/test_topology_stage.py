@@ -90,16 +90,19 @@ def test_cpu_judge_skips_gpu_checks_with_the_reason(cpu_run):
 # ---------------------------------------------------------------- GPU face, replayed
 
 
-def fake_smi(bin_dir: Path, topo: str, query: str, listing: str) -> None:
-    """An `nvidia-smi` on PATH that prints real captured outputs for topo -m, -q and -L."""
+def fake_smi(bin_dir: Path, topo: str, query: str, listing: str, p2p: dict[str, Path] | None = None) -> None:
+    """An `nvidia-smi` on PATH that prints real captured outputs for topo -m, -q and -L, and for `topo -p2p r|w`
+    the files given (any other command, `-p2p` without a file included, exits 9 as an unknown option does)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "nvidia-smi"
+    p2p_lines = "".join(f'  "topo -p2p {mode}") cat "{path}";;\n' for mode, path in (p2p or {}).items())
     script.write_text(
         "#!/bin/sh\n"
         f'case "$*" in\n'
         f'  "topo -m") cat "{topo}";;\n'
         f'  "-q") cat "{query}";;\n'
         f'  "-L") cat "{listing}";;\n'
+        f"{p2p_lines}"
         '  *) echo "unexpected: $*" >&2; exit 9;;\n'
         "esac\n")
     script.chmod(0o755)
@@ -135,6 +138,11 @@ def test_gpu_face_on_replayed_nvidia_smi(tmp_path, monkeypatch):
     assert v["topology.links"].status == "pass"
     assert v["topology.gpu_count"].status == "pass"
     assert v["topology.fabric"].status == "skip"  # the 4070 reports Fabric N/A
+    # this nvidia-smi answers no `topo -p2p`: the P2P check is open and says why; `tools` still passes
+    assert r[("nvidia-smi-topo-p2p-r", "tool_status")].text.startswith("failed: exit 9")
+    assert "p2p" not in published and "exit 9: unexpected: topo -p2p r" in published["p2p_why"]
+    assert v["topology.p2p"].status == "skip" and "exit 9" in v["topology.p2p"].reason
+    assert "bandwidth holds every pair to its direct link" in v["topology.p2p"].reason
     # this torch is a CPU build: it sees no CUDA device, and the stage says so before any measurement
     assert v["topology.torch_cuda_devices"].status == "fail"
     assert "CPU build" in v["topology.torch_cuda_devices"].reason
@@ -156,6 +164,58 @@ def test_gpu_face_without_nvidia_smi_is_recorded_not_a_crash(tmp_path, monkeypat
     assert v["topology.links"].status == "skip"
     assert v["topology.gpu_count"].status == "fail"
     assert "nvidia-smi reports 0" in v["topology.gpu_count"].reason
+
+
+P2P_GNS = DATA / "topo" / "40-rtx5090-2gpu-p2p-rw-gns.txt"  # 2× RTX 5090, GNS both ways (its topo -m: 23)
+TOPO_5090 = DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt"
+
+
+def replay(tmp_path, monkeypatch, p2p: dict[str, Path]):
+    fake_smi(tmp_path / "bin", TOPO_5090, DATA / "smi" / "rtx4070-laptop-q.txt",
+             DATA / "smi" / "quadro-rtx4000-2gpu-L.txt", p2p)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    return run_stage(TWO_GPU, tmp_path / "run")
+
+
+def test_live_p2p_is_read_kept_and_judged_as_ingest_judges_it(tmp_path, monkeypatch):
+    """`topo -p2p r` and `-p2p w` answered with the real GNS capture: both kept untouched, the pair published
+    without P2P, topology.p2p warns; the facts bandwidth's floor reads are those `suite ingest` builds from the
+    same captures, so the ring over that pair is held to the host-staged floor live exactly as ingested."""
+    from suite.facts import link_peak_or_why
+    from suite.ingest.feed import topology_rows
+    from suite.ingest.inputs import Capture
+
+    rows, ctx, v, raw = replay(tmp_path, monkeypatch, {"r": P2P_GNS, "w": P2P_GNS})
+    for mode in "rw":
+        assert (raw / f"nvidia-smi-topo-p2p-{mode}.txt").read_bytes() == P2P_GNS.read_bytes()
+    live = ctx.published["topology"]
+    assert live["p2p"] == {"GPU0-GPU1": "GNS"} and "p2p_why" not in live
+    assert v["topology.p2p"].status == "warn" and "GPU0-GPU1 GNS" in v["topology.p2p"].observed
+    assert "host memory" in v["topology.p2p"].reason and v["topology.tools"].status == "pass"
+    caps = [Capture(path, kind, "topology", path.read_text()) for kind, path in [
+        ("nvidia-smi-topo-p2p", P2P_GNS), ("nvidia-smi-topo-m", TOPO_5090),
+        ("nvidia-smi-q", DATA / "smi" / "rtx4070-laptop-q.txt"), ("nvidia-smi-L", DATA / "smi" / "quadro-rtx4000-2gpu-L.txt")]]
+    ingested = topology_rows(caps)[1]["topology"]
+    assert ingested == {k: val for k, val in live.items() if k not in ("cpu_model", "logical_cpus", "usable_cpus",
+                                                                       "numa_nodes")}  # the GPU facts, all alike
+    model = "NVIDIA GeForce RTX 5090"  # the p2p capture's box (this -L names another card: the model is set alike)
+    peaks = [link_peak_or_why({"topology": {**facts, "gpu_model": model}}) for facts in (live, ingested)]
+    assert peaks[0] == peaks[1] and peaks[0][0].staged and "no P2P (GPU0-GPU1 GNS)" in peaks[0][0].basis
+
+
+def test_p2p_merges_read_and_write_and_says_what_it_could_not_read(tmp_path, monkeypatch):
+    """Read P2P OK but write GNS: the pair is without P2P (its writes are staged). Only `-p2p r` answering:
+    its pairs judged, the `w` failure said beside them. A `-p2p` printing something else: open, `unreadable`."""
+    ok = tmp_path / "ok.txt"
+    ok.write_text(P2P_GNS.read_text().replace("GNS\t", "OK\t"))
+    rows, ctx, v, _ = replay(tmp_path / "a", monkeypatch, {"r": ok, "w": P2P_GNS})
+    assert ctx.published["topology"]["p2p"] == {"GPU0-GPU1": "GNS"} and v["topology.p2p"].status == "warn"
+    rows, ctx, v, _ = replay(tmp_path / "b", monkeypatch, {"r": ok})
+    assert ctx.published["topology"]["p2p"] == {"GPU0-GPU1": "OK"} and v["topology.p2p"].status == "pass"
+    assert "topo -p2p w` failed: exit 9" in ctx.published["topology"]["p2p_why"]
+    rows, ctx, v, _ = replay(tmp_path / "c", monkeypatch, {"r": TOPO_5090, "w": TOPO_5090})
+    assert "p2p" not in ctx.published["topology"] and v["topology.p2p"].status == "skip"
+    assert "nvidia-smi-topo-p2p-r: unreadable" in v["topology.p2p"].reason
 
 
 def test_fabric_not_up_fails(tmp_path, monkeypatch):
