@@ -11,7 +11,9 @@ mismatch names the GPU (rank r is GPU r: the workers run in PCI bus order), the 
 element. Each GPU's sustained TFLOP/s is held against its peers' median and (bf16) against its SKU's dense peak
 (suite/hardware/gpus.py; fp32 has no table figure, so peers only). Where determinism needs settings, they are set and
 recorded: suite/workloads/burnin_chain.py. On GPUs a sampler (suite/hardware/gpu_sampler.py) records power,
-clocks, temperature and throttle reasons per GPU while the chain runs; its rows carry `t`.
+clocks, temperature and throttle reasons per GPU while the chain runs; its rows carry `t`. After the chain, the HBM
+copy is held against the SKU's datasheet bandwidth (_burnin_rules.hbm_sku_verdict) and `ib_write_bw` runs per IB port
+from each GPU's nearest NIC (suite/hardware/ib_bandwidth.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ TITLE = "seeded bf16/fp32 GEMM chain at full load for the tier's time: bits acro
 MEASURES = ("silent data corruption (bits across GPUs and repeats) and each GPU's sustained TFLOP/s against its peers "
             "and its SKU, under the tier's sustained load")
 WRONG = ("any bit unlike the other GPUs' or its own earlier repeat; a GPU > 10 % below its peers' median (> 25 % "
-         "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling")
+         "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling; an HBM copy below "
+         "70 % of the datasheet; an IB port's ib_write_bw below 80 % of its rate")
 REHEARSAL = "the same chain on CPU ranks for 1 s: bits compared across ranks and repeats, the peer rule on CPU figures"
 DTYPES = ("bfloat16", "float32")
 
@@ -140,6 +143,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out += [rules.peer_verdict(rows, dtype, on_gpu=on_gpu) for dtype in DTYPES]
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
     out += rules.link_verdicts(rows, on_gpu=on_gpu)
+    out += [v for v in [rules.hbm_sku_verdict(rows, model, on_gpu=on_gpu)] if v is not None]
     out += sampler.throttle_verdicts(rows, stage=STAGE, on_gpu=on_gpu)
     out.append(fabric.fabric_verdict(rows, stage=STAGE))
     out.append(ib.ib_verdict(rows, on_gpu=on_gpu, stage=STAGE))
