@@ -135,10 +135,13 @@ def measure(ports: list[IbPort], topology: dict, raw_dir: Path, *, seconds: floa
     base = dict(stage=stage, case="ib_write_bw", source="perftest")
     if not ports:
         return [Row(**base, metric="note", value=float("nan"), unit="", text="no-hca")]
+    planned = pairs(ports, nearest_nics(topology))
+    if not planned:
+        return [Row(**base, metric="note", value=float("nan"), unit="", text="no-active-port")]
     if not shutil.which(TOOL):
         return [Row(**base, metric="note", value=float("nan"), unit="", text="no-perftest")]
     rows = []
-    for index, (client, server, gpus) in enumerate(pairs(ports, nearest_nics(topology))):
+    for index, (client, server, gpus) in enumerate(planned):
         say(f"ib_write_bw {client.name} (server {server.name})")
         text = f"{client.name} (nearest to {', '.join(gpus) or 'no GPU named'}; server {server.name})"
         rows.append(Row(**base, metric="rate_Gbps", value=client.rate_gbps or float("nan"), unit="Gb/s",
@@ -168,6 +171,9 @@ def ib_verdict(rows: list[Row], *, on_gpu: bool, stage: str) -> Verdict:
     if not mine:
         return v.skip("ib_write_bw", expected=expected, observed="no ib_write_bw row",
                       reason="not measured: burnin.ib_seconds is 0, or the captures hold no ib_write_bw output")
+    if "no-active-port" in notes:
+        return v.skip("ib_write_bw", expected=expected, observed="IB ports present, none ACTIVE",
+                      reason="no ACTIVE IB port to measure: see health's IB port check (`ibstat`)")
     if "no-hca" in notes:
         return v.skip("ib_write_bw", expected=expected, observed="no port under /sys/class/infiniband",
                       reason=f"{NOT_APPLICABLE}: no HCA on this host")

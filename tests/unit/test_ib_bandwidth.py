@@ -101,3 +101,10 @@ def test_a_pair_without_result_is_open_not_passed():
     rows = measured("mlx5_0 port 1", float("nan"), 400.0)
     verdict = ib.ib_verdict(rows, on_gpu=True, stage="burnin")
     assert verdict.status == "skip" and box_verdict(GPU_RUN, [verdict]).word == INCONCLUSIVE
+
+
+def test_ports_all_down_leave_the_check_open(tmp_path):
+    port(tmp_path, "mlx5_0", 1, "400 Gb/sec (4X NDR)", "1: DOWN")
+    rows = ib.measure(ib.read_ports(tmp_path), {}, tmp_path, seconds=1, stage="burnin")
+    verdict = ib.ib_verdict(rows, on_gpu=True, stage="burnin")
+    assert verdict.status == "skip" and "no ACTIVE IB port" in verdict.reason
