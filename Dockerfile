@@ -35,7 +35,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 # Build tools for nccl-tests (g++, make; nvcc comes as a wheel), Open MPI (nccl-tests' multi-process
 # launcher), ssh (a multi-node run reaches the other nodes from inside the image), git (the release tag's
-# clone), Python for the venv, and what the topology stage reads (numactl, lspci).
+# clone), Python for the venv, what the topology stage reads (numactl, lspci) and burnin's ib_write_bw (perftest).
 # DL3008: bookworm's point releases fix these versions; the versions that matter are printed by the
 # entry point and recorded in every run's manifest.
 # hadolint ignore=DL3008
@@ -45,7 +45,7 @@ RUN apt-get update \
       libopenmpi-dev openmpi-bin openssh-client \
       python3 python3-venv \
       numactl pciutils procps \
-      rdma-core ibverbs-providers ibverbs-utils \
+      rdma-core ibverbs-providers ibverbs-utils perftest \
  && rm -rf /var/lib/apt/lists/*
 
 # Extra CAs (an inspecting proxy's) for git, curl and pip; pip reads PIP_CERT, not the system store.

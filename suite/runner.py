@@ -29,6 +29,7 @@ from typing import Any
 
 from suite.launch import forklaunch, procs
 from suite import stagecode, stages
+from suite.fabric_watch import FabricWatch
 from .config import Profile, profile_from_dict
 from .context import StageContext
 from .figure_drawer import FigureDrawer
@@ -140,6 +141,7 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     # The report's figures, drawn as each stage ends: on the rehearsal only, whose report is rendered on this
     # machine right after; a GPU box's report is rendered where the run is fetched, and its CPUs stay the stages'.
     drawer = FigureDrawer.start(run.path) if profile.is_rehearsal else FigureDrawer(None)
+    watch = FabricWatch.for_run(run, profile, produce, [name for name in pending if launches_ranks(name)])
     try:
         for index, name in enumerate(selected, start=1):
             state = run.stage_state(name)
@@ -155,7 +157,9 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
             if warm:  # started before the first stage, forked from here once torch is; restarted if a stage killed it
                 preload_torch(profile.omp_threads)
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
+            watch.before(name)  # NVLink/IB error counters around every load stage (suite/fabric_watch.py)
             run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
+            watch.after(name)
             drawer.stage_done(name)
     finally:
         if warm:

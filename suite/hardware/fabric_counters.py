@@ -62,22 +62,23 @@ def snapshot(raw_dir: Path, label: str, ib_root: Path = IB_ROOT) -> dict[str, in
     return counters
 
 
-def growth_rows(before: dict[str, int], after: dict[str, int], *, stage: str) -> list[Row]:
+def growth_rows(before: dict[str, int], after: dict[str, int], *, stage: str, case: str = "fabric") -> list[Row]:
     """One row per counter read both times (value: its growth), named in `text`."""
-    return [Row(stage=stage, case="fabric", metric="counter_growth", unit="count", value=float(after[k] - before[k]),
+    return [Row(stage=stage, case=case, metric="counter_growth", unit="count", value=float(after[k] - before[k]),
                 text=k, source="nvidia-smi" if k.startswith("GPU ") else "sysfs")
             for k in sorted(set(before) & set(after))]
 
 
-def fabric_verdict(rows: list[Row], *, stage: str) -> Verdict:
+def fabric_verdict(rows: list[Row], *, stage: str, case: str = "fabric", window: str = "the load") -> Verdict:
+    """`<stage>.<case>`: fail naming every counter of rows of `case` that grew across `window`."""
     v = verdicts_for(stage)
-    read = [r for r in rows if r.case == "fabric" and r.metric == "counter_growth"]
-    expected = "no NVLink or IB error counter grows across the load"
+    read = [r for r in rows if r.case == case and r.metric == "counter_growth"]
+    expected = f"no NVLink or IB error counter grows across {window}"
     if not read:
-        return v.skip("fabric", expected=expected, observed="no NVLink or IB error counter readable on this host",
+        return v.skip(case, expected=expected, observed="no NVLink or IB error counter readable on this host",
                       reason="no `nvidia-smi nvlink -e` counters and no /sys/class/infiniband ports: nothing to compare")
     grew = [f"{r.text} +{r.value:g}" for r in read if r.value > 0]
-    return v.check("fabric", not grew, expected=expected,
+    return v.check(case, not grew, expected=expected,
                    observed="; ".join(grew) if grew else f"{len(read)} counters, none grew",
                    reason_ok="the links carried the load without errors",
                    reason_bad="errors accrued on these links under load: a marginal cable, transceiver or port; "

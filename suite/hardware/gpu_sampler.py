@@ -5,10 +5,11 @@
     rows += samples.rows()                        # case "sampler": power_W, sm_MHz, mem_MHz, temp_C, reasons; `t` in s
     throttle_verdicts(rows, stage="burnin", on_gpu=True)
 
-The sampler is `nvidia-smi --query-gpu=… --format=csv -lms N` running beside the workers: the tool every box with
-a driver has, read by suite/parsers/smi_sampling.py; its CSV stays untouched under raw/<stage>/. (NVML through
-nvidia-ml-py reads the same counters in-process; nvidia-smi needs no package in the image and its output is what
-a renter can capture and `suite ingest` by hand.) A driver whose nvidia-smi refuses a field name (`clocks_event_
+The sampler is NVML in-process where nvidia-ml-py is importable (suite/hardware/gpu_sampler_nvml.py), else
+`nvidia-smi --query-gpu=… --format=csv -lms N` running beside the workers: the tool every box with a driver has,
+read by suite/parsers/smi_sampling.py; its CSV stays untouched under raw/<stage>/. (nvidia-smi needs no package in
+the image and its output is what a renter can capture and `suite ingest` by hand; the image does not install
+nvidia-ml-py, so there nvidia-smi samples.) A driver whose nvidia-smi refuses a field name (`clocks_event_
 reasons.*` replaced `clocks_throttle_reasons.*` in R535; both still work there) gets the other spelling.
 
 Rules: hardware slowdown, HW thermal, SW thermal and HW power-brake throttling in any sample fail, naming the GPU,
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from suite.hardware import gpu_sampler_nvml
 from suite.parsers import ParseError
 from suite.parsers.smi_sampling import REASON_BITS, named_reasons, parse_performance, parse_query_csv
 from suite.results import Row, Verdict
@@ -57,9 +59,13 @@ class Sampling:
     stage: str
     csv: Path | None = None
     why: str = ""
+    nvml: Path | None = None
+    """The NVML sampler's JSON lines, when nvidia-ml-py sampled (suite/hardware/gpu_sampler_nvml.py)."""
     _rows: list[Row] = field(default_factory=list)
 
     def rows(self) -> list[Row]:
+        if not self._rows and self.nvml is not None and self.nvml.exists():
+            self._rows = gpu_sampler_nvml.rows_from_jsonl(self.nvml.read_text(encoding="utf-8"), self.stage)
         if self._rows or self.csv is None or not self.csv.exists():
             return self._rows
         try:
@@ -87,6 +93,14 @@ def sampling(raw_dir: Path, stage: str, *, period_ms: int) -> Iterator[Sampling]
     if period_ms <= 0:
         found.why = "sampler off (period 0: the CPU rehearsal has no GPU to sample)"
         yield found
+        return
+    in_process = gpu_sampler_nvml.NvmlSampler.start(Path(raw_dir) / gpu_sampler_nvml.JSONL_NAME, period_ms=period_ms)
+    if in_process is not None:  # nvidia-ml-py importable and NVML up: the same counters without a process
+        found.nvml = in_process.out
+        try:
+            yield found
+        finally:
+            in_process.stop()
         return
     if shutil.which("nvidia-smi") is None:
         found.why = "nvidia-smi not on PATH: power and clocks not sampled"

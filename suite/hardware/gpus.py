@@ -18,7 +18,7 @@ A GPU not in the table gets no peak (None), never a guess.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Per direction, GB/s (1e9 bytes), from /work/shared/CHECKLIST.md's link peaks.
 NVLINK_PER_LINK_GBps = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
@@ -51,6 +51,10 @@ class Gpu:
     pcie_gen: int | None = None
     switch_boards_only: bool = False
     """Ships only on boards that put every GPU pair on NVLink (NVSwitch, or a 4-GPU HGX full mesh)."""
+    memory_GBps: float | None = None
+    """The datasheet's HBM/GDDR bandwidth, GB/s (1e9 bytes, reads and writes together); None where the table has no
+    single figure (an entry covering two memory sizes of different bandwidth, a part without a public datasheet)."""
+    memory_source: str = "no memory bandwidth figure in this table"
 
     @property
     def bf16_dense_flops(self) -> float | None:
@@ -136,6 +140,31 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("T4", ("T4",), ("Tesla T4",), None, "no bf16 tensor cores", None, None, 3),
     Gpu("P4", ("P4",), ("Tesla P4",), None, "no bf16 tensor cores", None, None, 3),
 )
+
+MEMORY_GBps: dict[str, tuple[float, str]] = {
+    "GB200": (8000.0, "NVIDIA GB200 NVL72 datasheet: 186 GB HBM3e at 8 TB/s per GPU"),
+    "B200 (HGX)": (8000.0, "NVIDIA HGX B200 datasheet: 64 TB/s of HBM3e over 8 GPUs, 8 TB/s each"),
+    "H200 NVL": (4800.0, "NVIDIA H200 datasheet: H200 NVL 141 GB HBM3e, 4.8 TB/s"),
+    "H200 SXM": (4800.0, "NVIDIA H200 datasheet: H200 SXM 141 GB HBM3e, 4.8 TB/s"),
+    "H100 NVL": (3900.0, "NVIDIA H100 datasheet: H100 NVL 94 GB, 3.9 TB/s"),
+    "H100 PCIe": (2000.0, "NVIDIA H100 datasheet: H100 PCIe 80 GB, 2 TB/s"),
+    "H100 SXM": (3350.0, "NVIDIA H100 datasheet: H100 SXM 80 GB, 3.35 TB/s"),
+    "H800 SXM": (3350.0, "NVIDIA H800 datasheet: H800 SXM 80 GB, 3.35 TB/s"),
+    "L40S": (864.0, "NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s"),
+    "L40": (864.0, "NVIDIA L40 datasheet: 48 GB GDDR6, 864 GB/s"),
+    "L4": (300.0, "NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s"),
+    "A10": (600.0, "NVIDIA A10 datasheet: 24 GB GDDR6, 600 GB/s"),
+    "RTX 6000 Ada": (960.0, "NVIDIA RTX 6000 Ada datasheet: 48 GB GDDR6, 960 GB/s"),
+    "GeForce RTX 4090": (1008.0, "NVIDIA Ada Lovelace architecture whitepaper: RTX 4090 24 GB GDDR6X, 1,008 GB/s"),
+    "V100 SXM2": (900.0, "NVIDIA V100 datasheet: V100 SXM2 16/32 GB HBM2, 900 GB/s"),
+    "V100 PCIe": (900.0, "NVIDIA V100 datasheet: V100 PCIe 16/32 GB HBM2, 900 GB/s"),
+    "T4": (320.0, "NVIDIA T4 datasheet: 16 GB GDDR6, 320 GB/s"),
+}
+"""Per table model: the datasheet memory bandwidth and its line. Left out on purpose: A100 and A800 (their 40 GB and
+80 GB parts, 1,555 and 1,935–2,039 GB/s, share one entry and one device-name marker set), GH200 (96 GB HBM3 at 4 TB/s
+and 144 GB HBM3e at 4.9 TB/s under one name), H20, A10G and the parts marked with no datasheet figure above."""
+GPUS = tuple(replace(g, memory_GBps=MEMORY_GBps[g.model][0], memory_source=MEMORY_GBps[g.model][1])
+             if g.model in MEMORY_GBps else g for g in GPUS)
 
 _WORD = re.compile(r"[A-Z0-9]+")
 

@@ -154,8 +154,8 @@ def below_peers(per_rank: dict[int, float], fraction: float) -> dict[int, float]
 
 
 def link_verdicts(rows: list[Row], *, on_gpu: bool) -> list[Verdict]:
-    """Per link measurement: every GPU within LINK_PEER_FRACTION of its peers (HBM has no SKU figure in
-    suite/hardware/gpus.py: peers only); nothing when the phase did not run."""
+    """Per link measurement: every GPU within LINK_PEER_FRACTION of its peers (HBM also against its SKU:
+    hbm_sku_verdict); nothing when the phase did not run."""
     names = devices(rows)
     out = []
     for case, metric, label in LINKS:
@@ -183,3 +183,43 @@ def link_verdicts(rows: list[Row], *, on_gpu: bool) -> list[Verdict]:
                                       "riser or switch port, HBM at reduced clocks): compare `nvidia-smi -q` PCIe "
                                       f"generation/width in the health stage; {RESET}"))
     return out
+
+
+HBM_SHARE = 0.70
+"""A device-to-device copy at sizes past L2 (read + write bytes per second, as CUDA's bandwidthTest counts them)
+reaches 80–93 % of the datasheet's memory bandwidth on a healthy part: ~1.86 TB/s of 2.0 on an H100 PCIe 80 GB
+(contiguous memcpy, 8–24 GB payloads; https://hn.aimaker.dev/item/45236545), 2.8 TB/s of 3.35 (84 %) for coalesced
+loads on an H100 SXM (https://mikamirai.com/blog/gpu-memory-bandwidth/). Below 70 % is memory at reduced clocks, a
+part with HBM stacks disabled, or not the SKU the listing names; 70 % leaves ECC's few percent and copy-engine
+differences between parts room."""
+
+
+def hbm_sku_verdict(rows: list[Row], model, *, on_gpu: bool) -> Verdict | None:
+    """Each GPU's HBM copy against HBM_SHARE of its SKU's datasheet bandwidth (suite/hardware/gpus.py); an unknown
+    figure leaves the check open (never a pass); None when the copy phase did not run."""
+    per_rank = {int(r.rank): r.value for r in rows if r.case == "hbm" and r.metric == "copy_GBps" and r.rank is not None}
+    if not per_rank:
+        return None
+    check = "links.hbm.sku"
+    sheet = getattr(model, "memory_GBps", None)
+    expected = (f"every GPU's HBM copy ≥ {HBM_SHARE:.0%} of the {sheet:g} GB/s datasheet bandwidth "
+                f"({model.model}: {model.memory_source})" if sheet else
+                f"every GPU's HBM copy ≥ {HBM_SHARE:.0%} of its SKU's datasheet bandwidth (suite/hardware/gpus.py)")
+    listed = ", ".join(f"{r}: {v:.4g}" for r, v in sorted(per_rank.items()))
+    if not on_gpu:
+        return V.cpu_skip(check, expected=expected, observed=f"GB/s per rank {listed}")
+    if not sheet:
+        named = getattr(model, "model", None) or "an unknown GPU model"
+        return V.skip(check, expected=expected, observed=f"GB/s per GPU {listed}",
+                      reason=f"no memory bandwidth figure for {named} in suite/hardware/gpus.py: peers only, "
+                             "the SKU check undecided")
+    names = devices(rows)
+    floor = HBM_SHARE * sheet
+    low = [f"{who(r, names, True)} {v:.4g} GB/s ({v / sheet:.0%})" for r, v in sorted(per_rank.items()) if v < floor]
+    return V.check(check, not low, expected=expected,
+                   observed="; ".join(low) if low else
+                   f"GB/s per GPU {listed} ({min(per_rank.values()) / sheet:.0%}–{max(per_rank.values()) / sheet:.0%} "
+                   "of the datasheet)",
+                   reason_ok="every GPU's memory streams at its SKU's expected share",
+                   reason_bad=f"memory far below the datasheet (reduced memory clocks, disabled stacks, another SKU): "
+                              f"read `nvidia-smi -q -d CLOCK` for the memory clock; {RESET}")

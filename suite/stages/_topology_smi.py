@@ -153,7 +153,7 @@ def matrix_facts(topo, model: str | None) -> dict[str, Any]:
     klass = link_class(topo.links, topo.gpus, model)
     return dict(box=box.kind, link_class=klass, nvlink=klass.startswith("NV"),
                 nvlink_count=int(klass[2:]) if klass.startswith("NV") and klass[2:].isdigit() else None,
-                links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend,
+                links=topo.links, nics=topo.nics, nic_legend=topo.nic_legend, gpu_nic_links=topo.gpu_nic_links,
                 gpu_numa=numa_groups(topo.gpus, topo.numa_affinity, topo.cpu_affinity))
 
 

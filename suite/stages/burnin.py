@@ -11,7 +11,9 @@ mismatch names the GPU (rank r is GPU r: the workers run in PCI bus order), the 
 element. Each GPU's sustained TFLOP/s is held against its peers' median and (bf16) against its SKU's dense peak
 (suite/hardware/gpus.py; fp32 has no table figure, so peers only). Where determinism needs settings, they are set and
 recorded: suite/workloads/burnin_chain.py. On GPUs a sampler (suite/hardware/gpu_sampler.py) records power,
-clocks, temperature and throttle reasons per GPU while the chain runs; its rows carry `t`.
+clocks, temperature and throttle reasons per GPU while the chain runs; its rows carry `t`. After the chain, the HBM
+copy is held against the SKU's datasheet bandwidth (_burnin_rules.hbm_sku_verdict) and `ib_write_bw` runs per IB port
+from each GPU's nearest NIC (suite/hardware/ib_bandwidth.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ TITLE = "seeded bf16/fp32 GEMM chain at full load for the tier's time: bits acro
 MEASURES = ("silent data corruption (bits across GPUs and repeats) and each GPU's sustained TFLOP/s against its peers "
             "and its SKU, under the tier's sustained load")
 WRONG = ("any bit unlike the other GPUs' or its own earlier repeat; a GPU > 10 % below its peers' median (> 25 % "
-         "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling")
+         "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling; an HBM copy below "
+         "70 % of the datasheet; an IB port's ib_write_bw below 80 % of its rate")
 REHEARSAL = "the same chain on CPU ranks for 1 s: bits compared across ranks and repeats, the peer rule on CPU figures"
 DTYPES = ("bfloat16", "float32")
 
@@ -65,11 +68,13 @@ class BurninConfig:
     """Pinned host↔device copy size per GPU, alone and all at once."""
     copy_iters: int = 4
     """Copies per timed window (HBM and host links)."""
+    ib_seconds: float = 5.0
+    """`ib_write_bw -D` per IB port after the chain (suite/hardware/ib_bandwidth.py); 0 runs none."""
 
 
 CONFIG = ConfigSection(STAGE, BurninConfig, {
     "gloo-cpu": BurninConfig(seconds=1.0, n=96, links=3, window_s=0.2, sample_ms=0, hbm_mib=1, copy_mib=1,
-                             copy_iters=1),
+                             copy_iters=1, ib_seconds=0.0),
     "nccl-gpu": BurninConfig(),
     "nccl-1gpu": BurninConfig(),
 })
@@ -79,9 +84,11 @@ def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds: the launch, the inputs drawn on the host and moved, the burn-in itself."""
     cfg: BurninConfig = p.profile.burnin
     setup_s = 10.0 + 2.0 * p.gpus  # seeded inputs drawn and moved once per dtype; the host links one GPU at a time
-    return p.assume.torchrun_launch_s + setup_s + cfg.seconds, (
+    ib_s = (cfg.ib_seconds + 2.0) * p.gpus if cfg.ib_seconds else 0.0  # at most a NIC per GPU, a pair each
+    ib = f"; ib_write_bw {cfg.ib_seconds:g} s per IB port (≤ {p.gpus})" if ib_s else ""
+    return p.assume.torchrun_launch_s + setup_s + cfg.seconds + ib_s, (
         f"one launch: the {cfg.links}-GEMM chain (n = {cfg.n}) on every GPU for {cfg.seconds / 60:g} min "
-        f"({1 - cfg.fp32_share:.0%} bf16, {cfg.fp32_share:.0%} fp32), bits compared every repeat")
+        f"({1 - cfg.fp32_share:.0%} bf16, {cfg.fp32_share:.0%} fp32), bits compared every repeat{ib}")
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
@@ -104,6 +111,7 @@ def worker_args(cfg: BurninConfig) -> list[str]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from suite.hardware import fabric_counters as fabric
     from suite.hardware import gpu_sampler as sampler
+    from suite.hardware import ib_bandwidth as ib
     from suite.workloads.burnin_chain import WORKSPACE_CONFIG
 
     cfg: BurninConfig = profile.burnin
@@ -115,12 +123,19 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     with sampler.sampling(ctx.raw_dir, STAGE, period_ms=sampler.period_for(profile, cfg.sample_ms)) as samples:
         rows = ctx.torchrun("suite.workloads.burnin_run", worker_args(cfg), tag="burnin", nproc=profile.nproc,
                             env=env).rows()
-    return rows + samples.rows() + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=STAGE)
+    rows += samples.rows()
+    if cfg.ib_seconds and not profile.is_rehearsal:  # after the chain: the ports' own figure, its errors counted below
+        ib_rows = ib.measure(ib.read_ports(), ctx.facts.get("topology") or {}, ctx.raw_dir, seconds=cfg.ib_seconds,
+                             stage=STAGE, say=ctx.say)
+        ctx.keep(ib_rows)
+        rows += ib_rows
+    return rows + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=STAGE)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     from suite.hardware import fabric_counters as fabric
     from suite.hardware import gpu_sampler as sampler
+    from suite.hardware import ib_bandwidth as ib
 
     on_gpu = judges_performance(facts)
     model = gpu(facts) or _model_from_rows(rows)
@@ -128,8 +143,10 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out += [rules.peer_verdict(rows, dtype, on_gpu=on_gpu) for dtype in DTYPES]
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
     out += rules.link_verdicts(rows, on_gpu=on_gpu)
+    out += [v for v in [rules.hbm_sku_verdict(rows, model, on_gpu=on_gpu)] if v is not None]
     out += sampler.throttle_verdicts(rows, stage=STAGE, on_gpu=on_gpu)
     out.append(fabric.fabric_verdict(rows, stage=STAGE))
+    out.append(ib.ib_verdict(rows, on_gpu=on_gpu, stage=STAGE))
     return out
 
 

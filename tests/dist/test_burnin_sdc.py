@@ -89,7 +89,8 @@ def test_links_measured_on_every_rank_and_judged_by_peers(rows):
         per_rank = {r.rank: r.value for r in rows if r.case == case and r.metric == metric}
         assert sorted(per_rank) == [0, 1, 2, 3] and all(v > 0 for v in per_rank.values()), (case, metric)
     on_cpu = [v for v in burnin.judge(rows, [], facts(False)) if v.id.startswith("burnin.links.")]
-    assert len(on_cpu) == len(rules.LINKS) and all(v.status == "skip" for v in on_cpu)
+    assert len(on_cpu) == len(rules.LINKS) + 1 and all(v.status == "skip" for v in on_cpu)  # + the HBM SKU check
+    assert "burnin.links.hbm.sku" in {v.id for v in on_cpu}
     made_slow = [r if not (r.case == "hbm" and r.rank == 3) else dataclasses.replace(r, value=r.value * 0.1)
                  for r in rows]
     on_gpu = {v.id: v for v in rules.link_verdicts(made_slow, on_gpu=True)}

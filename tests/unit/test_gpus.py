@@ -86,3 +86,16 @@ def test_link_figures_from_the_checklist():
     assert gpu_for("NVIDIA GeForce RTX 4090").nvlink_full_GBps is None
     assert gpu_for("NVIDIA GeForce RTX 4090").pcie_x16_GBps == 31.5
     assert gpu_for("NVIDIA H100 80GB HBM3").pcie_x16_GBps == 63.0
+
+
+def test_memory_bandwidth_figures_are_sourced_and_only_where_one_figure_holds():
+    from suite.hardware.gpus import MEMORY_GBps
+
+    assert set(MEMORY_GBps) <= {g.model for g in GPUS}  # no figure for a model the table does not hold
+    assert gpu_for("NVIDIA H100 80GB HBM3").memory_GBps == 3350.0
+    assert gpu_for("NVIDIA H200").memory_GBps == 4800.0 and gpu_for("NVIDIA H100 PCIe").memory_GBps == 2000.0
+    for g in GPUS:
+        if g.memory_GBps:
+            assert "datasheet" in g.memory_source or "whitepaper" in g.memory_source, g.model
+    # one name, two memory sizes of different bandwidth: no figure, never the lower one as a guess
+    assert gpu_for("NVIDIA A100-SXM4-80GB").memory_GBps is None and gpu_for("NVIDIA GH200 480GB").memory_GBps is None
