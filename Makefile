@@ -61,9 +61,12 @@ compare: $(STAMP)
 	$(PY) -m reports compare $$RUNS -o "$${OUT:-runs/compare.html}"
 
 # The slowest tests are listed at the end so that a run over the 12-minute goal says where the time went.
+# Two workers (pytest-xdist): the end-to-end tests in order on one, the other modules on the other beside them
+# (tests/parallel_groups.py); TEST_WORKERS=0 runs everything in this one process.
 export PYTEST_ARGS ?= --durations=25
+export TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q $${PYTEST_ARGS}
+	$(PY) -m pytest -q -n "$$TEST_WORKERS" $${PYTEST_ARGS}
 
 # make test-load [LOAD_RUNS=3] [LOAD_LOOPS=4]: the rehearsal's e2e tests beside busy loops (tests/loadgen.py),
 # LOAD_RUNS times; prints the verdict ids whose status differed between runs and fails on any (tests/load_verdicts.py).

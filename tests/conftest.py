@@ -22,6 +22,9 @@ from tests.ci_skips import (  # noqa: F401 - pytest finds the hooks by name in t
     pytest_terminal_summary,
 )
 
+# How `make test` spreads the tests over its workers (tests/parallel_groups.py).
+pytest_plugins = ("tests.parallel_groups",)
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
