@@ -145,11 +145,12 @@ def test_the_first_nodes_suite_gets_the_keys_and_the_other_nodes_container():
     assert argv[-4:] == [IMAGE, "run", "--nodes", "root@gpu-a,root@gpu-b:2222"]
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
     assert mounts == ["/w/runs:/w/runs:rw", "/w/jobs/j1:/w/jobs/j1:rw", "/root/.ssh:/root/.ssh:rw",
-                      "/etc/cluster:/etc/cluster:rw"]
+                      "/etc/cluster:/etc/cluster:rw", "/etc/passwd:/etc/passwd:ro", "/etc/group:/etc/group:ro"]
     assert "--gpus" not in argv and argv[argv.index("--user") + 1] == "1000:1000"
     (handed,) = [argv[i + 1] for i, a in enumerate(argv) if a == "-e" and argv[i + 1].startswith(NODE_CONTAINER_ENV)]
     prefix = container_prefix({NODE_CONTAINER_ENV: handed.split("=", 1)[1]})
-    assert prefix == node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=False, user="1000:1000")
+    assert prefix == node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=False, user="1000:1000",
+                                           login_home="/root")
 
 
 def test_a_bad_node_container_setting_is_one_clear_error():
