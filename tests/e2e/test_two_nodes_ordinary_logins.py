@@ -102,7 +102,8 @@ def ordinary_run(lab_root):
         wall_s = time.monotonic() - started
         print(f"make remote HOSTS={LOGIN}@node-a,{LOGIN}@node-b --stages {STAGES}: {wall_s:.0f} s")
         said = {"run": run, "who": who, "sessions": cluster.pids(), "namespaces": list(cluster.namespaces.values()),
-                "disks": {n: cluster.disk(n) for n in NODES}, "lab": lab_root}
+                "disks": {n: cluster.disk(n) for n in NODES}, "lab": lab_root,
+                "addrs": [cluster.address(n) for n in NODES]}
     yield said  # after the lab's teardown: the disks' folders stay (they are plain folders beneath the mounts)
 
 
@@ -133,6 +134,8 @@ def test_multi_node_stages_run_to_a_fetched_report(ordinary_run):
     by_id = {v["id"]: v for v in verdicts}
     assert by_id["fault.node_loss.resume"]["status"] == "pass", by_id["fault.node_loss.resume"]
     assert by_id["fault.node_loss.loss"]["status"] == "pass", by_id["fault.node_loss.loss"]
+    # through the NAT and the firewall: the run on node-a found the nodes' private addresses, the fixed port
+    assert manifest["profile"]["node_addrs"] == ordinary_run["addrs"] and manifest["profile"]["master_port"] == 29400
 
 
 def test_each_node_wrote_on_its_own_disk_and_node_b_came_back(ordinary_run):
@@ -160,6 +163,14 @@ def test_node_loss_resumed_from_the_survivors_own_disk(ordinary_run):
               if line.strip()]
     resumed = [e for e in events if e["event"] == "resumed" and e.get("attempt") == 1]
     assert resumed and all(e["step"] > 0 and e["checkpoint"].endswith(".node-a.pt") for e in resumed), resumed
+    # node-b's agent killed mid-step: node-a raised, torchrun restarted it without node-b, it resumed and replayed
+    rows = [json.loads(line) for line in (run / "raw" / "fault" / ".stage-rows.jsonl").read_text().splitlines()
+            if line.strip()]
+    got = {r["metric"]: r for r in rows if r["case"] == "node_loss"}
+    assert got["lost_node"]["text"] == "node-b" and got["error"]["text"].startswith("node-a: "), got
+    assert 0 < got["world_after"]["value"] < got["world_before"]["value"] and got["resumed_step"]["value"] > 0
+    assert 0 <= got["detect_s"]["value"] < got["restart_s"]["value"] < got["resume_s"]["value"]
+    assert got["replay_diff"]["value"] <= 1e-5, got["replay_diff"]
     assert not (folder / "ckpt").exists()
     listed = (folder / "checkpoints.txt").read_text().split()
     assert listed and all(name.endswith(".node-a.pt") for name in listed[::2])
