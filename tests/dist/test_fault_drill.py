@@ -220,6 +220,7 @@ def test_concurrent_drills_on_a_multi_node_profiles_fixed_port_each_get_their_ow
         scenarios=("crash", "exception"), concurrent=True))
     raw = tmp_path / "raw" / "fault"
     raw.mkdir(parents=True)
+    forklaunch.warm_zygote().ping()  # warm before the drills, as the runner's is
     ctx = StageContext(stage="fault", profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
                        progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 240)
     try:
