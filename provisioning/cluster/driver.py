@@ -94,12 +94,17 @@ def base_problems(nodes: list[Probed]) -> list[str]:
 
 
 def login_problems(nodes: list[Probed], runtime: str) -> list[str]:
-    """RUNTIME=docker across nodes: the suite in the image ssh's to the others as the container's user, which
-    only root is (the image knows no other uid, and ssh will not run as a user without a passwd entry)."""
+    """RUNTIME=docker across nodes runs every node's container as the first node's login (its uid:gid, its account
+    mapped in: cluster/image.py), so each node's login must be that uid:gid, root or not: else the run folders on a
+    node would belong to a user it does not have. Rented nodes of one image give every node the same login."""
     if runtime != "docker":
         return []
-    return [f"node {p.spec.label}: RUNTIME=docker across nodes needs root logins (uid {p.facts.uid} here): "
-            "log in as root (HOSTS=root@…), or use RUNTIME=host" for p in nodes if p.facts.uid not in (0, None)]
+    first = nodes[0]
+    want = (first.facts.uid, first.facts.gid)
+    return [f"node {p.spec.label}: RUNTIME=docker across nodes runs every node's container as {first.spec.label}'s "
+            f"uid:gid {want[0]}:{want[1]}, but this login is {p.facts.uid}:{p.facts.gid}: log in with the same user "
+            "on every node (HOSTS=user@…), or use RUNTIME=host"
+            for p in nodes[1:] if None not in want and (p.facts.uid, p.facts.gid) != want]
 
 
 def reach_problem(first: str, node: Node, said: str, ssh_config: str) -> str:

@@ -180,11 +180,13 @@ def nodes_gpu_check_lines(checks: list[tuple[Node, list[str]]], ssh_config: str,
 
 
 def node_container_prefix(image: str, *, runs_dir: str, job_dir: str, gpus: bool, user: str | None,
-                          rdma: bool = False) -> list[str]:
+                          rdma: bool = False, login_home: str = "") -> list[str]:
     """`docker run … IMAGE` of every other node's commands: the single-host container's settings and mounts
     (host network and IPC, `--gpus all`, the ulimits, the run and job folders at the same paths), removed at
-    its end; suite/cluster/node_container.py adds the name, working folder, environment and command per launch."""
-    settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir), user=user, rdma=rdma and gpus)
+    its end; suite/cluster/node_container.py adds the name, working folder, environment and command per launch.
+    A login other than root runs as its uid:gid, known inside as on the host (RunSettings.login_home)."""
+    settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir), user=user, rdma=rdma and gpus,
+                                           login_home=login_home if user else "")
     return ["docker", "run", "--rm", *settings.docker_flags(), image]
 
 
@@ -192,12 +194,15 @@ def first_node_run_argv(image: str, suite_args: list[str], *, job_id: str, runs_
                         ssh_config: str, gpus: bool, user: str | None, rdma: bool = False) -> list[str]:
     """The detached job's `docker run` of the suite on the first node: the single-host settings, plus the host
     user's ~/.ssh (and NODE_SSH_CONFIG's folder) at the same paths, so the suite inside reaches the other nodes
-    with the host's keys, and the other nodes' container argv in CARDTIME_NODE_CONTAINER."""
+    with the host's keys, and the other nodes' container argv in CARDTIME_NODE_CONTAINER. A login other than root
+    (`user`) is the same account inside, its home `home` (ssh runs as it, with its ~/.ssh)."""
     ssh_dirs = [f"{home.rstrip('/')}/.ssh"]
     if ssh_config and posixpath.dirname(ssh_config) not in ssh_dirs:
         ssh_dirs.append(posixpath.dirname(ssh_config))
-    prefix = node_container_prefix(image, runs_dir=runs_dir, job_dir=job_dir, gpus=gpus, user=user, rdma=rdma)
+    login_home = home if user else ""
+    prefix = node_container_prefix(image, runs_dir=runs_dir, job_dir=job_dir, gpus=gpus, user=user, rdma=rdma,
+                                   login_home=login_home)
     settings = suite_container.RunSettings(gpus=gpus, mounts=(runs_dir, job_dir, *ssh_dirs), user=user,
-                                           rdma=rdma and gpus,
+                                           rdma=rdma and gpus, login_home=login_home,
                                            environment={NODE_CONTAINER_ENV: json.dumps(prefix)})
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

@@ -38,6 +38,9 @@ RDMA_DEVICES = "/dev/infiniband"  # uverbs*, rdma_cm: what libibverbs opens
 RDMA_DOCKER_FLAGS = [f"--device={RDMA_DEVICES}", "--cap-add=IPC_LOCK"]
 NON_ROOT_ENV = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
 """A uid the image does not know has no home: matplotlib's and pip's caches go to /tmp."""
+LOGIN_FILES = ("/etc/passwd", "/etc/group")
+"""The host's account files, mounted read-only over the image's for a login mapped into it (RunSettings.login_home):
+ssh in the image refuses a uid without a passwd entry ("No user exists for uid …") and finds ~/.ssh by it."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,10 @@ class RunSettings:
     environment: dict[str, str] = field(default_factory=dict)
     user: str | None = None
     """'uid:gid' to run as; None: the image's user (root)."""
+    login_home: str = ""
+    """With `user`: the host login's home, its account known inside (LOGIN_FILES) and HOME set to it, so ssh in the
+    image (a multi-node run's suite reaching the other nodes) runs as that user with its ~/.ssh (mounted by the
+    caller); its caches still go to /tmp (the home inside is only the mount's parent)."""
     rdma: bool = False
     """The host has /dev/infiniband: its devices passed in, with IPC_LOCK (NCCL's IB transport registers memory
     with the NIC, which needs locked pages; memlock is already unlimited with GPUs). Without them NCCL silently
@@ -58,7 +65,11 @@ class RunSettings:
         return [("memlock", UNLIMITED), ("stack", STACK_BYTES)] if self.gpus else [("stack", STACK_BYTES)]
 
     def env(self) -> dict[str, str]:
-        return {"PYTHONUNBUFFERED": "1", **(NON_ROOT_ENV if self.user else {}), **self.environment}
+        login = {"HOME": self.login_home, "XDG_CACHE_HOME": "/tmp/.cache"} if self.user and self.login_home else {}
+        return {"PYTHONUNBUFFERED": "1", **(NON_ROOT_ENV if self.user else {}), **login, **self.environment}
+
+    def login_files(self) -> tuple[str, ...]:
+        return LOGIN_FILES if self.user and self.login_home else ()
 
     def docker_flags(self) -> list[str]:
         """The settings as `docker run` flags, in the order the README shows them."""
@@ -72,6 +83,8 @@ class RunSettings:
             flags += ["--user", self.user]
         for path in self.mounts:
             flags += ["-v", f"{path}:{path}:rw"]  # as the engine records the SDK's volumes
+        for path in self.login_files():
+            flags += ["-v", f"{path}:{path}:ro"]
         for key, value in self.env().items():
             flags += ["-e", f"{key}={value}"]
         return flags
@@ -83,7 +96,8 @@ class RunSettings:
             "ulimits": [Ulimit(name=name, soft=limit, hard=limit) for name, limit in self.ulimits()],
             # `--gpus all` as the API spells it: every GPU, with the compute and utility capabilities.
             "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else [],
-            "volumes": {path: {"bind": path, "mode": "rw"} for path in self.mounts},
+            "volumes": {**{path: {"bind": path, "mode": "rw"} for path in self.mounts},
+                        **{path: {"bind": path, "mode": "ro"} for path in self.login_files()}},
             "environment": self.env(), "user": self.user,
             **({"devices": [f"{RDMA_DEVICES}:{RDMA_DEVICES}:rwm"], "cap_add": ["IPC_LOCK"]} if self.rdma else {}),
         }

@@ -168,7 +168,7 @@ def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: s
 
 def status_row(stage: str, collective: str, status: str, text: str, algo: str | None = None) -> Row:
     """What became of one binary: value 1 ran to its footer, 0 did not, NaN not run; text says why."""
-    value = {"complete": 1.0, "incomplete": 0.0, "stopped": 0.0}.get(status, float("nan"))
+    value = {"complete": 1.0, "incomplete": 0.0, "stopped": 0.0}.get(status, float("nan"))  # cut: not known
     return Row(stage=stage, case=f"nccl-tests.{collective}", metric="status", value=value, unit="count",
                source="nccl-tests", algo=algo, text=f"{status}: {text}")
 
@@ -243,12 +243,18 @@ def dropped_rows(stage: str, collective: str, dropped: list[tuple[int, str]], al
 
 def rows_from_output(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None, *,
                      exit_code: int | None = 0, what: str = "", ranks: tuple[int, str] | None = None,
-                     stopped: str | None = None) -> list[Row]:
+                     stopped: str | None = None, pasted: bool = False) -> list[Row]:
     """One binary's parsed output → its rows and its status row (a live run and `suite ingest` alike);
     exit_code None means it was killed at its timeout; `ranks` (count, what to do) the communicator expected;
-    `stopped`: why the time box stopped it before its largest sizes (status `stopped`, judged a warn)."""
+    `stopped`: why the time box stopped it before its largest sizes (status `stopped`, judged a warn).
+    `pasted` (ingest): a capture that stops short without an error line is status `cut`, judged open, not a fail:
+    a paste cut off and a run that died look the same there, and the file cannot say which."""
     ok = parsed["complete"] and exit_code == 0
     why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {exit_code}")
+    if pasted and not ok and parsed["rows"] and not parsed.get("aborted"):
+        return rows_from_parse(parsed, collective, stage, algo) + [status_row(
+            stage, collective, "cut", f"{what}: {why}; its {len(parsed['rows'])} whole rows are judged, the end of "
+            "the run is not: capture the whole output (`… 2>&1 | tee FILE`) to decide it", algo)]
     if stopped and parsed["rows"]:  # its own stop: whatever mpirun said of the TERM, the lines printed are whole
         return rows_from_parse(parsed, collective, stage, algo) + [
             status_row(stage, collective, "stopped", f"{what}: {stopped}" if what else stopped, algo)]

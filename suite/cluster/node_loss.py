@@ -9,8 +9,9 @@ from the workers' events (wall-clock: the nodes' clocks are compared, so NTP's e
               which closes `last_call_timeout` after the survivors are in: LAST_CALL_S)
   resume_s    → training resumed from the newest checkpoint (`resumed_step`), on `world_after` ranks
   replay_diff the steps since that checkpoint, computed again on fewer ranks, against the first attempt's losses
-Checkpoints go to raw/fault/node_loss/ckpt/ on the first node's path, which every node must see (shared storage):
-without it the survivors cannot read the lost node's shards and the resume fails, which is what the verdict says.
+Checkpoints go to raw/fault/node_loss/ckpt/ on every node's own disk (each node's first rank writes the whole
+replicated DDP state: suite/workloads/node_checkpoint.py), so the drill needs no storage the nodes share; the first
+node's are deleted after the drill (GBs on GPUs) and listed in checkpoints.txt.
 """
 
 from __future__ import annotations
@@ -54,7 +55,17 @@ def run(profile, ctx) -> list[Row]:
     except LaunchError as e:  # judged from the events; the command and the log tail kept
         error = f"{e} (exit code {e.exit_code})"
         (folder / "launch-error.txt").write_text(e.describe() + "\n")
+    forget_checkpoints(folder / "ckpt", folder / "checkpoints.txt")
     return rows_from_events(read_events(folder), lose, error)
+
+
+def forget_checkpoints(ckpt: Path, listing: Path) -> None:
+    """This node's checkpoint files, listed (name, bytes) in `listing`, then deleted: only a resume reads them."""
+    import shutil
+
+    files = sorted(ckpt.glob("step_*.pt")) if ckpt.is_dir() else []
+    listing.write_text("".join(f"{f.name} {f.stat().st_size}\n" for f in files))
+    shutil.rmtree(ckpt, ignore_errors=True)
 
 
 def read_events(folder: Path) -> list[dict]:
@@ -142,8 +153,8 @@ def judge(rows: list[Row], facts: dict) -> list[Verdict]:
         "node_loss.resume", resumed, observed=observed,
         expected=f"restarted without {lost}, resumed at step {want_step} and finished on every survivor",
         reason_ok="torchrun's elastic restart went on without the lost node from the last checkpoint",
-        reason_bad="the survivors did not resume: is the checkpoint folder on storage every node sees? read "
-                   "raw/fault/node_loss/<node>/torchrun.log"))
+        reason_bad="the survivors did not resume from their own node's checkpoint: read "
+                   "raw/fault/node_loss/<node>/torchrun.log and rank*.log"))
     diff, tol = got.get("replay_diff"), float(cfg.get("loss_tolerance", 1e-5))
     out.append(V.check("node_loss.loss", diff is not None and diff.value <= tol, expected=f"≤ {tol:g} nats",
                        observed=f"{diff.value:.2e} over {diff.text}" if diff else "no step computed twice",

@@ -135,7 +135,7 @@ def nccl_rows(caps: list[Capture], stage: str) -> list[Row]:
     rows: list[Row] = []
     for c in caps:
         rows += _nccl_tests.rows_from_output(c.data, c.facts["collective"], stage, c.facts.get("algo"),
-                                             what=f"ingested {c.path.name}")
+                                             what=f"ingested {c.path.name}", pasted=True)
     return rows
 
 

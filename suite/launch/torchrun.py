@@ -96,8 +96,10 @@ def port_holder(port: int) -> str | None:
 
 
 def choose_port(profile: Profile) -> int:
-    """The profile's fixed port if it is free, else a free one; a busy fixed port is an error naming its holder."""
-    if profile.master_port is None:
+    """The profile's fixed port if it is free, else a free one; a busy fixed port is an error naming its holder.
+    On a multi-node profile the fixed port is the rendezvous's across the nodes (multilaunch.py): a launch on this
+    node alone takes a free one, so that launches at once (the fault stage's concurrent drills) never collide on it."""
+    if profile.master_port is None or len(profile.nodes) > 1:
         return free_port(profile.master_addr)
     if not port_is_free(profile.master_port, profile.master_addr):
         holder = port_holder(profile.master_port)

@@ -294,6 +294,7 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         "oob": oob,
         "complete": complete,
         "reason": reason,
+        "aborted": failure is not None,
         "wrong_kind": wrong_kind or (table.wrong_kind if table else None),
         "version": version,
         "next_test_line": next_test,

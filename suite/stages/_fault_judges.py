@@ -97,3 +97,15 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
     return VERDICTS.check(check, not bad, expected=expected, observed=observed,
                           reason_ok="the resumed run continues the same trajectory",
                           reason_bad="; ".join(reasons[m] for m in bad))
+
+
+def too_few_ranks(profile: dict) -> str | None:
+    """Why the single-node drills cannot run on this profile (a recorded profile: fewer than 2 processes on a
+    node, as fault.drill_ranks counts them), or None when they can."""
+    nproc = int(profile.get("nproc", 0))
+    ranks = min(int(profile.get("fault", {}).get("ranks") or 0) or nproc, nproc)
+    if ranks >= 2:
+        return None
+    option = "GPUS_PER_NODE=" if len(profile.get("nodes") or ()) > 1 else "--nproc "
+    return (f"{ranks} process per node ({option}{nproc}): a rank lost on a node needs a survivor beside it; "
+            "2 processes per node run these drills")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 from suite.launch import procs
 from ..parsers.c10_log import first_nccl_failure
+from ..results import atomic_write_text
 
 WORKER = "suite.workloads.fault_drill"
 POLL_S = 0.2
@@ -93,3 +95,14 @@ def is_drill_process(pid: int, started: int | None = None) -> bool:
     out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
                          check=False).stdout
     return WORKER in out
+
+
+def forget_checkpoints(folder: Path) -> None:
+    """List the checkpoints left (name, files, bytes) in checkpoints.txt, then delete them."""
+    root = folder / "ckpt"
+    lines = []
+    for ckpt in sorted(root.glob("step_*")):
+        files = [p for p in ckpt.rglob("*") if p.is_file()]
+        lines.append(f"{ckpt.name}\t{len(files)} files\t{sum(p.stat().st_size for p in files)} bytes")
+    atomic_write_text(folder / "checkpoints.txt", "".join(line + "\n" for line in lines))
+    shutil.rmtree(root, ignore_errors=True)

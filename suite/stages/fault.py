@@ -57,9 +57,9 @@ from suite.launch.torchrun import LaunchError
 from ..results import Expectation, Row, Verdict, atomic_write_text
 from ..verdicts import verdicts_for
 from ._fault_timeline import STAGE, build_timeline, reference_rows, timeline_rows
-from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of
+from ._fault_judges import judge_detection, judge_loss, judge_resume, text_of, too_few_ranks
 from ._fault_reference import finish_reference, start_reference
-from ._fault_watch import WORKER, DrillWatch
+from ._fault_watch import WORKER, DrillWatch, forget_checkpoints
 from suite.cluster import node_loss as _node_loss
 from .. import headlines as hl
 from suite.hardware.stage_fit import scaling_model
@@ -240,8 +240,35 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
+    if ranks < 2:  # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
+        ctx.say(f"single-node drills not run: {too_few_ranks(profile.to_dict())}")
+        rows = []
+    else:
+        rows = single_node_drills(profile, ctx, cases, ranks, device)
+    if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/cluster/node_loss.py)
+        rows += _node_loss.run(profile, ctx)
+    ctx.say("drills done", done=len(cases), of=len(cases))
+    ctx.publish("fault_drill", {
+        "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
+        "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
+        "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
+        "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
+                         f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
+        "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
+        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/launch/warm_python.py)"
+                     if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
+    })
+    return rows
+
+
+def single_node_drills(profile: Profile, ctx: StageContext, cases: list[DrillCase], ranks: int,
+                       device: str) -> list[Row]:
+    """Every case on this node beside the uninterrupted reference; their rows."""
+    cfg = profile.fault
     if cfg.concurrent and len(cases) > 1:
-        # Everything at once: the reference's process and every drill's torchrun start together.
+        # Everything at once: the reference's process and every drill's torchrun, each on its own free port (a
+        # multi-node profile's fixed port, the nodes' rendezvous port, would be taken by the first, failing the rest).
+        profile = profile.with_overrides(master_port=None)
         ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}) and the uninterrupted reference: "
                 f"rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
         if profile.launcher == "fork":
@@ -266,19 +293,6 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
         rows.append(Row(stage=STAGE, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
                         world=ranks, text=case.label))
-    if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/cluster/node_loss.py)
-        rows += _node_loss.run(profile, ctx)
-    ctx.say("drills done", done=len(cases), of=len(cases))
-    ctx.publish("fault_drill", {
-        "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
-        "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
-        "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
-        "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
-                         f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
-        "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
-        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/launch/warm_python.py)"
-                     if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
-    })
     return rows
 
 
@@ -342,17 +356,6 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
     return watch.events(), launch_error
 
 
-def forget_checkpoints(folder: Path) -> None:
-    """List the checkpoints left (name, files, bytes) in checkpoints.txt, then delete them."""
-    root = folder / "ckpt"
-    lines = []
-    for ckpt in sorted(root.glob("step_*")):
-        files = [p for p in ckpt.rglob("*") if p.is_file()]
-        lines.append(f"{ckpt.name}\t{len(files)} files\t{sum(p.stat().st_size for p in files)} bytes")
-    atomic_write_text(folder / "checkpoints.txt", "".join(line + "\n" for line in lines))
-    shutil.rmtree(root, ignore_errors=True)
-
-
 # ---------------------------------------------------------------- judge
 
 VERDICTS = verdicts_for(STAGE)
@@ -366,8 +369,13 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     steps = int(cfg.get("steps", 0))
     out = []
     backend = facts.get("profile", {}).get("backend", "gloo")
+    too_few = too_few_ranks(facts.get("profile", {}))
     for scenario in [c.name for c in drill_cases(cfg.get("scenarios", ()), backend)]:
         got = {r.metric: r for r in rows if r.case == scenario}
+        if too_few:  # nothing to judge, and nothing wrong with the box: the run had one process per node
+            out += [VERDICTS.not_applicable(f"{check}.{scenario}", expected="a survivor beside the faulted rank",
+                                            observed="not run", why=too_few) for check in ("detect", "resume", "loss")]
+            continue
         if not got:
             out.append(VERDICTS.fail(f"drill.{scenario}", expected="the drill ran", observed="no rows",
                                      reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))

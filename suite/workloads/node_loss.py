@@ -1,17 +1,18 @@
-"""The node-loss drill's worker: DDP training with DCP checkpoints across the nodes, one whole node lost mid-step.
+"""The node-loss drill's worker: DDP training with checkpoints on every node, one whole node lost mid-step.
 
     torchrun --nnodes=1:2 --max-restarts=1 … -m suite.workloads.node_loss --lose node-b --steps 6 \
-        --checkpoint-every 2 --fault-step 5 --pg-timeout 5 --checkpoint-dir /shared/ckpt --model '{…}'
+        --checkpoint-every 2 --fault-step 5 --pg-timeout 5 --checkpoint-dir RUN/raw/fault/node_loss/ckpt --model '{…}'
 
-The fault drill's training (suite/workloads/fault_drill.py: its event log and checkpoints), where the fault is a
+The fault drill's training (suite/workloads/fault_drill.py: its event log), where the fault is a
 node: on the first attempt, in the middle of step --fault-step (after the forward, before the gradient
 all-reduce), the first rank of node --lose (CARDTIME_NODE_NAME) SIGKILLs its node's torchrun agent and then
 itself; the node's other ranks die with their agent (PR_SET_PDEATHSIG). The survivors are blocked in the
 all-reduce; their error is recorded and raised, their agents restart them (--max-restarts) and, the rendezvous
 being elastic, go on without the lost node: the global batch is split among fewer ranks, so the trajectory is the
 same, and the steps since the last checkpoint are computed again (`step` events of attempt 1).
-Checkpoints go to --checkpoint-dir, which must be one folder every node sees (a cluster's shared storage):
-the survivors resume from shards the lost node wrote.
+Checkpoints go to --checkpoint-dir on every node's own disk (suite/workloads/node_checkpoint.py: each node's
+first rank writes the whole replicated state there), so the survivors resume without the lost node's disk, with
+or without shared storage.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ if __name__ == "__main__":
 import torch.distributed as dist  # noqa: E402
 
 from ..config import GptConfig  # noqa: E402
-from .fault_drill import EventLog, first_line, latest_checkpoint, load_checkpoint, process_start_time, \
-    save_checkpoint  # noqa: E402
+from .fault_drill import EventLog, first_line, process_start_time  # noqa: E402
 from .gpt import build_model  # noqa: E402
+from .node_checkpoint import agreed_step, load_replica, save_replica  # noqa: E402
 from .training import local_batch, make_optimizer, train_step, wrap_ddp  # noqa: E402
 from .worker import worker_session  # noqa: E402
 
@@ -53,12 +54,10 @@ def train(args, w, events: EventLog, group, node: str) -> None:
     ddp = wrap_ddp(model, w.device, group=group)
     optimizer = make_optimizer(ddp.parameters())
     folder = Path(args.checkpoint_dir)
-    found = latest_checkpoint(folder)
-    start = 0
-    if found is not None:
-        start, path = found
-        load_checkpoint(ddp, optimizer, path)
-    events.write("resumed", step=start, checkpoint=found[1].name if found else None, world=w.world)
+    start, path = agreed_step(folder, group, w.device), None
+    if start:
+        path = load_replica(model, optimizer, folder, start, w.device)
+    events.write("resumed", step=start, checkpoint=path.name if path else None, world=w.world)
     for step in range(start, args.steps):
         tokens, targets = local_batch(cfg, step, w.rank, w.world, device=w.device)
         if w.restart_count == 0 and step == args.fault_step and node == args.lose and w.local_rank == 0:
@@ -68,7 +67,7 @@ def train(args, w, events: EventLog, group, node: str) -> None:
         events.write("step", step=step, loss=float(mean), world=w.world)
         done = step + 1
         if done % args.checkpoint_every == 0 and done < args.steps:
-            save_checkpoint(ddp, optimizer, folder, done)
+            save_replica(model, optimizer, folder, done, node, w.local_rank)
             if w.rank == 0:
                 events.write("checkpoint", step=done)
 
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fault-step", type=int, required=True)
     p.add_argument("--pg-timeout", type=float, required=True, help="timeout of the training group, seconds")
     p.add_argument("--join-timeout", type=float, default=60.0, help="timeout of joining, seconds")
-    p.add_argument("--checkpoint-dir", required=True, help="a folder every node sees")
+    p.add_argument("--checkpoint-dir", required=True, help="a folder on each node's own disk (or a shared one)")
     p.add_argument("--model", required=True, help="the GptConfig as JSON")
     args = p.parse_args(argv)
     node = os.environ.get("CARDTIME_NODE_NAME", "node")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -202,3 +203,31 @@ def test_the_runners_timeout_mid_drill_leaves_no_process_behind(tmp_path, monkey
     assert after == before
     assert processes_touching(run.path) == []
     assert outcome.counts["fail"] == 1
+
+
+def test_concurrent_drills_on_a_multi_node_profiles_fixed_port_each_get_their_own(tmp_path):
+    """A multi-node run fixes the profile's master_port (the nodes' rendezvous port, 29400 by default); the single-node
+    drills the stage runs at once on the batch host must not all take it: the first would hold it and the others fail
+    (6 of 9 checks, in a Slurm job). Here the port is held by this test for the whole stage, so a drill that took it
+    could not even start."""
+    from suite.launch.torchrun import free_port
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", free_port()))
+    held.listen()
+    profile = PROFILE.with_overrides(master_port=held.getsockname()[1], fault=FaultConfig(
+        ranks=2, pg_timeout_s=PG_TIMEOUT_S, steps=6, checkpoint_every=2, fault_step=3,
+        scenarios=("crash", "exception"), concurrent=True))
+    raw = tmp_path / "raw" / "fault"
+    raw.mkdir(parents=True)
+    forklaunch.warm_zygote().ping()  # warm before the drills, as the runner's is
+    ctx = StageContext(stage="fault", profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
+                       progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 240)
+    try:
+        rows = fault.run(profile, ctx)
+    finally:
+        held.close()
+    facts = {"profile": profile.to_dict(), **ctx.published}
+    verdicts = fault.judge(rows, fault.expect(profile, facts), facts)
+    assert {v.id: v.status for v in verdicts} == {f"fault.{check}.{s}": "pass" for s in ("crash", "exception")
+                                                  for check in ("detect", "resume", "loss")}, verdicts

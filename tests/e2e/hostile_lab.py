@@ -127,3 +127,57 @@ def private_disk_mount(disk: Path, private: Path | None) -> str:
 
     disk.mkdir(parents=True, exist_ok=True)
     return f"mount --bind {shlex.quote(str(disk))} {shlex.quote(str(private))} && "
+
+
+LOGIN_UID = 60123
+"""The lab's ordinary login (as a rented VM's `ubuntu`): a uid no account of this machine has."""
+
+
+def add_login(folder: Path, nodes: tuple[str, ...], name: str, home: Path, public: str, client_key: Path) -> int:
+    """An ordinary user `name` on every node, as a stock cloud image has one: no root, no sudo, in the docker group
+    (where the machine has one), its home `home` (a private mount: each node's on its own disk, folder/<node>/disk).
+    Each node's sshd bind-mounts folder/<node>/passwd and group over /etc's, so the machine's own files are never
+    touched. In each home: ~/.ssh with the lab's key and a config naming the nodes by their public addresses (the
+    nodes reach each other as the user, with the default ~/.ssh/config), and the pip settings this machine's own
+    user has (its wheel folders: no index is reachable here). Returns the uid."""
+    import os
+    import shutil
+
+    uid = gid = LOGIN_UID
+    passwd, group = Path("/etc/passwd").read_text(), Path("/etc/group").read_text()
+    members = [line + ("," if not line.endswith(":") else "") + name if line.startswith("docker:") else line
+               for line in group.splitlines()]
+    pip_conf = Path.home() / ".config" / "pip" / "pip.conf"
+    ssh_config = "".join(f"Host {n}\n  HostName {public}.{i}\n" for i, n in enumerate(nodes, 1)) + (
+        f"Host *\n  User {name}\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n"
+        "  UserKnownHostsFile ~/.ssh/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        "  ConnectTimeout 10\n  LogLevel ERROR\n")
+    for node in nodes:
+        (folder / node / "passwd").write_text(passwd + f"{name}:x:{uid}:{gid}:{name}:{home}:/bin/sh\n")
+        (folder / node / "group").write_text("\n".join(members) + f"\n{name}:x:{gid}:\n")
+        disk = folder / node / "disk"
+        dot_ssh = disk / ".ssh"
+        dot_ssh.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(client_key, dot_ssh / "id_ed25519")
+        (dot_ssh / "config").write_text(ssh_config)
+        (dot_ssh / "known_hosts").write_text((folder / "known_hosts").read_text())
+        if pip_conf.is_file():
+            (disk / ".config" / "pip").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pip_conf, disk / ".config" / "pip" / "pip.conf")
+        for path in [disk, *disk.rglob("*")]:
+            os.chown(path, uid, gid)
+        for path in dot_ssh.iterdir():
+            path.chmod(0o600)
+        dot_ssh.chmod(0o700)
+    return uid
+
+
+def login_mounts(folder: Path, node: str) -> str:
+    """The shell words that give a node's sessions its own passwd and group (add_login), or none."""
+    import shlex
+
+    words = ""
+    for name in ("passwd", "group"):
+        if (folder / node / name).exists():
+            words += f"mount --bind {shlex.quote(str(folder / node / name))} /etc/{name} && "
+    return words

@@ -190,7 +190,7 @@ def _start_sshd(folder: Path, ns: str, node: str, private: Path | None = None) -
     ip netns exec, unshare (no --fork) and the shell's exec keep one PID: the Popen's is sshd's."""
     hosts = folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"  # hostile: its own
     inner = (f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname {node} && "
-             + hostile_lab.private_disk_mount(folder / node / "disk", private) +
+             + hostile_lab.private_disk_mount(folder / node / "disk", private) + hostile_lab.login_mounts(folder, node) +
              f"exec {SSHD} -D -e -f {shlex.quote(str(folder / node / 'sshd_config'))}")
     return subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--uts", "--mount", "--propagation", "private",
                              "sh", "-c", inner], stdout=subprocess.DEVNULL,
@@ -313,11 +313,12 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | None = None,
                      dockerd_args: tuple[str, ...] = (), hostile: bool = False,
-                     private: Path | None = None) -> Iterator[Cluster]:
+                     private: Path | None = None, login: str = "") -> Iterator[Cluster]:
     """The cluster, torn down on the way out. docker: an engine per node; path_first: a folder each node's ssh
     sessions (and dockerd) find first on their PATH; dockerd_args: more of dockerd's flags (a runtime, say);
     hostile: NAT'd public addresses, firewalls and stock host names (tests/e2e/hostile_lab.py); private: a folder
-    each node's sessions see on a disk of its own (separate disks)."""
+    each node's sessions see on a disk of its own (separate disks); login: an ordinary user of that name on every
+    node, its home `private` (hostile_lab.add_login; the laptop still reaches root too)."""
     tag = f"ct{os.getpid() % 100000}"
     net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
     namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
@@ -336,6 +337,8 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
     if hostile:
         hostile_lab.write_node_hosts(folder, NODES)
         hostile_lab.use_public_addresses(folder, net, cluster.public, NODES)
+    if login and private is not None:
+        hostile_lab.add_login(folder, NODES, login, private, cluster.public or net, folder / "client_key")
     try:
         _ip("link", "add", bridge, "type", "bridge")
         _ip("addr", "add", f"{net}.254/24", "dev", bridge)

@@ -145,11 +145,12 @@ def test_the_first_nodes_suite_gets_the_keys_and_the_other_nodes_container():
     assert argv[-4:] == [IMAGE, "run", "--nodes", "root@gpu-a,root@gpu-b:2222"]
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
     assert mounts == ["/w/runs:/w/runs:rw", "/w/jobs/j1:/w/jobs/j1:rw", "/root/.ssh:/root/.ssh:rw",
-                      "/etc/cluster:/etc/cluster:rw"]
+                      "/etc/cluster:/etc/cluster:rw", "/etc/passwd:/etc/passwd:ro", "/etc/group:/etc/group:ro"]
     assert "--gpus" not in argv and argv[argv.index("--user") + 1] == "1000:1000"
     (handed,) = [argv[i + 1] for i, a in enumerate(argv) if a == "-e" and argv[i + 1].startswith(NODE_CONTAINER_ENV)]
     prefix = container_prefix({NODE_CONTAINER_ENV: handed.split("=", 1)[1]})
-    assert prefix == node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=False, user="1000:1000")
+    assert prefix == node_container_prefix(IMAGE, runs_dir="/w/runs", job_dir="/w/jobs/j1", gpus=False, user="1000:1000",
+                                           login_home="/root")
 
 
 def test_a_bad_node_container_setting_is_one_clear_error():
@@ -323,3 +324,23 @@ def test_an_image_with_ssh_or_one_that_does_not_start_goes_on_to_the_run(tmp_pat
         (tmp_path / str(i)).mkdir()
         code, _, refused, argv = ssh_client_check(tmp_path / str(i), rc, said)
         assert (code, refused) == (0, None) and argv[:2] == ["run", "--rm"], (rc, said)
+
+
+def test_an_ordinary_login_is_mapped_into_the_image_on_every_node():
+    """ubuntu (uid 1000) on every node: the suite's container and the other nodes' run as 1000:1000, with the host's
+    account files read-only (ssh in the image knows the uid and finds its ~/.ssh) and HOME the login's home."""
+    argv = first_node_run_argv(IMAGE, ["run"], job_id="j1", runs_dir="/home/ubuntu/cardtime/runs",
+                               job_dir="/home/ubuntu/cardtime/jobs/j1", home="/home/ubuntu", ssh_config="",
+                               gpus=False, user="1000:1000")
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+    assert mounts[-3:] == ["/home/ubuntu/.ssh:/home/ubuntu/.ssh:rw", "/etc/passwd:/etc/passwd:ro",
+                           "/etc/group:/etc/group:ro"]
+    env = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-e")
+    assert env["HOME"] == "/home/ubuntu" and env["XDG_CACHE_HOME"].startswith("/tmp")
+    prefix = container_prefix({NODE_CONTAINER_ENV: env[NODE_CONTAINER_ENV]})
+    assert prefix[prefix.index("--user") + 1] == "1000:1000" and "/etc/passwd:/etc/passwd:ro" in prefix
+    assert "HOME=/home/ubuntu" in prefix
+    # root: nothing mapped, the image's own accounts
+    as_root = first_node_run_argv(IMAGE, ["run"], job_id="j1", runs_dir="/r", job_dir="/j", home="/root",
+                                  ssh_config="", gpus=False, user=None)
+    assert "--user" not in as_root and not [a for a in as_root if a.startswith("/etc/passwd")]

@@ -52,13 +52,16 @@ def test_the_runtime_across_nodes():
         "IMAGE=r/c:t runs in Docker but RUNTIME=host was asked: drop one of them")
 
 
-def test_docker_across_nodes_refuses_a_login_other_than_root():
+def test_docker_across_nodes_takes_ordinary_logins_of_one_uid():
     from provisioning.cluster.driver import login_problems
 
-    nodes = [probed("root@a", uid=0), probed("ubuntu@b", uid=1000)]
-    assert login_problems(nodes, "host") == []
-    assert login_problems(nodes, "docker") == ["node ubuntu@b: RUNTIME=docker across nodes needs root logins (uid 1000 "
-                                               "here): log in as root (HOSTS=root@…), or use RUNTIME=host"]
+    ubuntu = [probed("ubuntu@a", uid=1000, gid=1000), probed("ubuntu@b", uid=1000, gid=1000)]
+    assert login_problems(ubuntu, "docker") == [] and login_problems(ubuntu, "host") == []
+    mixed = [probed("root@a", uid=0, gid=0), probed("ubuntu@b", uid=1000, gid=1000)]
+    assert login_problems(mixed, "host") == []
+    assert login_problems(mixed, "docker") == [
+        "node ubuntu@b: RUNTIME=docker across nodes runs every node's container as root@a's uid:gid 0:0, but this "
+        "login is 1000:1000: log in with the same user on every node (HOSTS=user@…), or use RUNTIME=host"]
 
 
 def test_the_hosts_pythons_need_not_agree_in_docker():

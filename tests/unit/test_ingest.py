@@ -79,7 +79,8 @@ def test_wrong_elements_fail_with_the_counts(tmp_path):
     done, _, v = ingest(tmp_path, WRONG)
     wrong = v["bandwidth.wrong.nccl-tests.all_reduce"]
     assert wrong.status == "fail" and "524288 B oop: 237858" in wrong.observed
-    assert v["bandwidth.nccl_tests.all_reduce"].status == "fail"  # the capture is cut: no footer
+    # the capture stops without its footer and without an error line: the end of the run is open, not a fail
+    assert v["bandwidth.nccl_tests.all_reduce"].status == "skip" and "no footer" in v["bandwidth.nccl_tests.all_reduce"].reason
     assert done.returncode == 1
 
 

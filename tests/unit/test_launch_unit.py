@@ -39,3 +39,15 @@ def test_a_held_port_is_named_with_its_holder():
 
 def test_free_port_when_none_is_fixed():
     assert 0 < choose_port(GLOO_CPU) < 65536
+
+
+def test_a_launch_on_the_first_node_alone_leaves_the_rendezvous_port_to_the_nodes():
+    """A multi-node run's fixed port (29400) is the rendezvous's across the nodes; launches on one node at once (the
+    fault stage's concurrent drills) each take a free port, even while the fixed one is held."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        nodes = GLOO_CPU.with_overrides(nodes=("node-a", "node-b"), master_port=port)
+        chosen = {choose_port(nodes) for _ in range(3)}
+    assert port not in chosen and all(0 < p < 65536 for p in chosen)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import suite.stages  # noqa: F401 (the registry declares the profile's sections: FACTS reads them)
 from suite.config import get_profile
 from suite.cluster.node_loss import judge, rows_from_events
 
@@ -59,7 +60,7 @@ def test_no_survivor_error_no_restart_a_wrong_replay_each_fail():
     (resume,) = [v for v in judge(rows_from_events(first_only, "node-b", "torchrun exited 1"), FACTS)
                  if v.id == "fault.node_loss.resume"]
     assert resume.observed == "no restarted attempt: torchrun exited 1" and "shared" not in resume.observed
-    assert "storage every node sees" in resume.reason
+    assert "their own node's checkpoint" in resume.reason
 
 
 def test_one_node_has_no_node_loss_verdicts():
