@@ -63,6 +63,20 @@ def first_cell(column: str, value, as_float: bool = False):
     return change
 
 
+def first_expectation(run: Path, **cells) -> None:
+    import csv
+    import io
+
+    file = run / "expectations.csv"
+    records = list(csv.DictReader(io.StringIO(file.read_text())))
+    records[0].update(cells)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(records[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records)
+    file.write_text(out.getvalue())
+
+
 def doubled(frame):
     import pandas as pd
 
@@ -121,8 +135,9 @@ SPOIL = {
     "rows value list": ("types", lambda r: edit_rows(r, lambda f: f.assign(value=[[1.0]] * len(f))), "'value' holds"),
     "rows empty": ("consistency", lambda r: edit_rows(r, lambda f: f.iloc[0:0]), "holds 0 rows"),
     "rows doubled": ("consistency", lambda r: edit_rows(r, doubled), "the manifest recorded"),
-    "expectation size inf": ("numbers", lambda r: (r / "expectations.csv").write_text(
-        (r / "expectations.csv").read_text().replace(",4,", ",inf,", 1)), "not a whole number"),
+    "expectation size inf": ("numbers", lambda r: first_expectation(r, size_bytes="inf"), "not a whole number"),
+    "expectation size digits": ("numbers", lambda r: first_expectation(r, size_bytes="9" * 5000),
+                                "not a whole number"),
 }
 RENDERED = ("stage status int", "verdict id int", "rows value text", "rows doubled", "verdicts deep")
 """The cases also rendered by reports and compare (a render is seconds each); check and resume take them all."""
@@ -230,13 +245,14 @@ def big_run(tmp_path_factory) -> Path:
     import pandas as pd
 
     run = damaged_run(tmp_path_factory.mktemp("big") / "run", "intact")
+    import numpy as np
+
     frame = pd.read_parquet(run / "results.parquet")
-    copies = []
-    for k in range(8000):
-        copy = frame[frame["stage"] == "bandwidth"].copy()
-        copy["repeat"] = k
-        copies.append(copy)
-    pd.concat([frame, *copies], ignore_index=True).to_parquet(run / "results.parquet", index=False)
+    bandwidth = frame[frame["stage"] == "bandwidth"]
+    copies = 8000
+    big = pd.concat([bandwidth] * copies, ignore_index=True)
+    big["repeat"] = pd.array(np.repeat(np.arange(copies), len(bandwidth)), dtype="Int64")
+    pd.concat([frame, big], ignore_index=True).to_parquet(run / "results.parquet", index=False)
     return run
 
 
