@@ -4,7 +4,7 @@
     report: runs/20261129T1630Z-box-gloo-cpu/report.html
     12 passed, 0 warned, 0 failed, 9 skipped
 
-Exit status: 0 when the report rendered (whatever the verdicts say; `python -m suite check` judges
+Exit status (130 at Ctrl-C, in one line): 0 when the report rendered (whatever the verdicts say; `python -m suite check` judges
 those), 2 when nothing can be rendered: not a run directory, another schema version, none of its
 records readable, or the output cannot be written. A damaged run directory whose records partly read
 (a truncated manifest, an unreadable results.parquet, a verdict of an unknown status) still renders:
@@ -45,6 +45,15 @@ def error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
+        print("interrupted: stopped at Ctrl-C before the page was written (an earlier one is left as it was)",
+              file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
         return main_compare(build_compare_parser().parse_args(argv[1:]))
@@ -77,6 +86,9 @@ def main_compare(args) -> int:
         return error(str(e))
     except OSError as e:
         return error(f"cannot write the comparison to {e.filename or args.out}: {e.strerror or e}")
+    for run in comparison.runs:  # as a single report says what it lacks: each run's missing parts, named
+        for problem in run.view.problems if run.view else []:
+            print(f"incomplete: {run.label} ({run.path}): {problem}", file=sys.stderr)
     print(f"comparison: {out}")
     for line in comparison.summary_lines():
         print(line)

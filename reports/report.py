@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,13 +195,19 @@ def all_sections(view: RunView, out_dir: Path) -> list[Section]:
         # the biggest stages first (by rows: the figures' work grows with them), so no worker is left with a big
         # one at the end while the others idle; the sections come back in run order all the same
         biggest_first = sorted(stages, key=lambda s: -len(view.stage_rows(s)))
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_leave_ctrl_c_to_the_parent) as pool:
             drawn = dict(zip(biggest_first, pool.map(_forked_section, biggest_first, chunksize=1)))
         return [drawn[s] for s in stages]
     except OSError:  # no processes to be had (a limit on them): the same sections, one after another
         return [section(view, s, out_dir) for s in stages]
     finally:
         _FORKED = None
+
+
+def _leave_ctrl_c_to_the_parent() -> None:
+    """A drawing worker ignores SIGINT: Ctrl-C reaches the whole process group, and the parent alone answers it
+    (one `interrupted:` line; the pool's exit ends the workers) instead of each worker printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def context(view: RunView, out_path: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from suite import stages as suite_stages
+from suite.run_consistency import consistency_problems
 from suite.results import (
     EXPECTATION_COLUMNS,
     ROW_COLUMNS,
@@ -138,6 +139,8 @@ def load_run(path: Path) -> RunView:
     view = RunView(path=run.path, manifest=run.manifest, rows=rows, expectations=expectations, verdicts=verdicts,
                    problems=problems, manifest_read=manifest_ok)
     view.problems += stages_never_finished(view)
+    if manifest_ok and rows_ok and verdicts_ok:  # each read as its type; do they agree (what `suite check` refuses)?
+        view.problems += consistency_problems(run, rows, verdicts)
     return view
 
 

@@ -45,6 +45,9 @@ class NotRegularFile(OSError):
     def __init__(self, path: Path | str, problem: str) -> None:
         super().__init__(errno.EINVAL, problem, str(path))
 
+    def __str__(self) -> str:  # "PATH: what it is", the one line an `error:` prints
+        return f"{self.filename}: {self.strerror}"
+
 
 def check_readable_file(path: Path | str) -> None:
     """Raise NotRegularFile when `path` exists and is not a regular file of a readable size."""

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import run_schema
+from .run_schema import STAGE_STATES  # noqa: F401 - imported from here by the runner and suite check
 from .runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
     RunDirError,
     atomic_write_text,
@@ -55,12 +57,8 @@ PARAM_COLUMNS: tuple[str, ...] = (
 ROW_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", *PARAM_COLUMNS, "text")
 EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", "basis", *PARAM_COLUMNS)
 VERDICT_STATUSES = ("pass", "warn", "fail", "skip")
-STAGE_STATES = ("pending", "running", "complete", "error")
 
-# The manifest's containers, checked on load so that a hand-edited one fails there, naming the key.
-MANIFEST_SHAPES = {"stages": dict, "stages_selected": list, "facts": dict, "profile": dict, "host": dict}
-
-INT_PARAMS = {"size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat"}
+INT_PARAMS = set(run_schema.WHOLE_COLUMNS)
 FLOAT_PARAMS = {"t"}
 
 
@@ -138,33 +136,19 @@ class Verdict:
 
 
 def row_from_dict(data: dict[str, Any]) -> Row:
-    return Row(**_clean({k: data.get(k) for k in ROW_COLUMNS}))
+    return Row(**run_schema.clean_record({k: data.get(k) for k in ROW_COLUMNS}))
 
 
 def expectation_from_dict(data: dict[str, Any]) -> Expectation:
-    return Expectation(**_clean({k: data.get(k) for k in EXPECTATION_COLUMNS}))
+    return Expectation(**run_schema.clean_record({k: data.get(k) for k in EXPECTATION_COLUMNS}))
 
 
 def verdict_from_dict(data: dict[str, Any]) -> Verdict:
-    return Verdict(**{k: data[k] for k in ("id", "stage", "status", "expected", "observed", "reason")})
-
-
-def _clean(data: dict[str, Any]) -> dict[str, Any]:
-    """Empty cells and NaN parameters become None; integer parameters come back as int."""
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, float) and math.isnan(value) and key != "value":
-            value = None
-        if value == "" and key not in ("case", "metric", "unit", "basis"):
-            value = None
-        if value is not None and key in INT_PARAMS:
-            value = int(float(value))
-        if value is not None and key in FLOAT_PARAMS:
-            value = float(value)
-        if key == "value":
-            value = float("nan") if value is None or value == "" else float(value)
-        out[key] = value
-    return out
+    """A verdict read back; ValueError when the entry is not an object of six texts (suite/run_schema.py)."""
+    problem = run_schema.verdict_problem(data)
+    if problem:
+        raise ValueError(problem)
+    return Verdict(**{k: data[k] for k in run_schema.VERDICT_FIELDS})
 
 
 def _json_default(value: Any) -> Any:
@@ -233,13 +217,10 @@ class RunDir:
             raise FileNotFoundError(f"{path} is not a run directory (no {cls.MANIFEST})")
         manifest = read_json_object(manifest_path)
         check_schema(manifest.get("schema_version"), manifest_path)
-        for key, kind in MANIFEST_SHAPES.items():
-            if manifest.get(key) is not None and not isinstance(manifest[key], kind):
-                raise RunDirError(manifest_path, f"{key!r} holds a JSON {type(manifest[key]).__name__}, "
-                                                 f"not {'an object' if kind is dict else 'a list'}")
-        odd = [name for name, state in (manifest.get("stages") or {}).items() if not isinstance(state, dict)]
-        if odd:
-            raise RunDirError(manifest_path, f"the state of stage {odd[0]!r} is not a JSON object")
+        problems = run_schema.manifest_problems(manifest)  # each field as a run writes it, or refused here
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise RunDirError(manifest_path, problems[0] + more)
         return cls(path=path, manifest=manifest)
 
     def raw_dir(self, stage: str) -> Path:
@@ -265,8 +246,14 @@ class RunDir:
         return _records(file, self.rows_frame().to_dict("records"), row_from_dict)
 
     def rows_frame(self):
-        """All rows as a pandas DataFrame (columns ROW_COLUMNS); RunDirError when results.parquet is damaged."""
-        return read_parquet(self.path / self.RESULTS_PARQUET, ROW_COLUMNS[:5])  # a row is nothing without these
+        """All rows as a DataFrame of the schema's column types; RunDirError when results.parquet is damaged or a
+        column holds what its type does not (text in `value`, an infinite size: suite/run_schema.py)."""
+        file = self.path / self.RESULTS_PARQUET
+        frame = read_parquet(file, ROW_COLUMNS[:5])  # a row is nothing without these
+        problems = run_schema.column_problems(frame)
+        if problems:
+            raise RunDirError(file, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        return run_schema.typed_frame(frame)
 
     def replace_stage_rows(self, stage: str, rows: Iterable[Row]) -> None:
         kept = [r for r in self.rows() if r.stage != stage]
@@ -356,6 +343,9 @@ def records_to_frame(records, columns: tuple[str, ...]):
 
 
 def check_schema(version: Any, file: Path) -> None:
+    problem = run_schema.schema_version_problem(version)
+    if problem:
+        raise RunDirError(file, problem)
     if version != SCHEMA_VERSION:
         raise SchemaError(
             file, f"written with schema_version {version!r}; this cardtime reads version {SCHEMA_VERSION}",

@@ -46,6 +46,7 @@ from .results import (
     write_rows_jsonl,
 )
 from .gitinfo import suite_checkout
+from .run_consistency import load_checked
 from suite.run_id import new_run_id, unique_run_path, utc_now
 from suite import kept_rows
 from .verdicts import summary_line, verdicts_for
@@ -119,7 +120,9 @@ def start_run(profile: Profile, selected: list[str], out_base: Path) -> RunDir:
 
 
 def resume_run(path: Path) -> tuple[RunDir, Profile]:
-    run = RunDir.load(path)
+    """The run to continue, every record read and agreeing first (suite/run_consistency.py): a stage rerun into
+    records that cannot be read, or disagree, would fail midway or carry the damage into the new ones."""
+    run, _ = load_checked(path)
     return run, profile_from_dict(run.manifest["profile"])
 
 

@@ -7,6 +7,27 @@ partial capture), 2 a usage error or unusable input — then one line on stderr,
 """
 
 import sys
+from pathlib import Path
+
+
+def record_last(file: Path | None, run_path: Path) -> None:
+    """--record-last FILE: the run directory's path, replaced atomically. A FIFO or a device there is refused
+    (suite.regular_files.NotRegularFile, an OSError) instead of blocking for ever on a FIFO nobody reads."""
+    from suite.runfiles import atomic_write_text
+
+    if file:
+        atomic_write_text(Path(file), f"{run_path}\n")
+
+
+def not_regular_target(file: Path) -> str | None:
+    """Why `file` cannot be replaced (a FIFO, a device), as one line; None when it can."""
+    from suite.regular_files import check_replaceable
+
+    try:
+        check_replaceable(file)
+    except OSError as e:
+        return str(e)
+    return None
 
 
 def usage_error(message: str) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from suite.box_verdict import REJECTS, BoxVerdict, box_verdict, unfinished
 from suite.results import RunDir, RunDirError, Verdict, status_counts
-from suite.run_consistency import consistency_problems
+from suite.run_consistency import load_checked
 from suite.verdicts import SEVERITY_RANK, summary_line
 
 from . import usage_error
@@ -33,19 +33,6 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print {run, fail_on, box, counts, unfinished, verdicts, rejected, open} as JSON")
     p.set_defaults(func=main)
-
-
-def load_checked(path: Path) -> tuple[RunDir, list[Verdict]]:
-    """The run and its verdicts, every record read: verdicts over rows that cannot be read judge nothing (exit 2)."""
-    run = RunDir.load(path)
-    verdicts = run.verdicts()
-    frame = run.rows_frame()
-    run.expectations()
-    problems = consistency_problems(run, frame, verdicts)
-    if problems:  # records that disagree: the run is damaged, not judged
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise RunDirError(run.path / problems[0].split(":")[0], problems[0].split(": ", 1)[1] + more)
-    return run, verdicts
 
 
 def main(args) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import usage_error
+from . import not_regular_target, record_last, usage_error
 
 
 def add_parser(sub) -> None:
@@ -37,6 +37,8 @@ def main(args) -> int:
     from reports.report import render_path
     from suite.box_verdict import box_verdict
 
+    if args.record_last and (problem := not_regular_target(args.record_last)):
+        return usage_error(f"--record-last: {problem}")  # before any work: a FIFO there would block the last step
     files, unused = inputs.files_of(args.paths)
     captures = []
     for path in files:
@@ -56,9 +58,10 @@ def main(args) -> int:
         outcome = feed.build(plan, args.out, list(args.paths), args.gpu_model)
     except OSError as e:
         return usage_error(f"cannot write the run directory under {args.out}: {e.strerror or e}; pass --out DIR")
-    if args.record_last:
-        args.record_last.parent.mkdir(parents=True, exist_ok=True)
-        args.record_last.write_text(str(outcome.run.path) + "\n")
+    try:
+        record_last(args.record_last, outcome.run.path)
+    except OSError as e:
+        return usage_error(f"--record-last: {e}")
     out, _ = render_path(outcome.run.path)
     print(f"run directory: {outcome.run.path}", file=sys.stderr)
     print(f"report: {out}", file=sys.stderr)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from suite.commands import _numbers as numbers
 from ..costmodel import alphabeta as ab
@@ -24,6 +25,8 @@ def parse_size(text: str) -> int:
         value = float(number) * UNITS[unit]
     except ValueError:
         raise ValueError(f"size {text!r} not understood: write e.g. 8, 4K, 4M, 1G") from None
+    if not math.isfinite(value):  # nan, 1e400: no message has that size
+        raise ValueError(f"size {text!r} is not a finite number of bytes")
     if value <= 0:
         raise ValueError(f"size {text!r} must be positive")
     return int(value)

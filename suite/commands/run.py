@@ -14,7 +14,7 @@ from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
 from ..results import RunDirError
-from . import usage_error
+from . import not_regular_target, record_last, usage_error
 
 
 def add_parser(sub) -> None:
@@ -169,6 +169,8 @@ def main(args) -> int:
         return list_stages(args.profile)
     try:
         timeouts = parse_timeouts(args.stage_timeout)
+        if args.record_last and (problem := not_regular_target(args.record_last)):
+            return usage_error(f"--record-last: {problem}")  # before any stage: a FIFO would block the last step
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
@@ -196,9 +198,10 @@ def main(args) -> int:
             run_lock.RunLockedError) as e:  # NodesError too
         return usage_error(str(e))
         return usage_error(str(e))
-    if args.record_last:
-        args.record_last.parent.mkdir(parents=True, exist_ok=True)
-        args.record_last.write_text(str(run.path) + "\n")
+    try:
+        record_last(args.record_last, run.path)
+    except OSError as e:
+        return usage_error(f"--record-last: {e}")
     try:
         outcome = runner.execute(run, profile, keep_going=args.keep_going)
     except OSError as e:  # a full disk, a folder gone: the stages complete so far are kept, --resume goes on

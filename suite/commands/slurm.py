@@ -22,6 +22,7 @@ from .. import stages
 from ..config import PROFILES
 from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, follow, parse_poll, status_command
+from ..runfiles import atomic_write_text
 from . import usage_error
 
 POLL_S = 3.0  # scontrol once per 3 s: light on the controller, a job's end seen within seconds
@@ -68,9 +69,12 @@ def main(args) -> int:
         problem = login_node_problem(args.partition, args.nodes)
         if problem:
             return usage_error(problem)
-    args.out.mkdir(parents=True, exist_ok=True)  # slurmd opens the job's --output there
     script = args.out / f"cardtime-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sbatch"
-    script.write_text(text)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)  # slurmd opens the job's --output there
+        atomic_write_text(script, text)
+    except OSError as e:  # --out names a file or a FIFO, a folder not writable: one line, not a traceback
+        return usage_error(f"cannot write the batch script under {args.out}: {e.strerror or e}; pass --out DIR")
     print(f"batch script: {script}", file=sys.stderr)
     if not args.submit:
         return 0

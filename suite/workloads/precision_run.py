@@ -60,13 +60,14 @@ def probe_rows(cfg, device, pc) -> list[Row]:
     for case, log2 in (("probe.underflow", pc.grad_shrink_log2), ("probe.overflow", pc.overflow_log2)):
         reference = backward_grads(cfg, device, None, 2.0 ** log2)
         ref_max = max(float(r.abs().max()) for r in reference)
+        # the factor's exponent is a row of its own: the `count` column is elements per buffer, never negative
+        out.append(Row(stage=STAGE, case=case, metric="grad_factor_log2", value=float(log2), unit="ratio", dtype="fp32"))
         out.append(Row(stage=STAGE, case=case, metric="reference_max_abs_grad", value=ref_max, unit="ratio",
-                       dtype="fp32", count=log2))
+                       dtype="fp32"))
         for name, dtype in PROBE_DTYPES.items():
             grads = reference if dtype is None else backward_grads(cfg, device, dtype, 2.0 ** log2)
             for metric, value in range_counts(reference, grads).items():
-                out.append(Row(stage=STAGE, case=case, metric=metric, value=float(value), unit="count", dtype=name,
-                               count=log2))
+                out.append(Row(stage=STAGE, case=case, metric=metric, value=float(value), unit="count", dtype=name))
     return out
 
 

@@ -83,10 +83,19 @@ def cases(d: Path) -> list[Case]:
           Case("plan rate nan", "options", S, ("plan", "--rate", "nan"), 2, "--rate", usage=True),
           Case("model alpha nan", "options", S, ("model", "--alpha", "nan", "--json"), 2, "--alpha", usage=True),
           Case("model beta inf", "options", S, ("model", "--beta", "inf", "--json"), 2, "--beta", usage=True),
-          Case("slurm time abc", "options", S, (*slurm, "--partition", "gpu", "--time", "abc"), 2, "TIME=")]
+          Case("slurm time abc", "options", S, (*slurm, "--partition", "gpu", "--time", "abc"), 2, "TIME="),
+          Case("model size 1e400", "options", S, ("model", "--sizes", "1e400", "--json"), 2, "not a finite number"),
+          Case("model size nan", "options", S, ("model", "--sizes", "nan"), 2, "not a finite number")]
+    # Hangs: a FIFO as the file the run's path is recorded in (a write would block until someone reads it)
+    c += [Case("run record-last FIFO", "hangs", S, ("run", "--stages", "topology", "--out", str(d / "runs"),
+                                                    "--record-last", str(d / "fifo")), 2, "--record-last"),
+          Case("ingest record-last FIFO", "hangs", S, ("ingest", str(CAPTURE), "--out", str(d / "runs"),
+                                                       "--record-last", str(d / "fifo")), 2, "--record-last")]
     # Clobbering: an atomic rename onto a FIFO would replace it
     c += [Case("report onto a FIFO", "clobbering", R, (str(d / "run-ok"), "-o", str(d / "fifo-out")), 2,
-               "must be a regular file")]
+               "must be a regular file"),
+          Case("slurm script under a FIFO", "clobbering", S, ("slurm", "--out", str(d / "fifo-out"), "--partition",
+                                                              "gpu"), 2, "cannot write the batch script")]
     # check accepts only what it can read
     c += [Case(f"check {k}", "acceptance", S, ("check", str(d / k)), 2, says) for k, says in ACCEPTANCE.items()]
     # Tracebacks: wrong types and extreme numbers in JSON captures and run directories
