@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -31,13 +33,15 @@ def slurm_missing() -> str | None:
     return f"{', '.join(lacking)} not installed (apt-get install slurmctld slurmd slurm-client munge)" if lacking else None
 
 
-def slurm_conf(folder: Path, cluster) -> str:
+def slurm_conf(folder: Path, cluster, sockets: Path | None = None) -> str:
+    """`sockets`: where munge's socket and the slurmd spools (slurmstepd's sockets) go, `folder` by default."""
+    sockets = sockets or folder
     nodes = "".join(f"NodeName={n} NodeAddr={cluster.address(n)} NodeHostname={n} CPUs=2 RealMemory=1000\n"
                     for n in NODES)
     return (f"ClusterName=cardtime\nSlurmctldHost={socket.gethostname()}({cluster.net}.254)\n"
             f"SlurmUser=root\nSlurmdUser=root\nAuthType=auth/munge\nCredType=cred/munge\n"
-            f"AuthInfo=socket={folder}/munge/munge.sock\nStateSaveLocation={folder}/state\n"
-            f"SlurmdSpoolDir={folder}/spool/%n\nSlurmctldPidFile={folder}/slurmctld.pid\n"
+            f"AuthInfo=socket={sockets}/munge/munge.sock\nStateSaveLocation={folder}/state\n"
+            f"SlurmdSpoolDir={sockets}/spool/%n\nSlurmctldPidFile={folder}/slurmctld.pid\n"
             f"SlurmdPidFile={folder}/slurmd.%n.pid\nSlurmctldLogFile={folder}/slurmctld.log\n"
             f"SlurmdLogFile={folder}/slurmd.%n.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
             "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
@@ -60,8 +64,12 @@ def wait_idle(env: dict[str, str], timeout_s: float = 60) -> None:
 @contextlib.contextmanager
 def slurm_cluster(folder: Path) -> Iterator[tuple[object, dict[str, str]]]:
     folder.mkdir(parents=True, exist_ok=True)
-    for sub in ("state", "spool", "munge"):
-        (folder / sub).mkdir()
+    # slurmstepd's sockets (spool/<node>/<node>_<job>.<step>) and munge's must fit a Unix socket path (107 bytes):
+    # a test's folder under a pytest worker's temporary root is too deep for them, so they go to a short one
+    sockets = Path(tempfile.mkdtemp(prefix="ct-slurm-", dir="/tmp"))
+    (folder / "state").mkdir()
+    for sub in ("spool", "munge"):
+        (sockets / sub).mkdir()
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
@@ -69,15 +77,15 @@ def slurm_cluster(folder: Path) -> Iterator[tuple[object, dict[str, str]]]:
     try:
         with two_node_cluster(folder / "cluster") as cluster:
             conf = folder / "slurm.conf"
-            conf.write_text(slurm_conf(folder, cluster))
+            conf.write_text(slurm_conf(folder, cluster, sockets))
             env = {**os.environ, "SLURM_CONF": str(conf)}
             log = open(folder / "daemons.log", "w")
             started.append(subprocess.Popen(
-                ["munged", "--foreground", "--force", f"--socket={folder}/munge/munge.sock", f"--key-file={key}",
+                ["munged", "--foreground", "--force", f"--socket={sockets}/munge/munge.sock", f"--key-file={key}",
                  f"--pid-file={folder}/munged.pid", f"--seed-file={folder}/munge.seed",
                  f"--log-file={folder}/munged.log"], stdout=log, stderr=subprocess.STDOUT))
             deadline = time.monotonic() + 20
-            while not (folder / "munge" / "munge.sock").exists() and time.monotonic() < deadline:
+            while not (sockets / "munge" / "munge.sock").exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
             started.append(subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], env=env, stdout=log,
                                             stderr=subprocess.STDOUT))
@@ -95,3 +103,4 @@ def slurm_cluster(folder: Path) -> Iterator[tuple[object, dict[str, str]]]:
         for proc in started:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+        shutil.rmtree(sockets, ignore_errors=True)
