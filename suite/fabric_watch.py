@@ -1,6 +1,6 @@
 """NVLink and IB error counters read around every load stage of a GPU run, growth named per link/port and window.
 
-    watch = FabricWatch.for_run(run, profile, produce)   # suite/runner.py, once per run
+    watch = FabricWatch.for_run(run, profile, produce, load_stages)   # suite/runner.py, once per run
     watch.before(name); run_stage(...); watch.after(name)
 
 A load stage is one that launches ranks (suite/workloads/: bandwidth, baseline, dp, burnin, …). Before it, every

@@ -219,8 +219,7 @@ class RunDir:
         check_schema(manifest.get("schema_version"), manifest_path)
         problems = run_schema.manifest_problems(manifest)  # each field as a run writes it, or refused here
         if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise RunDirError(manifest_path, problems[0] + more)
+            raise RunDirError(manifest_path, run_schema.first_of(problems))
         return cls(path=path, manifest=manifest)
 
     def raw_dir(self, stage: str) -> Path:
@@ -252,7 +251,7 @@ class RunDir:
         frame = read_parquet(file, ROW_COLUMNS[:5])  # a row is nothing without these
         problems = run_schema.column_problems(frame)
         if problems:
-            raise RunDirError(file, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+            raise RunDirError(file, run_schema.first_of(problems))
         return run_schema.typed_frame(frame)
 
     def replace_stage_rows(self, stage: str, rows: Iterable[Row]) -> None:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from suite.results import RunDir, RunDirError, Verdict
+from suite.run_schema import first_of
 
 
 def consistency_problems(run: RunDir, frame, verdicts: list[Verdict]) -> list[str]:
@@ -42,7 +43,6 @@ def load_checked(path: Path) -> tuple[RunDir, list[Verdict]]:
     run.expectations()
     problems = consistency_problems(run, frame, verdicts)
     if problems:  # records that disagree: the run is damaged, not judged
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         file, _, problem = problems[0].partition(": ")
-        raise RunDirError(run.path / file, problem + more)
+        raise RunDirError(run.path / file, first_of([problem, *problems[1:]]))
     return run, verdicts

@@ -62,6 +62,11 @@ def _fields(data: dict, schema: dict[str, str], where: str) -> list[str]:
             for key, kind in schema.items() if key in data and not _holds(data[key], kind)]
 
 
+def first_of(problems: list[str]) -> str:
+    """The first problem as the one line a loader raises, saying how many more there are."""
+    return problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+
+
 def schema_version_problem(version: Any) -> str | None:
     """Why `version` is no schema version (a bool is not: True == 1 in Python); None for a whole number."""
     if isinstance(version, int) and not isinstance(version, bool):
