@@ -3,7 +3,7 @@ in each node's namespace (tests/e2e/slurm_cluster.py), the login node reached th
 remote tests use (tests/e2e/remote_loopback.py), its slurm.conf named by SLURM_CONF= (a real cluster's is at
 /etc/slurm/slurm.conf, where no option is needed).
 
-One story, one two-node job (~90 s on 2 cores, most of it the job's own topology, bandwidth and fault stages): the refusals
+One story, one two-node job (~90 s on 2 cores, most of it the job's own topology, bandwidth, dp, zero and fault stages): the refusals
 first, each one line before anything is shipped or submitted (a partition Slurm does not know, more nodes than the
 partition has; an unreachable login node: tests/unit/test_slurm_submit.py), then two short jobs the batch host refuses
 in one line before any stage (a node address nothing answers at; node-a's firewall closed to the rendezvous port);
@@ -151,13 +151,22 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     assert on_login.returncode == 0 and f"report: {login_run / 'report.html'}" in on_login.stderr, on_login.stderr
     assert (login_run / "report.html").stat().st_size > 10_000
     assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
+    # dp and zero across the two nodes, every stage of the job complete and each node's output fetched
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert {s: manifest["stages"][s]["status"] for s in JOB_STAGES.split(",")} == dict.fromkeys(JOB_STAGES.split(","),
+                                                                                               "complete")
+    for stage in ("dp", "zero"):
+        for node in ("node-a", "node-b"):
+            assert list((run / "raw" / stage / node).glob("*.log")), (stage, node)
+    assert verdicts["dp.golden.world2"] == "pass", verdicts
     assert_network_refused(wrong, closed, second)
     print(f"make slurm SLURM_HOST=…: submitted after {submitted:.1f} s, fetched and reported after {took:.1f} s")
     assert_node_loss_survived(run, verdicts)
 
 
-JOB_STAGES = "topology,bandwidth,fault"
-"""The job's stages: fault for its node-loss drill (one process per node: the single-node drills skip at once)."""
+JOB_STAGES = "topology,bandwidth,dp,zero,fault"
+"""The job's stages: the rehearsal profile's multi-node ones, fault for its node-loss drill (one process per node: the
+single-node drills skip at once)."""
 
 
 def assert_node_loss_survived(run: Path, verdicts: dict[str, str]) -> None:
