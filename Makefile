@@ -61,8 +61,8 @@ compare: $(STAMP)
 	$(PY) -m reports compare $$RUNS -o "$${OUT:-runs/compare.html}"
 
 # The slowest tests are listed at the end so that a run over the 12-minute goal says where the time went.
-# Two workers (pytest-xdist): the end-to-end tests in order on one, the other modules on the other beside them
-# (tests/parallel_groups.py); TEST_WORKERS=0 runs everything in this one process.
+# Two workers (pytest-xdist): the end-to-end tests in two serial lines, one per worker (the namespace labs; the
+# rest), then the other modules (tests/parallel_groups.py); TEST_WORKERS=0 runs everything in this one process.
 export PYTEST_ARGS ?= --durations=25
 export TEST_WORKERS ?= 2
 test: $(STAMP)

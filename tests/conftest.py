@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,12 @@ pytest_plugins = ("tests.parallel_groups",)
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+
+# Ctrl-C as a terminal gives it, to this process and so to every child the tests start and interrupt: a session
+# started in the background (`make test &`, nohup) inherits SIGINT ignored, which its children would inherit too
+# (a Python started so keeps ignoring it), and the tests of Ctrl-C would see a run that cannot be interrupted.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

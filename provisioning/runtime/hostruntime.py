@@ -27,6 +27,13 @@ from provisioning.session.shell import join
 ENSURE_VENV = r"""
 set -e
 venv=$1 code=$2 python=$3 index=$4 torch=$5
+# One install of a venv at a time: a set-up that finds another installing it (the nodes after the first, all at
+# once, where two of them share a disk the first does not) waits for it, then reuses it. A ready venv takes no lock.
+if [ ! -f "$venv/.cardtime-ready" ]; then
+  mkdir -p -- "${venv%/*}"
+  exec 9>"$venv.lock"
+  if command -v flock >/dev/null 2>&1; then flock 9; fi
+fi
 if [ -f "$venv/.cardtime-ready" ]; then
   echo "venv $venv reused"
 else
@@ -47,6 +54,7 @@ else
   printf '%s\n' "$code" > "$venv/.cardtime-code"
   : > "$venv/.cardtime-ready"
 fi
+exec 9>&-
 cd -- "$code"
 "$venv/bin/python" -c 'import suite, torch; print("torch", torch.__version__)'
 """

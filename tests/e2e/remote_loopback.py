@@ -140,19 +140,26 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, 
 def host_venv_cache() -> Path:
     """The host venvs the remote tests keep across sessions, as a real host keeps its venvs: a test links
     <remote dir>/venvs to this folder. It holds only what the current installer (hostruntime.ENSURE_VENV)
-    made: a changed installer empties it, so the first remote test after the change runs the install for real."""
+    made: a changed installer empties it, so the first remote test after the change runs the install for real.
+    Every test reaching the cache comes through here first; the check and the emptying hold a lock, as `make test`'s
+    two serial lines (tests/parallel_groups.py) may get here at once (two installs of one venv wait for each other
+    in the installer itself)."""
+    import fcntl
+
     from provisioning.runtime import hostruntime
 
     VENV_CACHE.mkdir(parents=True, exist_ok=True)
     stamp = VENV_CACHE / ".installer-sha256"
     installer = hashlib.sha256(hostruntime.ENSURE_VENV.encode()).hexdigest()
-    if not stamp.exists() or stamp.read_text().strip() != installer:
-        for entry in VENV_CACHE.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        stamp.write_text(installer + "\n")
+    with open(VENV_CACHE.with_name(VENV_CACHE.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text().strip() != installer:
+            for entry in VENV_CACHE.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            stamp.write_text(installer + "\n")
     return VENV_CACHE
 
 

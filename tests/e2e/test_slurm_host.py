@@ -30,12 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE, clean_env, make_repo, sshd_available, start_sshd
+from tests.e2e.remote_loopback import WORKTREE, clean_env, host_venv_cache, make_repo, sshd_available, start_sshd
 from tests.e2e.two_nodes import IFNAME, netns_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns", "slurm", "sshd"), pytest.mark.timeout(900)]
 VENV = WORKTREE / ".venv"
-VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))  # test_remote_loopback's
 
 
 def make_slurm_argv(laptop: Path, sshd, base: Path, conf: Path, **extra: str) -> list[str]:
@@ -80,8 +79,7 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     laptop = make_repo(tmp_path / "laptop")
     shared = tmp_path / "shared" / "cardtime"
     shared.mkdir(parents=True)
-    VENV_CACHE.mkdir(parents=True, exist_ok=True)
-    (shared / "venvs").symlink_to(VENV_CACHE)  # the login node keeps its venvs across runs; so do the tests
+    (shared / "venvs").symlink_to(host_venv_cache())  # the login node keeps its venvs across runs; so do the tests
     sshd = start_sshd(tmp_path / "sshd")
     try:
         with slurm_cluster(tmp_path / "slurm") as (cluster, env):

@@ -23,11 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.remote_loopback import WORKTREE, make_repo, provisioning
+from tests.e2e.remote_loopback import WORKTREE, host_venv_cache, make_repo, provisioning
 from tests.e2e.two_nodes import IFNAME, _alive, netns_missing, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("netns")]
-VENV_CACHE = Path(os.environ.get("CARDTIME_E2E_VENV_CACHE", "/tmp/cardtime-e2e-host-venvs"))  # test_remote_loopback's
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +95,7 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
     laptop = make_repo(tmp_path / "laptop")
     remote_dir = tmp_path / "remote"
     remote_dir.mkdir()
-    VENV_CACHE.mkdir(parents=True, exist_ok=True)
-    (remote_dir / "venvs").symlink_to(VENV_CACHE)  # the nodes keep their venvs across runs; so do the tests
+    (remote_dir / "venvs").symlink_to(host_venv_cache())  # the nodes keep their venvs across runs; so do the tests
     with two_node_cluster(tmp_path / "cluster") as cluster:
         namespaces, bridge_net = list(cluster.namespaces.values()), cluster.subnet
         refused = cluster.ssh("node-a", f"cd {shlex.quote(str(WORKTREE))} && {WORKTREE}/.venv/bin/python -m suite run "
