@@ -113,8 +113,9 @@ def reopen_port(ns: str, rule: list[str]) -> None:
 
 
 def remove_router(tag: str) -> None:
-    """The router namespace and the root end of its uplink (the bridge-side veth goes with the bridge)."""
-    subprocess.run(["ip", "link", "del", f"{tag}u-h"], capture_output=True)
+    """The router namespace and the root ends of its two veths (uplink, bridge side), deleted at once."""
+    for root_end in (f"{tag}u-h", f"{tag}rb-h"):
+        subprocess.run(["ip", "link", "del", root_end], capture_output=True)
     subprocess.run(["ip", "netns", "delete", router_namespace(tag)], capture_output=True)
 
 

@@ -104,6 +104,7 @@ def ordinary_run(lab_root):
         said = {"run": run, "who": who, "sessions": cluster.pids(), "namespaces": list(cluster.namespaces.values()),
                 "disks": {n: cluster.disk(n) for n in NODES}, "lab": lab_root,
                 "addrs": [cluster.address(n) for n in NODES]}
+    said["links_after"] = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     yield said  # after the lab's teardown: the disks' folders stay (they are plain folders beneath the mounts)
 
 
@@ -180,3 +181,7 @@ def test_nothing_left(ordinary_run):
     assert ordinary_run["sessions"] and not [p for p in ordinary_run["sessions"] if _alive(p)]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     assert not [ns for ns in ordinary_run["namespaces"] if ns in listed]
+    # every veth and the bridge gone when the lab's block ended, not later when the kernel gets to the namespaces
+    # (the next lab in this worker would find their names taken)
+    tag = os.path.commonprefix(ordinary_run["namespaces"])
+    assert tag and tag not in ordinary_run["links_after"], ordinary_run["links_after"]

@@ -21,13 +21,17 @@ one is not on the other until it is loaded there.
         cluster.docker("node-b", "images")              # node-b's engine, from the root namespace
 
 Teardown, on success or failure: each node's dockerd is stopped by its PID first (it stops its containers and
-its containerd), then every process inside the namespaces is stopped by PID (`ip netns pids`), then the bridge
-(taking the veths) and the namespaces are deleted, and the engines' tmpfs unmounted and removed.
+its containerd), then every process inside the namespaces is stopped by PID (`ip netns pids`), then each veth is deleted
+from its root end, then the bridge and the namespaces, and the engines' tmpfs unmounted and removed. (A veth
+left to its namespace's deletion lives on until the kernel's cleanup of that namespace gets to it, later and in
+its own time, so the next lab's `ip link add` of the same name failed "File exists"; each cluster also takes a
+name of its own, so that nothing a lab left behind can stand in the next one's way.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shlex
 import shutil
@@ -310,6 +314,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
+_CLUSTERS_MADE = itertools.count()
+
+
 @contextlib.contextmanager
 def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | None = None,
                      dockerd_args: tuple[str, ...] = (), hostile: bool = False,
@@ -319,7 +326,7 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
     hostile: NAT'd public addresses, firewalls and stock host names (tests/e2e/hostile_lab.py); private: a folder
     each node's sessions see on a disk of its own (separate disks); login: an ordinary user of that name on every
     node, its home `private` (hostile_lab.add_login; the laptop still reaches root too)."""
-    tag = f"ct{os.getpid() % 100000}"
+    tag = f"ct{os.getpid() % 100000}{next(_CLUSTERS_MADE) % 10}"  # ≤ 8 characters: "<tag>rb-h" fits IFNAMSIZ
     net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
     namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
     bridge = f"{tag}br"
@@ -379,6 +386,8 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+        for ns in namespaces.values():
+            subprocess.run(["ip", "link", "del", f"{ns}-h"], capture_output=True)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         if hostile:
             hostile_lab.remove_router(tag)
