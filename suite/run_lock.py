@@ -1,6 +1,9 @@
 """One `suite run` at a time per run directory: two `run --resume` of one directory would rerun the same stages
 into the same files. The lock is flock(2) on the directory itself — no file to leave behind after a kill, and
-the kernel drops it when the process holding it ends, however it ends."""
+the kernel drops it when the processes holding it end, however they end. Those are the runner and what it forked
+(the stage children, the warm launcher and the ranks it forks share the descriptor): a runner killed with
+SIGKILL keeps the directory locked until the last of them has gone (they end with it: PR_SET_PDEATHSIG), so
+no `--resume` writes beside a dying rank of the run it resumes."""
 
 from __future__ import annotations
 

@@ -80,10 +80,12 @@ def test_sigkill_midway_then_resume(tmp_path):
 
 
 def leftovers(run_dir: Path) -> list[str]:
-    """Live processes working for the run (their command line or environment names its directory)."""
+    """Live processes working for the run: their command line or environment names its directory, or they hold it
+    open — the ranks and stage children forked from the runner, whose command line is the runner's (`--out` names
+    the parent folder) and who share its lock on the directory (suite/run_lock.py) until the last of them ends."""
     out = []
     for pid in procs.process_table():
-        if procs.alive(pid) and _cmdline_mentions(pid, str(run_dir)):
+        if procs.alive(pid) and (_cmdline_mentions(pid, str(run_dir)) or _holds_open(pid, run_dir)):
             out.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                        .replace("\0", " ")[:200])
     return out
@@ -95,6 +97,22 @@ def _cmdline_mentions(pid: int, text: str) -> bool:
             text in " ".join(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0"))
     except OSError:
         return False
+
+
+def _holds_open(pid: int, folder: Path) -> bool:
+    inside = str(folder.resolve())
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target == inside or target.startswith(inside + "/"):
+            return True
+    return False
 
 
 def test_crashing_and_hanging_stages_fail_alone(tmp_path):
