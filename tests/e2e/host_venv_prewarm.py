@@ -2,7 +2,8 @@
 
 Every remote and multi-node e2e test links its host's venvs to one cache (remote_loopback.host_venv_cache), as a
 real host keeps its venvs across runs. The first of them to reach an empty cache installs the CPU venv for real:
-pip, the wheels, the bytecode — 2½–3 minutes on 2 cores, inside the test suite's 12. This is that same install
+pip, the wheels, the bytecode — 31–39 s alone on 2 cores, more beside the other serial line, inside the test
+suite's 12 minutes. This is that same install
 made the same way, beforehand, as .ci/run builds the images beforehand: the loopback host's own probe
 (preflight.PROBE_SCRIPT under sshd's default PATH) picks the Python, hostruntime.venv_dir names the venv and
 hostruntime.setup_script installs it, so a test finds it ready and says "reused". A failed prewarm costs nothing

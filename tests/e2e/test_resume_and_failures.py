@@ -15,6 +15,7 @@ from suite.launch import procs
 from suite.results import RunDir
 
 from ..conftest import PYTHON, REPO, run_suite
+from ..proc_files import holds_open
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -85,7 +86,7 @@ def leftovers(run_dir: Path) -> list[str]:
     the parent folder) and who share its lock on the directory (suite/run_lock.py) until the last of them ends."""
     out = []
     for pid in procs.process_table():
-        if procs.alive(pid) and (_cmdline_mentions(pid, str(run_dir)) or _holds_open(pid, run_dir)):
+        if procs.alive(pid) and (_cmdline_mentions(pid, str(run_dir)) or holds_open(pid, run_dir)):
             out.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                        .replace("\0", " ")[:200])
     return out
@@ -97,22 +98,6 @@ def _cmdline_mentions(pid: int, text: str) -> bool:
             text in " ".join(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0"))
     except OSError:
         return False
-
-
-def _holds_open(pid: int, folder: Path) -> bool:
-    inside = str(folder.resolve())
-    try:
-        fds = list(Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target == inside or target.startswith(inside + "/"):
-            return True
-    return False
 
 
 def test_crashing_and_hanging_stages_fail_alone(tmp_path):

@@ -24,6 +24,7 @@ import pytest
 import suite.stages  # noqa: F401 - declares the config sections the synthetic runs record
 from suite import run_schema
 from tests.damaged_runs import damaged_run
+from tests.proc_files import holds_open
 from tests.unit.test_bad_input import recorded_counts
 from tests.unit.test_exit_codes import run_cases
 
@@ -261,9 +262,9 @@ def working(pid: int, run: Path) -> bool:
     try:
         if any(Path(f"/proc/{pid}/task/{t}/children").read_text().split() for t in os.listdir(f"/proc/{pid}/task")):
             return True
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(str(run)) for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:  # a descriptor closed between the listing and the reading
+    except OSError:  # gone, or a thread ended between the listing and the reading
         return False
+    return holds_open(pid, run)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc to see the child at work")
