@@ -25,6 +25,7 @@ from provisioning.job.codesync import DirtyTree
 from provisioning.session.connection import RemoteError
 from provisioning.runtime.engine import EngineError
 from provisioning.session.hosts import HostSpecError
+from suite import cli_streams
 
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
@@ -129,6 +130,11 @@ def cmd_archive(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # What a rented box prints (names, errors) reaches the laptop's terminal inert; a closed output: one line.
+    return cli_streams.guarded(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from suite import cli_streams
+from suite.output_target import overwrite_problem
 from suite.results import RunDirError
 
 
@@ -45,6 +47,11 @@ def error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A GPU or host name from a capture reaches the terminal without its control bytes; a closed output: one line.
+    return cli_streams.guarded(lambda: _main_interruptible(argv))
+
+
+def _main_interruptible(argv: list[str] | None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
@@ -62,6 +69,8 @@ def _main(argv: list[str] | None) -> int:
         return error("name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in runs/LAST)")
     from .report import render_path, summary
 
+    if args.out and (problem := overwrite_problem(args.out, [args.run_dir])):
+        return error(problem)
     try:
         out, view = render_path(args.run_dir, args.out)
     except (FileNotFoundError, RunDirError) as e:
@@ -80,6 +89,8 @@ def main_compare(args) -> int:
         return error("compare needs at least two run directories: python -m reports compare runs/a runs/b")
     from .compare import render_compare
 
+    if problem := overwrite_problem(args.out, args.runs):
+        return error(problem)
     try:
         out, comparison = render_compare(args.runs, args.out)
     except (FileNotFoundError, RunDirError) as e:

@@ -1,7 +1,8 @@
 """The jinja2 environment: templates under reports/templates/, autoescape always on.
 
 Autoescape is forced for every template (not chosen by file name), so any string from a run —
-a hostname, a GPU name, a log tail — renders as text, whatever markup it holds.
+a hostname, a GPU name, a log tail — renders as text, whatever markup it holds. Every value is also made inert
+(suite/inert.py): a bidi override or an escape sequence from a capture is shown as its escape, never applied.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
+
+from suite.inert import inert
 
 
 @lru_cache(maxsize=1)
@@ -21,7 +25,15 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_inert_value,
     )
+
+
+def _inert_value(value: Any) -> Any:
+    """Each {{ value }} as the page shows it: strings (a figure's SVG too, kept markup) without control characters."""
+    if isinstance(value, Markup):
+        return Markup(inert(str(value)))
+    return inert(value) if isinstance(value, str) else value
 
 
 def render_template(name: str, context: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 import sys
 
-from . import commands
+from . import cli_streams, commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Nothing a capture carries reaches the terminal as a control sequence; a closed output is one line, exit 2.
+    return cli_streams.guarded(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from .cli_streams import write_control
 from .results import atomic_write_text, dumps
 
 BAR_WIDTH = 24
@@ -66,8 +67,9 @@ class Progress:
         return f"[{self.index:>2}/{self.total}] {self.stage:<10} {elapsed:6.1f}s"
 
     def _emit(self, text: str, final: bool) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + text + ("\n" if final else ""))
+        if self.tty:  # back to the line's start and clear it: our own sequence, past the inert filter
+            write_control(self.stream, "\r\x1b[2K")
+            self.stream.write(text + ("\n" if final else ""))
         else:
             self.stream.write(text + "\n")
         self.stream.flush()

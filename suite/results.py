@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import run_schema
+from .inert import inert_fields, inert_texts
 from .run_schema import STAGE_STATES  # noqa: F401 - imported from here by the runner and suite check
 from .runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
     RunDirError,
@@ -91,6 +92,9 @@ class _Measurement:
     repeat: int | None = None
     t: float | None = None
 
+    def __post_init__(self) -> None:
+        inert_fields(self)  # a GPU name from a capture: its escape, never a terminal command
+
 
 @dataclass(frozen=True, kw_only=True)
 class Row(_Measurement):
@@ -130,6 +134,7 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.status not in VERDICT_STATUSES:
             raise ValueError(f"verdict status {self.status!r} is not one of {VERDICT_STATUSES}")
+        inert_fields(self)  # a GPU name from a capture: its escape, never a terminal command
 
     def to_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -230,7 +235,8 @@ class RunDir:
     # -- manifest
 
     def save_manifest(self) -> None:
-        atomic_write_text(self.path / self.MANIFEST, dumps(self.manifest))
+        # Host facts come from the box (GPU names, driver strings): on disk without control characters.
+        atomic_write_text(self.path / self.MANIFEST, dumps(inert_texts(self.manifest)))
 
     def stage_state(self, stage: str) -> dict[str, Any]:
         return self.manifest.setdefault("stages", {}).setdefault(stage, {"status": "pending", "attempt": 0})

@@ -97,7 +97,7 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
         raise ValueError(f"NODES={nodes} GPUS_PER_NODE={gpus_per_node}: both must be at least 1")
     problem = sbatch_value_problem(partition=partition, account=account, time_limit=time_limit,
                                    container_image=container_image, socket_ifname=socket_ifname,
-                                   node_addrs=node_addrs)
+                                   node_addrs=node_addrs, runs_folder=out)
     if problem:
         raise ValueError(problem)
     if node_addrs and len(node_addrs.split(",")) != nodes:

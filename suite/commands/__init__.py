@@ -8,6 +8,7 @@ partial capture), 2 a usage error or unusable input — then one line on stderr,
 
 import sys
 from pathlib import Path
+from typing import Iterable
 
 
 def record_last(file: Path | None, run_path: Path) -> None:
@@ -19,10 +20,14 @@ def record_last(file: Path | None, run_path: Path) -> None:
         atomic_write_text(Path(file), f"{run_path}\n")
 
 
-def not_regular_target(file: Path) -> str | None:
-    """Why `file` cannot be replaced (a FIFO, a device), as one line; None when it can."""
+def record_last_problem(file: Path, inputs: Iterable[Path] = ()) -> str | None:
+    """Why --record-last FILE cannot be replaced, as one line: a FIFO or a device, a record of a run directory, one
+    of the command's inputs (suite/output_target.py); None when it can."""
+    from suite.output_target import overwrite_problem
     from suite.regular_files import check_replaceable
 
+    if problem := overwrite_problem(file, inputs):
+        return problem
     try:
         check_replaceable(file)
     except OSError as e:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import not_regular_target, record_last, usage_error
+from . import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
@@ -37,7 +37,7 @@ def main(args) -> int:
     from reports.report import render_path
     from suite.box_verdict import box_verdict
 
-    if args.record_last and (problem := not_regular_target(args.record_last)):
+    if args.record_last and (problem := record_last_problem(args.record_last, args.paths)):
         return usage_error(f"--record-last: {problem}")  # before any work: a FIFO there would block the last step
     files, unused = inputs.files_of(args.paths)
     captures = []

@@ -14,7 +14,7 @@ from .. import stages
 from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
 from ..results import RunDirError
-from . import not_regular_target, record_last, usage_error
+from . import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
@@ -169,7 +169,7 @@ def main(args) -> int:
         return list_stages(args.profile)
     try:
         timeouts = parse_timeouts(args.stage_timeout)
-        if args.record_last and (problem := not_regular_target(args.record_last)):
+        if args.record_last and (problem := record_last_problem(args.record_last)):
             return usage_error(f"--record-last: {problem}")  # before any stage: a FIFO would block the last step
         if args.resume:
             if args.stages:
