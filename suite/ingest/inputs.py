@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from suite.ingest.decode import NotText, decode, looks_binary
 from suite.parsers.pasted import clean
 from suite.regular_files import not_regular_problem
 
@@ -39,10 +40,6 @@ class Unused:
 
     def line(self) -> str:
         return f"not used: {self.path}: {self.why}"
-
-
-def _text(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def read_smi(kind: str, check: Callable[[str], Any]):
@@ -201,16 +198,24 @@ def read(path: Path) -> list[Capture] | Unused:
     if not head.strip():
         return Unused(path, "empty")
     # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted text;
+    # any other file is text in some dress (gzip, UTF-16, a NUL hole: suite/ingest/decode.py) unless it is binary;
     # nccl-tests' parser reads its own prompt line (it names the *_perf program) and its cut or elided tables
-    as_text = b"\x00" not in head and not traces.sniff(head) and not traces.sniff_torch(head)
-    pasted = clean(_text(path)) if as_text else None
+    text = None
+    if not traces.sniff(head) and not traces.sniff_torch(head) and not looks_binary(head):
+        try:
+            text = decode(path.read_bytes()).text
+        except NotText as e:
+            return Unused(path, f"unreadable: {e}")
+        except OSError as e:
+            return Unused(path, f"unreadable ({e.strerror})")
+    pasted = clean(text) if text is not None else None
     if pasted is not None:
         head = pasted.text[:HEAD_BYTES].encode("utf-8", "replace") or head
     for kind, sniff, reader in KINDS:
         if sniff(head):
             try:
                 whole = kind == nccl_tests.KIND  # its parser takes the prompt line and cut tables itself
-                got = reader(path, _text(path) if whole else pasted.text if pasted else "")
+                got = reader(path, text if whole and text is not None else pasted.text if pasted else "")
             except (ValueError, OSError, EOFError) as e:  # ParseError is a ValueError; a cut gzip an EOFError
                 return Unused(path, f"looks like {kind} but does not parse: {e}")
             if pasted and pasted.partial and not whole:  # an excerpt: judged on what it holds, said partial
