@@ -67,7 +67,7 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.run_dir is None:
         return error("name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in runs/LAST)")
-    from .report import render_path, summary
+    from reports.report import render_path, summary
 
     if args.out and (problem := overwrite_problem(args.out, [args.run_dir])):
         return error(problem)
@@ -87,7 +87,7 @@ def _main(argv: list[str] | None) -> int:
 def main_compare(args) -> int:
     if len(args.runs) < 2:
         return error("compare needs at least two run directories: python -m reports compare runs/a runs/b")
-    from .compare import render_compare
+    from reports.compare import render_compare
 
     if problem := overwrite_problem(args.out, args.runs):
         return error(problem)

@@ -27,12 +27,12 @@ from suite.runfiles import read_json_object
 from suite.stages import ORDER
 from suite.values import is_finite_number
 
-from . import figures as figure_modules
-from . import fmt, identity, overlay
-from .render import render_template
-from .report import Link, anchor, summary
-from .runview import RunView, load_run
-from .tables import Cell, Table
+from reports import figures as figure_modules
+from reports import fmt, identity, overlay
+from reports.render import render_template
+from reports.report import Link, anchor, summary
+from reports.runview import RunView, load_run
+from reports.tables import Cell, Table
 
 # A metric's identity across runs: everything but the value, the rank and the repeat.
 MAX_COMPARED_ROWS = 100

@@ -15,7 +15,7 @@ from suite import stages as suite_stages
 from suite.results import Verdict, expectation_from_dict, row_from_dict
 from suite.verdicts import SEVERITY_RANK
 
-from . import fmt
+from reports import fmt
 
 MAX_HEADLINE = 140
 """Characters of a headline kept on the first screen (the full verdict is in the stage's section)."""

@@ -8,8 +8,8 @@ from typing import Any
 
 from suite.hardware.hostprobe import nccl_versions_differ
 
-from . import fmt
-from .runview import RunView
+from reports import fmt
+from reports.runview import RunView
 
 # Versions a reader looks for first, in this order; any others the stages published follow, sorted.
 KEY_VERSIONS = ("driver", "cuda", "nccl", "torch", "cardtime")

@@ -13,7 +13,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .figures import close
+from reports.figures import close
 
 RUN_MARKERS = ("o", "s", "^", "D", "v", "P")
 RUN_HATCHES = ("", "//", "\\\\", "xx", "..", "++")

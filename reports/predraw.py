@@ -25,8 +25,8 @@ NICENESS = 10
 
 def draw_stage(run_dir: Path, stage: str) -> int:
     """Draw one stage's figures into the cache from the run directory as it is now; how many images."""
-    from .figures import stage_images
-    from .runview import load_run
+    from reports.figures import stage_images
+    from reports.runview import load_run
 
     view = load_run(run_dir)
     if stage not in view.stages():
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(NICENESS)
     except OSError:
         pass  # not allowed to lower itself (an odd container): it draws at the run's priority
-    from .figures import warm_up  # matplotlib and the figure modules imported once, before the first stage ends
+    from reports.figures import warm_up  # matplotlib and the figure modules imported once, before the first stage ends
 
     warm_up([])
     for line in sys.stdin:

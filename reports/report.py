@@ -22,10 +22,10 @@ from suite.stages import CHECKLIST_ROW, ORDER
 from suite.box_verdict import INCONCLUSIVE, BoxVerdict, Open, box_verdict
 from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
-from . import figures as figure_modules
-from . import fmt, headline, identity, tables
-from .render import render_template
-from .runview import RunView, load_run
+from reports import figures as figure_modules
+from reports import fmt, headline, identity, tables
+from reports.render import render_template
+from reports.runview import RunView, load_run
 
 MAX_RAW_LINKS = 200
 PARALLEL = 4

@@ -14,7 +14,7 @@ import pandas as pd
 from suite.results import PARAM_COLUMNS
 from suite.values import is_missing
 
-from . import fmt
+from reports import fmt
 
 MAX_TABLE_ROWS = 40
 """Rows kept per table (folded ones too: the report stays small, a rehearsal's under 600 KB); the rest are in

@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 import sys
 
-from . import cli_streams, commands
+from suite import cli_streams, commands
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Callable, TextIO
 
-from .inert import inert
+from suite.inert import inert
 
 OUTPUT_ERROR_EXIT = 2  # README "Exit codes": the output cannot be written, as for any unusable file
 

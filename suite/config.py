@@ -20,8 +20,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fromjson import from_plain
-from .power_of_two import parallel_ranks
+from suite.fromjson import from_plain
+from suite.power_of_two import parallel_ranks
 from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
 
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import Profile
+from suite.config import Profile
 from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from suite.launch.multilaunch import run_across_nodes
-from .progress import Progress
+from suite.progress import Progress
 from suite import kept_rows
 from suite.results import Row
 

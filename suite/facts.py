@@ -16,8 +16,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from .config import Profile, profile_from_dict
-from .costmodel import alphabeta as ab_model
+from suite.config import Profile, profile_from_dict
+from suite.costmodel import alphabeta as ab_model
 from suite.hardware.gpus import Gpu, gpu_for
 from suite.hardware.ring_peak import RingPeak, pcie_GBps, ring_peak
 
@@ -106,7 +106,7 @@ class TopologyFacts:
     pcie: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
     """'GPU0' → (PCIe generation, width), the maxima `nvidia-smi -q` reports."""
     box: str | None = None
-    """switched, nvlink-mesh, pcie or single (suite/stages/_topology_rules.py)."""
+    """switched, nvlink-mesh, pcie or single (suite/stages/topology/rules.py)."""
 
     @property
     def matrix_gpus(self) -> list[str]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from .results import Expectation, Row, Verdict
-from .values import is_finite_number
+from suite.results import Expectation, Row, Verdict
+from suite.values import is_finite_number
 
 Measured = Row | Expectation
 

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from .cli_streams import write_control
-from .results import atomic_write_text, dumps
+from suite.cli_streams import write_control
+from suite.results import atomic_write_text, dumps
 
 BAR_WIDTH = 24
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import run_schema
-from .inert import inert_fields, inert_texts
-from .run_schema import STAGE_STATES  # noqa: F401 - imported from here by the runner and suite check
-from .runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
+from suite import run_schema
+from suite.inert import inert_fields, inert_texts
+from suite.run_schema import STAGE_STATES  # noqa: F401 - imported from here by the runner and suite check
+from suite.runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
     RunDirError,
     atomic_write_text,
     atomic_write_with,

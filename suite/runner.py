@@ -30,12 +30,12 @@ from typing import Any
 from suite.launch import forklaunch, procs
 from suite import stagecode, stages
 from suite.fabric_watch import FabricWatch
-from .config import Profile, profile_from_dict
-from .context import StageContext
-from .figure_drawer import FigureDrawer
+from suite.config import Profile, profile_from_dict
+from suite.context import StageContext
+from suite.figure_drawer import FigureDrawer
 from suite.launch.torchrun import LaunchError, log_tail
-from .progress import Progress
-from .results import (
+from suite.progress import Progress
+from suite.results import (
     Expectation,
     Row,
     RunDir,
@@ -45,11 +45,11 @@ from .results import (
     status_counts,
     write_rows_jsonl,
 )
-from .gitinfo import suite_checkout
-from .run_consistency import load_checked
+from suite.gitinfo import suite_checkout
+from suite.run_consistency import load_checked
 from suite.run_id import new_run_id, unique_run_path, utc_now
 from suite import kept_rows
-from .verdicts import summary_line, verdicts_for
+from suite.verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
 ROWS_FILE = ".stage-rows.jsonl"

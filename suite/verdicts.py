@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .results import Verdict
+from suite.results import Verdict
 
 SEVERITY: tuple[str, ...] = ("fail", "warn", "pass", "skip")
 """Statuses from the one a person must act on first to the one that says least: the order `check` prints and

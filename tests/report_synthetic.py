@@ -146,12 +146,14 @@ def write_run(path: Path, *, hostname: str = HOSTILE_HOST, gpu: bool = True, ban
 
 
 def install_figure_module(monkeypatch, stage: str, figures) -> None:
-    """Make `figures` the report's reports/figures/<stage>.py for one test (whatever that file holds)."""
+    """Make `figures` the report's suite/stages/<stage>/figure.py for one test (whatever that file holds)."""
     import importlib.machinery
     import sys
     import types
 
-    name = f"reports.figures.{stage}"
+    from reports import figures as figure_modules
+
+    name = figure_modules.module_name(stage)
     module = types.ModuleType(name)
     module.__spec__ = importlib.machinery.ModuleSpec(name, None)
     module.figures = figures

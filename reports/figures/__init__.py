@@ -1,6 +1,6 @@
-"""Per-stage report figures: one module per stage, `reports/figures/<stage>.py`, drawn with matplotlib.
-They import suite's results, costmodel and cluster helpers, never another report module.
-Imported only by reports' own modules (report, predraw, tables, …). Each module defines
+"""Per-stage report figures, drawn with matplotlib by each stage's own `suite/stages/<stage>/figure.py`; here the
+drawing kit those modules share (_plot, _scaling, _svg) and the harness that calls them and caches their SVG.
+Imported by reports' own modules (report, predraw, tables, …) and by the stages' figure modules. Each defines
 
     def figures(rows: pandas.DataFrame, expectations: pandas.DataFrame, facts: dict) -> list[matplotlib.figure.Figure]
 
@@ -26,7 +26,7 @@ matplotlib.use("Agg")  # no display: the report renders on headless boxes
 
 from matplotlib.figure import Figure  # noqa: E402
 
-from ._svg import compact_svg  # noqa: E402
+from reports.figures._svg import compact_svg  # noqa: E402
 
 # Text as SVG text, in the browser's sans-serif: half the bytes of text drawn as glyph paths, and a
 # figure's labels can be searched and copied. A fixed hash salt keeps the SVG's internal ids stable
@@ -54,19 +54,23 @@ class StageFigures:
 
 
 def module_name(stage: str) -> str:
-    return f"{__name__}.{stage}"
+    """A stage's figure module lives in its folder: suite/stages/<stage>/figure.py."""
+    return f"suite.stages.{stage}.figure"
 
 
 def has_module(stage: str) -> bool:
-    return importlib.util.find_spec(module_name(stage)) is not None
+    try:
+        return importlib.util.find_spec(module_name(stage)) is not None
+    except ModuleNotFoundError:  # no such stage folder (an old run's stage): no figures
+        return False
 
 
 def stage_figures(stage: str, rows, expectations, facts: dict[str, Any]) -> StageFigures:
-    """Call reports/figures/<stage>.py's figures(); every failure becomes a note naming the module and the error."""
+    """Call suite/stages/<stage>/figure.py's figures(); every failure becomes a note naming the module and the error."""
     out = StageFigures()
     if not has_module(stage):
         return out
-    where = f"reports/figures/{stage}.py"
+    where = f"suite/stages/{stage}/figure.py"
     try:
         module = importlib.import_module(module_name(stage))
         produced = list(module.figures(rows.copy(), expectations.copy(), facts))
@@ -87,7 +91,7 @@ def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple
     (_cache.py) when this data was drawn by this code before."""
     from markupsafe import Markup
 
-    from ._cache import cached_stage_images
+    from reports.figures._cache import cached_stage_images
 
     try:
         module = importlib.import_module(module_name(stage)) if has_module(stage) else None

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from suite.values import is_finite_number, is_missing
 
-from ._plot import finish, grouped_bars, limit, new_figure, style
+from reports.figures._plot import finish, grouped_bars, limit, new_figure, style
 
 
 def series(frame, metric: str, key: str, case: str = "train_step") -> dict[int, float]:

@@ -10,12 +10,12 @@ nproc, then ⌈d / nproc⌉ whole nodes. The workers record which nodes each deg
 
 from __future__ import annotations
 
-from ..config import Profile
-from ..costmodel.alphabeta import nodes_spanned
-from ..facts import AlphaBeta, alpha_beta_at
-from ..results import Row, Verdict
-from ..verdicts import verdicts_for
-from ..workloads.node_ranks import NODES_METRIC
+from suite.config import Profile
+from suite.costmodel.alphabeta import nodes_spanned
+from suite.facts import AlphaBeta, alpha_beta_at
+from suite.results import Row, Verdict
+from suite.verdicts import verdicts_for
+from suite.workloads.node_ranks import NODES_METRIC
 
 NETWORK_HINT = ("the network (the bandwidth stage's node pairs, NCCL_SOCKET_IFNAME/NCCL_IB_HCA picking the fast "
                 "NICs)")

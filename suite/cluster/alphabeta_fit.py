@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..costmodel.alphabeta import fit_alpha_beta
-from ..facts import FittedAlphaBeta
-from ..results import Row
+from suite.costmodel.alphabeta import fit_alpha_beta
+from suite.facts import FittedAlphaBeta
+from suite.results import Row
 
 
 def fit_rows(rows: list[Row], world: int, stage: str = "bandwidth", case: str = "all_reduce",

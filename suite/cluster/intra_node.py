@@ -12,7 +12,7 @@ case `intra.<case>@<node>` (`intra.all_reduce@gpu-a`, `intra.nccl-tests.all_redu
 `intra.fit.all_reduce@gpu-a`), and a failed launch `launch.intra@<node>` (bandwidth's launch verdicts name it). The cross-node rows keep their
 plain cases: on a multi-node run they are the inter-node measurement.
 
-The floors and verdicts of both halves are suite/cluster/intra_judges.py's.
+The floors and verdicts of both halves are suite/stages/bandwidth/intra_judges.py's.
 facts['alpha_beta_intra'] is the α-β fit of the slowest node's intra all_reduce (the one a hierarchical
 collective waits for), shaped as facts['alpha_beta'], which stays the fit across every node.
 Not a stage: the underscore keeps it out of discovery.
@@ -27,10 +27,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..config import Profile
-from ..facts import FittedAlphaBeta
+from suite.config import Profile
+from suite.facts import FittedAlphaBeta
 from suite.cluster.multinode import parse_nodes
-from ..results import Row, read_rows_jsonl
+from suite.results import Row, read_rows_jsonl
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.cluster.alphabeta_fit import fit_and_pick
 from suite.launch.rows import CASE_PREFIX, launch_rows

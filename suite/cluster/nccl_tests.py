@@ -17,13 +17,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..config import Profile
+from suite.config import Profile
 from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes
 from suite.cluster.multinode import node_socket_env, parse_nodes
 from suite.cluster.node_container import container_prefix
-from ..parsers import ParseError
-from ..parsers.nccl_tests import parse_file
-from ..results import Row
+from suite.parsers import ParseError
+from suite.parsers.nccl_tests import parse_file
+from suite.results import Row
 from suite.hardware.card_fit import card_bytes, fitted_sweep, nccl_tests_max_bytes
 from suite.launch.nccl_tests_watch import line_buffered, watch
 

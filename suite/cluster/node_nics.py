@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..parsers import ParseError
-from ..parsers.ibstat import parse_ibstat, parse_ibv_devinfo, port_from_sysfs
+from suite.parsers import ParseError
+from suite.parsers.ibstat import parse_ibstat, parse_ibv_devinfo, port_from_sysfs
 from suite.cluster.multinode import parse_nodes
-from ..results import Row, Verdict
-from ..verdicts import verdicts_for
+from suite.results import Row, Verdict
+from suite.verdicts import verdicts_for
 
 STAGE = "topology"
 METRIC = "nic_rate"
@@ -256,7 +256,7 @@ def measure(ctx) -> list[Row]:
     import sys
 
     from suite.launch.multilaunch import run_on_each_node
-    from ..results import read_rows_jsonl
+    from suite.results import read_rows_jsonl
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")
     names = talked_over(ctx.profile.socket_ifname, os.environ)

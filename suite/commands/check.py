@@ -20,7 +20,7 @@ from suite.results import RunDir, RunDirError, Verdict, status_counts
 from suite.run_consistency import load_checked
 from suite.verdicts import SEVERITY_RANK, summary_line
 
-from . import usage_error
+from suite.commands import usage_error
 
 ORDER = SEVERITY_RANK  # failures first, as on the report's board
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import record_last, record_last_problem, usage_error
+from suite.commands import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from ..ingest import feed, inputs
+    from suite.ingest import feed, inputs
     from reports.report import render_path
     from suite.box_verdict import box_verdict
 

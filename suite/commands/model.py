@@ -10,8 +10,8 @@ import json
 import math
 
 from suite.commands import _numbers as numbers
-from ..costmodel import alphabeta as ab
-from . import usage_error
+from suite.costmodel import alphabeta as ab
+from suite.commands import usage_error
 
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 

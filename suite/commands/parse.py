@@ -16,8 +16,8 @@ from pathlib import Path
 
 from suite.regular_files import not_regular_problem
 
-from ..parsers import ParseError
-from . import usage_error
+from suite.parsers import ParseError
+from suite.commands import usage_error
 
 # kind → module with parse_file(path) -> JSON-ready dict (raises ParseError on input it cannot read)
 PARSERS = {
@@ -71,10 +71,10 @@ def main(args) -> int:
     except OSError as e:
         return usage_error(f"{args.file}: cannot be read ({e.strerror or e})")
     if args.kind == "topo":  # the parser returns the parse; the verdicts are the topology stage's rules
-        from ..stages._topology_rules import verdicts_for_parse
+        from suite.stages.topology.rules import verdicts_for_parse
         data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
     elif args.kind in HEALTH_VERDICTS:  # the health stage's rules on this one tool's output
-        from ..stages import _health_rules
+        from suite.stages.health import rules as _health_rules
         found = getattr(_health_rules, HEALTH_VERDICTS[args.kind])(data)
         data["verdicts"] = [v.to_dict() for v in (found if isinstance(found, list) else [found])]
     print(json.dumps(data, indent=2, allow_nan=False, default=str))
@@ -88,7 +88,7 @@ def main(args) -> int:
 def parse_pasted(kind: str, module, path: Path) -> dict:
     """A text capture as pasted (suite/parsers/pasted.py): a prompt line above it dropped, an excerpt's marks
     dropped and the parse said partial (complete: false), as a cut nccl-tests run is."""
-    from ..parsers.pasted import clean
+    from suite.parsers.pasted import clean
 
     pasted = clean(path.read_text(encoding="utf-8"))
     if kind == "smi-q":

@@ -10,8 +10,8 @@ import dataclasses
 import json
 
 from suite.commands import _numbers as numbers
-from ..config import ProfileError, get_profile
-from . import usage_error
+from suite.config import ProfileError, get_profile
+from suite.commands import usage_error
 
 
 def add_parser(sub) -> None:

@@ -16,9 +16,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from ..config import PROFILES, ProfileError, get_profile
-from ..workloads.worker_cli import mistakes_from
-from . import usage_error
+from suite.config import PROFILES, ProfileError, get_profile
+from suite.workloads.worker_cli import mistakes_from
+from suite.commands import usage_error
 
 
 def add_parser(sub) -> None:
@@ -44,7 +44,7 @@ def run_probe(profile, raw_dir: Path, mistakes: str = "", timeout_s: float | Non
 
 def main(args) -> int:
     from suite.launch.torchrun import LaunchError
-    from ..stages._probe import STATUS_OF, summarize, unknown_mistakes
+    from suite.stages._probe import STATUS_OF, summarize, unknown_mistakes
 
     if args.nproc is not None and args.nproc < 1:
         return usage_error("--nproc must be at least 1")

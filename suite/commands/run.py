@@ -10,11 +10,11 @@ from pathlib import Path
 from suite import run_lock
 from suite.fromjson import FieldTypeError
 from suite.commands import _numbers as numbers
-from .. import stages
-from ..config import LAUNCHERS, PROFILES, ProfileError, get_profile
+from suite import stages
+from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
-from ..results import RunDirError
-from . import record_last, record_last_problem, usage_error
+from suite.results import RunDirError
+from suite.commands import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
@@ -163,7 +163,7 @@ def with_node_network(profile, nodes, args):
 
 
 def main(args) -> int:
-    from .. import runner
+    from suite import runner
 
     if args.list:
         return list_stages(args.profile)

@@ -18,12 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from suite.commands import _numbers as numbers
-from .. import stages
-from ..config import PROFILES
+from suite import stages
+from suite.config import PROFILES
 from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, follow, parse_poll, status_command
-from ..runfiles import atomic_write_text
-from . import usage_error
+from suite.runfiles import atomic_write_text
+from suite.commands import usage_error
 
 POLL_S = 3.0  # scontrol once per 3 s: light on the controller, a job's end seen within seconds
 

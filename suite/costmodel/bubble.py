@@ -17,9 +17,9 @@ SINGLE = ("gpipe", "1f1b")
 LOOPED = ("interleaved_1f1b", "looped_bfs", "interleaved_zb")
 V_SHAPED = ("zbv", "dualpipev")
 TORCH_SCHEDULES = SINGLE + LOOPED + V_SHAPED
-"""torch.distributed.pipelining's schedules by the suite's names (suite/workloads/pp_split.py builds them)."""
+"""torch.distributed.pipelining's schedules by the suite's names (suite/stages/pp/split.py builds them)."""
 HAND_SCHEDULES = ("hand_1f1b",)
-"""Written out over isend/irecv (suite/workloads/pp_bubble.py): the sleep-stage drill only."""
+"""Written out over isend/irecv (suite/stages/pp/bubble.py): the sleep-stage drill only."""
 
 INTERLEAVED = frozenset({"interleaved_1f1b"})
 """Schedules whose ranks hold v > 1 chunks (the formula with v·M)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .alphabeta import ring_allreduce_s
+from suite.costmodel.alphabeta import ring_allreduce_s
 
 MIB = 1024 * 1024
 DEFAULT_BUCKET_CAP_MB = 25.0

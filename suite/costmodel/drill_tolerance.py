@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .tolerance import CHECK_DTYPE, Tolerance, unit_roundoff
+from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance, unit_roundoff
 
 
 def attention_tolerance(seq_len: int, head_dim: int, cp: int, dtype: str = CHECK_DTYPE,

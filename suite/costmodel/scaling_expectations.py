@@ -11,8 +11,8 @@ allows. Overlapping the all-reduce with the backward only makes the measured fig
 
 from __future__ import annotations
 
-from ..dtypes import DTYPE_BYTES
-from .alphabeta import dp_step_comm_s, zero_memory_bytes
+from suite.dtypes import DTYPE_BYTES
+from suite.costmodel.alphabeta import dp_step_comm_s, zero_memory_bytes
 
 MFU_FLOOR = 0.20
 """Below this fraction of the card's bf16 dense peak, baseline MFU is 'far below' what the card allows.

@@ -3,7 +3,7 @@ runner's own process, which stays free of torch). suite/workloads/gpt.py re-expo
 
 from __future__ import annotations
 
-from ..config import GptConfig
+from suite.config import GptConfig
 
 FLOPS_FORMULA = "6·(N − V·d) + 12·L·d·T FLOP per token (PaLM's accounting; the input embedding is a lookup, not a matmul)"
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config import GptConfig
+from suite.config import GptConfig
 
 CHECK_DTYPE = "float32"
 

@@ -3,7 +3,7 @@
 Pure arithmetic (expect() runs in the runner's process, free of torch), on suite/hardware/card_fit.py's headroom
 (usable_bytes) and suite/costmodel/memory_formula.py's terms (state 16Ψ, activations per block): no second formula.
 
-pp (suite/workloads/pp_run.py), the heaviest rank through its three phases:
+pp (suite/stages/pp/worker.py), the heaviest rank through its three phases:
   reference  every rank trains the float32 model whole first: reference()'s model, its gradients and their clone
              (12Ψ) stay alive while train_single_process holds a second model with AdamW (16Ψ) and returns a
              clone (4Ψ): 32Ψ = 2 × the formula's 16Ψ, plus one model's activations and the logits.
@@ -15,7 +15,7 @@ pp (suite/workloads/pp_run.py), the heaviest rank through its three phases:
   Sizing: the profile's layers are kept (PP = 8 with v = 2 needs a unit per stage); the hidden size is halved
   down to PP_MIN_HIDDEN, then the sequence down to PP_MIN_SEQ, until the heaviest phase fits.
 
-cp (suite/workloads/cp_run.py): the hand-written attention blocks (attention_blocks.block_attention) build explicit
+cp (suite/stages/cp/worker.py): the hand-written attention blocks (attention_blocks.block_attention) build explicit
   float32 scores. Ulysses holds B·(H/P)·S·S of them per rank (the whole sequence, H/P heads); the ring keeps each of
   its P blocks of B·H·(S/P)·(S/P) for backward, B·H·S·S/P in all. Per score element: saved for backward the masked
   scores (4 B), exp's output (4 B) and the bf16 probabilities (2 B); backward's gradients through them and the
@@ -156,7 +156,7 @@ EP_MIN_TOKENS = 256
 
 
 def ep_footprint(experts: int, top_k: int, tokens: int, hidden: int, ffn: int, ranks: int, dtype_bytes: int) -> int:
-    """Bytes one EP rank holds in the timings (suite/workloads/ep_timing.py): every expert's weights as built
+    """Bytes one EP rank holds in the timings (suite/stages/ep/timing.py): every expert's weights as built
     (E · 2·h·f), this rank's E/P experts cloned with their gradients, and, at the worst skew with no capacity
     limit, every rank's T·k assignments landing here, each row h wide in, f wide through the MLP (twice: before
     and after the activation) and h wide out, EP_ACTIVATION_COPIES times."""

@@ -15,16 +15,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import runner, stages
-from ..config import Profile, get_profile
-from ..parsers import traces
-from ..results import Row, RunDir
+from suite import runner, stages
+from suite.config import Profile, get_profile
+from suite.parsers import traces
+from suite.results import Row, RunDir
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.stages import bandwidth, crossover, health, topology
-from ..stages import profile as profile_stage
-from ..stages._topology_rules import common_model
-from ..stages._topology_smi import p2p_pairs
-from .inputs import Capture, Unused
+from suite.stages import profile as profile_stage
+from suite.stages.topology.rules import common_model
+from suite.stages.topology.smi import p2p_pairs
+from suite.ingest.inputs import Capture, Unused
 
 PROFILE = "nccl-gpu"
 SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}

@@ -17,7 +17,7 @@ from suite.ingest.decode import NotText, decode, looks_binary
 from suite.parsers.pasted import clean
 from suite.regular_files import not_regular_problem
 
-from ..parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
+from suite.parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
 
 HEAD_BYTES = 64 * 1024
 ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)

@@ -1,6 +1,6 @@
 """The warm launcher: the rehearsal's ranks forked from a process that imported torch once (suite/launch/zygote.py).
 
-    launch(profile, "suite.workloads.dp_run", args, raw_dir=…, tag="dp")   # what StageContext.torchrun calls
+    launch(profile, "suite.stages.dp.worker", args, raw_dir=…, tag="dp")   # what StageContext.torchrun calls
 
 `launch` chooses by `profile.launcher`: "fork" (the gloo-cpu rehearsal's default) forks the ranks
 from the warm zygote; "torchrun" runs `python -m torch.distributed.run` (suite/launch/torchrun.py), as a

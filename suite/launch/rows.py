@@ -10,8 +10,8 @@ of discovery.
 from __future__ import annotations
 
 from suite.launch.torchrun import LaunchError, LaunchResult, launch_out_dir
-from ..results import Row, Verdict, atomic_write_text
-from ..verdicts import verdicts_for
+from suite.results import Row, Verdict, atomic_write_text
+from suite.verdicts import verdicts_for
 
 CASE_PREFIX = "launch."
 

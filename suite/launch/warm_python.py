@@ -7,7 +7,7 @@ and restart are what it tests), and every launch there costs each process an `im
 (2.5 s of CPU; fifteen processes of three drills on two cores). Under gloo-cpu's warm launcher
 torchrun and its workers start through this script instead: torchrun as
 `warm_python.py SOCKET torch.distributed.run …`, its workers as `--no-python` entrypoints
-`python -S warm_python.py SOCKET suite.workloads.fault_drill …`. It imports only the standard
+`python -S warm_python.py SOCKET suite.stages.fault.drill_worker …`. It imports only the standard
 library (-S: not even site; ~50 ms) and asks the zygote (suite/launch/zygote_exec.py) for a fork that
 becomes MODULE's `__main__` with this process's environment, working directory, argv and
 stdin/stdout/stderr. It stands in for that process to whoever started it:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 _RULER = re.compile(r"[|+]-+\s+([A-Za-z][A-Za-z ]*?)\s+-+\+-*[|+]")
 _BORDER = re.compile(r"\+-+\+-+\+")

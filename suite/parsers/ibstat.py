@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 _STATE_WORDS = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed",
                 "ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed"}

@@ -42,8 +42,8 @@ import re
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from . import ParseError
-from .nccl_tests_fields import PROGRAMS, _int_or_float, _is_int, _nranks_from_ratio, program_name
+from suite.parsers import ParseError
+from suite.parsers.nccl_tests_fields import PROGRAMS, _int_or_float, _is_int, _nranks_from_ratio, program_name
 
 # Program names nccl-tests builds (`<name>_perf`), longest match first where one contains another.
 
@@ -89,7 +89,7 @@ def parse_file(path: str | Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         try:
             if _first_char(f) == "{":  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
-                from .nccl_tests_json import parse_json
+                from suite.parsers.nccl_tests_json import parse_json
 
                 text = f.read(MAX_JSON + 1)
                 if len(text) > MAX_JSON:
@@ -103,7 +103,7 @@ def parse_file(path: str | Path) -> dict[str, Any]:
 def parse(text: str, name_hint: str = "") -> dict[str, Any]:
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        from .nccl_tests_json import parse_json
+        from suite.parsers.nccl_tests_json import parse_json
 
         return parse_json(stripped, name_hint)
     return parse_text(text, name_hint)

@@ -12,8 +12,8 @@ from typing import Any
 
 from suite import strict_json
 
-from . import ParseError
-from .nccl_tests_fields import _int_or_float, _is_int, _nranks_from_ratio, program_name
+from suite.parsers import ParseError
+from suite.parsers.nccl_tests_fields import _int_or_float, _is_int, _nranks_from_ratio, program_name
 
 
 def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:

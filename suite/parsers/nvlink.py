@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 _GPU = re.compile(r"GPU (\d+): (.+?)(?: \(UUID: ([^)]+)\))?\s*$")
 _LINK = re.compile(r"\s+Link (\d+): (.*?)\s*$")

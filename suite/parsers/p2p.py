@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 KIND = "nvidia-smi topo -p2p"
 STATUS = {"OK": "P2P supported", "CNS": "chipset not supported", "GNS": "GPU not supported",

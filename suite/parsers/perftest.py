@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 _SETTING = re.compile(r"\s*([A-Za-z][A-Za-z0-9 .*]*?)\s*:\s*(\S+(?:\[[^\]]*\])?)")
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(\w+/sec)\]\s+BW average\[(\w+/sec)\]")

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
-from .smi_query import CUDA_KEYS, DRIVER_KEYS, SmiGpu, _int, parse_blocks
+from suite.parsers import ParseError
+from suite.parsers.smi_query import CUDA_KEYS, DRIVER_KEYS, SmiGpu, _int, parse_blocks
 
 CLOCK_REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
 POWER_SECTIONS = ("GPU Power Readings", "Power Readings")

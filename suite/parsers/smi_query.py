@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 _GPU_BLOCK = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _KEY_VALUE = re.compile(r"(\s*)([A-Za-z][^:]*?)\s*:\s?(.*)$")

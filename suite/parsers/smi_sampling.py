@@ -19,9 +19,9 @@ import re
 from datetime import datetime
 from typing import Any
 
-from . import ParseError
-from .smi_health import CLOCK_REASON_SECTIONS
-from .smi_query import parse_blocks
+from suite.parsers import ParseError
+from suite.parsers.smi_health import CLOCK_REASON_SECTIONS
+from suite.parsers.smi_query import parse_blocks
 
 REASON_BITS = {
     "GPU Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4, "HW Slowdown": 0x8,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import ParseError
+from suite.parsers import ParseError
 
 TOOL = "nvidia-smi topo -m"
 

@@ -13,7 +13,7 @@ Every interval of the timeline is communication, compute or neither:
       time of the enqueue ops (`c10d::allreduce_`, ~60 µs each) that only hand work to that thread.
 
 When the trace marks two or more `ProfilerStep#N` spans, the last is left out, as Holistic Trace
-Analysis does (a capture of a running job cuts it short; suite/workloads/profile_run.py profiles
+Analysis does (a capture of a running job cuts it short; suite/stages/profile/worker.py profiles
 one step more for it): GPU kernels count when the runtime call that launched them started before
 it, CPU intervals when they started before it.
 
@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 
 from suite.parsers.trace_values import check_kernel_row, times_are_numbers
 
-from . import ParseError
+from suite.parsers import ParseError
 
 # HTA's communication test is `^nccl.*Kernel`; gloo's spans are named gloo:all_reduce, gloo:broadcast, …
 COMM_PATTERN = r"^(nccl.*Kernel|gloo:)"

@@ -278,7 +278,7 @@ def render(plan: Plan) -> str:
         lines.append(_line(s.stage, s.seconds, s.basis))
     total_min = plan.total_s / 60
     if plan.tier:
-        from .tiers import tier_line
+        from suite.plan.tiers import tier_line
 
         lines.append(tier_line(plan.tier, plan.total_s))
     lines.append(f"{'stages':<10} {total_min:8.1f}  = {plan.total_s / 3600:.2f} h of the host, "

@@ -1,8 +1,8 @@
 """The stages, discovered from this package and run in the order their modules declare.
-Each stage is one module; its helpers start with "_"; the multi-node parts are one call into suite.cluster.
+Each stage is one folder (suite/stages/<name>/); "_" modules are libraries stages share; multi-node: suite.cluster.
 Imported by the runner, the commands, suite.plan, suite.ingest and reports; a stage imports no other stage.
 
-A stage is one module here (every module not starting with "_"); the runner, `make plan`, the
+A stage is one folder here (every package not starting with "_"); the runner, `make plan`, the
 profile's config sections and the report learn everything about it from the module itself
 (see docs/stages.md):
 
@@ -34,7 +34,7 @@ import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 
-from .. import config
+from suite import config
 from suite import sections
 
 DEFAULT_PROFILES = ("gloo-cpu", "nccl-gpu")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..config import GptConfig
-from ..costmodel.tolerance import Tolerance, golden_tolerance
-from ..facts import profile as profile_of
-from ..results import Row, Verdict
-from ..verdicts import verdicts_for
+from suite.config import GptConfig
+from suite.costmodel.tolerance import Tolerance, golden_tolerance
+from suite.facts import profile as profile_of
+from suite.results import Row, Verdict
+from suite.verdicts import verdicts_for
 
 
 def tolerance_after_training(facts: dict, model: GptConfig | None = None) -> Tolerance:

@@ -7,8 +7,8 @@ largest power of two within it (6 GPUs: ranks 0–3), and say so in an expectati
 
 from __future__ import annotations
 
-from ..config import Profile
-from ..results import Expectation
+from suite.config import Profile
+from suite.results import Expectation
 
 
 def subset_expectations(stage: str, profile: Profile, what: str) -> list[Expectation]:

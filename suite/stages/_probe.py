@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..results import Row, Verdict
-from ..verdicts import verdicts_for
+from suite.results import Row, Verdict
+from suite.verdicts import verdicts_for
 
 CASE_PREFIX = "probe."
 PRIMITIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",

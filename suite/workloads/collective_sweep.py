@@ -42,12 +42,12 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from ..costmodel.alphabeta import algbw_GBps, busbw_factor
-from ..results import Row
-from . import probe
+from suite.costmodel.alphabeta import algbw_GBps, busbw_factor
+from suite.results import Row
+from suite.workloads import probe
 from suite.workloads.timed_sweep import run_steps
-from .worker import Worker, worker_session
-from .worker_cli import mistakes_from
+from suite.workloads.worker import Worker, worker_session
+from suite.workloads.worker_cli import mistakes_from
 
 # torch 2.13 prefers the *_single names (the *_tensor ones warn); older torch has only *_tensor.
 all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor

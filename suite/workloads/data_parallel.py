@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ..config import GptConfig
-from .golden import full, group_max, max_abs_error_many
-from .gpt import build_model
-from .measure import PeakMemory, time_steps, typical
-from .training import adamw_kwargs, local_batch, make_optimizer, seed_for_rank, state_bytes, train_step, wrap_ddp
+from suite.config import GptConfig
+from suite.workloads.golden import full, group_max, max_abs_error_many
+from suite.workloads.gpt import build_model
+from suite.workloads.measure import PeakMemory, time_steps, typical
+from suite.workloads.training import adamw_kwargs, local_batch, make_optimizer, seed_for_rank, state_bytes, train_step, wrap_ddp
 
 DP_MISTAKES = ("no_sync", "per_rank_seed")
 ZERO_NAMES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}

@@ -6,8 +6,8 @@
     ddp = wrap(model, mode)
     timing = train_step(ddp, mode, tokens, targets, optimizer, synchronize)
 
-Used by suite/workloads/overlap_run.py (every mode, gradients compared) and
-suite/workloads/profile_run.py (the default mode under a profiler).
+Used by suite/stages/overlap/worker.py (every mode, gradients compared) and
+suite/stages/profile/worker.py (the default mode under a profiler).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..costmodel.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
-from .gpt import loss_fn
-from .training import wrap_ddp
+from suite.costmodel.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
+from suite.workloads.gpt import loss_fn
+from suite.workloads.training import wrap_ddp
 
 def wrap(model: torch.nn.Module, mode: OverlapMode, device: torch.device) -> DDP:
     """DDP as every stage uses it (suite/workloads/training.py), at the mode's bucket size."""

@@ -17,8 +17,8 @@ from typing import Iterable
 import torch
 import torch.distributed as dist
 
-from ..config import GptConfig
-from ..costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401 - part of this module's interface
+from suite.config import GptConfig
+from suite.costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401 - part of this module's interface
 
 
 def check_config(cfg: GptConfig) -> GptConfig:

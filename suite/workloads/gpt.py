@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import GptConfig
-from ..costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
+from suite.config import GptConfig
+from suite.costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ..results import Row
+from suite.results import Row
 
 NODES_METRIC = "nodes_spanned"
 

@@ -38,8 +38,8 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from .gpt import GPT, Attention, apply_rope, rope_tables
-from .training import seed_for_rank  # noqa: F401 - the per_rank_seed mistake, shared with data parallelism
+from suite.workloads.gpt import GPT, Attention, apply_rope, rope_tables
+from suite.workloads.training import seed_for_rank  # noqa: F401 - the per_rank_seed mistake, shared with data parallelism
 
 TP_MISTAKES = ("missing_reduction", "wrong_dim", "per_rank_seed")
 

@@ -21,10 +21,10 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from ..results import Row
-from ..stages._probe import CASE_PREFIX, MISTAKE_PREFIX, PRIMITIVES, unknown_mistakes
-from .worker import Worker, worker_session
-from .worker_cli import mistakes_from
+from suite.results import Row
+from suite.stages._probe import CASE_PREFIX, MISTAKE_PREFIX, PRIMITIVES, unknown_mistakes
+from suite.workloads.worker import Worker, worker_session
+from suite.workloads.worker_cli import mistakes_from
 
 COUNT = 16
 """Elements per rank: enough to tell a misplaced chunk from a right one, small enough for any backend."""

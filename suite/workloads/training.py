@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from ..config import GptConfig
-from .gpt import build_model, loss_fn, synthetic_batch
+from suite.config import GptConfig
+from suite.workloads.gpt import build_model, loss_fn, synthetic_batch
 
 LEARNING_RATE = 1e-3
 """AdamW learning rate of every scaling workload."""

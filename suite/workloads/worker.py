@@ -27,7 +27,7 @@ import torch.distributed as dist
 from suite.launch import procs
 from suite import workloads
 from suite.launch.torchrun import WORKER_PROGRESS
-from ..results import Row, atomic_write_text, write_rows_jsonl
+from suite.results import Row, atomic_write_text, write_rows_jsonl
 
 
 @dataclass

@@ -1,9 +1,9 @@
-"""What the scaling workers (tp_run, dp_run, zero_run) share: their command line.
+"""What the scaling workers (the tp, dp and zero stages' worker.py) share: their command line.
 
 The stage hands the worker the profile's model as JSON (`--model`), so a worker trains exactly
 the model the stage's expectations were computed for:
 
-    ctx.torchrun("suite.workloads.dp_run", [*model_args(profile.model), "--degrees", "1,2,4"])
+    ctx.torchrun("suite.stages.dp.worker", [*model_args(profile.model), "--degrees", "1,2,4"])
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import json
 import time
 
-from ..config import GptConfig
+from suite.config import GptConfig
 
 
 def model_args(cfg: GptConfig) -> list[str]:

@@ -12,10 +12,9 @@ import torch
 
 from suite.config import GLOO_CPU
 from suite.launch.forklaunch import launch
-from suite.stages import _burnin_rules as rules
+from suite.stages.burnin import rules
 from suite.stages import burnin
-from suite.workloads import burnin_chain as chain
-
+from suite.stages.burnin import chain
 pytestmark = pytest.mark.dist
 N, LINKS, FLAT, BIT = 96, 3, 1234, 7
 FLIP = f"2:3:bfloat16:{FLAT}:{BIT}"
@@ -24,7 +23,7 @@ FLIP = f"2:3:bfloat16:{FLAT}:{BIT}"
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     cfg = dataclasses.replace(GLOO_CPU.burnin, seconds=2.0, n=N, links=LINKS, flip=FLIP, slow_rank=1)
-    result = launch(GLOO_CPU, "suite.workloads.burnin_run", burnin.worker_args(cfg),
+    result = launch(GLOO_CPU, "suite.stages.burnin.worker", burnin.worker_args(cfg),
                     raw_dir=tmp_path_factory.mktemp("burnin"), nproc=4, tag="burnin", timeout_s=300)
     return result.rows()
 

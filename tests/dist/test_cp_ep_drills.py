@@ -37,13 +37,13 @@ def launch(tmp_path_factory, module, args):
 
 @pytest.fixture(scope="module")
 def cp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.workloads.cp_run",
+    return launch(tmp_path_factory, "suite.stages.cp.worker",
                   ["--cp", json.dumps(dataclasses.asdict(CP)), "--degrees", "2,4", "--mistakes", ",".join(CP_MISTAKES)])
 
 
 @pytest.fixture(scope="module")
 def ep_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.workloads.ep_run",
+    return launch(tmp_path_factory, "suite.stages.ep.worker",
                   ["--ep", json.dumps(dataclasses.asdict(EP)), "--mistakes", ",".join(EP_MISTAKES)])
 
 
@@ -155,8 +155,8 @@ def test_figures_draw_from_the_real_rows(cp_rows, ep_rows):
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from reports.figures import cp as cp_figures
-    from reports.figures import ep as ep_figures
+    from suite.stages.cp import figure as cp_figures
+    from suite.stages.ep import figure as ep_figures
     from suite.results import EXPECTATION_COLUMNS, ROW_COLUMNS
 
     for module, stage, rows in ((cp_figures, cp_stage, cp_rows), (ep_figures, ep_stage, ep_rows)):

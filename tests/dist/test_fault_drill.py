@@ -154,10 +154,10 @@ def test_torchrun_and_its_workers_ran_forked_from_the_zygote_with_the_users_comm
     log = (drilled["raw"] / "hang" / "torchrun.log").read_text().splitlines()
     plain = next(line for line in log if line.startswith("# "))
     warm = next(line for line in log if line.startswith("$ "))
-    assert "-m torch.distributed.run" in plain and "--max-restarts=1" in plain and "-m suite.workloads.fault_drill" in plain
+    assert "-m torch.distributed.run" in plain and "--max-restarts=1" in plain and "-m suite.stages.fault.drill_worker" in plain
     # The real torchrun CLI, restarts and all; each worker a --no-python entrypoint standing in for a warm fork.
     assert warm.count("warm_python.py") == 2 and "torch.distributed.run" in warm and "--max-restarts=1" in warm
-    assert warm.index("--no-python") < warm.index("suite.workloads.fault_drill")
+    assert warm.index("--no-python") < warm.index("suite.stages.fault.drill_worker")
     spawns = [json.loads(line) for line in (drilled["raw"] / "hang" / "events.rank0.jsonl").read_text().splitlines()]
     assert [e["attempt"] for e in spawns if e["event"] == "spawn"] == [0, 1]  # TORCHELASTIC_RESTART_COUNT from torchrun
 

@@ -4,7 +4,7 @@ Each launch runs both algorithms at sizes whose element counts do not divide eve
 (and some smaller than the world), then: results equal dist.all_reduce (checked in the workers) and
 equal a single-process sum of every rank's input (checked here), and every rank's bytes equal the
 formulas of suite/costmodel/alphabeta.py. The same launches run each deliberate mistake
-(suite/workloads/hand_allreduce.py MISTAKES: a wrong chunk offset, a missing reduce-scatter step, a
+(suite/stages/crossover/hand_allreduce.py MISTAKES: a wrong chunk offset, a missing reduce-scatter step, a
 tree parent overwriting instead of adding) and the comparison with dist.all_reduce must catch it.
 """
 
@@ -20,7 +20,7 @@ from suite.config import GLOO_CPU
 from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
 from suite.costmodel.tolerance import tolerance
 from suite.stages.crossover import judge_correct
-from suite.workloads.hand_allreduce import MISTAKES, fill
+from suite.stages.crossover.hand_allreduce import MISTAKES, fill
 
 pytestmark = pytest.mark.dist
 
@@ -39,7 +39,7 @@ def launch(request, tmp_path_factory):
     raw = tmp_path_factory.mktemp(f"hand{n}")
     args = ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library", "--save-results",
             "--seed", str(SEED), "--stage", "test", "--mistakes", ",".join(MISTAKES)]
-    result = forklaunch.launch(GLOO_CPU, "suite.workloads.hand_allreduce", args, raw_dir=raw, nproc=n, tag="hand",
+    result = forklaunch.launch(GLOO_CPU, "suite.stages.crossover.hand_allreduce", args, raw_dir=raw, nproc=n, tag="hand",
                                timeout_s=300)
     return n, result
 

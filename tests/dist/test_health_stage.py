@@ -11,7 +11,7 @@ import pytest
 
 from suite.config import GLOO_CPU
 from suite.launch.torchrun import run_torchrun
-from suite.stages import _health_rules as rules
+from suite.stages.health import rules
 from suite.stages import health
 
 pytestmark = pytest.mark.dist

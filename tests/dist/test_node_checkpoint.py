@@ -1,4 +1,4 @@
-"""The node-loss drill's checkpoints (suite/workloads/node_checkpoint.py) on two real gloo processes, each with a
+"""The node-loss drill's checkpoints (suite/stages/fault/node_checkpoint.py) on two real gloo processes, each with a
 folder of its own (two nodes' own disks): each saves the replicated state where only it can read it, one node a
 checkpoint ahead of the other; the resume agrees on the newest step both can read, and each rank's model and
 optimizer after loading equal, elementwise, what that step held."""
@@ -18,7 +18,7 @@ RANK = r"""
 import json, sys
 from pathlib import Path
 import torch, torch.distributed as dist
-from suite.workloads.node_checkpoint import agreed_step, load_replica, readable_steps, save_replica
+from suite.stages.fault.node_checkpoint import agreed_step, load_replica, readable_steps, save_replica
 rank, store, disk = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
 torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""The overlap stage's gradient check catches each deliberate mistake (suite/workloads/overlap_run.py
+"""The overlap stage's gradient check catches each deliberate mistake (suite/stages/overlap/worker.py
 MISTAKES: no_sync, no_average, stale_grads) by ≥ 10× its tolerance, while every real mode passes, and the
 same launch's watched buckets are DDP's own and fire after their gradients.
 
@@ -15,7 +15,7 @@ from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cp
 from suite.config import GLOO_CPU
 from suite.costmodel.tolerance import tolerance
 from suite.stages import overlap
-from suite.workloads.overlap_run import MISTAKES
+from suite.stages.overlap.worker import MISTAKES
 from suite.workloads.worker_cli import model_args
 
 pytestmark = pytest.mark.dist
@@ -29,7 +29,7 @@ def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("overlap-mistakes")
     args = [*model_args(GLOO_CPU.model), "--modes", ",".join(overlap.modes(GLOO_CPU.model)),
             "--mistakes", ",".join(MISTAKES)]
-    return forklaunch.launch(GLOO_CPU, "suite.workloads.overlap_run", args, raw_dir=raw, tag="ddp", nproc=4,
+    return forklaunch.launch(GLOO_CPU, "suite.stages.overlap.worker", args, raw_dir=raw, tag="ddp", nproc=4,
                              timeout_s=600).rows()
 
 

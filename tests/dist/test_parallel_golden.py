@@ -41,17 +41,17 @@ def launch(tmp_path_factory, module, *args):
 
 @pytest.fixture(scope="module")
 def tp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.workloads.tp_run", "--degrees", "1,2,4", "--mistakes", ",".join(TP_MISTAKES))
+    return launch(tmp_path_factory, "suite.stages.tp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(TP_MISTAKES))
 
 
 @pytest.fixture(scope="module")
 def dp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.workloads.dp_run", "--degrees", "1,2,4", "--mistakes", ",".join(DP_MISTAKES))
+    return launch(tmp_path_factory, "suite.stages.dp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(DP_MISTAKES))
 
 
 @pytest.fixture(scope="module")
 def zero_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.workloads.zero_run", "--stages", "0,1,2,3",
+    return launch(tmp_path_factory, "suite.stages.zero.worker", "--stages", "0,1,2,3",
                   "--mistakes", ",".join(DP_MISTAKES))
 
 
@@ -164,7 +164,7 @@ def test_zero_memory_falls_and_judges_pass(zero_rows):
 def zero_below_world_rows(tmp_path_factory):
     """ZeRO as a two-node run measures it (suite/config.py's zero_degrees: nproc, then whole nodes): here 4 ranks
     standing for 2 nodes × 2, ZeRO 0–3 on ranks 0–1 (a sub-group and a DeviceMesh of part of the world), then on all 4."""
-    return launch(tmp_path_factory, "suite.workloads.zero_run", "--stages", "0,1,2,3", "--degrees", "2,4",
+    return launch(tmp_path_factory, "suite.stages.zero.worker", "--stages", "0,1,2,3", "--degrees", "2,4",
                   "--record-nodes", "--mistakes", "no_sync")
 
 

@@ -2,7 +2,7 @@
 comparison passes, each deliberate mistake exceeds its tolerance by ≥ 10×, the sleep-stage bubble follows
 the formula, and the GPT's timed rows are there.
 
-Mistakes (suite/workloads/pp_run.py, run under 1F1B): dropped_layer (a stage boundary off by one),
+Mistakes (suite/stages/pp/worker.py, run under 1F1B): dropped_layer (a stage boundary off by one),
 unscaled_grads (scale_grads=False), reordered_microbatches (targets in another micro-batch order); and the
 drill's extra_barrier (hand_1f1b with a barrier after each backward's exchange).
 
@@ -19,7 +19,7 @@ import pytest
 from suite.config import GLOO_CPU
 from suite.launch.torchrun import run_torchrun
 from suite.stages import pp as pp_stage
-from suite.workloads.pp_run import DRILL_MISTAKE_SCHEDULE, DRILL_MISTAKES, MISTAKES, MISTAKE_SCHEDULE
+from suite.stages.pp.worker import DRILL_MISTAKE_SCHEDULE, DRILL_MISTAKES, MISTAKES, MISTAKE_SCHEDULE
 from tests.loadgen import busy_loops
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(600)]
@@ -32,7 +32,7 @@ TOLS = pp_stage.case_tolerances(pp_stage.pp_model(GLOO_CPU), PP.golden_steps)
 def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("pp")
     with busy_loops(4, max_s=300):
-        return run_torchrun(GLOO_CPU, "suite.workloads.pp_run",
+        return run_torchrun(GLOO_CPU, "suite.stages.pp.worker",
                             pp_stage.worker_args(GLOO_CPU, (*MISTAKES, *DRILL_MISTAKES)), raw_dir=raw, tag="t",
                             nproc=pp_stage.launch_ranks(GLOO_CPU), timeout_s=300).rows()
 

@@ -43,7 +43,7 @@ out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 args = argparse.Namespace(nodes="node-a,node-b", hostfile=None, ssh_config=ssh_config, socket_ifname=ifname,
                           node_addrs="")
 profile = with_nodes(get_profile("gloo-cpu", 1), args)
-result = run_across_nodes(profile, "suite.workloads.hand_allreduce",
+result = run_across_nodes(profile, "suite.stages.crossover.hand_allreduce",
                           ["--sizes", "8,4096", "--warmup", "1", "--iters", "2"], raw_dir=out, tag="hand", timeout_s=240)
 print(json.dumps({"node_addrs": profile.node_addrs, "master_port": profile.master_port,
                   "out_dir": str(result.out_dir)}))

@@ -43,7 +43,7 @@ def test_hand_ring_and_tree_on_nccl(tmp_path):
     from suite.launch.torchrun import run_torchrun
 
     p = profile()
-    result = run_torchrun(p, "suite.workloads.hand_allreduce",
+    result = run_torchrun(p, "suite.stages.crossover.hand_allreduce",
                           ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "3"],
                           raw_dir=tmp_path, tag="hand", timeout_s=600)
     wrong = [r for r in result.rows() if r.metric == "wrong"]

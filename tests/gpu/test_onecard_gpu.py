@@ -22,7 +22,7 @@ def test_the_allocator_agrees_with_the_memory_formula():
     from suite.costmodel.memory_formula import activation_bytes_per_layer, state_bytes
     from suite.costmodel.sizing import parameter_count
     from suite.stages.memory import MemoryConfig
-    from suite.workloads.memory_run import Phases, activation_rows
+    from suite.stages.memory.worker import Phases, activation_rows
 
     mc = MemoryConfig(vocab=4096, hidden=512, heads=8, seq_len=512, batch=2, search_layers=2)
     state = Phases(DEVICE).state(mc.model(layers=2))
@@ -37,7 +37,7 @@ def test_the_allocator_agrees_with_the_memory_formula():
 def test_precision_on_the_card_passes_its_checks():
     from suite.config import NCCL_1GPU
     from suite.stages import precision
-    from suite.workloads.precision_run import precision_rows
+    from suite.stages.precision.worker import precision_rows
 
     pc = NCCL_1GPU.precision
     rows = precision_rows(pc.model(), DEVICE, pc)
@@ -48,7 +48,7 @@ def test_precision_on_the_card_passes_its_checks():
 
 def test_pinned_copies_beat_pageable_and_overlap_a_gemm():
     from suite.stages.pinned import PinnedConfig
-    from suite.workloads.pinned_run import pinned_rows
+    from suite.stages.pinned.worker import pinned_rows
 
     rows = pinned_rows(DEVICE, PinnedConfig(copy_bytes=64 * 2**20, iters=5))
     rate = {(r.placement, r.source): r.value for r in rows if r.case == "bandwidth"}

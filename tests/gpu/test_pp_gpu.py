@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_the_cuda_event_clock_counts_gpu_time_not_host_waits():
-    from suite.workloads.pp_bubble import BusyClock
+    from suite.stages.pp.bubble import BusyClock
 
     device = torch.device("cuda", 0)
     a = torch.randn(4096, 4096, device=device)
@@ -59,7 +59,7 @@ def test_pp_worker_over_nccl(tmp_path):
     profile = profile.with_overrides(pp=dataclasses.replace(profile.pp, layers=0, bubble_microbatches=(2, 4),
                                                             timed_microbatches=(4,), golden_microbatches=4))
     facts = live_facts(profile, tmp_path)  # the pipelined GPT sized to this card, as pp.run sizes it
-    rows = run_torchrun(profile, "suite.workloads.pp_run", pp.worker_args(profile, facts=facts), raw_dir=tmp_path,
+    rows = run_torchrun(profile, "suite.stages.pp.worker", pp.worker_args(profile, facts=facts), raw_dir=tmp_path,
                         tag="pp", nproc=2, timeout_s=300).rows()
     want = pp.expect(profile, facts)
     verdicts = {v.id: v for v in pp.judge(rows, want, facts)}

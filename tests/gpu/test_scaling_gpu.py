@@ -39,7 +39,7 @@ def sized_model(tmp_path):
 
 def test_baseline_on_the_gpu_reports_mfu_against_the_table(tmp_path):
     from suite.hardware.gpus import gpu_for
-    from suite.workloads.baseline_run import measure_baseline
+    from suite.stages.baseline.worker import measure_baseline
 
     device = torch.device("cuda", 0)
     rows = {r.metric: r for r in measure_baseline(sized_model(tmp_path), device)}
@@ -67,12 +67,12 @@ def test_device_timer_and_peak_memory():
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("module, args", [
-    ("suite.workloads.tp_run", ["--degrees", "1,2"]),
-    ("suite.workloads.dp_run", ["--degrees", "1,2"]),
-    ("suite.workloads.zero_run", ["--stages", "0,1,2,3"]),
+    ("suite.stages.tp.worker", ["--degrees", "1,2"]),
+    ("suite.stages.dp.worker", ["--degrees", "1,2"]),
+    ("suite.stages.zero.worker", ["--stages", "0,1,2,3"]),
     # The paths a multi-node run takes: node rows over NCCL, ZeRO on a DeviceMesh of ranks 0..d−1 below the world.
-    ("suite.workloads.dp_run", ["--degrees", "1,2", "--record-nodes"]),
-    ("suite.workloads.zero_run", ["--stages", "0,1,2,3", "--degrees", "1,2", "--record-nodes"]),
+    ("suite.stages.dp.worker", ["--degrees", "1,2", "--record-nodes"]),
+    ("suite.stages.zero.worker", ["--stages", "0,1,2,3", "--degrees", "1,2", "--record-nodes"]),
 ])
 def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU

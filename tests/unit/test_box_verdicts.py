@@ -87,10 +87,10 @@ def test_4x_rtx4090_with_p2p_reaches_the_pcie_floor_and_its_cut_paste_leaves_the
 
 
 def test_the_pcie_floor_sits_under_every_published_working_box_and_over_the_broken_one():
-    """The published PCIe figures cited beside PCIE_SHARE (suite/cluster/intra_judges.py), as that comment gives
+    """The published PCIe figures cited beside PCIE_SHARE (suite/stages/bandwidth/intra_judges.py), as that comment gives
     them: each working box clears the floor, the 2.59 GB/s container run (capture 15) does not. Raising the share
     above 12.76 / 31.5 = 40.5% would fail a working 4× RTX 4090 box."""
-    from suite.cluster.intra_judges import PCIE_SHARE
+    from suite.stages.bandwidth.intra_judges import PCIE_SHARE
     from suite.hardware.gpus import PCIE_X16_GBps
 
     working = {"nccl#1639 8x RTX 5090": (28.0, 5), "nccl#1639 4x RTX 5090": (35.0, 5),
@@ -135,7 +135,7 @@ def test_the_same_dead_links_fail_where_topo_m_shows_the_bridge():
     """The rule behind the test above: the same all-down links, with a topology showing the NV12 bridge (the
     8× H100 NVL capture 34's pairs), fail."""
     from suite.parsers import nvlink, topo
-    from suite.stages._nvlink_rules import nvlink_verdict
+    from suite.stages.health.nvlink_rules import nvlink_verdict
 
     down = nvlink.parse_file(HEALTH / "dcgmi-nvlink-02-h100nvl-x2-all-down.txt")
     links = {p: link for p, link in topo.parse((TOPO / "34-h100-nvl-8gpu-nv12-pairs-sglang.txt").read_text()).links

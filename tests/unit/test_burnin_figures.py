@@ -6,7 +6,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from reports.figures import burnin as figures_module
+from suite.stages.burnin import figure as figures_module
 from suite.hardware import gpu_sampler
 from suite.results import rows_to_frame
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from suite.box_verdict import INCONCLUSIVE, box_verdict
 from suite.hardware.gpus import gpu_for
 from suite.results import Row
-from suite.stages import _burnin_rules as rules
-
+from suite.stages.burnin import rules
 H100 = gpu_for("NVIDIA H100 80GB HBM3")
 GPU_RUN = {"profile": {"device": "cuda", "judge_performance": True}}
 

@@ -1,11 +1,11 @@
-"""reports/figures/bandwidth.py and crossover.py draw from the stages' rows and expectations."""
+"""suite/stages/bandwidth/figure.py and crossover.py draw from the stages' rows and expectations."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from reports.figures import bandwidth as bw_fig
-from reports.figures import crossover as cx_fig
+from suite.stages.bandwidth import figure as bw_fig
+from suite.stages.crossover import figure as cx_fig
 from suite.config import NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s, tree_allreduce_s
 from suite.results import Expectation, Row, rows_to_frame

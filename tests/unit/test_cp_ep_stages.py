@@ -13,7 +13,7 @@ from suite.plan.hours import estimate
 from suite.results import Row
 from suite.stages import cp as cp_stage
 from suite.stages import ep as ep_stage
-from suite.workloads.moe_routing import capacity_of, within_capacity
+from suite.stages.ep.moe_routing import capacity_of, within_capacity
 
 FACTS = {"profile": GLOO_CPU.to_dict()}
 

@@ -11,7 +11,7 @@ from suite.config import GLOO_CPU, get_profile
 from suite.context import StageContext
 from suite.progress import Progress
 from suite.stages import fault
-from suite.stages._fault_judges import too_few_ranks
+from suite.stages.fault.judges import too_few_ranks
 from suite.verdicts import NOT_APPLICABLE
 
 CHECKS = {f"fault.{check}.{s}" for s in ("crash", "hang", "exception") for check in ("detect", "resume", "loss")}

@@ -24,8 +24,8 @@ from suite.context import StageContext
 from suite.progress import Progress
 from suite.results import Row, rows_to_frame
 from suite.stages import fault
-from suite.stages._fault_timeline import build_timeline, reference_rows, timeline_rows
-from suite.stages._fault_watch import WORKER, DrillWatch, is_drill_process
+from suite.stages.fault.timeline import build_timeline, reference_rows, timeline_rows
+from suite.stages.fault.watch import WORKER, DrillWatch, is_drill_process
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fault"
 REFERENCE = [5.534308433532715, 5.539229869842529, 5.552480697631836, 5.558701038360596,
@@ -339,8 +339,7 @@ def test_the_watcher_never_signals_a_process_that_is_not_the_drill(tmp_path):
 
 
 def test_figures_draw_each_timeline_with_its_numbers_and_the_losses():
-    from reports.figures import fault as figures
-
+    from suite.stages.fault import figure as figures
     rows = [r for s in ("crash", "hang", "exception") for r in rows_of(s, captured(s))]
     rows += reference_rows(REFERENCE)
     frame = rows_to_frame(rows)

@@ -13,7 +13,7 @@ import pytest
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.parsers import dcgm, ibstat, nvlink, smi_health, xid
 from suite.results import Row
-from suite.stages import _health_rules as rules
+from suite.stages.health import rules
 from suite.stages import health
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "health"
@@ -182,7 +182,7 @@ def test_the_figure_draws_one_bar_per_gpu_and_colours_the_outlier_red():
     import pandas as pd
     from matplotlib.colors import to_hex
 
-    from reports.figures import health as figure
+    from suite.stages.health import figure
     from suite.results import rows_to_frame
 
     rows = [Row(stage="health", case="gemm", metric="gemm_tflops", value=v, unit="TFLOP/s", rank=r, dtype="bfloat16")

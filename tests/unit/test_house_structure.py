@@ -1,6 +1,7 @@
 """The house's shape across suite/, provisioning/ and reports/, read from the source with ast: no import cycle
-(imports inside functions count), no module over 400 lines, and every package's __init__ says in its first three
-lines what lives there and what may import it."""
+(imports inside functions count), no module over 400 lines, every package's __init__ says in its first three
+lines what lives there and what may import it, and a stage is one folder: no code only one stage uses lives
+outside it."""
 
 from __future__ import annotations
 
@@ -101,3 +102,69 @@ def test_every_package_init_says_what_lives_there_and_who_may_import_it():
             lacking.append(name)
     assert lacking == [], ("these packages' __init__ docstrings do not say in their first three lines what lives "
                            f"there and what may import it: {lacking}")
+
+
+# ---------------------------------------------------------------- a stage is one folder
+
+LIBRARIES = ("suite.costmodel", "suite.parsers", "suite.hardware")
+"""Shared libraries by kind — the model, the parsers proven on real captures, the GPU tables — a module there is a
+library even where one stage alone uses it today."""
+
+
+def references(name: str) -> set[str]:
+    """What `name` imports, and the modules it names as text (`ctx.torchrun("suite.stages.tp.worker", …)`)."""
+    named = {node.value for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES}
+    return GRAPH[name] | (named - {name})
+
+
+def stage_of(name: str) -> str | None:
+    """The stage whose folder holds `name` (suite.stages.<stage> and what is under it), else None."""
+    parts = name.split(".")
+    if parts[:2] == ["suite", "stages"] and len(parts) > 2 and MODULES.get(".".join(parts[:3]), Path()).name == \
+            "__init__.py":
+        return parts[2]
+    return None
+
+
+def owners(refs=references) -> dict[str, str]:
+    """Each module outside every stage's folder and the libraries that only one stage uses, with that stage:
+    directly, or through modules that only that stage uses (to a fixpoint). Tests do not count as users."""
+    users = {m: set() for m in MODULES}
+    for name in MODULES:
+        for used in refs(name):
+            users[used].add(name)
+    owner = {m: stage_of(m) for m in MODULES}
+    changed = True
+    while changed:
+        changed = False
+        for m, by in users.items():
+            if owner[m] or not by or m.startswith(LIBRARIES):
+                continue
+            stages = {owner[u] for u in by}
+            if len(stages) == 1 and None not in stages:
+                owner[m], changed = stages.pop(), True
+    return {m: s for m, s in owner.items() if s and stage_of(m) is None}
+
+
+def test_no_stage_code_lives_outside_its_folder():
+    misplaced = owners()
+    assert misplaced == {}, ("modules only one stage uses live outside its folder (move each to "
+                             f"suite/stages/<stage>/): {misplaced}")
+
+
+def test_the_folder_rule_finds_a_module_one_stage_alone_uses():
+    name = "suite.workloads.collective_sweep"  # shared: bandwidth, crossover, the cluster sweeps, the probe
+    assert name not in owners()
+    crossover_alone = lambda m: references(m) - ({name} if stage_of(m) != "crossover" else set())  # noqa: E731
+    assert owners(crossover_alone)[name] == "crossover"
+
+
+def test_every_stage_is_a_folder_with_its_declaration_and_its_figure():
+    folders = sorted(p.parent.name for p in (REPO / "suite" / "stages").glob("*/__init__.py"))
+    plain = sorted(p.stem for p in (REPO / "suite" / "stages").glob("*.py") if not p.stem.startswith("_"))
+    assert plain == [], f"stage modules outside a folder of their own: {plain}"
+    assert len(folders) >= 19
+    assert [f for f in folders if not (REPO / "suite" / "stages" / f / "figure.py").is_file()] == []
+    assert not [p for p in (REPO / "reports" / "figures").glob("*.py") if not p.stem.startswith("_")
+                and p.stem != "__init__"], "a stage's figure module left in reports/figures/"

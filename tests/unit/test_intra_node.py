@@ -1,5 +1,5 @@
 """The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/cluster/intra_node.py, the floors and
-verdicts in suite/cluster/intra_judges.py): the rows' names, the per-node command, nccl-tests' single-node form driven by
+verdicts in suite/stages/bandwidth/intra_judges.py): the rows' names, the per-node command, nccl-tests' single-node form driven by
 stand-in binaries printing real captures
 (tests/data/nccl-tests/21: one 8-GPU H100 node; 10: two such nodes with 8 HCAs; 22: two 8-GPU EFA nodes), the
 floors (the link peak within a node, min(link peak, NICs × line rate) across), the verdicts naming the node,
@@ -19,7 +19,8 @@ from suite.costmodel.alphabeta import collective_time_s, ring_allreduce_s
 from suite.facts import FittedAlphaBeta
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.cluster import intra_judges as _intra_judges, intra_node as _intra_node, nccl_tests as _nccl_tests
+from suite.cluster import intra_node as _intra_node, nccl_tests as _nccl_tests
+from suite.stages.bandwidth import intra_judges as _intra_judges
 from suite.stages import bandwidth
 from suite.launch.rows import launch_verdicts
 from suite.cluster.node_nics import nic_totals, rows_for
@@ -245,7 +246,7 @@ def test_headline_says_both_and_one_node_as_before():
 
 
 def test_the_split_figure_only_on_a_multi_node_run():
-    from reports.figures import bandwidth as bw_fig
+    from suite.stages.bandwidth import figure as bw_fig
     from tests.unit.test_collective_figures import frame_of, rows_to_frame
 
     rows = sweep_rows(None, 300.0, world=16) + sweep_rows("gpu-a", 400.0) + sweep_rows("gpu-b", 350.0)

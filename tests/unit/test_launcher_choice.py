@@ -49,7 +49,7 @@ def test_a_launch_asking_for_torchruns_behaviour_gets_torchrun(monkeypatch, tmp_
     monkeypatch.setattr(forklaunch, "run_torchrun",
                         lambda *a, run_module=None, **k: used.append("warm torchrun" if run_module else "torchrun")
                         or used.append(run_module))
-    forklaunch.launch(GLOO_CPU.with_overrides(launcher=launcher), "suite.workloads.dp_run", raw_dir=tmp_path, **kwargs)
+    forklaunch.launch(GLOO_CPU.with_overrides(launcher=launcher), "suite.stages.dp.worker", raw_dir=tmp_path, **kwargs)
     assert used[0] == expected
     if expected == "warm torchrun":
         assert used[1] == [sys.executable, "-S", str(forklaunch.WARM_PYTHON), "/tmp/z/sock"]
@@ -58,14 +58,14 @@ def test_a_launch_asking_for_torchruns_behaviour_gets_torchrun(monkeypatch, tmp_
 
 def test_the_warm_torchrun_command_is_torchruns_own_with_no_python_workers():
     warm = ["python", "-S", "warm_python.py", "SOCK"]
-    plain = torchrun_command(GLOO_CPU, "suite.workloads.fault_drill", ["--steps", "6"], nproc=2, port=29500,
+    plain = torchrun_command(GLOO_CPU, "suite.stages.fault.drill_worker", ["--steps", "6"], nproc=2, port=29500,
                              max_restarts=1)
-    cmd = torchrun_command(GLOO_CPU, "suite.workloads.fault_drill", ["--steps", "6"], nproc=2, port=29500,
+    cmd = torchrun_command(GLOO_CPU, "suite.stages.fault.drill_worker", ["--steps", "6"], nproc=2, port=29500,
                            max_restarts=1, run_module=warm)
     flags = plain[3:plain.index("-m", 3)]
     assert flags == ["--nproc-per-node=2", "--nnodes=1", "--master-addr=127.0.0.1", "--master-port=29500",
                      "--max-restarts=1"]
-    assert cmd == [*warm, "torch.distributed.run", *flags, "--no-python", *warm, "suite.workloads.fault_drill",
+    assert cmd == [*warm, "torch.distributed.run", *flags, "--no-python", *warm, "suite.stages.fault.drill_worker",
                    "--steps", "6"]
 
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from reports.figures import memory as figure
+from suite.stages.memory import figure
 from suite.config import GLOO_CPU
 from suite.costmodel.memory_formula import activation_bytes_per_layer, korthikanti_bytes_per_layer
 from suite.stages import memory as stage
 from suite.workloads.gpt import build_model, synthetic_batch
-from suite.workloads.memory_run import forward_loss, memory_rows, search_rows
-from suite.workloads.memory_search import CpuCap, largest_batch
+from suite.stages.memory.worker import forward_loss, memory_rows, search_rows
+from suite.stages.memory.search import CpuCap, largest_batch
 
 MC = GLOO_CPU.memory
 FACTS = {"profile": GLOO_CPU.to_dict()}

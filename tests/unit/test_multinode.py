@@ -55,12 +55,12 @@ def test_slurm_nodelist_expansion():
 
 
 def test_torchrun_node_command_rendezvous_at_the_first_node():
-    argv = torchrun_node_command("py", "suite.workloads.node_pairs", ["--iters", "5"], nproc=8, nnodes=2,
+    argv = torchrun_node_command("py", "suite.stages.bandwidth.node_pairs_worker", ["--iters", "5"], nproc=8, nnodes=2,
                                  endpoint="gpu-a:29400", rdzv_id="r1", join_timeout_s=90)
     assert argv[:3] == ["py", "-m", "torch.distributed.run"]
     assert {"--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu-a:29400",
             "--rdzv-id=r1", "--rdzv-conf=join_timeout=90", "--max-restarts=0"} <= set(argv)
-    assert argv[-4:] == ["-m", "suite.workloads.node_pairs", "--iters", "5"]
+    assert argv[-4:] == ["-m", "suite.stages.bandwidth.node_pairs_worker", "--iters", "5"]
 
 
 def test_remote_shell_command_runs_in_the_checkout_with_exactly_the_environment(tmp_path):
@@ -138,8 +138,7 @@ def test_nccl_tests_across_nodes_dial_the_node_addresses_and_hold_open_mpi_to_th
 def test_node_pair_verdicts_name_the_missing_wrong_and_slow_pairs():
     from suite.config import NCCL_GPU
     from suite.results import Row
-    from suite.cluster import node_pairs as _node_pairs
-
+    from suite.stages.bandwidth import node_pairs as _node_pairs
     three = NCCL_GPU.with_overrides(nodes=("a", "b", "c"))
     expectations = _node_pairs.expect(three)
     assert len(expectations) == 6 and {e.case for e in expectations} >= {"a→b", "c→a"}

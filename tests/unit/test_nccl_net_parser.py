@@ -36,7 +36,8 @@ def test_socket_run_in_an_nccl_tests_capture():
 def test_a_missed_inter_node_floor_over_sockets_says_so(tmp_path):
     """The debug files of a run (here the real socket capture, as NCCL_DEBUG_FILE would hold it) → the transport
     row → the inter-node floor's reason names sockets, not the fabric; an IB run keeps the generic reason."""
-    from suite.cluster import intra_judges as _intra_judges, nccl_net as _nccl_net
+    from suite.cluster import nccl_net as _nccl_net
+    from suite.stages.bandwidth import intra_judges as _intra_judges
 
     facts = {"node_nics": {n: {"nics": 1, "line_gbps": 400.0, "total_gbps": 400.0} for n in ("a", "b")},
              "profile": {"nodes": ["a", "b"]}}

@@ -1,4 +1,4 @@
-"""The node-loss drill's rows and verdicts (suite/cluster/node_loss.py) on the events of a real run on the two-node
+"""The node-loss drill's rows and verdicts (suite/stages/fault/node_loss.py) on the events of a real run on the two-node
 namespace cluster (tests/data/node-loss/README.md), and on the same events with parts of the recovery removed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import suite.stages  # noqa: F401 (the registry declares the profile's sections: FACTS reads them)
 from suite.config import get_profile
-from suite.cluster.node_loss import judge, rows_from_events
+from suite.stages.fault.node_loss import judge, rows_from_events
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "node-loss"
 EVENTS = [json.loads(line) for name in ("node-a-events.rank0.jsonl", "node-b-events.rank1.jsonl")
@@ -71,12 +71,11 @@ def test_one_node_has_no_node_loss_verdicts():
 
 
 def test_the_fault_timeline_draws_the_node_loss_lane_from_the_real_drill():
-    """The report's fault timeline (reports/figures/fault.py) gets a lane for the lost node: its phases from the
+    """The report's fault timeline (suite/stages/fault/figure.py) gets a lane for the lost node: its phases from the
     loss to the resume, the node and the ranks before → after named, the measured seconds written on it."""
     import pandas as pd
 
-    from reports.figures import fault as fault_figures
-
+    from suite.stages.fault import figure as fault_figures
     rows = rows_from_events(EVENTS, "node-b")
     got = by_metric(rows)
     figs = fault_figures.figures(pd.DataFrame([r.to_dict() for r in rows]), [], {"fault_drill": {"ranks": 1}})

@@ -118,7 +118,7 @@ def test_line_rates_and_the_node_pairs_held_to_them():
     a host Ethernet beside it), else its fastest up Ethernet, is the ceiling of its pairs; a pair far below the
     slower node's fails."""
     from suite.results import Row
-    from suite.cluster import node_pairs as _node_pairs
+    from suite.stages.bandwidth import node_pairs as _node_pairs
     from suite.cluster.node_nics import Nic, line_rates
 
     host_ethernet = Nic("ens1", "ethernet", "up", 400.0)  # faster than the A100's fabric, but not NCCL's path there

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from reports.figures import nccl1gpu as nccl_figure
-from reports.figures import pinned as pinned_figure
+from suite.stages.nccl1gpu import figure as nccl_figure
+from suite.stages.pinned import figure as pinned_figure
 from suite.config import NCCL_1GPU
 from suite.results import Row
 from suite.stages import nccl1gpu, pinned

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from reports.figures import overlap as overlap_figures
-from reports.figures import profile as profile_figures
+from suite.stages.overlap import figure as overlap_figures
+from suite.stages.profile import figure as profile_figures
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s
 from suite.costmodel.buckets import MIB, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from suite.parsers import traces
 from suite.results import Row
 from suite.stages import overlap, profile
-from suite.workloads import profile_run
+from suite.stages.profile import worker as profile_run
 from suite.workloads.ddp_modes import OverlapMode
 
 GPU_FACTS = {"profile": NCCL_GPU.to_dict()}
@@ -147,7 +147,7 @@ def test_nsys_wraps_each_rank_with_a_cuda_profiler_api_capture_range():
     trace = next(a for a in cmd if a.startswith("--trace="))
     assert {"cuda", "nvtx"} <= set(trace.removeprefix("--trace=").split(","))
     tail = cmd[cmd.index("/usr/bin/python3"):]
-    assert tail == ["/usr/bin/python3", "-m", "suite.workloads.profile_run", "--model", "{}",
+    assert tail == ["/usr/bin/python3", "-m", "suite.stages.profile.worker", "--model", "{}",
                     "--capture", "cuda-profiler-api"]
     assert profile_run.strip_nsys(["--nsys", "/x/nsys", "--steps", "3", "--nsys=/y"]) == ["--steps", "3"]
 

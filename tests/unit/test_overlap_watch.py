@@ -1,5 +1,5 @@
-"""The overlap stage's watched buckets, judged (suite/stages/_overlap_watch.py) and drawn
-(reports/figures/overlap.py): rows shaped as suite/workloads/ddp_watch.py writes them, built from the
+"""The overlap stage's watched buckets, judged (suite/stages/overlap/watch.py) and drawn
+(suite/stages/overlap/figure.py): rows shaped as suite/stages/overlap/ddp_watch.py writes them, built from the
 bucket model's own layout, then spoiled one way at a time — each spoiling must change its verdict."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports.figures import overlap as overlap_figures
+from suite.stages.overlap import figure as overlap_figures
 from suite.config import GLOO_CPU
 from suite.costmodel.buckets import OverlapMode, ddp_bucket_members
 from suite.results import Row
-from suite.stages import _overlap_watch as watch
+from suite.stages.overlap import watch
 from suite.stages import overlap
 
 CPU_FACTS = {"profile": GLOO_CPU.to_dict()}

@@ -15,8 +15,7 @@ from suite.__main__ import main as suite_main
 from suite.ingest import inputs
 from suite.parsers import dcgm, smi_health
 from suite.parsers.pasted import clean
-from suite.stages import _health_rules as rules
-
+from suite.stages.health import rules
 DATA = Path(__file__).resolve().parents[1] / "data"
 HEALTH, SMI = DATA / "health", DATA / "smi"
 

@@ -10,7 +10,7 @@ from suite.costmodel.alphabeta import ZERO_COMM_ALLREDUCES, ring_allreduce_s
 from suite.hardware.gpus import gpu_for
 from suite.plan.hours import PlanAssumptions, estimate, plan_inputs, render, step_compute_s
 from suite.cluster.node_nics import PROBE_S
-from suite.cluster.node_pairs import PAIR_BYTES, PAIR_ITERS
+from suite.stages.bandwidth.node_pairs import PAIR_BYTES, PAIR_ITERS
 
 
 def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_parts():

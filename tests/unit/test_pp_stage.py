@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from reports.figures import pp as pp_figures
+from suite.stages.pp import figure as pp_figures
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError, get_profile
 from suite.costmodel.bubble import bubble_fraction, runs_at
 from suite.results import Row
 from suite.stages import pp
-from suite.workloads.pp_split import stage_indices, stage_units
+from suite.stages.pp.split import stage_indices, stage_units
 
 
 def test_the_formula_at_p2_and_interleaved():

@@ -1,4 +1,4 @@
-"""The bubble replayed from the schedule's slots (suite/workloads/pp_timeline.py): a correct 1F1B or GPipe replays
+"""The bubble replayed from the schedule's slots (suite/stages/pp/timeline.py): a correct 1F1B or GPipe replays
 to exactly (P−1)/(M+P−1) however its slots are stretched and its hand-offs delayed (what a loaded machine does);
 an extra barrier, or a stage held until its neighbour's slot ends, replays to more.
 
@@ -13,8 +13,8 @@ import random
 import pytest
 
 from suite.costmodel.bubble import bubble_fraction
-from suite.workloads.pp_bubble import BusyClock
-from suite.workloads.pp_timeline import Slot, replay, slot_kind
+from suite.stages.pp.bubble import BusyClock
+from suite.stages.pp.timeline import Slot, replay, slot_kind
 
 F, B = 0.040, 0.080
 UNITS = {"F": 1.0, "B": B / F, "W": 0.0}

@@ -9,10 +9,10 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from reports.figures import precision as figure
+from suite.stages.precision import figure
 from suite.config import GLOO_CPU
 from suite.stages import precision as stage
-from suite.workloads.precision_run import precision_rows, train
+from suite.stages.precision.worker import precision_rows, train
 
 PC = GLOO_CPU.precision
 FACTS = {"profile": GLOO_CPU.to_dict()}

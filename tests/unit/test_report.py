@@ -173,7 +173,7 @@ def test_figures_are_inlined_and_a_broken_module_is_a_note_not_a_failure(gpu_run
     assert "<img alt=busbw vs size on " + HOSTILE_GPU in doc.in_section("stage-bandwidth")
     assert "<img alt=NVLinks between GPU pairs>" in doc.in_section("stage-topology")
     crossover = doc.in_section("stage-crossover")
-    assert "reports/figures/crossover.py raised ValueError: no busbw rows for this stage" in crossover
+    assert "suite/stages/crossover/figure.py raised ValueError: no busbw rows for this stage" in crossover
     assert "<img" not in crossover and "Measurements" in crossover  # the rest of the section is still there
     assert "returned a str as figure 1, not a matplotlib Figure" in doc.in_section("stage-fault")
     assert len(doc.of("img")) == 2

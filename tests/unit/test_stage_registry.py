@@ -1,6 +1,7 @@
-"""Adding a stage is writing one module: a throwaway stage, dropped into the stages package the way a real one is,
-appears in the run order, in `make plan`, in the profile (and its round trip through a manifest), and is run by
-the runner; a module that misdeclares fails discovery with a message naming it."""
+"""Adding a stage is writing one folder: a throwaway stage, dropped into the stages package the way a real one is,
+appears in the run order, in `make plan`, in the profile (and its round trip through a manifest), is run by the
+runner through its own worker, judged, and drawn in the report by its own figure module; a stage that misdeclares
+fails discovery with a message naming it."""
 
 from __future__ import annotations
 
@@ -100,6 +101,68 @@ def add_stage_module(tmp_path):
     for name in added:
         sys.modules.pop(f"{stages.__name__}.{name}", None)
     stages.rediscover()
+
+
+# The same stage as a folder, as docs/stages.md tells a newcomer to write one: the declaration in __init__.py runs
+# its worker (worker.py, beside it) and the report draws figure.py. Nothing outside the folder is touched.
+FOLDER_WORKER = '''
+"""The throwaway stage's worker: the rows of a measurement that counts."""
+from suite.results import Row
+
+
+def measure(repeats: int, turns: int) -> list[Row]:
+    return [Row(stage="throwaway", case="echo", metric="turns", value=turns, unit="count", repeat=i)
+            for i in range(repeats)]
+'''
+FOLDER_FIGURE = '''
+"""The throwaway stage's figure."""
+from matplotlib.figure import Figure
+
+from reports.figures._plot import finish
+
+
+def figures(rows, expectations, facts):
+    fig = Figure(figsize=(4, 3))
+    fig.add_subplot(1, 1, 1).plot(list(rows["repeat"]), list(rows["value"]))
+    return [finish(fig, "throwaway echo", "Good: every repeat reads the configured turns, drawn by the folder.")]
+'''
+INLINE_RUN = '''    cfg = profile.echo
+    return [Row(stage="throwaway", case="echo", metric="turns", value=cfg.knob.turns, unit="count", repeat=i)
+            for i in range(cfg.repeats)]'''
+WORKER_RUN = '''    from suite.stages.throwaway.worker import measure
+
+    return measure(profile.echo.repeats, profile.echo.knob.turns)'''
+
+
+def test_a_new_stage_folder_is_planned_run_judged_and_drawn(tmp_path):
+    from reports.report import render_path
+
+    folder = tmp_path / "more_stages" / "throwaway"
+    folder.mkdir(parents=True)
+    declaration = THROWAWAY.replace("{name}", "throwaway").replace(INLINE_RUN, WORKER_RUN)
+    assert "throwaway.worker" in declaration
+    (folder / "__init__.py").write_text(declaration)
+    (folder / "worker.py").write_text(FOLDER_WORKER)
+    (folder / "figure.py").write_text(FOLDER_FIGURE)
+    stages.__path__.append(str(folder.parent))
+    try:
+        stages.rediscover()
+        assert stages.ORDER[-1] == "throwaway"
+        assert estimate(NCCL_GPU).stages[-1].basis == "7 minutes of echo"
+        module = stages.load("throwaway")
+        profile = GLOO_CPU.with_overrides(echo=module.EchoConfig(repeats=4, knob=module.Knob(turns=6)))
+        run = runner.start_run(profile, ["throwaway"], tmp_path / "runs")
+        outcome = runner.execute(run, profile, stream=io.StringIO())
+        assert (outcome.counts["pass"], outcome.counts["fail"]) == (1, 0), run.verdicts()
+        assert [(r.repeat, r.value) for r in run.rows()] == [(0, 6.0), (1, 6.0), (2, 6.0), (3, 6.0)]
+        html = render_path(run.path)[0].read_text()
+        assert "every repeat reads the configured turns, drawn by the folder" in html
+        assert "figures unavailable" not in html
+    finally:
+        stages.__path__.remove(str(folder.parent))
+        for name in [n for n in sys.modules if n.startswith(f"{stages.__name__}.throwaway")]:
+            sys.modules.pop(name)
+        stages.rediscover()
 
 
 def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add_stage_module, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from suite.parsers import ParseError
 from suite.parsers.topo import nvlink_count, parse, parse_file
-from suite.stages._topology_rules import verdicts_for_parse
+from suite.stages.topology.rules import verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
 CAPTURES = sorted(p for p in DATA.glob("*.txt") if "-p2p-" not in p.name)  # `topo -p2p` ones: tests of suite/parsers/p2p.py

@@ -275,7 +275,7 @@ def test_parse_cli_prints_json_and_rejects_bad_input(tmp_path):
 
 
 def test_figure_is_the_link_matrix_and_empty_on_cpu(cpu_run):
-    from reports.figures.topology import figures
+    from suite.stages.topology.figure import figures
     from suite.parsers.topo import nvlink_count, parse
     from suite.results import Row
 

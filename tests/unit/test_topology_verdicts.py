@@ -1,4 +1,4 @@
-"""Topology verdicts (suite/stages/_topology_rules.py) on real captures and on broken boxes derived from them."""
+"""Topology verdicts (suite/stages/topology/rules.py) on real captures and on broken boxes derived from them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers.topo import parse
-from suite.stages._topology_rules import classify, expects_full_nvlink, link_class, verdicts_for_parse
+from suite.stages.topology.rules import classify, expects_full_nvlink, link_class, verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
 
