@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from suite.config import Profile
 from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
-from suite.launch.multilaunch import run_across_nodes
+from suite.cluster.multilaunch import run_across_nodes
 from suite.progress import Progress
 from suite import kept_rows
 from suite.results import Row
@@ -57,7 +57,7 @@ class StageContext:
 
         The profile's launcher starts them (suite/launch/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
         forked from a warm process; the workers run the same code either way. A multi-node profile launches
-        torchrun on every node (suite/launch/multilaunch.py)."""
+        torchrun on every node (suite/cluster/multilaunch.py)."""
         kwargs.setdefault("timeout_s", self.time_left())
         kept_rows.open_launch(launch_out_dir(self.raw_dir, tag))  # its rows count if the stage is killed
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS

@@ -18,7 +18,7 @@
  4 run        `python -m suite run --nodes a,b …` detached on the first node (jobs.py), followed and
               re-attached as one host's run is; the job's key includes the node list
  5–7          one fetch of the first node's run directory (every node's raw output is under
-              raw/<stage>/<node>/: suite/launch/multilaunch.py copies it there), report, archive: remote.py's
+              raw/<stage>/<node>/: suite/cluster/multilaunch.py copies it there), report, archive: remote.py's
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The nodes of a multi-node run and the agents that reach them: node lists (multinode), ssh and containers (node_rsh,
-node_container), Slurm and mpirun (slurm, slurm_job, mpirun), per-node probes and sweeps (nodeprobe, nodesweep).
-Imported by the stages, suite.launch, suite.commands, suite.ingest, reports' figures, provisioning; imports no stage.
+node_container), Slurm and mpirun (slurm, slurm_job, mpirun), one launch across them (multilaunch), probes, sweeps.
+Imported by the stages, StageContext, the commands, suite.ingest, reports, provisioning; it builds on suite.launch.
 
 The stages' multi-node parts live here too, each the one place a stage goes for its work across nodes:
 bandwidth_nodes (bandwidth; over node_pairs, intra_node, intra_judges), across_nodes (dp, zero), node_loss (fault),

@@ -123,7 +123,7 @@ def on_this_node(ctx: NodeContext, sweep_args: Sequence[str]) -> list[Row]:
 
 def measure(ctx, sweep_args: Sequence[str]) -> list[Row]:
     """Every node's intra-node sweep at once; its rows renamed for its node, a node that wrote none a failed launch."""
-    from suite.launch.multilaunch import run_on_each_node
+    from suite.cluster.multilaunch import run_on_each_node
 
     names = node_names(ctx.profile)
     if not names:

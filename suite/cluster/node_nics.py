@@ -255,7 +255,7 @@ def measure(ctx) -> list[Row]:
     import os
     import sys
 
-    from suite.launch.multilaunch import run_on_each_node
+    from suite.cluster.multilaunch import run_on_each_node
     from suite.results import read_rows_jsonl
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")

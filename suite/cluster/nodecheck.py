@@ -55,7 +55,7 @@ def node_gpu_count(node: Node | None, ssh_config: str) -> tuple[int | None, str]
 def check_nodes(nodes: Sequence[Node], ssh_config: str = "", *, gpus: bool, master_port: int | None) -> None:
     """NodesError with the first problem; nothing when the nodes can start a launch. This node's port first (no
     ssh), then every other node over ssh (multilaunch.check_reachable), then their GPUs."""
-    from suite.launch.multilaunch import check_reachable
+    from suite.cluster.multilaunch import check_reachable
 
     problem = rendezvous_port_problem(nodes[0].name, master_port)
     if problem:

@@ -1,6 +1,6 @@
 """`python -m suite.cluster.nodeprobe [--ifname IF]`: one node's NICs for the topology stage of a multi-node run, as rows in
 $CARDTIME_RAW_DIR/nic-rows.jsonl (the RDMA tool's output beside them). No torch: it runs on every node at once over
-ssh or srun (suite/launch/multilaunch.py's run_on_each_node) in well under a second; suite/cluster/node_nics.py judges.
+ssh or srun (suite/cluster/multilaunch.py's run_on_each_node) in well under a second; suite/cluster/node_nics.py judges.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def run_torchrun(
 
     The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
     CARDTIME_LOG_PREFIX. The launch runs in its own process group so a timeout kills every worker.
-    One node only: a profile naming several goes through suite/launch/multilaunch.py (StageContext.torchrun chooses).
+    One node only: a profile naming several goes through suite/cluster/multilaunch.py (StageContext.torchrun chooses).
     """
     raw_dir = Path(raw_dir)
     out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)

@@ -19,7 +19,7 @@ NODES_METRIC = "nodes_spanned"
 
 def node_names(world: int) -> list[str]:
     """Each rank's node, by rank (a collective: every rank calls it): the launcher's name for its node
-    (CARDTIME_NODE_NAME, suite/launch/multilaunch.py), else the host's name."""
+    (CARDTIME_NODE_NAME, suite/cluster/multilaunch.py), else the host's name."""
     import torch.distributed as dist
 
     names: list[str | None] = [None] * world

@@ -38,7 +38,7 @@ import argparse, json, sys
 from pathlib import Path
 from suite.commands.run import with_nodes
 from suite.config import get_profile
-from suite.launch.multilaunch import run_across_nodes
+from suite.cluster.multilaunch import run_across_nodes
 out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 args = argparse.Namespace(nodes="node-a,node-b", hostfile=None, ssh_config=ssh_config, socket_ifname=ifname,
                           node_addrs="")

@@ -163,10 +163,9 @@ def test_a_bad_node_container_setting_is_one_clear_error():
 
 
 def test_the_launcher_starts_another_nodes_torchrun_in_the_image(tmp_path, monkeypatch):
-    """suite/launch/multilaunch.py's start of another node, for real (ssh to an unresolvable name fails at once): the
+    """suite/cluster/multilaunch.py's start of another node, for real (ssh to an unresolvable name fails at once): the
     command it ran, logged first in the node's log, is ssh to the node running docker run of the same image."""
-    from suite.launch import multilaunch
-
+    from suite.cluster import multilaunch
     prefix = node_container_prefix(IMAGE, runs_dir=str(tmp_path), job_dir=str(tmp_path), gpus=True, user=None)
     monkeypatch.setenv(NODE_CONTAINER_ENV, json.dumps(prefix))
     node = parse_node("root@nosuch-b.invalid")

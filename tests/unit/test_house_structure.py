@@ -168,3 +168,13 @@ def test_every_stage_is_a_folder_with_its_declaration_and_its_figure():
     assert [f for f in folders if not (REPO / "suite" / "stages" / f / "figure.py").is_file()] == []
     assert not [p for p in (REPO / "reports" / "figures").glob("*.py") if not p.stem.startswith("_")
                 and p.stem != "__init__"], "a stage's figure module left in reports/figures/"
+
+
+def test_launch_and_cluster_import_one_way():
+    """suite.launch starts ranks on this node; suite.cluster (the ssh, container, srun, mpirun and Slurm agents, and
+    multilaunch beside them) builds on it. Nothing in launch/ may import cluster/: the dependency runs one way."""
+    back = sorted(f"{name} → {used}" for name in MODULES if name.startswith("suite.launch")
+                  for used in GRAPH[name] if used.startswith("suite.cluster"))
+    assert back == [], f"launch/ imports cluster/: {back}"
+    assert any(used.startswith("suite.launch") for name in MODULES if name.startswith("suite.cluster")
+               for used in GRAPH[name]), "the rule watches nothing: cluster/ no longer uses launch/"

@@ -47,7 +47,7 @@ def test_no_answer_or_too_old_is_refused_in_one_line():
 
 def test_pyxis_words_in_the_batch_script_expand_per_job(tmp_path):
     """The batch script's CARDTIME_SRUN_ARGS line run by bash for real (SLURM_JOB_ID set as Slurm sets it), then
-    split as suite/launch/multilaunch.py splits it: the image, one container name per job, the checkout and the runs
+    split as suite/cluster/multilaunch.py splits it: the image, one container name per job, the checkout and the runs
     folder mounted at their own paths, the checkout the workdir."""
     import os
     import shlex

@@ -37,7 +37,7 @@ V = verdicts_for(STAGE)
 def run(profile, ctx) -> list[Row]:
     """The drill, its events read back from every node's folder, as rows."""
     from suite.launch.torchrun import LaunchError
-    from suite.launch.multilaunch import run_across_nodes
+    from suite.cluster.multilaunch import run_across_nodes
 
     cfg, nodes = profile.fault, parse_nodes(profile.nodes)
     folder = ctx.raw_dir / CASE
