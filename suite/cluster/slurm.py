@@ -121,7 +121,7 @@ def sbatch_script(*, checkout: str, python: str, nodes: int, gpus_per_node: int,
         + opt("account", account) + opt("time", time_limit) + opt("output", f"{out}/slurm-%j.out")
         + "set -euo pipefail\n"
         + f"cd {shlex.quote(checkout)}\n"
-        + 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+        + 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)  # sed reads all: no SIGPIPE under pipefail\n'
         + 'echo "cardtime: $SLURM_JOB_NUM_NODES nodes ($SLURM_JOB_NODELIST), rendezvous at $head"\n'
         + container
         + f"export PYTHONPATH={shlex.quote(checkout)}${{PYTHONPATH:+:$PYTHONPATH}}  # the checkout's code in every worker\n"

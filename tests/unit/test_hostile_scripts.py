@@ -48,7 +48,9 @@ def test_the_batch_script_runs_hostile_paths_as_plain_words(tmp_path, pattern):
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     bin_dir = tmp_path / "bin"
-    _stub(bin_dir / "scontrol", "echo node-a\necho node-b\n")
+    # A long allocation's host list, longer than a pipe holds: a reader that stops at the first line would
+    # SIGPIPE scontrol, and under `set -o pipefail` end the job before it starts.
+    _stub(bin_dir / "scontrol", "echo node-a\nseq 1 20000 | sed 's/^/node-/'\n")
     _stub(bin_dir / "srun", "exit 0\n")  # the GPU check on every node: passes
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
            "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_JOB_NUM_NODES": "2"}

@@ -169,7 +169,7 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     assert {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
             "#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --exclusive"} <= set(lines)
     assert not [l for l in lines if l.startswith("#SBATCH --time")]  # not given: the partition's limit
-    assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
+    assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)  # sed reads all: no SIGPIPE under pipefail' in lines
     assert "--container-image=nvcr.io/x:1" in text
     # The run's directory and exit status beside the job's output, named by its id (suite/cluster/slurm.py's job_files).
     assert lines[-3:] == ['[ "$status" -ne 0 ] || /shared/cardtime/.venv/bin/python -m suite run --profile nccl-gpu '
