@@ -82,9 +82,9 @@ def generic_headline(verdicts: list[Verdict], state: str) -> str:
 
 
 def declared_headline(stage: str, rows, verdicts: list[Verdict], expectations) -> str | None:
-    """The stage module's own headline, or None (no module, no function, it raised, it returned nothing)."""
-    module = suite_stages.REGISTRY.modules.get(stage)
-    make = getattr(module, "headline", None)
+    """The stage's own headline, or None (no such stage, none declared, it raised, it returned nothing)."""
+    declared = suite_stages.REGISTRY.declared.get(stage)
+    make = declared.headline if declared else None
     if make is None:
         return None
     try:

@@ -169,10 +169,10 @@ def recorded_text(manifest: dict[str, Any], stage: str) -> StageText | None:
 
 
 def stage_text(stage: str) -> StageText:
-    """The stage module's own sentences; a stage this checkout lacks still gets a section, saying so."""
+    """The stage's own sentences; a stage this checkout lacks still gets a section, saying so."""
     try:
-        module = suite_stages.load(stage)
+        declared = suite_stages.declaration(stage)
     except Exception as e:  # noqa: BLE001 - an unloadable stage module must not stop the report
-        return StageText("", "", "", missing=f"stage module suite/stages/{stage}.py could not be loaded "
+        return StageText("", "", "", missing=f"stage suite/stages/{stage}/ could not be loaded "
                                               f"({type(e).__name__}: {e}); its description is unavailable")
-    return StageText(str(module.MEASURES), str(module.WRONG), str(module.REHEARSAL), title=str(module.TITLE))
+    return StageText(declared.measures, declared.wrong, declared.rehearsal, title=declared.title)

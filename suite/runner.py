@@ -213,32 +213,31 @@ def preload_torch(threads: int) -> None:
 
 
 def launches_ranks(stage: str) -> bool:
-    """Whether the stage's code reaches a worker module (suite/workloads/): the warm launcher is started for it."""
-    return any(path.parent.name == "workloads" for path in stagecode.stage_files(stage))
+    """Whether the stage starts ranks (suite/stagecode.py): the warm launcher is started for it."""
+    return stagecode.launches_ranks(stage)
 
 
 def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None) -> None:
     """expect → produce the rows (run() isolated, by default) → judge → record."""
     produce = produce or run_isolated
-    module = stages.load(name)
+    declared = stages.declaration(name)
     state = run.stage_state(name)
     state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None,
-                 stage_code=stagecode.stage_code(name))  # reports compare: same code, comparable numbers
+                 stage_code=stagecode.stage_code(name, declared.version))  # reports compare: same code, comparable
     run.save_manifest()
-    progress.start_stage(index, name, module.MEASURES)
+    progress.start_stage(index, name, declared.measures)
     facts = stage_facts(run, profile)
     raw_dir = run.raw_dir(name)
     timeout = profile.timeout_for(name)
 
-    if profile.is_rehearsal and not module.REHEARSAL:
+    if profile.is_rehearsal and not declared.rehearsal:
         verdicts = [verdicts_for(name).skip("run", expected="a GPU", observed=f"profile {profile.name}",
-                                            reason=getattr(module, "CPU_SKIP",
-                                                           "this stage needs GPUs and has no rehearsal face"))]
+                                            reason=declared.cpu_skip or "this stage needs GPUs and has no rehearsal face")]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 
     try:
-        expectations = list(module.expect(profile, facts))
+        expectations = list(declared.expect(profile, facts))
     except Exception:
         expectations = []
         failure = {"message": "expect() raised", "traceback": traceback.format_exc()}
@@ -246,7 +245,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
         return
     run.replace_stage_expectations(name, expectations)
 
-    outcome = produce(module, name, profile, run, raw_dir, facts, progress, timeout)
+    outcome = produce(declared, name, profile, run, raw_dir, facts, progress, timeout)
     if not outcome["ok"]:  # killed or crashed: the rows it measured so far are kept (suite/kept_rows.py)
         kept = kept_rows.salvage(raw_dir)
         outcome = {**outcome, "message": f"{outcome.get('message', 'stage failed')}; {kept_rows.salvage_note(kept, name)}"}
@@ -255,7 +254,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     rows = read_rows_jsonl(raw_dir / ROWS_FILE)
     published = outcome.get("published", {})
     try:
-        verdicts = list(module.judge(rows, expectations, {**facts, **published}))
+        verdicts = list(declared.judge(rows, expectations, {**facts, **published}))
     except Exception:
         verdicts = [failure_verdict(name, {"message": "judge() raised", "traceback": traceback.format_exc()})]
     finish_stage(run, name, rows, expectations, verdicts, published, "complete", progress)
@@ -305,16 +304,16 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
 # ---------------------------------------------------------------- isolation
 
 
-def run_isolated(module, name: str, profile: Profile, run: RunDir, raw_dir: Path, facts: dict[str, Any],
-                 progress: Progress, timeout: float) -> dict[str, Any]:
-    """Run module.run in a forked child with its own process group; kill the whole tree at the timeout."""
+def run_isolated(declared: stages.Stage, name: str, profile: Profile, run: RunDir, raw_dir: Path,
+                 facts: dict[str, Any], progress: Progress, timeout: float) -> dict[str, Any]:
+    """Run the stage's run() in a forked child with its own process group; kill the whole tree at the timeout."""
     kept_rows.reset(raw_dir)  # no row of an earlier attempt may be salvaged as this one's
     deadline = time.monotonic() + timeout
 
     def stage() -> dict[str, Any]:
         ctx = _child_context(name, profile, run, raw_dir, facts, progress, deadline)
         inject(name)
-        write_rows_jsonl(raw_dir / ROWS_FILE, list(module.run(profile, ctx)))
+        write_rows_jsonl(raw_dir / ROWS_FILE, list(declared.run(profile, ctx)))
         return {"ok": True, "published": ctx.published}
 
     def failed(error: BaseException) -> dict[str, Any]:

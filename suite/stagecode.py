@@ -1,11 +1,10 @@
-"""A fingerprint of the code that measures a stage, recorded per stage in manifest.json (`stage_code`).
+"""A stage's version, recorded per stage in manifest.json (`stage_code`): the hash of its folder — asv's idea,
+a benchmark's version is its own source — or the explicit `version` its Stage declares.
 
-Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports
-compare` marks that stage "not comparable" instead of calling the difference a regression. The
-fingerprint covers the stage module and every suite module it reaches — by import or by name
-(ctx.torchrun("suite.workloads.x")), followed transitively: workloads, costmodel, parsers, stage helpers.
-The plumbing (PLUMBING: runner, results, config, launch, …) is left out: the schema has its own
-version and the profile is recorded whole, so a change there does not make every old run incomparable.
+Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports compare`
+marks that stage "not comparable" instead of calling the difference a regression. What the folder uses from the
+shared libraries (suite.workloads, suite.costmodel, …) is not hashed: a change there that alters what a stage
+measures says so by setting the stage's `version`, as an asv benchmark does.
 """
 
 from __future__ import annotations
@@ -16,24 +15,9 @@ import re
 from pathlib import Path
 
 SUITE_ROOT = Path(__file__).resolve().parent
-PLUMBING = frozenset({
-    "suite", "suite.__main__", "suite.runner", "suite.results", "suite.config", "suite.launch.torchrun", "suite.context",
-    "suite.progress", "suite.launch.procs", "suite.verdicts", "suite.values", "suite.stagecode", "suite.stages",
-    "suite.commands", "suite.workloads.worker", "suite.launch.forklaunch", "suite.launch.zygote",
-})
 MODULE_LITERAL = re.compile(r"^suite(?:\.\w+)+$")
-
-
-def module_path(name: str) -> Path | None:
-    """suite.workloads.sweep → suite/workloads/sweep.py (or the package's __init__.py); None if absent."""
-    parts = name.split(".")
-    if parts[0] != "suite":
-        return None
-    base = SUITE_ROOT.joinpath(*parts[1:])
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
+RANK_SIDE = ("suite.workloads", "suite.launch")
+"""What a stage names when it starts ranks: a worker harness or a launcher."""
 
 
 def module_name(path: Path) -> str:
@@ -66,45 +50,33 @@ def imported_names(path: Path, tree: ast.AST | None = None) -> set[str]:
     return names
 
 
-_REFERENCES: dict[tuple[Path, Path], tuple[str, frozenset[str]]] = {}
-"""(suite root, file) → (the text it was parsed from, its references): a run fingerprints every stage, and the
-stages share most of their files; a file whose text changed is parsed again."""
-
-
 def referenced_modules(path: Path) -> set[str]:
-    """Modules named by a file: its imports (relative ones resolved) and string literals like 'suite.workloads.x'."""
-    text = path.read_text(encoding="utf-8")
-    cached = _REFERENCES.get((SUITE_ROOT, path))
-    if cached is not None and cached[0] == text:
-        return set(cached[1])
-    tree = ast.parse(text, filename=str(path))
+    """Modules named by a file: its imports and string literals like 'suite.workloads.x' (a worker by name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names = imported_names(path, tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value):
-            names.add(node.value)
-    found = {n for n in names if n.startswith("suite.") and n not in PLUMBING and not n.startswith("suite.commands.")}
-    _REFERENCES[(SUITE_ROOT, path)] = (text, frozenset(found))
-    return found
+    names.update(node.value for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value))
+    return names
 
 
 def stage_files(stage: str) -> list[Path]:
-    start = module_path(f"suite.stages.{stage}")
-    if start is None:
-        return []
-    seen, todo = {start}, [start]
-    while todo:
-        for name in referenced_modules(todo.pop()):
-            path = module_path(name)
-            if path is not None and path not in seen:
-                seen.add(path)
-                todo.append(path)
-    return sorted(seen)
+    """The stage's folder, suite/stages/<stage>/: every module in it."""
+    folder = SUITE_ROOT / "stages" / stage
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def stage_code(stage: str) -> str:
-    """sha256 (first 16 hex digits) over the stage's measuring files, by relative path and content."""
+def stage_code(stage: str, version: str = "") -> str:
+    """The declared version, else sha256 (first 16 hex digits) over the folder's files, by path and content."""
+    if version:
+        return f"version {version}"
     digest = hashlib.sha256()
     for path in stage_files(stage):
         digest.update(path.relative_to(SUITE_ROOT.parent).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def launches_ranks(stage: str) -> bool:
+    """Whether the stage's folder names a worker harness or a launcher (RANK_SIDE): the runner then starts the warm
+    launcher for it."""
+    return any(name.startswith(RANK_SIDE) for path in stage_files(stage) for name in referenced_modules(path))

@@ -60,11 +60,11 @@ def add_parser(sub) -> None:
 def list_stages(profile: str | None = None) -> int:
     print(f"{'#':>2}  {'stage':<10} {'rehearsal':<9} measures")
     for name in stages.available(profile):
-        module, n = stages.load(name), stages.CHECKLIST_ROW[name]
-        face = "yes" if module.REHEARSAL else "no"
-        print(f"{n:>2}  {name:<10} {face:<9} {module.MEASURES}")
-        if module.REHEARSAL:
-            print(f"{'':>2}  {'':<10} {'':<9} on CPU: {module.REHEARSAL}")
+        declared = stages.declaration(name)
+        face = "yes" if declared.rehearsal else "no"
+        print(f"{declared.row:>2}  {name:<10} {face:<9} {declared.measures}")
+        if declared.rehearsal:
+            print(f"{'':>2}  {'':<10} {'':<9} on CPU: {declared.rehearsal}")
     return 0
 
 

@@ -255,10 +255,10 @@ def estimate(profile: Profile, a: PlanAssumptions = PlanAssumptions(), rate_per_
     plan = Plan(profile=profile.name, gpus=inputs.gpus, gpu=gpu_for(a.gpu_name).model, alpha_s=inputs.alpha_s,
                 beta_Bps=inputs.beta_Bps, nodes=a.nodes, rate_per_hour=rate_per_hour, before=plan_setup.before(setup),
                 after=plan_setup.after(setup), tier=tier)
-    for name, module in stages.REGISTRY.modules.items():
+    for name, declared in stages.REGISTRY.declared.items():
         if not stages.runs_on(name, profile.name) or (only is not None and name not in only):
             continue
-        seconds, basis = module.estimate(inputs)
+        seconds, basis = declared.estimate(inputs)
         plan.stages.append(StageEstimate(name, float(seconds), basis))
     return plan
 

@@ -1,29 +1,17 @@
-"""The stages, discovered from this package and run in the order their modules declare.
-Each stage is one folder (suite/stages/<name>/); "_" modules are libraries stages share; multi-node: suite.cluster.
-Imported by the runner, the commands, suite.plan, suite.ingest and reports; a stage imports no other stage.
+"""The stages, discovered from this package and run in the order their declarations say.
+Each stage is one folder (suite/stages/<name>/) ending in one STAGE = Stage(...) (suite/stage_contract.py);
+imported by the runner, the commands, suite.plan, suite.ingest and reports; a stage imports no other stage.
 
-A stage is one folder here (every package not starting with "_"); the runner, `make plan`, the
-profile's config sections and the report learn everything about it from the module itself
-(see docs/stages.md):
+A stage is one folder here (every package not starting with "_"; "_" modules are libraries stages share); the
+runner, `make plan`, the profile's config sections and the report learn everything about it from its typed
+declaration, and nothing else (see docs/stages.md):
 
-    ROW: int             its row in CHECKLIST.md (unique; the report cites it)
-    AFTER: tuple[str]    the stages it runs after (their facts, or the checklist's grouping); () = none
-    BEFORE: tuple[str]   optional: stages it must run before (a stage that runs first says so itself)
-    TITLE: str           what it runs on the rented node, in a few words (the README's stage table)
-    MEASURES: str        one sentence: what the stage measures
-    WRONG: str           one sentence: what wrong looks like (CHECKLIST.md's verdict column)
-    REHEARSAL: str       what its gloo-cpu face does ("" when it has none: skipped on CPU)
-    CONFIG: ConfigSection | None   its own part of the profile, with a value per profile (suite/config.py)
-    PROFILES: tuple[str]  optional: the profiles that run it (default DEFAULT_PROFILES, the multi-card ones)
-    CPU_SKIP: str        optional, for REHEARSAL = "": why the CPU rehearsal skips it (the skip verdict's reason)
-    def estimate(p: suite.plan.hours.PlanInputs) -> tuple[float, str]   seconds on the GPU profile, and how
-    def expect(profile, facts) -> list[Expectation]
-    def run(profile, ctx) -> list[Row]
-    def judge(rows, expectations, facts) -> list[Verdict]
+    STAGE = Stage(row=5, after=("baseline",), title=…, measures=…, wrong=…, rehearsal=…, config=CONFIG,
+                  estimate=estimate, expect=expect, run=run, judge=judge, headline=headline)
 
-The run order is every AFTER and BEFORE satisfied, ties broken by ROW. A module that misdeclares (an
-unknown stage in AFTER or BEFORE, a ROW another stage has, a missing attribute, a cycle) fails the
-import of this package with a message naming the module.
+The run order is every `after` and `before` satisfied, ties broken by row. A folder that misdeclares (no STAGE,
+a field of the wrong type, an unknown stage in after or before, a row another stage has, a cycle) fails the import
+of this package with a message naming the module.
 """
 
 from __future__ import annotations
@@ -34,18 +22,9 @@ import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 
-from suite import config
-from suite import sections
+from suite import config, sections
+from suite.stage_contract import DEFAULT_PROFILES, Stage, StageDeclarationError  # noqa: F401 - named from here too
 
-DEFAULT_PROFILES = ("gloo-cpu", "nccl-gpu")
-"""The profiles a stage runs on when its module declares no PROFILES: the rehearsal and the multi-card box.
-A stage that means something on one card (nccl-1gpu) says so itself: `PROFILES = (*DEFAULT_PROFILES, "nccl-1gpu")`."""
-
-REQUIRED = ("ROW", "AFTER", "TITLE", "MEASURES", "WRONG", "REHEARSAL", "CONFIG", "estimate", "expect", "run", "judge")
-
-
-class StageDeclarationError(RuntimeError):
-    """A stage module whose declarations cannot be placed in the registry; the message names the module."""
 
 
 class StageSelectionError(ValueError):
@@ -64,57 +43,47 @@ class Registry:
         return tuple(self.modules)
 
     @property
+    def declared(self) -> dict[str, Stage]:
+        """Stage name → its declaration, in run order."""
+        return {name: module.STAGE for name, module in self.modules.items()}
+
+    @property
     def rows(self) -> dict[str, int]:
-        return {name: module.ROW for name, module in self.modules.items()}
+        return {name: stage.row for name, stage in self.declared.items()}
 
 
 def stage_module_names(package: ModuleType) -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
-def check_declarations(module: ModuleType) -> None:
-    where = f"stage module {module.__name__} ({module.__file__})"
-    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
-    if missing:
-        raise StageDeclarationError(f"{where} lacks {', '.join(missing)}: declare them (see docs/stages.md)")
-    if not isinstance(module.ROW, int) or isinstance(module.ROW, bool) or module.ROW < 1:
-        raise StageDeclarationError(f"{where}: ROW = {module.ROW!r} must be its CHECKLIST.md row, an integer ≥ 1")
-    for attr in ("AFTER", "BEFORE"):
-        names = getattr(module, attr, ())
-        if isinstance(names, str) or not isinstance(names, (tuple, list)) or not all(isinstance(a, str) for a in names):
-            raise StageDeclarationError(f"{where}: {attr} = {names!r} must be a tuple of stage names")
-    for text in ("TITLE", "MEASURES", "WRONG"):
-        if not isinstance(getattr(module, text), str) or not getattr(module, text).strip():
-            raise StageDeclarationError(f"{where}: {text} must be a non-empty sentence")
-    names = getattr(module, "PROFILES", DEFAULT_PROFILES)
-    if isinstance(names, str) or not isinstance(names, (tuple, list)) or not names:
-        raise StageDeclarationError(f"{where}: PROFILES = {names!r} must be a non-empty tuple of profile names")
-    unknown = [n for n in names if n not in config.PROFILES]
-    if unknown:
-        raise StageDeclarationError(f"{where}: PROFILES names {', '.join(map(repr, unknown))}, which is no profile: "
-                                    f"choose from {', '.join(config.PROFILES)}")
-    if module.CONFIG is not None and not isinstance(module.CONFIG, sections.ConfigSection):
-        raise StageDeclarationError(f"{where}: CONFIG must be a suite.sections.ConfigSection or None")
+def check_declaration(module: ModuleType) -> None:
+    """The folder declares one Stage; its fields were checked when it was built (suite/stage_contract.py)."""
+    declared = getattr(module, "STAGE", None)
+    if not isinstance(declared, Stage):
+        raise StageDeclarationError(f"stage module {module.__name__} ({module.__file__}) declares no STAGE = "
+                                    f"Stage(...) (it has {type(declared).__name__}): see docs/stages.md")
 
 
 def run_order(modules: dict[str, ModuleType]) -> list[str]:
-    """Every AFTER before its stage; among the stages free to run next, the lowest ROW first."""
+    """Every `after` before its stage; among the stages free to run next, the lowest row first."""
     by_row: dict[int, str] = {}
+    declared = {name: module.STAGE for name, module in modules.items()}
     for name, module in modules.items():
-        if module.ROW in by_row:
-            raise StageDeclarationError(f"stage module {module.__name__} declares ROW = {module.ROW}, which stage "
-                                        f"{by_row[module.ROW]} already has: each checklist row belongs to one stage")
-        by_row[module.ROW] = name
-        for attr in ("AFTER", "BEFORE"):
-            unknown = [a for a in getattr(module, attr, ()) if a not in modules or a == name]
+        stage = declared[name]
+        if stage.row in by_row:
+            raise StageDeclarationError(f"stage module {module.__name__} declares row={stage.row}, which stage "
+                                        f"{by_row[stage.row]} already has: each checklist row belongs to one stage")
+        by_row[stage.row] = name
+        for attr in ("after", "before"):
+            unknown = [a for a in getattr(stage, attr) if a not in modules or a == name]
             if unknown:
                 raise StageDeclarationError(f"stage module {module.__name__} runs {attr} {', '.join(unknown)}, which "
                                             f"is no other stage: choose from {', '.join(sorted(set(modules) - {name}))}")
-    waiting = {name: set(m.AFTER) for name, m in modules.items()}
-    for name, module in modules.items():
-        for later in getattr(module, "BEFORE", ()):
+    waiting = {name: set(stage.after) for name, stage in declared.items()}
+    for name, stage in declared.items():
+        for later in stage.before:
             waiting[later].add(name)
-    ready = [(modules[name].ROW, name) for name, needs in waiting.items() if not needs]
+    ready = [(declared[name].row, name) for name, needs in waiting.items() if not needs]
     heapq.heapify(ready)
     order: list[str] = []
     while ready:
@@ -124,10 +93,10 @@ def run_order(modules: dict[str, ModuleType]) -> list[str]:
             if name in needs:
                 needs.discard(name)
                 if not needs:
-                    heapq.heappush(ready, (modules[other].ROW, other))
+                    heapq.heappush(ready, (declared[other].row, other))
     stuck = [modules[n].__name__ for n in modules if n not in order]
     if stuck:
-        raise StageDeclarationError(f"stage modules {', '.join(stuck)} wait on each other through AFTER (a cycle): "
+        raise StageDeclarationError(f"stage modules {', '.join(stuck)} wait on each other through after (a cycle): "
                                     f"break it")
     return order
 
@@ -136,12 +105,15 @@ def discover(package: ModuleType) -> Registry:
     """Import every stage module of `package`, check its declarations, order them, declare their config sections."""
     modules = {}
     for name in stage_module_names(package):
-        module = importlib.import_module(f"{package.__name__}.{name}")
-        check_declarations(module)
+        try:
+            module = importlib.import_module(f"{package.__name__}.{name}")
+        except StageDeclarationError as e:  # a field of the wrong type, caught as its Stage(...) was built
+            raise StageDeclarationError(f"stage module {package.__name__}.{name}: {e}") from None
+        check_declaration(module)
         modules[name] = module
     registry = Registry({name: modules[name] for name in run_order(modules)})
     try:
-        sections.declare_sections({name: m.CONFIG for name, m in registry.modules.items() if m.CONFIG is not None})
+        sections.declare_sections({name: d.config for name, d in registry.declared.items() if d.config is not None})
     except config.ProfileError as e:
         raise StageDeclarationError(str(e)) from None
     return registry
@@ -155,15 +127,15 @@ def rediscover() -> Registry:
     return REGISTRY
 
 
-def profiles_of(module: ModuleType) -> tuple[str, ...]:
-    """The profiles that run this stage (its PROFILES, else DEFAULT_PROFILES)."""
-    return tuple(getattr(module, "PROFILES", DEFAULT_PROFILES))
+def declaration(name: str) -> Stage:
+    """The stage's typed declaration (StageSelectionError for a name that is no stage)."""
+    return load(name).STAGE
 
 
 def runs_on(name: str, profile: str | None) -> bool:
     """Whether stage `name` belongs to profile `profile`; a profile the suite does not define (a test's, a
     renamed one) and None run every stage."""
-    return profile is None or profile not in config.PROFILES or profile in profiles_of(REGISTRY.modules[name])
+    return profile is None or profile not in config.PROFILES or profile in REGISTRY.modules[name].STAGE.profiles
 
 
 def available(profile: str | None = None) -> list[str]:
@@ -198,17 +170,17 @@ def select(spec: str | None, profile: str | None = None) -> list[str]:
 
 REGISTRY: Registry
 ORDER: tuple[str, ...]
-"""The run order (derived from the modules' AFTER and ROW)."""
+"""The run order (derived from the declarations' after, before and row)."""
 CHECKLIST_ROW: dict[str, int]
-"""Each stage's CHECKLIST.md row, as the report cites it (the modules' ROW)."""
+"""Each stage's CHECKLIST.md row, as the report cites it (the declarations' row)."""
 rediscover()
 
 
-TEXTS = ("TITLE", "MEASURES", "WRONG", "REHEARSAL")
+TEXTS = ("title", "measures", "wrong", "rehearsal")
 """What a stage says about itself, recorded in the manifest when a run is made (the report of an old run
 shows what that run's code said, not today's)."""
 
 
 def texts(names: list[str]) -> dict[str, dict[str, str]]:
     """{stage: {"title": …, "measures": …, "wrong": …, "rehearsal": …}} for the stages a run selected."""
-    return {name: {attr.lower(): str(getattr(load(name), attr, "")) for attr in TEXTS} for name in names}
+    return {name: {attr: getattr(declaration(name), attr) for attr in TEXTS} for name in names}

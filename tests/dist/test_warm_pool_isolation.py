@@ -14,6 +14,7 @@ import types
 import pytest
 
 from suite.launch import forklaunch, procs
+from suite.stage_contract import Stage
 from suite import runner, stages
 from suite.config import GLOO_CPU
 from suite.results import Row, Verdict
@@ -26,8 +27,6 @@ WORKER = "tests.dist.workers.report_env"
 def make_stage(name: str, worker_args: list[str], kill_zygote: bool = False, launch_timeout_s: float | None = None,
                check_gone: str = "") -> types.ModuleType:
     module = types.ModuleType(f"warm_{name}")
-    module.MEASURES, module.WRONG, module.REHEARSAL = f"{name} things", "anything", "yes"
-    module.expect = lambda profile, facts: []
 
     def run(profile, ctx):
         zygote = forklaunch.warm_zygote()
@@ -51,7 +50,8 @@ def make_stage(name: str, worker_args: list[str], kill_zygote: bool = False, lau
         return [Verdict(id=f"{name}.sum", stage=name, status="pass" if ok else "fail", expected="1 on both ranks",
                         observed=str([r.value for r in rows]), reason="0 + 1")]
 
-    module.run, module.judge = run, judge
+    module.STAGE = Stage(row=99, title=name, measures=f"{name} things", wrong="anything", rehearsal="yes", config=None,
+                         estimate=lambda p: (0.0, ""), expect=lambda profile, facts: [], run=run, judge=judge)
     return module
 
 

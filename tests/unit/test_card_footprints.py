@@ -252,4 +252,4 @@ def test_the_rehearsal_sizes_nothing():
     assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.ep.tokens
     assert scaling_model(GLOO_CPU, facts) == GLOO_CPU.model and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model
     for stage in (baseline, cp, ep, pp):
-        assert not [e for e in stage.expect(GLOO_CPU, facts) if "sizing" in (e.case, e.metric)], stage.STAGE
+        assert not [e for e in stage.expect(GLOO_CPU, facts) if "sizing" in (e.case, e.metric)], stage.NAME

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import types
+import dataclasses
 
 import pytest
 
@@ -41,13 +41,11 @@ def test_plan_counts_only_the_profiles_stages():
 
 
 def test_a_stage_naming_an_unknown_profile_is_refused():
-    module = types.ModuleType("suite.stages.bogus")
-    module.__file__ = "bogus.py"
-    for attr in stages.REQUIRED:
-        setattr(module, attr, getattr(stages.load("memory"), attr))
-    module.PROFILES = ("gloo-cpu", "nccl-8gpu")
-    with pytest.raises(stages.StageDeclarationError, match="'nccl-8gpu', which is no profile"):
-        stages.check_declarations(module)
-    module.PROFILES = "nccl-1gpu"
-    with pytest.raises(stages.StageDeclarationError, match="must be a non-empty tuple"):
-        stages.check_declarations(module)
+    memory = stages.declaration("memory")
+    with pytest.raises(stages.StageDeclarationError, match=r"profiles=\('gloo-cpu', 'nccl-8gpu'\) must name .* "
+                                                          r"each one of gloo-cpu, nccl-gpu"):
+        dataclasses.replace(memory, profiles=("gloo-cpu", "nccl-8gpu"))
+    with pytest.raises(stages.StageDeclarationError, match="profiles='nccl-1gpu' must be a tuple of names"):
+        dataclasses.replace(memory, profiles="nccl-1gpu")
+    with pytest.raises(stages.StageDeclarationError, match=r"profiles=\(\) must name at least one profile"):
+        dataclasses.replace(memory, profiles=())

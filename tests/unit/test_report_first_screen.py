@@ -66,12 +66,12 @@ def test_a_headline_that_raises_falls_back_to_the_generic_line(monkeypatch):
 def test_the_run_records_its_stage_texts_and_the_report_shows_those(tmp_path):
     manifest = runner.initial_manifest(GLOO_CPU, "r", ["topology", "bandwidth"])
     assert set(manifest["stage_texts"]) == {"topology", "bandwidth"}
-    assert manifest["stage_texts"]["bandwidth"]["measures"] == bandwidth.MEASURES
+    assert manifest["stage_texts"]["bandwidth"]["measures"] == bandwidth.STAGE.measures
     run = build_run(tmp_path / "run")
     data = json.loads((run / "manifest.json").read_text())
     assert "stage_texts" not in data  # a run made before the texts were recorded: today's code speaks
     html = render_path(run)[0].read_text()
-    assert f"Measures: {bandwidth.MEASURES}" in html
+    assert f"Measures: {bandwidth.STAGE.measures}" in html
     data["stage_texts"] = {"bandwidth": {"title": "the old sweep", "measures": "busbw as that run's code measured it",
                                          "wrong": "what wrong looked like then", "rehearsal": ""}}
     (run / "manifest.json").write_text(json.dumps(data))
@@ -79,7 +79,7 @@ def test_the_run_records_its_stage_texts_and_the_report_shows_those(tmp_path):
     assert view.text("bandwidth").recorded and not view.text("topology").recorded
     html = render_path(run)[0].read_text()
     assert "Measures: busbw as that run&#39;s code measured it" in html and "bandwidth (checklist #2) — the old sweep" in html
-    assert f"Measures: {bandwidth.MEASURES}" not in html
+    assert f"Measures: {bandwidth.STAGE.measures}" not in html
 
 
 def test_a_long_table_is_always_folded():

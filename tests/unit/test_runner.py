@@ -17,13 +17,11 @@ from suite.launch import procs
 from suite import runner, stages
 from suite.config import GLOO_CPU
 from suite.results import Expectation, Row, RunDir, SchemaError, Verdict
+from suite.stage_contract import Stage
 
 
 def make_stage(name: str, behaviour: str = "ok", calls: Path | None = None) -> types.ModuleType:
     module = types.ModuleType(f"fake_{name}")
-    module.MEASURES = f"{name} things"
-    module.WRONG = "anything"
-    module.REHEARSAL = "yes"
 
     def expect(profile, facts):
         return [Expectation(stage=name, case="c", metric="m", value=2.0, unit="count", basis="1 + 1")]
@@ -54,7 +52,8 @@ def make_stage(name: str, behaviour: str = "ok", calls: Path | None = None) -> t
         return [Verdict(id=f"{name}.value", stage=name, status="pass" if ok else "fail", expected="2",
                         observed=str([r.value for r in rows]), reason="all ranks agree")]
 
-    module.expect, module.run, module.judge = expect, run, judge
+    module.STAGE = Stage(row=99, title=name, measures=f"{name} things", wrong="anything", rehearsal="yes", config=None,
+                         estimate=lambda p: (0.0, ""), expect=expect, run=run, judge=judge)
     return module
 
 

@@ -19,9 +19,9 @@ def test_every_stage_module_is_in_the_registry_in_an_order_its_declarations_allo
     assert sorted(stages.available()) == present
     position = {name: i for i, name in enumerate(stages.ORDER)}
     for name in stages.ORDER:
-        module = stages.load(name)
-        assert all(position[a] < position[name] for a in module.AFTER), name
-        assert all(position[b] > position[name] for b in getattr(module, "BEFORE", ())), name
+        declared = stages.declaration(name)
+        assert all(position[a] < position[name] for a in declared.after), name
+        assert all(position[b] > position[name] for b in declared.before), name
     rows = [stages.CHECKLIST_ROW[name] for name in stages.ORDER]
     assert len(set(rows)) == len(rows)
     # The checklist's ten, in its run order (rows 6 and 7, 8 swap: the scaling experiments run together first),
@@ -33,12 +33,13 @@ def test_every_stage_module_is_in_the_registry_in_an_order_its_declarations_allo
 
 @pytest.mark.parametrize("name", stages.ORDER)
 def test_stage_has_the_three_functions_and_its_words(name):
+    declared = stages.declaration(name)
     module = stages.load(name)
     for fn in ("expect", "run", "judge", "estimate"):
-        assert callable(getattr(module, fn))
-    assert module.MEASURES.strip() and module.WRONG.strip() and module.TITLE.strip()
-    assert isinstance(module.REHEARSAL, str)
-    assert module.CONFIG is None or isinstance(module.CONFIG, ConfigSection)
+        assert getattr(declared, fn) is getattr(module, fn)  # the declaration names the folder's own functions
+    assert declared.measures.strip() and declared.wrong.strip() and declared.title.strip()
+    assert isinstance(declared.rehearsal, str)
+    assert declared.config is None or isinstance(declared.config, ConfigSection)
 
 
 def readme_stage_table() -> list[tuple[int, str, str]]:
@@ -56,7 +57,7 @@ def readme_stage_table() -> list[tuple[int, str, str]]:
 def test_the_readme_stage_table_is_the_registry():
     table = readme_stage_table()
     assert len(table) == len(stages.ORDER) >= 10
-    assert table == [(stages.CHECKLIST_ROW[n], n, stages.load(n).TITLE) for n in stages.ORDER]
+    assert table == [(stages.CHECKLIST_ROW[n], n, stages.declaration(n).title) for n in stages.ORDER]
 
 
 def test_loading_the_stages_does_not_import_torch():

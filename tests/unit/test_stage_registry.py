@@ -26,14 +26,8 @@ from dataclasses import dataclass, field
 
 from suite.config import ConfigSection
 from suite.results import Expectation, Row
+from suite.stage_contract import Stage
 from suite.verdicts import verdicts_for
-
-ROW = 99
-AFTER = ("bandwidth",)
-TITLE = "an echo of its own config section"
-MEASURES = "nothing: it reports its config section back"
-WRONG = "a value other than the one configured"
-REHEARSAL = "the same echo on CPU"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +75,13 @@ def judge(rows, expectations, facts):
     ok = len(rows) == facts["profile"]["echo"]["repeats"] and all(r.value == expectations[0].value for r in rows)
     return [verdicts_for("{name}").check("echo", ok, expected=str(expectations[0].value),
                                          observed=str([r.value for r in rows]), reason="the section came through")]
+
+
+STAGE = Stage(row=99, after=("bandwidth",), title="an echo of its own config section",
+              measures="nothing: it reports its config section back", wrong="a value other than the one configured",
+              rehearsal="the same echo on CPU", config=CONFIG, estimate=estimate, expect=expect, run=run, judge=judge)
 '''
+PLACE = 'row=99, after=("bandwidth",)'  # what the tests below replace to misdeclare or reorder the stage
 
 
 @pytest.fixture
@@ -168,7 +168,7 @@ def test_a_new_stage_folder_is_planned_run_judged_and_drawn(tmp_path):
 def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add_stage_module, tmp_path):
     before = stages.available()
     # Row 99: above every real stage's row, so it runs last.
-    add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway").replace("ROW = 11", "ROW = 99"))
+    add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway"))
     stages.rediscover()
 
     # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 99 is last).
@@ -200,13 +200,16 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
 
 
 @pytest.mark.parametrize("declaration, complaint", [
-    ("ROW = 2\nAFTER = ()", r"ROW = 2, which stage bandwidth already has"),
-    ("ROW = 12\nAFTER = ('bandwith',)", r"runs AFTER bandwith, which is no other stage"),
-    ("ROW = 12\nAFTER = ()\nBEFORE = ('warp',)", r"runs BEFORE warp"),
-    ("ROW = 12\nAFTER = 'topology'", r"AFTER = 'topology' must be a tuple"),
+    ("row=2, after=()", r"row=2, which stage bandwidth already has"),
+    ("row=12, after=('bandwith',)", r"runs after bandwith, which is no other stage"),
+    ("row=12, after=(), before=('warp',)", r"runs before warp"),
+    ("row=12, after='topology'", r"after='topology' must be a tuple of names"),
+    ("row=True, after=()", r"row=True must be its CHECKLIST.md row"),
+    ("row=12, after=(), profiles=('gloo-gpu',)", r"profiles=\('gloo-gpu',\) must name at least one profile"),
+    ("row=12, after=(), headline='best'", r"headline='best' must be a function or None"),
 ])
 def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module, declaration, complaint):
-    source = THROWAWAY.replace("{name}", "misdeclared").replace("ROW = 99\nAFTER = (\"bandwidth\",)", declaration)
+    source = THROWAWAY.replace("{name}", "misdeclared").replace(PLACE, declaration)
     assert declaration in source
     add_stage_module("misdeclared", source)
     with pytest.raises(stages.StageDeclarationError, match=complaint) as raised:
@@ -216,14 +219,14 @@ def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module,
 
 def test_a_stage_missing_its_declarations_is_refused(add_stage_module):
     add_stage_module("bare", "MEASURES = 'x'\n")
-    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.bare .*lacks ROW, AFTER, TITLE"):
+    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.bare .*declares no STAGE = Stage"):
         stages.rediscover()
 
 
 def test_a_cycle_through_after_is_refused(add_stage_module):
     for name, other in (("ping", "pong"), ("pong", "ping")):
-        source = THROWAWAY.replace("{name}", name).replace("ROW = 99\nAFTER = (\"bandwidth\",)",
-                                                            f"ROW = {20 if name == 'ping' else 21}\nAFTER = ({other!r},)")
+        source = THROWAWAY.replace("{name}", name).replace(PLACE, f"row={20 if name == 'ping' else 21}, "
+                                                                    f"after=({other!r},)")
         add_stage_module(name, source.replace('ConfigSection("echo"', f'ConfigSection("echo_{name}"'))
     with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"):
         stages.rediscover()
@@ -231,8 +234,7 @@ def test_a_cycle_through_after_is_refused(add_stage_module):
 
 def test_a_stage_may_put_itself_first_with_before(add_stage_module):
     first = stages.ORDER[0]  # whichever stage runs first today (health): "early" declares it runs before that one
-    source = THROWAWAY.replace("{name}", "early").replace("ROW = 99\nAFTER = (\"bandwidth\",)",
-                                                         f"ROW = 99\nAFTER = ()\nBEFORE = ({first!r},)")
+    source = THROWAWAY.replace("{name}", "early").replace(PLACE, f"row=99, after=(), before=({first!r},)")
     add_stage_module("early", source)
     assert stages.rediscover().order[0] == "early"
 

@@ -1,4 +1,5 @@
-"""stage_code: the fingerprint `reports compare` uses to refuse comparing numbers made by different code."""
+"""stage_code: the version `reports compare` uses to refuse comparing numbers made by different code — the hash of
+the stage's folder, or the version it declares — and whether a stage starts ranks (the warm launcher's cue)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,19 @@ from suite import stagecode
 
 @pytest.fixture()
 def tree(tmp_path, monkeypatch) -> Path:
-    """A miniature suite/: a stage importing a model module and launching a workload by name."""
+    """A miniature suite/: a stage folder launching its worker by name, another stage, a shared library."""
     root = tmp_path / "suite"
     files = {
         "__init__.py": "",
-        "results.py": "SCHEMA = 1\n",
         "stages/__init__.py": "",
-        "stages/sweep.py": "from ..costmodel import alphabeta\nfrom ..results import SCHEMA\n"
-                           "def run(p, ctx):\n    ctx.torchrun('suite.workloads.collectives', [])\n",
-        "stages/other.py": "def run(p, ctx):\n    pass\n",
+        "stages/sweep/__init__.py": "from suite.costmodel import alphabeta\n"
+                                    "def run(p, ctx):\n    ctx.torchrun('suite.stages.sweep.worker', [])\n",
+        "stages/sweep/worker.py": "from suite.workloads.worker import worker_session\n",
+        "stages/other/__init__.py": "def run(p, ctx):\n    pass\n",
         "costmodel/__init__.py": "",
         "costmodel/alphabeta.py": "ALPHA = 5e-6\n",
         "workloads/__init__.py": "",
-        "workloads/collectives.py": "from suite.workloads import helpers\n",
-        "workloads/helpers.py": "X = 1\n",
+        "workloads/worker.py": "X = 1\n",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -37,25 +37,38 @@ def rel(paths, root):
     return [p.relative_to(root).as_posix() for p in paths]
 
 
-def test_the_fingerprint_covers_the_measuring_code_a_stage_reaches(tree):
-    assert rel(stagecode.stage_files("sweep"), tree) == [
-        "costmodel/__init__.py", "costmodel/alphabeta.py", "stages/sweep.py", "workloads/__init__.py", "workloads/collectives.py",
-        "workloads/helpers.py"]  # results.py (plumbing, versioned by the schema) is left out
-
-
-def test_a_change_in_reached_code_changes_it_and_plumbing_does_not(tree):
-    before = stagecode.stage_code("sweep")
-    other = stagecode.stage_code("other")
-    (tree / "results.py").write_text("SCHEMA = 2\n")
+def test_the_version_covers_the_stage_folder_and_nothing_else(tree):
+    assert rel(stagecode.stage_files("sweep"), tree) == ["stages/sweep/__init__.py", "stages/sweep/worker.py"]
+    before, other = stagecode.stage_code("sweep"), stagecode.stage_code("other")
+    assert len(before) == 16 and before != other
+    (tree / "workloads/worker.py").write_text("X = 2\n")  # a shared library: not the stage's version
+    (tree / "costmodel/alphabeta.py").write_text("ALPHA = 6e-6\n")
     assert stagecode.stage_code("sweep") == before
-    (tree / "workloads/helpers.py").write_text("X = 2\n")
+    (tree / "stages/sweep/worker.py").write_text("from suite.workloads.worker import worker_session  # edited\n")
     assert stagecode.stage_code("sweep") != before
-    assert stagecode.stage_code("other") == other and len(other) == 16
+    (tree / "stages/sweep/rules.py").write_text("FLOOR = 0.7\n")  # a new file in the folder counts too
+    changed = stagecode.stage_code("sweep")
+    assert changed != before and stagecode.stage_code("other") == other
 
 
-def test_the_real_stages_have_a_fingerprint():
+def test_a_declared_version_is_the_version_whatever_the_folder_holds(tree):
+    assert stagecode.stage_code("sweep", "2") == "version 2"
+    (tree / "stages/sweep/worker.py").write_text("X = 3\n")
+    assert stagecode.stage_code("sweep", "2") == "version 2"
+
+
+def test_a_stage_naming_a_worker_harness_or_launcher_starts_ranks(tree):
+    assert stagecode.launches_ranks("sweep") and not stagecode.launches_ranks("other")
+    (tree / "stages/other/__init__.py").write_text("from suite.launch.forklaunch import launch\n")
+    assert stagecode.launches_ranks("other")
+
+
+def test_the_real_stages_have_a_version_and_only_the_rankless_skip_the_launcher():
     from suite import stages
 
     assert len(stages.available()) >= 10
     for name in stages.available():
-        assert stagecode.module_path(f"suite.stages.{name}") in stagecode.stage_files(name)
+        assert stagecode.module_name(stagecode.stage_files(name)[0]) == f"suite.stages.{name}"
+        assert len(stagecode.stage_code(name, stages.declaration(name).version)) == 16
+    # topology reads tools (nvidia-smi, lscpu) and pinned copies on one process: neither starts ranks
+    assert [n for n in stages.available() if not stagecode.launches_ranks(n)] == ["topology", "pinned"]

@@ -23,6 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+from suite.stage_contract import Stage
 
 from suite import headlines as hl
 from suite.config import Profile
@@ -40,14 +41,8 @@ from suite.cluster.alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa
 from suite.launch.rows import launch_rows, launch_verdicts
 from suite.stages._probe import probe_verdicts
 
-STAGE = "bandwidth"
-MEASURES = "bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)"
-WRONG = "large-message busbw below 70% of the link's per-direction peak; a dip in the curve; any #wrong > 0"
-REHEARSAL = "the torch sweep on gloo with nccl-tests' columns, every result checked elementwise"
+NAME = "bandwidth"
 
-ROW = 2
-AFTER = ("topology",)  # the GPU model and link class from facts["topology"]
-TITLE = "nccl-tests `*_perf` 8 B → 8 GB and the same sweep through torch.distributed"
 CONFIG = None  # the sweep sizes are the profile's `sweep`, shared with crossover
 
 
@@ -77,13 +72,13 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for coll in COLLECTIVES:
         for size in profile.sweep.sizes():
             t = collective_time_s(coll, size, n, alpha, beta)
-            out.append(Expectation(stage=STAGE, case=coll, metric="time_us", value=t * 1e6, unit="us", basis=basis,
+            out.append(Expectation(stage=NAME, case=coll, metric="time_us", value=t * 1e6, unit="us", basis=basis,
                                    size_bytes=size, world=n, source="model"))
-        out.append(Expectation(stage=STAGE, case=coll, metric="wrong", value=0, unit="count",
+        out.append(Expectation(stage=NAME, case=coll, metric="wrong", value=0, unit="count",
                                basis="every element equals its known expected value", world=n))
         if peak is not None and len(profile.nodes) < 2:
             share = _intra_judges.floor_share(peak)
-            out.append(Expectation(stage=STAGE, case=coll, metric="busbw_min", value=share * peak.per_gpu_GBps,
+            out.append(Expectation(stage=NAME, case=coll, metric="busbw_min", value=share * peak.per_gpu_GBps,
                                    unit="GB/s", basis=f"{share:.0%} × {peak.basis}; {sized}", world=n,
                                    size_bytes=top))
     return out + bandwidth_nodes.expect(profile, facts)  # across nodes: held to the NICs, each node to its link
@@ -93,7 +88,7 @@ def sweep_args(profile: Profile) -> list[str]:
     """The torch sweep's arguments: the profile's sizes and iterations (the intra-node sweeps take the same)."""
     s = profile.sweep
     return ["--sizes", ",".join(str(x) for x in s.sizes()), "--warmup", str(s.warmup_iters), "--iters", str(s.iters),
-            "--dtype", s.dtype, "--stage", STAGE]
+            "--dtype", s.dtype, "--stage", NAME]
 
 
 TORCH_TIME_SHARE = {"cuda": 0.4, "cpu": 0.8}
@@ -116,7 +111,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         args += ["--bare-repeats", "1"]
     args += sweep_time_args(profile, ctx.time_left())
     ctx.say(f"torch sweep: {len(COLLECTIVES)} collectives × {len(profile.sweep.sizes())} sizes")
-    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+    with sampling(ctx.raw_dir, NAME, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
         rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
         ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
         rows += bandwidth_nodes.measure(ctx, sweep_args(profile))  # across nodes: the pair matrix, each node's sweep
@@ -139,7 +134,7 @@ def with_fit(rows: list[Row], world: int, nccl_tests_form: str | None = None) ->
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
@@ -152,11 +147,11 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    verdicts = [judge_coverage(rows, facts)] + launch_verdicts(STAGE, rows)
+    verdicts = [judge_coverage(rows, facts)] + launch_verdicts(NAME, rows)
     verdicts += judge_dropped(rows)
     verdicts += judge_wrong(rows)
-    verdicts += probe_verdicts(STAGE, rows)
-    verdicts += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+    verdicts += probe_verdicts(NAME, rows)
+    verdicts += throttle_verdicts(rows, stage=NAME, on_gpu=judges_performance(facts),
                                  ingested=bool(facts.get("ingest")))
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows, judges_performance(facts)))
@@ -361,3 +356,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
                 f"({source}) · expected intra {intra[1]}, inter {inter}")
     against = f"expected ≥ {hl.number(floor[0].value)}" if floor else "no link peak to hold it to"
     return f"all_reduce busbw {hl.number(top.value)} GB/s at {hl.size(top.size_bytes)} ({source}) · {against}"
+
+
+STAGE = Stage(
+    row=2,
+    after=("topology",),  # the GPU model and link class from facts["topology"]
+    title="nccl-tests `*_perf` 8 B → 8 GB and the same sweep through torch.distributed",
+    measures="bus bandwidth of every collective over message sizes (torch.distributed and nccl-tests)",
+    wrong="large-message busbw below 70% of the link's per-direction peak; a dip in the curve; any #wrong > 0",
+    rehearsal="the torch sweep on gloo with nccl-tests' columns, every result checked elementwise",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+from suite.stage_contract import Stage
 
 from suite.config import Profile
 from suite.context import StageContext
@@ -27,16 +28,9 @@ from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_model, scaling_sized
 from suite.hardware.card_fit import card_bytes
 
-STAGE = "baseline"
-MEASURES = "the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU"
-WRONG = "MFU far below what the card's peak allows for this model size"
-REHEARSAL = "the same model on CPU; numbers recorded, not judged"
+NAME = "baseline"
 
-ROW = 4
-AFTER = ("topology",)  # the GPU model for the MFU
-TITLE = "the model at TP=1 on one card: tokens/s, memory, MFU"
 CONFIG = None  # the profile's `model`, shared by every scaling stage
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a baseline too
 
 
 def estimate(p) -> tuple[float, str]:
@@ -49,7 +43,7 @@ def estimate(p) -> tuple[float, str]:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     params = parameter_count(cfg)
-    common = dict(stage=STAGE, case="train_step", tp=1, world=1, dtype=cfg.dtype)
+    common = dict(stage=NAME, case="train_step", tp=1, world=1, dtype=cfg.dtype)
     out = [
         Expectation(metric="parameters", value=params, unit="count", basis="suite/workloads/gpt.py parameter_count",
                     **common),
@@ -85,10 +79,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg = scaling_model(profile, ctx.facts)
     ctx.say(f"d={cfg.hidden}, {cfg.layers} layers, batch {cfg.batch}×{cfg.seq_len}, {cfg.dtype}: "
             f"{cfg.warmup_steps} warm-up + {cfg.steps} timed steps on {device}")
-    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+    with sampling(ctx.raw_dir, NAME, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
         rows = measure_baseline(cfg, device)
     values = {r.metric: r.value for r in rows if r.text is None or r.metric == "peak_tflops"}
-    ctx.publish(STAGE, {
+    ctx.publish(NAME, {
         "step_time_s": values["step_time_s"],
         "tokens_per_s": values["tokens_per_s"],
         "peak_memory_bytes": values["peak_memory_bytes"],
@@ -100,7 +94,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return rows + samples.rows()
 
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -112,7 +106,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         "measured", ok, expected="a finite step time", observed=f"{step.value:.4g} s" if step else "no step-time row",
         reason_ok="the denominator of the scaling figures is measured",
         reason_bad="no baseline step time: tp and dp speedups cannot be computed; see raw/baseline/stage.log"))
-    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+    out += throttle_verdicts(rows, stage=NAME, on_gpu=judges_performance(facts),
                                  ingested=bool(facts.get("ingest")))
     if not judges_performance(facts):
         out.append(VERDICTS.cpu_skip("mfu", f"MFU ≥ {MFU_FLOOR:.0%} of the card's bf16 dense peak",
@@ -149,3 +143,16 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if mfu is not None and mfu.status != "skip":
         parts.append(f"MFU {mfu.observed} · expected {mfu.expected}")
     return " · ".join(parts)
+
+
+STAGE = Stage(
+    row=4,
+    after=("topology",),  # the GPU model for the MFU
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),  # one card has a baseline too
+    title="the model at TP=1 on one card: tokens/s, memory, MFU",
+    measures="the fixed GPT model at TP=1 on one device: tokens/s, step time, peak memory, MFU",
+    wrong="MFU far below what the card's peak allows for this model size",
+    rehearsal="the same model on CPU; numbers recorded, not judged",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

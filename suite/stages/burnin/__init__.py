@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.facts import gpu
 from suite.hardware.gpus import gpu_for
@@ -31,17 +32,7 @@ from suite.results import Expectation, Row, Verdict
 from suite.stages.burnin import rules
 from suite.verdicts import judges_performance
 
-STAGE = "burnin"
-ROW = 16
-AFTER = ("topology",)  # the GPU model (its bf16 peak) from facts["topology"]
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one rented card can compute wrong too (repeats are compared)
-TITLE = "seeded bf16/fp32 GEMM chain at full load for the tier's time: bits across GPUs and repeats, sustained TFLOP/s"
-MEASURES = ("silent data corruption (bits across GPUs and repeats) and each GPU's sustained TFLOP/s against its peers "
-            "and its SKU, under the tier's sustained load")
-WRONG = ("any bit unlike the other GPUs' or its own earlier repeat; a GPU > 10 % below its peers' median (> 25 % "
-         "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling; an HBM copy below "
-         "70 % of the datasheet; an IB port's ib_write_bw below 80 % of its rate")
-REHEARSAL = "the same chain on CPU ranks for 1 s: bits compared across ranks and repeats, the peer rule on CPU figures"
+NAME = "burnin"
 DTYPES = ("bfloat16", "float32")
 
 
@@ -74,7 +65,7 @@ class BurninConfig:
     """`ib_write_bw -D` per IB port after the chain (suite/hardware/ib_bandwidth.py); 0 runs none."""
 
 
-CONFIG = ConfigSection(STAGE, BurninConfig, {
+CONFIG = ConfigSection(NAME, BurninConfig, {
     "gloo-cpu": BurninConfig(seconds=1.0, n=96, links=3, window_s=0.2, sample_ms=0, hbm_mib=1, copy_mib=1,
                              copy_iters=1, ib_seconds=0.0),
     "nccl-gpu": BurninConfig(),
@@ -97,7 +88,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     model = gpu(facts)
     if profile.is_rehearsal or model is None or not model.bf16_dense_tflops:
         return []
-    return [Expectation(stage=STAGE, case="gemm", metric="tflops", dtype="bfloat16", unit="TFLOP/s",
+    return [Expectation(stage=NAME, case="gemm", metric="tflops", dtype="bfloat16", unit="TFLOP/s",
                         value=rules.SUSTAINED_PEAK_SHARE * model.bf16_dense_tflops,
                         basis=f"{rules.SUSTAINED_PEAK_SHARE:.0%} of the {model.bf16_dense_tflops:g} TFLOP/s bf16 "
                               f"dense peak ({model.model}: {model.peak_source})")]
@@ -122,16 +113,16 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     # the workspace setting must be in the environment before CUDA starts (cuBLAS's reproducibility condition)
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG}
     before = fabric.snapshot(ctx.raw_dir, "before")
-    with sampler.sampling(ctx.raw_dir, STAGE, period_ms=sampler.period_for(profile, cfg.sample_ms)) as samples:
+    with sampler.sampling(ctx.raw_dir, NAME, period_ms=sampler.period_for(profile, cfg.sample_ms)) as samples:
         rows = ctx.torchrun("suite.stages.burnin.worker", worker_args(cfg), tag="burnin", nproc=profile.nproc,
                             env=env).rows()
     rows += samples.rows()
     if cfg.ib_seconds and not profile.is_rehearsal:  # after the chain: the ports' own figure, its errors counted below
         ib_rows = ib.measure(ib.read_ports(), ctx.facts.get("topology") or {}, ctx.raw_dir, seconds=cfg.ib_seconds,
-                             stage=STAGE, say=ctx.say)
+                             stage=NAME, say=ctx.say)
         ctx.keep(ib_rows)
         rows += ib_rows
-    return rows + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=STAGE)
+    return rows + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -146,9 +137,9 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
     out += rules.link_verdicts(rows, on_gpu=on_gpu)
     out += [v for v in [rules.hbm_sku_verdict(rows, model, on_gpu=on_gpu)] if v is not None]
-    out += sampler.throttle_verdicts(rows, stage=STAGE, on_gpu=on_gpu)
-    out.append(fabric.fabric_verdict(rows, stage=STAGE))
-    out.append(ib.ib_verdict(rows, on_gpu=on_gpu, stage=STAGE))
+    out += sampler.throttle_verdicts(rows, stage=NAME, on_gpu=on_gpu)
+    out.append(fabric.fabric_verdict(rows, stage=NAME))
+    out.append(ib.ib_verdict(rows, on_gpu=on_gpu, stage=NAME))
     return out
 
 
@@ -171,3 +162,19 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     bad = sum(r.value for r in rows if r.metric == "mismatched_repeats")
     return (f"bf16 {hl.number(hl.median(bf16.values()))} TFLOP/s sustained median of {len(bf16)}{slowest} · "
             f"{int(bad)} mismatching of {int(repeats)} repeats compared bit for bit")
+
+
+STAGE = Stage(
+    row=16,
+    after=("topology",),  # the GPU model (its bf16 peak) from facts["topology"]
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),  # one rented card can compute wrong too (repeats are compared)
+    title="seeded bf16/fp32 GEMM chain at full load for the tier's time: bits across GPUs and repeats, sustained TFLOP/s",
+    measures="silent data corruption (bits across GPUs and repeats) and each GPU's sustained TFLOP/s against its peers "
+             "and its SKU, under the tier's sustained load",
+    wrong="any bit unlike the other GPUs' or its own earlier repeat; a GPU > 10 % below its peers' median (> 25 % "
+          "fails) or below half its bf16 peak; hardware slowdown, thermal or power-brake throttling; an HBM copy below "
+          "70 % of the datasheet; an IB port's ib_write_bw below 80 % of its rate",
+    rehearsal="the same chain on CPU ranks for 1 s: bits compared across ranks and repeats, the peer rule on CPU figures",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile, ProfileError
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.drill_tolerance import attention_tolerance, lse_scale
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance
@@ -32,14 +33,8 @@ from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import cp_sized
 
-STAGE = "cp"
-ROW = 13
-AFTER = ("bandwidth",)  # runs with the other drills, after the collectives are known to work
-TITLE = "ring attention and Ulysses at CP = 2/4/8: time vs sequence length"
-MEASURES = "time per attention layer vs sequence length, bytes per rank, K/V rotation hidden behind compute"
-WRONG = "K/V rotation not hidden behind compute; any golden difference beyond the tolerance"
-REHEARSAL = "ring and Ulysses at CP = 2/4: output, LSE and dq/dk/dv vs full attention, causal and not"
-V = verdicts_for(STAGE)
+NAME = "cp"
+V = verdicts_for(NAME)
 ALGOS = ("ring", "ulysses")
 MASKS = ("full", "causal")
 QUANTITIES = ("output", "lse", "dq", "dk", "dv")
@@ -77,7 +72,7 @@ class CpConfig:
                 raise ProfileError(f"cp sequence lengths {bad} are not divisible by CP = {d}: pick multiples of {d}")
 
 
-CONFIG = ConfigSection(STAGE, CpConfig, {
+CONFIG = ConfigSection(NAME, CpConfig, {
     "gloo-cpu": CpConfig(heads=4, head_dim=16, golden_seq_len=64, seq_lens=(64, 128), degrees=(2, 4), reps=1,
                          dtype="float32"),
     "nccl-gpu": CpConfig(),
@@ -128,21 +123,21 @@ def estimate(p) -> tuple[float, str]:
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.cp
-    out = subset_expectations(STAGE, profile, "CP (sequence shards)") if degrees(profile) else []
+    out = subset_expectations(NAME, profile, "CP (sequence shards)") if degrees(profile) else []
     if card_bytes(facts) is not None and degrees(profile):  # what the sweep was sized to on this card
         kept, sized = timed_lengths(profile, facts)
-        out.append(Expectation(stage=STAGE, case="sizing", metric="seq_len_max", value=float(max(kept, default=0)),
+        out.append(Expectation(stage=NAME, case="sizing", metric="seq_len_max", value=float(max(kept, default=0)),
                                unit="tokens", source="model", basis=sized))
     for d in degrees(profile):
         tols = tolerances(cfg, d)
         for algo in ALGOS:
-            out += [Expectation(stage=STAGE, case=f"{mask}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
+            out += [Expectation(stage=NAME, case=f"{mask}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
                                 basis=f"at most {tols[q].describe()} (suite/costmodel/drill_tolerance.py)",
                                 algo=algo, world=d, dtype=CHECK_DTYPE) for mask in MASKS for q in QUANTITIES]
-            out.append(Expectation(stage=STAGE, case="comm.forward", metric="bytes_sent",
+            out.append(Expectation(stage=NAME, case="comm.forward", metric="bytes_sent",
                                    value=float(forward_bytes(algo, cfg, d)), unit="bytes", algo=algo, world=d,
                                    dtype=CHECK_DTYPE, basis="ring: (P−1)·2·shard(K,V); Ulysses: (P−1)/P·(4 shards + LSE)"))
-        out.append(Expectation(stage=STAGE, case="overlap", metric="rotation_hidden", value=1.0, unit="ratio",
+        out.append(Expectation(stage=NAME, case="overlap", metric="rotation_hidden", value=1.0, unit="ratio",
                                algo="ring", world=d, basis="ideal: the rotation entirely behind the block's compute"))
     return out
 
@@ -249,3 +244,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if overlap and overlap.status != "skip":
         text += f" · K/V rotation hidden {overlap.observed} · expected ≥ {HIDDEN_FLOOR:.0%}"
     return text
+
+
+STAGE = Stage(
+    row=13,
+    after=("bandwidth",),  # runs with the other drills, after the collectives are known to work
+    title="ring attention and Ulysses at CP = 2/4/8: time vs sequence length",
+    measures="time per attention layer vs sequence length, bytes per rank, K/V rotation hidden behind compute",
+    wrong="K/V rotation not hidden behind compute; any golden difference beyond the tolerance",
+    rehearsal="ring and Ulysses at CP = 2/4: output, LSE and dq/dk/dv vs full attention, causal and not",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -21,6 +21,7 @@ import math
 import os
 
 from suite.config import Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
                                tree_allreduce_s)
@@ -32,15 +33,8 @@ from suite.cluster.alphabeta_fit import fit_rows
 from suite.launch.rows import launch_rows, launch_verdicts
 from suite import headlines as hl
 
-STAGE = "crossover"
-MEASURES = "all-reduce time of a ring and a tree over message sizes, and the size where they cross"
-WRONG = ("the hand ring/tree crossover more than 10× away from the α-β model's prediction (α, β fitted by the "
-         "bandwidth stage); NCCL's own Ring/Tree crossover is reported, not judged (its intra-node Tree is a chain)")
-REHEARSAL = "hand-written ring and tree all-reduce over isend/irecv, byte-counted, checked against dist.all_reduce"
+NAME = "crossover"
 
-ROW = 3
-AFTER = ("bandwidth",)  # α and β fitted by the bandwidth stage
-TITLE = "all_reduce pinned to `NCCL_ALGO=Ring` then `Tree`"
 CONFIG = None  # the profile's `sweep`, shared with bandwidth
 
 
@@ -65,11 +59,11 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     out = []
     for size in profile.sweep.sizes():
         for algo, model in (("ring", ring_allreduce_s), ("tree", tree_allreduce_s)):
-            out.append(Expectation(stage=STAGE, case=algo, metric="time_us", value=model(size, n, alpha, beta) * 1e6,
+            out.append(Expectation(stage=NAME, case=algo, metric="time_us", value=model(size, n, alpha, beta) * 1e6,
                                    unit="us", basis=f"{algo} α-β; {basis}", size_bytes=size, world=n, algo=algo,
                                    source="model"))
     cross = crossover_bytes(n, alpha, beta)
-    out.append(Expectation(stage=STAGE, case="crossover", metric="crossover_bytes",
+    out.append(Expectation(stage=NAME, case="crossover", metric="crossover_bytes",
                            value=float("nan") if cross is None else cross, unit="bytes", world=n, source="model",
                            basis=(f"S* = αβ(L−(n−1))/((n−1)/n−L), L=⌈log₂{n}⌉, α={alpha * 1e6:.3g} µs, "
                                   f"β={beta / 1e9:.3g} GB/s ({basis})" if cross else
@@ -80,7 +74,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     s = profile.sweep
     sizes = ",".join(str(x) for x in s.sizes())
-    common = ["--warmup", str(s.warmup_iters), "--iters", str(s.iters), "--dtype", s.dtype, "--stage", STAGE]
+    common = ["--warmup", str(s.warmup_iters), "--iters", str(s.iters), "--dtype", s.dtype, "--stage", NAME]
     hand_sizes = [x for x in s.sizes() if x <= HAND_MAX_BYTES]
     ctx.say(f"hand ring and tree all-reduce × {len(hand_sizes)} sizes")
     rows = launch_rows(ctx, "suite.stages.crossover.hand_allreduce",
@@ -150,18 +144,18 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
     """Per-algorithm α-β fits and the measured and fitted crossover of each pair of curves present."""
     out: list[Row] = []
     for algo in ALGOS:  # hand rows: case = algo
-        out += fit_rows(rows, world, stage=STAGE, case=algo, algo=algo, match_algo=algo)
+        out += fit_rows(rows, world, stage=NAME, case=algo, algo=algo, match_algo=algo)
     for nccl_algo in NCCL_ALGOS:  # NCCL_ALGO rows: case all_reduce, algo Ring/Tree; fits labelled ring/tree
-        out += fit_rows(rows, world, stage=STAGE, case="all_reduce", algo=nccl_algo.lower(), match_algo=nccl_algo)
+        out += fit_rows(rows, world, stage=NAME, case="all_reduce", algo=nccl_algo.lower(), match_algo=nccl_algo)
     for source, tree, ring in PAIRS:
         t, r = times(rows, source, tree), times(rows, source, ring)
         if not t or not r:
             continue
         size, what = measured_crossover(t, r)
-        out.append(Row(stage=STAGE, case="crossover", metric="crossover_bytes", unit="bytes", source=source,
+        out.append(Row(stage=NAME, case="crossover", metric="crossover_bytes", unit="bytes", source=source,
                        value=float("nan") if size is None else size, world=world, text=what))
         fitted = fitted_crossover(out, source)
-        out.append(Row(stage=STAGE, case="crossover", metric="crossover_bytes_fit", unit="bytes", source=source,
+        out.append(Row(stage=NAME, case="crossover", metric="crossover_bytes_fit", unit="bytes", source=source,
                        value=float("nan") if fitted is None else fitted, world=world,
                        text="where the fitted ring and tree lines cross"))
     return out
@@ -169,7 +163,7 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -178,7 +172,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                     for check in ("correct", "bytes") for algo in ALGOS]
     else:
         verdicts = [judge_correct(rows, algo) for algo in ALGOS] + [judge_bytes(rows, algo) for algo in ALGOS]
-    verdicts += judge_nccl_runs(rows) + launch_verdicts(STAGE, rows)
+    verdicts += judge_nccl_runs(rows) + launch_verdicts(NAME, rows)
     predicted = next((e.value for e in expectations if e.metric == "crossover_bytes"), float("nan"))
     measured = {r.source: r for r in rows if r.metric == "crossover_bytes"}
     # The model describes the hand-written ring and binomial tree: they, not NCCL's, are held to it.
@@ -280,3 +274,16 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         return None
     return (f"Ring/Tree crossover at {hl.size(measured[0].value)}"
             + (f" · α-β predicts {hl.size(predicted[0].value)}" if predicted else ""))
+
+
+STAGE = Stage(
+    row=3,
+    after=("bandwidth",),  # α and β fitted by the bandwidth stage
+    title="all_reduce pinned to `NCCL_ALGO=Ring` then `Tree`",
+    measures="all-reduce time of a ring and a tree over message sizes, and the size where they cross",
+    wrong="the hand ring/tree crossover more than 10× away from the α-β model's prediction (α, β fitted by the "
+          "bandwidth stage); NCCL's own Ring/Tree crossover is reported, not judged (its intra-node Tree is a chain)",
+    rehearsal="hand-written ring and tree all-reduce over isend/irecv, byte-counted, checked against dist.all_reduce",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -22,6 +22,7 @@ suite/costmodel/alphabeta.py allreduce_across_nodes_s), and the verdicts say whi
 from __future__ import annotations
 
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
+from suite.stage_contract import Stage
 
 from suite.config import Profile
 from suite.context import StageContext
@@ -37,14 +38,8 @@ from suite.stages._golden import golden_verdicts, tolerance_after_training
 from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_dp_model, scaling_model
 
-STAGE = "dp"
-MEASURES = "tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch"
-WRONG = "per-rank throughput decaying more than the α-β model predicts (gradients not bucketed?)"
-REHEARSAL = "1/2/4 ranks on gloo; parameters after training equal single-process training"
+NAME = "dp"
 
-ROW = 7
-AFTER = ("bandwidth", "baseline")  # α-β for the prediction, the one-card step time for the efficiency
-TITLE = "DDP over 1/2/4/8 cards"
 CONFIG = None  # the profile's `model` and `degrees`
 
 
@@ -72,7 +67,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     step_1, step_basis = one_rank_step(profile, facts)
     out = []
     for d in profile.dp_degrees:
-        out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
+        out.append(Expectation(stage=NAME, case="params_after_training", metric="max_abs_error",
                                value=golden.bound, unit="abs", world=d, dtype=CHECK_DTYPE,
                                basis=f"at most {golden.describe()} (suite/costmodel/tolerance.py)"))
         if step_1:
@@ -82,9 +77,9 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             where = place(profile, d)
             basis = (f"{step_basis}; {g / 1e6:.4g} MB of gradients all-reduced per step"
                      + (f" {where}" if where else "") + f"; {ab_basis}")
-            out += [Expectation(stage=STAGE, case="train_step", metric="efficiency", value=eff, unit="ratio",
+            out += [Expectation(stage=NAME, case="train_step", metric="efficiency", value=eff, unit="ratio",
                                 basis=basis, world=d, dtype=model.dtype),
-                    Expectation(stage=STAGE, case="train_step", metric="tokens_per_s_per_rank",
+                    Expectation(stage=NAME, case="train_step", metric="tokens_per_s_per_rank",
                                 value=eff * tokens / step_1, unit="tokens/s", basis=basis, world=d,
                                 dtype=model.dtype)]
     return out
@@ -114,7 +109,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     args = [*model_args(scaling_dp_model(profile, ctx.facts)), "--degrees", degrees] + (["--record-nodes"] if across else [])
     # Across nodes every node starts its nproc ranks (the world is the largest degree); on one node only as many
     # as the largest degree needs.
-    with sampling(ctx.raw_dir, STAGE, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
+    with sampling(ctx.raw_dir, NAME, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
         rows = ctx.torchrun("suite.stages.dp.worker", args, tag="dp",
                             nproc=profile.nproc if across else max(profile.dp_degrees)).rows()
     return rows + efficiency_rows(rows) + samples.rows()
@@ -128,20 +123,20 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
     if not one:
         return []
     dtype = timed[0].dtype
-    return [Row(stage=STAGE, case="train_step", metric="efficiency", value=v / one, unit="ratio", world=d,
+    return [Row(stage=NAME, case="train_step", metric="efficiency", value=v / one, unit="ratio", world=d,
                 dtype=dtype, source="torch") for d, v in sorted(per_rank.items())]
 
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
-    out = golden_verdicts(STAGE, rows, tolerance_after_training(facts, scaling_dp_model(profile, facts)), "world",
+    out = golden_verdicts(NAME, rows, tolerance_after_training(facts, scaling_dp_model(profile, facts)), "world",
                           profile.dp_degrees, lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:]
                           else f"DDP over {d} rank(s)")
-    out += nodes_verdict(STAGE, rows, profile)
-    out += throttle_verdicts(rows, stage=STAGE, on_gpu=judges_performance(facts),
+    out += nodes_verdict(NAME, rows, profile)
+    out += throttle_verdicts(rows, stage=NAME, on_gpu=judges_performance(facts),
                                  ingested=bool(facts.get("ingest")))
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"}
@@ -175,3 +170,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     spanned = [r for r in hl.matching(rows, "train_step", NODES_METRIC, world=top.world) if r.value > 1]
     return (f"DP={top.world}" + (f" across {spanned[0].value:.0f} nodes" if spanned else "")
             + f" scaling efficiency {top.value:.0%}" + (f" · expected {want[0].value:.0%}" if want else ""))
+
+
+STAGE = Stage(
+    row=7,
+    after=("bandwidth", "baseline"),  # α-β for the prediction, the one-card step time for the efficiency
+    title="DDP over 1/2/4/8 cards",
+    measures="tokens/s per rank under DDP over 1/2/4(/8) ranks with a fixed global batch",
+    wrong="per-rank throughput decaying more than the α-β model predicts (gradients not bucketed?)",
+    rehearsal="1/2/4 ranks on gloo; parameters after training equal single-process training",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

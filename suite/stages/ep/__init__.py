@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile, ProfileError
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.drill_tolerance import moe_tolerance
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance
@@ -32,14 +33,8 @@ from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import ep_sized
 
-STAGE = "ep"
-ROW = 14
-AFTER = ("bandwidth",)  # runs with the other drills, after the collectives are known to work
-TITLE = "MoE all-to-all dispatch/combine: bandwidth, step time vs capacity factor"
-MEASURES = "all-to-all bandwidth at the dispatch sizes, step time per capacity factor, the imbalance's cost"
-WRONG = "imbalance (max/mean tokens per expert) costing more than its share; any golden difference"
-REHEARSAL = "EP = 4 on gloo: tokens per expert exactly, output and gradients vs one process, uniform and skewed"
-V = verdicts_for(STAGE)
+NAME = "ep"
+V = verdicts_for(NAME)
 ROUTERS = ("uniform", "skewed")
 QUANTITIES = ("output", "dx", "dw1", "dw2", "drouter")
 COST_MARGIN = 1.25
@@ -82,7 +77,7 @@ class EpConfig:
             raise ProfileError(f"ep.top_k = {self.top_k} must lie in [1, ep.experts = {self.experts}]")
 
 
-CONFIG = ConfigSection(STAGE, EpConfig, {
+CONFIG = ConfigSection(NAME, EpConfig, {
     "gloo-cpu": EpConfig(experts=8, golden_tokens=32, golden_hidden=16, golden_ffn=32, tokens=64, hidden=32, ffn=64,
                          reps=1, dtype="float32"),
     "nccl-gpu": EpConfig(),
@@ -117,14 +112,14 @@ def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     cfg = profile.ep
     tols = tolerances(cfg, profile.parallel_ranks)
-    out = subset_expectations(STAGE, profile, "EP (experts per rank)")
+    out = subset_expectations(NAME, profile, "EP (experts per rank)")
     out += [] if card_bytes(facts) is None else [  # what the timings were sized to on this card
-        Expectation(stage=STAGE, case="sizing", metric="tokens", value=float(timed_tokens(profile, facts)[0]),
+        Expectation(stage=NAME, case="sizing", metric="tokens", value=float(timed_tokens(profile, facts)[0]),
                     unit="count", source="model", basis=timed_tokens(profile, facts)[1])]
-    out += [Expectation(stage=STAGE, case=f"{router}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
+    out += [Expectation(stage=NAME, case=f"{router}.{q}", metric="max_abs_error", value=tols[q].bound, unit="abs",
                        basis=f"at most {tols[q].describe()} (suite/costmodel/drill_tolerance.py)", algo=router,
                        world=profile.parallel_ranks, dtype=CHECK_DTYPE) for router in ROUTERS for q in QUANTITIES]
-    out += [Expectation(stage=STAGE, case=router, metric="token_set_mismatches", value=0.0, unit="count",
+    out += [Expectation(stage=NAME, case=router, metric="token_set_mismatches", value=0.0, unit="count",
                         basis="the same routing rule on the same tokens: every expert gets exactly its tokens",
                         algo=router, world=profile.parallel_ranks) for router in ROUTERS]
     return out
@@ -238,3 +233,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if cost and cost.status != "skip":
         text += f" · skew cost {cost.observed}"
     return text
+
+
+STAGE = Stage(
+    row=14,
+    after=("bandwidth",),  # runs with the other drills, after the collectives are known to work
+    title="MoE all-to-all dispatch/combine: bandwidth, step time vs capacity factor",
+    measures="all-to-all bandwidth at the dispatch sizes, step time per capacity factor, the imbalance's cost",
+    wrong="imbalance (max/mean tokens per expert) costing more than its share; any golden difference",
+    rehearsal="EP = 4 on gloo: tokens per expert exactly, output and gradients vs one process, uniform and skewed",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -50,32 +50,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.launch import procs
+from suite.stage_contract import Stage
 from suite.config import ConfigSection, Profile, ProfileError
 from suite.context import StageContext
 from suite.launch.forklaunch import launch, warm_zygote
 from suite.launch.torchrun import LaunchError
 from suite.results import Expectation, Row, Verdict, atomic_write_text
 from suite.verdicts import verdicts_for
-from suite.stages.fault.timeline import STAGE, build_timeline, reference_rows, timeline_rows
+from suite.stages.fault.timeline import STAGE as NAME, build_timeline, reference_rows, timeline_rows
 from suite.stages.fault.judges import judge_detection, judge_loss, judge_resume, text_of, too_few_ranks
+from suite.stages.fault.cases import DrillCase, drill_cases
 from suite.stages.fault.reference import finish_reference, start_reference
 from suite.stages.fault.watch import WORKER, DrillWatch, forget_checkpoints
 from suite.stages.fault import node_loss as _node_loss
 from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_model
 
-MEASURES = ("a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
-            "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
-            "the loss after resuming against an uninterrupted run")
-WRONG = "hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory"
-REHEARSAL = ("the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at once: a "
-             "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
-             "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
-             "torchrun's 30 s wait)")
 
-ROW = 9
-AFTER = ("overlap",)  # needs no facts; the checklist drills faults after the measurements
-TITLE = "a rank killed, stopped, raising mid-training"
 @dataclass(frozen=True, kw_only=True)
 class FaultConfig:
     """The fault drill (stage 9): its section of the profile; the values per profile are CONFIG below."""
@@ -154,43 +145,6 @@ MIN_DRILL_S = 20.0
 """A drill given less than this, seconds, cannot get through two start-ups: it is not started."""
 
 
-ASYNC_ENV = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
-
-
-@dataclass(frozen=True)
-class DrillCase:
-    """One launch of the drill: a scenario under one setting of the NCCL watchdog's error handling."""
-
-    name: str
-    """The rows' case and the folder raw/fault/<name>/."""
-    scenario: str
-    """crash, hang or exception."""
-    async_error_handling: str | None
-    """TORCH_NCCL_ASYNC_ERROR_HANDLING for the launch; None: unset, torch's default (3)."""
-
-    @property
-    def label(self) -> str:
-        if self.async_error_handling is None:
-            return f"{ASYNC_ENV} unset: torch's default 3 (the watchdog ends the process without aborting NCCL)"
-        return f"{ASYNC_ENV}={self.async_error_handling}" + (" (the watchdog aborts NCCL, then ends the process)"
-                                                             if self.async_error_handling == "1" else "")
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        """The launch's environment: the variable removed (torch's default) or set, whatever `base` holds."""
-        out = {k: v for k, v in base.items() if k != ASYNC_ENV}
-        if self.async_error_handling is not None:
-            out[ASYNC_ENV] = self.async_error_handling
-        return out
-
-
-def drill_cases(scenarios, backend: str) -> list[DrillCase]:
-    """Every scenario under torch's default; on NCCL each again under TORCH_NCCL_ASYNC_ERROR_HANDLING=1."""
-    out = [DrillCase(s, s, None) for s in scenarios]
-    if backend == "nccl":  # ProcessGroupNCCL's variable: gloo ignores it, one case per scenario there
-        out += [DrillCase(f"{s}.async1", s, "1") for s in scenarios]
-    return out
-
-
 def drill_ranks(profile: Profile) -> int:
     """The drill's processes: FaultConfig.ranks (0 = nproc), lowered to a divisor of the global batch."""
     ranks = min(profile.fault.ranks or profile.nproc, profile.nproc)
@@ -219,7 +173,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                 "NCCL kernels wait for the dead peer until the watchdog's timeout (torchrun may stop them first)")
         else:
             detect, basis = 0.0, "immediate: the faulted process's sockets close (FACTS: 13–28 ms on gloo)"
-        common = dict(stage=STAGE, case=case.name, world=ranks)
+        common = dict(stage=NAME, case=case.name, world=ranks)
         out += [
             Expectation(metric="detect_s", value=detect, unit="s", basis=basis, **common),
             Expectation(metric="resumed_from_step", value=resumed, unit="count",
@@ -291,7 +245,7 @@ def single_node_drills(profile: Profile, ctx: StageContext, cases: list[DrillCas
         events = DrillWatch(ctx.raw_dir / case.name, cfg.fault_rank, ranks).events()
         timeline = build_timeline(case.name, ranks, events)
         rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
-        rows.append(Row(stage=STAGE, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
+        rows.append(Row(stage=NAME, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
                         world=ranks, text=case.label))
     return rows
 
@@ -358,7 +312,7 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -398,3 +352,20 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
             parts.append(f"{scenario}: detected in {hl.seconds(detect[0].value)}"
                          + (f", resumed in {hl.seconds(resume[0].value)}" if resume else ", not resumed"))
     return " · ".join(parts) or None
+
+
+STAGE = Stage(
+    row=9,
+    after=("overlap",),  # needs no facts; the checklist drills faults after the measurements
+    title="a rank killed, stopped, raising mid-training",
+    measures="a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
+             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
+             "the loss after resuming against an uninterrupted run",
+    wrong="hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory",
+    rehearsal="the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at once: a "
+              "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
+              "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
+              "torchrun's 30 s wait)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite.config import ConfigSection, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.facts import gpu, profile as profile_of
 from suite.hardware.gpus import gpu_for
@@ -32,16 +33,7 @@ from suite.parsers import ParseError, dcgm, ibstat, nvlink, smi_health, topo, xi
 from suite.results import Expectation, Row, Verdict
 from suite.verdicts import judges_performance, not_captured
 from suite.stages.health import rules
-STAGE = "health"
-ROW = 15
-AFTER: tuple[str, ...] = ()
-BEFORE = ("topology",)  # runs first: a broken box is named before anything is measured on it
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one rented card is worth checking too
-TITLE = "`nvidia-smi -q` health, kernel-log XIDs, NVLink/fabric, IB ports, per-GPU GEMM and copy speed"
-MEASURES = "per-GPU health from nvidia-smi -q, the kernel log, NVLink, IB ports, DCGM; per-GPU GEMM and copy speed"
-WRONG = ("a downtrained link, pending remaps or uncorrectable ECC, XIDs, a power/thermal brake under load, fabric "
-         "manager down, a port down or slow, one GPU < 90 % of its peers")
-REHEARSAL = "the GEMM/copy outlier rule on CPU ranks, the kernel-log reader; every parser on real captures (tests)"
+NAME = "health"
 GPU_SKIP = ("profile {name} runs on CPU: GPU health is checked on nccl-gpu; the parsers and rules are proven on real "
             "captures in tests/unit/test_health_parsers.py")
 SMI_Q, KERNEL_LOG, NVLINK, DCGM = ("nvidia-smi -q",), (xid.KIND,), (nvlink.KIND,), (dcgm.KIND,)
@@ -185,7 +177,7 @@ def published(found: dict[str, Any], *, on_gpu: bool, nproc: int, gate: bool = T
     out: dict[str, Any] = {"health": {"gpus_seen": seen, "usable_gpus": len(usable) if on_gpu else None,
                                       "usable": usable, **found}}
     if on_gpu and gate and whole:  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
-        out["usable_gpus"] = {"count": len(usable), "need": nproc, "by": STAGE,
+        out["usable_gpus"] = {"count": len(usable), "need": nproc, "by": NAME,
                               "why": f"nvidia-smi shows {seen}, {seen - len(usable)} of them unfit (see the health "
                                      "verdicts)"}
     return out
@@ -199,7 +191,7 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
     if found.get("smi") is not None:
         nproc = min(nproc, len(found["smi"]["gpus"]))
     if nproc < 1:
-        return [Row(stage=STAGE, case="launch", metric="launch_failed", value=float("nan"), unit="",
+        return [Row(stage=NAME, case="launch", metric="launch_failed", value=float("nan"), unit="",
                     text="not launched: nvidia-smi -q lists no GPU")]
     ctx.say("per-GPU GEMM and host↔device copies")
     try:
@@ -207,7 +199,7 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
         return ctx.torchrun("suite.workloads.health_run", args, tag="measure", nproc=nproc,
                             env={**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).rows()
     except LaunchError as e:
-        return [Row(stage=STAGE, case="launch", metric="launch_failed", unit="",
+        return [Row(stage=NAME, case="launch", metric="launch_failed", unit="",
                     value=float("nan") if e.exit_code is None else e.exit_code,
                     text=f"{e}; last log lines: {' | '.join(e.log_tail.strip().splitlines()[-3:])[-400:]}")]
 
@@ -316,7 +308,7 @@ def _topo_links(facts: dict, found: dict) -> dict | None:
 def _partial_pass(v: Verdict, partial: dict[str, str]) -> Verdict:
     """A pass read from a partial capture (an excerpt, a table cut before its end) is a skip saying so: what the
     capture lacks is undecided. A fail or warn it holds stands: what was seen was seen."""
-    check = v.id.removeprefix(f"{STAGE}.")
+    check = v.id.removeprefix(f"{NAME}.")
     if v.status != "pass" or check not in partial:
         return v
     return rules.V.skip(check, expected=v.expected, observed=f"{v.observed} (in a partial capture)",
@@ -373,3 +365,18 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     copies = [f"{name} {hl.number(hl.median(r.value for r in hl.matching(rows, 'copy', metric)))}"
               for metric, name in (("h2d_GBps", "h2d"), ("d2h_GBps", "d2h")) if hl.matching(rows, "copy", metric)]
     return text + (f" · copies {' / '.join(copies)} GB/s" if copies else "")
+
+
+STAGE = Stage(
+    row=15,
+    after=(),
+    before=("topology",),  # runs first: a broken box is named before anything is measured on it
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),  # one rented card is worth checking too
+    title="`nvidia-smi -q` health, kernel-log XIDs, NVLink/fabric, IB ports, per-GPU GEMM and copy speed",
+    measures="per-GPU health from nvidia-smi -q, the kernel log, NVLink, IB ports, DCGM; per-GPU GEMM and copy speed",
+    wrong="a downtrained link, pending remaps or uncorrectable ECC, XIDs, a power/thermal brake under load, fabric "
+          "manager down, a port down or slow, one GPU < 90 % of its peers",
+    rehearsal="the GEMM/copy outlier rule on CPU ranks, the kernel-log reader; every parser on real captures (tests)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

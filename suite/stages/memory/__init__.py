@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from suite.config import ConfigSection, GptConfig, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.memory_formula import (ACTIVATION_FORMULA, CHECKPOINT_FORMULA, STATE_FORMULA,
@@ -25,16 +26,9 @@ from suite.results import Expectation, Row, Verdict
 from suite.verdicts import verdicts_for
 from suite.hardware.card_fit import card_bytes, headroom_text, usable_bytes
 
-STAGE = "memory"
-MEASURES = "parameters, gradients, AdamW state and activations per block against the formula; the largest batch"
-WRONG = "a term off its formula; a batch search that leaks memory after an OutOfMemoryError; a fragmented allocator"
-REHEARSAL = "MemTracker's categories on CPU against the formula; the OOM search under an imposed memory cap"
+NAME = "memory"
 
-ROW = 31
-AFTER = ("baseline",)
-TITLE = "memory budget: 16Ψ state, activations per block, checkpointing, largest batch, fragmentation"
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")
-V = verdicts_for(STAGE)
+V = verdicts_for(NAME)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,14 +80,14 @@ def estimate(p) -> tuple[float, str]:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     mc = profile.memory
     params = parameter_count(mc.model(mc.search_layers))
-    out = [Expectation(stage=STAGE, case="state", metric=part, value=value, unit="bytes", count=params,
+    out = [Expectation(stage=NAME, case="state", metric=part, value=value, unit="bytes", count=params,
                        basis=STATE_FORMULA) for part, value in state_bytes(params).items()]
     s, b, h, a = mc.seq_len, mc.batch, mc.hidden, mc.heads
-    out.append(Expectation(stage=STAGE, case="activations", metric="bytes_per_layer", unit="bytes", count=s * b,
+    out.append(Expectation(stage=NAME, case="activations", metric="bytes_per_layer", unit="bytes", count=s * b,
                            value=activation_bytes_per_layer(s, b, h, a), basis=ACTIVATION_FORMULA))
-    out.append(Expectation(stage=STAGE, case="activations.checkpoint", metric="bytes_per_layer", unit="bytes",
+    out.append(Expectation(stage=NAME, case="activations.checkpoint", metric="bytes_per_layer", unit="bytes",
                            count=s * b, value=activation_bytes_per_layer(s, b, h, a, True), basis=CHECKPOINT_FORMULA))
-    out.append(Expectation(stage=STAGE, case="activations", metric="korthikanti_bytes_per_layer", unit="bytes",
+    out.append(Expectation(stage=NAME, case="activations", metric="korthikanti_bytes_per_layer", unit="bytes",
                            count=s * b, value=korthikanti_bytes_per_layer(s, b, h, a),
                            basis="s·b·h·(34 + 5·a·s/h), Korthikanti et al. 2022: another block, shown not checked"))
     return out
@@ -218,3 +212,16 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         parts.append(f"largest batch {largest[0].value:.0f}"
                      + (f", predicted {predicted[0].value:.0f}" if predicted else ""))
     return " · ".join(parts) or None
+
+
+STAGE = Stage(
+    row=31,
+    after=("baseline",),
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),
+    title="memory budget: 16Ψ state, activations per block, checkpointing, largest batch, fragmentation",
+    measures="parameters, gradients, AdamW state and activations per block against the formula; the largest batch",
+    wrong="a term off its formula; a batch search that leaks memory after an OutOfMemoryError; a fragmented allocator",
+    rehearsal="MemTracker's categories on CPU against the formula; the OOM search under an imposed memory cap",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -23,22 +23,14 @@ import re
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.results import Expectation, Row, Verdict
 from suite.verdicts import verdicts_for
 
-STAGE = "nccl1gpu"
-MEASURES = "two NCCL ranks on one card refused as NCCL says; one-rank NCCL, async wait semantics, gloo on CUDA tensors"
-WRONG = "a refusal with another text; a collective result on CUDA differing from CPU's; wait() blocking the host"
-REHEARSAL = ""
-CPU_SKIP = ("NCCL needs a CUDA device: on gloo-cpu there is no communicator to create, no stream to order and "
-            "no CUDA tensor to give gloo (nccl-1gpu runs it on one card)")
+NAME = "nccl1gpu"
 
-ROW = 33
-AFTER = ("baseline",)
-TITLE = "NCCL on one card: two ranks refused (Duplicate GPU), one rank, async_op, gloo with CUDA tensors"
-PROFILES = ("gloo-cpu", "nccl-1gpu")  # a multi-card box has one rank per card: nothing of this to learn there
-V = verdicts_for(STAGE)
+V = verdicts_for(NAME)
 
 DUPLICATE_RE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+) both on CUDA device ([0-9a-fA-F]+)")
 """NCCL's refusal (init.cc, since 2.5), as torch's DistBackendError carries it under "Last error:" and as
@@ -81,7 +73,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
     nc = profile.nccl1
     version = torch.cuda.nccl.version()  # a tuple since torch 1.x's int form (e.g. 2708 for 2.7.8)
-    rows = [Row(stage=STAGE, case="versions", metric="nccl", value=float("nan"), unit="count",
+    rows = [Row(stage=NAME, case="versions", metric="nccl", value=float("nan"), unit="count",
                 text=".".join(map(str, version)) if isinstance(version, tuple) else str(version))]
     ctx.say("2 NCCL ranks on cuda:0 (expected: refused)")
     env = {**os.environ, "NCCL_DEBUG": "WARN"}
@@ -89,13 +81,13 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         rows += ctx.torchrun("suite.stages.nccl1gpu.worker", ["--case", "duplicate"], tag="duplicate", nproc=2,
                              env=env, timeout_s=nc.launch_timeout_s).rows()
     except LaunchError as e:  # NCCL may abort the process instead of raising: its log is then the measurement
-        rows.append(Row(stage=STAGE, case="duplicate", metric="launch_failed", value=float(e.exit_code or -1),
+        rows.append(Row(stage=NAME, case="duplicate", metric="launch_failed", value=float(e.exit_code or -1),
                         unit="count", text=f"{e}\n{e.log_tail}"[-4000:]))
     for log in sorted(ctx.raw_dir.glob("duplicate.rank*.log")):
         warn = [line for line in log.read_text(errors="replace").splitlines() if "NCCL WARN" in line and
                 DUPLICATE_RE.search(line)]
         if warn:
-            rows.append(Row(stage=STAGE, case="duplicate", metric="nccl_warn", value=float("nan"), unit="count",
+            rows.append(Row(stage=NAME, case="duplicate", metric="nccl_warn", value=float("nan"), unit="count",
                             text=warn[0][-400:]))
     ctx.say("1 NCCL rank: init, new_group, async_op")
     rows += ctx.torchrun("suite.stages.nccl1gpu.worker", ["--case", "one_rank", "--gemm-n", str(nc.gemm_n),
@@ -215,3 +207,18 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if gloo:
         parts.append(f"gloo on CUDA = CPU {gloo}")
     return " · ".join(parts) or None
+
+
+STAGE = Stage(
+    row=33,
+    after=("baseline",),
+    profiles=("gloo-cpu", "nccl-1gpu"),  # a multi-card box has one rank per card: nothing of this to learn there
+    title="NCCL on one card: two ranks refused (Duplicate GPU), one rank, async_op, gloo with CUDA tensors",
+    measures="two NCCL ranks on one card refused as NCCL says; one-rank NCCL, async wait semantics, gloo on CUDA tensors",
+    wrong="a refusal with another text; a collective result on CUDA differing from CPU's; wait() blocking the host",
+    rehearsal="",
+    cpu_skip="NCCL needs a CUDA device: on gloo-cpu there is no communicator to create, no stream to order and "
+             "no CUDA tensor to give gloo (nccl-1gpu runs it on one card)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

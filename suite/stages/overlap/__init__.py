@@ -27,6 +27,7 @@ import json
 
 from suite import headlines as hl
 from suite.config import GptConfig, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
 from suite.facts import alpha_beta
@@ -38,14 +39,8 @@ from suite.hardware.stage_fit import scaling_model, scaling_sized
 from suite.stages.overlap.watch import named_gradient_sizes, watch_verdicts
 from suite.stages._parallel_ranks import subset_expectations, subset_note
 
-STAGE = "overlap"
-MEASURES = "DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it"
-WRONG = "a step slower with overlap on than off: buckets too small, communication fragmented"
-REHEARSAL = "every mode on gloo, one launch; each mode's gradients equal one process's, elementwise"
+NAME = "overlap"
 
-ROW = 6
-AFTER = ("bandwidth", "tp", "dp", "zero")  # α-β; the checklist runs the scaling experiments together first
-TITLE = "DDP with communication overlapped vs not"
 CONFIG = None  # the profile's `model`
 
 
@@ -96,7 +91,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     model = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     sizes = gradient_sizes(model)
     grad_bytes = sum(sizes)
-    out = subset_expectations(STAGE, profile, "DDP's batch")
+    out = subset_expectations(NAME, profile, "DDP's batch")
     for text in modes(model):
         mode = mode_of(text)
         if mode.overlap:
@@ -107,7 +102,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         else:
             pred = no_overlap_prediction(grad_bytes, n, alpha, beta)
             how = f"one all-reduce of {grad_bytes:,} B after backward"
-        common = dict(stage=STAGE, case="ddp", world=n, overlap=mode.label, dtype=profile.model.dtype)
+        common = dict(stage=NAME, case="ddp", world=n, overlap=mode.label, dtype=profile.model.dtype)
         b = f"ring α-β over {n} ranks, {basis}; {how}"
         out += [
             Expectation(metric="buckets", value=pred.buckets, unit="count", basis=how, **common),
@@ -152,7 +147,7 @@ def derived_rows(rows: list[Row], n: int, alpha_s: float, beta_Bps: float) -> li
             continue
         layout = [int(x) for x in r.text.split()]
         pred = overlap_prediction(layout, n, alpha_s, beta_Bps, backward_s=backward)
-        common = dict(stage=STAGE, case="ddp", world=r.world, overlap=r.overlap, dtype=r.dtype, source="alpha-beta")
+        common = dict(stage=NAME, case="ddp", world=r.world, overlap=r.overlap, dtype=r.dtype, source="alpha-beta")
         out.append(Row(metric="predicted_hidden_comm_s", value=pred.hidden_s, unit="s", **common))
         step = _value(rows, r.overlap, "step_time_s")
         if base is not None and step is not None:
@@ -163,7 +158,7 @@ def derived_rows(rows: list[Row], n: int, alpha_s: float, beta_Bps: float) -> li
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def grad_tolerance(dtype: str | None) -> float:
@@ -183,7 +178,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         tol = grad_tolerance(dtype)
         if diff is None:
             out.append(VERDICTS.fail(f"grads.{label}", expected=f"≤ {tol:g}", observed="no gradient check row",
-                                     reason=f"mode {label} reported no gradient check: see raw/{STAGE}/ddp.rank0.log"))
+                                     reason=f"mode {label} reported no gradient check: see raw/{NAME}/ddp.rank0.log"))
             continue
         worst = max(diff, vs_first or 0.0)
         out.append(VERDICTS.check(
@@ -211,7 +206,7 @@ def performance_verdicts(rows: list[Row], labels: list[str], facts: dict) -> lis
         expected = f"step ≤ no overlap's ({base * 1e3:.1f} ms)" if base is not None else "a step time"
         if step is None or base is None:
             out.append(VERDICTS.fail(f"speed.{label}", expected=expected, observed="no step time",
-                                     reason=f"no step time for {label} or {NO_OVERLAP}: see raw/{STAGE}/ddp.rank0.log"))
+                                     reason=f"no step time for {label} or {NO_OVERLAP}: see raw/{NAME}/ddp.rank0.log"))
             continue
         observed = (f"{step * 1e3:.1f} ms vs {base * 1e3:.1f} ms without overlap "
                     f"(saves {(base - step) * 1e3:.1f} ms; α-β hides {(hidden or 0.0) * 1e3:.2f} ms"
@@ -238,3 +233,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     best = max(savings, key=lambda r: r.value)
     return (f"best overlap ({best.overlap}) saves {hl.seconds(best.value)} of a {hl.seconds(base[0].value)} step "
             f"({best.value / base[0].value:+.0%})")
+
+
+STAGE = Stage(
+    row=6,
+    after=("bandwidth", "tp", "dp", "zero"),  # α-β; the checklist runs the scaling experiments together first
+    title="DDP with communication overlapped vs not",
+    measures="DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it",
+    wrong="a step slower with overlap on than off: buckets too small, communication fragmented",
+    rehearsal="every mode on gloo, one launch; each mode's gradients equal one process's, elementwise",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -17,24 +17,16 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.facts import TopologyFacts, gpu
 from suite.results import Expectation, Row, Verdict
 from suite.hardware.ring_peak import pcie_GBps
 from suite.verdicts import verdicts_for
 
-STAGE = "pinned"
-MEASURES = "host↔device GB/s pageable vs pinned both ways; a side-stream copy overlapped with a GEMM"
-WRONG = "pinned copies far below the PCIe link; a pinned copy that does not overlap compute"
-REHEARSAL = ""
-CPU_SKIP = ("host↔device copies and CUDA streams need a CUDA device: on gloo-cpu there is no PCIe link to "
-            "measure (nccl-1gpu runs it on one card)")
+NAME = "pinned"
 
-ROW = 34
-AFTER = ("topology",)  # the PCIe generation and width of the card
-TITLE = "pinned vs pageable host↔device GB/s both ways; side-stream copy overlapped with a GEMM (timeline)"
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")
-V = verdicts_for(STAGE)
+V = verdicts_for(NAME)
 
 PINNED_FLOOR = 0.70
 """Pinned copies below this share of the link's per-direction rate warn (PCIe protocol overhead ~10–15 %)."""
@@ -78,7 +70,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     rate, basis = link_GBps(facts)
     if rate is None:
         return []
-    return [Expectation(stage=STAGE, case="bandwidth", metric="GBps", value=PINNED_FLOOR * rate, unit="GB/s",
+    return [Expectation(stage=NAME, case="bandwidth", metric="GBps", value=PINNED_FLOOR * rate, unit="GB/s",
                         placement=d, source="model", size_bytes=profile.pinned.copy_bytes,
                         basis=f"{PINNED_FLOOR:.0%} of {rate:g} GB/s per direction, {basis}") for d in ("h2d", "d2h")]
 
@@ -161,3 +153,18 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if overlap:
         text += f" · copy {overlap[0].value:.0%} hidden under the GEMM"
     return text
+
+
+STAGE = Stage(
+    row=34,
+    after=("topology",),  # the PCIe generation and width of the card
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),
+    title="pinned vs pageable host↔device GB/s both ways; side-stream copy overlapped with a GEMM (timeline)",
+    measures="host↔device GB/s pageable vs pinned both ways; a side-stream copy overlapped with a GEMM",
+    wrong="pinned copies far below the PCIe link; a pinned copy that does not overlap compute",
+    rehearsal="",
+    cpu_skip="host↔device copies and CUDA streams need a CUDA device: on gloo-cpu there is no PCIe link to "
+             "measure (nccl-1gpu runs it on one card)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

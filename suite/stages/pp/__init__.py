@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, GptConfig, Profile, ProfileError
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.bubble import (HAND_SCHEDULES, TORCH_SCHEDULES, bubble_fraction, ideal_step_s, runs_at,
                                 schedule_chunks)
@@ -44,15 +45,8 @@ from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import pp_sized
 
-STAGE = "pp"
-V = verdicts_for(STAGE)
-MEASURES = "pipeline step time and bubble per schedule at PP = 2/4/8, activation memory per stage"
-WRONG = "bubble far above (P−1)/(M+P−1); a schedule computing other gradients than one process"
-REHEARSAL = "golden check of every schedule vs one process; sleep-stage bubble vs the formula on 2 gloo ranks"
-
-ROW = 12
-AFTER = ("zero",)  # reads no facts; the checklist runs the pipeline after the other scaling experiments
-TITLE = "GPT at PP = 2/4/8: step time, measured bubble per schedule"
+NAME = "pp"
+V = verdicts_for(NAME)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,11 +215,11 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     if launch_ranks(profile) < 2:
         return []
     cfg, sized = pp_sizing(profile, facts)
-    out = [] if profile.pp.ranks else subset_expectations(STAGE, profile, "PP (layers per stage)")
+    out = [] if profile.pp.ranks else subset_expectations(NAME, profile, "PP (layers per stage)")
     out += [] if card_bytes(facts) is None else [  # what the model was sized to on this card
-        Expectation(stage=STAGE, case="sizing", metric="parameters", value=float(parameter_count(cfg)), unit="count",
+        Expectation(stage=NAME, case="sizing", metric="parameters", value=float(parameter_count(cfg)), unit="count",
                     source="model", basis=sized)]
-    out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
+    out += [Expectation(stage=NAME, case=case, metric="max_abs_error", value=tol.bound, unit="abs", world=d,
                        algo=s, count=pp.golden_microbatches, dtype=CHECK_DTYPE,
                        basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)")
            for d in degrees for s in pp.schedules
@@ -241,7 +235,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def _bubble_expectation(case: str, schedule: str, p: int, m: int, chunks: int) -> Expectation:
     v = schedule_chunks(schedule, chunks)
     basis = f"(P−1)/(vM+P−1) with v = {v}" if v > 1 else "(P−1)/(M+P−1)"
-    return Expectation(stage=STAGE, case=case, metric="bubble", value=bubble_fraction(p, m, v), unit="ratio",
+    return Expectation(stage=NAME, case=case, metric="bubble", value=bubble_fraction(p, m, v), unit="ratio",
                        world=p, algo=schedule, count=m, source="model", basis=f"{basis}, P = {p}, M = {m}")
 
 
@@ -366,3 +360,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     against = f" vs formula {formula[0].value:.3f}" if formula else ""
     where = "GPT" if case == "gpt" else "sleep stages"
     return f"{where} {algo} P={world} M={count}: bubble {hl.median(points[(algo, world, count)]):.3f}{against}{tail}"
+
+
+STAGE = Stage(
+    row=12,
+    after=("zero",),  # reads no facts; the checklist runs the pipeline after the other scaling experiments
+    title="GPT at PP = 2/4/8: step time, measured bubble per schedule",
+    measures="pipeline step time and bubble per schedule at PP = 2/4/8, activation memory per stage",
+    wrong="bubble far above (P−1)/(M+P−1); a schedule computing other gradients than one process",
+    rehearsal="golden check of every schedule vs one process; sleep-stage bubble vs the formula on 2 gloo ranks",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

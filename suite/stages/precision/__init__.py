@@ -22,20 +22,14 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, GptConfig, Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.results import Expectation, Row, Verdict
 from suite.verdicts import verdicts_for
 
-STAGE = "precision"
-MEASURES = "fp16 gradients lost without loss scaling, GradScaler's recovery, bf16's range, clipping after unscale_"
-WRONG = "an fp16 run that trains without a scaler; bf16 or fp16+scaler loss curves leaving fp32's"
-REHEARSAL = "the same numerics on CPU under autocast to bf16 and fp16: range probe, four tiny training runs"
+NAME = "precision"
 
-ROW = 32
-AFTER = ("baseline",)  # the checklist's one-card rows follow the baseline; reads no facts
-TITLE = "fp16 without/with GradScaler, bf16, clipping: gradients lost, steps skipped, loss curves"
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")
-V = verdicts_for(STAGE)
+V = verdicts_for(NAME)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +84,7 @@ def estimate(p) -> tuple[float, str]:
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     pc = profile.precision
-    return [Expectation(stage=STAGE, case="train", metric="loss_gap", value=pc.curve_tolerance, unit="ratio",
+    return [Expectation(stage=NAME, case="train", metric="loss_gap", value=pc.curve_tolerance, unit="ratio",
                         dtype=run, basis="|mean loss of the last tenth − fp32's| ≤ this × fp32's loss decrease")
             for run in ("bf16", "fp16_scaler")]
 
@@ -230,3 +224,16 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if stall:
         text += " · fp16 unscaled stalls" if stall.status == "pass" else " · fp16 unscaled did not stall"
     return text
+
+
+STAGE = Stage(
+    row=32,
+    after=("baseline",),  # the checklist's one-card rows follow the baseline; reads no facts
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),
+    title="fp16 without/with GradScaler, bf16, clipping: gradients lost, steps skipped, loss curves",
+    measures="fp16 gradients lost without loss scaling, GradScaler's recovery, bf16's range, clipping after unscale_",
+    wrong="an fp16 run that trains without a scaler; bf16 or fp16+scaler loss curves leaving fp32's",
+    rehearsal="the same numerics on CPU under autocast to bf16 and fp16: range probe, four tiny training runs",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

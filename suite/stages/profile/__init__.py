@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.config import Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.launch.torchrun import LaunchError
 from suite.parsers import traces
@@ -36,14 +37,8 @@ from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_model
 
-STAGE = "profile"
-MEASURES = "whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)"
-WRONG = "overlap below 10% while communication is more than 10% of the step: communication and compute serial"
-REHEARSAL = "torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main thread)"
+NAME = "profile"
 
-ROW = 10
-AFTER = ("fault",)  # needs no facts; the checklist ends with it
-TITLE = "Nsight Systems over ~10 steps"
 CONFIG = None
 
 
@@ -112,8 +107,8 @@ def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    common = dict(stage=STAGE, case="ddp", world=profile.parallel_ranks)
-    return subset_expectations(STAGE, profile, "DDP's batch") + [
+    common = dict(stage=NAME, case="ddp", world=profile.parallel_ranks)
+    return subset_expectations(NAME, profile, "DDP's batch") + [
         Expectation(metric="overlap_pct", value=MIN_OVERLAP_PCT, unit="%", **common,
                     basis="at least this share of communication under compute whenever communication is more "
                           f"than {MIN_COMM_SHARE_PCT:g}% of the captured span (DDP overlaps its buckets with backward)"),
@@ -155,7 +150,7 @@ def analysis_rows(timelines: list[traces.RankTimeline], source: str, world: int)
     out = []
     for t in timelines:
         o = t.overlap()
-        common = dict(stage=STAGE, case="ddp", rank=o.rank, world=world, source=source)
+        common = dict(stage=NAME, case="ddp", rank=o.rank, world=world, source=source)
         out += [
             Row(metric="comm_us", value=o.comm_us, unit="us", **common),
             Row(metric="compute_us", value=o.compute_us, unit="us", **common),
@@ -195,7 +190,7 @@ def timeline_windows(timelines: list[traces.RankTimeline], steps: int) -> dict[s
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def _by_rank(rows: list[Row], metric: str) -> dict[int, float]:
@@ -219,7 +214,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         reason_ok="every rank's trace holds both communication and compute intervals",
         reason_bad=(f"no trace for rank(s) {missing}" if missing
                     else f"rank(s) {empty} show no communication or no compute")
-        + f": look in raw/{STAGE}/ (the worker logs ddp.rank<N>.log; the traces); the communication pattern is "
+        + f": look in raw/{NAME}/ (the worker logs ddp.rank<N>.log; the traces); the communication pattern is "
           f"{traces.COMM_PATTERN!r}"))
 
     for rank in sorted(pct):
@@ -236,7 +231,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             reason_ok="communication runs under compute",
             reason_bad="communication and compute serial on the timeline: DDP's all-reduce waits for backward "
                        "(one bucket? gradient hooks disabled? a sync point between kernels?); open the rank's "
-                       f"report in raw/{STAGE}/"))
+                       f"report in raw/{NAME}/"))
     return out
 
 
@@ -262,3 +257,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         return None
     text = f"communication {statistics.median(share):.0f}% of the step over {len(share)} rank(s)"
     return text + (f", {statistics.median(overlap):.1f}% of it overlapped" if overlap else "")
+
+
+STAGE = Stage(
+    row=10,
+    after=("fault",),  # needs no facts; the checklist ends with it
+    title="Nsight Systems over ~10 steps",
+    measures="whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)",
+    wrong="overlap below 10% while communication is more than 10% of the step: communication and compute serial",
+    rehearsal="torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main thread)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -20,6 +20,7 @@ import shutil
 from typing import Any
 
 from suite.config import Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.hardware.hostprobe import (cpu_model_procfs, nccl_tests_versions, numa_nodes_sysfs, run_tool, torch_facts,
                                       usable_cpus)
@@ -32,17 +33,9 @@ from suite.stages.topology.rules import judge_fabric, judge_links, judge_numa, j
 from suite.stages.topology.smi import OPTIONAL_TOOLS, SMI_TOOLS, capture_gpu, matrix_facts, rows_from_smi  # noqa: F401 (ingest, tests)
 from suite import headlines as hl
 
-STAGE = "topology"
-MEASURES = "link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions"
-WRONG = ("SYS/PHB/NODE between GPUs where the GPU model ships NVLink (slot or virtualisation problem); "
-         "NVLink count differing between pairs of a switched box")
-REHEARSAL = "CPU/NUMA facts and versions; the topology parser is proven on captured real outputs (tests)"
+NAME = "topology"
 
-ROW = 1
-AFTER: tuple[str, ...] = ()
-TITLE = "`nvidia-smi topo -m`/`-q`/`-L`, versions, NUMA"
 CONFIG = None
-PROFILES = ("gloo-cpu", "nccl-gpu", "nccl-1gpu")  # one card has a PCIe link, versions and NUMA facts too
 
 
 def estimate(p) -> tuple[float, str]:
@@ -58,14 +51,14 @@ CPU_SKIP_REASON = ("profile {name} runs on CPU: GPU topology is checked on nccl-
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    out = [Expectation(stage=STAGE, case="cpu", metric="usable_cpus", value=profile.nproc * profile.omp_threads,
+    out = [Expectation(stage=NAME, case="cpu", metric="usable_cpus", value=profile.nproc * profile.omp_threads,
                        unit="count", basis=f"nproc × OMP_NUM_THREADS = {profile.nproc} × {profile.omp_threads}: "
                                            f"fewer CPUs oversubscribes them")]
     if not profile.is_rehearsal:
         basis = f"one GPU per process: profile {profile.name} launches {profile.nproc}"
-        out += [Expectation(stage=STAGE, case="gpus", metric="gpu_count", value=profile.nproc, unit="count",
+        out += [Expectation(stage=NAME, case="gpus", metric="gpu_count", value=profile.nproc, unit="count",
                             basis=basis, source="nvidia-smi"),
-                Expectation(stage=STAGE, case="gpus", metric="torch_cuda_devices", value=profile.nproc,
+                Expectation(stage=NAME, case="gpus", metric="torch_cuda_devices", value=profile.nproc,
                             unit="count", basis=basis, source="torch")]
     return out
 
@@ -93,11 +86,11 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     versions.update(nccl_tests_versions())  # the NCCL nccl-tests links, beside torch's own (reports compare them)
     rows += _version_rows(versions)
     if not profile.is_rehearsal:
-        rows.append(Row(stage=STAGE, case="gpus", metric="torch_cuda_devices", value=versions["cuda_devices"],
+        rows.append(Row(stage=NAME, case="gpus", metric="torch_cuda_devices", value=versions["cuda_devices"],
                         unit="count", source="torch",
                         text=versions.get("cuda_error") or ", ".join(versions["cuda_names"]) or None))
     for name, record in tools.items():
-        rows.append(Row(stage=STAGE, case=name, metric="tool_status", unit="",
+        rows.append(Row(stage=NAME, case=name, metric="tool_status", unit="",
                         value=float("nan") if record["exit_code"] is None else record["exit_code"],
                         text=record["status"] + (f": {record['detail']}" if record["detail"] else "")))
     atomic_write_text(ctx.raw_dir / "commands.json", dumps(tools))
@@ -114,7 +107,7 @@ def usable_gpus(smi_count: int, torch_count: int, need: int, torch_error: str | 
     """The GPUs both nvidia-smi and torch see (every GPU stage needs both), for the runner's skip rule."""
     count = min(smi_count or 0, torch_count or 0)
     why = f"nvidia-smi shows {smi_count or 0}, torch sees {torch_count or 0}"
-    return {"count": count, "need": need, "by": STAGE, "why": why + (f": {torch_error}" if torch_error else "")}
+    return {"count": count, "need": need, "by": NAME, "why": why + (f": {torch_error}" if torch_error else "")}
 
 
 def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any]:
@@ -134,16 +127,16 @@ def _cpu_facts(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, Any
     logical, logical_source = (info["cpus"], "lscpu") if info.get("cpus") else (os.cpu_count(), "os.cpu_count")
     usable = usable_cpus()
     add = rows.append
-    add(Row(stage=STAGE, case="cpu", metric="cpu_model", value=float("nan"), unit="", text=model))
-    add(Row(stage=STAGE, case="cpu", metric="logical_cpus", value=logical, unit="count", source=logical_source))
-    add(Row(stage=STAGE, case="cpu", metric="usable_cpus", value=usable, unit="count", source="sched_getaffinity"))
+    add(Row(stage=NAME, case="cpu", metric="cpu_model", value=float("nan"), unit="", text=model))
+    add(Row(stage=NAME, case="cpu", metric="logical_cpus", value=logical, unit="count", source=logical_source))
+    add(Row(stage=NAME, case="cpu", metric="usable_cpus", value=usable, unit="count", source="sched_getaffinity"))
     for key in ("sockets", "cores_per_socket", "threads_per_core"):
         if info.get(key) is not None:
-            add(Row(stage=STAGE, case="cpu", metric=key, value=info[key], unit="count", source="lscpu"))
-    add(Row(stage=STAGE, case="cpu", metric="numa_nodes", value=len(nodes), unit="count"))
+            add(Row(stage=NAME, case="cpu", metric=key, value=info[key], unit="count", source="lscpu"))
+    add(Row(stage=NAME, case="cpu", metric="numa_nodes", value=len(nodes), unit="count"))
     for node, cpus in nodes.items():
         count = cpulist_count(cpus)
-        add(Row(stage=STAGE, case=node, metric="numa_cpus", value=float("nan") if count is None else count,
+        add(Row(stage=NAME, case=node, metric="numa_cpus", value=float("nan") if count is None else count,
                 unit="count", text=cpus))
     return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable, "numa_nodes": nodes}
 
@@ -154,13 +147,13 @@ def _version_rows(versions: dict[str, Any]) -> list[Row]:
         error = versions.get("nccl_error") if key == "nccl" else None
         text = versions.get(key) or (f"unavailable ({error})" if error else None)
         if text:
-            out.append(Row(stage=STAGE, case=key, metric="version", value=float("nan"), unit="", text=str(text)))
+            out.append(Row(stage=NAME, case=key, metric="version", value=float("nan"), unit="", text=str(text)))
     return out
 
 
 # ---------------------------------------------------------------- judge
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -290,3 +283,17 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         return f"{count.observed if count else 'GPUs'} · links {links.observed}"
     cpu = hl.verdict(verdicts, "topology.cpu")
     return f"CPU: {cpu.observed}" if cpu is not None and cpu.status != "skip" else None
+
+
+STAGE = Stage(
+    row=1,
+    after=(),
+    profiles=("gloo-cpu", "nccl-gpu", "nccl-1gpu"),  # one card has a PCIe link, versions and NUMA facts too
+    title="`nvidia-smi topo -m`/`-q`/`-L`, versions, NUMA",
+    measures="link type of every GPU pair, GPU–NIC paths, CPU/NUMA layout, driver/CUDA/NCCL/torch versions",
+    wrong="SYS/PHB/NODE between GPUs where the GPU model ships NVLink (slot or virtualisation problem); "
+          "NVLink count differing between pairs of a switched box",
+    rehearsal="CPU/NUMA facts and versions; the topology parser is proven on captured real outputs (tests)",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

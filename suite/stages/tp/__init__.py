@@ -19,6 +19,7 @@ import dataclasses
 import math
 
 from suite.config import Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
 from suite.facts import profile as profile_of
@@ -27,14 +28,8 @@ from suite.verdicts import judges_performance, verdicts_for
 from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_model
 
-STAGE = "tp"
-MEASURES = "step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)"
-WRONG = "speedup stalling by TP=4 (unoverlapped communication, or a topology crossing NUMA)"
-REHEARSAL = "TP = 1/2/4 on gloo, output and gradients compared elementwise with the single-process forward"
+NAME = "tp"
 
-ROW = 5
-AFTER = ("bandwidth", "baseline")  # α-β for the prediction, the one-card step time for the speedup
-TITLE = "TP = 1/2/4/8"
 CONFIG = None  # the profile's `model` and `degrees`
 
 
@@ -56,11 +51,11 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     out = []
     for d in profile.degrees:
         if d > 1:
-            out += [Expectation(stage=STAGE, case=case, metric="max_abs_error", value=tol.bound, unit="abs",
+            out += [Expectation(stage=NAME, case=case, metric="max_abs_error", value=tol.bound, unit="abs",
                                 basis=f"at most {tol.describe()} (suite/costmodel/tolerance.py)",
                                 tp=d, world=d, dtype=CHECK_DTYPE)
                     for case, tol in case_tolerances(golden_tolerance(scaling_model(profile, facts), 0), profile.model.vocab).items()]
-        out.append(Expectation(stage=STAGE, case="train_step", metric="speedup", value=float(d), unit="ratio",
+        out.append(Expectation(stage=NAME, case="train_step", metric="speedup", value=float(d), unit="ratio",
                                basis="ideal: d cards, d× faster (communication unaccounted)", tp=d, world=d,
                                dtype=profile.model.dtype))
     return out
@@ -86,11 +81,11 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
     if not reference:
         return []
     dtype = timed[0].dtype
-    return [Row(stage=STAGE, case="train_step", metric="speedup", value=reference / t, unit="ratio", tp=d, world=d,
+    return [Row(stage=NAME, case="train_step", metric="speedup", value=reference / t, unit="ratio", tp=d, world=d,
                 dtype=dtype, source=f"vs {source}") for d, t in sorted(steps.items()) if t and t > 0]
 
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -171,3 +166,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         return None
     ideal = hl.matching(expectations, "train_step", "speedup", tp=top.tp)
     return f"TP={top.tp} speedup {hl.times(top.value)}" + (f" · ideal {hl.times(ideal[0].value)}" if ideal else "")
+
+
+STAGE = Stage(
+    row=5,
+    after=("bandwidth", "baseline"),  # α-β for the prediction, the one-card step time for the speedup
+    title="TP = 1/2/4/8",
+    measures="step time, speedup vs one device and communication share of a step at TP = 1/2/4(/8)",
+    wrong="speedup stalling by TP=4 (unoverlapped communication, or a topology crossing NUMA)",
+    rehearsal="TP = 1/2/4 on gloo, output and gradients compared elementwise with the single-process forward",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from suite.config import Profile
+from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.costmodel.alphabeta import zero_step_comm_s
 from suite.costmodel.scaling_expectations import DP_MARGIN, ZERO3_SLOWDOWN, model_state_bytes
@@ -39,14 +40,8 @@ from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite import headlines as hl
 from suite.hardware.stage_fit import scaling_dp_model
 
-STAGE = "zero"
-MEASURES = "memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3"
-WRONG = "ZeRO-3 more than 1.5× slower than DDP; memory per rank not falling as the ZeRO stage rises"
-REHEARSAL = "all three stages and DDP on gloo; parameters after N AdamW steps equal single-process AdamW"
+NAME = "zero"
 
-ROW = 8
-AFTER = ("bandwidth", "baseline")
-TITLE = "ZeRO-1/2/3 (ZeroRedundancyOptimizer, FSDP2)"
 CONFIG = None  # the profile's `model`
 
 
@@ -70,13 +65,13 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     params = parameter_count(cfg)
     step_1 = (facts.get("baseline") or {}).get("step_time_s")
     across = len(profile.nodes) > 1
-    out = subset_expectations(STAGE, profile, "ZeRO (the batch and the state shards)")
+    out = subset_expectations(NAME, profile, "ZeRO (the batch and the state shards)")
     for n in profile.zero_degrees:
         for z in ZERO_STAGES:
-            out.append(Expectation(stage=STAGE, case="params_after_training", metric="max_abs_error",
+            out.append(Expectation(stage=NAME, case="params_after_training", metric="max_abs_error",
                                    value=golden.bound, unit="abs", world=n, zero=z, dtype=CHECK_DTYPE,
                                    basis=f"at most {golden.describe()} (suite/costmodel/tolerance.py)"))
-            out.append(Expectation(stage=STAGE, case="train_step", metric="state_memory_bytes",
+            out.append(Expectation(stage=NAME, case="train_step", metric="state_memory_bytes",
                                    value=model_state_bytes(params, n, z, cfg.dtype), unit="bytes", world=n, zero=z,
                                    dtype=cfg.dtype, basis=f"Ψ = {params:,} parameters; {cfg.dtype} parameters, "
                                                           f"gradients and AdamW moments; {NAMES[z]} over {n} ranks"))
@@ -91,7 +86,7 @@ def _step_expectation(profile: Profile, facts: dict, step_1: float, params: int,
     ab = alpha_beta_at(facts, profile, n)
     param_bytes = params * DTYPE_BYTES[cfg.dtype]
     value = step_1 / n + zero_step_comm_s(z, param_bytes, n, ab.alpha_s, ab.beta_Bps)
-    return Expectation(stage=STAGE, case="train_step", metric="step_time_s", value=value, unit="s", world=n, zero=z,
+    return Expectation(stage=NAME, case="train_step", metric="step_time_s", value=value, unit="s", world=n, zero=z,
                        dtype=cfg.dtype, basis=f"one rank's step {step_1 * 1e3:.3g} ms ÷ {n} + {NAMES[z]}'s "
                                               f"communication of {param_bytes / 1e6:.4g} MB unoverlapped, "
                                               f"{ranks_label(profile, n)}; {ab.source}")
@@ -113,7 +108,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return ctx.torchrun("suite.stages.zero.worker", args, tag="zero").rows()
 
 
-VERDICTS = verdicts_for(STAGE)
+VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
@@ -122,12 +117,12 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     tol = tolerance_after_training(facts, scaling_dp_model(profile, facts))
     if across:  # node 0's degree under the single-node ids; each cross-node degree under .world<d>
         out = [v for n in profile.zero_degrees
-               for v in golden_verdicts(STAGE, rows, tol, "zero", ZERO_STAGES,
+               for v in golden_verdicts(NAME, rows, tol, "zero", ZERO_STAGES,
                                         lambda z, n=n: f"{NAMES[z]} over {ranks_label(profile, n)}",
                                         where={"world": n}, suffix="" if n == profile.nproc else f".world{n}")]
-        out += nodes_verdict(STAGE, rows, profile)
+        out += nodes_verdict(NAME, rows, profile)
     else:
-        out = [_named(v) for v in golden_verdicts(STAGE, rows, tol, "zero", ZERO_STAGES, "{key}")]
+        out = [_named(v) for v in golden_verdicts(NAME, rows, tol, "zero", ZERO_STAGES, "{key}")]
     degrees = profile.zero_degrees if across else (None,)
     steps = {n: _metric(rows, "step_time_s", n) for n in degrees}
     peaks = {n: _metric(rows, "peak_memory_bytes", n) for n in degrees}
@@ -230,3 +225,15 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         text += f", model-state memory {hl.times(state[top] / state[0])} DDP"
     spanned = [r for r in hl.matching(rows, "train_step", NODES_METRIC, world=world) if r.value > 1]
     return text + (f" at {world} ranks across {spanned[0].value:.0f} nodes" if spanned else "")
+
+
+STAGE = Stage(
+    row=8,
+    after=("bandwidth", "baseline"),
+    title="ZeRO-1/2/3 (ZeroRedundancyOptimizer, FSDP2)",
+    measures="memory per rank and time per step under DDP, ZeRO-1, ZeRO-2 and ZeRO-3",
+    wrong="ZeRO-3 more than 1.5× slower than DDP; memory per rank not falling as the ZeRO stage rises",
+    rehearsal="all three stages and DDP on gloo; parameters after N AdamW steps equal single-process AdamW",
+    config=CONFIG,
+    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+)
