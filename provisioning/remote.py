@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from provisioning.cluster.addrs import master_port_arg, node_addrs_arg
 from provisioning.cluster.driver import NodeRunSettings, cluster_main
 from provisioning.cluster.nodes import ClusterError, cluster_hosts
 from provisioning.job import codesync, hostlock, jobchoice, jobs
@@ -206,5 +207,7 @@ def nproc_arg(text: str) -> int:
 
 
 def node_run_settings(args):
+    """HOSTS='s settings for every node, each checked here on the laptop before any node is reached."""
     return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=nproc_arg(args.nproc))
+                           nproc=nproc_arg(args.nproc), node_addrs=node_addrs_arg(args.node_addrs, args.hostfile),
+                           master_port=master_port_arg(args.master_port))

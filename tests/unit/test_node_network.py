@@ -103,6 +103,29 @@ def test_make_remote_passes_node_addrs_and_port(tmp_path):
     assert args[-4:] == ["--node-addrs", "10.0.0.1,10.0.0.2", "--master-port", "29500"]
 
 
+def test_make_remotes_node_addrs_and_master_port_reach_the_nodes_settings(tmp_path):
+    """NODE_ADDRS= and MASTER_PORT= as make remote passes them, through the real parser to the settings every node
+    gets; a bad one refused on the laptop, before any node is reached (options() connects to nothing)."""
+    from provisioning.__main__ import build_parser
+    from provisioning.remote import options
+
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("ubuntu@a addr=10.0.0.1\nubuntu@b addr=10.0.0.2\n")
+
+    def settings(*flags):
+        return options(build_parser().parse_args(["remote", "--host", "", "--hosts", "ubuntu@a,ubuntu@b", *flags])).nodes_run
+
+    given = settings("--node-addrs", "10.9.0.1,10.9.0.2", "--master-port", "29555")
+    assert (given.node_addrs, given.master_port) == ("10.9.0.1,10.9.0.2", 29555)
+    assert (settings().node_addrs, settings().master_port) == ("", 0)  # asked of the nodes; the default port
+    from_file = options(build_parser().parse_args(["remote", "--host", "", "--hostfile", str(hostfile)])).nodes_run
+    assert from_file.node_addrs == "10.0.0.1,10.0.0.2"
+    with pytest.raises(ValueError, match="MASTER_PORT='70000' is not a port"):
+        settings("--master-port", "70000")
+    with pytest.raises(ValueError, match="NODE_ADDRS entry 'bad addr'"):
+        settings("--node-addrs", "10.9.0.1,bad addr")
+
+
 def test_elastic_srun_keeps_the_survivors_and_forgives_the_lost_node(tmp_path):
     """The elastic per-node wrapper run for real by sh as each node would: --kill-on-bad-exit=0; the expendable
     node's SIGKILLed torchrun (a shell killing itself, as the drill's agent is killed) exits 0, another node's
