@@ -49,13 +49,6 @@ class NotRegularFile(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
-def check_readable_file(path: Path | str) -> None:
-    """Raise NotRegularFile when `path` exists and is not a regular file of a readable size."""
-    problem = not_regular_problem(path)
-    if problem:
-        raise NotRegularFile(path, problem)
-
-
 def check_replaceable(path: Path | str) -> None:
     """Raise NotRegularFile when `path` exists and is not a regular file: a rename would replace a device or FIFO."""
     try:
