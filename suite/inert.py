@@ -20,7 +20,6 @@ import re
 
 # C0 controls but \t and \n, DEL, C1, and the format characters that move or reorder text on screen.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(match: re.Match) -> str:
@@ -33,13 +32,6 @@ def inert(text: str) -> str:
     if text.isprintable():  # the common case, in C: no control, no format character, no newline
         return text
     return _CONTROL.sub(_escape, text)
-
-
-def inert_line(text: str) -> str:
-    """One field of one line (a GPU or host name): newlines and tabs escaped too."""
-    if text.isprintable():
-        return text
-    return _CONTROL_IN_LINE.sub(_escape, text)
 
 
 def inert_texts(data):
@@ -60,8 +52,3 @@ def inert_fields(record) -> None:
         value = getattr(record, f.name)
         if isinstance(value, str) and not value.isprintable():
             object.__setattr__(record, f.name, inert(value))
-
-
-def has_control(text: str) -> bool:
-    """True when `inert` would change `text`."""
-    return _CONTROL.search(text) is not None
