@@ -55,8 +55,8 @@ class BoxVerdict:
 
     @property
     def exit_code(self) -> int:
-        if self.word == REHEARSAL:
-            return 1 if self.rejected else 0
+        if self.word == REHEARSAL:  # a failed check of the code, else a stage that did not run to its end: never 0
+            return 1 if self.rejected else EXIT_CODES[INCONCLUSIVE] if self.open else 0
         return EXIT_CODES[self.word]
 
     def line(self) -> str:
@@ -64,6 +64,8 @@ class BoxVerdict:
         if self.word == REHEARSAL:
             tail = f"; {len(self.rejected)} check(s) of the code failed: {', '.join(self.rejected)}" \
                 if self.rejected else ""
+            if self.open:
+                tail += f"; {len(self.open)} stage(s) did not run to the end: {', '.join(o.id for o in self.open)}"
             return f"{REHEARSAL}: CPU numbers judge the code, not a box{tail}"
         if self.word == REJECT:
             return f"{REJECT}: {', '.join(self.rejected)}"
@@ -103,11 +105,11 @@ def not_captured(manifest: Mapping[str, Any]) -> list[str]:
 
 def box_verdict(manifest: Mapping[str, Any], verdicts: list[Verdict], fail_on: str = "fail") -> BoxVerdict:
     rejected = [v.id for v in verdicts if v.status in REJECTS[fail_on]]
-    if not judges_performance(manifest):
-        return BoxVerdict(REHEARSAL, rejected=rejected)
-    open_ = [Open(v.id, first_line(v.reason) or "skipped") for v in verdicts if leaves_open(v)]
-    open_ += [Open(s, "stage did not run to the end (resume: python -m suite run --resume RUN_DIR)")
-              for s in unfinished(manifest, verdicts)]
+    stopped = [Open(s, "stage did not run to the end (resume: python -m suite run --resume RUN_DIR)")
+               for s in unfinished(manifest, verdicts)]
+    if not judges_performance(manifest):  # a rehearsal's skips are its profile's; a stage that never ended is not
+        return BoxVerdict(REHEARSAL, rejected=rejected, open=stopped)
+    open_ = [Open(v.id, first_line(v.reason) or "skipped") for v in verdicts if leaves_open(v)] + stopped
     open_ += [Open(s, "not captured: no file among the ingested ones feeds this stage") for s in not_captured(manifest)]
     if rejected:
         return BoxVerdict(REJECT, rejected=rejected, open=open_)

@@ -3,9 +3,10 @@
     python -m suite check runs/20261129T1630Z-box-nccl-gpu --fail-on warn && echo accepted
 
 The box verdict (suite/box_verdict.py) is the last line and the exit status:
-0 ACCEPT (every check the profile plans ran, none at the --fail-on level) — or REHEARSAL, a CPU run, with
-no fail; 1 REJECT (a verdict at --fail-on, default fail); 3 INCONCLUSIVE (nothing rejected, but a planned
-check skipped, a stage did not run to its end, or an ingested run's captures lack a stage: each listed);
+0 ACCEPT (every check the profile plans ran, none at the --fail-on level) — or REHEARSAL, a CPU run whose
+stages all ended, with no fail; 1 REJECT (a verdict at --fail-on, default fail); 3 INCONCLUSIVE (nothing
+rejected, but a planned check skipped, a stage did not run to its end — a rehearsal's too — or an ingested
+run's captures lack a stage: each listed);
 2 when RUN_DIR cannot be read: no manifest, or any of its records (manifest, verdicts, results, expectations)
 damaged, truncated or of another schema — a run whose measurements cannot be read is never judged.
 """

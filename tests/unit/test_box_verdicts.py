@@ -198,6 +198,22 @@ def test_the_rule(verdicts, word):
     assert box_verdict({**GPU, "profile": {"device": "cpu", "judge_performance": False}}, verdicts).word == REHEARSAL
 
 
+@pytest.mark.parametrize("profile", [GPU["profile"], {"device": "cpu", "judge_performance": False}])
+def test_a_run_stopped_midway_or_still_writing_never_exits_0(profile):
+    """A killed run (bandwidth never ended) and one still writing (its stage `running`): exit 3 for a box and for a
+    rehearsal alike, the stage named; a failed check still exits 1."""
+    for state in ("running", "pending"):
+        manifest = {"profile": profile, "stages_selected": ["topology", "bandwidth"],
+                    "stages": {"topology": {"status": "complete"}, "bandwidth": {"status": state}}}
+        topology = [Verdict(id="topology.links", stage="topology", status=s, expected="e", observed="o", reason="r")
+                    for s in ("pass", "fail")]
+        done = box_verdict(manifest, topology[:1])
+        assert done.exit_code == 3 and "bandwidth" in done.line() and [o.id for o in done.open] == ["bandwidth"]
+        assert box_verdict(manifest, topology[1:]).exit_code == 1
+        manifest["stages"]["bandwidth"]["status"] = "complete"
+        assert box_verdict(manifest, topology[:1]).exit_code == 0  # ended: the same run, now whole
+
+
 def test_an_unknown_gpu_is_inconclusive_for_its_peak_never_a_pass():
     """A GPU not in suite/hardware/gpus.py: the peak check skips (no floor) and the box is not accepted on it."""
     from suite.stages import bandwidth
