@@ -34,11 +34,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
+# Each rehearsal records its run in a file of its own, so two at once each report their own run, and one that
+# was refused (a bad PROFILE) reports nothing rather than the run before it; runs/LAST then names the newest.
+export RUNS ?= runs
 rehearse: $(STAMP)
-	@mkdir -p runs; status=0; \
-	$(PY) -m suite run --profile "$${PROFILE:-gloo-cpu}" --out runs --record-last runs/LAST $${ARGS} || status=$$?; \
-	$(PY) -m reports "$$(cat runs/LAST)" || status=$$((status ? status : 1)); \
-	exit $$status
+	@mkdir -p "$$RUNS"; status=0; last=$$(mktemp "$$RUNS/.last.XXXXXX"); \
+	$(PY) -m suite run --profile "$${PROFILE:-gloo-cpu}" --out "$$RUNS" --record-last "$$last" $${ARGS} || status=$$?; \
+	if [ -s "$$last" ]; then \
+	  $(PY) -m reports "$$(cat "$$last")" || status=$$((status ? status : 1)); \
+	  cp "$$last" "$$RUNS/LAST"; \
+	fi; rm -f "$$last"; exit $$status
 
 # make demo: `suite ingest` on real public captures (sources in tests/data/*/README.md and the .json beside
 # each): an 8×H100 NVSwitch box's `nvidia-smi topo -m` (an SGLang environment dump) and an 8×H100

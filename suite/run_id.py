@@ -28,7 +28,13 @@ def new_run_id(profile: Profile, when: datetime | None = None) -> str:
 
 
 def unique_run_path(base: Path, run_id: str) -> Path:
+    """The first free folder of run_id, -2, -3 …, made here: mkdir is atomic, so two runs started in the same
+    minute (two `make rehearse` at once) each get a folder of their own, never the same one."""
+    base.mkdir(parents=True, exist_ok=True)
     path, n = base / run_id, 2
-    while path.exists():
-        path, n = base / f"{run_id}-{n}", n + 1
-    return path
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            path, n = base / f"{run_id}-{n}", n + 1

@@ -19,7 +19,7 @@ from suite.commands import record_last, record_last_problem, usage_error
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run the stages in the checklist's order into runs/<run-id>/")
-    p.add_argument("--profile", default="gloo-cpu", choices=sorted(PROFILES),
+    p.add_argument("--profile", default="gloo-cpu", metavar="|".join(sorted(PROFILES)),
                    help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU; nccl-1gpu: one process on one "
                         "CUDA card (default gloo-cpu)")
     p.add_argument("--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)")
@@ -165,6 +165,8 @@ def with_node_network(profile, nodes, args):
 def main(args) -> int:
     from suite import runner
 
+    if args.profile not in PROFILES:  # one line (make rehearse PROFILE=…), not argparse's usage block
+        return usage_error(f"PROFILE={args.profile!r} is no profile: choose from {', '.join(sorted(PROFILES))}")
     if args.list:
         return list_stages(args.profile)
     try:
