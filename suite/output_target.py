@@ -16,9 +16,10 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-MANIFEST = "manifest.json"
-REPORT = "report.html"
-RECORDS = frozenset({MANIFEST, "expectations.csv", "results.parquet", "results.csv", "verdicts.json", "raw"})
+from suite.results import RunDir
+
+MANIFEST, REPORT = RunDir.MANIFEST, RunDir.REPORT
+RECORDS = frozenset({MANIFEST, RunDir.EXPECTATIONS, RunDir.RESULTS_PARQUET, RunDir.RESULTS_CSV, RunDir.VERDICTS, "raw"})
 
 
 def overwrite_problem(target: Path, inputs: Iterable[Path] = ()) -> str | None:

@@ -11,8 +11,8 @@ import re
 import zlib
 from dataclasses import dataclass
 
-GZIP_MAGIC = b"\x1f\x8b"
-INFLATED_MAX_BYTES = 2 << 30  # as much as the suite reads of a plain file (suite/regular_files.py)
+from suite.parsers.traces import GZIP_MAGIC
+from suite.regular_files import MAX_READ_BYTES as INFLATED_MAX_BYTES  # as much as the suite reads of a plain file
 _NUL_RUN = re.compile(rb"\x00+")
 
 
