@@ -94,4 +94,4 @@ def test_no_stage_module_builds_a_verdict_by_hand():
                 name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                 if name == "Verdict":
                     by_hand.append(f"{path.relative_to(REPO)}:{node.lineno}")
-    assert by_hand == [], "build these with suite.verdicts.verdicts_for(STAGE): " + ", ".join(by_hand)
+    assert by_hand == [], "build these with suite.verdicts.verdicts_for(NAME): " + ", ".join(by_hand)
