@@ -45,10 +45,17 @@ def inert_texts(data):
     return data
 
 
+_TEXT_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Per dataclass, the fields declared to hold text: rows are built by the million, their fields listed once."""
+
+
 def inert_fields(record) -> None:
     """Every text field of a (frozen) dataclass instance made inert in place: rows, expectations and verdicts
     call it as they are built, so what a capture carries is inert in the files, the report and the terminal."""
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        if isinstance(value, str) and not value.isprintable():
-            object.__setattr__(record, f.name, inert(value))
+    names = _TEXT_FIELDS.get(type(record))
+    if names is None:
+        names = _TEXT_FIELDS[type(record)] = tuple(f.name for f in dataclasses.fields(record) if "str" in str(f.type))
+    for name in names:
+        value = getattr(record, name)
+        if value.__class__ is str and not value.isprintable():
+            object.__setattr__(record, name, inert(value))
