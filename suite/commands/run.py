@@ -182,6 +182,10 @@ def main(args) -> int:
                 run, profile = runner.resume_run(args.resume)
             except (FieldTypeError, ProfileError, TypeError) as e:  # a recorded profile of the wrong types
                 raise RunDirError(args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}") from None
+            if run.manifest.get("ingested"):  # its stages read captures: run here, they would measure this machine
+                return usage_error(f"{args.resume} was ingested from captures, not measured: --resume would judge "
+                                   f"this machine instead of that box; ingest again into a new run: python -m suite "
+                                   f"ingest {args.resume}/raw --out {args.out}")
         else:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:

@@ -354,3 +354,22 @@ def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "partial: " in done.stderr and "--allow-partial" in done.stderr
     assert "box verdict: REJECT: " in done.stderr and "health.processes" in done.stderr
+
+
+def test_resuming_an_interrupted_ingest_never_measures_this_machine(tmp_path):
+    """An ingest killed in its last stage, then `suite run --resume`d: its stages would run live here and judge this
+    laptop as the box (seen: an H100 box REJECTED on topology.gpu_count, the laptop having no GPU). Refused in one
+    line naming the ingest that redoes it, and nothing of the run changes."""
+    done, run, _ = ingest(tmp_path, TOPO / "11-h100-4gpu-nv18-8nic-phb.txt",
+                          HEALTH / "nvsmi-q-08-h200-550-healthy.txt")
+    assert done.returncode in (0, 3), done.stderr
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest["stages"]["topology"]["status"] = "running"
+    (run.path / "manifest.json").write_text(json.dumps(manifest))
+    before = {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()}
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = suite_main(["run", "--resume", str(run.path)])
+    assert code == 2 and err.getvalue().count("\n") == 1
+    assert "was ingested from captures" in err.getvalue() and f"suite ingest {run.path}/raw" in err.getvalue()
+    assert {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()} == before
