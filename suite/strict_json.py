@@ -32,3 +32,30 @@ def loads(text: str) -> Any:
         raise ValueError("nested deeper than any record holds") from None
     except ValueError as e:  # from the hooks above, or int(): "Exceeds the limit (4300 digits) …"
         raise ValueError(str(e).split(";")[0]) from None
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not value - value == 0:
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value - value == 0
+    if isinstance(value, dict):
+        return all(map(_all_finite, value.values()))
+    if isinstance(value, (list, tuple)):
+        return all(map(_all_finite, value))
+    return True
+
+
+def dumps(data: Any, **kwargs) -> str:
+    """json.dumps for `--json` output: always JSON, a figure that came out NaN or infinite (an overflowing input,
+    a capture's "nan") written as null, never as the NaN/Infinity no JSON reader takes. The data is copied only
+    when it holds such a figure (a million-row parse is walked, not copied)."""
+    return json.dumps(data if _all_finite(data) else _finite(data), allow_nan=False, **kwargs)

@@ -231,6 +231,14 @@ def parse_large_inputs() -> None:
 
 
 @bench
+def parse_million_rows() -> None:
+    """A million-row nccl-tests sweep parsed and ingested: time and peak memory (tests/bench_sizes.py)."""
+    from .bench_sizes import parse_million_rows as run
+
+    run()
+
+
+@bench
 def image_rebuild() -> None:
     """CPU image rebuild after a change under suite/ (target: under 30 s); skipped without a Docker engine."""
     from .bench_image import image_rebuild_after_a_suite_change

@@ -10,10 +10,10 @@ holds still printed and judged — unless --allow-partial (a shell prompt line a
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 
+from suite import strict_json
 from suite.regular_files import not_regular_problem
 
 from suite.parsers import ParseError
@@ -38,6 +38,9 @@ its own prompt and banner lines)."""
 
 HEALTH_VERDICTS = {"smi-q": "smi_verdicts", "nvlink": "nvlink_verdict", "ibstat": "network_verdict",
                    "dcgm": "dcgm_verdict", "xid": "kernel_log_verdict"}
+
+
+LONG_OUTPUT_ROWS = 10_000
 
 
 def add_parser(sub) -> None:
@@ -77,7 +80,10 @@ def main(args) -> int:
         from suite.stages.health import rules as _health_rules
         found = getattr(_health_rules, HEALTH_VERDICTS[args.kind])(data)
         data["verdicts"] = [v.to_dict() for v in (found if isinstance(found, list) else [found])]
-    print(json.dumps(data, indent=2, allow_nan=False, default=str))
+    # Indented for reading; a long sweep on one line: json's C encoder writes only unindented text (seconds, not
+    # minutes, for a million rows).
+    rows = data.get("rows") if isinstance(data, dict) else None
+    print(strict_json.dumps(data, indent=None if len(rows or ()) > LONG_OUTPUT_ROWS else 2, default=str))
     if data.get("complete") is False and not args.allow_partial:
         print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "
               "pass --allow-partial to accept what it holds", file=sys.stderr)

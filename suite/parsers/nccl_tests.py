@@ -37,13 +37,13 @@ one with nothing nccl-tests prints there (a log, the wrong file) is refused at o
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from suite.parsers import ParseError
-from suite.parsers.nccl_tests_fields import PROGRAMS, _int_or_float, _is_int, _nranks_from_ratio, program_name
+from suite.parsers.nccl_tests_fields import PROGRAMS, _is_int, _nranks_from_ratio, program_name
+from suite.parsers.nccl_tests_rows import TIME_NAMES, Table, headerless, number
 
 # Program names nccl-tests builds (`<name>_perf`), longest match first where one contains another.
 
@@ -58,15 +58,10 @@ NCCL1_DEVICE = re.compile(r"^#\s*Device\s+(\d+)\s+->\s+\d+")
 OOB_LINE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 AVG_LINE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 PREAMBLE = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
-TIMESTAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 # Lines that end a run (NCCL WARN alone does not: healthy runs print some).
 FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*|Segmentation fault.*|Aborted.*|terminate called.*|"
                      r"mpirun noticed.*|srun: error.*|Invalid number of GPUs.*)")
 
-TIME_NAMES = ("time", "cputime")
-PARAM_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
-WRONG_NAMES = {"#wrong": "count", "error": "max_deviation", "res": "max_deviation"}
-EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
 
 # How much of a file decides whether it is nccl-tests output at all: launchers (mpirun's warnings, a
 # printed command line) put tens of lines before the preamble, never thousands.
@@ -75,12 +70,6 @@ SNIFF_CHARS = 1 << 20
 MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl-tests' and are cut
 MAX_JSON = 16 << 20  # a -J report holds ~300 bytes per size: 16 MiB is 50,000 sizes
 
-# Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
-HEADERLESS = {
-    13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
-    12: "size count type redop time algbw busbw error time algbw busbw error",
-    11: "size count type time algbw busbw error time algbw busbw error",
-}
 
 
 def parse_file(path: str | Path) -> dict[str, Any]:
@@ -132,29 +121,6 @@ def bounded_lines(f: IO[str], max_line: int = MAX_LINE) -> Iterator[str]:
 # ---------------------------------------------------------------- text
 
 
-class _Table:
-    """The column layout announced by a header line."""
-
-    def __init__(self, tokens: list[str], time_unit_s: float) -> None:
-        tokens = [PARAM_ALIASES.get(t, t) for t in tokens]
-        first_time = next(i for i, t in enumerate(tokens) if t in TIME_NAMES)
-        self.params = tokens[:first_time]
-        self.timestamp = tokens[-1] == "timestamp"
-        perf = tokens[first_time:-1] if self.timestamp else tokens[first_time:]
-        self.groups: list[list[str]] = []
-        for t in perf:
-            if t in TIME_NAMES:
-                self.groups.append([])
-            self.groups[-1].append(t)
-        self.time_unit_s = time_unit_s
-        wrong = [t for t in perf if t in WRONG_NAMES]
-        self.wrong_kind = WRONG_NAMES[wrong[0]] if wrong else None
-
-    @property
-    def perf_width(self) -> int:
-        return sum(len(g) for g in self.groups)
-
-
 def _header_tokens(line: str) -> list[str] | None:
     """The column names of a header line (`#  size  count  type ... time algbw busbw #wrong ...`), else None."""
     body = line.lstrip("#").split()
@@ -165,15 +131,6 @@ def _header_tokens(line: str) -> list[str] | None:
     return body
 
 
-def _number(token: str) -> float | None:
-    """A printed number; None for N/A, nan, or anything that is not a number."""
-    try:
-        value = float(token)
-    except ValueError:
-        return None
-    return None if math.isnan(value) or math.isinf(value) else value
-
-
 def parse_text(text: str, name_hint: str = "") -> dict[str, Any]:
     return parse_lines(text.splitlines(), name_hint)
 
@@ -182,7 +139,7 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
     """The text output's lines (an iterator is read once, in order, and not held) → the parse."""
     collective = None
     ranks: set[int] = set()
-    table: _Table | None = None
+    table: Table | None = None
     pending_header: list[str] | None = None
     rows: list[dict[str, Any]] = []
     avg = None
@@ -203,10 +160,15 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         elif not (rows or saw_header or saw_preamble or saw_footer or ranks or version):
             raise ParseError(f"not nccl-tests output: nothing nccl-tests prints (a preamble nThread … nGpus, a table "
                              f"header, data rows) in its first {index} lines; pass the stdout of a *_perf binary")
-        line = MPI_TAG.sub("", raw.rstrip("\r\n"))
-        s = line.strip()
+        s = (MPI_TAG.sub("", raw) if raw[:1] == "[" else raw).strip()
         if not s:
             continue
+        if table is not None and s[0].isdigit() and "Collective test" not in s:  # the bulk of a sweep: a data row
+            row = table.row(s)
+            if row is not None:
+                rows.append(row)
+                wrong_kind = table.wrong_kind
+                continue
         starts_next = PREAMBLE.match(s) or "Collective test starting" in s
         if starts_next and (rows or saw_footer):  # a file of several tests: this parse reads the first
             next_test = index + 1
@@ -229,13 +191,13 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
             pending_header = tokens
             saw_header = True
             # 2017-era headers have no units line and print time in ms; a units line below says otherwise.
-            table = _Table(tokens, 1e-3 if tokens[0] == "bytes" else 1e-6)
+            table = Table(tokens, 1e-3 if tokens[0] == "bytes" else 1e-6)
             continue
         if s.startswith("#") and "(B)" in s and pending_header is not None:
             if "(ms)" in s:
-                table = _Table(pending_header, 1e-3)
+                table = Table(pending_header, 1e-3)
             elif "(us)" in s:
-                table = _Table(pending_header, 1e-6)
+                table = Table(pending_header, 1e-6)
             continue
         m = OOB_LINE.match(s)
         if m:
@@ -243,15 +205,15 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
             continue
         m = AVG_LINE.match(s)
         if m:
-            avg = _number(m.group(1))
+            avg = number(m.group(1))
             saw_footer = True
             continue
         if s.startswith("#"):
             continue
         toks = s.split()
         if len(toks) >= 2 and _is_int(toks[0]) and _is_int(toks[1]):
-            layout = table or _headerless(len(toks))
-            row = _parse_row(s, layout) if layout else None
+            layout = table or headerless(len(toks))
+            row = layout.row(s) if layout else None
             if row is None:
                 partial = partial or f"line {index + 1} is a cut-off table row: {s[:80]!r}"
                 continue
@@ -299,71 +261,6 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         "version": version,
         "next_test_line": next_test,
     }
-
-
-def _headerless(width: int) -> _Table | None:
-    spec = HEADERLESS.get(width)
-    return _Table(spec.split(), 1e-6) if spec else None
-
-
-def _parse_row(line: str, table: _Table) -> dict[str, Any] | None:
-    """One data row by the table's layout, read from the right (an empty redop field shifts nothing); None if cut off."""
-    if table.timestamp:
-        line = TIMESTAMP_TAIL.sub("", line)
-    toks = line.split()
-    width = table.perf_width
-    if len(toks) < 3 + width:
-        return None
-    perf, params = toks[len(toks) - width:], toks[: len(toks) - width]
-    for group_tokens in _chunks(perf, table.groups):
-        time_token = group_tokens[0]
-        if _number(time_token) is None and time_token.lower() != "nan":
-            return None
-    if not (params[0].isdigit() and params[1].isdigit()) or len(params[0]) > 19:  # "-8", "1e400": no table row
-        return None
-    row: dict[str, Any] = {"size": int(params[0]), "count": int(params[1]),
-                           "type": params[2] if len(params) > 2 else None, "redop": None, "root": None}
-    rest, names = params[3:], [n for n in table.params[3:] if n in ("redop", "root")]
-    if len(rest) > len(names):
-        return None
-    if len(rest) == len(names):
-        for name, tok in zip(names, rest):
-            row[name] = int(tok) if name == "root" and _is_int(tok) else tok
-    else:  # a blank field (old alltoall's redop): place what is there by its look
-        for tok in rest:
-            if _is_int(tok) and "root" in names:
-                row["root"] = int(tok)
-            elif "redop" in names:
-                row["redop"] = tok
-    halves = []
-    for names_, values in zip(table.groups, _chunks(perf, table.groups)):
-        half: dict[str, Any] = {}
-        for name, tok in zip(names_, values):
-            value = _number(tok)
-            if name in TIME_NAMES:  # ms (2017 era) → µs; µs kept exactly as printed
-                half["time_us"] = None if value is None else (value * 1000 if table.time_unit_s == 1e-3 else value)
-            elif name == "algbw":
-                half["algbw"] = value
-            elif name == "busbw":
-                half["busbw"] = value
-            elif name in WRONG_NAMES:
-                half["wrong"] = _int_or_float(value)
-            elif name in EXTRA_NAMES:
-                half[EXTRA_NAMES[name]] = value
-        halves.append(half)
-    row["oop"] = halves[0] if halves else None
-    row["ip"] = halves[1] if len(halves) > 1 else None
-    return row
-
-
-def _chunks(tokens: list[str], groups: list[list[str]]) -> list[list[str]]:
-    out, at = [], 0
-    for g in groups:
-        out.append(tokens[at: at + len(g)])
-        at += len(g)
-    return out
-
-
 
 
 # ---------------------------------------------------------------- sniffing (suite ingest)

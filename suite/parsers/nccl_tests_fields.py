@@ -18,7 +18,8 @@ def _int_or_float(value: float | None) -> int | float | None:
 
 
 def _is_int(token: str) -> bool:
-    return bool(re.fullmatch(r"-?\d+", token))
+    digits = token[1:] if token[:1] == "-" else token
+    return digits.isascii() and digits.isdigit()
 
 
 def program_name(text: str) -> str | None:

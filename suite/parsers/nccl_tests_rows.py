@@ -1,0 +1,149 @@
+"""nccl-tests' table rows: the column layout a header line announces, and one data row read by it.
+
+A long sweep is a million of these rows (~120 MB), so a layout is compiled once into the slice and converter of
+every column and a row is one split and one pass over its tokens; the row's small strings (`float`, `sum`) are
+interned, a sweep repeating them a million times."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Callable
+
+from suite.parsers.nccl_tests_fields import _int_or_float, _is_int
+
+TIMESTAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
+TIME_NAMES = ("time", "cputime")
+PARAM_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
+WRONG_NAMES = {"#wrong": "count", "error": "max_deviation", "res": "max_deviation"}
+EXTRA_NAMES = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
+
+# Column sets used when a capture holds rows but no header (a pasted table), by tokens per row.
+HEADERLESS = {
+    13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+    12: "size count type redop time algbw busbw error time algbw busbw error",
+    11: "size count type time algbw busbw error time algbw busbw error",
+}
+
+
+def number(token: str) -> float | None:
+    """A printed number; None for N/A, nan, inf, or anything that is not a number."""
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if value - value == 0 else None  # NaN and ±inf give NaN here
+
+
+def _ms_to_us(token: str) -> float | None:
+    value = number(token)
+    return None if value is None else value * 1000
+
+
+def _wrong(token: str) -> int | float | None:
+    return _int_or_float(number(token))
+
+
+FROM_FLOAT = {_ms_to_us: lambda value: value * 1000, _wrong: _int_or_float}
+"""What a converter does once its token is known to be a finite float (the fast path in Table.row)."""
+
+
+class Table:
+    """The column layout announced by a header line, compiled into a converter per column."""
+
+    def __init__(self, tokens: list[str], time_unit_s: float) -> None:
+        tokens = [PARAM_ALIASES.get(t, t) for t in tokens]
+        first_time = next(i for i, t in enumerate(tokens) if t in TIME_NAMES)
+        self.params = tokens[:first_time]
+        self.timestamp = tokens[-1] == "timestamp"
+        perf = tokens[first_time:-1] if self.timestamp else tokens[first_time:]
+        self.groups: list[list[str]] = []
+        for t in perf:
+            if t in TIME_NAMES:
+                self.groups.append([])
+            self.groups[-1].append(t)
+        self.time_unit_s = time_unit_s
+        wrong = [t for t in perf if t in WRONG_NAMES]
+        self.wrong_kind = WRONG_NAMES[wrong[0]] if wrong else None
+        self.width = sum(len(g) for g in self.groups)
+        self.named = [n for n in self.params[3:] if n in ("redop", "root")]
+        self.halves = [self._half(group) for group in self.groups]
+
+    @property
+    def perf_width(self) -> int:
+        return self.width
+
+    def _half(self, group: list[str]) -> tuple:
+        """(keys kept, every column's converter, the kept columns' positions or None for all, width, and what
+        the fast path does to a column's float: (position, function) for ms times and #wrong counts)."""
+        columns = [self._column(name) for name in group]
+        kept = [i for i, (key, _) in enumerate(columns) if key is not None]
+        after_float = [(i, FROM_FLOAT[convert]) for i, (_, convert) in enumerate(columns) if convert in FROM_FLOAT]
+        return ([columns[i][0] for i in kept], [convert for _, convert in columns],
+                None if len(kept) == len(columns) else kept, len(columns), after_float)
+
+    def _column(self, name: str) -> tuple[str | None, Callable[[str], Any]]:
+        """(the key in a half's dict, the token's converter); key None for a column the parse does not keep."""
+        if name in TIME_NAMES:  # ms (2017 era) → µs; µs kept exactly as printed
+            return "time_us", _ms_to_us if self.time_unit_s == 1e-3 else number
+        if name in ("algbw", "busbw"):
+            return name, number
+        if name in WRONG_NAMES:
+            return "wrong", _wrong
+        return EXTRA_NAMES.get(name), number
+
+    def row(self, line: str) -> dict[str, Any] | None:
+        """One data row, read from the right (an empty redop field shifts nothing); None if cut off."""
+        if self.timestamp:
+            line = TIMESTAMP_TAIL.sub("", line)
+        toks = line.split()
+        split = len(toks) - self.width
+        if split < 3:
+            return None
+        size, count = toks[0], toks[1]
+        if not (size.isascii() and size.isdigit() and count.isascii() and count.isdigit()) or len(size) > 19:
+            return None  # "-8", "1e400": no table row
+        halves = []
+        at = split
+        for keys, converters, kept, width, after_float in self.halves:
+            tokens = toks[at:at + width]
+            try:  # the common row: every token a finite number, converted at C speed
+                values = list(map(float, tokens))
+                total = sum(values)
+                if total - total != 0:  # a nan or inf among them: the slow path says which
+                    raise ValueError
+                for i, finish in after_float:
+                    values[i] = finish(values[i])
+            except ValueError:
+                values = [convert(token) for convert, token in zip(converters, tokens)]
+                if values[0] is None and tokens[0].lower() != "nan":
+                    return None  # a time that is no number: the row was cut
+            halves.append(dict(zip(keys, values if kept is None else [values[i] for i in kept])))
+            at += width
+        row: dict[str, Any] = {"size": int(size), "count": int(count), "type": sys.intern(toks[2]),
+                               "redop": None, "root": None}
+        if split > 3 and not self._place_params(row, toks[3:split]):
+            return None
+        row["oop"] = halves[0] if halves else None
+        row["ip"] = halves[1] if len(halves) > 1 else None
+        return row
+
+    def _place_params(self, row: dict[str, Any], rest: list[str]) -> bool:
+        names = self.named
+        if len(rest) > len(names):
+            return False
+        if len(rest) == len(names):
+            for name, tok in zip(names, rest):
+                row[name] = int(tok) if name == "root" and _is_int(tok) else sys.intern(tok)
+        else:  # a blank field (old alltoall's redop): place what is there by its look
+            for tok in rest:
+                if _is_int(tok) and "root" in names:
+                    row["root"] = int(tok)
+                elif "redop" in names:
+                    row["redop"] = sys.intern(tok)
+        return True
+
+
+def headerless(width: int) -> Table | None:
+    spec = HEADERLESS.get(width)
+    return Table(spec.split(), 1e-6) if spec else None
