@@ -25,7 +25,8 @@ from provisioning.job.codesync import DirtyTree
 from provisioning.session.connection import RemoteError
 from provisioning.runtime.engine import EngineError
 from provisioning.session.hosts import HostSpecError
-from suite import cli_streams
+from suite import cli_streams, env_settings, path_names
+from suite.commands._numbers import not_negative
 
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the plan (python -m suite plan) for the GPUs HOST actually has")
     add_connection_args(pl)
     pl.add_argument("--profile", default="nccl-gpu")
-    pl.add_argument("--rate", type=float, default=None, help="price of the host, $/hour")
+    pl.add_argument("--rate", type=not_negative, default=None, help="price of the host, $/hour")
     pl.add_argument("--nproc", default="", help="NPROC=: the processes make remote will start (default: one per GPU)")
     pl.set_defaults(func=cmd_plan)
     a = sub.add_parser("archive", help="upload a run directory to s3://bucket/prefix/<run-id>/ (or copy to a folder)")
@@ -136,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if bad := env_settings.problem() or path_names.args_problem(args):  # before the first connection
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (HostSpecError, DirtyTree, ArchiveError, RemoteError, EngineError, ValueError) as e:

@@ -33,6 +33,7 @@ from provisioning.cluster.addrs import master_port_arg, node_addrs_arg
 from provisioning.cluster.driver import NodeRunSettings, cluster_main
 from provisioning.cluster.nodes import ClusterError, cluster_hosts
 from provisioning.job import codesync, hostlock, jobchoice, jobs
+from provisioning.job.archive import check_destination
 from provisioning.job.finish import report_and_archive
 from provisioning.job.lifecycle import follow_and_fetch, run_job, suite_args
 from provisioning.runtime import cuda_check, hostruntime, remote_docker
@@ -186,10 +187,7 @@ def options(args):
     if args.command in ("remote", "plan"):
         kw["nproc"] = nproc_arg(args.nproc)
     if args.command == "remote":
-        if args.cuda_line:  # an unknown line is refused here, before any SSH
-            from suite.hardware.cuda_lines import line_named
-
-            line_named(args.cuda_line)
+        check_run_settings(args)
         kw.update(profile=args.profile, stages=args.stages, tier=args.tier, burnin_min=args.burnin_min, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
                   archive=args.archive or None, endpoint_url=args.endpoint_url or None,
                   allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
@@ -197,6 +195,21 @@ def options(args):
         if nodes:
             kw["nodes_run"] = node_run_settings(args)
     return RemoteOptions(**kw)
+
+
+def check_run_settings(args) -> None:
+    """Every setting of `make remote` that is not about logging in, refused here on the laptop before the first
+    connection: a typo must not cost the preflight's minutes, nor surface after an hour of billed stages."""
+    if args.cuda_line:
+        from suite.hardware.cuda_lines import line_named
+
+        line_named(args.cuda_line)
+    if args.burnin_min:
+        from suite.env_settings import minutes
+
+        minutes(args.burnin_min)
+    master_port_arg(args.master_port)
+    check_destination(args.archive, args.endpoint_url)
 
 
 def nproc_arg(text: str) -> int:

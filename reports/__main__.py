@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from suite import cli_streams
+from suite import cli_streams, env_settings, path_names
 from suite.output_target import overwrite_problem
 from suite.results import RunDirError
 
@@ -62,9 +62,14 @@ def _main_interruptible(argv: list[str] | None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["compare"]:
-        return main_compare(build_compare_parser().parse_args(argv[1:]))
-    args = build_parser().parse_args(argv)
+    if bad := env_settings.problem():  # HOME / XDG_CACHE_HOME name the figure cache
+        return error(bad)
+    compare = argv[:1] == ["compare"]
+    args = build_compare_parser().parse_args(argv[1:]) if compare else build_parser().parse_args(argv)
+    if bad := path_names.args_problem(args):  # a latin-1 folder: refused before the page is written
+        return error(bad)
+    if compare:
+        return main_compare(args)
     if args.run_dir is None:
         return error("name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in runs/LAST)")
     from reports.report import render_path, summary

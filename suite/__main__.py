@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 import sys
 
-from suite import cli_streams, commands
+from suite import cli_streams, commands, env_settings, path_names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if bad := env_settings.problem() or path_names.args_problem(args):  # before any work: nothing started or written
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from suite import env_settings
+from suite.inert import inert
 
 MANIFEST_NAME = "archive-manifest.json"
 MULTIPART_THRESHOLD = 64 * 1024**2  # bytes; S3's smallest part is 5 MiB, so 64 MiB keeps part counts low
@@ -89,6 +93,40 @@ def parse_s3(dest: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")  # S3's bucket naming rules
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+LOCAL_PROVIDERS_ONLY = ("iam-role", "container-role")  # asked over the network: not before the run
+
+
+def check_destination(dest: str, endpoint_url: str | None = None) -> None:
+    """ARCHIVE=, its endpoint and the laptop's credentials, checked before the first connection to a box: a typo
+    found after an hour of billed stages costs the archive, not the run, but is still found too late."""
+    if not dest:
+        return
+    if not dest.startswith("s3://"):
+        if SCHEME.match(dest) and not dest.startswith("file://"):
+            raise ArchiveError(f"ARCHIVE={inert(dest)}: write s3://bucket/prefix or a folder")
+        return
+    bucket, _ = parse_s3(dest)
+    if not BUCKET.fullmatch(bucket):
+        raise ArchiveError(f"ARCHIVE={inert(dest)}: {inert(bucket)!r} is not an S3 bucket name "
+                           "(3–63 lower-case letters, digits, dots and hyphens)")
+    problem = env_settings.problem({"AWS_ENDPOINT_URL": endpoint_url or ""})
+    if problem:
+        raise ArchiveError(problem.replace("AWS_ENDPOINT_URL=", "ENDPOINT_URL=", 1))
+    import botocore.session
+
+    session = botocore.session.get_session()
+    resolver = session.get_component("credential_provider")
+    for name in LOCAL_PROVIDERS_ONLY:
+        if resolver.get_provider(name) is not None:
+            resolver.remove(name)
+    if resolver.load_credentials() is None:
+        raise ArchiveError(f"ARCHIVE={inert(dest)}: no S3 credentials on this machine (AWS_ACCESS_KEY_ID and "
+                           "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials): set them, or leave ARCHIVE "
+                           "empty to keep the run in the local folder only")
+
+
 def make_client(endpoint_url: str | None = None):
     import boto3
     from botocore.config import Config
@@ -104,6 +142,8 @@ def archive_run(run_dir: Path, dest: str, *, endpoint_url: str | None = None, cl
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
         raise ArchiveError(f"{run_dir} is not a run directory (no manifest.json): pass runs/<run-id>")
+    if client is None:  # a client handed in was made and checked by its caller
+        check_destination(dest, endpoint_url)
     entries = scan(run_dir)
     if dest.startswith("s3://"):
         return _to_s3(run_dir, entries, dest, endpoint_url, client, multipart_threshold, multipart_chunk, say)
@@ -151,10 +191,12 @@ def _to_s3(run_dir, entries, dest, endpoint_url, client, threshold, chunk, say) 
 
 
 def _same_object(client, bucket: str, key: str, size: int, digest: str) -> bool:
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         head = client.head_object(Bucket=bucket, Key=key)
+    except BotoCoreError as e:  # no endpoint answering, no credentials: no retry of ours fixes it
+        raise ArchiveError(f"cannot reach s3://{bucket}/: {e}") from None
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return False

@@ -28,7 +28,8 @@ def report_and_archive(opts, local_dir: Path, record: dict[str, Any], final: job
         try:
             archive_run(local_dir, opts.archive, endpoint_url=opts.endpoint_url, say=steps.say)
         except ArchiveError as e:
-            steps.say(f"ARCHIVE FAILED: {e}")
+            steps.say(f"ARCHIVE FAILED: {e}; the run stays in {local_dir}: `python -m provisioning archive "
+                      f"{local_dir} {opts.archive}` uploads it later")
             return 2
     steps.say(f"run directory: {local_dir}")
     if report_ok:

@@ -45,11 +45,13 @@ def job_id_arg(text: str) -> str:
 def cmd_slurm(args) -> int:
     from suite.hardware.cuda_lines import line_named
 
+    from provisioning.job.archive import check_destination
     from provisioning.session.hosts import parse_host
     from provisioning.session.options import truthy
 
     if args.cuda_line:
         line_named(args.cuda_line)  # an unknown line is refused here, before any SSH
+    check_destination(args.archive, args.endpoint_url)
     opts = SlurmOptions(
         host=parse_host(args.host), key=args.key or None, known_hosts=args.known_hosts or None,
         ssh_config=args.ssh_config or None, accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir,

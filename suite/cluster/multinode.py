@@ -17,6 +17,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from suite.cluster import hostlist
+
 # What a node's torchrun gets from the first node's environment besides the suite's own variables:
 # the communication libraries' settings (NCCL_IB_HCA, NCCL_DEBUG, GLOO_SOCKET_IFNAME, …).
 FORWARDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "OMP_", "MKL_", "CARDTIME_", "UCX_", "FI_")
@@ -120,37 +122,25 @@ def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
     return tuple(out)
 
 
-def expand_slurm_nodelist(nodelist: str) -> list[str]:
-    """'gpu-[01-03,07],login1' → ['gpu-01', 'gpu-02', 'gpu-03', 'gpu-07', 'login1'] (Slurm's compressed form,
-    the one-bracket kind `scontrol show hostnames` expands; zero padding kept)."""
-    out: list[str] = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", nodelist):
-        if plain:
-            out.append(plain.strip())
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not hi:
-                out.append(prefix + lo)
-                continue
-            width = len(lo)
-            out += [f"{prefix}{n:0{width}d}" for n in range(int(lo), int(hi) + 1)]
-    return [n for n in out if n]
-
-
 def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
     """The allocation's nodes (first = the batch host's list head), or () outside an allocation or on one node.
-    `scontrol show hostnames` is asked first (it knows every form); the expansion above is the fallback."""
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    The list is counted first (refused, naming the variable, when malformed or enormous); then `scontrol show
+    hostnames` is asked (it knows every form) and suite/cluster/hostlist.py's expansion is the fallback."""
+    var = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+    nodelist = env.get(var) or ""
     if not nodelist:
         return ()
+    try:
+        hostlist.count(nodelist)
+    except hostlist.HostListError as e:
+        raise NodesError(f"{var}: {e}") from None
     try:
         shown = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
                                timeout=30)
         names = shown.stdout.split() if shown.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired):
         names = []
-    names = names or expand_slurm_nodelist(nodelist)
+    names = names or hostlist.expand(nodelist)
     return tuple(names) if len(names) > 1 else ()
 
 

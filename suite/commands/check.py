@@ -13,9 +13,9 @@ damaged, truncated or of another schema — a run whose measurements cannot be r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from suite import strict_json
 from suite.box_verdict import REJECTS, BoxVerdict, box_verdict, unfinished
 from suite.results import RunDir, RunDirError, Verdict, status_counts
 from suite.run_consistency import load_checked
@@ -45,7 +45,7 @@ def main(args) -> int:
     counts = status_counts(verdicts)
     box = box_verdict(run.manifest, verdicts, args.fail_on)
     if args.json:
-        print(json.dumps({"run": str(run.path), "fail_on": args.fail_on, "box": box.word, "counts": counts,
+        print(strict_json.dumps({"run": str(run.path), "fail_on": args.fail_on, "box": box.word, "counts": counts,
                           "unfinished": unfinished(run.manifest, verdicts),
                           "verdicts": [v.to_dict() for v in verdicts], "rejected": box.rejected,
                           "open": [{"id": o.id, "why": o.why} for o in box.open]}, indent=2))

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import json
 import math
 
+from suite import strict_json
 from suite.commands import _numbers as numbers
 from suite.costmodel import alphabeta as ab
 from suite.commands import usage_error
@@ -68,7 +68,7 @@ def main(args) -> int:
         return usage_error("the DP share needs both --grad-bytes and --step-time")
     rows = table_rows(args.alpha, args.beta, args.cards, sizes)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(strict_json.dumps(rows, indent=2))
         return 0
     print(f"α = {args.alpha * 1e6:g} µs, β = {args.beta / 1e9:g} GB/s")
     print(f"{'cards':>5} {'size':>12} {'ring µs':>12} {'tree µs':>12}  faster")

@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
+from suite import strict_json
 from suite.commands import _numbers as numbers
 from suite.config import ProfileError, get_profile
 from suite.commands import usage_error
@@ -86,7 +86,7 @@ def main(args) -> int:
     if args.json:
         data = dataclasses.asdict(plan)
         data.update(total_s=plan.total_s, billed_s=plan.billed_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour)
-        print(json.dumps(data, indent=1))
+        print(strict_json.dumps(data, indent=1))
     else:
         print(render(plan))
     return 0

@@ -12,10 +12,10 @@ primitive returned wrong values or did not report, 2 on unusable input or a laun
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
+from suite import strict_json
 from suite.config import PROFILES, ProfileError, get_profile
 from suite.workloads.worker_cli import mistakes_from
 from suite.commands import usage_error
@@ -63,7 +63,7 @@ def main(args) -> int:
             return usage_error(f"{e} (exit code {e.exit_code}): rerun with --raw-dir DIR and read DIR/probe.rank0.log")
     results = summarize(rows)
     if args.json:
-        print(json.dumps([{"primitive": r.name, "status": r.status, "detail": r.detail, "ranks": r.ranks}
+        print(strict_json.dumps([{"primitive": r.name, "status": r.status, "detail": r.detail, "ranks": r.ranks}
                           for r in results], indent=2))
     else:
         print(f"{profile.backend} on {profile.nproc} {profile.device} ranks:")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
 from pathlib import Path
 
-from suite import run_lock
+from suite import env_settings, run_lock
 from suite.fromjson import FieldTypeError
 from suite.commands import _numbers as numbers
 from suite import stages
@@ -27,7 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--tier", choices=("quick", "standard", "soak"),
                    help="a time-boxed run (suite/plan/tiers.py): quick (health, topology, bandwidth, 2-min burn-in), standard "
                         "(every stage, 10-min burn-in), soak (1-hour burn-in; BURNIN_MIN= for another)")
-    p.add_argument("--burnin-min", type=float, metavar="MIN",
+    p.add_argument("--burnin-min", type=burnin_minutes, metavar="MIN",
                    help="with --tier: the burn-in's minutes (default: the tier's, or BURNIN_MIN from the environment)")
     p.add_argument("--recheck", type=Path, metavar="RUN_DIR",
                    help="a new run of only the stages that failed (or did not complete) in RUN_DIR: the repaired box")
@@ -55,6 +56,13 @@ def add_parser(sub) -> None:
                         "or fork (forked from one warm process: gloo-cpu's default); also on --resume")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
+
+
+def burnin_minutes(text: str) -> float:
+    try:
+        return env_settings.minutes(text, "--burnin-min")
+    except env_settings.SettingError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def list_stages(profile: str | None = None) -> int:
@@ -169,6 +177,7 @@ def main(args) -> int:
         return usage_error(f"PROFILE={args.profile!r} is no profile: choose from {', '.join(sorted(PROFILES))}")
     if args.list:
         return list_stages(args.profile)
+    produce = None  # a resumed ingest: its stages' rows from the kept captures (suite/ingest/resume.py)
     try:
         timeouts = parse_timeouts(args.stage_timeout)
         if args.record_last and (problem := record_last_problem(args.record_last)):
@@ -176,6 +185,9 @@ def main(args) -> int:
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
+            if args.recheck or args.tier:
+                return usage_error(f"--resume continues {args.resume} as it was started; --recheck and --tier start "
+                                   "a new run: pass one or the other")
             if args.resume.is_dir():  # before reading it: the manifest may be mid-rewrite by the run holding it
                 run_lock.hold(args.resume)
             try:
@@ -183,9 +195,9 @@ def main(args) -> int:
             except (FieldTypeError, ProfileError, TypeError) as e:  # a recorded profile of the wrong types
                 raise RunDirError(args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}") from None
             if run.manifest.get("ingested"):  # its stages read captures: run here, they would measure this machine
-                return usage_error(f"{args.resume} was ingested from captures, not measured: --resume would judge "
-                                   f"this machine instead of that box; ingest again into a new run: python -m suite "
-                                   f"ingest {args.resume}/raw --out {args.out}")
+                from suite.ingest import resume
+
+                produce = resume.producers(run)
         else:
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
@@ -203,13 +215,12 @@ def main(args) -> int:
     except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError,
             run_lock.RunLockedError) as e:  # NodesError too
         return usage_error(str(e))
-        return usage_error(str(e))
     try:
         record_last(args.record_last, run.path)
     except OSError as e:
         return usage_error(f"--record-last: {e}")
     try:
-        outcome = runner.execute(run, profile, keep_going=args.keep_going)
+        outcome = runner.execute(run, profile, keep_going=args.keep_going, produce=produce)
     except OSError as e:  # a full disk, a folder gone: the stages complete so far are kept, --resume goes on
         where = e.filename or run.path
         return usage_error(f"{where}: {e.strerror or e}; free space (or fix the folder), then "

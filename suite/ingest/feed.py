@@ -25,6 +25,7 @@ from suite.stages import profile as profile_stage
 from suite.stages.topology.rules import common_model
 from suite.stages.topology.smi import p2p_pairs
 from suite.ingest.inputs import Capture, Unused
+from suite.path_names import shown
 
 PROFILE = "nccl-gpu"
 SMI_SOURCES = {"nvidia-smi-topo-m": "nvidia-smi topo -m", "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p", "nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-L": "nvidia-smi -L"}
@@ -236,10 +237,11 @@ def build(plan: Plan, out_base: Path, files: list[Path], gpu_model: str | None, 
     manifest = runner.initial_manifest(profile, path.name, selected)
     manifest["host"]["hostname"] = box_host(plan) or "unknown (ingested captures)"
     manifest["host"]["ingested_on"] = socket.gethostname()
+    # Marked ingested from the first write: an ingest cut short is resumed from its captures, never run here.
+    manifest["ingested"] = {"files": [], "unused": [{"path": shown(u.path), "why": u.why} for u in plan.unused],
+                            "named": [str(f) for f in files], "planned": list(BOX_STAGES), "gpu_model": gpu_model}
     run = RunDir.create(path, manifest)
-    run.manifest["ingested"] = {"files": keep_raw(run, plan), "unused": [{"path": str(u.path), "why": u.why}
-                                                                        for u in plan.unused],
-                                "named": [str(f) for f in files], "planned": list(BOX_STAGES)}
+    run.manifest["ingested"]["files"] = keep_raw(run, plan)
     run.facts().update(start_facts)
     run.facts()["ingest"] = {"sources": sources(plan)}
     run.save_manifest()

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from suite.ingest.decode import NotText, decode, looks_binary
 from suite.parsers.pasted import clean
+from suite.path_names import not_utf8_problem, shown
 from suite.regular_files import not_regular_problem
 
 from suite.parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
@@ -39,7 +40,7 @@ class Unused:
     why: str
 
     def line(self) -> str:
-        return f"not used: {self.path}: {self.why}"
+        return f"not used: {shown(self.path)}: {self.why}"
 
 
 def read_smi(kind: str, check: Callable[[str], Any]):
@@ -175,8 +176,10 @@ def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
     files, missing = [], []
     for p in paths:
         if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.is_file() and not any(part.startswith(".") for part in
-                                                                                 f.relative_to(p).parts))
+            found = sorted(f for f in p.rglob("*") if f.is_file() and not any(part.startswith(".") for part in
+                                                                                f.relative_to(p).parts))
+            files += [f for f in found if not not_utf8_problem(f)]
+            missing += [Unused(f, "its name is not UTF-8: rename it to ingest it") for f in found if not_utf8_problem(f)]
         elif p.is_file():
             files.append(p)
         elif p.exists():  # a FIFO or a device: reading it would block or never end

@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite import env_settings
+
 TIMEOUT_MARGIN_S = 300.0
 """The burn-in's timeout beyond its own length: the launch, the seeded inputs, the last repeat, the sampler."""
 
@@ -46,17 +48,14 @@ class TierError(ValueError):
 
 
 def burnin_minutes(tier: Tier, environ=os.environ) -> float:
-    """The tier's burn-in minutes; BURNIN_MIN overrides any tier's (a positive number)."""
+    """The tier's burn-in minutes; BURNIN_MIN overrides any tier's (a finite number above 0, at most a week)."""
     text = environ.get("BURNIN_MIN", "").strip()
     if not text:
         return tier.burnin_min
     try:
-        minutes = float(text)
-    except ValueError:
-        raise TierError(f"BURNIN_MIN={text!r} is not a number of minutes (e.g. BURNIN_MIN=90)") from None
-    if minutes <= 0:
-        raise TierError(f"BURNIN_MIN={text!r}: the burn-in needs a positive number of minutes")
-    return minutes
+        return env_settings.minutes(text)
+    except env_settings.SettingError as e:
+        raise TierError(str(e)) from None
 
 
 def get_tier(name: str) -> Tier:

@@ -356,20 +356,42 @@ def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
     assert "box verdict: REJECT: " in done.stderr and "health.processes" in done.stderr
 
 
-def test_resuming_an_interrupted_ingest_never_measures_this_machine(tmp_path):
+def test_resuming_an_interrupted_ingest_judges_its_kept_captures_never_this_machine(tmp_path):
     """An ingest killed in its last stage, then `suite run --resume`d: its stages would run live here and judge this
-    laptop as the box (seen: an H100 box REJECTED on topology.gpu_count, the laptop having no GPU). Refused in one
-    line naming the ingest that redoes it, and nothing of the run changes."""
+    laptop as the box (seen: an H100 box REJECTED on topology.gpu_count, the laptop having no GPU). The resume judges
+    the unfinished stage from the captures kept under raw/ (the same verdicts as the whole ingest gave), and a
+    resume whose captures are gone is refused in one line naming the stage, changing nothing."""
     done, run, _ = ingest(tmp_path, TOPO / "11-h100-4gpu-nv18-8nic-phb.txt",
                           HEALTH / "nvsmi-q-08-h200-550-healthy.txt")
     assert done.returncode in (0, 3), done.stderr
+    def verdicts():
+        return {(v["id"], v["status"]) for v in json.loads((run.path / "verdicts.json").read_text())["verdicts"]}
+
+    whole = verdicts()
     manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["stages"]["topology"]["status"] == "complete"
     manifest["stages"]["topology"]["status"] = "running"
     (run.path / "manifest.json").write_text(json.dumps(manifest))
     before = {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()}
+
+    gone = tmp_path / "gone"
+    shutil.copytree(run.path, gone)
+    shutil.rmtree(gone / "raw" / "topology")
+    for kept in (gone / "raw" / "health").iterdir():
+        kept.unlink()  # the -q feeds topology too: no copy of it left anywhere
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = suite_main(["run", "--resume", str(gone)])
+    assert code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
+    assert "no longer holds the captures of topology" in err.getvalue()
+
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = suite_main(["run", "--resume", str(run.path)])
-    assert code == 2 and err.getvalue().count("\n") == 1
-    assert "was ingested from captures" in err.getvalue() and f"suite ingest {run.path}/raw" in err.getvalue()
-    assert {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()} == before
+    assert code in (0, 3), err.getvalue()
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["stages"]["topology"]["status"] == "complete"
+    assert verdicts() == whole and len(whole) > 10
+    assert "NVIDIA H200" in json.dumps(manifest["facts"]) and not any(p.name == "zygote.log" for p in run.path.rglob("*"))
+    assert (run.path / "raw" / "topology" / "11-h100-4gpu-nv18-8nic-phb.txt").read_bytes() == before[
+        run.path / "raw" / "topology" / "11-h100-4gpu-nv18-8nic-phb.txt"]

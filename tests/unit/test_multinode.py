@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes, rsh_agent
-from suite.cluster.multinode import (Node, NodesError, expand_slurm_nodelist, forwarded_env, parse_nodes, read_hostfile,
+from suite.cluster import hostlist
+from suite.cluster.multinode import (Node, NodesError, forwarded_env, parse_nodes, read_hostfile,
                              remote_shell_command, torchrun_node_command)
 
 
@@ -49,9 +50,9 @@ def test_hostfile_comments_slots_and_typos():
 
 
 def test_slurm_nodelist_expansion():
-    assert expand_slurm_nodelist("gpu-[01-03,07],login1") == ["gpu-01", "gpu-02", "gpu-03", "gpu-07", "login1"]
-    assert expand_slurm_nodelist("node-a,node-b") == ["node-a", "node-b"]
-    assert expand_slurm_nodelist("n[8-10]") == ["n8", "n9", "n10"]
+    assert hostlist.expand("gpu-[01-03,07],login1") == ["gpu-01", "gpu-02", "gpu-03", "gpu-07", "login1"]
+    assert hostlist.expand("node-a,node-b") == ["node-a", "node-b"]
+    assert hostlist.expand("n[8-10]") == ["n8", "n9", "n10"]
 
 
 def test_torchrun_node_command_rendezvous_at_the_first_node():
