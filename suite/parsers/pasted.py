@@ -3,6 +3,8 @@
     root@node-3:~# nvidia-smi topo -m        ← a prompt line: dropped, the output below is whole
     ....                                     ← an excerpt mark on its own line: dropped, the capture is partial
     GPU UUID : GPU-5269b708-...              ← a value written with `...`: the capture was edited, partial
+    > [ 8.1] NVRM: Xid (PCI:0000:9b:00): 79   ← every line quoted (`> `, as an email or an issue quotes it):
+                                                the quote marks dropped, the output read as it was printed
 
 `clean(text)` gives the text the parsers read and, for an excerpt, why it is partial. A partial capture is
 judged on what it holds and said to be partial (suite ingest and suite parse exit 1 without --allow-partial),
@@ -35,7 +37,23 @@ class Pasted:
     """What was dropped that loses nothing (a prompt line)."""
 
 
+QUOTE = re.compile(r"^[ \t]*>[ \t]?")
+
+
+def unquoted(text: str) -> tuple[str, int]:
+    """The text with the quote marks every non-blank line carries removed (nested `> > ` too), and how many
+    levels there were; a text with one unquoted line is left as it is (`>` is also a prompt and a redirection)."""
+    levels = 0
+    while True:
+        lines = text.splitlines(keepends=True)
+        if not any(line.strip() for line in lines) or not all(QUOTE.match(line) for line in lines if line.strip()):
+            return text, levels
+        text = "".join(QUOTE.sub("", line, count=1) if line.strip() else line for line in lines)
+        levels += 1
+
+
 def clean(text: str) -> Pasted:
+    text, quoted = unquoted(text)
     kept: list[str] = []
     marks: list[int] = []
     elided: list[int] = []
@@ -55,6 +73,8 @@ def clean(text: str) -> Pasted:
             elided.append(number)
         kept.append(line)
     out = Pasted("".join(kept))
+    if quoted:
+        out.notes.append("quoted: every line began `> `; the quote marks dropped")
     if prompts:
         out.notes.append(f"shell prompt line {prompts[0]} dropped: the output starts below it")
     if marks:

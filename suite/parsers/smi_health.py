@@ -116,8 +116,8 @@ def parse(text: str, *, partial_ok: bool = False) -> dict[str, Any]:
     """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [gpu_health], processes, complete, reason}.
 
     A capture cut short (fewer GPU blocks than `Attached GPUs`, a block that stops before one of ALWAYS_PRINTED)
-    raises ParseError naming the line, unless partial_ok: then the whole blocks are returned, a cut block is left
-    out (its missing sections would read as clean), and complete is False with the reason. Output that is not
+    raises ParseError naming the line, unless partial_ok: then every block is returned, a cut one marked `cut`
+    (its missing sections would read as clean: a pass from it is no pass), and complete is False with the reason. Output that is not
     `-q` at all always raises.
     """
     top, gpus, starts = parse_blocks(text)
@@ -147,7 +147,8 @@ def parse(text: str, *, partial_ok: bool = False) -> dict[str, Any]:
         "driver_version": driver,
         "cuda_version": next((top[k] for k in CUDA_KEYS if top.get(k) not in (None, "", "N/A")), None),
         "attached_gpus": attached,
-        "gpus": [gpu_health(g, i) for i, g in enumerate(gpus) if g in whole],
+        # A cut block is kept, marked: a fault it shows (a remap pending) counts; what it lacks is undecided.
+        "gpus": [gpu_health(g, i) if g in whole else {**gpu_health(g, i), "cut": True} for i, g in enumerate(gpus)],
         "processes": gpu_processes(text),
         "complete": not problems,
         "reason": "; ".join(problems),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from suite.parsers import ParseError, dcgm, ibstat, nvlink, smi_health, xid
+from suite.stages.health.rules import smi_verdicts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "health"
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,7 +254,9 @@ def test_parse_command_cut_input_is_partial_exit_1_and_good_input_has_verdicts(t
     assert cut.returncode == 1, cut.stderr
     data = json.loads(cut.stdout)
     assert data["complete"] is False and "'Attached GPUs : 8' but the file holds 1 GPU block" in data["reason"]
-    assert data["gpus"] == []  # its one block stops before Temperature: left out, never read as a clean GPU
+    # its one block stops before Temperature: kept, marked cut — a fault in it counts, a pass from it does not
+    assert [g["cut"] for g in data["gpus"]] == [True]
+    assert {v.status for v in smi_verdicts(data)} <= {"skip", "fail", "warn"}
     assert cut.stderr.count("\n") == 1 and "partial: " in cut.stderr and "--allow-partial" in cut.stderr
     assert "Traceback" not in cut.stderr
     good = run_parse("ibstat", DATA / "ibstat-02-h100-node-roce-port-down-polling.txt")

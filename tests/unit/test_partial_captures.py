@@ -33,7 +33,7 @@ def test_a_smi_q_cut_after_its_pci_section_passes_neither_ecc_nor_temperature(tm
     (tmp_path / "cut.txt").write_text(cut)
     parsed = smi_health.parse(cut, partial_ok=True)
     assert parsed["complete"] is False and "has no Temperature section" in parsed["reason"]
-    assert parsed["gpus"] == []  # the cut block is not judged as a clean GPU
+    assert [g["cut"] for g in parsed["gpus"]] == [True]  # kept, marked: never judged as a clean GPU
     names = {v.id: v.status for v in rules.smi_verdicts(parsed)}
     assert names.get("health.ecc") != "pass" and names.get("health.temperature") != "pass"
     code, out, err = run("parse", "smi-q", str(tmp_path / "cut.txt"))

@@ -7,7 +7,9 @@ should have them:
 
 - an SXM module (its board wires every link) or a part sold only on NVLink boards: every link up;
 - a GPU whose pairs `nvidia-smi topo -m` shows as NV# (a bridge is fitted): at least that many links up;
-- otherwise (an unbridged PCIe card, or no topology to tell): the inactive links pass with a note saying so.
+- a GPU with every link down and no topology read to tell: a warning (the renter may have paid for a bridge:
+  `topo -m` says whether the pair is bridged — NV#, a fault — or not — SYS/PHB, fine);
+- otherwise (an unbridged PCIe card): the inactive links pass with a note saying so.
 
 Active links must run at one speed, and error counters (`-e`) stay zero, wherever links are up.
 Not a stage: the underscore keeps it out of discovery.
@@ -58,7 +60,7 @@ def nvlink_verdict(parsed: dict[str, Any] | None, why_not: str = "", *, links: M
     switched = sxm_part(model)
     want = wanted_links(links)
     if parsed is not None and parsed.get("all_inactive") and not any(g["links"] for g in parsed["gpus"]):
-        return _all_inactive(parsed, switched, want, model)
+        return _all_inactive(parsed, switched, want, model, links is not None)
     if parsed is None or not any(g["links"] or g["counters"] for g in parsed["gpus"]):
         if switched or want:
             return V.skip("nvlink", expected=EXPECTED, observed="no NVLink listed",
@@ -94,6 +96,9 @@ def nvlink_verdict(parsed: dict[str, Any] | None, why_not: str = "", *, links: M
                 + ("beyond what topo -m's NV# pairs use" if want else
                    "no bridge fitted (an NVLink-capable PCIe card; no NV# pair in topo -m)" if links is not None else
                    "no topo -m read to say a bridge is expected: an unbridged PCIe card reads so"))
+    dark = [g["gpu"] for g in parsed["gpus"] if g["links"] and not up[g["gpu"]]]
+    if dark and links is None:
+        return _unknown_bridge(f"every NVLink of GPU {', '.join(map(str, dark))} down ({idle} link(s))")
     if errors:
         return V.warn("nvlink", expected=EXPECTED, observed=_shown(errors),
                       reason=f"{_shown(errors)}: NVLink errors counted since the last reset: watch them; if they "
@@ -104,7 +109,8 @@ def nvlink_verdict(parsed: dict[str, Any] | None, why_not: str = "", *, links: M
                     reason=f"every NVLink the board calls for is up{note}" if speeds else f"no NVLink in use{note}")
 
 
-def _all_inactive(parsed: dict[str, Any], switched: bool, want: dict[int, int], model: str | None) -> Verdict:
+def _all_inactive(parsed: dict[str, Any], switched: bool, want: dict[int, int], model: str | None,
+                  topology_read: bool) -> Verdict:
     """`NVML: Unable to retrieve NVLink information as all links are inActive`: every link of the GPU(s) down."""
     note = parsed["notes"][0] if parsed.get("notes") else "all links inactive"
     if switched or want:
@@ -112,9 +118,19 @@ def _all_inactive(parsed: dict[str, Any], switched: bool, want: dict[int, int], 
                f"topo -m shows NV# pairs ({', '.join(f'GPU {g}: NV{n}' for g, n in sorted(want.items()))})")
         return V.fail("nvlink", expected=EXPECTED, observed=f"every NVLink down ({note})",
                       reason=f"every NVLink is down and {why}: " + RESTART)
+    if not topology_read:
+        return _unknown_bridge(f"every NVLink down ({note})")
     return V.passed("nvlink", expected=EXPECTED, observed=f"no link up ({note})",
                     reason="no NVLink in use: an NVLink-capable PCIe card without a bridge (no NV# pair in topo -m, "
                            "or no topo -m read to say one is expected)")
+
+
+def _unknown_bridge(observed: str) -> Verdict:
+    """Every link of a GPU down and no `topo -m` to say whether a bridge is fitted: said, not passed."""
+    return V.warn("nvlink", expected=EXPECTED, observed=observed,
+                  reason=f"{observed} and no `nvidia-smi topo -m` read to say whether a bridge is fitted: capture it "
+                         "(NV# between the GPUs: a bridge that is down, a fault; SYS/PHB/NODE: no bridge, fine) and "
+                         "ask the provider whether the box was sold with NVLink bridges")
 
 
 def _shown(items: list[str], limit: int = 6) -> str:

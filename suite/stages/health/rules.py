@@ -126,10 +126,16 @@ def smi_verdicts(parsed: dict[str, Any], *, under_load: bool = False, fabric_man
     procs = processes_problem_from_list(parsed["processes"])
     out.append(V.check("processes", procs is None, expected="no compute process on the GPUs before the run",
                        observed=procs or "none", reason_ok="no other process holds the GPUs", reason_bad=procs or ""))
-    if not gpus:  # nothing checked is nothing passed (a -q cut inside its first block)
-        return [V.skip(v.id.split(".", 1)[1], expected=v.expected, observed="no GPU block read whole",
-                       reason="the `nvidia-smi -q` capture holds no whole GPU block: see health.nvidia_smi")
+    if not gpus:  # nothing checked is nothing passed (a -q cut before its first block)
+        return [V.skip(v.id.split(".", 1)[1], expected=v.expected, observed="no GPU block read",
+                       reason="the `nvidia-smi -q` capture holds no GPU block: see health.nvidia_smi")
                 for v in out]
+    cut = [str(g.get("bus_id") or g.get("index")) for g in gpus if g.get("cut")]
+    if cut:  # a fault a cut block shows stands; a pass may rest on the sections it lacks
+        return [v if v.status != "pass" else
+                V.skip(v.id.split(".", 1)[1], expected=v.expected, observed=f"{v.observed} (GPU {', '.join(cut)} cut)",
+                       reason="the `nvidia-smi -q` capture holds GPU block(s) cut short: what they hold passed, what "
+                              "they lack is undecided; see health.nvidia_smi") for v in out]
     return out
 
 
@@ -199,10 +205,14 @@ def network_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verdict
         return _one("network", down, expected=expected, ok="", fix=f"a port of a working set is down (cable, switch "
                     f"port or subnet manager): ask the provider to fix it, or for another node "
                     f"({sum(p['state'] == 'Active' for p in ports)} of {len(ports)} ports up)")
-    problems = slow + parsed.get("errors", [])
-    if problems:
+    trained = [f"{p['ca']} port {p['port']} {p['state']}/{p['physical_state']}" for p in idle
+               if (p["physical_state"] or "").lower() == "linkup"]
+    problems = slow + trained + parsed.get("errors", [])
+    if problems:  # a cable trained to a switch whose port stays down: paid for, unusable (no subnet manager?)
         return _one("network", problems, expected=expected, ok="", status="warn",
-                    fix="a port trained slower than its twins, or the tool stopped early: ask the provider")
+                    fix="a port trained slower than its twins, a port whose link is up but which is not Active (no "
+                        "subnet manager, or disabled: a run across nodes over it fails), or the tool stopped early: "
+                        "ask the provider")
     note = f"; {len(idle)} port(s) of unused adapter types down" if idle else ""
     return V.passed("network", expected=expected, observed=f"{len(ports) - len(idle)} port(s) Active{note}",
                     reason=f"every used port up{note}")
