@@ -160,18 +160,53 @@ MEMORY_GBps: dict[str, tuple[float, str]] = {
     "V100 PCIe": (900.0, "NVIDIA V100 datasheet: V100 PCIe 16/32 GB HBM2, 900 GB/s"),
     "T4": (320.0, "NVIDIA T4 datasheet: 16 GB GDDR6, 320 GB/s"),
 }
-"""Per table model: the datasheet memory bandwidth and its line. Left out on purpose: A100 and A800 (their 40 GB and
-80 GB parts, 1,555 and 1,935–2,039 GB/s, share one entry and one device-name marker set), GH200 (96 GB HBM3 at 4 TB/s
-and 144 GB HBM3e at 4.9 TB/s under one name), H20, A10G and the parts marked with no datasheet figure above."""
+"""Per table model: the datasheet memory bandwidth and its line. Not here: A100, A800 and GH200, each sold with two
+memory sizes of different bandwidth under one entry (SIZED_MEMORY_GBps below: the card's memory size picks), and
+H20, A10G and the parts marked with no datasheet figure above."""
 GPUS = tuple(replace(g, memory_GBps=MEMORY_GBps[g.model][0], memory_source=MEMORY_GBps[g.model][1])
              if g.model in MEMORY_GBps else g for g in GPUS)
 
+SIZED_MEMORY_GBps: dict[str, tuple[tuple[float | None, float, str], ...]] = {
+    "A100 PCIe": ((48, 1555.0, "NVIDIA A100 datasheet: A100 40GB PCIe HBM2, 1,555 GB/s"),
+                  (None, 1935.0, "NVIDIA A100 datasheet: A100 80GB PCIe HBM2e, 1,935 GB/s")),
+    "A100 SXM": ((48, 1555.0, "NVIDIA A100 datasheet: A100 40GB SXM HBM2, 1,555 GB/s"),
+                 (None, 2039.0, "NVIDIA A100 datasheet: A100 80GB SXM HBM2e, 2,039 GB/s")),
+    "A800 PCIe": ((48, 1555.0, "NVIDIA A800 datasheet: A800 40GB PCIe HBM2, 1,555 GB/s"),
+                  (None, 1935.0, "NVIDIA A800 datasheet: A800 80GB PCIe HBM2e, 1,935 GB/s")),
+    "A800 SXM": ((None, 2039.0, "NVIDIA A800 datasheet: A800 80GB SXM HBM2e, 2,039 GB/s"),),
+    "GH200": ((110, 4000.0, "NVIDIA GH200 datasheet: 96 GB HBM3, 4 TB/s"),
+              (None, 4900.0, "NVIDIA GH200 datasheet: 144 GB HBM3e, 4.9 TB/s")),
+}
+"""The models sold with two memory sizes of different bandwidth under one entry: (at most this many GB, GB/s,
+source), smallest first; the card's own memory size picks the line (memory_bandwidth)."""
+SIZE_IN_NAME = {"A100 PCIe", "A100 SXM", "A800 PCIe", "A800 SXM"}
+"""Where the device name's `40GB`/`80GB` is the HBM size (GH200's `480GB` is its LPDDR5X: only the reported memory
+tells its HBM)."""
+_NAMED_GB = re.compile(r"(?<![0-9])(\d{2,3})GB\b")
 _WORD = re.compile(r"[A-Z0-9]+")
 
 
 def words(device_name: str) -> set[str]:
     """The upper-cased words of a device name: 'NVIDIA A100-SXM4-80GB' → {NVIDIA, A100, SXM4, 80GB}."""
     return set(_WORD.findall(device_name.upper()))
+
+
+def memory_bandwidth(gpu: Gpu | None, device_name: str | None = None,
+                     memory_bytes: int | None = None) -> tuple[float, str] | None:
+    """(datasheet memory GB/s, its source) for this card: the table's figure, or for a model listed in
+    SIZED_MEMORY_GBps the line its memory size picks (the memory nvidia-smi reports, else a `40GB` in the name);
+    None when nothing says."""
+    if gpu is None:
+        return None
+    if gpu.memory_GBps:
+        return gpu.memory_GBps, gpu.memory_source
+    lines = SIZED_MEMORY_GBps.get(gpu.model)
+    named = _NAMED_GB.search((device_name or "").upper()) if gpu.model in SIZE_IN_NAME else None
+    size_gb = memory_bytes / 2**30 if memory_bytes else float(named.group(1)) if named else None
+    if not lines or size_gb is None:
+        return None
+    rate, source = next((rate, source) for top, rate, source in lines if top is None or size_gb <= top)
+    return rate, f"{source} (the line for its {size_gb:.0f} GB of memory)"
 
 
 def gpu_for(device_name: str | None) -> Gpu | None:

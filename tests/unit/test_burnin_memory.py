@@ -4,7 +4,7 @@ it, an unknown figure leaves the check open (never a pass), the rehearsal says n
 from __future__ import annotations
 
 from suite.box_verdict import INCONCLUSIVE, box_verdict
-from suite.hardware.gpus import gpu_for
+from suite.hardware.gpus import gpu_for, memory_bandwidth
 from suite.results import Row
 from suite.stages.burnin import rules
 H100 = gpu_for("NVIDIA H100 80GB HBM3")
@@ -33,11 +33,30 @@ def test_a_gpu_far_below_the_datasheet_fails_naming_it_even_when_its_peers_agree
 
 
 def test_unknown_bandwidth_is_open_never_a_pass():
-    a100 = gpu_for("NVIDIA A100-SXM4-80GB")  # 40 and 80 GB parts under one entry: no single figure
-    for model in (a100, None):
-        verdict = rules.hbm_sku_verdict(copies(1800.0, 1810.0), model, on_gpu=True)
+    a100 = gpu_for("NVIDIA A100-SXM4-80GB")  # 40 and 80 GB parts under one entry: no figure without the size
+    gh200 = gpu_for("NVIDIA GH200 480GB")  # 96 GB HBM3 or 144 GB HBM3e: its name's 480GB is the LPDDR5X
+    for model, sheet in ((a100, None), (None, None), (gh200, memory_bandwidth(gh200, "NVIDIA GH200 480GB"))):
+        verdict = rules.hbm_sku_verdict(copies(1800.0, 1810.0), model, on_gpu=True, datasheet=sheet)
         assert verdict.status == "skip" and "no memory bandwidth figure" in verdict.reason
         assert box_verdict(GPU_RUN, [verdict]).word == INCONCLUSIVE
+
+
+def test_a100_a800_and_gh200_are_held_to_the_line_their_memory_size_picks():
+    """One entry each, two memory sizes of different bandwidth: the card's reported memory (or the `40GB` of an
+    A100's name) picks the datasheet line, so a healthy A100 40 GB is decided, not left open."""
+    a100 = gpu_for("NVIDIA A100-PCIE-40GB")
+    assert memory_bandwidth(a100, "NVIDIA A100-PCIE-40GB")[0] == 1555.0
+    assert memory_bandwidth(a100, "NVIDIA A100 80GB PCIe")[0] == 1935.0
+    assert memory_bandwidth(gpu_for("NVIDIA A100-SXM4-80GB"), "NVIDIA A100-SXM4-80GB", 81920 << 20)[0] == 2039.0
+    assert memory_bandwidth(gpu_for("NVIDIA A100-SXM4-40GB"), "NVIDIA A100-SXM4-40GB", 40960 << 20)[0] == 1555.0
+    gh200 = gpu_for("NVIDIA GH200 480GB")
+    assert memory_bandwidth(gh200, "NVIDIA GH200 480GB", 97871 << 20)[0] == 4000.0  # 96 GB HBM3 as nvidia-smi says
+    assert memory_bandwidth(gh200, "NVIDIA GH200 144G HBM3e", 146831 << 20)[0] == 4900.0
+    sheet = memory_bandwidth(a100, "NVIDIA A100-PCIE-40GB")
+    healthy = rules.hbm_sku_verdict(copies(1300.0, 1310.0), a100, on_gpu=True, datasheet=sheet)
+    assert healthy.status == "pass" and "1555 GB/s" in healthy.expected and "40 GB of memory" in healthy.expected
+    slow = rules.hbm_sku_verdict(copies(1300.0, 700.0), a100, on_gpu=True, datasheet=sheet)
+    assert slow.status == "fail" and "GPU 1" in slow.observed
 
 
 def test_cpu_and_no_copy_phase():

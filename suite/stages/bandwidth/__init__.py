@@ -257,9 +257,9 @@ def judge_fit(rows: list[Row], on_gpu: bool = True) -> Verdict:
     sources = sorted({s for s, _ in fits})
     world = max((r.world or 0 for r in rows if r.case == "all_reduce" and r.metric == "time_us"), default=0)
     if not sources and world == 1:
-        return VERDICTS.skip("fit", expected="α and β fitted from all_reduce", observed="one rank",
-                             reason="one rank sends nothing: there is no α or β to fit; "
-                                    "later stages use their defaults")
+        return VERDICTS.not_applicable("fit", expected="α and β fitted from all_reduce", observed="one rank",
+                                       why="one rank sends nothing: there is no α or β to fit; "
+                                           "later stages use their defaults")
     sizes = {r.size_bytes for r in rows if r.case == "all_reduce" and r.metric == "time_us" and r.size_bytes}
     if not sources and len(sizes) == 1:  # a capture of one size (nccl-tests -b = -e): a line needs two points
         return VERDICTS.skip("fit", expected="α and β fitted from all_reduce",

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from suite.config import ConfigSection, Profile
 from suite.stage_contract import Stage
 from suite.context import StageContext
-from suite.facts import gpu
-from suite.hardware.gpus import gpu_for
+from suite.facts import gpu, gpu_model
+from suite.hardware.card_fit import card_bytes
+from suite.hardware.gpus import gpu_for, memory_bandwidth
 from suite.results import Expectation, Row, Verdict
 from suite.stages.burnin import rules
 from suite.verdicts import judges_performance
@@ -136,7 +137,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out += [rules.peer_verdict(rows, dtype, on_gpu=on_gpu) for dtype in DTYPES]
     out.append(rules.peak_verdict(rows, model, on_gpu=on_gpu))
     out += rules.link_verdicts(rows, on_gpu=on_gpu)
-    out += [v for v in [rules.hbm_sku_verdict(rows, model, on_gpu=on_gpu)] if v is not None]
+    sheet = memory_bandwidth(model, gpu_model(facts) or getattr(model, "model", None), card_bytes(facts))
+    out += [v for v in [rules.hbm_sku_verdict(rows, model, on_gpu=on_gpu, datasheet=sheet)] if v is not None]
     out += sampler.throttle_verdicts(rows, stage=NAME, on_gpu=on_gpu)
     out.append(fabric.fabric_verdict(rows, stage=NAME))
     out.append(ib.ib_verdict(rows, on_gpu=on_gpu, stage=NAME))

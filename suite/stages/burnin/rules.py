@@ -94,6 +94,10 @@ def peer_verdict(rows: list[Row], dtype: str, *, on_gpu: bool) -> Verdict:
     listed = ", ".join(f"{r}: {v:.3g}" for r, v in sorted(per_rank.items()))
     found = peer_shortfall(per_rank)
     if found is None:
+        world = max((r.world or 0 for r in rows if r.case == "gemm"), default=0)
+        if world == 1 and len(per_rank) == 1:  # one GPU on the box: nothing to compare, nothing left open
+            return V.not_applicable(check, expected=expected, observed=f"TFLOP/s {listed}",
+                                    why="one GPU: no peer to compare it with (peak and SDC checks still hold it)")
         return V.skip(check, expected=expected, observed=f"TFLOP/s {listed or 'none'}",
                       reason="fewer than two ranks measured: no peers to compare with")
     slowest, short, median = found
@@ -194,16 +198,18 @@ part with HBM stacks disabled, or not the SKU the listing names; 70 % leaves ECC
 differences between parts room."""
 
 
-def hbm_sku_verdict(rows: list[Row], model, *, on_gpu: bool) -> Verdict | None:
-    """Each GPU's HBM copy against HBM_SHARE of its SKU's datasheet bandwidth (suite/hardware/gpus.py); an unknown
-    figure leaves the check open (never a pass); None when the copy phase did not run."""
+def hbm_sku_verdict(rows: list[Row], model, *, on_gpu: bool, datasheet: tuple[float, str] | None = None
+                    ) -> Verdict | None:
+    """Each GPU's HBM copy against HBM_SHARE of its SKU's datasheet bandwidth (`datasheet`: suite/hardware/gpus.py
+    memory_bandwidth, the model's own figure when not given); an unknown figure leaves the check open (never a
+    pass); None when the copy phase did not run."""
     per_rank = {int(r.rank): r.value for r in rows if r.case == "hbm" and r.metric == "copy_GBps" and r.rank is not None}
     if not per_rank:
         return None
     check = "links.hbm.sku"
-    sheet = getattr(model, "memory_GBps", None)
+    sheet, source = datasheet or (getattr(model, "memory_GBps", None), getattr(model, "memory_source", ""))
     expected = (f"every GPU's HBM copy ≥ {HBM_SHARE:.0%} of the {sheet:g} GB/s datasheet bandwidth "
-                f"({model.model}: {model.memory_source})" if sheet else
+                f"({model.model}: {source})" if sheet else
                 f"every GPU's HBM copy ≥ {HBM_SHARE:.0%} of its SKU's datasheet bandwidth (suite/hardware/gpus.py)")
     listed = ", ".join(f"{r}: {v:.4g}" for r, v in sorted(per_rank.items()))
     if not on_gpu:
