@@ -27,7 +27,7 @@ def demo_command(out: Path) -> list[str]:
     """The ingest line of `make demo` (a dry run: make prints it, runs nothing), aimed at `out`."""
     printed = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     line = next(line for line in printed.stdout.splitlines() if " -m suite ingest " in line)
-    argv = shlex.split(line)
+    argv = shlex.split(line.split(" || ")[0])  # the recipe takes ingest's 3 (INCONCLUSIVE) as the demo's success
     argv[0] = sys.executable
     argv[argv.index("--out") + 1] = str(out)
     argv[argv.index("--record-last") + 1] = str(out / "LAST")
@@ -36,7 +36,7 @@ def demo_command(out: Path) -> list[str]:
 
 def test_demo_report_in_chromium(tmp_path):
     done = subprocess.run(demo_command(tmp_path / "runs"), cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # INCONCLUSIVE, as suite check says of it
     assert [line for line in done.stderr.splitlines() if line.startswith("not used:")] == [
         f"not used: tests/data/nccl-tests/README.md: not a tool output ingest reads ({KNOWN}); "
         f"it starts '# nccl-tests captures'"]

@@ -91,7 +91,7 @@ def assert_answer_on_first_screen(facts: dict, run: RunDir, width: int) -> None:
 
 def test_first_screen_of_a_gpu_run_from_real_captures(tmp_path):
     done = subprocess.run(demo_command(tmp_path / "runs"), cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # INCONCLUSIVE, as suite check says of it
     run = RunDir.load(Path((tmp_path / "runs/LAST").read_text().strip()))
     screens = first_screens(run.path / "report.html", shots_dir(tmp_path), "demo")
     for width, facts in screens.items():

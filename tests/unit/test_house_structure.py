@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("suite", "provisioning", "reports")
+PACKAGES = ("cardtime", "suite", "provisioning", "reports")
 MAX_LINES = 400
 
 

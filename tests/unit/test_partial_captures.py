@@ -94,7 +94,7 @@ def test_an_excerpt_that_passes_is_left_open_in_ingest(tmp_path):
     from suite.results import RunDir
     v = {x.id: x for x in RunDir.load(next((tmp_path / "runs").iterdir())).verdicts()}
     assert v["health.nvlink"].status == "skip" and "partial capture" in v["health.nvlink"].reason
-    assert code == 1 and "partial: " in err
+    assert code == 3 and "partial: " in err
 
 
 def test_one_unreadable_smi_q_is_not_a_box_without_gpus():
