@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
     p.add_argument("--fail-on", choices=sorted(REJECTS), default="fail",
                    help="reject on a verdict of this status or worse (default fail; warn rejects warnings too)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="every verdict with what was expected (default: the failures and warnings, what is left "
+                        "open, the box verdict)")
     p.add_argument("--json", action="store_true",
                    help="print {run, fail_on, box, counts, unfinished, verdicts, rejected, open} as JSON")
     p.set_defaults(func=main)
@@ -50,17 +53,26 @@ def main(args) -> int:
                           "verdicts": [v.to_dict() for v in verdicts], "rejected": box.rejected,
                           "open": [{"id": o.id, "why": o.why} for o in box.open]}, indent=2))
     else:
-        print_table(run, verdicts, counts, box, args.fail_on)
+        print_table(run, verdicts, counts, box, args.fail_on, verbose=args.verbose)
     return box.exit_code
 
 
-def print_table(run: RunDir, verdicts: list[Verdict], counts: dict[str, int], box: BoxVerdict, fail_on: str) -> None:
+def print_table(run: RunDir, verdicts: list[Verdict], counts: dict[str, int], box: BoxVerdict, fail_on: str,
+                verbose: bool = False) -> None:
+    """Concise by default: what failed or warned, what did not run, what is open, the box verdict; -v: every
+    verdict with what was expected."""
     stopped = unfinished(run.manifest, verdicts)
-    width = max([len(v.id) for v in verdicts] + [7])
-    print(f"{'status':<6}  {'verdict':<{width}}  observed (expected) — reason")
-    for v in verdicts:
+    shown = verdicts if verbose else [v for v in verdicts if v.status in ("fail", "warn")]
+    width = max([len(v.id) for v in shown] + [7])
+    if shown:
+        print(f"{'status':<6}  {'verdict':<{width}}  " + ("observed (expected) — reason" if verbose else "what was seen — what to do"))
+    for v in shown:
         reason = next((line for line in v.reason.splitlines() if line.strip()), "")
-        print(f"{v.status.upper():<6}  {v.id:<{width}}  {v.observed} ({v.expected}) — {reason}")
+        detail = (f"{v.observed} ({v.expected}) — {reason}" if verbose else
+                  reason if v.observed in reason else f"{v.observed} — {reason}")
+        print(f"{v.status.upper():<6}  {v.id:<{width}}  {detail}")
+    if not verbose and len(shown) < len(verdicts):
+        print(f"({len(verdicts) - len(shown)} verdicts passed or skipped: python -m suite check -v {run.path} lists each)")
     for stage in stopped:
         print(f"{'NORUN':<6}  {stage:<{width}}  stage did not complete — resume: python -m suite run --resume {run.path}")
     print(summary_line(counts) + (f", {len(stopped)} did not run" if stopped else ""))

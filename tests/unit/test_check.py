@@ -43,7 +43,7 @@ def make_run(tmp_path, statuses: dict[str, str], finished: bool = True, profile:
 ])
 def test_exit_status_follows_fail_on(tmp_path, capsys, statuses, fail_on, code):
     run = make_run(tmp_path, statuses)
-    assert main(["check", str(run.path), "--fail-on", fail_on]) == code
+    assert main(["check", "-v", str(run.path), "--fail-on", fail_on]) == code
     out = capsys.readouterr().out
     assert f"box verdict: {({0: 'ACCEPT', 1: 'REJECT', 3: 'INCONCLUSIVE'})[code]}" in out
     for stage, status in statuses.items():
@@ -52,7 +52,7 @@ def test_exit_status_follows_fail_on(tmp_path, capsys, statuses, fail_on, code):
 
 def test_failures_print_first_with_the_first_line_of_their_reason(tmp_path, capsys):
     run = make_run(tmp_path, {"topology": "pass", "bandwidth": "fail", "crossover": "warn"})
-    main(["check", str(run.path)])
+    main(["check", "-v", str(run.path)])
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("FAIL    bandwidth.check") and lines[1].endswith("fail reason")
     assert lines[2].startswith("WARN") and lines[3].startswith("PASS")
@@ -112,3 +112,15 @@ def test_an_unreadable_run_is_a_usage_error(tmp_path, capsys):
     (run.path / "verdicts.json").write_text('{"schema_version": 7, "verdicts": []}')
     assert main(["check", str(run.path)]) == 2
     assert "schema_version 7" in capsys.readouterr().err
+
+
+def test_check_is_concise_by_default_and_lists_every_verdict_with_v(tmp_path, capsys):
+    """By default the failures and warnings, a line saying how many passed or skipped and how to list them, what is
+    open and the box verdict; -v every verdict with what was expected."""
+    run = make_run(tmp_path, {"topology": "pass", "bandwidth": "fail", "crossover": "warn"})
+    main(["check", str(run.path)])
+    short = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in short[1:3]] == ["FAIL", "WARN"] and not any(l.startswith("PASS") for l in short)
+    assert "1 verdicts passed or skipped: python -m suite check -v" in short[3]
+    main(["check", "-v", str(run.path)])
+    assert any(line.startswith("PASS    topology.check") for line in capsys.readouterr().out.splitlines())

@@ -48,7 +48,7 @@ def hostile(tmp_path_factory):
     captures = sorted(str(p) for p in folder.glob("*.txt"))
     ingest = _cli("-m", "suite", "ingest", *captures, "--out", str(runs), "--record-last", str(last))
     run = Path(last.read_text().strip())
-    check = _cli("-m", "suite", "check", str(run))
+    check = _cli("-m", "suite", "check", "-v", str(run))  # every verdict printed: every hostile name reaches it
     report = _cli("-m", "reports", str(run))
     return {"run": run, "folder": folder, "ingest": ingest, "check": check, "report": report}
 
