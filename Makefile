@@ -153,14 +153,15 @@ remote-status: $(STAMP)
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.
-# With HOST=, the host's own GPUs (count and model, from nvidia-smi -L over SSH) are planned for (NPROC=: fewer).
+# GPU= names the model (A100, "NVIDIA L40S"; default H100), GPUS= the count. With HOST=, the host's own GPUs
+# (count and model, from nvidia-smi -L over SSH) are planned for (NPROC=: fewer).
 # NODES=2 or HOSTS=a,b: a multi-node run (every launch across the nodes, β the inter-node hop: INTER_NODE=GB/s per GPU).
 plan: $(STAMP)
 	@if [ -n "$$HOST" ]; then \
 	  $(PY) -m provisioning plan --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	    --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --profile "$${PROFILE:-nccl-gpu}" $${RATE:+--rate "$$RATE"} --nproc "$$NPROC"; \
 	else \
-	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${RATE:+--rate "$$RATE"} $${TIER:+--tier "$$TIER"} \
+	  $(PY) -m suite plan --profile "$${PROFILE:-nccl-gpu}" $${GPUS:+--gpus "$$GPUS"} $${GPU:+--gpu "$$GPU"} $${RATE:+--rate "$$RATE"} $${TIER:+--tier "$$TIER"} \
 	    --nodes "$${HOSTS:-$$NODES}" $${INTER_NODE:+--inter-node "$$INTER_NODE"} \
 	    $${IMAGE:+--image pull} $${RUNTIME:+--runtime "$$RUNTIME"} $${DOWNLOAD_RATE:+--download-rate "$$DOWNLOAD_RATE"}; \
 	fi

@@ -39,7 +39,7 @@ from provisioning.job.lifecycle import follow_and_fetch, run_job, suite_args
 from provisioning.runtime import cuda_check, hostruntime, remote_docker
 from provisioning.runtime.suite_container import host_user
 from provisioning.session import preflight
-from provisioning.session.hosts import parse_host
+from provisioning.session.hosts import parse_host, unnamed_user_note
 from provisioning.session.login import connect_for_transfers, host_key_record, resolve_base, run_preflight
 from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages, world_problem
 from provisioning.session.steps import Steps
@@ -129,6 +129,8 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     local = codesync.local_checkout(opts.repo, allow_dirty=opts.allow_dirty)
 
     steps.begin("preflight", f"checking {opts.host.label}")
+    if note := unnamed_user_note(opts.host, opts.ssh_config):
+        steps.say(f"note: {note}")
     remote = connect_for_transfers(opts)
     record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote),
                               "commit": local.commit, "branch": local.branch, "dirty": local.dirty,

@@ -48,7 +48,11 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
     from suite.plan.hours import PlanAssumptions, estimate, render
     from suite.world import host_profile
 
+    from provisioning.session.hosts import unnamed_user_note
+
     out = stream or sys.stdout
+    if note := unnamed_user_note(opts.host, opts.ssh_config):
+        print(f"note: {note}", file=sys.stderr)
     remote = connect(opts)
     try:
         r = remote.run(["nvidia-smi", "-L"], check=False, timeout=60)

@@ -103,3 +103,16 @@ def resolve(spec: HostSpec, ssh_config: str | None = None) -> SshTarget:
 def parse_jump(text: str) -> HostSpec:
     """A ProxyJump hop, `[user@]host[:port]` or `ssh://[user@]host[:port]`, as a HostSpec."""
     return parse_host(text[len("ssh://"):] if text.startswith("ssh://") else text)
+
+
+def unnamed_user_note(spec: HostSpec, ssh_config: str | None = None) -> str | None:
+    """HOST written without user@: whom ssh will log in as, said before the first connection (a rented box wants
+    root@ or ubuntu@ far more often than this laptop's user); None when HOST names its user."""
+    if spec.user:
+        return None
+    import getpass
+
+    user = resolve(spec, ssh_config).user or getpass.getuser()
+    source = "this laptop's user" if user == getpass.getuser() else "the User in your ssh_config"
+    return (f"HOST={spec.label} names no user: logging in as {user!r} ({source}); write HOST=user@{spec.host} "
+            "(root@, ubuntu@…) if the box wants another")

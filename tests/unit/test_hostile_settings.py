@@ -160,3 +160,18 @@ def test_a_capture_whose_name_is_not_utf8_is_named_unused_and_the_rest_ingested(
     manifest = json.loads((run / "manifest.json").read_text())
     assert [f["kept_as"] for f in manifest["ingested"]["files"]] == ["raw/topology/q.txt", "raw/health/q.txt"]
     assert manifest["ingested"]["unused"][0]["path"].endswith("topo-caf\\xe9.txt")
+
+
+def test_a_host_without_user_says_whom_it_logs_in_as_before_connecting(tmp_path):
+    import getpass
+
+    from provisioning.session.hosts import parse_host, unnamed_user_note
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu-box\n  HostName 127.0.0.1\n  User ubuntu\n")
+    assert unnamed_user_note(parse_host("root@127.0.0.1")) is None
+    mine = unnamed_user_note(parse_host("127.0.0.1:1"))
+    assert f"logging in as {getpass.getuser()!r} (this laptop's user)" in mine and "HOST=user@127.0.0.1" in mine
+    assert "logging in as 'ubuntu' (the User in your ssh_config)" in unnamed_user_note(parse_host("gpu-box"), str(config))
+    code, text = said(provisioning_main, ["plan", "--host", "127.0.0.1:1"])
+    assert code == 2 and text.index("names no user") < text.index("cannot connect")

@@ -68,3 +68,18 @@ def test_bad_set_up_assumptions_are_refused():
     for bad in (SetupAssumptions(image="copy"), SetupAssumptions(runtime="vm"), SetupAssumptions(download_Bps=0)):
         with pytest.raises(ValueError):
             check(bad)
+
+
+def test_make_plan_gpu_names_the_model_planned_for():
+    """`make plan GPU=A100` once planned 8×H100 without a word: GPU= reaches --gpu, an unknown model is refused."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "GPU": "A100", "GPUS": "4"}
+    done = subprocess.run(["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("plan for nccl-gpu on 4 × A100 SXM"), done.stdout[:200]
+    env["GPU"] = "B9000"
+    done = subprocess.run(["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "GPU 'B9000'" in done.stderr
