@@ -121,6 +121,19 @@ class Result:
     exit_code: int
 
 
+def connect_failure(error: BaseException) -> str:
+    """What a failed connect means, in words a renter acts on (paramiko's own text: 'No existing session',
+    '[Errno None] Unable to connect to port 22 on …', 'timed out')."""
+    text = str(error)
+    if isinstance(error, (socket.timeout, TimeoutError)) or text == "timed out":
+        return "no answer (the address is unreachable, a firewall drops the port, or the box is not up yet)"
+    if isinstance(error, (ConnectionRefusedError, paramiko.ssh_exception.NoValidConnectionsError)):
+        return "connection refused: nothing listens on that port (the box's SSH port is another?)"
+    if isinstance(error, paramiko.SSHException) and ("banner" in text or "No existing session" in text):
+        return "the port answered but spoke no SSH (not sshd there, or sshd too busy to greet)"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 @dataclass
 class Remote:
     """A lazily opened Fabric connection with quoting, host-key policy and explained errors."""
@@ -190,7 +203,7 @@ class Remote:
             raise RemoteError(self.label, f"authentication failed ({e})",
                               hint="load the key into ssh-agent, name it in ~/.ssh/config, or pass KEY=path/to/key") from None
         except (OSError, socket.timeout, paramiko.SSHException) as e:
-            raise ConnectionLost(self.label, f"cannot connect: {e}",
+            raise ConnectionLost(self.label, f"cannot connect: {connect_failure(e)}",
                                  hint="check HOST (user@host:port), that sshd runs and the port is open") from None
 
     def run(self, script: str | Iterable[object], *, check: bool = True, timeout: float | None = None,
