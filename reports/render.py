@@ -11,14 +11,23 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from suite.inert import inert
 
 
+def code_spans(text: str) -> Markup:
+    """A text naming commands (`dmesg -T > dmesg.txt`) with each backticked span shown as code, the rest escaped; an
+    unbalanced backtick leaves the text as it is."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:
+        return Markup(escape(text))
+    return Markup("".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts)))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a name the template expects but the context lacks is an error, not a blank
@@ -27,6 +36,8 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         finalize=_inert_value,
     )
+    env.filters["code_spans"] = code_spans
+    return env
 
 
 def _inert_value(value: Any) -> Any:

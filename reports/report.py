@@ -19,7 +19,8 @@ from typing import Any
 
 from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
-from suite.box_verdict import INCONCLUSIVE, BoxVerdict, Open, box_verdict
+from suite import next_steps
+from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict
 from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 from reports import figures as figure_modules
@@ -217,12 +218,13 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "title": f"cardtime report — {view.run_id}",
         "run_id": view.run_id,
         "box": box_of(view),
+        "next_steps": next_steps_of(box_of(view), view),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
         "identity": identity.identity(view),
         "summary": summary(counts),
         "counts": [(status, counts[status]) for status in SEVERITY],
-        "worst": headline.worst_status(view.verdicts),
+        "worst": count_colour(headline.worst_status(view.verdicts), box_of(view)),
         "attention": headline.attention(view.verdicts, anchor, list(ORDER)),
         "stage_lines": [s.line for s in sections],
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
@@ -230,6 +232,18 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES
                   if (view.path / name).exists()],
     }
+
+
+def count_colour(worst: str, box: BoxVerdict) -> str:
+    """The verdict count's colour: its worst status, but never green on a box left INCONCLUSIVE."""
+    return "open" if box.word == INCONCLUSIVE and worst in ("pass", "skip") else worst
+
+
+def next_steps_of(box: BoxVerdict, view: RunView) -> list[tuple[str, list[str]]]:
+    """What would decide the open checks (suite/next_steps.py), for the first screen; none for a rehearsal."""
+    if box.word == REHEARSAL or not box.open:
+        return []
+    return next_steps.grouped(box.open, view.manifest if view.manifest_read else {})
 
 
 def box_of(view: RunView) -> BoxVerdict:

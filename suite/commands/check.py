@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite import strict_json
+from suite import next_steps, strict_json
 from suite.box_verdict import REJECTS, BoxVerdict, box_verdict, unfinished
 from suite.results import RunDir, RunDirError, Verdict, status_counts
 from suite.run_consistency import load_checked
@@ -80,4 +80,7 @@ def print_table(run: RunDir, verdicts: list[Verdict], counts: dict[str, int], bo
         print(f"left open ({len(box.open)}):")
         for o in box.open:
             print(f"  {o.line()}")
+        print("to decide them:")
+        for action, ids in next_steps.grouped(box.open, run.manifest):
+            print(f"  - {action} ({', '.join(ids[:4])}{f' and {len(ids) - 4} more' if len(ids) > 4 else ''})")
     print(f"box verdict: {box.line()} (--fail-on {fail_on})")

@@ -42,6 +42,7 @@ FIRST_SCREEN = """(() => {
     attention: [...document.querySelectorAll('ul.attention li')].map(li => ({
       check: li.dataset.check, ...box(li), reason: box(li.querySelector('.reason'))})),
     sections: [...document.querySelectorAll('section.stage')].map(s => s.id),
+    next_steps: [...document.querySelectorAll('div.next-steps li')].map(box),
     overflow: document.documentElement.scrollWidth - window.innerWidth,
     height: document.documentElement.scrollHeight,
   };
@@ -96,6 +97,12 @@ def test_first_screen_of_a_gpu_run_from_real_captures(tmp_path):
     screens = first_screens(run.path / "report.html", shots_dir(tmp_path), "demo")
     for width, facts in screens.items():
         assert_answer_on_first_screen(facts, run, width)
+    for width, facts in screens.items():  # INCONCLUSIVE: what to capture next for each open check, above the fold
+        steps = facts["next_steps"]
+        assert steps and all(step["bottom"] <= SCREEN_HEIGHT for step in steps), (width, steps)
+        said = " ".join(step["text"] for step in steps)
+        assert "sudo dmesg -T > dmesg.txt" in said and "nvidia-smi -q > smi-q.txt" in said and "(health)" in said
+        assert "dcgmi diag -r 1" in said and "python -m suite ingest" in said and "all_reduce_perf -b 8" in said
     headlines = {line["stage"]: line["headline"]["text"] for line in screens[1366]["lines"]}
     assert headlines["bandwidth"].startswith("all_reduce busbw 468.6 GB/s at 2 GiB (nccl-tests) · expected ≥ 31")
     assert "28×NV18" in headlines["topology"]
