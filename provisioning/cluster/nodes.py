@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.regular_files import not_regular_problem
 from suite.cluster.multinode import Node, NodesError, read_hostfile
 
 from provisioning.session import preflight
@@ -52,6 +53,8 @@ def cluster_hosts(hosts: str = "", hostfile: str = "") -> tuple[HostSpec, ...]:
         raise ClusterError("HOSTS= and HOSTFILE= both name the nodes: give one")
     if hostfile:
         path = Path(hostfile)
+        if problem := not_regular_problem(path):  # a FIFO would block the read, a folder is no list
+            raise ClusterError(f"HOSTFILE={hostfile}: {problem}")
         if not path.is_file():
             raise ClusterError(f"HOSTFILE={hostfile}: no such file: write one node a line (user@host[:port])")
         try:

@@ -14,6 +14,7 @@ from suite.commands import _numbers as numbers
 from suite import stages
 from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
+from suite.regular_files import not_regular_problem
 from suite.results import RunDirError
 from suite.commands import record_last, record_last_problem, usage_error
 
@@ -111,6 +112,10 @@ def with_nodes(profile, args):
     if args.nodes and args.hostfile:
         raise NodesError("--nodes and --hostfile both name the nodes: pass one")
     if args.hostfile:
+        if problem := not_regular_problem(args.hostfile):  # a FIFO would block the read, a folder is no list
+            raise NodesError(f"--hostfile {args.hostfile}: {problem}")
+        if not args.hostfile.is_file():
+            raise NodesError(f"--hostfile {args.hostfile}: no such file: write one node a line (user@host[:port])")
         entries = read_hostfile(args.hostfile.read_text(), str(args.hostfile))
     elif args.nodes:
         entries = tuple(e.strip() for e in args.nodes.split(","))

@@ -175,3 +175,16 @@ def test_a_host_without_user_says_whom_it_logs_in_as_before_connecting(tmp_path)
     assert "logging in as 'ubuntu' (the User in your ssh_config)" in unnamed_user_note(parse_host("gpu-box"), str(config))
     code, text = said(provisioning_main, ["plan", "--host", "127.0.0.1:1"])
     assert code == 2 and text.index("names no user") < text.index("cannot connect")
+
+
+def test_a_fifo_or_a_folder_as_hostfile_or_record_last_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    for path, kind in ((fifo, "FIFO"), (tmp_path, "directory")):
+        for main, argv in ((suite_main, ["run", "--hostfile", str(path), "--out", str(tmp_path / "runs")]),
+                           (provisioning_main, ["remote", "--host", "", "--hostfile", str(path)]),
+                           (suite_main, ["run", "--stages", "topology", "--record-last", str(path),
+                                         "--out", str(tmp_path / "runs")])):
+            one_error(*said(main, argv), kind)
+    assert time.monotonic() - start < 30 and not (tmp_path / "runs").exists()
