@@ -5,7 +5,7 @@
     cardtime rehearse                                        the whole suite on this CPU, ending in a report
 
 Each word hands the rest of the line to the command that does the work (`python -m provisioning`, `python -m suite`,
-`python -m reports`): their options, help, errors and exit codes are the ones the README's tables give. The make
+`python -m reports`): their options, help, errors and exit codes are the ones docs/guide.md's tables give. The make
 targets stay as thin aliases of the same commands.
 """
 

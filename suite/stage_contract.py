@@ -28,7 +28,7 @@ class Stage:
     row: int
     """Its row in CHECKLIST.md (unique; the report cites it as "checklist #row")."""
     title: str
-    """What it runs on the rented node, in a few words (the README's stage table)."""
+    """What it runs on the rented node, in a few words (the stage table in docs/guide.md)."""
     measures: str
     """One sentence: what the stage measures."""
     wrong: str

@@ -43,7 +43,7 @@ def test_stage_has_the_three_functions_and_its_words(name):
 
 
 def readme_stage_table() -> list[tuple[int, str, str]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guide.md").read_text()
     start = text.index("| # | stage | on the rented node |")
     rows = []
     for line in text[start:].splitlines()[2:]:
