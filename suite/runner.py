@@ -137,8 +137,11 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     start = time.monotonic()
     progress = Progress(run.path, len(selected), stream=stream)
     nodes = f"{len(profile.nodes)} nodes × " if profile.nodes else ""
-    progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes, "
-                 f"launcher {profile.launcher}) → {run.path}")
+    if produce:  # an ingest: captures judged here, nothing launched (no processes, no launcher to name)
+        progress.say(f"cardtime ingest {run.manifest['run_id']}: judging the captures as {profile.name} → {run.path}")
+    else:
+        progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes, "
+                     f"launcher {profile.launcher}) → {run.path}")
     pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
     warm = profile.launcher == "fork" and not produce and any(launches_ranks(name) for name in pending)
     # The report's figures, drawn as each stage ends: on the rehearsal only, whose report is rendered on this
@@ -161,7 +164,7 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
                 preload_torch(profile.omp_threads)
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
             watch.before(name)  # NVLink/IB error counters around every load stage (suite/fabric_watch.py)
-            run_stage(run, profile, name, index, progress, (produce or {}).get(name, run_isolated))
+            run_stage(run, profile, name, index, progress, (produce or {}).get(name))
             watch.after(name)
             drawer.stage_done(name)
     finally:
@@ -219,13 +222,13 @@ def launches_ranks(stage: str) -> bool:
 
 def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Progress, produce=None) -> None:
     """expect → produce the rows (run() isolated, by default) → judge → record."""
-    produce = produce or run_isolated
+    ingested, produce = produce is not None, produce or run_isolated
     declared = stages.declaration(name)
     state = run.stage_state(name)
     state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None,
                  stage_code=stagecode.stage_code(name, declared.version))  # reports compare: same code, comparable
     run.save_manifest()
-    progress.start_stage(index, name, declared.measures)
+    progress.start_stage(index, name, "judging the captured outputs" if ingested else declared.measures)
     facts = stage_facts(run, profile)
     raw_dir = run.raw_dir(name)
     timeout = profile.timeout_for(name)

@@ -21,7 +21,7 @@ from suite.commands import record_last, record_last_problem, usage_error
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run the stages in the checklist's order into runs/<run-id>/")
-    p.add_argument("--profile", default="gloo-cpu", metavar="|".join(sorted(PROFILES)),
+    p.add_argument("--profile", default=None, metavar="|".join(sorted(PROFILES)),
                    help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU; nccl-1gpu: one process on one "
                         "CUDA card (default gloo-cpu)")
     p.add_argument("--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)")
@@ -57,6 +57,20 @@ def add_parser(sub) -> None:
                         "or fork (forked from one warm process: gloo-cpu's default); also on --resume")
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
+
+
+def gpus_listed() -> int:
+    """The GPUs `nvidia-smi -L` lists here (0 without the tool or a driver), read without importing torch."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
 
 
 def burnin_minutes(text: str) -> float:
@@ -178,6 +192,11 @@ def with_node_network(profile, nodes, args):
 def main(args) -> int:
     from suite import runner
 
+    if args.profile is None:  # the rehearsal; on a GPU box said so, with the profile that tests its GPUs
+        args.profile = "gloo-cpu"
+        if not args.list and not args.resume and (gpus := gpus_listed()):
+            print(f"note: this machine lists {gpus} GPU(s) (nvidia-smi -L); running the CPU rehearsal (gloo-cpu): "
+                  f"--profile {'nccl-1gpu' if gpus == 1 else 'nccl-gpu'} tests the GPUs", file=sys.stderr)
     if args.profile not in PROFILES:  # one line (make rehearse PROFILE=…), not argparse's usage block
         return usage_error(f"PROFILE={args.profile!r} is no profile: choose from {', '.join(sorted(PROFILES))}")
     if args.list:

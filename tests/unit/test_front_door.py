@@ -4,6 +4,7 @@ that does the work with its own options and exit codes, `--version`, and one lin
 from __future__ import annotations
 
 import contextlib
+import os
 import io
 import subprocess
 import sys
@@ -55,3 +56,25 @@ def test_each_word_reaches_its_command_with_its_options_and_exit_codes(tmp_path)
 def test_an_unknown_word_is_one_line():
     code, out, err = run("rehears")
     assert code == 2 and out == "" and err.count("\n") == 1 and "'rehears' is not a cardtime command" in err
+
+
+def test_suite_run_on_a_gpu_box_says_it_rehearses_on_cpu_and_how_to_test_the_gpus(tmp_path, monkeypatch):
+    """`python -m suite run` with no --profile is the CPU rehearsal; where `nvidia-smi -L` lists GPUs (a stand-in
+    printing a real 2-GPU listing here) the run says so before it starts, naming the profile that tests them."""
+    from suite.commands.run import gpus_listed
+
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5269b708-a8a1-4d8d-8bd1-0f1b5a8c7e01)'\n"
+                   "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-8e1a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8)'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    assert gpus_listed() == 2
+    from suite.__main__ import main as suite_main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        suite_main(["run", "--stages", "topology", "--out", str(tmp_path / "runs")])
+    err = err.getvalue()
+    assert "note: this machine lists 2 GPU(s) (nvidia-smi -L); running the CPU rehearsal (gloo-cpu): " \
+           "--profile nccl-gpu tests the GPUs" in err

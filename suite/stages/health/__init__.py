@@ -264,7 +264,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if not prof.is_rehearsal:
         out += [rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda"))
                 if found.get("torch_cuda") or not facts.get("ingest") else rules.V.live_only_skip(
-                    "driver", "a driver that runs the CUDA torch was built for", "torch's CUDA line"),
+                    "driver", "a driver that runs the CUDA torch was built for", "CUDA line of torch"),
                 _or_not_captured(facts, "nvlink", NVLINK, lambda: rules.nvlink_verdict(
                     found.get("nvlink"), found.get("nvlink_why", ""), links=_topo_links(facts, found),
                     model=next((g.get("product_name") for g in (smi or {}).get("gpus", [])), None)
@@ -274,7 +274,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     out = [_partial_pass(v, found.get("partial") or {}) for v in out]
     if facts.get("ingest") and not rows:  # captures hold tool outputs, never this stage's own measurement
         out.append(rules.V.live_only_skip("measured", expected="the per-GPU GEMM and copies on every GPU",
-                                          what="the per-GPU GEMM/copy measurement"))
+                                          what="per-GPU GEMM/copy timing"))
     out += [rules.V.fail("measured", expected="the per-GPU GEMM and copies run on every GPU", observed=r.text or "",
                          reason=f"the measurement did not run: {r.text}; the checks above say why (a GPU fallen off "
                                 f"the bus, a remap pending, a driver not loaded): {rules.RESET}, or {rules.NEW_NODE}")
