@@ -56,3 +56,13 @@ def test_no_rows_no_figures():
     empty = rows_to_frame([])
     assert bw_fig.figures(empty, pd.DataFrame(), {}) == []
     assert cx_fig.figures(empty, pd.DataFrame(), {}) == []
+
+
+def test_a_capture_of_one_collective_draws_one_panel_not_empty_ones():
+    """An ingest of one all_reduce_perf capture once drew six panels, five empty but for a floor line."""
+    rows = [Row(stage="bandwidth", case="all_reduce", metric="busbw", value=100.0 + k, unit="GB/s", size_bytes=s,
+                source="nccl-tests", placement="oop", world=8) for k, s in enumerate(SIZES)]
+    facts = {"topology": {"gpu_model": "NVIDIA H100 80GB HBM3", "nvlink": True, "nvlink_count": 18}}
+    fig = bw_fig.figures(rows_to_frame(rows), frame_of(bandwidth.expect(NCCL_GPU, facts)), facts)[0]
+    drawn = [ax for ax in fig.get_axes() if ax.get_visible()]
+    assert [ax.get_title() for ax in drawn] == ["all_reduce"] and drawn[0].get_lines()

@@ -35,9 +35,14 @@ def figures(rows, expectations, facts) -> list[Figure]:
 
 
 def busbw_figure(busbw, expectations) -> Figure:
-    fig, axes = new_figure(12, 7, 2, 3, sharex=True)
+    """A panel per collective measured (an ingest of one all_reduce capture draws one, not five empty beside it)."""
+    present = [coll for coll in COLLECTIVES if (busbw["case"] == coll).any()]
+    cols, grid_rows = min(3, len(present)), (len(present) + 2) // 3
+    fig, axes = new_figure(max(4 * cols, 7.5), 3.5 * grid_rows, grid_rows, cols, sharex=True, squeeze=False)
     axes = axes.flatten()
-    for i, (ax, coll) in enumerate(zip(axes, COLLECTIVES)):
+    for ax in axes[len(present):]:  # the grid's spare cells (5 collectives on 2 × 3): not drawn
+        ax.set_visible(False)
+    for i, (ax, coll) in enumerate(zip(axes, present)):
         part = busbw[busbw["case"] == coll]
         for (source, placement), curve in part.groupby(["source", "placement"], dropna=False):
             curve = curve.sort_values("size_bytes")
@@ -51,7 +56,7 @@ def busbw_figure(busbw, expectations) -> Figure:
             inter = str(floor["basis"].iloc[0]).startswith("inter-node")
             limit(ax, float(floor["value"].iloc[0]), "verdict floor: 70% of the inter-node ceiling" if inter
                   else "verdict floor: 70% of link peak")
-        style(ax, title=coll, xlabel="message size" if i >= 3 else None, ylabel="busbw (GB/s)", logx=2,
+        style(ax, title=coll, xlabel="message size" if i >= len(present) - cols else None, ylabel="busbw (GB/s)", logx=2,
               xunit="bytes", legend=7 if len(part) else None)
     return finish(fig, "Bus bandwidth by message size (torch solid, nccl-tests dashed)",
                   "Good: each curve rises with the message size and flattens above the red 70%-of-link-peak "
