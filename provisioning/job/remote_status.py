@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from provisioning.job import jobs
+from provisioning.session import decidable, preflight
 from provisioning.session.login import connect, resolve_base
 from provisioning.session.options import RemoteOptions
 
@@ -56,6 +57,7 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
     remote = connect(opts)
     try:
         r = remote.run(["nvidia-smi", "-L"], check=False, timeout=60)
+        probe = remote.run(preflight.probe_command(opts.remote_dir), check=False, timeout=120)
     finally:
         remote.close()
     gpus = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("GPU ")]
@@ -72,6 +74,10 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
         print(f"{e}; or plan for an H100 box with `make plan GPUS={len(gpus)}`", file=out)
         return 2
     print(render(plan), file=out)
+    facts = preflight.parse_probe(probe.stdout)
+    runtime = preflight.decide(facts, runtime=None, needs_gpu=True).runtime or "host"
+    for line in decidable.lines(facts, runtime):
+        print(line.replace("planned checks", f"RUNTIME={runtime}: planned checks", 1), file=out)
     return 0
 
 

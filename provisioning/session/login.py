@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from provisioning.session import decidable
 from provisioning.session import preflight
 from provisioning.session.connection import Remote, RemoteError, fingerprint
 from provisioning.session.options import RemoteOptions, needs_gpu
@@ -52,6 +53,9 @@ def run_preflight(remote: Remote, opts: RemoteOptions, steps: Steps) -> tuple[pr
         steps.say(line)
     for note in decision.notes:
         steps.say(f"note: {note}")
+    if decision.runtime and facts.gpus:  # before any billed stage: what this box can decide, and what not
+        for line in decidable.lines(facts, decision.runtime):
+            steps.say(line)
     return facts, decision
 
 

@@ -82,6 +82,10 @@ section git; git --version 2>&1; ran
 section tmux; command -v tmux; ran
 section setsid; command -v setsid; ran
 section infiniband; ls /dev/infiniband 2>/dev/null; true; ran
+section box_tools
+if dmesg >/dev/null 2>&1; then k=dmesg; elif sudo -n dmesg >/dev/null 2>&1; then k=sudo; elif journalctl -k -b -n 1 -q >/dev/null 2>&1; then k=journalctl; else k=none; fi
+if [ "$k" = dmesg ] && dmesg 2>/dev/null | head -n 5 | grep -qi gvisor; then k=gvisor; fi
+echo "kernel_log $k"; echo "dcgmi $(command -v dcgmi || echo -)"; echo "ib_tool $(command -v ibstat || command -v ibv_devinfo || echo -)"; true; ran
 section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepods|lxc' /proc/1/cgroup; then echo yes; else echo no; fi; ran
 """
 
@@ -150,6 +154,8 @@ class HostFacts:
     rdma_devices: list[str] = field(default_factory=list)
     """/dev/infiniband's entries (uverbs0, rdma_cm …): RUNTIME=docker passes them to the container."""
     in_container: bool = False
+    box_tools: dict[str, str] = field(default_factory=dict)
+    """kernel_log (dmesg | sudo | journalctl | gvisor | none), dcgmi and ib_tool (a path, or -): provisioning/session/decidable.py."""
 
     def summary(self) -> list[str]:
         gpu = f"{len(self.gpus)} GPU(s): {self.gpus[0].split(' (UUID')[0]}" if self.gpus else "no NVIDIA GPU"
@@ -273,6 +279,7 @@ def parse_probe(text: str) -> HostFacts:
     facts.tmux = ok("tmux") is not None
     facts.setsid = ok("setsid") is not None
     facts.in_container = (ok("container") or "") == "yes"
+    facts.box_tools = dict(line.split(" ", 1) for line in (ok("box_tools") or "").splitlines() if " " in line)
     return facts
 
 

@@ -93,9 +93,13 @@ def _parsed(run, parse: Callable[[str], dict], label: str) -> tuple[dict | None,
 
 
 def read_kernel_log(raw: Path) -> tuple[dict | None, str]:
-    """`dmesg`, else `journalctl -k -b`: the first readable one, parsed; None and both reasons when neither is."""
+    """`dmesg`, else `sudo -n dmesg` (where the login may, without a password), else `journalctl -k -b`: the first
+    readable one, parsed; None and every reason when none is."""
     reasons = []
-    for name, argv in (("dmesg", ["dmesg"]), ("journalctl-k", ["journalctl", "-k", "-b", "--no-pager", "-q"])):
+    for name, argv in (("dmesg", ["dmesg"]), ("sudo-dmesg", ["sudo", "-n", "dmesg"]),
+                       ("journalctl-k", ["journalctl", "-k", "-b", "--no-pager", "-q"])):
+        if argv[0] == "sudo" and not shutil.which("sudo"):
+            continue
         found = run_tool(name, argv, raw, timeout_s=30)
         if found.ok and found.stdout.strip():
             return _parsed(found, xid.parse, name)
