@@ -7,25 +7,28 @@
 #                                                  # the steps that need a GPU are skipped, saying so)
 #   DEVICE_CHECK_STEPS=torch,versions tests/gpu/device_check.sh   # only these steps (a rerun of a few)
 #
-# Its own pinned torch (pyproject.toml's torch==2.13.0), found by the first step, in this order:
-#   PYTHON=/path/to/python          an interpreter you name; its torch must be the pin
+# A torch at least MIN_TORCH (a CUDA build on a GPU; the one a lent machine brings — torch 2.11.0+cu130 on the H200 —
+# is taken as it is, its version recorded in python.txt and versions.txt), found by the first step, in this order:
+#   PYTHON=/path/to/python          an interpreter you name
 #   $OUT_DIR/venv                   made by an earlier run of this script
 #   TORCH_WHEELS=DIR (default tests/gpu/wheels)   a wheel folder: a venv is made in $OUT_DIR/venv from it,
 #                                   offline. Make it once where the network is:
 #       pip download --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
 #           -d tests/gpu/wheels torch==2.13.0 $(python docker/node_requirements.py --without torch)
 #     (PyPI's linux torch 2.13.0 is the CUDA 13.0 build; ~3 GB with its nvidia-* wheels; git-ignored.)
-#   .venv/bin/python, then python3     when their torch is the pin (a CUDA build on a GPU)
-# Anything else (another torch, a CPU build on a GPU) fails the step, and nothing after it runs.
+#   .venv/bin/python, then python3     when their torch is usable (≥ MIN_TORCH; a CUDA build on a GPU)
+# Anything else (an older torch, a CPU build on a GPU, none) fails the step, and nothing after it runs.
 #
 # The steps, one-card stages first, each with a limit; the limits and the reserve add up to under 480 s
 # (tests/unit/test_device_check_script.py checks the sum and the order):
 #   torch      the pinned torch above                                         → python.txt
 #   versions   driver, compute capability, CUDA, torch, torch's NCCL, nsys, nccl-tests → versions.txt
 #   captures   nvidia-smi -L, topo -m, -q, nvlink -s, the compute_cap query   → captures/*.txt
-#   onecard    suite run --profile nccl-1gpu --stages nccl1gpu,pinned,memory,precision,baseline: NCCL on one
-#              card (two ranks refused), pinned copies and overlap, the memory budget, mixed precision,
-#              the bf16 baseline                                                → runs/<run-id>/ (raw/ inside)
+#   onecard    suite run --profile nccl-1gpu --stages nccl1gpu,pinned,precision,baseline: NCCL on one card (two
+#              ranks refused), pinned copies and overlap, mixed precision, the bf16 baseline; each stage's limit
+#              at least the suite's own estimate for it (`make plan PROFILE=nccl-1gpu`: nccl1gpu 85 s). The
+#              memory stage's OOM search (~80 s) does not fit the 8 minutes beside them: DEVICE_CHECK_STEPS=memory
+#              runs it alone                                                    → runs/<run-id>/ (raw/ inside)
 #   parse      the suite's topology parser on the capture                     → parsed/topo.json
 #   links      suite run --profile nccl-1gpu --stages topology,bandwidth: the sweep is that profile's,
 #              up to 256 MiB (under the 1-GiB cap), nccl-tests when its binaries exist → runs/<run-id>/
@@ -61,6 +64,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO" || exit 2
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 TORCH_PIN="$(sed -n 's/^ *"torch==\([^"]*\)".*/\1/p' "$REPO/pyproject.toml")"
+MIN_TORCH=2.9       # the oldest torch the suite's stages run on (DTensor, FSDP2 and the profiler as they use them)
 TORCH_WHEELS="${TORCH_WHEELS:-$REPO/tests/gpu/wheels}"
 PYTHON_GIVEN="${PYTHON:-}"
 PYTHON="${PYTHON:-python3}"
@@ -68,10 +72,10 @@ PYTHON="${PYTHON:-python3}"
 ONECARD_PROFILE=nccl-1gpu
 [ "$MODE" = cpu ] && ONECARD_PROFILE=gloo-cpu
 # The stages' own limits fit inside their step's, with ~15 s for the launcher and the run's own start.
-ONECARD_STAGES=nccl1gpu,pinned,memory,precision,baseline
-ONECARD_TIMEOUTS=nccl1gpu=40,pinned=25,memory=30,precision=25,baseline=40
+ONECARD_STAGES=nccl1gpu,pinned,precision,baseline
+ONECARD_TIMEOUTS=nccl1gpu=90,pinned=15,precision=25,baseline=30
 LINKS_STAGES=topology,bandwidth
-LINKS_TIMEOUTS=topology=15,bandwidth=45
+LINKS_TIMEOUTS=topology=20,bandwidth=45
 
 mkdir -p "$OUT_DIR/steps" "$OUT_DIR/captures" "$OUT_DIR/parsed" "$OUT_DIR/runs" || exit 2
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -121,23 +125,24 @@ record() {  # record STATUS NAME SECONDS LIMIT WHAT: one line, printed as the st
   return 0
 }
 
-torch_is_the_pin() {  # torch_is_the_pin PYTHON: its torch is TORCH_PIN (and a CUDA build unless --cpu)
-  "$1" -c 'import sys, torch
-pin, mode = sys.argv[1], sys.argv[2]
-ok = torch.__version__.split("+")[0] == pin and (mode == "cpu" or torch.version.cuda is not None)
+torch_is_usable() {  # torch_is_usable PYTHON: its torch is at least MIN_TORCH (and a CUDA build unless --cpu)
+  "$1" -c 'import re, sys, torch
+least, mode = sys.argv[1], sys.argv[2]
+have = tuple(int(x) for x in re.findall(r"\d+", torch.__version__.split("+")[0])[:2])
+ok = have >= tuple(int(x) for x in least.split(".")) and (mode == "cpu" or torch.version.cuda is not None)
 print(f"{sys.executable}: torch {torch.__version__} (CUDA {torch.version.cuda})")
-sys.exit(0 if ok else 1)' "$TORCH_PIN" "$MODE" 2>&1
+sys.exit(0 if ok else 1)' "$MIN_TORCH" "$MODE" 2>&1
 }
 
-pinned_torch() {  # the first interpreter of the header's list whose torch is the pin → python.txt
+usable_torch() {  # the first interpreter of the header's list whose torch is usable → python.txt
   local candidate
   rm -f "$OUT_DIR/python.txt"
   if [ -n "$PYTHON_GIVEN" ]; then
-    torch_is_the_pin "$PYTHON_GIVEN" && echo "$PYTHON_GIVEN" > "$OUT_DIR/python.txt" && return 0
-    echo "PYTHON=$PYTHON_GIVEN has no torch==$TORCH_PIN$([ "$MODE" = cpu ] || echo ' CUDA build')"
+    torch_is_usable "$PYTHON_GIVEN" && echo "$PYTHON_GIVEN" > "$OUT_DIR/python.txt" && return 0
+    echo "PYTHON=$PYTHON_GIVEN has no torch ≥ $MIN_TORCH$([ "$MODE" = cpu ] || echo ' (a CUDA build)')"
     return 1
   fi
-  if [ -x "$OUT_DIR/venv/bin/python" ] && torch_is_the_pin "$OUT_DIR/venv/bin/python"; then
+  if [ -x "$OUT_DIR/venv/bin/python" ] && torch_is_usable "$OUT_DIR/venv/bin/python"; then
     echo "$OUT_DIR/venv/bin/python" > "$OUT_DIR/python.txt"
     return 0
   fi
@@ -148,14 +153,14 @@ pinned_torch() {  # the first interpreter of the header's list whose torch is th
     # shellcheck disable=SC2086  # one requirement a word
     python3 -m venv "$OUT_DIR/venv" &&
       "$OUT_DIR/venv/bin/pip" install --quiet --no-index --find-links "$TORCH_WHEELS" "torch==$TORCH_PIN" $deps &&
-      torch_is_the_pin "$OUT_DIR/venv/bin/python" && echo "$OUT_DIR/venv/bin/python" > "$OUT_DIR/python.txt" && return 0
+      torch_is_usable "$OUT_DIR/venv/bin/python" && echo "$OUT_DIR/venv/bin/python" > "$OUT_DIR/python.txt" && return 0
     echo "the venv from $TORCH_WHEELS failed (above)"
     return 1
   fi
   for candidate in "$REPO/.venv/bin/python" "$(command -v python3)"; do
-    [ -x "$candidate" ] && torch_is_the_pin "$candidate" && echo "$candidate" > "$OUT_DIR/python.txt" && return 0
+    [ -x "$candidate" ] && torch_is_usable "$candidate" && echo "$candidate" > "$OUT_DIR/python.txt" && return 0
   done
-  echo "no torch==$TORCH_PIN: pass PYTHON=, or put its wheels in $TORCH_WHEELS (the pip download line in this script's header)"
+  echo "no torch ≥ $MIN_TORCH: pass PYTHON=, or put torch==$TORCH_PIN's wheels in $TORCH_WHEELS (the pip download line in this script's header)"
   return 1
 }
 
@@ -238,11 +243,11 @@ parse_topo() {
     head -c 600 "$OUT_DIR/parsed/topo.json"
 }
 
-export -f versions versions_to_file captures parse_topo suite_run check_runs report torch_is_the_pin pinned_torch
-export OUT_DIR PYTHON PYTHON_GIVEN MODE TORCH_PIN TORCH_WHEELS REPO ONECARD_PROFILE
+export -f versions versions_to_file captures parse_topo suite_run check_runs report torch_is_usable usable_torch
+export OUT_DIR PYTHON PYTHON_GIVEN MODE TORCH_PIN MIN_TORCH TORCH_WHEELS REPO ONECARD_PROFILE
 
 main() {
-  step torch 80 any "the pinned torch==$TORCH_PIN (PYTHON=, \$OUT_DIR/venv, TORCH_WHEELS=, .venv, python3)" -- pinned_torch
+  step torch 80 any "a torch ≥ $MIN_TORCH (PYTHON=, \$OUT_DIR/venv, TORCH_WHEELS=, .venv, python3)" -- usable_torch
   if [ "$MODE" != dry ]; then
     [ -s "$OUT_DIR/python.txt" ] || return 1  # without the pin nothing after it would say anything true
     PYTHON="$(cat "$OUT_DIR/python.txt")"

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_the_dry_run_lists_the_steps_one_card_stages_first(tmp_path):
     steps, out = plan(tmp_path)
     assert [name for name, _, _ in steps] == list(STEPS)
     commands = dict((name, command) for name, _, command in steps)
-    assert commands["onecard"].startswith("suite_run onecard nccl1gpu,pinned,memory,precision,baseline ")
+    assert commands["onecard"].startswith("suite_run onecard nccl1gpu,pinned,precision,baseline ")
     assert commands["links"].startswith("suite_run links topology,bandwidth ")
     assert not (tmp_path / "out" / "summary.txt").read_text()  # nothing ran
 
@@ -74,7 +75,7 @@ def test_a_python_without_the_pinned_torch_fails_the_first_step_and_nothing_runs
     assert result.returncode == 1
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[:2] for line in summary] == [["FAIL", "torch"]]
-    assert "PYTHON=/bin/false has no torch==2.13.0" in (tmp_path / "out" / "steps" / "torch.log").read_text()
+    assert "PYTHON=/bin/false has no torch ≥ 2.9" in (tmp_path / "out" / "steps" / "torch.log").read_text()
     assert summary[0] in result.stdout  # printed as it ended, not only kept
     assert "FAILED: torch" in result.stdout
     assert run("--bogus").returncode == 2
@@ -95,3 +96,30 @@ def test_the_cpu_mode_finds_the_pinned_torch_and_skips_the_gpu_steps(tmp_path):
     assert [line.split()[:2] for line in summary] == [["ok", "torch"], ["skip", "captures"]], steps.stdout
     assert (out / "python.txt").read_text().strip() == str(python)
     assert f"{python}: torch 2.13.0" in (out / "steps" / "torch.log").read_text()
+
+
+def test_each_stage_limit_is_at_least_the_suites_own_estimate():
+    """A limit below the stage's own estimate (nccl1gpu had 40 s against 85) fails a healthy card by the clock."""
+    from suite.config import get_profile
+    from suite.plan.hours import PlanAssumptions, estimate
+
+    own = {s.stage: s.seconds for s in estimate(get_profile("nccl-1gpu"), PlanAssumptions(gpu_name="NVIDIA H200")).stages}
+    text = SCRIPT.read_text()
+    for timeouts in ("ONECARD_TIMEOUTS", "LINKS_TIMEOUTS"):
+        for stage, limit in re.findall(r"(\w+)=(\d+)", re.search(rf"^{timeouts}=(\S+)", text, re.M)[1]):
+            assert stage not in own or int(limit) >= own[stage], (stage, limit, own[stage])
+
+
+def test_a_torch_other_than_the_pin_is_taken_and_an_older_one_refused(tmp_path):
+    """The lent H200 brings torch 2.11.0+cu130: the first step takes it (the pin is 2.13.0) and records it; a torch
+    older than MIN_TORCH is refused. Stand-in torch packages carry only the version fields the step reads."""
+    for version, cuda, code in (("2.11.0+cu130", "13.0", 0), ("2.8.0+cu126", "12.6", 1)):
+        site = tmp_path / version / "torch"
+        site.mkdir(parents=True)
+        (site / "__init__.py").write_text(f"__version__ = {version!r}\n"
+                                          f"class version:\n    cuda = {cuda!r}\n")
+        env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(site.parent), "DEVICE_CHECK_STEPS": "torch"}
+        result = run(str(tmp_path / version / "out"), env=env)
+        assert result.returncode == code, result.stdout
+        log = (tmp_path / version / "out" / "steps" / "torch.log").read_text()
+        assert f"torch {version} (CUDA {cuda})" in log
