@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from suite.box_verdict import leaves_open
 from suite import stages as suite_stages
 from suite.results import Verdict, expectation_from_dict, row_from_dict
 from suite.verdicts import SEVERITY_RANK
@@ -105,13 +106,19 @@ def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
     return f"{len(skips)} skipped", clip(reason, 70) + more
 
 
-def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str) -> StageLine:
+def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str,
+               judges_box: bool = False) -> StageLine:
+    """judges_box: a run that judges a box (not the rehearsal), where a stage whose checks passed but left one open
+    is badged "open", never a green pass."""
     judged = Counter(v.status for v in verdicts if v.status != "skip")
     skips = [v for v in verdicts if v.status == "skip"]
     counts = " · ".join(f"{judged[s]} {s}" for s in ("fail", "warn", "pass") if judged[s])
     text = declared_headline(stage, rows, verdicts, expectations) or generic_headline(verdicts, state)
     skip_line, skip_why = skip_summary(skips)
-    return StageLine(stage=stage, anchor=anchor, status=worst_status(verdicts), headline=clip(text, MAX_HEADLINE),
+    status = worst_status(verdicts)
+    if judges_box and status in ("pass", "skip") and any(leaves_open(v) for v in verdicts):
+        status = "open"
+    return StageLine(stage=stage, anchor=anchor, status=status, headline=clip(text, MAX_HEADLINE),
                      counts=counts, skip_line=skip_line, skip_why=skip_why,
                      skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips])
 

@@ -20,7 +20,7 @@ from typing import Any
 from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
 from suite import next_steps
-from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict
+from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict, judges_performance
 from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 from reports import figures as figure_modules
@@ -155,7 +155,8 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
         anchor=anchor(stage),
         name=stage,
         heading=(f"{stage} (checklist #{number})" if number else stage) + title,
-        line=headline.stage_line(stage, anchor(stage), rows, expectations, verdicts, state_line(view, stage)),
+        line=headline.stage_line(stage, anchor(stage), rows, expectations, verdicts, state_line(view, stage),
+                                 judges_box=view.manifest_read and judges_performance(view.manifest)),
         measures=[f"Measures: {text.measures}"] if text.measures else [],
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
         about=about,
