@@ -242,7 +242,9 @@ def count_colour(worst: str, box: BoxVerdict) -> str:
 
 def next_steps_of(box: BoxVerdict, view: RunView) -> list[tuple[str, list[str]]]:
     """What would decide the open checks (suite/next_steps.py), for the first screen; none for a rehearsal."""
-    if box.word == REHEARSAL or not box.open:
+    if box.word == REHEARSAL:
+        return [] if box.rejected or box.open else [(next_steps.AFTER_REHEARSAL, [])]
+    if not box.open:
         return []
     return next_steps.grouped(box.open, view.manifest if view.manifest_read else {})
 

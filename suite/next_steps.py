@@ -39,6 +39,9 @@ LIVE: tuple[tuple[str, str], ...] = (
 )
 """A live run: what the box (or the table) lacked."""
 
+AFTER_REHEARSAL = ("the code is proven on CPU; price a rental with `make plan TIER=quick RATE=<$/hour>`, then test the "
+                   "box with `make remote HOST=user@host TIER=quick`")
+"""What follows a clean rehearsal (its numbers judge the code, never a box)."""
 STOPPED = "resume the run where it stopped: `python -m suite run --resume RUN_DIR`"
 DEFAULT = "read the check's reason in the report; rerun its stage with `python -m suite run --resume RUN_DIR`"
 

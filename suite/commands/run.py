@@ -251,6 +251,11 @@ def main(args) -> int:
                            f"python -m suite run --resume {run.path}")
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
-    from suite.box_verdict import box_verdict
-    print(f"box verdict: {box_verdict(run.manifest, run.verdicts()).line()}", file=sys.stderr)
+    from suite.box_verdict import REHEARSAL, box_verdict
+    from suite.next_steps import AFTER_REHEARSAL
+
+    box = box_verdict(run.manifest, run.verdicts())
+    print(f"box verdict: {box.line()}", file=sys.stderr)
+    if box.word == REHEARSAL and not box.rejected:
+        print(f"next: {AFTER_REHEARSAL}", file=sys.stderr)
     return outcome.exit_code

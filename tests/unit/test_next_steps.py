@@ -31,3 +31,20 @@ def test_commands_are_code_and_the_rest_is_escaped():
     assert str(code_spans("run `dmesg > a.txt` <b>")) == "run <code>dmesg &gt; a.txt</code> &lt;b&gt;"
     assert str(code_spans("a `b")) == "a `b"  # unbalanced: left as written
     assert "<script>" not in str(code_spans("`<script>alert(1)</script>`"))
+
+
+def test_a_clean_rehearsal_offers_the_next_step_and_a_failed_one_does_not(tmp_path):
+    import contextlib
+    import io
+
+    from suite.__main__ import main as suite_main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = suite_main(["run", "--profile", "gloo-cpu", "--stages", "topology", "--out", str(tmp_path),
+                           "--record-last", str(tmp_path / "LAST")])
+    assert code == 0 and f"next: {next_steps.AFTER_REHEARSAL}" in err.getvalue()
+    from reports.report import render_path
+
+    page = render_path((tmp_path / "LAST").read_text().strip())[0].read_text()
+    assert "<b>Next:</b>" in page and "<code>make plan TIER=quick RATE=&lt;$/hour&gt;</code>" in page
