@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from suite.ingest import feed, inputs
     from reports.report import render_path
+    from suite import next_steps
     from suite.box_verdict import box_verdict
 
     if args.record_last and (problem := record_last_problem(args.record_last, args.paths)):
@@ -70,6 +71,8 @@ def main(args) -> int:
     print(f"box verdict: {box.line()}", file=sys.stderr)
     for o in box.open:
         print(f"  open: {o.line()}", file=sys.stderr)
+    for action, ids in next_steps.grouped(box.open, outcome.run.manifest):
+        print(f"  next: {action} ({', '.join(ids)})", file=sys.stderr)
     partial = feed.partial_captures(plan)
     for line in partial:
         print(f"partial: {line}", file=sys.stderr)

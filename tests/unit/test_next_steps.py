@@ -48,3 +48,19 @@ def test_a_clean_rehearsal_offers_the_next_step_and_a_failed_one_does_not(tmp_pa
 
     page = render_path((tmp_path / "LAST").read_text().strip())[0].read_text()
     assert "<b>Next:</b>" in page and "<code>make plan TIER=quick RATE=&lt;$/hour&gt;</code>" in page
+
+
+def test_ingest_says_what_to_capture_next_for_what_it_left_open(tmp_path):
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from suite.__main__ import main as suite_main
+
+    smi = Path(__file__).resolve().parents[1] / "data" / "health" / "nvsmi-q-08-h200-550-healthy.txt"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert suite_main(["ingest", str(smi), "--out", str(tmp_path)]) == 3
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("  next: ")]
+    assert any("sudo dmesg -T > dmesg.txt" in line and line.endswith("(health.kernel_log)") for line in lines)
+    assert any("nvidia-smi topo -m > topo.txt" in line for line in lines)
