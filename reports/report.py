@@ -215,17 +215,18 @@ def _leave_ctrl_c_to_the_parent() -> None:
 def context(view: RunView, out_path: Path) -> dict[str, Any]:
     counts = view.counts()
     sections = all_sections(view, out_path.parent)
+    box = box_of(view)
     return {
         "title": f"cardtime report — {view.run_id}",
         "run_id": view.run_id,
-        "box": box_of(view),
-        "next_steps": next_steps_of(box_of(view), view),
+        "box": box,
+        "next_steps": next_steps_of(box, view),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
         "identity": identity.identity(view),
         "summary": summary(counts),
         "counts": [(status, counts[status]) for status in SEVERITY],
-        "worst": count_colour(headline.worst_status(view.verdicts), box_of(view)),
+        "worst": count_colour(headline.worst_status(view.verdicts), box),
         "attention": headline.attention(view.verdicts, anchor, list(ORDER)),
         "stage_lines": [s.line for s in sections],
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],

@@ -63,3 +63,12 @@ def grouped(opened: Iterable, manifest: Mapping) -> list[tuple[str, list[str]]]:
     for o in opened:
         out.setdefault(step(o.id, o.why, ingested=ingested), []).append(o.id)
     return list(out.items())
+
+
+def lines(opened: Iterable, manifest: Mapping, bullet: str, shown: int | None = None) -> list[str]:
+    """One printed line per step: `bullet`, the action, the open ids it decides (the first `shown`, the rest counted)."""
+    out = []
+    for action, ids in grouped(opened, manifest):
+        named = ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if shown and len(ids) > shown else "")
+        out.append(f"{bullet}{action} ({named})")
+    return out

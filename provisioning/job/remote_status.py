@@ -76,8 +76,7 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
     print(render(plan), file=out)
     facts = preflight.parse_probe(probe.stdout)
     runtime = preflight.decide(facts, runtime=None, needs_gpu=True).runtime or "host"
-    for line in decidable.lines(facts, runtime):
-        print(line.replace("planned checks", f"RUNTIME={runtime}: planned checks", 1), file=out)
+    print("\n".join(decidable.lines(facts, runtime)), file=out)
     return 0
 
 

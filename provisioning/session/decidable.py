@@ -90,6 +90,7 @@ def decidable(facts: HostFacts, runtime: str) -> list[Decidable]:
 def lines(facts: HostFacts, runtime: str) -> list[str]:
     found = decidable(facts, runtime)
     open_ = [d for d in found if not d.can]
-    head = (f"planned checks this box can decide: {len(found) - len(open_)} of {len(found)} that depend on the box"
+    head = (f"RUNTIME={runtime}: planned checks this box can decide: {len(found) - len(open_)} of {len(found)} that "
+            "depend on the box"
             + (f"; {len(open_)} would stay open (fix before the billed stages):" if open_ else ""))
     return [head, *(f"  {d.line()}" for d in found)]

@@ -69,26 +69,31 @@ def _entry_count(pieces) -> int:
     return n
 
 
-def count(text: str) -> int:
-    """How many names the list stands for, checked for syntax and size, without building one."""
+def _checked(text: str) -> tuple[list[list[str | list[tuple[int, int, int]]]], int]:
+    """(each entry's pieces, how many names they stand for), syntax and size checked, no name built."""
     if len(text) > MAX_CHARS:
         raise HostListError(f"{len(text)} characters: longer than any host list ({MAX_CHARS})")
-    total = 0
+    entries, total = [], 0
     for entry in _entries(text):
-        total += _entry_count(_parsed(entry))
+        entries.append(_parsed(entry))
+        total += _entry_count(entries[-1])
         if total > MAX_NODES:
             raise HostListError(f"names more than {MAX_NODES} nodes")
-    return total
+    return entries, total
+
+
+def count(text: str) -> int:
+    """How many names the list stands for, checked for syntax and size, without building one."""
+    return _checked(text)[1]
 
 
 def expand(text: str) -> list[str]:
     """'gpu-[01-03,07],login1' → ['gpu-01', 'gpu-02', 'gpu-03', 'gpu-07', 'login1'] (zero padding kept),
     'r[1-2]-n[1-2]' → ['r1-n1', 'r1-n2', 'r2-n1', 'r2-n2'] (as `scontrol show hostnames` orders them)."""
-    count(text)
     names: list[str] = []
-    for entry in _entries(text):
+    for pieces in _checked(text)[0]:
         choices = [[piece] if isinstance(piece, str) else
                    [f"{n:0{width}d}" for low, high, width in piece for n in range(low, high + 1)]
-                   for piece in _parsed(entry)]
+                   for piece in pieces]
         names += ["".join(parts) for parts in itertools.product(*choices)]
     return names

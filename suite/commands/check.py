@@ -81,6 +81,5 @@ def print_table(run: RunDir, verdicts: list[Verdict], counts: dict[str, int], bo
         for o in box.open:
             print(f"  {o.line()}")
         print("to decide them:")
-        for action, ids in next_steps.grouped(box.open, run.manifest):
-            print(f"  - {action} ({', '.join(ids[:4])}{f' and {len(ids) - 4} more' if len(ids) > 4 else ''})")
+        print("\n".join(next_steps.lines(box.open, run.manifest, "  - ", shown=4)))
     print(f"box verdict: {box.line()} (--fail-on {fail_on})")

@@ -71,8 +71,8 @@ def main(args) -> int:
     print(f"box verdict: {box.line()}", file=sys.stderr)
     for o in box.open:
         print(f"  open: {o.line()}", file=sys.stderr)
-    for action, ids in next_steps.grouped(box.open, outcome.run.manifest):
-        print(f"  next: {action} ({', '.join(ids)})", file=sys.stderr)
+    for line in next_steps.lines(box.open, outcome.run.manifest, "  next: "):
+        print(line, file=sys.stderr)
     partial = feed.partial_captures(plan)
     for line in partial:
         print(f"partial: {line}", file=sys.stderr)

@@ -69,10 +69,6 @@ class Table:
         self.named = [n for n in self.params[3:] if n in ("redop", "root")]
         self.halves = [self._half(group) for group in self.groups]
 
-    @property
-    def perf_width(self) -> int:
-        return self.width
-
     def _half(self, group: list[str]) -> tuple:
         """(keys kept, every column's converter, the kept columns' positions or None for all, width, and what
         the fast path does to a column's float: (position, function) for ms times and #wrong counts)."""
