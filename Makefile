@@ -5,12 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help rehearse test bench lint report demo
+.PHONY: help rehearse test bench lint format report demo
 help:
 	@echo "make rehearse   the whole suite on CPU (gloo, 4 processes), ending in runs/<id>/report.html"
 	@echo "make rehearse PROFILE=nccl-1gpu   the one-card profile on a machine with one CUDA device"
 	@echo "make test       the test suite"
 	@echo "make test-load  the rehearsal's e2e tests 3 times beside 4 busy loops: fails if any verdict differs"
+	@echo "make format     apply the house style (ruff: layout, import order); make lint checks it, as make test does"
 	@echo "make golden     rewrite the report-structure golden file after an intended report change"
 	@echo "make bench      timing figures (rehearsal wall time, report render time and size, harness overhead, parse of 50 MB inputs)"
 	@echo "make demo       a GPU report in one command: suite ingest on real captured outputs kept in tests/data/"
@@ -73,6 +74,14 @@ export PYTEST_ARGS ?= --durations=25
 export TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m pytest -q -n "$$TEST_WORKERS" $${PYTEST_ARGS}
+
+# The house style (pyproject.toml's [tool.ruff]): make test checks it (tests/unit/test_house_format.py).
+format: $(STAMP)
+	$(PY) -m ruff format --quiet .
+	$(PY) -m ruff check --quiet --fix --select I .
+lint: $(STAMP)
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
 
 # make test-load [LOAD_RUNS=3] [LOAD_LOOPS=4]: the rehearsal's e2e tests beside busy loops (tests/loadgen.py),
 # LOAD_RUNS times; prints the verdict ids whose status differed between runs and fails on any (tests/load_verdicts.py).

@@ -4,9 +4,9 @@
     cardtime plan --rate 24                                  before renting: minutes and cost per stage
     cardtime rehearse                                        the whole suite on this CPU, ending in a report
 
-Each word hands the rest of the line to the command that does the work (`python -m provisioning`, `python -m suite`,
-`python -m reports`): their options, help, errors and exit codes are the ones docs/guide.md's tables give. The make
-targets stay as thin aliases of the same commands.
+Each word hands the rest of the line to the command that does the work (`python -m provisioning`, `python -m
+suite`, `python -m reports`): their options, help, errors and exit codes are the ones docs/guide.md's tables
+give. The make targets stay as thin aliases of the same commands.
 """
 
 from __future__ import annotations
@@ -89,9 +89,14 @@ def rehearse(args: list[str]) -> int:
 
 
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "remote": remote, "plan": plan, "slurm": slurm, "rehearse": rehearse,
-    "ingest": lambda args: _suite(["ingest", *args]), "check": lambda args: _suite(["check", *args]),
-    "report": _reports, "compare": lambda args: _reports(["compare", *args]),
+    "remote": remote,
+    "plan": plan,
+    "slurm": slurm,
+    "rehearse": rehearse,
+    "ingest": lambda args: _suite(["ingest", *args]),
+    "check": lambda args: _suite(["check", *args]),
+    "report": _reports,
+    "compare": lambda args: _reports(["compare", *args]),
 }
 
 

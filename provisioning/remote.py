@@ -39,30 +39,46 @@ from provisioning.job.lifecycle import follow_and_fetch, run_job, suite_args
 from provisioning.runtime import cuda_check, hostruntime, remote_docker
 from provisioning.runtime.suite_container import host_user
 from provisioning.session import preflight
+from provisioning.session.connection import Remote
 from provisioning.session.hosts import parse_host, unnamed_user_note
 from provisioning.session.login import connect_for_transfers, host_key_record, resolve_base, run_preflight
 from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages, world_problem
 from provisioning.session.steps import Steps
-from provisioning.session.connection import Remote
 
-def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, runtime: str,
-              local: codesync.LocalCheckout, key: jobs.JobKey, resume_dir: str | None, steps: Steps,
-              line=None) -> dict[str, Any]:
+
+def start_job(
+    remote: Remote,
+    opts: RemoteOptions,
+    facts: preflight.HostFacts,
+    runtime: str,
+    local: codesync.LocalCheckout,
+    key: jobs.JobKey,
+    resume_dir: str | None,
+    steps: Steps,
+    line=None,
+) -> dict[str, Any]:
     """Take the host's run lock, ship the code, prepare the runtime and start the job detached;
     the job gives the lock back when it ends (the laptop does, if the start fails). `line`: the
     CUDA line preflight chose (None: a CPU profile, or IMAGE=)."""
     base = facts.base
     job_id = jobs.new_job_id(key)
-    lock = hostlock.acquire(remote, base, job_id, {"by": f"{getpass.getuser()}@{socket.gethostname()}",
-                                                   "commit": key.commit, "profile": key.profile})
+    lock = hostlock.acquire(
+        remote,
+        base,
+        job_id,
+        {"by": f"{getpass.getuser()}@{socket.gethostname()}", "commit": key.commit, "profile": key.profile},
+    )
     started = False
     try:
         # Under the lock, look once more: another laptop may have started (or finished) a run
         # between our first look and the lock.
         again = jobchoice.choose(jobs.every_job(remote, base), key, opts.new_run)
         if again.action != "start":
-            raise hostlock.HostBusy(remote.label, "another run was started on the host a moment ago",
-                                    hint="rerun the same make remote: it re-attaches or says what holds the host")
+            raise hostlock.HostBusy(
+                remote.label,
+                "another run was started on the host a moment ago",
+                hint="rerun the same make remote: it re-attaches or says what holds the host",
+            )
         steps.begin("code", f"code at {local.commit[:12]} ({local.branch})")
         if runtime == "docker" and not facts.git:  # the image is built from a laptop-side archive of HEAD
             code_dir, how = base, "the image"
@@ -81,19 +97,39 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
         steps.begin("runtime", f"RUNTIME={runtime}")
         user = host_user(facts.uid, facts.gid)
         if runtime == "docker":
-            image, setup = remote_docker.image_setup(remote, local, opts.image, base, say=steps.say, line=line)
+            image, setup = remote_docker.image_setup(
+                remote, local, opts.image, base, say=steps.say, line=line
+            )
             remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
-            argv = remote_docker.run_argv(image, job_id=job_id, job_dir=job_dir, runs_dir=f"{base}/runs",
-                                          suite_args=args, gpus=gpu, user=user, rdma=bool(facts.rdma_devices))
-            check = cuda_check.image_argv(image, job_id, gpus_seen=len(facts.gpus), driver=facts.driver, user=user)
+            argv = remote_docker.run_argv(
+                image,
+                job_id=job_id,
+                job_dir=job_dir,
+                runs_dir=f"{base}/runs",
+                suite_args=args,
+                gpus=gpu,
+                user=user,
+                rdma=bool(facts.rdma_devices),
+            )
+            check = cuda_check.image_argv(
+                image, job_id, gpus_seen=len(facts.gpus), driver=facts.driver, user=user
+            )
         else:
             venv_line = line if gpu else None  # a CPU profile keeps pip's own torch
-            venv = hostruntime.venv_dir(base, hostruntime.pyproject_key(local.root, local.commit), facts.python,
-                                        venv_line)
-            setup = hostruntime.setup_script(venv, code_dir, python=facts.python_exe or "python3", line=venv_line)
-            steps.say(f"the job installs the venv {venv} first unless it is ready (first time on this host: minutes)")
+            venv = hostruntime.venv_dir(
+                base, hostruntime.pyproject_key(local.root, local.commit), facts.python, venv_line
+            )
+            setup = hostruntime.setup_script(
+                venv, code_dir, python=facts.python_exe or "python3", line=venv_line
+            )
+            steps.say(
+                f"the job installs the venv {venv} first unless it is ready (first time on this host: "
+                f"minutes)"
+            )
             argv = [f"{venv}/bin/python", "-m", "suite", *args]
-            check = cuda_check.host_python_argv(f"{venv}/bin/python", gpus_seen=len(facts.gpus), driver=facts.driver)
+            check = cuda_check.host_python_argv(
+                f"{venv}/bin/python", gpus_seen=len(facts.gpus), driver=facts.driver
+            )
             env.update(hostruntime.host_job_environment(facts))
             # The checkout first on the path for the runner and every torchrun worker it starts.
             env["PYTHONPATH"] = code_dir
@@ -104,9 +140,18 @@ def start_job(remote: Remote, opts: RemoteOptions, facts: preflight.HostFacts, r
 
         steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'} detached")
         use_tmux = facts.tmux if opts.detach is None else opts.detach == "tmux"
-        jobs.start(remote, base, key, code_dir, argv, use_tmux=use_tmux, job_id=job_id,
-                   env=env, setup=setup,
-                   extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)})
+        jobs.start(
+            remote,
+            base,
+            key,
+            code_dir,
+            argv,
+            use_tmux=use_tmux,
+            job_id=job_id,
+            env=env,
+            setup=setup,
+            extra={"code_shipped_by": how, "resumes": resume_dir, "host_key": host_key_record(remote)},
+        )
         started = True
     finally:
         if not started:
@@ -132,9 +177,15 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
     if note := unnamed_user_note(opts.host, opts.ssh_config):
         steps.say(f"note: {note}")
     remote = connect_for_transfers(opts)
-    record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote),
-                              "commit": local.commit, "branch": local.branch, "dirty": local.dirty,
-                              "profile": opts.profile, "stages": opts.stages}
+    record: dict[str, Any] = {
+        "host": opts.host.label,
+        "host_key": host_key_record(remote),
+        "commit": local.commit,
+        "branch": local.branch,
+        "dirty": local.dirty,
+        "profile": opts.profile,
+        "stages": opts.stages,
+    }
     try:
         facts, decision = run_preflight(remote, opts, steps)
         problems = [*decision.problems, *filter(None, [world_problem(opts, len(facts.gpus))])]
@@ -145,10 +196,24 @@ def remote_main(opts: RemoteOptions, stream=None) -> int:
         runtime = decision.runtime
         record.update(runtime=runtime, host_facts=asdict(facts))
         base = facts.base
-        key = jobs.JobKey(commit=local.commit, profile=opts.profile, stages=opts.stages, runtime=runtime,
-                          **jobs.run_settings(opts))
-        return run_job(remote, opts, base, key, record, steps, lambda resume_dir: start_job(
-            remote, opts, facts, runtime, local, key, resume_dir, steps, line=decision.cuda_line))
+        key = jobs.JobKey(
+            commit=local.commit,
+            profile=opts.profile,
+            stages=opts.stages,
+            runtime=runtime,
+            **jobs.run_settings(opts),
+        )
+        return run_job(
+            remote,
+            opts,
+            base,
+            key,
+            record,
+            steps,
+            lambda resume_dir: start_job(
+                remote, opts, facts, runtime, local, key, resume_dir, steps, line=decision.cuda_line
+            ),
+        )
     finally:
         remote.close()
 
@@ -163,13 +228,23 @@ def fetch_main(opts: RemoteOptions, steps: Steps) -> int:
         st = jobs.status(remote, base, log_offset=1 << 62, job_id=opts.fetch_job) if base else None
         if st is None or st.job is None:
             known = [j.job["job_id"] for j in jobs.every_job(remote, base) if j.job] if base else []
-            steps.say(f"REFUSED: no job {opts.fetch_job} under {base or opts.remote_dir or 'cardtime'} on {opts.host.label}; "
-                      f"jobs there: {', '.join(known) or 'none'}")
+            steps.say(
+                f"REFUSED: no job {opts.fetch_job} under {base or opts.remote_dir or 'cardtime'} on "
+                f"{opts.host.label}; "
+                f"jobs there: {', '.join(known) or 'none'}"
+            )
             return 2
-        record: dict[str, Any] = {"host": opts.host.label, "host_key": host_key_record(remote), "job": st.job,
-                                  "commit": st.job.get("commit"), "profile": st.job.get("profile"),
-                                  "stages": st.job.get("stages"), "runtime": st.job.get("runtime"),
-                                  "reattached": True, "fetched_by_job_id": True}
+        record: dict[str, Any] = {
+            "host": opts.host.label,
+            "host_key": host_key_record(remote),
+            "job": st.job,
+            "commit": st.job.get("commit"),
+            "profile": st.job.get("profile"),
+            "stages": st.job.get("stages"),
+            "runtime": st.job.get("runtime"),
+            "reattached": True,
+            "fetched_by_job_id": True,
+        }
         remote, final, fetched = follow_and_fetch(remote, opts, base, opts.fetch_job, steps, record)
     finally:
         remote.close()
@@ -181,27 +256,49 @@ def options(args):
     if args.command == "remote" and (args.hosts or args.hostfile):
         nodes = cluster_hosts(args.hosts, args.hostfile)
         if args.host:
-            raise ClusterError("HOST= and HOSTS=/HOSTFILE= both given: list every node, the first included, in HOSTS=")
+            raise ClusterError(
+                "HOST= and HOSTS=/HOSTFILE= both given: list every node, the first included, in HOSTS="
+            )
         args.host = nodes[0].label
-    kw = dict(host=parse_host(args.host), hosts=nodes, key=args.key or None, known_hosts=args.known_hosts or None,
-              ssh_config=args.ssh_config or None,
-              accept_new_host=truthy(args.accept_new_host), remote_dir=args.remote_dir)
+    kw = dict(
+        host=parse_host(args.host),
+        hosts=nodes,
+        key=args.key or None,
+        known_hosts=args.known_hosts or None,
+        ssh_config=args.ssh_config or None,
+        accept_new_host=truthy(args.accept_new_host),
+        remote_dir=args.remote_dir,
+    )
     if args.command in ("remote", "plan"):
         kw["nproc"] = nproc_arg(args.nproc)
     if args.command == "remote":
         check_run_settings(args)
-        kw.update(profile=args.profile, stages=args.stages, tier=args.tier, burnin_min=args.burnin_min, runtime=args.runtime or None, image=args.image or None, cuda_line=args.cuda_line or None,
-                  archive=args.archive or None, endpoint_url=args.endpoint_url or None,
-                  allow_dirty=truthy(args.allow_dirty), new_run=truthy(args.new_run), detach=args.detach or None,
-                  runs_dir=args.runs_dir, fetch_exports=truthy(args.fetch_exports), fetch_job=args.fetch or None)
+        kw.update(
+            profile=args.profile,
+            stages=args.stages,
+            tier=args.tier,
+            burnin_min=args.burnin_min,
+            runtime=args.runtime or None,
+            image=args.image or None,
+            cuda_line=args.cuda_line or None,
+            archive=args.archive or None,
+            endpoint_url=args.endpoint_url or None,
+            allow_dirty=truthy(args.allow_dirty),
+            new_run=truthy(args.new_run),
+            detach=args.detach or None,
+            runs_dir=args.runs_dir,
+            fetch_exports=truthy(args.fetch_exports),
+            fetch_job=args.fetch or None,
+        )
         if nodes:
             kw["nodes_run"] = node_run_settings(args)
     return RemoteOptions(**kw)
 
 
 def check_run_settings(args) -> None:
-    """Every setting of `make remote` that is not about logging in, refused here on the laptop before the first
-    connection: a typo must not cost the preflight's minutes, nor surface after an hour of billed stages."""
+    """Every setting of `make remote` that is not about logging in, refused here on the laptop before the
+    first connection: a typo must not cost the preflight's minutes, nor surface after an hour of billed
+    stages."""
     if args.cuda_line:
         from suite.hardware.cuda_lines import line_named
 
@@ -223,6 +320,10 @@ def nproc_arg(text: str) -> int:
 
 def node_run_settings(args):
     """HOSTS='s settings for every node, each checked here on the laptop before any node is reached."""
-    return NodeRunSettings(ssh_config=args.node_ssh_config, socket_ifname=args.socket_ifname,
-                           nproc=nproc_arg(args.nproc), node_addrs=node_addrs_arg(args.node_addrs, args.hostfile),
-                           master_port=master_port_arg(args.master_port))
+    return NodeRunSettings(
+        ssh_config=args.node_ssh_config,
+        socket_ifname=args.socket_ifname,
+        nproc=nproc_arg(args.nproc),
+        node_addrs=node_addrs_arg(args.node_addrs, args.hostfile),
+        master_port=master_port_arg(args.master_port),
+    )

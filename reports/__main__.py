@@ -4,11 +4,11 @@
     report: runs/20261129T1630Z-box-gloo-cpu/report.html
     12 passed, 0 warned, 0 failed, 9 skipped
 
-Exit status (130 at Ctrl-C, in one line): 0 when the report rendered (whatever the verdicts say; `python -m suite check` judges
-those), 2 when nothing can be rendered: not a run directory, another schema version, none of its
-records readable, or the output cannot be written. A damaged run directory whose records partly read
-(a truncated manifest, an unreadable results.parquet, a verdict of an unknown status) still renders:
-the report says at its top what is missing, and each missing part is printed here as `incomplete: …`.
+Exit status (130 at Ctrl-C, in one line): 0 when the report rendered (whatever the verdicts say; `python -m
+suite check` judges those), 2 when nothing can be rendered: not a run directory, another schema version, none
+of its records readable, or the output cannot be written. A damaged run directory whose records partly read (a
+truncated manifest, an unreadable results.parquet, a verdict of an unknown status) still renders: the report
+says at its top what is missing, and each missing part is printed here as `incomplete: …`.
 """
 
 from __future__ import annotations
@@ -23,21 +23,40 @@ from suite.results import RunDirError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m reports",
-                                     description="Render a run directory's report.html, or compare runs.",
-                                     epilog="python -m reports compare RUN_A RUN_B ... [-o OUT]: runs side by side "
-                                            "(see python -m reports compare --help)")
-    parser.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR", help="the run directory to report on")
-    parser.add_argument("-o", "--out", type=Path, help="where to write the HTML (default RUN_DIR/report.html)")
+    parser = argparse.ArgumentParser(
+        prog="python -m reports",
+        description="Render a run directory's report.html, or compare runs.",
+        epilog="python -m reports compare RUN_A RUN_B ... [-o OUT]: runs side by side "
+        "(see python -m reports compare --help)",
+    )
+    parser.add_argument(
+        "run_dir", type=Path, nargs="?", metavar="RUN_DIR", help="the run directory to report on"
+    )
+    parser.add_argument(
+        "-o", "--out", type=Path, help="where to write the HTML (default RUN_DIR/report.html)"
+    )
     return parser
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m reports compare",
-                                     description="One report laying runs side by side; ratios are each run ÷ the first.")
-    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="two or more run directories; the first is the baseline")
-    parser.add_argument("-o", "--out", type=Path, default=Path("runs/compare.html"),
-                        help="where to write the HTML (default runs/compare.html)")
+    parser = argparse.ArgumentParser(
+        prog="python -m reports compare",
+        description="One report laying runs side by side; ratios are each run ÷ the first.",
+    )
+    parser.add_argument(
+        "runs",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="two or more run directories; the first is the baseline",
+    )
+    parser.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        default=Path("runs/compare.html"),
+        help="where to write the HTML (default runs/compare.html)",
+    )
     return parser
 
 
@@ -47,16 +66,21 @@ def error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A GPU or host name from a capture reaches the terminal without its control bytes; a closed output: one line.
+    # A GPU or host name from a capture reaches the terminal without its control bytes; a closed output: one
+    # line.
     return cli_streams.guarded(lambda: _main_interruptible(argv))
 
 
 def _main_interruptible(argv: list[str] | None) -> int:
     try:
         return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
-        print("interrupted: stopped at Ctrl-C before the page was written (an earlier one is left as it was)",
-              file=sys.stderr)
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
+        print(
+            "interrupted: stopped at Ctrl-C before the page was written (an earlier one is left as it was)",
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -71,7 +95,10 @@ def _main(argv: list[str] | None) -> int:
     if compare:
         return main_compare(args)
     if args.run_dir is None:
-        return error("name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in runs/LAST)")
+        return error(
+            "name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in "
+            "runs/LAST)"
+        )
     from reports.report import render_path, summary
 
     if args.out and (problem := overwrite_problem(args.out, [args.run_dir])):

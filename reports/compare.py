@@ -22,22 +22,21 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, RunDirError, SchemaError
-from suite.runfiles import read_json_object
-from suite.stages import ORDER
-from suite.values import is_finite_number
-
 from reports import figures as figure_modules
 from reports import fmt, identity, overlay
 from reports.render import render_template
 from reports.report import Link, anchor, summary
 from reports.runview import RunView, load_run
 from reports.tables import Cell, Table
+from suite.results import PARAM_COLUMNS, SCHEMA_VERSION, RunDirError, SchemaError
+from suite.runfiles import read_json_object
+from suite.stages import ORDER
+from suite.values import is_finite_number
 
 # A metric's identity across runs: everything but the value, the rank and the repeat.
 MAX_COMPARED_ROWS = 100
-"""Metrics kept per stage in a comparison (the marked ones first): what is compared is the point, unlike a run's
-folded sample of its measurements (tables.MAX_TABLE_ROWS)."""
+"""Metrics kept per stage in a comparison (the marked ones first): what is compared is the point, unlike a
+run's folded sample of its measurements (tables.MAX_TABLE_ROWS)."""
 KEY_COLUMNS = ("case", "metric", "unit", *[c for c in PARAM_COLUMNS if c not in ("rank", "repeat", "t")])
 
 
@@ -63,7 +62,9 @@ def open_run(label: str, path: Path) -> ComparedRun:
     except SchemaError as e:
         try:
             manifest = read_json_object(path / "manifest.json")
-        except RunDirError:  # the verdicts are of another schema and the manifest is damaged: show the path only
+        except (
+            RunDirError
+        ):  # the verdicts are of another schema and the manifest is damaged: show the path only
             manifest = {}
         return ComparedRun(label, path, manifest, None, unreadable=str(e).split(";")[0])
     return ComparedRun(label, path, view.manifest, view)
@@ -80,14 +81,17 @@ def comparable(base: ComparedRun, other: ComparedRun, stage: str) -> str:
     gits = [r.manifest.get("git") or {} for r in (base, other)]
     commits = [g.get("commit") for g in gits]
     if commits[0] != commits[1]:
-        return f"stage code not recorded and commits differ ({str(commits[0])[:12]} vs {str(commits[1])[:12]})"
+        return (
+            f"stage code not recorded and commits differ ({str(commits[0])[:12]} vs {str(commits[1])[:12]})"
+        )
     if any(g.get("dirty") is not False for g in gits):
         return "stage code not recorded and a tree had uncommitted changes"
     return ""
 
 
 def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per metric key: median, min and max over repeats (each repeat first reduced to the median over ranks), and n."""
+    """Per metric key: median, min and max over repeats (each repeat first reduced to the median over ranks),
+    and n."""
     rows = rows[rows["value"].notna()]
     if rows.empty:
         return pd.DataFrame(columns=[*KEY_COLUMNS, "median", "min", "max", "n"])
@@ -118,12 +122,14 @@ class StageComparison:
 
 
 def metric_table(stage: str, runs: list[ComparedRun], others: list[ComparedRun]) -> tuple[Table | None, int]:
-    """case/metric/parameters | baseline value | per other run: value, ratio (⚑ beyond noise). Marked rows first."""
+    """case/metric/parameters | baseline value | per other run: value, ratio (⚑ beyond noise). Marked rows
+    first."""
     base = aggregate(runs[0].view.stage_rows(stage))
     merged = base.rename(columns={"median": "v0", "min": "min0", "max": "max0", "n": "n0"})
     for i, run in enumerate(others, start=1):
         agg = aggregate(run.view.stage_rows(stage)).rename(
-            columns={"median": f"v{i}", "min": f"min{i}", "max": f"max{i}", "n": f"n{i}"})
+            columns={"median": f"v{i}", "min": f"min{i}", "max": f"max{i}", "n": f"n{i}"}
+        )
         merged = merged.merge(agg, on=list(KEY_COLUMNS), how="outer", sort=False)
     if merged.empty:
         return None, 0
@@ -139,21 +145,32 @@ def metric_table(stage: str, runs: list[ComparedRun], others: list[ComparedRun])
         any_mark = False
         for i, run in enumerate(others, start=1):
             base, value = record.get("v0"), record.get(f"v{i}")
-            ratio = value / base if is_finite_number(base) and is_finite_number(value) and base else float("nan")
+            ratio = (
+                value / base if is_finite_number(base) and is_finite_number(value) and base else float("nan")
+            )
             mark = is_finite_number(ratio) and exceeds_noise(_stats(record, 0), _stats(record, i))
             any_mark |= mark
-            cells += [Cell(value_text(record, i), "num"),
-                      Cell((fmt.number(ratio) if is_finite_number(ratio) else "—") + (" ⚑" if mark else ""),
-                           "num marked" if mark else "num")]
+            cells += [
+                Cell(value_text(record, i), "num"),
+                Cell(
+                    (fmt.number(ratio) if is_finite_number(ratio) else "—") + (" ⚑" if mark else ""),
+                    "num marked" if mark else "num",
+                ),
+            ]
         (marked_rows if any_mark else body).append(cells)
     rows = marked_rows + body
     classes = ["", "", *["num"] * len(params), "", "num"] + ["num", "num"] * len(others)
-    table = Table(caption="Metrics: median over repeats; ratio to the first run (⚑: beyond run-to-run noise)",
-                  headers=[Cell(h, c) for h, c in zip(headers, classes)], rows=rows[:MAX_COMPARED_ROWS])
+    table = Table(
+        caption="Metrics: median over repeats; ratio to the first run (⚑: beyond run-to-run noise)",
+        headers=[Cell(h, c) for h, c in zip(headers, classes)],
+        rows=rows[:MAX_COMPARED_ROWS],
+    )
     if len(rows) > MAX_COMPARED_ROWS:
         table.notes.append(f"first {MAX_COMPARED_ROWS} of {len(rows)} metrics shown (marked ones first)")
     if not any(_has_repeats(merged, i) for i in range(1, len(others) + 1)) or not _has_repeats(merged, 0):
-        table.notes.append("no repeats in at least one run: the run-to-run noise is unknown, so no ratio is marked")
+        table.notes.append(
+            "no repeats in at least one run: the run-to-run noise is unknown, so no ratio is marked"
+        )
     return table, len(marked_rows)
 
 
@@ -169,8 +186,13 @@ def value_text(record: dict, i: int) -> str:
 
 
 def _stats(record: dict, i: int) -> pd.Series:
-    return pd.Series({"n": record.get(f"n{i}") if is_finite_number(record.get(f"n{i}")) else 0,
-                      "min": record.get(f"min{i}"), "max": record.get(f"max{i}")})
+    return pd.Series(
+        {
+            "n": record.get(f"n{i}") if is_finite_number(record.get(f"n{i}")) else 0,
+            "min": record.get(f"min{i}"),
+            "max": record.get(f"max{i}"),
+        }
+    )
 
 
 def _has_repeats(merged: pd.DataFrame, i: int) -> bool:
@@ -181,8 +203,10 @@ def _has_repeats(merged: pd.DataFrame, i: int) -> bool:
 def verdict_matrix(runs: list[ComparedRun], stages: list[str]) -> Table:
     position = {s: i for i, s in enumerate(stages)}
     by_run = [{v.id: v for v in (r.view.verdicts if r.view else [])} for r in runs]
-    ids = sorted({i for verdicts in by_run for i in verdicts},
-                 key=lambda i: (position.get(i.split(".")[0], len(stages)), i))
+    ids = sorted(
+        {i for verdicts in by_run for i in verdicts},
+        key=lambda i: (position.get(i.split(".")[0], len(stages)), i),
+    )
     headers = [Cell("verdict")] + [Cell(f"{r.label}: {r.run_id}") for r in runs]
     rows = []
     for vid in ids:
@@ -200,11 +224,15 @@ def identity_table(runs: list[ComparedRun]) -> Table:
         if r.view is not None:
             columns.append(dict(identity.identity(r.view)))
         else:
-            columns.append({"run": r.run_id, "schema": f"version {r.manifest.get('schema_version')}: {r.unreadable}"})
+            columns.append(
+                {"run": r.run_id, "schema": f"version {r.manifest.get('schema_version')}: {r.unreadable}"}
+            )
     labels = list(dict.fromkeys(label for column in columns for label in column))
     rows = [[Cell(label)] + [Cell(str(column.get(label, ""))) for column in columns] for label in labels]
     rows.insert(0, [Cell("directory")] + [Cell(str(r.path)) for r in runs])
-    rows.append([Cell("verdicts")] + [Cell(summary(r.view.counts()) if r.view else "unreadable") for r in runs])
+    rows.append(
+        [Cell("verdicts")] + [Cell(summary(r.view.counts()) if r.view else "unreadable") for r in runs]
+    )
     return Table(caption="Runs", headers=[Cell("")] + [Cell(r.label) for r in runs], rows=rows)
 
 
@@ -214,7 +242,11 @@ def stage_comparison(stage: str, runs: list[ComparedRun]) -> StageComparison:
     others, excluded = [], []
     for run in runs[1:]:
         why = comparable(base, run, stage)
-        (excluded.append(f"{run.label} not comparable with {base.label}: {why}") if why else others.append(run))
+        (
+            excluded.append(f"{run.label} not comparable with {base.label}: {why}")
+            if why
+            else others.append(run)
+        )
     out.notes.extend(excluded)
     if base.view is None or not others:
         return out
@@ -227,8 +259,12 @@ def stage_comparison(stage: str, runs: list[ComparedRun]) -> StageComparison:
 
 
 def overlaid_figures(stage: str, runs: list[ComparedRun]) -> tuple[list[figure_modules.Image], list[str]]:
-    made = [figure_modules.stage_figures(stage, r.view.stage_rows(stage), r.view.stage_expectations(stage), r.view.facts)
-            for r in runs]
+    made = [
+        figure_modules.stage_figures(
+            stage, r.view.stage_rows(stage), r.view.stage_expectations(stage), r.view.facts
+        )
+        for r in runs
+    ]
     notes = [f"{r.label}: {note}" for r, m in zip(runs, made) for note in m.notes]
     images: list[figure_modules.Image] = []
     for index, base_fig in enumerate(made[0].figures):
@@ -278,11 +314,21 @@ def context(comparison: Comparison) -> dict[str, Any]:
     banners = []
     if any(r.view is not None and r.view.is_rehearsal for r in runs):
         rehearsals = ", ".join(r.label for r in runs if r.view is not None and r.view.is_rehearsal)
-        banners.append(f"Run(s) {rehearsals} are CPU rehearsals: their performance figures mean nothing about GPUs; "
-                       "a ratio against a GPU run compares plumbing, not hardware.")
-    banners += [f"{r.label} ({r.path}) cannot be read by this cardtime: {r.unreadable}; it is compared with nothing"
-                for r in runs if r.unreadable]
-    banners += [f"{r.label} ({r.path}) is incomplete — {problem}" for r in runs if r.view for problem in r.view.problems]
+        banners.append(
+            f"Run(s) {rehearsals} are CPU rehearsals: their performance figures mean nothing about GPUs; "
+            "a ratio against a GPU run compares plumbing, not hardware."
+        )
+    banners += [
+        f"{r.label} ({r.path}) cannot be read by this cardtime: {r.unreadable}; it is compared with nothing"
+        for r in runs
+        if r.unreadable
+    ]
+    banners += [
+        f"{r.label} ({r.path}) is incomplete — {problem}"
+        for r in runs
+        if r.view
+        for problem in r.view.problems
+    ]
     return {
         "title": "cardtime comparison — " + " vs ".join(r.run_id for r in runs),
         "runs_line": " vs ".join(f"{r.label}: {r.run_id}" for r in runs),

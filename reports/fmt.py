@@ -1,4 +1,5 @@
-"""Numbers, sizes, times and durations as the report prints them (strings; the template does no formatting)."""
+"""Numbers, sizes, times and durations as the report prints them (strings; the template does no
+formatting)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from suite.values import is_missing
 
 
 def number(value: Any, digits: int = 4) -> str:
-    """4 significant digits below 10⁴, whole numbers above, an exponent only for the tiny: 12.35, 123457, 4.321e-05."""
+    """4 significant digits below 10⁴, whole numbers above, an exponent only for the tiny: 12.35, 123457,
+    4.321e-05."""
     if is_missing(value):
         return ""
     if isinstance(value, (int,)) and not isinstance(value, bool):

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from suite.box_verdict import leaves_open
+from reports import fmt
 from suite import stages as suite_stages
+from suite.box_verdict import leaves_open
 from suite.results import Verdict, expectation_from_dict, row_from_dict
 from suite.verdicts import SEVERITY_RANK
-
-from reports import fmt
 
 MAX_HEADLINE = 140
 """Characters of a headline kept on the first screen (the full verdict is in the stage's section)."""
@@ -46,7 +45,8 @@ class StageLine:
 
 @dataclass(frozen=True)
 class Attention:
-    """A failure or warning on the first screen: where, what was seen against what was expected, what to do."""
+    """A failure or warning on the first screen: where, what was seen against what was expected, what to
+    do."""
 
     stage: str
     anchor: str
@@ -64,7 +64,7 @@ def clip(text: str, limit: int) -> str:
 def check_name(v: Verdict) -> str:
     """The verdict id without its stage prefix: 'peak.all_reduce'."""
     prefix = v.stage + "."
-    return v.id[len(prefix):] if v.id.startswith(prefix) else v.id
+    return v.id[len(prefix) :] if v.id.startswith(prefix) else v.id
 
 
 def worst_status(verdicts: list[Verdict]) -> str:
@@ -89,15 +89,20 @@ def declared_headline(stage: str, rows, verdicts: list[Verdict], expectations) -
     if make is None:
         return None
     try:
-        text = make([row_from_dict(r) for r in rows.to_dict("records")], verdicts,
-                    [expectation_from_dict(e) for e in expectations.to_dict("records")])
-    except Exception:  # noqa: BLE001 - a broken headline falls back to the generic line, never a failed report
+        text = make(
+            [row_from_dict(r) for r in rows.to_dict("records")],
+            verdicts,
+            [expectation_from_dict(e) for e in expectations.to_dict("records")],
+        )
+    # a broken headline falls back to the generic line, never a failed report
+    except Exception:  # noqa: BLE001
         return None
     return str(text) if text else None
 
 
 def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
-    """('7 skipped', 'CPU numbers say nothing about GPUs'): the most common reason, '+ n more' when they differ."""
+    """('7 skipped', 'CPU numbers say nothing about GPUs'): the most common reason, '+ n more' when they
+    differ."""
     if not skips:
         return "", ""
     reasons = Counter(fmt.first_line(v.reason) for v in skips)
@@ -106,10 +111,11 @@ def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
     return f"{len(skips)} skipped", clip(reason, 70) + more
 
 
-def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str,
-               judges_box: bool = False) -> StageLine:
-    """judges_box: a run that judges a box (not the rehearsal), where a stage whose checks passed but left one open
-    is badged "open", never a green pass."""
+def stage_line(
+    stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str, judges_box: bool = False
+) -> StageLine:
+    """judges_box: a run that judges a box (not the rehearsal), where a stage whose checks passed but left one
+    open is badged "open", never a green pass."""
     judged = Counter(v.status for v in verdicts if v.status != "skip")
     skips = [v for v in verdicts if v.status == "skip"]
     counts = " · ".join(f"{judged[s]} {s}" for s in ("fail", "warn", "pass") if judged[s])
@@ -118,16 +124,33 @@ def stage_line(stage: str, anchor: str, rows, expectations, verdicts: list[Verdi
     status = worst_status(verdicts)
     if judges_box and status in ("pass", "skip") and any(leaves_open(v) for v in verdicts):
         status = "open"
-    return StageLine(stage=stage, anchor=anchor, status=status, headline=clip(text, MAX_HEADLINE),
-                     counts=counts, skip_line=skip_line, skip_why=skip_why,
-                     skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips])
+    return StageLine(
+        stage=stage,
+        anchor=anchor,
+        status=status,
+        headline=clip(text, MAX_HEADLINE),
+        counts=counts,
+        skip_line=skip_line,
+        skip_why=skip_why,
+        skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips],
+    )
 
 
 def attention(verdicts: list[Verdict], anchor_of, order: list[str]) -> list[Attention]:
     """Failures, then warnings, stages in run order: each with what was seen and its one-line reason."""
     position = {name: i for i, name in enumerate(order)}
-    picked = sorted((v for v in verdicts if v.status in ("fail", "warn")),
-                    key=lambda v: (SEVERITY_RANK[v.status], position.get(v.stage, len(order)), v.id))
-    return [Attention(stage=v.stage, anchor=anchor_of(v.stage), status=v.status, check=check_name(v),
-                      seen=clip(f"{fmt.first_line(v.observed)} (expected {fmt.first_line(v.expected)})", MAX_HEADLINE),
-                      reason=clip(fmt.first_line(v.reason), MAX_REASON)) for v in picked]
+    picked = sorted(
+        (v for v in verdicts if v.status in ("fail", "warn")),
+        key=lambda v: (SEVERITY_RANK[v.status], position.get(v.stage, len(order)), v.id),
+    )
+    return [
+        Attention(
+            stage=v.stage,
+            anchor=anchor_of(v.stage),
+            status=v.status,
+            check=check_name(v),
+            seen=clip(f"{fmt.first_line(v.observed)} (expected {fmt.first_line(v.expected)})", MAX_HEADLINE),
+            reason=clip(fmt.first_line(v.reason), MAX_REASON),
+        )
+        for v in picked
+    ]

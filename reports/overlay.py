@@ -1,4 +1,5 @@
-"""Overlay the same figure of several runs: the other runs' lines, points and bars drawn into the first run's axes.
+"""Overlay the same figure of several runs: the other runs' lines, points and bars drawn into the first run's
+axes.
 
 Works on any stage's figures without knowing what they show: two figures overlay when they have the
 same number of axes and no images (a GPU×GPU matrix cannot be overlaid; it is shown side by side).
@@ -29,15 +30,21 @@ def overlayable(base: Figure, partners: list[Figure | None]) -> bool:
 
 
 def how_drawn(labels: list[str]) -> str:
-    return "; ".join([f"{labels[0]}: as drawn"] + [
-        f"{label}: thick translucent, marker {RUN_MARKERS[i % len(RUN_MARKERS)]!r}"
-        for i, label in enumerate(labels[1:], start=1)])
+    return "; ".join(
+        [f"{labels[0]}: as drawn"]
+        + [
+            f"{label}: thick translucent, marker {RUN_MARKERS[i % len(RUN_MARKERS)]!r}"
+            for i, label in enumerate(labels[1:], start=1)
+        ]
+    )
 
 
 def overlay(base: Figure, partners: list[Figure | None], labels: list[str]) -> list[tuple[Figure, str]]:
     """[(figure, how to read it)]: one overlaid figure, or every run's own figure side by side."""
     if not overlayable(base, partners):
-        return [(base, f"run {labels[0]}")] + [(p, f"run {label}") for p, label in zip(partners, labels[1:]) if p is not None]
+        return [(base, f"run {labels[0]}")] + [
+            (p, f"run {label}") for p, label in zip(partners, labels[1:]) if p is not None
+        ]
     for ax in base.get_axes():
         for line in ax.get_lines():
             if not line.get_label().startswith("_"):
@@ -61,20 +68,42 @@ def draw_into(ax, other, label: str, index: int) -> None:
         if line.get_transform() != other.transData:
             continue  # axhline/axvline: drawn in axes coordinates; the first run's stands for all
         name = line.get_label()
-        ax.plot(line.get_xdata(), line.get_ydata(), color=line.get_color(), linestyle=line.get_linestyle(),
-                linewidth=max(2.5, 2 * line.get_linewidth()), alpha=0.45, marker=marker, markersize=4,
-                label="_nolegend_" if name.startswith("_") else f"{name} ({label})")
+        ax.plot(
+            line.get_xdata(),
+            line.get_ydata(),
+            color=line.get_color(),
+            linestyle=line.get_linestyle(),
+            linewidth=max(2.5, 2 * line.get_linewidth()),
+            alpha=0.45,
+            marker=marker,
+            markersize=4,
+            label="_nolegend_" if name.startswith("_") else f"{name} ({label})",
+        )
     for collection in other.collections:
         if isinstance(collection, PathCollection) and len(collection.get_offsets()):
             offsets = collection.get_offsets()
             colors = collection.get_facecolor()
-            ax.scatter(offsets[:, 0], offsets[:, 1], marker=marker, alpha=0.45,
-                       color=colors if len(colors) else None, label=f"points ({label})")
+            ax.scatter(
+                offsets[:, 0],
+                offsets[:, 1],
+                marker=marker,
+                alpha=0.45,
+                color=colors if len(colors) else None,
+                label=f"points ({label})",
+            )
     first = True
     for patch in other.patches:
         if isinstance(patch, Rectangle) and patch.get_data_transform() == other.transData:
-            ax.add_patch(Rectangle(patch.get_xy(), patch.get_width(), patch.get_height(), fill=False,
-                                   edgecolor=patch.get_facecolor(), linewidth=1.5,
-                                   hatch=RUN_HATCHES[index % len(RUN_HATCHES)],
-                                   label=f"bars ({label})" if first else "_nolegend_"))
+            ax.add_patch(
+                Rectangle(
+                    patch.get_xy(),
+                    patch.get_width(),
+                    patch.get_height(),
+                    fill=False,
+                    edgecolor=patch.get_facecolor(),
+                    linewidth=1.5,
+                    hatch=RUN_HATCHES[index % len(RUN_HATCHES)],
+                    label=f"bars ({label})" if first else "_nolegend_",
+                )
+            )
             first = False

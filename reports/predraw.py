@@ -1,6 +1,8 @@
-"""Draw each stage's figures as soon as the stage ends, while the run goes on: the report then finds them drawn.
+"""Draw each stage's figures as soon as the stage ends, while the run goes on: the report then finds them
+drawn.
 
-    python -m reports.predraw RUN_DIR    # started by the runner (suite/runner.py); stage names on stdin, one a line
+    python -m reports.predraw RUN_DIR    # started by the runner (suite/runner.py); stage names on stdin, one
+                                         # a line
 
 Drawing the figures is most of a report's time (matplotlib lays out every tick label: ~10 CPU-s for a
 rehearsal's 18 stages). A run has idle CPU between and inside stages (process-group timeouts, sleeps,
@@ -45,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(NICENESS)
     except OSError:
         pass  # not allowed to lower itself (an odd container): it draws at the run's priority
-    from reports.figures import warm_up  # matplotlib and the figure modules imported once, before the first stage ends
+    from reports.figures import (
+        warm_up,
+    )  # matplotlib and the figure modules imported once, before the first stage ends
 
     warm_up([])
     for line in sys.stdin:
@@ -54,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             draw_stage(run_dir, stage)
-        except Exception as e:  # noqa: BLE001 - the report draws what this could not; the run is never touched
+        # the report draws what this could not; the run is never touched
+        except Exception as e:  # noqa: BLE001
             print(f"predraw: {stage}: {type(e).__name__}: {e} (the report draws it)", file=sys.stderr)
     return 0
 

@@ -17,8 +17,8 @@ from suite.inert import inert
 
 
 def code_spans(text: str) -> Markup:
-    """A text naming commands (`dmesg -T > dmesg.txt`) with each backticked span shown as code, the rest escaped; an
-    unbalanced backtick leaves the text as it is."""
+    """A text naming commands (`dmesg -T > dmesg.txt`) with each backticked span shown as code, the rest
+    escaped; an unbalanced backtick leaves the text as it is."""
     parts = str(escape(text)).split("`")
     if len(parts) % 2 == 0:
         return Markup(escape(text))
@@ -30,7 +30,8 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=True,
-        undefined=jinja2.StrictUndefined,  # a name the template expects but the context lacks is an error, not a blank
+        # a name the template expects but the context lacks is an error, not a blank
+        undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -41,7 +42,8 @@ def environment() -> jinja2.Environment:
 
 
 def _inert_value(value: Any) -> Any:
-    """Each {{ value }} as the page shows it: strings (a figure's SVG too, kept markup) without control characters."""
+    """Each {{ value }} as the page shows it: strings (a figure's SVG too, kept markup) without control
+    characters."""
     if isinstance(value, Markup):
         return Markup(inert(str(value)))
     return inert(value) if isinstance(value, str) else value

@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import Verdict, atomic_write_text
-from suite.stages import CHECKLIST_ROW, ORDER
-from suite import next_steps
-from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict, judges_performance
-from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
-
 from reports import figures as figure_modules
 from reports import fmt, headline, identity, tables
 from reports.render import render_template
 from reports.runview import RunView, load_run
+from suite import next_steps
+from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict, judges_performance
+from suite.results import Verdict, atomic_write_text
+from suite.stages import CHECKLIST_ROW, ORDER
+from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
 
 MAX_RAW_LINKS = 200
 PARALLEL = 4
@@ -80,14 +79,31 @@ def board(verdicts: list[Verdict]) -> list[BoardRow]:
     def key(v: Verdict) -> tuple:
         return SEVERITY_RANK[v.status], position.get(v.stage, len(ORDER)), v.stage, v.id
 
-    return [BoardRow(stage=v.stage, anchor=anchor(v.stage), status=v.status, id=v.id, expected=v.expected,
-                     observed=v.observed, reason=fmt.first_line(v.reason)) for v in sorted(verdicts, key=key)]
+    return [
+        BoardRow(
+            stage=v.stage,
+            anchor=anchor(v.stage),
+            status=v.status,
+            id=v.id,
+            expected=v.expected,
+            observed=v.observed,
+            reason=fmt.first_line(v.reason),
+        )
+        for v in sorted(verdicts, key=key)
+    ]
 
 
 def verdict_table(verdicts: list[Verdict], caption: str = "Verdicts", folded: bool = False) -> tables.Table:
-    rows = [[tables.Cell(v.id, "id"), tables.Cell(v.status, f"badge {v.status}"), tables.Cell(v.expected),
-             tables.Cell(v.observed), tables.Cell(v.reason, "reason")]
-            for v in sorted(verdicts, key=lambda v: (SEVERITY_RANK[v.status], v.id))]
+    rows = [
+        [
+            tables.Cell(v.id, "id"),
+            tables.Cell(v.status, f"badge {v.status}"),
+            tables.Cell(v.expected),
+            tables.Cell(v.observed),
+            tables.Cell(v.reason, "reason"),
+        ]
+        for v in sorted(verdicts, key=lambda v: (SEVERITY_RANK[v.status], v.id))
+    ]
     headers = [tables.Cell(h) for h in ("verdict", "status", "expected", "observed", "reason")]
     return tables.Table(caption=caption, headers=headers, rows=rows, folded=folded)
 
@@ -128,12 +144,19 @@ def raw_links(view: RunView, stage: str, out_dir: Path) -> tuple[list[Link], lis
     folder = view.path / "raw" / stage
     if not folder.is_dir():
         return [], []
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(folder).parts))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
     links = []
     for p in files[:MAX_RAW_LINKS]:
-        links.append(Link(href=relative_href(p, out_dir),
-                          text=f"{p.relative_to(view.path).as_posix()} ({fmt.file_size(p.stat().st_size)})"))
+        links.append(
+            Link(
+                href=relative_href(p, out_dir),
+                text=f"{p.relative_to(view.path).as_posix()} ({fmt.file_size(p.stat().st_size)})",
+            )
+        )
     notes = [f"first {MAX_RAW_LINKS} of {len(files)} raw files linked"] if len(files) > MAX_RAW_LINKS else []
     return links, notes
 
@@ -144,8 +167,11 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
     if text.missing:
         about.append(text.missing)
     elif view.is_rehearsal:
-        about.append(f"On CPU: {text.rehearsal}" if text.rehearsal
-                     else "No CPU face: this stage needs GPUs and is skipped in a rehearsal.")
+        about.append(
+            f"On CPU: {text.rehearsal}"
+            if text.rehearsal
+            else "No CPU face: this stage needs GPUs and is skipped in a rehearsal."
+        )
     about.append(state_line(view, stage))
     number = CHECKLIST_ROW.get(stage)
     rows, expectations = view.stage_rows(stage), view.stage_expectations(stage)
@@ -155,8 +181,15 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
         anchor=anchor(stage),
         name=stage,
         heading=(f"{stage} (checklist #{number})" if number else stage) + title,
-        line=headline.stage_line(stage, anchor(stage), rows, expectations, verdicts, state_line(view, stage),
-                                 judges_box=view.manifest_read and judges_performance(view.manifest)),
+        line=headline.stage_line(
+            stage,
+            anchor(stage),
+            rows,
+            expectations,
+            verdicts,
+            state_line(view, stage),
+            judges_box=view.manifest_read and judges_performance(view.manifest),
+        ),
         measures=[f"Measures: {text.measures}"] if text.measures else [],
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],
         about=about,
@@ -188,16 +221,21 @@ def all_sections(view: RunView, out_dir: Path) -> list[Section]:
     global _FORKED
     stages = view.stages()
     workers = min(PARALLEL, os.cpu_count() or 1, len(stages))
-    if (workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
-            or multiprocessing.current_process().daemon):  # a daemonic process may not start workers
+    if (
+        workers < 2
+        or "fork" not in multiprocessing.get_all_start_methods()
+        or multiprocessing.current_process().daemon
+    ):  # a daemonic process may not start workers
         return [section(view, s, out_dir) for s in stages]
     figure_modules.warm_up(stages)  # imports and fonts loaded once, shared by the workers, not once in each
     _FORKED = (view, out_dir)
     try:
-        # the biggest stages first (by rows: the figures' work grows with them), so no worker is left with a big
-        # one at the end while the others idle; the sections come back in run order all the same
+        # the biggest stages first (by rows: the figures' work grows with them), so no worker is left with a
+        # big one at the end while the others idle; the sections come back in run order all the same
         biggest_first = sorted(stages, key=lambda s: -len(view.stage_rows(s)))
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_leave_ctrl_c_to_the_parent) as pool:
+        with multiprocessing.get_context("fork").Pool(
+            workers, initializer=_leave_ctrl_c_to_the_parent
+        ) as pool:
             drawn = dict(zip(biggest_first, pool.map(_forked_section, biggest_first, chunksize=1)))
         return [drawn[s] for s in stages]
     except OSError:  # no processes to be had (a limit on them): the same sections, one after another
@@ -207,8 +245,9 @@ def all_sections(view: RunView, out_dir: Path) -> list[Section]:
 
 
 def _leave_ctrl_c_to_the_parent() -> None:
-    """A drawing worker ignores SIGINT: Ctrl-C reaches the whole process group, and the parent alone answers it
-    (one `interrupted:` line; the pool's exit ends the workers) instead of each worker printing a traceback."""
+    """A drawing worker ignores SIGINT: Ctrl-C reaches the whole process group, and the parent alone answers
+    it (one `interrupted:` line; the pool's exit ends the workers) instead of each worker printing a
+    traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -231,8 +270,11 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "stage_lines": [s.line for s in sections],
         "toc": [Link(href="#" + anchor(s), text=s) for s in view.stages()],
         "sections": sections,
-        "files": [Link(href=relative_href(view.path / name, out_path.parent), text=name) for name in RUN_FILES
-                  if (view.path / name).exists()],
+        "files": [
+            Link(href=relative_href(view.path / name, out_path.parent), text=name)
+            for name in RUN_FILES
+            if (view.path / name).exists()
+        ],
     }
 
 
@@ -253,8 +295,9 @@ def next_steps_of(box: BoxVerdict, view: RunView) -> list[tuple[str, list[str]]]
 def box_of(view: RunView) -> BoxVerdict:
     """The box verdict the first line shows; a run whose manifest cannot be read decides nothing."""
     if not view.manifest_read:
-        return BoxVerdict(INCONCLUSIVE, open=[Open("manifest.json", "cannot be read: the profile and the plan are "
-                                                                     "unknown")])
+        return BoxVerdict(
+            INCONCLUSIVE, open=[Open("manifest.json", "cannot be read: the profile and the plan are unknown")]
+        )
     return box_verdict(view.manifest, view.verdicts)
 
 

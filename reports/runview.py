@@ -1,4 +1,5 @@
-"""A run directory as the report reads it: manifest, rows and expectations as DataFrames, verdicts, stage texts.
+"""A run directory as the report reads it: manifest, rows and expectations as DataFrames, verdicts, stage
+texts.
 
     view = load_run(Path("runs/20261129T1630Z-box-gloo-cpu"))
     view.stage_rows("bandwidth")       # that stage's rows, columns suite.results.ROW_COLUMNS
@@ -18,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from suite import stages as suite_stages
-from suite.run_consistency import consistency_problems
 from suite.results import (
     EXPECTATION_COLUMNS,
     ROW_COLUMNS,
@@ -29,6 +29,7 @@ from suite.results import (
     records_to_frame,
     status_counts,
 )
+from suite.run_consistency import consistency_problems
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class StageText:
     """Empty when the texts were found; else why they are unknown."""
     title: str = ""
     recorded: bool = False
-    """True when read from the run's manifest (`stage_texts`, what the run's own code said); False: today's code."""
+    """True when read from the run's manifest (`stage_texts`, what the run's own code said); False: today's
+    code."""
 
 
 @dataclass
@@ -68,7 +70,8 @@ class RunView:
 
     @property
     def is_rehearsal(self) -> bool:
-        """A CPU run: its performance numbers say nothing about GPUs (unknown, so not claimed, without a manifest)."""
+        """A CPU run: its performance numbers say nothing about GPUs (unknown, so not claimed, without a
+        manifest)."""
         if not self.manifest_read:
             return False
         profile = self.profile
@@ -83,7 +86,8 @@ class RunView:
         return status_counts(self.verdicts)
 
     def stages(self) -> list[str]:
-        """Every stage the run selected or recorded anything for, in the checklist's order (unknown ones last)."""
+        """Every stage the run selected or recorded anything for, in the checklist's order (unknown ones
+        last)."""
         seen: list[str] = list(self.manifest.get("stages_selected") or [])
         seen += list((self.manifest.get("stages") or {}).keys())
         seen += [v.stage for v in self.verdicts]
@@ -105,7 +109,8 @@ class RunView:
         return (self.manifest.get("stages") or {}).get(stage) or {}
 
     def text(self, stage: str) -> StageText:
-        """The texts the run recorded for the stage; for a run made before they were recorded, today's code's."""
+        """The texts the run recorded for the stage; for a run made before they were recorded, today's
+        code's."""
         if stage not in self.texts:
             self.texts[stage] = recorded_text(self.manifest, stage) or stage_text(stage)
         return self.texts[stage]
@@ -131,27 +136,42 @@ def load_run(path: Path) -> RunView:
 
     run, manifest_ok = attempt(lambda: RunDir.load(path), RunDir(path=path, manifest={}))
     rows, rows_ok = attempt(run.rows_frame, records_to_frame([], ROW_COLUMNS))
-    expectations, expectations_ok = attempt(lambda: expectations_frame(run), records_to_frame([], EXPECTATION_COLUMNS))
+    expectations, expectations_ok = attempt(
+        lambda: expectations_frame(run), records_to_frame([], EXPECTATION_COLUMNS)
+    )
     (verdicts, bad_verdicts), verdicts_ok = attempt(run.read_verdicts, ([], []))
     problems += [f"{RunDir.VERDICTS}: {line} — left out" for line in bad_verdicts]
     if not (manifest_ok or rows_ok or expectations_ok or verdicts_ok):
         raise RunDirError(path, "none of its records can be read (" + "; ".join(problems) + ")")
-    view = RunView(path=run.path, manifest=run.manifest, rows=rows, expectations=expectations, verdicts=verdicts,
-                   problems=problems, manifest_read=manifest_ok)
+    view = RunView(
+        path=run.path,
+        manifest=run.manifest,
+        rows=rows,
+        expectations=expectations,
+        verdicts=verdicts,
+        problems=problems,
+        manifest_read=manifest_ok,
+    )
     view.problems += stages_never_finished(view)
-    if manifest_ok and rows_ok and verdicts_ok:  # each read as its type; do they agree (what `suite check` refuses)?
+    if (
+        manifest_ok and rows_ok and verdicts_ok
+    ):  # each read as its type; do they agree (what `suite check` refuses)?
         view.problems += consistency_problems(run, rows, verdicts)
     return view
 
 
 def stages_never_finished(view: RunView) -> list[str]:
-    """One line per recorded stage that started but never finished (killed mid-stage): its records may be partial."""
+    """One line per recorded stage that started but never finished (killed mid-stage): its records may be
+    partial."""
     stages = view.manifest.get("stages")
     if not isinstance(stages, dict):
         return []
-    return [f"stage {name} never finished (state {state.get('status')!r}): its rows and verdicts are missing or "
-            f"partial; resume it with `python -m suite run --resume {view.path}`"
-            for name, state in stages.items() if isinstance(state, dict) and state.get("status") == "running"]
+    return [
+        f"stage {name} never finished (state {state.get('status')!r}): its rows and verdicts are missing or "
+        f"partial; resume it with `python -m suite run --resume {view.path}`"
+        for name, state in stages.items()
+        if isinstance(state, dict) and state.get("status") == "running"
+    ]
 
 
 def expectations_frame(run: RunDir) -> pd.DataFrame:
@@ -161,11 +181,20 @@ def expectations_frame(run: RunDir) -> pd.DataFrame:
 
 def recorded_text(manifest: dict[str, Any], stage: str) -> StageText | None:
     """The manifest's `stage_texts` entry for the stage (runner.initial_manifest writes it), or None."""
-    recorded = (manifest.get("stage_texts") or {}).get(stage) if isinstance(manifest.get("stage_texts"), dict) else None
+    recorded = (
+        (manifest.get("stage_texts") or {}).get(stage)
+        if isinstance(manifest.get("stage_texts"), dict)
+        else None
+    )
     if not isinstance(recorded, dict) or not recorded.get("measures"):
         return None
-    return StageText(str(recorded.get("measures", "")), str(recorded.get("wrong", "")),
-                     str(recorded.get("rehearsal", "")), title=str(recorded.get("title", "")), recorded=True)
+    return StageText(
+        str(recorded.get("measures", "")),
+        str(recorded.get("wrong", "")),
+        str(recorded.get("rehearsal", "")),
+        title=str(recorded.get("title", "")),
+        recorded=True,
+    )
 
 
 def stage_text(stage: str) -> StageText:
@@ -173,6 +202,11 @@ def stage_text(stage: str) -> StageText:
     try:
         declared = suite_stages.declaration(stage)
     except Exception as e:  # noqa: BLE001 - an unloadable stage module must not stop the report
-        return StageText("", "", "", missing=f"stage suite/stages/{stage}/ could not be loaded "
-                                              f"({type(e).__name__}: {e}); its description is unavailable")
+        return StageText(
+            "",
+            "",
+            "",
+            missing=f"stage suite/stages/{stage}/ could not be loaded "
+            f"({type(e).__name__}: {e}); its description is unavailable",
+        )
     return StageText(declared.measures, declared.wrong, declared.rehearsal, title=declared.title)

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from reports import fmt
 from suite.results import PARAM_COLUMNS
 from suite.values import is_missing
-
-from reports import fmt
 
 MAX_TABLE_ROWS = 40
 """Rows kept per table (folded ones too: the report stays small, a rehearsal's under 600 KB); the rest are in
@@ -23,7 +22,13 @@ MAX_OPEN_ROWS = 30
 """A table longer than this is folded (<details>): a reader opens it, it never pushes the figures away."""
 
 NUMERIC = {"value", "expected", "observed", "observed / expected", "n", *PARAM_COLUMNS} - {
-    "dtype", "redop", "placement", "source", "algo", "overlap"}
+    "dtype",
+    "redop",
+    "placement",
+    "source",
+    "algo",
+    "overlap",
+}
 
 
 PROSE = {"text", "basis"}
@@ -53,9 +58,16 @@ class Table:
         return f"{self.caption} ({len(self.rows)} row{'' if len(self.rows) == 1 else 's'})"
 
 
-def make_table(caption: str, headers: list[str], rows: list[list[str]], total: int | None = None,
-               where: str = "", folded: bool = False) -> Table:
-    """A table of strings; numeric columns right-aligned; truncated to MAX_TABLE_ROWS with a note saying where the rest is."""
+def make_table(
+    caption: str,
+    headers: list[str],
+    rows: list[list[str]],
+    total: int | None = None,
+    where: str = "",
+    folded: bool = False,
+) -> Table:
+    """A table of strings; numeric columns right-aligned; truncated to MAX_TABLE_ROWS with a note saying where
+    the rest is."""
     classes = ["num" if h in NUMERIC else "prose" if h in PROSE else "" for h in headers]
     total = len(rows) if total is None else total
     shown = rows[:MAX_TABLE_ROWS]
@@ -80,9 +92,13 @@ def rows_table(rows: pd.DataFrame) -> Table:
     params = used_params(rows)
     has_text = "text" in rows.columns and rows["text"].notna().any()
     headers = ["case", "metric", "value", "unit", *params, *(["text"] if has_text else [])]
-    body = [[fmt.cell(h, record.get(h)) for h in headers] for record in rows.head(MAX_TABLE_ROWS).to_dict("records")]
-    return make_table("Measurements", headers, body, total=len(rows), where="results.csv / results.parquet",
-                      folded=True)
+    body = [
+        [fmt.cell(h, record.get(h)) for h in headers]
+        for record in rows.head(MAX_TABLE_ROWS).to_dict("records")
+    ]
+    return make_table(
+        "Measurements", headers, body, total=len(rows), where="results.csv / results.parquet", folded=True
+    )
 
 
 def expectation_table(expectations: pd.DataFrame, rows: pd.DataFrame) -> Table:
@@ -93,22 +109,32 @@ def expectation_table(expectations: pd.DataFrame, rows: pd.DataFrame) -> Table:
         values = matching_values(e, rows)
         observed = float(values.median()) if len(values) else float("nan")
         ratio = observed / e["value"] if len(values) and e["value"] not in (0, None) else float("nan")
-        body.append([
-            fmt.cell("case", e["case"]), fmt.cell("metric", e["metric"]),
-            *[fmt.cell(p, e.get(p)) for p in params],
-            fmt.number(e["value"]),
-            fmt.number(observed) if len(values) else "not measured",
-            str(len(values)),
-            fmt.cell("unit", e["unit"]),
-            fmt.number(ratio) if len(values) else "",
-            fmt.cell("basis", e.get("basis")),
-        ])
-    return make_table("Expected (before the run) and observed", headers, body, total=len(expectations),
-                      where="expectations.csv", folded=True)
+        body.append(
+            [
+                fmt.cell("case", e["case"]),
+                fmt.cell("metric", e["metric"]),
+                *[fmt.cell(p, e.get(p)) for p in params],
+                fmt.number(e["value"]),
+                fmt.number(observed) if len(values) else "not measured",
+                str(len(values)),
+                fmt.cell("unit", e["unit"]),
+                fmt.number(ratio) if len(values) else "",
+                fmt.cell("basis", e.get("basis")),
+            ]
+        )
+    return make_table(
+        "Expected (before the run) and observed",
+        headers,
+        body,
+        total=len(expectations),
+        where="expectations.csv",
+        folded=True,
+    )
 
 
 def matching_values(expectation: dict, rows: pd.DataFrame) -> pd.Series:
-    """Finite values of the rows this expectation predicts: same case and metric, and every parameter it names."""
+    """Finite values of the rows this expectation predicts: same case and metric, and every parameter it
+    names."""
     if rows.empty:
         return pd.Series([], dtype="float64")
     mask = (rows["case"] == expectation["case"]) & (rows["metric"] == expectation["metric"])

@@ -25,21 +25,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Nothing a capture carries reaches the terminal as a control sequence; a closed output is one line, exit 2.
+    # Nothing a capture carries reaches the terminal as a control sequence; a closed output is one line, exit
+    # 2.
     return cli_streams.guarded(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if bad := env_settings.problem() or path_names.args_problem(args):  # before any work: nothing started or written
+    if bad := env_settings.problem() or path_names.args_problem(
+        args
+    ):  # before any work: nothing started or written
         print(f"error: {bad}", file=sys.stderr)
         return 2
     try:
         return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)
-        print("interrupted: stopped at Ctrl-C (a run directory keeps its complete stages: --resume goes on)",
-              file=sys.stderr)
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)
+        print(
+            "interrupted: stopped at Ctrl-C (a run directory keeps its complete stages: --resume goes on)",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -1,7 +1,8 @@
 """One verdict for the box: ACCEPT, REJECT, INCONCLUSIVE or REHEARSAL, from a run's manifest and verdicts.
 
     box = box_verdict(run.manifest, verdicts)            # fail_on="fail" (or "warn")
-    box.word, box.exit_code, box.line()                  # "INCONCLUSIVE", 3, "INCONCLUSIVE: 7 checks left open …"
+    box.word, box.exit_code, box.line()                  # "INCONCLUSIVE", 3, "INCONCLUSIVE: 7 checks left
+                                                         # open …"
 
 The most reported failure of acceptance tools is a false pass: a box accepted because every check that
 would have caught it skipped (DCGM's diag passing with its tests not run, gpu-burn passing with no GPU
@@ -16,7 +17,8 @@ found, an unknown instance type whose peaks were never known). So a box is accep
 - REHEARSAL: a CPU run (the profile judges no performance): its numbers say nothing about a box; it is
   REHEARSAL whatever passed, and still exits 1 when a check of the code itself failed.
 
-Exit codes (suite check): 0 ACCEPT or a clean REHEARSAL, 1 REJECT (or a rehearsal with a fail), 3 INCONCLUSIVE.
+Exit codes (suite check): 0 ACCEPT or a clean REHEARSAL, 1 REJECT (or a rehearsal with a fail), 3
+INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ SHOWN = 12
 @dataclass(frozen=True)
 class Open:
     """A planned check the run leaves undecided, and why."""
+
     id: str
     why: str
 
@@ -55,17 +58,25 @@ class BoxVerdict:
 
     @property
     def exit_code(self) -> int:
-        if self.word == REHEARSAL:  # a failed check of the code, else a stage that did not run to its end: never 0
+        if (
+            self.word == REHEARSAL
+        ):  # a failed check of the code, else a stage that did not run to its end: never 0
             return 1 if self.rejected else EXIT_CODES[INCONCLUSIVE] if self.open else 0
         return EXIT_CODES[self.word]
 
     def line(self) -> str:
         """The verdict in one line: what rejected it, or how many checks are open and which."""
         if self.word == REHEARSAL:
-            tail = f"; {len(self.rejected)} check(s) of the code failed: {', '.join(self.rejected)}" \
-                if self.rejected else ""
+            tail = (
+                f"; {len(self.rejected)} check(s) of the code failed: {', '.join(self.rejected)}"
+                if self.rejected
+                else ""
+            )
             if self.open:
-                tail += f"; {len(self.open)} stage(s) did not run to the end: {', '.join(o.id for o in self.open)}"
+                tail += (
+                    f"; {len(self.open)} stage(s) did not run to the end: "
+                    f"{', '.join(o.id for o in self.open)}"
+                )
             return f"{REHEARSAL}: CPU numbers judge the code, not a box{tail}"
         if self.word == REJECT:
             return f"{REJECT}: {', '.join(self.rejected)}"
@@ -78,7 +89,11 @@ class BoxVerdict:
 
 def judges_performance(manifest: Mapping[str, Any]) -> bool:
     profile = manifest.get("profile")
-    return isinstance(profile, dict) and profile.get("device") != "cpu" and bool(profile.get("judge_performance"))
+    return (
+        isinstance(profile, dict)
+        and profile.get("device") != "cpu"
+        and bool(profile.get("judge_performance"))
+    )
 
 
 def leaves_open(v: Verdict) -> bool:
@@ -90,12 +105,16 @@ def unfinished(manifest: Mapping[str, Any], verdicts: Iterable[Verdict]) -> list
     """Selected stages that neither completed nor left a verdict: an interrupted run's missing work."""
     judged = {v.stage for v in verdicts}
     stages = manifest.get("stages") or {}
-    return [name for name in manifest.get("stages_selected") or stages
-            if (stages.get(name) or {}).get("status") != "complete" and name not in judged]
+    return [
+        name
+        for name in manifest.get("stages_selected") or stages
+        if (stages.get(name) or {}).get("status") != "complete" and name not in judged
+    ]
 
 
 def not_captured(manifest: Mapping[str, Any]) -> list[str]:
-    """An ingested run's stages the captures could have fed and did not (feed.BOX_STAGES, recorded as planned)."""
+    """An ingested run's stages the captures could have fed and did not (feed.BOX_STAGES, recorded as
+    planned)."""
     ingested = manifest.get("ingested")
     if not isinstance(ingested, dict):
         return []
@@ -105,12 +124,19 @@ def not_captured(manifest: Mapping[str, Any]) -> list[str]:
 
 def box_verdict(manifest: Mapping[str, Any], verdicts: list[Verdict], fail_on: str = "fail") -> BoxVerdict:
     rejected = [v.id for v in verdicts if v.status in REJECTS[fail_on]]
-    stopped = [Open(s, "stage did not run to the end (resume: python -m suite run --resume RUN_DIR)")
-               for s in unfinished(manifest, verdicts)]
-    if not judges_performance(manifest):  # a rehearsal's skips are its profile's; a stage that never ended is not
+    stopped = [
+        Open(s, "stage did not run to the end (resume: python -m suite run --resume RUN_DIR)")
+        for s in unfinished(manifest, verdicts)
+    ]
+    if not judges_performance(
+        manifest
+    ):  # a rehearsal's skips are its profile's; a stage that never ended is not
         return BoxVerdict(REHEARSAL, rejected=rejected, open=stopped)
     open_ = [Open(v.id, first_line(v.reason) or "skipped") for v in verdicts if leaves_open(v)] + stopped
-    open_ += [Open(s, "not captured: no file among the ingested ones feeds this stage") for s in not_captured(manifest)]
+    open_ += [
+        Open(s, "not captured: no file among the ingested ones feeds this stage")
+        for s in not_captured(manifest)
+    ]
     if rejected:
         return BoxVerdict(REJECT, rejected=rejected, open=open_)
     return BoxVerdict(INCONCLUSIVE if open_ else ACCEPT, open=open_)

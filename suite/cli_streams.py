@@ -1,6 +1,6 @@
 """stdout and stderr of every command-line entry point (`python -m suite`, `reports`, `provisioning`): what is
-written passes through suite/inert.py, and an output that cannot take it — a closed pipe (`| head -c1`), a full
-disk (`> /dev/full`) — ends the command with one `error:` line and exit 2 instead of a traceback.
+written passes through suite/inert.py, and an output that cannot take it — a closed pipe (`| head -c1`), a
+full disk (`> /dev/full`) — ends the command with one `error:` line and exit 2 instead of a traceback.
 
     def main(argv=None) -> int:
         return cli_streams.guarded(lambda: _main(argv))
@@ -23,8 +23,8 @@ class OutputLost(OSError):
 
 
 class InertStream(io.TextIOBase):
-    """A text stream whose writes pass through `inert`; everything else (isatty, fileno, buffer, encoding) is the
-    wrapped stream's. `control(seq)` writes the caller's own terminal sequence unchanged."""
+    """A text stream whose writes pass through `inert`; everything else (isatty, fileno, buffer, encoding) is
+    the wrapped stream's. `control(seq)` writes the caller's own terminal sequence unchanged."""
 
     def __init__(self, wrapped: TextIO, name: str):
         self.wrapped = wrapped
@@ -62,7 +62,8 @@ class InertStream(io.TextIOBase):
 
 
 def install() -> None:
-    """Wrap sys.stdout and sys.stderr (once) so that nothing the command prints can carry a control character."""
+    """Wrap sys.stdout and sys.stderr (once) so that nothing the command prints can carry a control
+    character."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, InertStream):
@@ -70,7 +71,8 @@ def install() -> None:
 
 
 def write_control(stream: TextIO, sequence: str) -> None:
-    """The caller's own terminal sequence (the progress line's `\\r\\x1b[2K`), past an InertStream if there is one."""
+    """The caller's own terminal sequence (the progress line's `\\r\\x1b[2K`), past an InertStream if there is
+    one."""
     if isinstance(stream, InertStream):
         stream.control(sequence)
     else:
@@ -78,8 +80,9 @@ def write_control(stream: TextIO, sequence: str) -> None:
 
 
 def guarded(main: Callable[[], int]) -> int:
-    """Run a command's main with inert streams; its output flushed before it returns, so that a write failing at
-    exit is still this command's one line. A lost output: `error: …` on stderr (when stderr still takes it), exit 2."""
+    """Run a command's main with inert streams; its output flushed before it returns, so that a write failing
+    at exit is still this command's one line. A lost output: `error: …` on stderr (when stderr still takes
+    it), exit 2."""
     install()
     try:
         try:

@@ -2,7 +2,8 @@
 
     python -m suite run --profile gloo-cpu     # the rehearsal: 4 gloo processes on a laptop
     python -m suite run --profile nccl-gpu     # the real thing: one process per GPU, NCCL
-    python -m suite run --profile nccl-1gpu    # one CUDA card (a workstation's, a laptop's): one process, NCCL
+    python -m suite run --profile nccl-1gpu    # one CUDA card (a workstation's, a laptop's): one process,
+                                               # NCCL
 
 Each field carries its unit in the docstring under it. Validation happens at construction and
 names the flag to change, so a wrong profile fails before any card time is spent.
@@ -23,7 +24,6 @@ from typing import Any
 from suite.fromjson import from_plain
 from suite.power_of_two import parallel_ranks
 from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
-
 
 NCCL_TESTS_FORMS = ("mpi", "single")
 LAUNCHERS = ("torchrun", "fork")
@@ -46,10 +46,12 @@ class SweepConfig:
     dtype: str = "float32"
     """Element type of the sweep buffers (torch dtype name)."""
     nccl_tests_args: tuple[str, ...] = ()
-    """Arguments for every nccl-tests *_perf binary, replacing `-b min -e max -f factor -g … -w … -n … -c 1`."""
+    """Arguments for every nccl-tests *_perf binary, replacing `-b min -e max -f factor -g … -w … -n … -c
+    1`."""
     time_box: bool = True
     """Stop a sweep growing when its next size, predicted from the sizes before it, would pass the stage's
-    remaining time (suite/costmodel/size_budget.py); False: every size runs whatever the clock (a drill of the timeout)."""
+    remaining time (suite/costmodel/size_budget.py); False: every size runs whatever the clock (a drill of the
+    timeout)."""
     nccl_tests_form: str = "mpi"
     """How nccl-tests drives the GPUs: "mpi" — `mpirun -np <nproc> <binary> … -g 1`, one process per GPU as
     torch runs (NVIDIA's multi-process form; the binaries must be built with MPI=1); "single" — one process
@@ -57,13 +59,21 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731 - 1e400 is a float: inf
-        if not (whole(self.min_bytes) and whole(self.max_bytes) and whole(self.factor)
-                and 1 <= self.min_bytes <= self.max_bytes <= 1 << 60 and self.factor >= 2):
-            raise ProfileError(f"sweep sizes min_bytes={self.min_bytes!r} max_bytes={self.max_bytes!r} "
-                               f"factor={self.factor!r}: whole numbers, 1 ≤ min ≤ max ≤ 2^60 bytes, factor ≥ 2")
+        if not (
+            whole(self.min_bytes)
+            and whole(self.max_bytes)
+            and whole(self.factor)
+            and 1 <= self.min_bytes <= self.max_bytes <= 1 << 60
+            and self.factor >= 2
+        ):
+            raise ProfileError(
+                f"sweep sizes min_bytes={self.min_bytes!r} max_bytes={self.max_bytes!r} "
+                f"factor={self.factor!r}: whole numbers, 1 ≤ min ≤ max ≤ 2^60 bytes, factor ≥ 2"
+            )
         if self.nccl_tests_form not in NCCL_TESTS_FORMS:
-            raise ProfileError(f"sweep.nccl_tests_form {self.nccl_tests_form!r} unknown: use "
-                               f"{' or '.join(NCCL_TESTS_FORMS)}")
+            raise ProfileError(
+                f"sweep.nccl_tests_form {self.nccl_tests_form!r} unknown: use {' or '.join(NCCL_TESTS_FORMS)}"
+            )
 
     def sizes(self) -> list[int]:
         """Every message size of the sweep, bytes, smallest first."""
@@ -121,10 +131,12 @@ class Profile:
     master_addr: str = "127.0.0.1"
     """Rendezvous address; explicit loopback so gloo never resolves the hostname outward."""
     master_port: int | None = None
-    """Rendezvous port; None picks a free one per launch (a port held by last round's processes is the classic trap)."""
+    """Rendezvous port; None picks a free one per launch (a port held by last round's processes is the classic
+    trap)."""
     launcher: str = "torchrun"
-    """How a stage's ranks start: "torchrun" (one `python -m torch.distributed.run` per launch, as users launch) or
-    "fork" (the CPU rehearsal: forked from one process that imported torch once; suite/launch/forklaunch.py)."""
+    """How a stage's ranks start: "torchrun" (one `python -m torch.distributed.run` per launch, as users
+    launch) or "fork" (the CPU rehearsal: forked from one process that imported torch once;
+    suite/launch/forklaunch.py)."""
     stage_timeout_s: float = 300.0
     """Wall-clock limit of one stage, seconds; past it the stage is killed and judged `fail`."""
     stage_timeouts_s: tuple[tuple[str, float], ...] = ()
@@ -132,25 +144,30 @@ class Profile:
     collective_timeout_s: float = 60.0
     """Process-group timeout of every worker, seconds: a rank on a different branch must not hang forever."""
     degrees: tuple[int, ...] = (1, 2, 4)
-    """TP and DP degrees measured by the scaling stages, within one node (each ≤ nproc); on a multi-node profile dp
-    and zero add the degrees that span whole nodes (dp_degrees)."""
+    """TP and DP degrees measured by the scaling stages, within one node (each ≤ nproc); on a multi-node
+    profile dp and zero add the degrees that span whole nodes (dp_degrees)."""
     sweep: SweepConfig = field(default_factory=SweepConfig)
     """Collective sweep sizes and iterations."""
     model: GptConfig = field(default_factory=GptConfig)
     """The model of the scaling stages."""
     judge_performance: bool = False
-    """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about GPUs."""
+    """Whether performance verdicts are judged; on a CPU they are `skip`: CPU numbers say nothing about
+    GPUs."""
     nodes: tuple[str, ...] = ()
     """The nodes of a multi-node run as SSH destinations ([user@]host[:port]), the first being the node the
-    suite runs on and the rendezvous host; () or one node is a single-node run (suite/cluster/multinode.py)."""
+    suite runs on and the rendezvous host; () or one node is a single-node run
+    (suite/cluster/multinode.py)."""
     ssh_config: str = ""
     """The ssh_config file the suite reaches the other nodes with ('' : ssh's own)."""
     node_launcher: str = "ssh"
-    """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm allocation)."""
+    """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm
+    allocation)."""
     socket_ifname: str = ""
-    """GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node of a multi-node run ('' : the libraries choose)."""
+    """GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node of a multi-node run ('' : the libraries
+    choose)."""
     node_addrs: tuple[str, ...] = ()
-    """Each node's address toward the other nodes, in the nodes' order (suite/cluster/node_addrs.py; () : their names)."""
+    """Each node's address toward the other nodes, in the nodes' order (suite/cluster/node_addrs.py; () :
+    their names)."""
     sections: tuple[tuple[str, Any], ...] = ()
     """Values of stage-declared config sections (ConfigSection) that differ from the declared value for this
     profile, as (section, value) pairs; read them as `profile.<section>`."""
@@ -166,16 +183,21 @@ class Profile:
         if self.launcher not in LAUNCHERS:
             raise ProfileError(f"launcher {self.launcher!r} unknown: use --launcher {' or '.join(LAUNCHERS)}")
         if self.launcher == "fork" and (self.backend, self.device) != ("gloo", "cpu"):
-            raise ProfileError(f"launcher fork is the CPU rehearsal's (gloo on cpu), not {self.backend} on "
-                               f"{self.device}: GPU stages launch under torchrun, one process per GPU; "
-                               f"use --launcher torchrun")
+            raise ProfileError(
+                f"launcher fork is the CPU rehearsal's (gloo on cpu), not {self.backend} on "
+                f"{self.device}: GPU stages launch under torchrun, one process per GPU; "
+                f"use --launcher torchrun"
+            )
         too_big = [d for d in self.degrees if d > self.nproc]
         if too_big:
             raise ProfileError(
                 f"degrees {too_big} exceed nproc {self.nproc}: lower --nproc's degrees or raise --nproc"
-                + (f" (degrees are within a node; dp and zero add the whole-node degrees "
-                   f"{', '.join(map(str, scaling_degrees((), self.nproc, len(self.nodes))))} by themselves)"
-                   if len(self.nodes) > 1 else "")
+                + (
+                    f" (degrees are within a node; dp and zero add the whole-node degrees "
+                    f"{', '.join(map(str, scaling_degrees((), self.nproc, len(self.nodes))))} by themselves)"
+                    if len(self.nodes) > 1
+                    else ""
+                )
             )
         m = self.model
         for d in self.degrees:
@@ -190,10 +212,14 @@ class Profile:
         for name, value in pairs:
             declared = _sections().get(name)
             if declared is None:
-                raise ProfileError(f"config section {name!r} is declared by no stage: choose from "
-                                   f"{', '.join(sorted(_sections())) or '(none)'}")
+                raise ProfileError(
+                    f"config section {name!r} is declared by no stage: choose from "
+                    f"{', '.join(sorted(_sections())) or '(none)'}"
+                )
             if not isinstance(value, declared.type):
-                raise ProfileError(f"config section {name!r} must be a {declared.type.__name__}, not {type(value).__name__}")
+                raise ProfileError(
+                    f"config section {name!r} must be a {declared.type.__name__}, not {type(value).__name__}"
+                )
             if value != declared.value_for(self.name):
                 out[name] = value
         return tuple(sorted(out.items()))
@@ -204,8 +230,10 @@ class Profile:
         if name in own:
             return own[name]
         if name not in _sections():
-            raise AttributeError(f"profile has no config section {name!r}: no stage module declares it "
-                                 f"(declared: {', '.join(sorted(_sections())) or 'none'})")
+            raise AttributeError(
+                f"profile has no config section {name!r}: no stage module declares it "
+                f"(declared: {', '.join(sorted(_sections())) or 'none'})"
+            )
         return _sections()[name].value_for(self.name)
 
     def __getattr__(self, name: str) -> Any:
@@ -221,12 +249,14 @@ class Profile:
 
     @property
     def dp_degrees(self) -> tuple[int, ...]:
-        """The degrees dp measures: `degrees` (within node 0), then on a multi-node profile whole nodes (scaling_degrees)."""
+        """The degrees dp measures: `degrees` (within node 0), then on a multi-node profile whole nodes
+        (scaling_degrees)."""
         return scaling_degrees(self.degrees, self.nproc, len(self.nodes))
 
     @property
     def cross_node_degrees(self) -> tuple[int, ...]:
-        """The DP/ZeRO degrees that span nodes (ranks node-major: nproc × 2 is the first two nodes); () on one node."""
+        """The DP/ZeRO degrees that span nodes (ranks node-major: nproc × 2 is the first two nodes); () on one
+        node."""
         return tuple(d for d in self.dp_degrees if d > self.nproc)
 
     @property
@@ -241,9 +271,9 @@ class Profile:
 
     @property
     def dp_model(self) -> GptConfig:
-        """The model dp and zero train: the profile's, its global batch raised to the least multiple that every DP
-        degree divides (2 nodes × 8 with batch 8: 16, one sequence per rank at DP=16); the profile's own on one node,
-        whose degrees divide it already (checked above)."""
+        """The model dp and zero train: the profile's, its global batch raised to the least multiple that
+        every DP degree divides (2 nodes × 8 with batch 8: 16, one sequence per rank at DP=16); the profile's
+        own on one node, whose degrees divide it already (checked above)."""
         batch = math.lcm(self.model.batch, *self.dp_degrees)
         return self.model if batch == self.model.batch else dataclasses.replace(self.model, batch=batch)
 
@@ -310,7 +340,8 @@ NCCL_GPU = Profile(
     sweep=SweepConfig(
         min_bytes=8, max_bytes=8 * 1024**3, factor=2, warmup_iters=5, iters=20, dtype="float32"
     ),
-    # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.02 GFLOP per token (costmodel/sizing.py); see suite/workloads/gpt.py.
+    # 8 layers × d=2048, seq 1024, batch 8: 537 M parameters, 3.02 GFLOP per token (costmodel/sizing.py); see
+    # suite/workloads/gpt.py.
     model=GptConfig(
         vocab=32768,
         hidden=2048,
@@ -338,17 +369,29 @@ NCCL_1GPU = Profile(
     stage_timeout_s=600.0,
     collective_timeout_s=120.0,
     degrees=(1,),
-    sweep=SweepConfig(min_bytes=8, max_bytes=256 * 1024**2, factor=4, warmup_iters=3, iters=10, dtype="float32"),
-    model=GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=4, dtype="bfloat16",
-                    steps=10, warmup_steps=3),
+    sweep=SweepConfig(
+        min_bytes=8, max_bytes=256 * 1024**2, factor=4, warmup_iters=3, iters=10, dtype="float32"
+    ),
+    model=GptConfig(
+        vocab=32768,
+        hidden=1024,
+        layers=8,
+        heads=16,
+        seq_len=1024,
+        batch=4,
+        dtype="bfloat16",
+        steps=10,
+        warmup_steps=3,
+    ),
     judge_performance=True,
 )
 
+
 def scaling_degrees(degrees: typing.Sequence[int], nproc: int, nodes: int) -> tuple[int, ...]:
-    """DP degrees over `nodes` nodes of `nproc` ranks each: the within-node `degrees`, then on 2+ nodes whole nodes
-    doubling up to the world and the world itself: 2 × 8 → 1, 2, 4, 8, 16; 4 × 8 → …, 16, 32; 3 × 8 → …, 16, 24.
-    Ranks are node-major (torchrun numbers node g's ranks g·nproc …), so degree d is ranks 0…d−1: within
-    node 0 up to nproc, then ⌈d / nproc⌉ whole nodes."""
+    """DP degrees over `nodes` nodes of `nproc` ranks each: the within-node `degrees`, then on 2+ nodes whole
+    nodes doubling up to the world and the world itself: 2 × 8 → 1, 2, 4, 8, 16; 4 × 8 → …, 16, 32; 3 × 8 → …,
+    16, 24. Ranks are node-major (torchrun numbers node g's ranks g·nproc …), so degree d is ranks 0…d−1:
+    within node 0 up to nproc, then ⌈d / nproc⌉ whole nodes."""
     out = set(degrees)
     if nodes > 1:
         spanned = 2
@@ -369,8 +412,10 @@ def get_profile(name: str, nproc: int | None = None) -> Profile:
     except KeyError:
         raise ProfileError(f"profile {name!r} unknown: choose one of {', '.join(PROFILES)}") from None
     if nproc is not None and nproc != profile.nproc and profile.name == NCCL_1GPU.name:
-        raise ProfileError(f"profile {name} is one process on one card: drop --nproc {nproc}, or use nccl-gpu "
-                           f"for {nproc} cards")
+        raise ProfileError(
+            f"profile {name} is one process on one card: drop --nproc {nproc}, or use nccl-gpu "
+            f"for {nproc} cards"
+        )
     if nproc is not None and nproc != profile.nproc:
         degrees = tuple(d for d in profile.degrees if d <= nproc) or (1,)
         profile = profile.with_overrides(nproc=nproc, degrees=degrees)

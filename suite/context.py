@@ -1,4 +1,5 @@
-"""What a stage's `run` gets besides the profile: where to write, what earlier stages found, how to report progress."""
+"""What a stage's `run` gets besides the profile: where to write, what earlier stages found, how to report
+progress."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from suite import kept_rows
+from suite.cluster.multilaunch import run_across_nodes
 from suite.config import Profile
 from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
-from suite.cluster.multilaunch import run_across_nodes
 from suite.progress import Progress
-from suite import kept_rows
 from suite.results import Row
 
 
@@ -45,19 +46,21 @@ class StageContext:
         self.progress.update(message, done, of)
 
     def keep(self, rows: Sequence[Row], tag: str | None = None) -> None:
-        """Write `rows` to the run directory now (suite/kept_rows.py): a kill at the timeout keeps them. `tag`: the
-        launch they came from (its workers' files are then not read again). run()'s return still says it all."""
+        """Write `rows` to the run directory now (suite/kept_rows.py): a kill at the timeout keeps them.
+        `tag`: the launch they came from (its workers' files are then not read again). run()'s return still
+        says it all."""
         kept_rows.keep(self.raw_dir, rows, None if tag is None else launch_out_dir(self.raw_dir, tag))
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
     def torchrun(self, module: str, args: Sequence[str] = (), *, tag: str = "", **kwargs) -> LaunchResult:
-        """Launch `module` on the profile's ranks with this stage's raw folder; raises LaunchError on a failed exit.
+        """Launch `module` on the profile's ranks with this stage's raw folder; raises LaunchError on a failed
+        exit.
 
-        The profile's launcher starts them (suite/launch/forklaunch.py): torchrun, or on the CPU rehearsal the ranks
-        forked from a warm process; the workers run the same code either way. A multi-node profile launches
-        torchrun on every node (suite/cluster/multilaunch.py)."""
+        The profile's launcher starts them (suite/launch/forklaunch.py): torchrun, or on the CPU rehearsal the
+        ranks forked from a warm process; the workers run the same code either way. A multi-node profile
+        launches torchrun on every node (suite/cluster/multilaunch.py)."""
         kwargs.setdefault("timeout_s", self.time_left())
         kept_rows.open_launch(launch_out_dir(self.raw_dir, tag))  # its rows count if the stage is killed
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS

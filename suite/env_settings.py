@@ -1,9 +1,10 @@
 """The environment variables cardtime reads, each checked before any work starts, with an error naming it.
 
 A variable set by hand or inherited from a job script reaches a formula, a shell line or a host-list expansion
-far from where it was read: `BURNIN_MIN=nan` planned "nan h" and exited 0, `SLURM_JOB_NODELIST=n[1-99999999999]`
-was expanded into memory until killed, an unbalanced quote in CARDTIME_SRUN_ARGS ended in "No closing quotation"
-naming nothing. `problem()` checks every one here first; the places that read them keep their own parsing."""
+far from where it was read: `BURNIN_MIN=nan` planned "nan h" and exited 0,
+`SLURM_JOB_NODELIST=n[1-99999999999]` was expanded into memory until killed, an unbalanced quote in
+CARDTIME_SRUN_ARGS ended in "No closing quotation" naming nothing. `problem()` checks every one here first;
+the places that read them keep their own parsing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def minutes(text: str, name: str = "BURNIN_MIN", high: float = MAX_BURNIN_MIN) -
     except ValueError:
         raise SettingError(f"{name}={shown(text)} is not a number of minutes (e.g. {name}=90)") from None
     if not math.isfinite(value) or not 0 < value <= high:
-        raise SettingError(f"{name}={shown(text)}: a number of minutes above 0 and at most {high:g} is needed")
+        raise SettingError(
+            f"{name}={shown(text)}: a number of minutes above 0 and at most {high:g} is needed"
+        )
     return value
 
 
@@ -80,9 +83,9 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "XDG_CACHE_HOME": _absolute_folder,
     "CARDTIME_PREDRAW": _on_off,
 }
-"""Every variable the suite, its reports and the laptop's driver read from their own environment and that a user sets
-(CARDTIME_FIGURE_CACHE is any folder or off; the workers' CARDTIME_RAW_DIR and the like are set by the suite itself,
-and torchrun's by torchrun)."""
+"""Every variable the suite, its reports and the laptop's driver read from their own environment and that a
+user sets (CARDTIME_FIGURE_CACHE is any folder or off; the workers' CARDTIME_RAW_DIR and the like are set by
+the suite itself, and torchrun's by torchrun)."""
 
 
 def shown(text: str) -> str:

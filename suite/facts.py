@@ -1,8 +1,10 @@
 """Typed readers of what earlier stages published (kept as JSON under the manifest's `facts`).
 
     ab = alpha_beta(facts, profile.device)   # → AlphaBeta(alpha_s, beta_Bps, source): the one rule
-    peak = link_peak(facts)                  # → LinkPeak(per_gpu_GBps, kind, basis): the ring's slowest hop, or None
-    gpu = gpu(facts)                         # → the suite/hardware/gpus.py entry of the box's GPU model, or None
+    peak = link_peak(facts)                  # → LinkPeak(per_gpu_GBps, kind, basis): the ring's slowest hop,
+                                             # or None
+    gpu = gpu(facts)                         # → the suite/hardware/gpus.py entry of the box's GPU model, or
+                                             # None
 
 Every stage reads facts through here, never through another stage's module: one fallback rule for
 α and β, one link peak, one GPU model. Stages publish dataclasses (StageContext.publish stores them
@@ -25,8 +27,10 @@ from suite.hardware.ring_peak import RingPeak, pcie_GBps, ring_peak
 # box's link peak when the topology is known); loopback gloo on CPUs (order of magnitude, never judged).
 DEFAULT_ALPHA_S = {"cuda": 5e-6, "cpu": 30e-6}
 DEFAULT_BETA_Bps = {"cuda": 200e9, "cpu": 2e9}
-DEFAULT_BASIS = {"cuda": "no fitted α-β: CHECKLIST.md's worked example α = 5 µs, β = 200 GB/s",
-                 "cpu": "no fitted α-β: gloo over loopback, order of magnitude α = 30 µs, β = 2 GB/s"}
+DEFAULT_BASIS = {
+    "cuda": "no fitted α-β: CHECKLIST.md's worked example α = 5 µs, β = 200 GB/s",
+    "cpu": "no fitted α-β: gloo over loopback, order of magnitude α = 30 µs, β = 2 GB/s",
+}
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,23 @@ class FittedAlphaBeta:
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any], key: str = "alpha_beta") -> "FittedAlphaBeta | None":
-        """The published fit (facts[key]: alpha_beta, or alpha_beta_intra on a multi-node run), or None when there
-        is none or it has no usable β (0, ∞ or missing)."""
+        """The published fit (facts[key]: alpha_beta, or alpha_beta_intra on a multi-node run), or None when
+        there is none or it has no usable β (0, ∞ or missing)."""
         fit = facts.get(key) or {}
         alpha, beta = fit.get("alpha_s"), fit.get("beta_Bps")
         if alpha is None or not beta or not math.isfinite(beta) or beta <= 0:
             return None
-        return cls(alpha_s=float(alpha), beta_Bps=float(beta),
-                   rms_rel_residual=float(fit.get("rms_rel_residual", math.nan)), source=str(fit.get("source") or "?"),
-                   world=int(fit.get("world") or 0), points=int(fit.get("points") or 0),
-                   collective=fit.get("collective", "all_reduce"), algo=fit.get("algo", "ring"),
-                   nccl_tests_form=fit.get("nccl_tests_form"))
+        return cls(
+            alpha_s=float(alpha),
+            beta_Bps=float(beta),
+            rms_rel_residual=float(fit.get("rms_rel_residual", math.nan)),
+            source=str(fit.get("source") or "?"),
+            world=int(fit.get("world") or 0),
+            points=int(fit.get("points") or 0),
+            collective=fit.get("collective", "all_reduce"),
+            algo=fit.get("algo", "ring"),
+            nccl_tests_form=fit.get("nccl_tests_form"),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,11 +161,17 @@ def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
     if gpus:
         ring: RingPeak | None = ring_peak(gpus, topo.links, entry, topo.pcie)
         if ring is None:
-            return None, f"no link rate known for every hop of {name}'s matrix (not in suite/hardware/gpus.py?)"
+            return (
+                None,
+                f"no link rate known for every hop of {name}'s matrix (not in suite/hardware/gpus.py?)",
+            )
         staged = without_p2p(facts)
         if staged and ring.kind != "nvlink":  # NCCL stages these pairs through host memory: the staged floor
-            return LinkPeak(ring.per_gpu_GBps, "sys", f"{ring.basis}; no P2P ({staged}): staged through host "
-                                                      f"memory ({name})"), ""
+            return LinkPeak(
+                ring.per_gpu_GBps,
+                "sys",
+                f"{ring.basis}; no P2P ({staged}): staged through host memory ({name})",
+            ), ""
         return LinkPeak(ring.per_gpu_GBps, ring.kind, f"{ring.basis} ({name})"), ""
     # No matrix (topo -m unreadable): the PCIe link the GPUs report, else the model's generation.
     pcie = (facts.get("topology") or {}).get("pcie") or {}
@@ -163,8 +179,12 @@ def link_peak_or_why(facts: Mapping[str, Any]) -> tuple[LinkPeak | None, str]:
     rate = pcie_GBps(gen, pcie.get("width_max"))
     if rate is None:
         return None, f"no link peak known for {name}"
-    return LinkPeak(rate, "pcie", f"no topology matrix: PCIe Gen{gen} x{pcie.get('width_max') or 16} "
-                                  f"= {rate:g} GB/s per direction ({name})"), ""
+    return LinkPeak(
+        rate,
+        "pcie",
+        f"no topology matrix: PCIe Gen{gen} x{pcie.get('width_max') or 16} "
+        f"= {rate:g} GB/s per direction ({name})",
+    ), ""
 
 
 def without_p2p(facts: Mapping[str, Any]) -> str:
@@ -179,7 +199,8 @@ def link_peak(facts: Mapping[str, Any]) -> LinkPeak | None:
 
 
 def alpha_beta(facts: Mapping[str, Any], device: str) -> AlphaBeta:
-    """The one rule: the bandwidth stage's fit; else on GPUs α = 5 µs with β = the link peak; else the defaults."""
+    """The one rule: the bandwidth stage's fit; else on GPUs α = 5 µs with β = the link peak; else the
+    defaults."""
     fit = FittedAlphaBeta.from_facts(facts)
     if fit is not None:
         return _fitted(fit)
@@ -187,11 +208,16 @@ def alpha_beta(facts: Mapping[str, Any], device: str) -> AlphaBeta:
 
 
 def _fitted(fit: FittedAlphaBeta, which: str = "", across_nodes: bool = False) -> AlphaBeta:
-    return AlphaBeta(fit.alpha_s, fit.beta_Bps, f"α = {fit.alpha_s * 1e6:.3g} µs, β = {fit.beta_Bps / 1e9:.3g} "
-                                                f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce"
-                                                + (f" ({fit.nccl_tests_form})" if fit.nccl_tests_form else "")
-                                                + (f" ({which})" if which else ""),
-                     fitted=True, across_nodes=across_nodes)
+    return AlphaBeta(
+        fit.alpha_s,
+        fit.beta_Bps,
+        f"α = {fit.alpha_s * 1e6:.3g} µs, β = {fit.beta_Bps / 1e9:.3g} "
+        f"GB/s fitted by the bandwidth stage from {fit.source} all_reduce"
+        + (f" ({fit.nccl_tests_form})" if fit.nccl_tests_form else "")
+        + (f" ({which})" if which else ""),
+        fitted=True,
+        across_nodes=across_nodes,
+    )
 
 
 def _unfitted(facts: Mapping[str, Any], device: str) -> AlphaBeta:
@@ -199,17 +225,21 @@ def _unfitted(facts: Mapping[str, Any], device: str) -> AlphaBeta:
     key = "cuda" if device == "cuda" else "cpu"
     peak = link_peak(facts) if key == "cuda" else None
     if peak is not None:
-        return AlphaBeta(DEFAULT_ALPHA_S[key], peak.per_gpu_GBps * 1e9,
-                         f"no fitted α-β: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {peak.basis}")
+        return AlphaBeta(
+            DEFAULT_ALPHA_S[key],
+            peak.per_gpu_GBps * 1e9,
+            f"no fitted α-β: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {peak.basis}",
+        )
     return AlphaBeta(DEFAULT_ALPHA_S[key], DEFAULT_BETA_Bps[key], DEFAULT_BASIS[key])
 
 
 def alpha_beta_at(facts: Mapping[str, Any], profile: Profile, degree: int) -> AlphaBeta:
-    """The α-β a collective over ranks 0…degree−1 is predicted with (dp, zero): on one node alpha_beta()'s. On a
-    multi-node profile (ranks node-major, nproc per node), where facts['alpha_beta'] is the fit over the whole world
-    and so across nodes: a degree within a node takes facts['alpha_beta_intra'] (each node's intra-node sweep), else
-    the link peak or the defaults, never the cross-node fit; a degree spanning nodes takes facts['alpha_beta'],
-    else the defaults with the NICs' usual rate (ab_model.INTER_NODE_BETA_Bps on GPUs). The source says which."""
+    """The α-β a collective over ranks 0…degree−1 is predicted with (dp, zero): on one node alpha_beta()'s. On
+    a multi-node profile (ranks node-major, nproc per node), where facts['alpha_beta'] is the fit over the
+    whole world and so across nodes: a degree within a node takes facts['alpha_beta_intra'] (each node's
+    intra-node sweep), else the link peak or the defaults, never the cross-node fit; a degree spanning nodes
+    takes facts['alpha_beta'], else the defaults with the NICs' usual rate (ab_model.INTER_NODE_BETA_Bps on
+    GPUs). The source says which."""
     nodes = len(profile.nodes)
     if nodes <= 1:
         return alpha_beta(facts, profile.device)
@@ -218,20 +248,29 @@ def alpha_beta_at(facts: Mapping[str, Any], profile: Profile, degree: int) -> Al
         if fit is not None:
             return _fitted(fit, "the intra-node fit")
         unfitted = _unfitted(facts, profile.device)
-        return dataclasses.replace(unfitted, source=f"no intra-node fit: {unfitted.source.removeprefix('no fitted α-β: ')}")
+        return dataclasses.replace(
+            unfitted, source=f"no intra-node fit: {unfitted.source.removeprefix('no fitted α-β: ')}"
+        )
     spanned = ab_model.nodes_spanned(degree, profile.nproc)
     fit = FittedAlphaBeta.from_facts(facts)
     if fit is not None:
-        return _fitted(fit, f"the inter-node fit over all {nodes} nodes",
-                       across_nodes=True)
+        return _fitted(fit, f"the inter-node fit over all {nodes} nodes", across_nodes=True)
     key = "cuda" if profile.device == "cuda" else "cpu"
     if key == "cuda":
-        return AlphaBeta(DEFAULT_ALPHA_S[key], ab_model.INTER_NODE_BETA_Bps,
-                         f"no inter-node fit: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = {ab_model.INTER_NODE_BETA_Bps / 1e9:g} "
-                         f"GB/s per GPU, {ab_model.INTER_NODE_BASIS} ({spanned} nodes)", across_nodes=True)
-    return AlphaBeta(DEFAULT_ALPHA_S[key], DEFAULT_BETA_Bps[key],
-                     f"no inter-node fit: {DEFAULT_BASIS[key].removeprefix('no fitted α-β: ')} ({spanned} nodes)",
-                     across_nodes=True)
+        return AlphaBeta(
+            DEFAULT_ALPHA_S[key],
+            ab_model.INTER_NODE_BETA_Bps,
+            f"no inter-node fit: α = {DEFAULT_ALPHA_S[key] * 1e6:g} µs; β = "
+            f"{ab_model.INTER_NODE_BETA_Bps / 1e9:g} "
+            f"GB/s per GPU, {ab_model.INTER_NODE_BASIS} ({spanned} nodes)",
+            across_nodes=True,
+        )
+    return AlphaBeta(
+        DEFAULT_ALPHA_S[key],
+        DEFAULT_BETA_Bps[key],
+        f"no inter-node fit: {DEFAULT_BASIS[key].removeprefix('no fitted α-β: ')} ({spanned} nodes)",
+        across_nodes=True,
+    )
 
 
 def usable_gpus(facts: Mapping[str, Any]) -> int | None:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 STOP_GRACE_S = 0.5
-"""At the run's end the drawer is stopped, not waited for: what it has not drawn the report draws on every core
-(its sections in parallel workers), where the drawer, niced and alone, would draw it on one."""
+"""At the run's end the drawer is stopped, not waited for: what it has not drawn the report draws on every
+core (its sections in parallel workers), where the drawer, niced and alone, would draw it on one."""
 
 
 class FigureDrawer:
@@ -30,13 +30,22 @@ class FigureDrawer:
         if "off" in (os.environ.get("CARDTIME_PREDRAW"), os.environ.get("CARDTIME_FIGURE_CACHE")):
             return cls(None)
         root = str(Path(__file__).resolve().parents[1])  # the checkout the run's own code comes from
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
         log = Path(run_dir) / "predraw.log"
         try:
             with log.open("ab") as out:
-                process = subprocess.Popen([sys.executable, "-m", "reports.predraw", str(run_dir)], env=env,
-                                           stdin=subprocess.PIPE, stdout=out, stderr=out, text=True,
-                                           start_new_session=True)  # a Ctrl-C meant for the run is the run's
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "reports.predraw", str(run_dir)],
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=out,
+                    text=True,
+                    start_new_session=True,
+                )  # a Ctrl-C meant for the run is the run's
         except OSError:
             return cls(None)
         return cls(process)
@@ -51,8 +60,8 @@ class FigureDrawer:
             self.process = None
 
     def stop(self) -> None:
-        """End of input, a moment to finish the figure at hand, then stopped (a figure half drawn is not kept: the
-        cache writes each entry whole)."""
+        """End of input, a moment to finish the figure at hand, then stopped (a figure half drawn is not kept:
+        the cache writes each entry whole)."""
         if self.process is None:
             return
         try:

@@ -1,4 +1,5 @@
-"""Dataclasses back from their JSON form (dataclasses.asdict, then json): generic over the fields' annotations.
+"""Dataclasses back from their JSON form (dataclasses.asdict, then json): generic over the fields'
+annotations.
 
 A nested dataclass field comes back as its dataclass, a `tuple[...]` field as a tuple (JSON has only
 lists), `X | None` as X or None; keys no field has are dropped (a field since removed), missing ones
@@ -34,14 +35,18 @@ _SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 def _checked(cls: type, name: str, hint: Any, value: Any) -> Any:
     accepted = _SCALARS.get(hint)
-    if accepted and (not isinstance(value, accepted) or (hint is not bool and isinstance(value, bool))
-                     or (isinstance(value, float) and not math.isfinite(value))):
+    if accepted and (
+        not isinstance(value, accepted)
+        or (hint is not bool and isinstance(value, bool))
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
         raise FieldTypeError(f"{cls.__name__}.{name} is {str(value)[:40]!r}, not a {hint.__name__}")
     return _value_as(hint, value)
 
 
 def _value_as(hint: Any, value: Any) -> Any:
-    """`value` (from JSON) as the annotated type: dataclasses rebuilt, lists as tuples where a tuple is declared."""
+    """`value` (from JSON) as the annotated type: dataclasses rebuilt, lists as tuples where a tuple is
+    declared."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None:

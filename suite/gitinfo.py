@@ -1,7 +1,8 @@
-"""Which commit a tree is at, asked of git once for the run manifest and the image build (provisioning/runtime/images.py).
+"""Which commit a tree is at, asked of git once for the run manifest and the image build
+(provisioning/runtime/images.py).
 
-    head_commit(Path("."))    # '483413f…' (40 hex digits), or None outside a git checkout
-    suite_checkout()          # {"commit": …, "dirty": …} of this suite, for manifest.json
+head_commit(Path("."))    # '483413f…' (40 hex digits), or None outside a git checkout
+suite_checkout()          # {"commit": …, "dirty": …} of this suite, for manifest.json
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def head_commit(repo: Path) -> str | None:
 
 
 def suite_checkout() -> dict[str, Any]:
-    """The suite's commit and whether tracked files differ from it; CARDTIME_COMMIT (dirty unknown) in the image."""
+    """The suite's commit and whether tracked files differ from it; CARDTIME_COMMIT (dirty unknown) in the
+    image."""
     commit = head_commit(SUITE_TREE)
     if commit is None:
         return {"commit": os.environ.get(IMAGE_COMMIT_ENV, "unknown"), "dirty": None}

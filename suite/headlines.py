@@ -24,9 +24,16 @@ Measured = Row | Expectation
 
 
 def matching(records: Iterable[Measured], case: str, metric: str, **params) -> list[Measured]:
-    """The rows (or expectations) of one case and metric whose named parameters equal the given values, finite only."""
-    return [r for r in records if r.case == case and r.metric == metric and is_finite_number(r.value)
-            and all(getattr(r, k) == v for k, v in params.items())]
+    """The rows (or expectations) of one case and metric whose named parameters equal the given values, finite
+    only."""
+    return [
+        r
+        for r in records
+        if r.case == case
+        and r.metric == metric
+        and is_finite_number(r.value)
+        and all(getattr(r, k) == v for k, v in params.items())
+    ]
 
 
 def last(records: Iterable[Measured], case: str, metric: str, key: str, **params) -> Measured | None:
@@ -87,15 +94,24 @@ def passed(verdicts: Iterable[Verdict], prefix: str) -> str:
 
 
 def judged(verdicts: Iterable[Verdict], prefix: str) -> bool:
-    """Whether any verdict whose id starts with prefix was judged (not skipped: a CPU run skips performance)."""
+    """Whether any verdict whose id starts with prefix was judged (not skipped: a CPU run skips
+    performance)."""
     return any(v.id.startswith(prefix) and v.status != "skip" for v in verdicts)
 
 
 def worst_ratio(rows: Iterable[Row], expectations: Iterable[Expectation], metric: str, *keys: str) -> float:
-    """max over rows of value / the expectation of the same case and `keys` parameters (a golden error over its
-    tolerance: below 1 is within it); nan when no row has an expectation."""
-    limits = {(e.case, *(getattr(e, k) for k in keys)): e.value for e in expectations
-              if e.metric == metric and is_finite_number(e.value) and e.value > 0}
-    ratios = [r.value / limits[(r.case, *(getattr(r, k) for k in keys))] for r in rows
-              if r.metric == metric and is_finite_number(r.value) and (r.case, *(getattr(r, k) for k in keys)) in limits]
+    """max over rows of value / the expectation of the same case and `keys` parameters (a golden error over
+    its tolerance: below 1 is within it); nan when no row has an expectation."""
+    limits = {
+        (e.case, *(getattr(e, k) for k in keys)): e.value
+        for e in expectations
+        if e.metric == metric and is_finite_number(e.value) and e.value > 0
+    }
+    ratios = [
+        r.value / limits[(r.case, *(getattr(r, k) for k in keys))]
+        for r in rows
+        if r.metric == metric
+        and is_finite_number(r.value)
+        and (r.case, *(getattr(r, k) for k in keys)) in limits
+    ]
     return max(ratios) if ratios else math.nan

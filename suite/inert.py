@@ -1,11 +1,11 @@
 """Text from a capture or a box, made inert before it reaches a terminal: no byte of it can move the cursor,
 recolour a line, set a window title or hide what follows.
 
-A GPU name in `nvidia-smi -q`, a host name in an nccl-tests rank line or an error a box printed is written by a
-machine the user does not control. Printed raw, `\\x1b[1A\\x1b[2K` in it erases the line above (a FAIL) and writes
-a PASS in its place. So every control character — C0 but newline and tab, DEL, C1 (8-bit CSI, OSC), the Unicode
-line separators and bidi overrides (which reorder what follows on screen) — is shown as its escape, `\\x1b`:
-visible, inert, and still telling the reader that the capture held one.
+A GPU name in `nvidia-smi -q`, a host name in an nccl-tests rank line or an error a box printed is written by
+a machine the user does not control. Printed raw, `\\x1b[1A\\x1b[2K` in it erases the line above (a FAIL) and
+writes a PASS in its place. So every control character — C0 but newline and tab, DEL, C1 (8-bit CSI, OSC), the
+Unicode line separators and bidi overrides (which reorder what follows on screen) — is shown as its escape,
+`\\x1b`: visible, inert, and still telling the reader that the capture held one.
 
     inert("H100\\x1b[32m PASS")  ->  'H100\\\\x1b[32m PASS'
 
@@ -46,15 +46,19 @@ def inert_texts(data):
 
 
 _TEXT_FIELDS: dict[type, tuple[str, ...]] = {}
-"""Per dataclass, the fields declared to hold text: rows are built by the million, their fields listed once."""
+"""Per dataclass, the fields declared to hold text: rows are built by the million, their fields listed
+once."""
 
 
 def inert_fields(record) -> None:
     """Every text field of a (frozen) dataclass instance made inert in place: rows, expectations and verdicts
-    call it as they are built, so what a capture carries is inert in the files, the report and the terminal."""
+    call it as they are built, so what a capture carries is inert in the files, the report and the
+    terminal."""
     names = _TEXT_FIELDS.get(type(record))
     if names is None:
-        names = _TEXT_FIELDS[type(record)] = tuple(f.name for f in dataclasses.fields(record) if "str" in str(f.type))
+        names = _TEXT_FIELDS[type(record)] = tuple(
+            f.name for f in dataclasses.fields(record) if "str" in str(f.type)
+        )
     for name in names:
         value = getattr(record, name)
         if value.__class__ is str and not value.isprintable():

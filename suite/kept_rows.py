@@ -2,8 +2,10 @@
 
 Two places hold them while the stage runs, both under raw/<stage>/:
   .stage-rows.jsonl   the rows the stage kept so far (`keep`), one JSON object a line, appended; when run()
-                      returns, the runner replaces the file with run()'s whole list (suite/runner.py ROWS_FILE)
-  <tag>.out/          each launch's workers' rows.rank<N>.jsonl, rewritten on every emit (suite/workloads/worker.py);
+                      returns, the runner replaces the file with run()'s whole list (suite/runner.py
+                      ROWS_FILE)
+  <tag>.out/          each launch's workers' rows.rank<N>.jsonl, rewritten on every emit
+                      (suite/workloads/worker.py);
                       an OPEN file there says the stage has not kept that launch's rows yet
 
 After a kill, `salvage` reads both: the kept rows, and the rows of every launch still open; a launch the
@@ -39,7 +41,8 @@ def keep(raw_dir: Path, rows: Iterable[Row], launch_dir: Path | None = None) -> 
 
 
 def reset(raw_dir: Path) -> None:
-    """Before a stage runs (again): no ledger, no open launch, so nothing of an earlier attempt is salvaged."""
+    """Before a stage runs (again): no ledger, no open launch, so nothing of an earlier attempt is
+    salvaged."""
     raw_dir = Path(raw_dir)
     (raw_dir / LEDGER).unlink(missing_ok=True)
     for marker in raw_dir.glob(f"*/{OPEN}"):
@@ -69,11 +72,14 @@ def read_lines(path: Path) -> list[Row]:
 
 
 def salvage(raw_dir: Path) -> list[Row]:
-    """The rows a stage measured before it was killed: those it kept, then each open launch's, rank 0 first."""
+    """The rows a stage measured before it was killed: those it kept, then each open launch's, rank 0
+    first."""
     raw_dir = Path(raw_dir)
     rows = read_lines(raw_dir / LEDGER)
     for marker in sorted(raw_dir.glob(f"*/{OPEN}")):
-        ranks = sorted(marker.parent.glob("rows.rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[1] or 0))
+        ranks = sorted(
+            marker.parent.glob("rows.rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[1] or 0)
+        )
         for path in ranks:
             rows += read_lines(path)
     return rows

@@ -1,9 +1,10 @@
-"""What would decide each check a run leaves open: the capture to take and ingest, the permission to grant, the tool
-to install — the step after an INCONCLUSIVE box verdict, in `suite check` and on the report's first screen.
+"""What would decide each check a run leaves open: the capture to take and ingest, the permission to grant,
+the tool to install — the step after an INCONCLUSIVE box verdict, in `suite check` and on the report's first
+screen.
 
-An ingested run is decided by capturing more on the box; a live run by what the box lacked when it ran (a kernel
-log the user may not read, DCGM not installed). Steps are matched on the open id (a check, or a stage an ingest
-did not capture), most specific first; checks that share a step are listed under it once.
+An ingested run is decided by capturing more on the box; a live run by what the box lacked when it ran (a
+kernel log the user may not read, DCGM not installed). Steps are matched on the open id (a check, or a stage
+an ingest did not capture), most specific first; checks that share a step are listed under it once.
 """
 
 from __future__ import annotations
@@ -28,19 +29,33 @@ CAPTURE: tuple[tuple[str, str], ...] = (
 """An ingested run: the capture that feeds each check."""
 
 LIVE: tuple[tuple[str, str], ...] = (
-    (r"health\.kernel_log", "let the run read the kernel log: allow `sudo -n dmesg` for the login user (or add it "
-                            f"to the adm group); or capture {DMESG} yourself and ingest it"),
-    (r"health\.dcgm", "install DCGM on the box (datacenter-gpu-manager matching the driver) and start "
-                      "nv-hostengine; or run `dcgmi diag -r 1` there yourself and ingest its output"),
-    (r"health\.network", "install the InfiniBand tools (`ibstat`, infiniband-diags) on the box, or capture "
-                         "`ibstat` there and ingest it"),
-    (r".*\.peak.*|.*\.sku|.*\.mfu.*", "the GPU model has no datasheet figure in suite/hardware/gpus.py: add it "
-                                      "(with its source) and rerun the report"),
+    (
+        r"health\.kernel_log",
+        "let the run read the kernel log: allow `sudo -n dmesg` for the login user (or add it "
+        f"to the adm group); or capture {DMESG} yourself and ingest it",
+    ),
+    (
+        r"health\.dcgm",
+        "install DCGM on the box (datacenter-gpu-manager matching the driver) and start "
+        "nv-hostengine; or run `dcgmi diag -r 1` there yourself and ingest its output",
+    ),
+    (
+        r"health\.network",
+        "install the InfiniBand tools (`ibstat`, infiniband-diags) on the box, or capture "
+        "`ibstat` there and ingest it",
+    ),
+    (
+        r".*\.peak.*|.*\.sku|.*\.mfu.*",
+        "the GPU model has no datasheet figure in suite/hardware/gpus.py: add it "
+        "(with its source) and rerun the report",
+    ),
 )
 """A live run: what the box (or the table) lacked."""
 
-AFTER_REHEARSAL = ("the code is proven on CPU; price a rental with `make plan TIER=quick RATE=<$/hour>`, then test the "
-                   "box with `make remote HOST=user@host TIER=quick`")
+AFTER_REHEARSAL = (
+    "the code is proven on CPU; price a rental with `make plan TIER=quick RATE=<$/hour>`, then test the "
+    "box with `make remote HOST=user@host TIER=quick`"
+)
 """What follows a clean rehearsal (its numbers judge the code, never a box)."""
 STOPPED = "resume the run where it stopped: `python -m suite run --resume RUN_DIR`"
 DEFAULT = "read the check's reason in the report; rerun its stage with `python -m suite run --resume RUN_DIR`"
@@ -50,7 +65,7 @@ def step(open_id: str, why: str, *, ingested: bool) -> str:
     """The action that would decide the open check `open_id`."""
     if "did not run to the end" in why:
         return STOPPED
-    for pattern, action in (CAPTURE if ingested else LIVE):
+    for pattern, action in CAPTURE if ingested else LIVE:
         if re.fullmatch(pattern, open_id):
             return f"{action}; {INGEST}" if ingested else action
     return DEFAULT
@@ -66,9 +81,12 @@ def grouped(opened: Iterable, manifest: Mapping) -> list[tuple[str, list[str]]]:
 
 
 def lines(opened: Iterable, manifest: Mapping, bullet: str, shown: int | None = None) -> list[str]:
-    """One printed line per step: `bullet`, the action, the open ids it decides (the first `shown`, the rest counted)."""
+    """One printed line per step: `bullet`, the action, the open ids it decides (the first `shown`, the rest
+    counted)."""
     out = []
     for action, ids in grouped(opened, manifest):
-        named = ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if shown and len(ids) > shown else "")
+        named = ", ".join(ids[:shown]) + (
+            f" and {len(ids) - shown} more" if shown and len(ids) > shown else ""
+        )
         out.append(f"{bullet}{action} ({named})")
     return out

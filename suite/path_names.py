@@ -1,10 +1,10 @@
 """Paths whose names are not UTF-8, refused in one line before anything is written.
 
-A run records its paths in UTF-8 JSON, Parquet and HTML. A folder named in latin-1 (`caf\\xe9`, as an old archive
-or a Windows share unpacks it) reaches Python as a lone surrogate, which none of those writers take: the run
-died half-written with a traceback and `suite check` then called the healthy part "missing". Every path a command
-is given (and the folder it runs in) is asked here first; a file inside a folder being ingested is left unused
-with the same reason (suite/ingest/inputs.py).
+A run records its paths in UTF-8 JSON, Parquet and HTML. A folder named in latin-1 (`caf\\xe9`, as an old
+archive or a Windows share unpacks it) reaches Python as a lone surrogate, which none of those writers take:
+the run died half-written with a traceback and `suite check` then called the healthy part "missing". Every
+path a command is given (and the folder it runs in) is asked here first; a file inside a folder being ingested
+is left unused with the same reason (suite/ingest/inputs.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ def shown(path: Path | str) -> str:
 
 
 def not_utf8_problem(path: Path | str) -> str | None:
-    """Why cardtime cannot record `path` (its absolute form: a relative name in a latin-1 folder fails too)."""
+    """Why cardtime cannot record `path` (its absolute form: a relative name in a latin-1 folder fails
+    too)."""
     text = os.path.abspath(os.fspath(path))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return (f"{shown(text)}: the name is not UTF-8; rename it (or use another folder): cardtime records "
-                "every path in UTF-8 files")
+        return (
+            f"{shown(text)}: the name is not UTF-8; rename it (or use another folder): cardtime records "
+            "every path in UTF-8 files"
+        )
     return None
 
 

@@ -26,9 +26,12 @@ def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
 
 
 class Progress:
-    """Writes progress to a stream (in place on a terminal, throttled lines otherwise) and to progress.json."""
+    """Writes progress to a stream (in place on a terminal, throttled lines otherwise) and to
+    progress.json."""
 
-    def __init__(self, run_path: Path, total_stages: int, stream: TextIO | None = None, run_start: float | None = None):
+    def __init__(
+        self, run_path: Path, total_stages: int, stream: TextIO | None = None, run_start: float | None = None
+    ):
         self.run_path = Path(run_path)
         self.total = total_stages
         self.stream = stream or sys.stderr

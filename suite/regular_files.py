@@ -1,6 +1,6 @@
-"""Files the suite reads or replaces must be regular files: a FIFO blocks a reader until some writer comes (for
-ever, when none does), a device such as /dev/zero never ends, and an atomic rename onto /dev/null as root would
-replace the device node itself. Each is refused here, by its kind, before anything is opened."""
+"""Files the suite reads or replaces must be regular files: a FIFO blocks a reader until some writer comes
+(for ever, when none does), a device such as /dev/zero never ends, and an atomic rename onto /dev/null as root
+would replace the device node itself. Each is refused here, by its kind, before anything is opened."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def _kind(mode: int) -> str:
 
 
 def not_regular_problem(path: Path | str) -> str | None:
-    """Why `path` (which exists) cannot be read as a file: its kind, or a size over MAX_READ_BYTES; None if it can.
-    A missing path is None: the caller's own open says "no such file"."""
+    """Why `path` (which exists) cannot be read as a file: its kind, or a size over MAX_READ_BYTES; None if it
+    can. A missing path is None: the caller's own open says "no such file"."""
     try:
         st = os.stat(path)
     except OSError:
@@ -35,7 +35,10 @@ def not_regular_problem(path: Path | str) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return f"{_kind(st.st_mode)}, not a regular file: save the output to a file and name that"
     if st.st_size > MAX_READ_BYTES:
-        return f"{st.st_size} bytes, over the {MAX_READ_BYTES >> 30} GiB the suite reads: name the capture itself"
+        return (
+            f"{st.st_size} bytes, over the {MAX_READ_BYTES >> 30} GiB the suite reads: name the capture "
+            f"itself"
+        )
     return None
 
 
@@ -50,11 +53,14 @@ class NotRegularFile(OSError):
 
 
 def check_replaceable(path: Path | str) -> None:
-    """Raise NotRegularFile when `path` exists and is not a regular file: a rename would replace a device or FIFO."""
+    """Raise NotRegularFile when `path` exists and is not a regular file: a rename would replace a device or
+    FIFO."""
     try:
         st = os.lstat(path)
     except OSError:
         return
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
-        raise NotRegularFile(path, f"{_kind(st.st_mode)}: the output must be a regular file; name a file path "
-                                   "(-o runs/report.html)")
+        raise NotRegularFile(
+            path,
+            f"{_kind(st.st_mode)}: the output must be a regular file; name a file path (-o runs/report.html)",
+        )

@@ -5,7 +5,8 @@ file, rename it over the old one), so a run killed at any instant leaves either 
 new records of a stage, never a half or a double.
 
     runs/<run-id>/
-      manifest.json      schema_version, profile, commit, versions, host, stage status/start/end/attempt, facts
+      manifest.json      schema_version, profile, commit, versions, host, stage status/start/end/attempt,
+                         facts
       expectations.csv   what the model predicted, per stage and case, before the stage ran
       results.parquet    one measurement per row (results.csv: the same rows)
       verdicts.json      id, stage, status, expected, observed, reason
@@ -53,7 +54,8 @@ PARAM_COLUMNS: tuple[str, ...] = (
     "overlap",  # communication overlap mode / bucket size
     "rank",  # which rank measured it; empty for a whole-group figure
     "repeat",  # repetition index, for run-to-run noise
-    "t",  # seconds since the stage (or its phase) began, for a series over time (clocks, power, TFLOP/s windows)
+    # seconds since the stage (or its phase) began, for a series over time (clocks, power, TFLOP/s windows)
+    "t",
 )
 ROW_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", *PARAM_COLUMNS, "text")
 EXPECTATION_COLUMNS: tuple[str, ...] = ("stage", "case", "metric", "value", "unit", "basis", *PARAM_COLUMNS)
@@ -251,8 +253,8 @@ class RunDir:
         return _records(file, self.rows_frame().to_dict("records"), row_from_dict)
 
     def rows_frame(self):
-        """All rows as a DataFrame of the schema's column types; RunDirError when results.parquet is damaged or a
-        column holds what its type does not (text in `value`, an infinite size: suite/run_schema.py)."""
+        """All rows as a DataFrame of the schema's column types; RunDirError when results.parquet is damaged
+        or a column holds what its type does not (text in `value`, an infinite size: suite/run_schema.py)."""
         file = self.path / self.RESULTS_PARQUET
         frame = read_parquet(file, ROW_COLUMNS[:5])  # a row is nothing without these
         problems = run_schema.column_problems(frame)
@@ -353,9 +355,11 @@ def check_schema(version: Any, file: Path) -> None:
         raise RunDirError(file, problem)
     if version != SCHEMA_VERSION:
         raise SchemaError(
-            file, f"written with schema_version {version!r}; this cardtime reads version {SCHEMA_VERSION}",
+            file,
+            f"written with schema_version {version!r}; this cardtime reads version {SCHEMA_VERSION}",
             fix="check out the cardtime commit recorded in the run's manifest.json to read it, "
-                "or rerun the stages with `python -m suite run --out NEW_DIR`")
+            "or rerun the stages with `python -m suite run --out NEW_DIR`",
+        )
 
 
 def _records(file: Path, records: Iterable[dict[str, Any]], build) -> list:

@@ -1,6 +1,7 @@
 """A run's id and its folder: 20261129T1630Z-box-gloo-cpu (UTC time, host, profile), -2, -3 … when taken.
 
-The runner names every run with these, `suite ingest` its ingested runs; suite.config is the one module they read.
+The runner names every run with these, `suite ingest` its ingested runs; suite.config is the one module they
+read.
 """
 
 from __future__ import annotations

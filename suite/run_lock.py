@@ -1,9 +1,9 @@
-"""One `suite run` at a time per run directory: two `run --resume` of one directory would rerun the same stages
-into the same files. The lock is flock(2) on the directory itself — no file to leave behind after a kill, and
-the kernel drops it when the processes holding it end, however they end. Those are the runner and what it forked
-(the stage children, the warm launcher and the ranks it forks share the descriptor): a runner killed with
-SIGKILL keeps the directory locked until the last of them has gone (they end with it: PR_SET_PDEATHSIG), so
-no `--resume` writes beside a dying rank of the run it resumes."""
+"""One `suite run` at a time per run directory: two `run --resume` of one directory would rerun the same
+stages into the same files. The lock is flock(2) on the directory itself — no file to leave behind after a
+kill, and the kernel drops it when the processes holding it end, however they end. Those are the runner and
+what it forked (the stage children, the warm launcher and the ranks it forks share the descriptor): a runner
+killed with SIGKILL keeps the directory locked until the last of them has gone (they end with it:
+PR_SET_PDEATHSIG), so no `--resume` writes beside a dying rank of the run it resumes."""
 
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ def hold(run_dir: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RunLockedError(f"{run_dir}: another `suite run` is writing this run directory; wait for it to end "
-                             "(or stop it), then --resume again") from None
+        raise RunLockedError(
+            f"{run_dir}: another `suite run` is writing this run directory; wait for it to end "
+            "(or stop it), then --resume again"
+        ) from None
     _held[key] = fd
 
 

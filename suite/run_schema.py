@@ -1,8 +1,8 @@
-"""The run directory's records, typed: what each field of manifest.json, verdicts.json and results.parquet holds
-when a run wrote it, checked as the file is read (suite/results.py's loaders call these).
+"""The run directory's records, typed: what each field of manifest.json, verdicts.json and results.parquet
+holds when a run wrote it, checked as the file is read (suite/results.py's loaders call these).
 
-A file that parses can still hold what no run writes: an int where a name is, a list where a status is, text in
-the `value` column, an infinite size. Read on, each would end as a TypeError deep in a report's figure or a
+A file that parses can still hold what no run writes: an int where a name is, a list where a status is, text
+in the `value` column, an infinite size. Read on, each would end as a TypeError deep in a report's figure or a
 check's sort. Here each is one line naming the field and what it holds, raised by the loader as RunDirError;
 `python -m reports` shows a manifest or table refused this way as missing, `suite check` and `run --resume`
 refuse the run (exit 2). Fields the schema does not name (facts, the profile's sections) are left to their own
@@ -21,13 +21,31 @@ _OBJECT, _LIST, _TEXT, _COUNT = "an object", "a list", "text", "a whole number �
 _OPTIONAL_TEXT = "text or null"
 
 # The manifest's top-level fields: what each holds (absent is always fine: older runs wrote fewer).
-MANIFEST_FIELDS = {"run_id": _TEXT, "profile_name": _TEXT, "started": _TEXT, "finished": _OPTIONAL_TEXT,
-                   "profile": _OBJECT, "host": _OBJECT, "git": _OBJECT, "versions": _OBJECT, "facts": _OBJECT,
-                   "stage_texts": _OBJECT, "stages": _OBJECT, "stages_selected": _LIST, "ingested": _OBJECT,
-                   "gpu_stages_skipped": _OBJECT}
+MANIFEST_FIELDS = {
+    "run_id": _TEXT,
+    "profile_name": _TEXT,
+    "started": _TEXT,
+    "finished": _OPTIONAL_TEXT,
+    "profile": _OBJECT,
+    "host": _OBJECT,
+    "git": _OBJECT,
+    "versions": _OBJECT,
+    "facts": _OBJECT,
+    "stage_texts": _OBJECT,
+    "stages": _OBJECT,
+    "stages_selected": _LIST,
+    "ingested": _OBJECT,
+    "gpu_stages_skipped": _OBJECT,
+}
 # Each stage's state, as runner.run_stage and finish_stage write it.
-STAGE_FIELDS = {"attempt": _COUNT, "start": _OPTIONAL_TEXT, "end": _OPTIONAL_TEXT, "rows": _COUNT,
-                "verdicts": _COUNT, "stage_code": _OPTIONAL_TEXT}
+STAGE_FIELDS = {
+    "attempt": _COUNT,
+    "start": _OPTIONAL_TEXT,
+    "end": _OPTIONAL_TEXT,
+    "rows": _COUNT,
+    "verdicts": _COUNT,
+    "stage_code": _OPTIONAL_TEXT,
+}
 HOST_FIELDS = {"hostname": _TEXT, "platform": _TEXT, "python": _TEXT, "cpus": "a whole number ≥ 0 or null"}
 GIT_FIELDS = {"commit": _OPTIONAL_TEXT, "dirty": "true, false or null"}
 
@@ -43,14 +61,16 @@ def _holds(value: Any, kind: str) -> bool:
         return value is None or isinstance(value, str)
     if kind.startswith("a whole number"):
         return (value is None and kind.endswith("null")) or (
-            isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        )
     if kind == GIT_FIELDS["dirty"]:
         return value is None or isinstance(value, bool)
     raise AssertionError(kind)
 
 
 def _shown(value: Any) -> str:
-    """A value as the message shows it: a container by its JSON type, a scalar itself (cut to 40 characters)."""
+    """A value as the message shows it: a container by its JSON type, a scalar itself (cut to 40
+    characters)."""
     if isinstance(value, (dict, list)):
         return f"a JSON {'object' if isinstance(value, dict) else 'list'}"
     text = repr(value)
@@ -58,8 +78,11 @@ def _shown(value: Any) -> str:
 
 
 def _fields(data: dict, schema: dict[str, str], where: str) -> list[str]:
-    return [f"{where}{key!r} holds {_shown(data[key])}, not {kind}"
-            for key, kind in schema.items() if key in data and not _holds(data[key], kind)]
+    return [
+        f"{where}{key!r} holds {_shown(data[key])}, not {kind}"
+        for key, kind in schema.items()
+        if key in data and not _holds(data[key], kind)
+    ]
 
 
 def first_of(problems: list[str]) -> str:
@@ -85,7 +108,9 @@ def manifest_problems(manifest: dict[str, Any]) -> list[str]:
         if value is not None and not isinstance(value, str):
             problems.append(f"versions.{name} holds {_shown(value)}, not {_OPTIONAL_TEXT}")
     selected = manifest.get("stages_selected") or []
-    problems += [f"stages_selected holds {_shown(s)}, not a stage name" for s in selected if not isinstance(s, str)]
+    problems += [
+        f"stages_selected holds {_shown(s)}, not a stage name" for s in selected if not isinstance(s, str)
+    ]
     for name, texts in (manifest.get("stage_texts") or {}).items():
         if not isinstance(texts, dict) or not all(isinstance(t, str) for t in texts.values()):
             problems.append(f"stage_texts.{name} holds {_shown(texts)}, not an object of texts")
@@ -95,13 +120,16 @@ def manifest_problems(manifest: dict[str, Any]) -> list[str]:
             continue
         status = state.get("status")
         if status not in STAGE_STATES:
-            problems.append(f"stage {name!r} has status {_shown(status)}, not one of {', '.join(STAGE_STATES)}")
+            problems.append(
+                f"stage {name!r} has status {_shown(status)}, not one of {', '.join(STAGE_STATES)}"
+            )
         problems += _fields(state, STAGE_FIELDS, f"stage {name!r}: ")
     return problems
 
 
 def verdict_problem(entry: Any) -> str | None:
-    """Why a verdicts.json entry is not a verdict (not an object, a field missing or not text); None if it is."""
+    """Why a verdicts.json entry is not a verdict (not an object, a field missing or not text); None if it
+    is."""
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
     for key in VERDICT_FIELDS:
@@ -113,14 +141,27 @@ def verdict_problem(entry: Any) -> str | None:
 
 
 # results.parquet's columns by what they hold (suite/results.py ROW_COLUMNS); the loader casts them to these.
-TEXT_COLUMNS = ("stage", "case", "metric", "unit", "dtype", "redop", "placement", "source", "algo", "overlap", "text")
+TEXT_COLUMNS = (
+    "stage",
+    "case",
+    "metric",
+    "unit",
+    "dtype",
+    "redop",
+    "placement",
+    "source",
+    "algo",
+    "overlap",
+    "text",
+)
 WHOLE_COLUMNS = ("size_bytes", "count", "root", "world", "tp", "zero", "rank", "repeat")
 REAL_COLUMNS = ("value", "t")
 
 
 def column_problems(frame) -> list[str]:
     """One line per column of a rows table that holds what its type does not: text in `value`, a list where a
-    name is, a size of 1.5 or infinity, a negative count (root is −1 where none). [] for a table a run wrote."""
+    name is, a size of 1.5 or infinity, a negative count (root is −1 where none). [] for a table a run
+    wrote."""
     import numpy as np
     import pandas as pd
 
@@ -134,7 +175,9 @@ def column_problems(frame) -> list[str]:
                 continue
             odd = [v for v in values if not isinstance(v, str)]
             if odd:
-                problems.append(f"column {column!r} holds {_shown(odd[0])} ({type(odd[0]).__name__}), not text")
+                problems.append(
+                    f"column {column!r} holds {_shown(odd[0])} ({type(odd[0]).__name__}), not text"
+                )
             continue
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             problems.append(f"column {column!r} holds {values.dtype} values, not numbers")
@@ -163,8 +206,9 @@ def typed_frame(frame):
 
 
 def clean_record(data: dict[str, Any]) -> dict[str, Any]:
-    """A row or expectation read back (a parquet record, a CSV line): empty cells and NaN parameters become None,
-    whole-number parameters int (ValueError for 1.5, infinity, a 5000-digit number, text), `value` a float."""
+    """A row or expectation read back (a parquet record, a CSV line): empty cells and NaN parameters become
+    None, whole-number parameters int (ValueError for 1.5, infinity, a 5000-digit number, text), `value` a
+    float."""
     out = {}
     for key, value in data.items():
         if isinstance(value, float) and math.isnan(value) and key != "value":

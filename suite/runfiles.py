@@ -74,9 +74,13 @@ def read_text(file: Path) -> str:
     except IsADirectoryError:
         raise RunDirError(file, "is a directory, not a file") from None
     except PermissionError:
-        raise RunDirError(file, "not readable (permission denied)", fix="check the file's owner and mode") from None
+        raise RunDirError(
+            file, "not readable (permission denied)", fix="check the file's owner and mode"
+        ) from None
     except UnicodeDecodeError as e:
-        raise RunDirError(file, f"not UTF-8 text ({e.reason} at byte {e.start}): the file is damaged") from None
+        raise RunDirError(
+            file, f"not UTF-8 text ({e.reason} at byte {e.start}): the file is damaged"
+        ) from None
     except OSError as e:
         raise RunDirError(file, f"cannot be read ({e.strerror or e})") from None
 
@@ -91,7 +95,9 @@ def read_json_object(file: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         cut = "; it ends mid-document: truncated" if not text.rstrip().endswith(("}", "]")) else ""
         raise RunDirError(file, f"not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}{cut})") from None
-    except ValueError as e:  # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
+    except (
+        ValueError
+    ) as e:  # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
         raise RunDirError(file, f"holds what no run writes ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(file, f"holds a JSON {type(data).__name__}, not an object")
@@ -99,7 +105,8 @@ def read_json_object(file: Path) -> dict[str, Any]:
 
 
 def read_parquet(file: Path, columns: tuple[str, ...]):
-    """A parquet table with (at least) `columns`; RunDirError when it is missing, not parquet or lacks columns."""
+    """A parquet table with (at least) `columns`; RunDirError when it is missing, not parquet or lacks
+    columns."""
     import pandas as pd
 
     file = Path(file)
@@ -108,7 +115,8 @@ def read_parquet(file: Path, columns: tuple[str, ...]):
     _refuse_non_regular(file)
     try:
         frame = pd.read_parquet(file)
-    except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ValueError… for a damaged file
+    # pyarrow raises ArrowInvalid, OSError, ValueError… for a damaged file
+    except Exception as e:  # noqa: BLE001
         raise RunDirError(file, f"not a readable parquet file ({_first_sentence(e)})") from None
     absent = [c for c in columns if c not in frame.columns]
     if absent:

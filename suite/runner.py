@@ -27,12 +27,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from suite.launch import forklaunch, procs
-from suite import stagecode, stages
-from suite.fabric_watch import FabricWatch
+from suite import kept_rows, stagecode, stages
 from suite.config import Profile, profile_from_dict
 from suite.context import StageContext
+from suite.fabric_watch import FabricWatch
 from suite.figure_drawer import FigureDrawer
+from suite.gitinfo import suite_checkout
+from suite.launch import forklaunch, procs
 from suite.launch.torchrun import LaunchError, log_tail
 from suite.progress import Progress
 from suite.results import (
@@ -45,10 +46,8 @@ from suite.results import (
     status_counts,
     write_rows_jsonl,
 )
-from suite.gitinfo import suite_checkout
 from suite.run_consistency import load_checked
 from suite.run_id import new_run_id, unique_run_path, utc_now
-from suite import kept_rows
 from suite.verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
@@ -73,8 +72,10 @@ class RunOutcome:
         counts = summary_line(self.counts)
         short = self.run.manifest.get("gpu_stages_skipped") if self.run is not None else None
         if short:
-            return (f"{len(short['stages'])} GPU stage(s) skipped: {short['reason']} "
-                    f"(--keep-going runs them anyway)\n{counts}")
+            return (
+                f"{len(short['stages'])} GPU stage(s) skipped: {short['reason']} "
+                f"(--keep-going runs them anyway)\n{counts}"
+            )
         return counts
 
 
@@ -120,14 +121,20 @@ def start_run(profile: Profile, selected: list[str], out_base: Path) -> RunDir:
 
 
 def resume_run(path: Path) -> tuple[RunDir, Profile]:
-    """The run to continue, every record read and agreeing first (suite/run_consistency.py): a stage rerun into
-    records that cannot be read, or disagree, would fail midway or carry the damage into the new ones."""
+    """The run to continue, every record read and agreeing first (suite/run_consistency.py): a stage rerun
+    into records that cannot be read, or disagree, would fail midway or carry the damage into the new ones."""
     run, _ = load_checked(path)
     return run, profile_from_dict(run.manifest["profile"])
 
 
-def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = False,
-            produce: dict[str, Any] | None = None) -> RunOutcome:
+def execute(
+    run: RunDir,
+    profile: Profile,
+    *,
+    stream=None,
+    keep_going: bool = False,
+    produce: dict[str, Any] | None = None,
+) -> RunOutcome:
     """Run every selected stage that is not complete; returns counts over all verdicts of the run.
 
     When a stage publishes `usable_gpus` below what the profile needs, the stages after it are skipped
@@ -138,14 +145,19 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
     progress = Progress(run.path, len(selected), stream=stream)
     nodes = f"{len(profile.nodes)} nodes × " if profile.nodes else ""
     if produce:  # an ingest: captures judged here, nothing launched (no processes, no launcher to name)
-        progress.say(f"cardtime ingest {run.manifest['run_id']}: judging the captures as {profile.name} → {run.path}")
+        progress.say(
+            f"cardtime ingest {run.manifest['run_id']}: judging the captures as {profile.name} → {run.path}"
+        )
     else:
-        progress.say(f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes, "
-                     f"launcher {profile.launcher}) → {run.path}")
+        progress.say(
+            f"cardtime run {run.manifest['run_id']} ({profile.name}, {nodes}{profile.nproc} processes, "
+            f"launcher {profile.launcher}) → {run.path}"
+        )
     pending = [name for name in selected if run.stage_state(name)["status"] != "complete"]
     warm = profile.launcher == "fork" and not produce and any(launches_ranks(name) for name in pending)
     # The report's figures, drawn as each stage ends: on the rehearsal only, whose report is rendered on this
-    # machine right after; a GPU box's report is rendered where the run is fetched, and its CPUs stay the stages'.
+    # machine right after; a GPU box's report is rendered where the run is fetched, and its CPUs stay the
+    # stages'.
     drawer = FigureDrawer.start(run.path) if profile.is_rehearsal else FigureDrawer(None)
     watch = FabricWatch.for_run(run, profile, produce, [name for name in pending if launches_ranks(name)])
     try:
@@ -160,7 +172,8 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
             if shortfall:
                 skip_for_want_of_gpus(run, name, shortfall, progress)
                 continue
-            if warm:  # started before the first stage, forked from here once torch is; restarted if a stage killed it
+            # started before the first stage, forked from here once torch is; restarted if a stage killed it
+            if warm:
                 preload_torch(profile.omp_threads)
                 forklaunch.warm_zygote(run.path / ZYGOTE_LOG, fork_here=True)
             watch.before(name)  # NVLink/IB error counters around every load stage (suite/fabric_watch.py)
@@ -178,15 +191,18 @@ def execute(run: RunDir, profile: Profile, *, stream=None, keep_going: bool = Fa
 
 
 def gpu_shortfall(facts: dict[str, Any], profile: Profile) -> str | None:
-    """Why the GPU stages cannot run, from the `usable_gpus` fact a stage published (topology, health), else None."""
+    """Why the GPU stages cannot run, from the `usable_gpus` fact a stage published (topology, health), else
+    None."""
     usable = facts.get("usable_gpus")
     if profile.is_rehearsal or not isinstance(usable, dict) or usable.get("count") is None:
         return None
     need = usable.get("need", profile.nproc)
     if usable["count"] >= need:
         return None
-    return (f"{usable.get('by', 'an earlier stage')} found {usable['count']} usable GPU(s), the profile needs {need}"
-            + (f" ({usable['why']})" if usable.get("why") else ""))
+    return (
+        f"{usable.get('by', 'an earlier stage')} found {usable['count']} usable GPU(s), the profile needs "
+        f"{need}" + (f" ({usable['why']})" if usable.get("why") else "")
+    )
 
 
 def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Progress) -> None:
@@ -194,19 +210,23 @@ def skip_for_want_of_gpus(run: RunDir, name: str, shortfall: str, progress: Prog
     skipped["stages"].append(name)
     state = run.stage_state(name)
     state.update(start=utc_now().isoformat(timespec="seconds"))
-    verdict = verdicts_for(name).skip("run", expected="the GPUs the profile needs", observed=shortfall,
-                                      reason="skipped without launching: with too few GPUs the stage could only "
-                                      "fail at its timeout; fix the GPUs (driver, `--gpus all`, CUDA_VISIBLE_DEVICES) "
-                                      "or pass --keep-going to run it anyway")
+    verdict = verdicts_for(name).skip(
+        "run",
+        expected="the GPUs the profile needs",
+        observed=shortfall,
+        reason="skipped without launching: with too few GPUs the stage could only "
+        "fail at its timeout; fix the GPUs (driver, `--gpus all`, CUDA_VISIBLE_DEVICES) "
+        "or pass --keep-going to run it anyway",
+    )
     finish_stage(run, name, [], [], [verdict], {}, "complete", progress)
 
 
 def preload_torch(threads: int) -> None:
-    """The warm path: import torch here once with what the stages' own code imports on first use (DDP's and the
-    profiler's torch._dynamo, FSDP, DTensor: the zygote's warm set, seconds on a 2-core machine), so that neither
-    the stages' children, forked from this process, import it for their references, models and expectations, nor
-    the zygote, forked from here too (forklaunch.Zygote.fork_here). Capped first, as the children are: no OpenMP
-    pool of more threads exists in this process when it forks them."""
+    """The warm path: import torch here once with what the stages' own code imports on first use (DDP's and
+    the profiler's torch._dynamo, FSDP, DTensor: the zygote's warm set, seconds on a 2-core machine), so that
+    neither the stages' children, forked from this process, import it for their references, models and
+    expectations, nor the zygote, forked from here too (forklaunch.Zygote.fork_here). Capped first, as the
+    children are: no OpenMP pool of more threads exists in this process when it forks them."""
     if "torch._dynamo" not in sys.modules:
         if "torch" not in sys.modules:
             cap_threads(threads)
@@ -225,8 +245,13 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     ingested, produce = produce is not None, produce or run_isolated
     declared = stages.declaration(name)
     state = run.stage_state(name)
-    state.update(status="running", attempt=state.get("attempt", 0) + 1, start=utc_now().isoformat(timespec="seconds"), end=None,
-                 stage_code=stagecode.stage_code(name, declared.version))  # reports compare: same code, comparable
+    state.update(
+        status="running",
+        attempt=state.get("attempt", 0) + 1,
+        start=utc_now().isoformat(timespec="seconds"),
+        end=None,
+        stage_code=stagecode.stage_code(name, declared.version),
+    )  # reports compare: same code, comparable
     run.save_manifest()
     progress.start_stage(index, name, "judging the captured outputs" if ingested else declared.measures)
     facts = stage_facts(run, profile)
@@ -234,8 +259,14 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     timeout = profile.timeout_for(name)
 
     if profile.is_rehearsal and not declared.rehearsal:
-        verdicts = [verdicts_for(name).skip("run", expected="a GPU", observed=f"profile {profile.name}",
-                                            reason=declared.cpu_skip or "this stage needs GPUs and has no rehearsal face")]
+        verdicts = [
+            verdicts_for(name).skip(
+                "run",
+                expected="a GPU",
+                observed=f"profile {profile.name}",
+                reason=declared.cpu_skip or "this stage needs GPUs and has no rehearsal face",
+            )
+        ]
         finish_stage(run, name, [], [], verdicts, {}, "complete", progress)
         return
 
@@ -251,7 +282,10 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     outcome = produce(declared, name, profile, run, raw_dir, facts, progress, timeout)
     if not outcome["ok"]:  # killed or crashed: the rows it measured so far are kept (suite/kept_rows.py)
         kept = kept_rows.salvage(raw_dir)
-        outcome = {**outcome, "message": f"{outcome.get('message', 'stage failed')}; {kept_rows.salvage_note(kept, name)}"}
+        outcome = {
+            **outcome,
+            "message": f"{outcome.get('message', 'stage failed')}; {kept_rows.salvage_note(kept, name)}",
+        }
         finish_stage(run, name, kept, expectations, [failure_verdict(name, outcome)], {}, "error", progress)
         return
     rows = read_rows_jsonl(raw_dir / ROWS_FILE)
@@ -268,8 +302,16 @@ def stage_facts(run: RunDir, profile: Profile) -> dict[str, Any]:
     return {**run.facts(), "profile": profile.to_dict()}
 
 
-def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Expectation], verdicts: list[Verdict],
-                 published: dict[str, Any], status: str, progress: Progress) -> None:
+def finish_stage(
+    run: RunDir,
+    name: str,
+    rows: list[Row],
+    expectations: list[Expectation],
+    verdicts: list[Verdict],
+    published: dict[str, Any],
+    status: str,
+    progress: Progress,
+) -> None:
     # Order matters for resume: rows and verdicts first, then the manifest says `complete`.
     run.replace_stage_rows(name, rows)
     run.replace_stage_verdicts(name, verdicts)
@@ -279,8 +321,12 @@ def finish_stage(run: RunDir, name: str, rows: list[Row], expectations: list[Exp
         if isinstance(versions, dict):
             run.manifest.setdefault("versions", {}).update(versions)
     state = run.stage_state(name)
-    state.update(status=status, end=utc_now().isoformat(timespec="seconds"), rows=len(rows),
-                 verdicts=sum(v.stage == name for v in verdicts))
+    state.update(
+        status=status,
+        end=utc_now().isoformat(timespec="seconds"),
+        rows=len(rows),
+        verdicts=sum(v.stage == name for v in verdicts),
+    )
     run.save_manifest()
     counts = status_counts(verdicts)
     word = "done" if status == "complete" else "FAILED"
@@ -299,17 +345,30 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
     elif failure.get("traceback"):
         parts.append(failure["traceback"].rstrip().splitlines()[-1])
     observed = failure.get("observed") or (
-        f"exit code {failure['exit_code']}" if failure.get("exit_code") is not None else failure.get("message", "crashed")
+        f"exit code {failure['exit_code']}"
+        if failure.get("exit_code") is not None
+        else failure.get("message", "crashed")
     )
-    return verdicts_for(stage).fail("run", expected="the stage completes", observed=observed, reason="\n".join(parts))
+    return verdicts_for(stage).fail(
+        "run", expected="the stage completes", observed=observed, reason="\n".join(parts)
+    )
 
 
 # ---------------------------------------------------------------- isolation
 
 
-def run_isolated(declared: stages.Stage, name: str, profile: Profile, run: RunDir, raw_dir: Path,
-                 facts: dict[str, Any], progress: Progress, timeout: float) -> dict[str, Any]:
-    """Run the stage's run() in a forked child with its own process group; kill the whole tree at the timeout."""
+def run_isolated(
+    declared: stages.Stage,
+    name: str,
+    profile: Profile,
+    run: RunDir,
+    raw_dir: Path,
+    facts: dict[str, Any],
+    progress: Progress,
+    timeout: float,
+) -> dict[str, Any]:
+    """Run the stage's run() in a forked child with its own process group; kill the whole tree at the
+    timeout."""
     kept_rows.reset(raw_dir)  # no row of an earlier attempt may be salvaged as this one's
     deadline = time.monotonic() + timeout
 
@@ -321,12 +380,21 @@ def run_isolated(declared: stages.Stage, name: str, profile: Profile, run: RunDi
 
     def failed(error: BaseException) -> dict[str, Any]:
         if isinstance(error, LaunchError):
-            return {"ok": False, "message": str(error), "command": " ".join(error.command),
-                    "exit_code": error.exit_code, "log_tail": error.log_tail}
+            return {
+                "ok": False,
+                "message": str(error),
+                "command": " ".join(error.command),
+                "exit_code": error.exit_code,
+                "log_tail": error.log_tail,
+            }
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, flush=True)
-        return {"ok": False, "message": f"stage {name} raised {type(error).__name__}: {error}", "traceback": tb,
-                "log_tail": log_tail(sorted(raw_dir.glob("*.log")))}
+        return {
+            "ok": False,
+            "message": f"stage {name} raised {type(error).__name__}: {error}",
+            "traceback": tb,
+            "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
+        }
 
     child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
     if not child.wait(deadline, poll_s=0.01, clock=time.monotonic):  # the runner's clock (tests step it)
@@ -348,16 +416,20 @@ def run_isolated(declared: stages.Stage, name: str, profile: Profile, run: RunDi
 
 
 def fed(rows: list[Row], published: dict[str, Any] | None = None):
-    """A producer handing the runner rows made elsewhere (a tool's captured output) in place of the stage's run()."""
+    """A producer handing the runner rows made elsewhere (a tool's captured output) in place of the stage's
+    run()."""
+
     def produce(module, name, profile, run, raw_dir, facts, progress, timeout) -> dict[str, Any]:
         write_rows_jsonl(raw_dir / ROWS_FILE, rows)
         # through JSON, as a live stage's facts come back from its child: later stages read the same shapes
         return {"ok": True, "published": json.loads(dumps(published or {}))}
+
     return produce
 
 
 def _child_context(name, profile, run, raw_dir, facts, progress, deadline) -> StageContext:
-    """In the stage's child: progress keeps the terminal, anything else printed goes to stage.log; threads capped."""
+    """In the stage's child: progress keeps the terminal, anything else printed goes to stage.log; threads
+    capped."""
     progress.stream = os.fdopen(os.dup(2), "w", buffering=1)
     log = os.open(raw_dir / STAGE_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
@@ -365,8 +437,15 @@ def _child_context(name, profile, run, raw_dir, facts, progress, deadline) -> St
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     cap_threads(profile.omp_threads)
-    return StageContext(stage=name, profile=profile, run_path=run.path, raw_dir=raw_dir, facts=facts,
-                        progress=progress, deadline=deadline)
+    return StageContext(
+        stage=name,
+        profile=profile,
+        run_path=run.path,
+        raw_dir=raw_dir,
+        facts=facts,
+        progress=progress,
+        deadline=deadline,
+    )
 
 
 def cap_threads(threads: int) -> None:

@@ -1,7 +1,9 @@
-"""The profile's config sections a stage module declares (`CONFIG = ConfigSection(...)`), and the table of them.
+"""The profile's config sections a stage module declares (`CONFIG = ConfigSection(...)`), and the table of
+them.
 
-The stage registry (suite.stages) declares every stage's section when it discovers the stages; suite/config.py's
-Profile reads the table. This module imports neither, so the registry and the profiles do not import each other.
+The stage registry (suite.stages) declares every stage's section when it discovers the stages;
+suite/config.py's Profile reads the table. This module imports neither, so the registry and the profiles do
+not import each other.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class ConfigSection:
-    """A stage's own part of the profile, declared by its module: `CONFIG = ConfigSection("drill", DrillConfig,
-    {"gloo-cpu": DrillConfig(ranks=2), "nccl-gpu": DrillConfig()})`. The stage reads it as `profile.drill`;
-    a profile not named in `values` gets the dataclass's defaults."""
+    """A stage's own part of the profile, declared by its module: `CONFIG = ConfigSection("drill",
+    DrillConfig, {"gloo-cpu": DrillConfig(ranks=2), "nccl-gpu": DrillConfig()})`. The stage reads it as
+    `profile.drill`; a profile not named in `values` gets the dataclass's defaults."""
 
     name: str
     """The attribute on Profile (and the key in the manifest's profile)."""
@@ -34,8 +36,10 @@ class ConfigSection:
             raise ProfileError(f"config section {self.name!r}: {self.type!r} is not a dataclass")
         wrong = [p for p, v in self.values.items() if not isinstance(v, self.type)]
         if wrong:
-            raise ProfileError(f"config section {self.name!r}: the values for {', '.join(wrong)} are not "
-                               f"{self.type.__name__} instances")
+            raise ProfileError(
+                f"config section {self.name!r}: the values for {', '.join(wrong)} are not "
+                f"{self.type.__name__} instances"
+            )
 
     def value_for(self, profile_name: str) -> Any:
         return self.values[profile_name] if profile_name in self.values else self.type()
@@ -51,21 +55,28 @@ RESERVED: set[str] = set()
 def _sections() -> dict[str, ConfigSection]:
     """The declared sections; the stage registry (suite.stages) declares them when it is imported."""
     if not _DECLARED:
-        raise ProfileError("no config section is declared yet: the stage registry declares them, so import "
-                           "suite.stages before reading a profile's sections")
+        raise ProfileError(
+            "no config section is declared yet: the stage registry declares them, so import "
+            "suite.stages before reading a profile's sections"
+        )
     return _SECTIONS
 
 
 def declare_sections(sections: dict[str, ConfigSection]) -> None:
-    """Replace the declared sections (stage name → its section); a name another stage or Profile holds is refused."""
+    """Replace the declared sections (stage name → its section); a name another stage or Profile holds is
+    refused."""
     fields = RESERVED
     owners: dict[str, str] = {}
     for stage, section in sections.items():
         if section.name in fields:
-            raise ProfileError(f"stage {stage}'s config section {section.name!r} is already a Profile field: rename it")
+            raise ProfileError(
+                f"stage {stage}'s config section {section.name!r} is already a Profile field: rename it"
+            )
         if section.name in owners:
-            raise ProfileError(f"stages {owners[section.name]} and {stage} both declare config section "
-                               f"{section.name!r}: rename one")
+            raise ProfileError(
+                f"stages {owners[section.name]} and {stage} both declare config section "
+                f"{section.name!r}: rename one"
+            )
         owners[section.name] = stage
     global _DECLARED
     _SECTIONS.clear()

@@ -1,8 +1,10 @@
-"""What a stage declares: one `Stage(...)`, the last statement of its folder's __init__.py (nccl-tests' `struct
-testColl`, in Python). The registry (suite/stages/__init__.py) reads nothing else of a stage, and a declaration
-of the wrong type fails at construction, naming the field. Imported by every stage and by the registry.
+"""What a stage declares: one `Stage(...)`, the last statement of its folder's __init__.py (nccl-tests'
+`struct testColl`, in Python). The registry (suite/stages/__init__.py) reads nothing else of a stage, and a
+declaration of the wrong type fails at construction, naming the field. Imported by every stage and by the
+registry.
 
-    STAGE = Stage(row=5, after=("baseline",), title="…", measures="…", wrong="…", rehearsal="…", config=CONFIG,
+    STAGE = Stage(row=5, after=("baseline",), title="…", measures="…", wrong="…", rehearsal="…",
+    config=CONFIG,
                   estimate=estimate, expect=expect, run=run, judge=judge, headline=headline)
 """
 
@@ -20,7 +22,8 @@ means something on one card (nccl-1gpu) says so itself: `profiles=(*DEFAULT_PROF
 
 
 class StageDeclarationError(RuntimeError):
-    """A stage whose declaration cannot be placed in the registry; the message names the stage and the field."""
+    """A stage whose declaration cannot be placed in the registry; the message names the stage and the
+    field."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,8 +59,8 @@ class Stage:
     headline: Callable[[list, list, list], str | None] | None = None
     """(rows, verdicts, expectations) -> the report's one line for the stage, or None (suite/headlines.py)."""
     version: str = ""
-    """What `reports compare` holds runs to (suite/stagecode.py): "" is the hash of the stage's folder; set it when a
-    shared library's change alters what the stage measures."""
+    """What `reports compare` holds runs to (suite/stagecode.py): "" is the hash of the stage's folder; set it
+    when a shared library's change alters what the stage measures."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -90,6 +93,8 @@ def _field_problem(name: str, value: Any) -> str | None:
         if name == "profiles":
             unknown = [v for v in value if v not in config.PROFILES]
             if not value or unknown:
-                return (f"profiles={value!r} must name at least one profile, each one of "
-                        f"{', '.join(config.PROFILES)}")
+                return (
+                    f"profiles={value!r} must name at least one profile, each one of "
+                    f"{', '.join(config.PROFILES)}"
+                )
     return None

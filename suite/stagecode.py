@@ -2,9 +2,9 @@
 a benchmark's version is its own source — or the explicit `version` its Stage declares.
 
 Two runs whose stage_code differ for a stage were measured by different code, so `python -m reports compare`
-marks that stage "not comparable" instead of calling the difference a regression. What the folder uses from the
-shared libraries (suite.workloads, suite.costmodel, …) is not hashed: a change there that alters what a stage
-measures says so by setting the stage's `version`, as an asv benchmark does.
+marks that stage "not comparable" instead of calling the difference a regression. What the folder uses from
+the shared libraries (suite.workloads, suite.costmodel, …) is not hashed: a change there that alters what a
+stage measures says so by setting the stage's `version`, as an asv benchmark does.
 """
 
 from __future__ import annotations
@@ -51,11 +51,15 @@ def imported_names(path: Path, tree: ast.AST | None = None) -> set[str]:
 
 
 def referenced_modules(path: Path) -> set[str]:
-    """Modules named by a file: its imports and string literals like 'suite.workloads.x' (a worker by name)."""
+    """Modules named by a file: its imports and string literals like 'suite.workloads.x' (a worker by
+    name)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names = imported_names(path, tree)
-    names.update(node.value for node in ast.walk(tree)
-                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value))
+    names.update(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_LITERAL.match(node.value)
+    )
     return names
 
 
@@ -66,7 +70,8 @@ def stage_files(stage: str) -> list[Path]:
 
 
 def stage_code(stage: str, version: str = "") -> str:
-    """The declared version, else sha256 (first 16 hex digits) over the folder's files, by path and content."""
+    """The declared version, else sha256 (first 16 hex digits) over the folder's files, by path and
+    content."""
     if version:
         return f"version {version}"
     digest = hashlib.sha256()
@@ -77,6 +82,6 @@ def stage_code(stage: str, version: str = "") -> str:
 
 
 def launches_ranks(stage: str) -> bool:
-    """Whether the stage's folder names a worker harness or a launcher (RANK_SIDE): the runner then starts the warm
-    launcher for it."""
+    """Whether the stage's folder names a worker harness or a launcher (RANK_SIDE): the runner then starts the
+    warm launcher for it."""
     return any(name.startswith(RANK_SIDE) for path in stage_files(stage) for name in referenced_modules(path))

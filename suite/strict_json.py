@@ -22,8 +22,8 @@ def _float(text: str) -> float:
 
 
 def loads(text: str) -> Any:
-    """json.loads, refusing NaN, Infinity, overflowing floats, huge integers and deep nesting with a ValueError;
-    a json.JSONDecodeError (a ValueError too) for text that is not JSON."""
+    """json.loads, refusing NaN, Infinity, overflowing floats, huge integers and deep nesting with a
+    ValueError; a json.JSONDecodeError (a ValueError too) for text that is not JSON."""
     try:
         return json.loads(text, parse_constant=_constant, parse_float=_float)
     except json.JSONDecodeError:
@@ -55,7 +55,7 @@ def _all_finite(value: Any) -> bool:
 
 
 def dumps(data: Any, **kwargs) -> str:
-    """json.dumps for `--json` output: always JSON, a figure that came out NaN or infinite (an overflowing input,
-    a capture's "nan") written as null, never as the NaN/Infinity no JSON reader takes. The data is copied only
-    when it holds such a figure (a million-row parse is walked, not copied)."""
+    """json.dumps for `--json` output: always JSON, a figure that came out NaN or infinite (an overflowing
+    input, a capture's "nan") written as null, never as the NaN/Infinity no JSON reader takes. The data is
+    copied only when it holds such a figure (a million-row parse is walked, not copied)."""
     return json.dumps(data if _all_finite(data) else _finite(data), allow_nan=False, **kwargs)

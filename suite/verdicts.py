@@ -1,4 +1,5 @@
-"""The verdict vocabulary, said once: severity order, the summary line, and the builder every stage's judge() uses.
+"""The verdict vocabulary, said once: severity order, the summary line, and the builder every stage's judge()
+uses.
 
     VERDICTS = verdicts_for("bandwidth")
     VERDICTS.passed("fit", expected="α and β fitted", observed="α = 5 µs", reason="published")
@@ -30,9 +31,12 @@ the box verdict (suite/box_verdict.py) does not count such a skip as a check lef
 
 
 def summary_line(counts: Mapping[str, int]) -> str:
-    """'3 passed, 1 warned, 0 failed, 12 skipped': what `make rehearse`, `python -m reports` and `check` print."""
-    return (f"{counts.get('pass', 0)} passed, {counts.get('warn', 0)} warned, {counts.get('fail', 0)} failed, "
-            f"{counts.get('skip', 0)} skipped")
+    """'3 passed, 1 warned, 0 failed, 12 skipped': what `make rehearse`, `python -m reports` and `check`
+    print."""
+    return (
+        f"{counts.get('pass', 0)} passed, {counts.get('warn', 0)} warned, {counts.get('fail', 0)} failed, "
+        f"{counts.get('skip', 0)} skipped"
+    )
 
 
 def judges_performance(facts: dict[str, Any]) -> bool:
@@ -41,21 +45,29 @@ def judges_performance(facts: dict[str, Any]) -> bool:
 
 
 def not_captured(facts: dict[str, Any], source: str) -> bool:
-    """Whether this run was built by `suite ingest` from captures holding no `source` output (its checks skip)."""
+    """Whether this run was built by `suite ingest` from captures holding no `source` output (its checks
+    skip)."""
     ingest = facts.get("ingest")
     return isinstance(ingest, dict) and source not in ingest.get("sources", ())
 
 
 @dataclass(frozen=True)
 class StageVerdicts:
-    """Makes one stage's verdicts: `<stage>.<check>` ids, the stage filled in, the status spelled by the method."""
+    """Makes one stage's verdicts: `<stage>.<check>` ids, the stage filled in, the status spelled by the
+    method."""
 
     stage: str
 
     def verdict(self, check: str, status: str, *, expected: str, observed: str, reason: str) -> Verdict:
         """A verdict whose status was worked out by the caller (e.g. mapped from a tool's outcome)."""
-        return Verdict(id=f"{self.stage}.{check}", stage=self.stage, status=status, expected=expected,
-                       observed=observed, reason=reason)
+        return Verdict(
+            id=f"{self.stage}.{check}",
+            stage=self.stage,
+            status=status,
+            expected=expected,
+            observed=observed,
+            reason=reason,
+        )
 
     def passed(self, check: str, *, expected: str, observed: str, reason: str) -> Verdict:
         return self.verdict(check, "pass", expected=expected, observed=observed, reason=reason)
@@ -69,9 +81,20 @@ class StageVerdicts:
     def skip(self, check: str, *, expected: str, observed: str, reason: str) -> Verdict:
         return self.verdict(check, "skip", expected=expected, observed=observed, reason=reason)
 
-    def check(self, check: str, ok: bool, *, expected: str, observed: str, reason: str | None = None,
-              reason_ok: str | None = None, reason_bad: str | None = None, bad: str = "fail") -> Verdict:
-        """pass when ok, else `bad` (fail or warn); the reason is `reason` either way, or reason_ok / reason_bad."""
+    def check(
+        self,
+        check: str,
+        ok: bool,
+        *,
+        expected: str,
+        observed: str,
+        reason: str | None = None,
+        reason_ok: str | None = None,
+        reason_bad: str | None = None,
+        bad: str = "fail",
+    ) -> Verdict:
+        """pass when ok, else `bad` (fail or warn); the reason is `reason` either way, or reason_ok /
+        reason_bad."""
         if bad not in ("fail", "warn"):
             raise ValueError(f"bad must be 'fail' or 'warn', not {bad!r}")
         pair = (reason_ok, reason_bad)
@@ -88,19 +111,30 @@ class StageVerdicts:
 
     def not_captured_skip(self, check: str, expected: str, what: str) -> Verdict:
         """The verdict of a check whose data an ingested run's captures do not hold (see not_captured)."""
-        return self.skip(check, expected=expected, observed=f"no {what} among the ingested files",
-                         reason=f"this run was ingested from captured outputs (manifest: ingested) and they hold no {what}")
+        return self.skip(
+            check,
+            expected=expected,
+            observed=f"no {what} among the ingested files",
+            reason=f"this run was ingested from captured outputs (manifest: ingested) and they hold no "
+            f"{what}",
+        )
 
     def live_only_skip(self, check: str, expected: str, what: str) -> Verdict:
         """An ingested run's verdict of a check only a live run measures (the torch sweep, lscpu, the per-GPU
         GEMM): ingest reads no such output, so the box verdict is not held open by it."""
-        return self.not_applicable(check, expected=expected, observed=f"no {what} among the ingested files",
-                                   why=f"{what} is measured by a live run only (`suite ingest` reads tool outputs; "
-                                       "`make remote` measures it)")
+        return self.not_applicable(
+            check,
+            expected=expected,
+            observed=f"no {what} among the ingested files",
+            why=f"{what} is measured by a live run only (`suite ingest` reads tool outputs; "
+            "`make remote` measures it)",
+        )
 
     def cpu_skip(self, check: str, expected: str, observed: str = "") -> Verdict:
         """The verdict a performance check gets on the CPU rehearsal."""
-        return self.skip(check, expected=expected, observed=observed or "measured on CPU", reason=CPU_SAYS_NOTHING)
+        return self.skip(
+            check, expected=expected, observed=observed or "measured on CPU", reason=CPU_SAYS_NOTHING
+        )
 
 
 def verdicts_for(stage: str) -> StageVerdicts:

@@ -15,8 +15,8 @@ from suite.config import NCCL_1GPU, Profile, ProfileError, get_profile
 
 
 def run_nproc(profile_name: str, gpus: int, asked: int = 0) -> int | None:
-    """The --nproc of a run of `profile_name` on a host listing `gpus` GPUs per node (NPROC=`asked`, 0: unset);
-    None: the profile's own (a CPU profile's, nccl-1gpu's single process)."""
+    """The --nproc of a run of `profile_name` on a host listing `gpus` GPUs per node (NPROC=`asked`, 0:
+    unset); None: the profile's own (a CPU profile's, nccl-1gpu's single process)."""
     profile = get_profile(profile_name)
     if asked < 0:
         raise ProfileError(f"NPROC={asked}: a number of processes per node is at least 1")
@@ -24,15 +24,21 @@ def run_nproc(profile_name: str, gpus: int, asked: int = 0) -> int | None:
         return asked or None
     if profile.name == NCCL_1GPU.name:
         if asked not in (0, 1):
-            raise ProfileError(f"NPROC={asked} with PROFILE={profile.name}: that profile is one process on one card; "
-                               f"use PROFILE=nccl-gpu NPROC={asked}")
+            raise ProfileError(
+                f"NPROC={asked} with PROFILE={profile.name}: that profile is one process on one card; "
+                f"use PROFILE=nccl-gpu NPROC={asked}"
+            )
         return None
     if gpus < 1:
-        raise ProfileError(f"PROFILE={profile.name} needs a GPU and the host lists none (nvidia-smi -L): "
-                           "fix the driver, or run the CPU rehearsal (PROFILE=gloo-cpu)")
+        raise ProfileError(
+            f"PROFILE={profile.name} needs a GPU and the host lists none (nvidia-smi -L): "
+            "fix the driver, or run the CPU rehearsal (PROFILE=gloo-cpu)"
+        )
     if asked > gpus:
-        raise ProfileError(f"NPROC={asked} but the host lists {gpus} GPU(s) per node: one process per GPU, "
-                           f"so NPROC={gpus} at most (or leave NPROC= unset)")
+        raise ProfileError(
+            f"NPROC={asked} but the host lists {gpus} GPU(s) per node: one process per GPU, "
+            f"so NPROC={gpus} at most (or leave NPROC= unset)"
+        )
     return asked or gpus
 
 

@@ -17,8 +17,8 @@ def fetch_rates() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
     from remote_loopback import DelayProxy, sshd_available, start_sshd
 
-    from provisioning.session.connection import Remote
     from provisioning.job.fetch import fetch_run
+    from provisioning.session.connection import Remote
     from provisioning.session.hosts import parse_host
 
     if not sshd_available():
@@ -36,7 +36,9 @@ def fetch_rates() -> None:
                 port = proxy.port if proxy else server.port
                 kh = tmp / f"known_hosts_{port}"
                 kh.write_text(server.known_hosts_line(port))
-                remote = Remote.open(parse_host(f"root@127.0.0.1:{port}"), key=str(server.client_key), known_hosts=kh)
+                remote = Remote.open(
+                    parse_host(f"root@127.0.0.1:{port}"), key=str(server.client_key), known_hosts=kh
+                )
                 try:
                     sftp = remote.sftp()
                     start = time.monotonic()
@@ -49,7 +51,11 @@ def fetch_rates() -> None:
                     remote.close()
                     if proxy:
                         proxy.stop()
-                print(f"fetch rate, {SIZE >> 20} MiB at {rtt * 1000:.0f} ms round trip: fetch_run {ours:.1f} MB/s, "
-                      f"plain sftp get() {plain:.1f} MB/s (fetch_run also hashes every file on the host and here; target: ≥ 0.5 × get())")
+                print(
+                    f"fetch rate, {SIZE >> 20} MiB at {rtt * 1000:.0f} ms round trip: fetch_run {ours:.1f} "
+                    f"MB/s, "
+                    f"plain sftp get() {plain:.1f} MB/s (fetch_run also hashes every file on the host and "
+                    f"here; target: ≥ 0.5 × get())"
+                )
         finally:
             server.stop()

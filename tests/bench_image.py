@@ -43,14 +43,24 @@ def image_rebuild_after_a_suite_change() -> None:
         for name in ("pyproject.toml", ".dockerignore"):
             shutil.copy2(REPO / name, context / name)
         for name in ("suite", "reports", "provisioning", "docker"):
-            shutil.copytree(REPO / name, context / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                REPO / name,
+                context / name,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         args = {"BASE": BASE_IMAGE, "CARDTIME_COMMIT": "bench"}
 
         def build() -> float:
             start = time.monotonic()
-            images.build_image(client, context, tag="cardtime:cpu-bench", dockerfile=images.CPU_DOCKERFILE,
-                               buildargs=args, network_mode="host")
+            images.build_image(
+                client,
+                context,
+                tag="cardtime:cpu-bench",
+                dockerfile=images.CPU_DOCKERFILE,
+                buildargs=args,
+                network_mode="host",
+            )
             return time.monotonic() - start
 
         cached = build()
@@ -60,8 +70,10 @@ def image_rebuild_after_a_suite_change() -> None:
     client.images.remove("cardtime:cpu-bench", noprune=False)
     wheels = sum(p.stat().st_size for p in (REPO / "docker" / "wheels").rglob("*") if p.is_file()) / 1e6
     print(f"CPU image rebuild after a change under suite/: {changed:.1f} s (target < 30 s)")
-    print(f"  (everything cached, warm-up build: {cached:.1f} s; context holds {wheels:.0f} MB of wheels, "
-          "tarred and sent on every build)")
+    print(
+        f"  (everything cached, warm-up build: {cached:.1f} s; context holds {wheels:.0f} MB of wheels, "
+        "tarred and sent on every build)"
+    )
 
 
 def cuda_image_size_and_build_time() -> None:
@@ -71,17 +83,28 @@ def cuda_image_size_and_build_time() -> None:
     cache = Path(os.environ.get("CARDTIME_CACHE", "/var/cache/cardtime"))
     for tag in ("cardtime:cuda-ci", "cardtime:cuda"):
         record = cache / f"build-{tag.replace(':', '_').replace('/', '_')}.txt"
-        size = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True,
-                              text=True)
+        size = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True, text=True
+        )
         if size.returncode != 0:
-            print(f"CUDA image {tag}: not built here (docker/build-cuda-image.sh {'ci' if 'ci' in tag else 'box'})")
+            print(
+                f"CUDA image {tag}: not built here (docker/build-cuda-image.sh "
+                f"{'ci' if 'ci' in tag else 'box'})"
+            )
             continue
-        facts = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line) \
-            if record.exists() else {}
-        took = (f"built in {int(facts['build_s']) / 60:.1f} min on {facts.get('cpus', '?')} CPUs ({facts.get('date')}; "
-                "that invocation's time: layers it found cached took seconds)"
-                + (f", with {facts['extra_args']}" if facts.get("extra_args") else "")
-                if "build_s" in facts else f"build time not recorded ({record} absent)")
+        facts = (
+            dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+            if record.exists()
+            else {}
+        )
+        took = (
+            f"built in {int(facts['build_s']) / 60:.1f} min on {facts.get('cpus', '?')} CPUs "
+            f"({facts.get('date')}; "
+            "that invocation's time: layers it found cached took seconds)"
+            + (f", with {facts['extra_args']}" if facts.get("extra_args") else "")
+            if "build_s" in facts
+            else f"build time not recorded ({record} absent)"
+        )
         print(f"CUDA image {tag}: {int(size.stdout.strip()) / 1e9:.2f} GB on disk, {took}")
 
 

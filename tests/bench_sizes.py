@@ -1,6 +1,7 @@
-"""A million-row nccl-tests sweep (~120 MB, the size of a long `-b 8 -e 16g -i 16` sweep run in a loop): parse it
-and ingest it in fresh children, and print wall time and peak memory beside the targets (≤ 15 s and ≤ 1.5 GB for
-the parse; the ingest at most twice the parse plus the fixed start-up, the ingest of a one-row capture).
+"""A million-row nccl-tests sweep (~120 MB, the size of a long `-b 8 -e 16g -i 16` sweep run in a loop): parse
+it and ingest it in fresh children, and print wall time and peak memory beside the targets (≤ 15 s and ≤ 1.5
+GB for the parse; the ingest at most twice the parse plus the fixed start-up, the ingest of a one-row
+capture).
 
     python -m tests.bench parse_million_rows
 """
@@ -16,32 +17,46 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "tests/data/nccl-tests/10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt"
 ROWS = 1_000_000
-ROW = "{size:>12} {count:>13}     float     sum      -1    {t:6.2f}  {bw:6.2f}  {bus:6.2f}      0    {t:6.2f}  {bw:6.2f}  {bus:6.2f}      0\n"
+ROW = (
+    "{size:>12} {count:>13}     float     sum      -1    {t:6.2f}  {bw:6.2f}  {bus:6.2f}      0    "
+    "{t:6.2f}  {bw:6.2f}  {bus:6.2f}      0\n"
+)
 PARSE = "import sys; from suite.parsers import nccl_tests; nccl_tests.parse_file(sys.argv[1])"
-PROBE = ("import resource, subprocess, sys, time; t = time.monotonic(); "
-         "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
-         "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)")
+PROBE = (
+    "import resource, subprocess, sys, time; t = time.monotonic(); "
+    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+    "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)"
+)
 
 
 def write_sweep(path: Path, rows: int) -> int:
     """The capture's own header and footer around `rows` rows of growing size: its bytes."""
     text = CAPTURE.read_text()
     header_end = text.index("\n", text.index("#        (B)")) + 1
-    footer = text[text.index("# Out of bounds"):]
+    footer = text[text.index("# Out of bounds") :]
     with open(path, "w") as f:
         f.write(text[:header_end])
         for i in range(rows):
             size = 8 + 4 * i
             t = 20.0 + i * 1e-4
-            f.write(ROW.format(size=size, count=size // 4, t=t % 10000, bw=size / t / 1e3 % 1000,
-                               bus=size / t / 1e3 * 1.875 % 1000))
+            f.write(
+                ROW.format(
+                    size=size,
+                    count=size // 4,
+                    t=t % 10000,
+                    bw=size / t / 1e3 % 1000,
+                    bus=size / t / 1e3 * 1.875 % 1000,
+                )
+            )
         f.write(footer)
     return path.stat().st_size
 
 
 def measured(argv: list[str]) -> tuple[float, float, int]:
     """A command in a fresh child: wall seconds, its peak RSS in MiB, exit code."""
-    out = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True
+    ).stdout
     seconds, rss_kib, code = out.split()
     return float(seconds), int(rss_kib) / 1024, int(code)
 
@@ -53,13 +68,20 @@ def parse_million_rows() -> None:
         write_sweep(small, 1)
         load = os.getloadavg()[0]
         parse = measured([sys.executable, "-c", PARSE, str(sweep)])
-        print(f"parse, {ROWS:,} rows ({size / 1e6:.0f} MB): {parse[0]:.1f} s, peak RSS {parse[1]:.0f} MiB, "
-              f"exit {parse[2]} (target ≤ 15 s, ≤ 1536 MiB; load {load:.1f})")
+        print(
+            f"parse, {ROWS:,} rows ({size / 1e6:.0f} MB): {parse[0]:.1f} s, peak RSS {parse[1]:.0f} MiB, "
+            f"exit {parse[2]} (target ≤ 15 s, ≤ 1536 MiB; load {load:.1f})"
+        )
         shown = measured([sys.executable, "-m", "suite", "parse", "nccl-tests", str(sweep)])
-        print(f"suite parse nccl-tests (the parse printed as JSON): {shown[0]:.1f} s, peak RSS {shown[1]:.0f} MiB, "
-              f"exit {shown[2]}")
+        print(
+            f"suite parse nccl-tests (the parse printed as JSON): {shown[0]:.1f} s, peak RSS {shown[1]:.0f} "
+            f"MiB, "
+            f"exit {shown[2]}"
+        )
         fixed = measured([sys.executable, "-m", "suite", "ingest", str(small), "--out", f"{d}/runs"])
         ingest = measured([sys.executable, "-m", "suite", "ingest", str(sweep), "--out", f"{d}/runs"])
-        print(f"ingest, the same sweep: {ingest[0]:.1f} s, peak RSS {ingest[1]:.0f} MiB, exit {ingest[2]} "
-              f"(target ≤ 2 × parse + start-up = {2 * parse[0] + fixed[0]:.1f} s; start-up, a one-row ingest: "
-              f"{fixed[0]:.1f} s)")
+        print(
+            f"ingest, the same sweep: {ingest[0]:.1f} s, peak RSS {ingest[1]:.0f} MiB, exit {ingest[2]} "
+            f"(target ≤ 2 × parse + start-up = {2 * parse[0] + fixed[0]:.1f} s; start-up, a one-row ingest: "
+            f"{fixed[0]:.1f} s)"
+        )

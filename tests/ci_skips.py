@@ -27,11 +27,13 @@ CAPABILITIES = {
     "chromium": "headless Chromium (the report's browser tests)",
     "docker": "a Docker engine that answers (the image tests)",
     "debian-base": "a local Debian base image: debootstrap and the Debian mirror, or the cached tarball",
-    "cuda-image": "the CUDA image CI builds before the tests (docker/build-cuda-image.sh ci → cardtime:cuda-ci)",
+    "cuda-image": "the CUDA image CI builds before the tests (docker/build-cuda-image.sh ci → "
+    "cardtime:cuda-ci)",
     "netns": "root and network namespaces (the two-node tests)",
     "openmpi": "Open MPI's mpirun (the two-node mpirun test; apt-get install openmpi-bin)",
-    "slurm": "slurmctld, slurmd, sbatch and munged (the two-node Slurm test; apt-get install slurmctld slurmd "
-             "slurm-client munge)",
+    "slurm": "slurmctld, slurmd, sbatch and munged (the two-node Slurm test; apt-get install slurmctld "
+    "slurmd "
+    "slurm-client munge)",
 }
 
 
@@ -61,25 +63,35 @@ def skip_reason(report: pytest.TestReport) -> str:
 def ci_skip_problem(needs: list[str], missing: set[str], reason: str) -> str | None:
     """Why this e2e skip must fail the CI run, or None when .ci/run declared a capability it needs missing."""
     if not needs:
-        return (f"skipped in CI ({reason}), and the test names no capability it needs: mark it "
-                f"pytest.mark.needs(NAME) with NAME one of {', '.join(CAPABILITIES)}")
+        return (
+            f"skipped in CI ({reason}), and the test names no capability it needs: mark it "
+            f"pytest.mark.needs(NAME) with NAME one of {', '.join(CAPABILITIES)}"
+        )
     if missing & set(needs):
         return None
-    return (f"skipped in CI ({reason}), but .ci/run did not declare capability {' or '.join(needs)} missing "
-            f"(${MISSING_ENV}={' '.join(sorted(missing)) or '(empty)'}): install it, or make .ci/run's probe say why not")
+    return (
+        f"skipped in CI ({reason}), but .ci/run did not declare capability {' or '.join(needs)} missing "
+        f"(${MISSING_ENV}={' '.join(sorted(missing)) or '(empty)'}): install it, or make .ci/run's probe say "
+        f"why not"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs(*capabilities): what the test needs from the machine "
-                                       f"(tests/ci_skips.py: {', '.join(CAPABILITIES)}); a CI skip must be declared")
+    config.addinivalue_line(
+        "markers",
+        "needs(*capabilities): what the test needs from the machine "
+        f"(tests/ci_skips.py: {', '.join(CAPABILITIES)}); a CI skip must be declared",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         unknown = [name for name in needed(item) if name not in CAPABILITIES]
         if unknown:
-            raise pytest.UsageError(f"{item.nodeid}: unknown capability {', '.join(unknown)} in pytest.mark.needs: "
-                                    f"one of {', '.join(CAPABILITIES)} (tests/ci_skips.py)")
+            raise pytest.UsageError(
+                f"{item.nodeid}: unknown capability {', '.join(unknown)} in pytest.mark.needs: "
+                f"one of {', '.join(CAPABILITIES)} (tests/ci_skips.py)"
+            )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -95,12 +107,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector):
-    """A whole e2e module skipped at import (allow_module_level) cannot say what it needs: in CI, a failure."""
+    """A whole e2e module skipped at import (allow_module_level) cannot say what it needs: in CI, a
+    failure."""
     report = yield
     if report.skipped and in_ci() and "e2e" in Path(str(collector.path)).parts:
         report.outcome = "failed"
-        report.longrepr = (f"skipped in CI at import ({skip_reason(report)}): skip in a fixture or with skipif, "
-                           "and mark the tests pytest.mark.needs(NAME), so .ci/run can declare NAME missing")
+        report.longrepr = (
+            f"skipped in CI at import ({skip_reason(report)}): skip in a fixture or with skipif, "
+            "and mark the tests pytest.mark.needs(NAME), so .ci/run can declare NAME missing"
+        )
     return report
 
 
@@ -111,5 +126,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.line(f"SKIP  {report.nodeid}: {skip_reason(report)}")
     if in_ci():
         missing = declared_missing()
-        terminalreporter.line(f"CI: capabilities .ci/run declared missing: {', '.join(sorted(missing)) or 'none'}; "
-                              "any other e2e skip failed the run")
+        terminalreporter.line(
+            f"CI: capabilities .ci/run declared missing: {', '.join(sorted(missing)) or 'none'}; "
+            "any other e2e skip failed the run"
+        )

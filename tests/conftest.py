@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-# The stage registry declares the profiles' config sections (suite/sections.py); every entry point imports it. So do
-# the tests, once here, so that a test file read alone (or first on a worker) finds the sections its profile reads.
+# The stage registry declares the profiles' config sections (suite/sections.py); every entry point imports it.
+# So do the tests, once here, so that a test file read alone (or first on a worker) finds the sections its
+# profile reads.
 import suite.stages  # noqa: F401,E402
 
 # In CI a skipped e2e test fails unless .ci/run declared its capability missing; every run lists its skips.
@@ -29,20 +30,22 @@ pytest_plugins = ("tests.parallel_groups",)
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
-# Ctrl-C as a terminal gives it, to this process and so to every child the tests start and interrupt: a session
-# started in the background (`make test &`, nohup) inherits SIGINT ignored, which its children would inherit too
-# (a Python started so keeps ignoring it), and the tests of Ctrl-C would see a run that cannot be interrupted.
+# Ctrl-C as a terminal gives it, to this process and so to every child the tests start and interrupt: a
+# session started in the background (`make test &`, nohup) inherits SIGINT ignored, which its children would
+# inherit too (a Python started so keeps ignoring it), and the tests of Ctrl-C would see a run that cannot be
+# interrupted.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def figure_cache(tmp_path_factory) -> Path:
-    """The report's figure cache (reports/figures/_cache.py) in this session's temporary folder, not the user's:
-    a run's report rendered again by a later test (and by subprocesses, which inherit it) is not drawn again."""
+    """The report's figure cache (reports/figures/_cache.py) in this session's temporary folder, not the
+    user's: a run's report rendered again by a later test (and by subprocesses, which inherit it) is not drawn
+    again."""
     folder = tmp_path_factory.mktemp("figure-cache")
-    # and no figure drawer beside the tests' runs (suite/figure_drawer.py): few of them render a report, and its
-    # CPU would slow the others; the rehearsal fixture, run as `make rehearse` runs, keeps it
+    # and no figure drawer beside the tests' runs (suite/figure_drawer.py): few of them render a report, and
+    # its CPU would slow the others; the rehearsal fixture, run as `make rehearse` runs, keeps it
     chosen = {"CARDTIME_FIGURE_CACHE": str(folder), "CARDTIME_PREDRAW": "off"}
     previous = {name: os.environ.get(name) for name in chosen}
     os.environ.update(chosen)
@@ -54,11 +57,19 @@ def figure_cache(tmp_path_factory) -> Path:
             os.environ[name] = value
 
 
-def run_suite(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path = REPO,
-              **kwargs) -> subprocess.CompletedProcess:
+def run_suite(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path = REPO, **kwargs
+) -> subprocess.CompletedProcess:
     """`python -m suite ARGS` as a user runs it; output captured."""
-    return subprocess.run([PYTHON, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [PYTHON, "-m", "suite", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -66,12 +77,22 @@ def rehearsal_run(tmp_path_factory) -> Path:
     """The full gloo-cpu rehearsal, run once: its run directory (report rendered too)."""
     out = tmp_path_factory.mktemp("rehearsal")
     last = out / "LAST"
-    result = run_suite("run", "--profile", "gloo-cpu", "--out", str(out), "--record-last", str(last),
-                       env={"CARDTIME_PREDRAW": "on"})
+    result = run_suite(
+        "run",
+        "--profile",
+        "gloo-cpu",
+        "--out",
+        str(out),
+        "--record-last",
+        str(last),
+        env={"CARDTIME_PREDRAW": "on"},
+    )
     assert last.exists(), f"the rehearsal did not start:\n{result.stderr[-3000:]}"
     run_dir = Path(last.read_text().strip())
-    report = subprocess.run([PYTHON, "-m", "reports", str(run_dir)], cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
+    report = subprocess.run(
+        [PYTHON, "-m", "reports", str(run_dir)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     run_dir.joinpath("rehearsal-output.txt").write_text(
-        f"exit {result.returncode}\n{result.stderr}\n--- reports ---\n{report.stdout}{report.stderr}")
+        f"exit {result.returncode}\n{result.stderr}\n--- reports ---\n{report.stdout}{report.stderr}"
+    )
     return run_dir

@@ -1,4 +1,5 @@
-"""Run directories damaged the ways real ones get damaged: a copy cut short, a file overwritten, a killed stage.
+"""Run directories damaged the ways real ones get damaged: a copy cut short, a file overwritten, a killed
+stage.
 
     path = damaged_run(tmp_path / "run", "truncated-manifest")
 

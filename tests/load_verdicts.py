@@ -26,8 +26,11 @@ REHEARSAL_TESTS = ("tests/e2e/test_rehearsal.py", "tests/e2e/test_rehearsal_coll
 
 
 def run_dirs(basetemp: Path) -> list[Path]:
-    """The run directories a pytest session left (the rehearsal fixture's: a manifest.json beside verdicts)."""
-    return sorted(p.parent for p in basetemp.glob("**/manifest.json") if (p.parent / RunDir.VERDICTS).exists())
+    """The run directories a pytest session left (the rehearsal fixture's: a manifest.json beside
+    verdicts)."""
+    return sorted(
+        p.parent for p in basetemp.glob("**/manifest.json") if (p.parent / RunDir.VERDICTS).exists()
+    )
 
 
 def statuses(run: Path) -> dict[str, str]:
@@ -41,15 +44,21 @@ def differences(runs: list[dict[str, str]]) -> dict[str, list[str]]:
     return {i: got for i, got in table.items() if len(set(got)) > 1}
 
 
-def one_run(index: int, base: Path, tests: list[str], loops: int, max_s: float) -> tuple[int, dict[str, str] | None]:
+def one_run(
+    index: int, base: Path, tests: list[str], loops: int, max_s: float
+) -> tuple[int, dict[str, str] | None]:
     basetemp = base / f"run{index}"
     started = time.monotonic()
     with busy_loops(loops, max_s):
-        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}",
-                              *tests])
+        rc = subprocess.call(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *tests]
+        )
     found = run_dirs(basetemp)
-    print(f"load run {index + 1}: pytest exit {rc}, {len(found)} run directory(ies), "
-          f"{time.monotonic() - started:.0f} s beside {loops} busy loops", flush=True)
+    print(
+        f"load run {index + 1}: pytest exit {rc}, {len(found)} run directory(ies), "
+        f"{time.monotonic() - started:.0f} s beside {loops} busy loops",
+        flush=True,
+    )
     return rc, statuses(found[0]) if found else None
 
 
@@ -57,9 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--loops", type=int, default=4, help="busy loops beside each run")
-    p.add_argument("--max-s", type=float, default=1800.0, help="the loops stop by themselves after this, per run")
+    p.add_argument(
+        "--max-s", type=float, default=1800.0, help="the loops stop by themselves after this, per run"
+    )
     p.add_argument("--tests", nargs="+", default=list(REHEARSAL_TESTS))
-    p.add_argument("--keep", type=Path, default=None, help="keep the runs' folders here (default: a temporary one)")
+    p.add_argument(
+        "--keep", type=Path, default=None, help="keep the runs' folders here (default: a temporary one)"
+    )
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
@@ -73,9 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     for verdict, got in differ.items():
         print(f"differs: {verdict}: {' / '.join(got)}")
     counts = [len(got) for _, got in results if got is not None]
-    print(f"test-load: {args.runs} run(s) beside {args.loops} busy loops, {counts} verdicts, {len(differ)} differing"
-          + (f", pytest failed in run(s) {failed}" if failed else "")
-          + (f", no run directory in run(s) {missing}" if missing else ""))
+    print(
+        f"test-load: {args.runs} run(s) beside {args.loops} busy loops, {counts} verdicts, {len(differ)} "
+        f"differing"
+        + (f", pytest failed in run(s) {failed}" if failed else "")
+        + (f", no run directory in run(s) {missing}" if missing else "")
+    )
     return 1 if differ or failed or missing else 0
 
 

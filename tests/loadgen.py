@@ -21,19 +21,28 @@ import subprocess
 import sys
 from typing import Iterator
 
-SPIN = "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+SPIN = (
+    "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+)
 
 
 @contextlib.contextmanager
 def busy_loops(loops: int = 4, max_s: float = 600.0) -> Iterator[list[subprocess.Popen]]:
-    """`loops` spinning processes for at most `max_s` seconds; stopped (SIGKILL, waited) when the block exits."""
+    """`loops` spinning processes for at most `max_s` seconds; stopped (SIGKILL, waited) when the block
+    exits."""
     if loops < 0 or not max_s > 0:
         raise ValueError(f"loops {loops} must be ≥ 0 and max_s {max_s} > 0")
     children: list[subprocess.Popen] = []
     try:
         for _ in range(loops):
-            children.append(subprocess.Popen([sys.executable, "-c", SPIN, str(max_s)], stdin=subprocess.DEVNULL,
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", SPIN, str(max_s)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         yield children
     finally:
         for child in children:
@@ -47,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--loops", type=int, default=int(os.environ.get("LOAD_LOOPS", "4")))
     p.add_argument("--max-s", type=float, default=3600.0, help="the loops end by themselves after this")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...: run under the load, exit with its code")
+    p.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- COMMAND ...: run under the load, exit with its code"
+    )
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

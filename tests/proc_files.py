@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def holds_open(pid: int, folder: Path) -> bool:
-    """`pid` has `folder` itself or a file beneath it open (False once it is gone, or where /proc cannot say)."""
+    """`pid` has `folder` itself or a file beneath it open (False once it is gone, or where /proc cannot
+    say)."""
     inside = str(Path(folder).resolve())
     try:
         fds = os.listdir(f"/proc/{pid}/fd")

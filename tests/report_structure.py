@@ -86,10 +86,14 @@ class Structure(HTMLParser):
                 status, stage, vid = self.board_cells[1], self.board_cells[0], self.board_cells[2]
                 self.lines.append(f"    board: {status} {stage} {vid}")
             self.rows += 1
-        if tag == "table" and (self.headers or self.caption):  # the first screen's stage lines are listed above
+        if tag == "table" and (
+            self.headers or self.caption
+        ):  # the first screen's stage lines are listed above
             folded = " folded" if self.folded else ""
-            self.lines.append(f"  table: {self.caption or '(board)'} | {' | '.join(self.headers)} | rows={self.rows - 1}"
-                              f"{folded}")
+            self.lines.append(
+                f"  table: {self.caption or '(board)'} | {' | '.join(self.headers)} | rows={self.rows - 1}"
+                f"{folded}"
+            )
         if tag == "table":
             self.in_board = False
         if tag == "details":
@@ -114,7 +118,9 @@ def current_structure(tmp_path: Path) -> str:
     b = build_run(tmp_path / "run-b", hostname="box-b", bandwidth_scale=1.3, gpu=False)
     report, _ = render_path(a)
     compared, _ = render_compare([a, b], tmp_path / "compare.html")
-    lines = ["# report.html of tests/report_synthetic.py's run"] + structure(report.read_text(encoding="utf-8"))
+    lines = ["# report.html of tests/report_synthetic.py's run"] + structure(
+        report.read_text(encoding="utf-8")
+    )
     lines += ["", "# compare.html of that run (a) and a rehearsal of it with 1.3× the bandwidth (b)"]
     lines += structure(compared.read_text(encoding="utf-8"))
     return "\n".join(lines) + "\n"
@@ -126,6 +132,8 @@ def golden_problem(current: str, golden: Path = GOLDEN) -> str | None:
     if not golden.exists():
         return f"{golden} is missing: run `{REGENERATE}` (or `make golden`), review it and commit it"
     if current != golden.read_text(encoding="utf-8"):
-        return (f"the report's structure differs from {golden.name}; if the change is intended, run "
-                f"`{REGENERATE}` (or `make golden`) and review the diff")
+        return (
+            f"the report's structure differs from {golden.name}; if the change is intended, run "
+            f"`{REGENERATE}` (or `make golden`) and review the diff"
+        )
     return None

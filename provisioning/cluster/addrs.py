@@ -1,7 +1,8 @@
 """make remote's NODE_ADDRS= and MASTER_PORT= (HOSTS= only), checked on the laptop before anything is reached.
 
 The nodes' addresses toward each other come from NODE_ADDRS=, else HOSTFILE's `addr=` column, else the suite
-asks the nodes (suite/cluster/node_addrs.py); the port is the one rendezvous port the nodes must reach on the first.
+asks the nodes (suite/cluster/node_addrs.py); the port is the one rendezvous port the nodes must reach on the
+first.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ def node_addrs_arg(node_addrs: str, hostfile: str) -> str:
     if node_addrs:
         bad = [a for a in node_addrs.split(",") if not HOST_RE.match(a.strip())]
         if bad:
-            raise ValueError(f"NODE_ADDRS entry {bad[0]!r} is not an address: write NODE_ADDRS=10.0.0.1,10.0.0.2")
+            raise ValueError(
+                f"NODE_ADDRS entry {bad[0]!r} is not an address: write NODE_ADDRS=10.0.0.1,10.0.0.2"
+            )
         return ",".join(a.strip() for a in node_addrs.split(","))
     if hostfile and Path(hostfile).is_file():
         try:

@@ -1,4 +1,5 @@
-"""`make remote HOSTS=a,b` / `HOSTFILE=`: the nodes of a multi-node run, checked before any card time is spent.
+"""`make remote HOSTS=a,b` / `HOSTFILE=`: the nodes of a multi-node run, checked before any card time is
+spent.
 
     python -m provisioning remote --hosts root@gpu-a,root@gpu-b:2222 --profile nccl-gpu
 
@@ -19,13 +20,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.regular_files import not_regular_problem
-from suite.cluster.multinode import Node, NodesError, read_hostfile
-
 from provisioning.session import preflight
 from provisioning.session.hosts import HostSpec, HostSpecError, parse_host
 from provisioning.session.shell import join
-
+from suite.cluster.multinode import Node, NodesError, read_hostfile
+from suite.regular_files import not_regular_problem
 
 SSH_CONNECT_TIMEOUT_S = 10
 
@@ -37,7 +36,8 @@ def reach_argv(node: Node, ssh_config: str) -> list[str]:
 
 
 def on_node(node: Node | None, argv: list[str], ssh_config: str) -> str:
-    """A POSIX command line running `argv` on the first node itself (node None) or on `node` over ssh from it."""
+    """A POSIX command line running `argv` on the first node itself (node None) or on `node` over ssh from
+    it."""
     if node is None:
         return join(argv)
     return join([*reach_argv(node, ssh_config), join(argv)])
@@ -48,7 +48,8 @@ class ClusterError(ValueError):
 
 
 def cluster_hosts(hosts: str = "", hostfile: str = "") -> tuple[HostSpec, ...]:
-    """HOSTS=a,b or HOSTFILE=path → the nodes in order; a typo, an empty entry or a node named twice refused."""
+    """HOSTS=a,b or HOSTFILE=path → the nodes in order; a typo, an empty entry or a node named twice
+    refused."""
     if hosts and hostfile:
         raise ClusterError("HOSTS= and HOSTFILE= both name the nodes: give one")
     if hostfile:
@@ -75,7 +76,9 @@ def cluster_hosts(hosts: str = "", hostfile: str = "") -> tuple[HostSpec, ...]:
     for spec in out:
         where = (spec.host, spec.port)
         if where in seen:
-            raise ClusterError(f"node {spec.label} is listed twice (also as {seen[where]}): name each node once")
+            raise ClusterError(
+                f"node {spec.label} is listed twice (also as {seen[where]}): name each node once"
+            )
         seen[where] = spec.label
     return tuple(out)
 
@@ -92,8 +95,12 @@ class NodeShape:
     @classmethod
     def of(cls, facts: preflight.HostFacts) -> "NodeShape":
         models = sorted({gpu_model(line) for line in facts.gpus})
-        return cls(gpus=len(facts.gpus), model=" + ".join(models) or "no GPU", driver=facts.driver or "none",
-                   python=".".join(map(str, (facts.python or ())[:2])) or "none")
+        return cls(
+            gpus=len(facts.gpus),
+            model=" + ".join(models) or "no GPU",
+            driver=facts.driver or "none",
+            python=".".join(map(str, (facts.python or ())[:2])) or "none",
+        )
 
 
 def gpu_model(smi_line: str) -> str:
@@ -105,15 +112,22 @@ def gpu_model(smi_line: str) -> str:
 AGREEMENT = (
     ("gpus", "{} GPUs", "rent nodes of one shape, or list only the matching ones in HOSTS="),
     ("model", "{}", "one run measures one GPU model; list only the matching nodes in HOSTS="),
-    ("driver", "driver {}", "install the same driver on every node (NCCL across versions is not what the run "
-                            "should measure)"),
-    ("python", "Python {}", "the same venv must run on every node; install the same Python, or use RUNTIME=docker"),
+    (
+        "driver",
+        "driver {}",
+        "install the same driver on every node (NCCL across versions is not what the run should measure)",
+    ),
+    (
+        "python",
+        "Python {}",
+        "the same venv must run on every node; install the same Python, or use RUNTIME=docker",
+    ),
 )
 
 
 def cluster_problems(nodes: list[tuple[str, preflight.HostFacts]], runtime: str = "host") -> list[str]:
-    """One line per node that differs from the first (its first difference), naming it and the fix; [] when they
-    agree. With RUNTIME=docker the hosts' Pythons do not matter: every node runs the image's."""
+    """One line per node that differs from the first (its first difference), naming it and the fix; [] when
+    they agree. With RUNTIME=docker the hosts' Pythons do not matter: every node runs the image's."""
     if len(nodes) < 2:
         return []
     first_label, first = nodes[0][0], NodeShape.of(nodes[0][1])

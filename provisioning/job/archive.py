@@ -1,7 +1,7 @@
 """Archive a run directory: s3://bucket/prefix/<run-id>/ (any S3-compatible endpoint) or a folder.
 
-    python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://my-bucket/cardtime
-    python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://b/p --endpoint-url http://127.0.0.1:9000
+    python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://my-bucket/cardtime python -m
+    provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://b/p --endpoint-url http://127.0.0.1:9000
 
 Every file goes to <prefix>/<run-id>/<relative path> with its sha256 in the object's metadata
 (x-amz-meta-sha256); `archive-manifest.json` (path, size, sha256 of every object) goes last, so
@@ -32,7 +32,8 @@ FILE_ATTEMPTS = 4  # whole-file retries on top of botocore's per-request ones: w
 FATAL_CODES = {
     "NoSuchBucket": "create the bucket or correct ARCHIVE=s3://bucket/prefix",
     "AccessDenied": "the laptop's credentials may not write there: check AWS_PROFILE / the bucket policy",
-    "InvalidAccessKeyId": "the access key is unknown to this endpoint: check the credentials and AWS_ENDPOINT_URL",
+    "InvalidAccessKeyId": "the access key is unknown to this endpoint: check the credentials and "
+    "AWS_ENDPOINT_URL",
     "SignatureDoesNotMatch": "the secret key is wrong for this access key: check the credentials",
 }
 SKIP_SUFFIXES = (".part",)  # a fetch cut off half-way
@@ -57,8 +58,10 @@ class ArchiveReport:
     skipped: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"archived {len(self.entries)} files to {self.destination}: {len(self.uploaded)} uploaded, "
-                f"{len(self.skipped)} already there with the same sha256")
+        return (
+            f"archived {len(self.entries)} files to {self.destination}: {len(self.uploaded)} uploaded, "
+            f"{len(self.skipped)} already there with the same sha256"
+        )
 
 
 def sha256_file(path: Path) -> str:
@@ -73,7 +76,12 @@ def scan(run_dir: Path) -> list[FileEntry]:
     """Every regular file of the run directory, sorted, with size and sha256."""
     out = []
     for p in sorted(run_dir.rglob("*")):
-        if p.is_file() and not p.is_symlink() and not p.name.endswith(SKIP_SUFFIXES) and p.name != MANIFEST_NAME:
+        if (
+            p.is_file()
+            and not p.is_symlink()
+            and not p.name.endswith(SKIP_SUFFIXES)
+            and p.name != MANIFEST_NAME
+        ):
             out.append(FileEntry(p.relative_to(run_dir).as_posix(), p.stat().st_size, sha256_file(p)))
     return out
 
@@ -85,11 +93,13 @@ def manifest_json(run_dir: Path, entries: list[FileEntry]) -> str:
 
 def parse_s3(dest: str) -> tuple[str, str]:
     """s3://bucket/some/prefix → ("bucket", "some/prefix")."""
-    rest = dest[len("s3://"):]
+    rest = dest[len("s3://") :]
     bucket, _, prefix = rest.partition("/")
     if len(bucket) < 3:
-        raise ArchiveError(f"ARCHIVE={dest}: no bucket name (S3 bucket names have at least 3 characters): "
-                           "use ARCHIVE=s3://bucket/prefix")
+        raise ArchiveError(
+            f"ARCHIVE={dest}: no bucket name (S3 bucket names have at least 3 characters): "
+            "use ARCHIVE=s3://bucket/prefix"
+        )
     return bucket, prefix.strip("/")
 
 
@@ -99,8 +109,8 @@ LOCAL_PROVIDERS_ONLY = ("iam-role", "container-role")  # asked over the network:
 
 
 def check_destination(dest: str, endpoint_url: str | None = None) -> None:
-    """ARCHIVE=, its endpoint and the laptop's credentials, checked before the first connection to a box: a typo
-    found after an hour of billed stages costs the archive, not the run, but is still found too late."""
+    """ARCHIVE=, its endpoint and the laptop's credentials, checked before the first connection to a box: a
+    typo found after an hour of billed stages costs the archive, not the run, but is still found too late."""
     if not dest:
         return
     if not dest.startswith("s3://"):
@@ -109,8 +119,10 @@ def check_destination(dest: str, endpoint_url: str | None = None) -> None:
         return
     bucket, _ = parse_s3(dest)
     if not BUCKET.fullmatch(bucket):
-        raise ArchiveError(f"ARCHIVE={inert(dest)}: {inert(bucket)!r} is not an S3 bucket name "
-                           "(3–63 lower-case letters, digits, dots and hyphens)")
+        raise ArchiveError(
+            f"ARCHIVE={inert(dest)}: {inert(bucket)!r} is not an S3 bucket name "
+            "(3–63 lower-case letters, digits, dots and hyphens)"
+        )
     problem = env_settings.problem({"AWS_ENDPOINT_URL": endpoint_url or ""})
     if problem:
         raise ArchiveError(problem.replace("AWS_ENDPOINT_URL=", "ENDPOINT_URL=", 1))
@@ -122,9 +134,11 @@ def check_destination(dest: str, endpoint_url: str | None = None) -> None:
         if resolver.get_provider(name) is not None:
             resolver.remove(name)
     if resolver.load_credentials() is None:
-        raise ArchiveError(f"ARCHIVE={inert(dest)}: no S3 credentials on this machine (AWS_ACCESS_KEY_ID and "
-                           "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials): set them, or leave ARCHIVE "
-                           "empty to keep the run in the local folder only")
+        raise ArchiveError(
+            f"ARCHIVE={inert(dest)}: no S3 credentials on this machine (AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials): set them, or leave ARCHIVE "
+            "empty to keep the run in the local folder only"
+        )
 
 
 def make_client(endpoint_url: str | None = None):
@@ -136,9 +150,16 @@ def make_client(endpoint_url: str | None = None):
     return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
 
 
-def archive_run(run_dir: Path, dest: str, *, endpoint_url: str | None = None, client=None,
-                multipart_threshold: int = MULTIPART_THRESHOLD, multipart_chunk: int = MULTIPART_CHUNK,
-                say=print) -> ArchiveReport:
+def archive_run(
+    run_dir: Path,
+    dest: str,
+    *,
+    endpoint_url: str | None = None,
+    client=None,
+    multipart_threshold: int = MULTIPART_THRESHOLD,
+    multipart_chunk: int = MULTIPART_CHUNK,
+    say=print,
+) -> ArchiveReport:
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
         raise ArchiveError(f"{run_dir} is not a run directory (no manifest.json): pass runs/<run-id>")
@@ -165,7 +186,12 @@ def _to_s3(run_dir, entries, dest, endpoint_url, client, threshold, chunk, say) 
         if entry is None:  # the manifest, last: its presence means every object above is there
             manifest_path = run_dir.parent / f".{run_dir.name}.{MANIFEST_NAME}"
             manifest_path.write_text(manifest_json(run_dir, entries))
-            path, key, digest, size = manifest_path, f"{base}/{MANIFEST_NAME}", sha256_file(manifest_path), manifest_path.stat().st_size
+            path, key, digest, size = (
+                manifest_path,
+                f"{base}/{MANIFEST_NAME}",
+                sha256_file(manifest_path),
+                manifest_path.stat().st_size,
+            )
         else:
             path, key, digest, size = run_dir / entry.path, f"{base}/{entry.path}", entry.sha256, entry.size
         if _same_object(client, bucket, key, size, digest):
@@ -173,15 +199,21 @@ def _to_s3(run_dir, entries, dest, endpoint_url, client, threshold, chunk, say) 
             continue
         for attempt in range(1, FILE_ATTEMPTS + 1):
             try:
-                client.upload_file(str(path), bucket, key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=transfer)
+                client.upload_file(
+                    str(path), bucket, key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=transfer
+                )
                 break
             except (BotoCoreError, ClientError, S3UploadFailedError) as e:
                 fatal = next((c for c in FATAL_CODES if c in str(e)), None)
                 if fatal:
-                    raise ArchiveError(f"uploading to s3://{bucket}/{key}: {fatal}: {FATAL_CODES[fatal]}") from None
+                    raise ArchiveError(
+                        f"uploading to s3://{bucket}/{key}: {fatal}: {FATAL_CODES[fatal]}"
+                    ) from None
                 if attempt == FILE_ATTEMPTS:
-                    raise ArchiveError(f"uploading {path} to s3://{bucket}/{key} failed {attempt} times: {e}; "
-                                       "rerun the same command: objects already up are skipped") from None
+                    raise ArchiveError(
+                        f"uploading {path} to s3://{bucket}/{key} failed {attempt} times: {e}; "
+                        "rerun the same command: objects already up are skipped"
+                    ) from None
                 time.sleep(2 ** (attempt - 1))
         report.uploaded.append(key)
     if manifest_path is not None:
@@ -200,7 +232,9 @@ def _same_object(client, bucket: str, key: str, size: int, digest: str) -> bool:
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return False
-        raise ArchiveError(f"cannot read s3://{bucket}/{key}: {e}: check the credentials and ARCHIVE bucket") from None
+        raise ArchiveError(
+            f"cannot read s3://{bucket}/{key}: {e}: check the credentials and ARCHIVE bucket"
+        ) from None
     return head.get("ContentLength") == size and head.get("Metadata", {}).get("sha256") == digest
 
 

@@ -38,7 +38,9 @@ class LocalCheckout:
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def without_credentials(url: str | None) -> str | None:
@@ -64,7 +66,9 @@ def local_checkout(start: Path, *, allow_dirty: bool) -> LocalCheckout:
         root = Path(git(start, "rev-parse", "--show-toplevel"))
         commit = git(root, "rev-parse", "--verify", "HEAD^{commit}")
     except subprocess.CalledProcessError as e:
-        raise DirtyTree(f"{start} is not a git repository with a commit ({e.stderr.strip()}): commit first") from None
+        raise DirtyTree(
+            f"{start} is not a git repository with a commit ({e.stderr.strip()}): commit first"
+        ) from None
     branch = git(root, "rev-parse", "--abbrev-ref", "HEAD")
     dirty = [l for l in git(root, "status", "--porcelain").splitlines() if l.strip()]
     try:
@@ -74,12 +78,17 @@ def local_checkout(start: Path, *, allow_dirty: bool) -> LocalCheckout:
     if dirty and not allow_dirty:
         shown = "\n  ".join(dirty[:10]) + ("\n  …" if len(dirty) > 10 else "")
         raise DirtyTree(
-            f"the working tree has {len(dirty)} uncommitted change(s); the host gets HEAD {commit[:12]} only:\n  {shown}\n"
+            f"the working tree has {len(dirty)} uncommitted change(s); the host gets HEAD {commit[:12]} "
+            f"only:\n  {shown}\n"
             "commit them (or rerun with ALLOW_DIRTY=1 to run HEAD without them)"
         )
     if dirty:
-        print("!" * 72 + f"\nWARNING (ALLOW_DIRTY=1): {len(dirty)} uncommitted change(s) stay on this laptop; "
-              f"the host runs HEAD {commit[:12]} WITHOUT them\n" + "!" * 72, file=sys.stderr, flush=True)
+        print(
+            "!" * 72 + f"\nWARNING (ALLOW_DIRTY=1): {len(dirty)} uncommitted change(s) stay on this laptop; "
+            f"the host runs HEAD {commit[:12]} WITHOUT them\n" + "!" * 72,
+            file=sys.stderr,
+            flush=True,
+        )
     return LocalCheckout(root=root, commit=commit, branch=branch, dirty=dirty, origin=origin)
 
 
@@ -97,8 +106,18 @@ def origin_reachable(remote: Remote, origin: str | None) -> bool:
     if not origin or origin.startswith(("/", "file:", ".")) or "://" not in origin and ":" not in origin:
         return False  # a local path on the laptop means nothing on the host
     r = remote.run(
-        ["env", "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10",
-         "timeout", "20", "git", "ls-remote", "--", origin, "HEAD"],
+        [
+            "env",
+            "GIT_TERMINAL_PROMPT=0",
+            "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10",
+            "timeout",
+            "20",
+            "git",
+            "ls-remote",
+            "--",
+            origin,
+            "HEAD",
+        ],
         check=False,
     )
     return r.exit_code == 0
@@ -114,10 +133,27 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
     remote.run(["mkdir", "-p", "--", f"{base}/code"], what="cannot create the code folder")
     how = "bundle"
     if origin_reachable(remote, local.origin):
-        r = remote.run(["env", "GIT_TERMINAL_PROMPT=0", "git", "clone", "--quiet", "--no-checkout", "--", local.origin, staging],
-                       check=False)
-        has_commit = r.exit_code == 0 and remote.run(
-            ["git", "-C", staging, "cat-file", "-e", local.commit + "^{commit}"], check=False).exit_code == 0
+        r = remote.run(
+            [
+                "env",
+                "GIT_TERMINAL_PROMPT=0",
+                "git",
+                "clone",
+                "--quiet",
+                "--no-checkout",
+                "--",
+                local.origin,
+                staging,
+            ],
+            check=False,
+        )
+        has_commit = (
+            r.exit_code == 0
+            and remote.run(
+                ["git", "-C", staging, "cat-file", "-e", local.commit + "^{commit}"], check=False
+            ).exit_code
+            == 0
+        )
         if has_commit:
             how = "clone"
         else:
@@ -125,15 +161,34 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
             remote.run(["rm", "-rf", "--", staging])
     if how == "bundle":
         bundle_path = f"{base}/code/.incoming-{local.commit}.bundle"
-        send_checked(remote, local, ["bundle", "create", "--quiet", "{out}", "HEAD"], bundle_path, "git bundle", say)
-        remote.run(["git", "clone", "--quiet", "--no-checkout", "--", bundle_path, staging], what="git clone of the bundle failed")
+        send_checked(
+            remote, local, ["bundle", "create", "--quiet", "{out}", "HEAD"], bundle_path, "git bundle", say
+        )
+        remote.run(
+            ["git", "clone", "--quiet", "--no-checkout", "--", bundle_path, staging],
+            what="git clone of the bundle failed",
+        )
         remote.run(["rm", "-f", "--", bundle_path])
-    remote.run(["git", "-C", staging, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", local.commit],
-               what=f"cannot check out {local.commit[:12]} on the host")
+    remote.run(
+        [
+            "git",
+            "-C",
+            staging,
+            "-c",
+            "advice.detachedHead=false",
+            "checkout",
+            "--quiet",
+            "--detach",
+            local.commit,
+        ],
+        what=f"cannot check out {local.commit[:12]} on the host",
+    )
     if local.branch and local.branch != "HEAD":
         # The laptop's branch name, as a label on the host's checkout (it may hold any character git allows).
-        remote.run(["git", "-C", staging, "update-ref", "refs/heads/" + local.branch, local.commit],
-                   what="cannot record the branch name")
+        remote.run(
+            ["git", "-C", staging, "update-ref", "refs/heads/" + local.branch, local.commit],
+            what="cannot record the branch name",
+        )
     remote.run(["rm", "-rf", "--", code_dir], what="cannot remove a broken checkout")
     remote.run(["mv", "-T", "--", staging, code_dir], what="cannot move the checkout into place")
     if not checkout_is_ready(remote, code_dir, local.commit):
@@ -141,20 +196,28 @@ def ship(remote: Remote, local: LocalCheckout, base: str, say=print) -> tuple[st
     return code_dir, how
 
 
-def send_checked(remote: Remote, local: LocalCheckout, git_args: list[str], dest: str, what: str, say=print) -> None:
+def send_checked(
+    remote: Remote, local: LocalCheckout, git_args: list[str], dest: str, what: str, say=print
+) -> None:
     """Make a file on the laptop with `git -C root GIT_ARGS` ({out}: the file) and put it at `dest` over
     SFTP, its sha256 checked on the host."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "payload"
-        subprocess.run(["git", "-C", str(local.root), *(a.replace("{out}", str(out)) for a in git_args)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(local.root), *(a.replace("{out}", str(out)) for a in git_args)],
+            check=True,
+            capture_output=True,
+        )
         digest = hashlib.sha256(out.read_bytes()).hexdigest()
         say(f"sending {what} ({out.stat().st_size / 1e6:.1f} MB) over SFTP")
         remote.sftp().put(str(out), dest)
     got = remote.run(["sha256sum", "--", dest], what=f"cannot checksum the {what}").stdout.split()[0]
     if got != digest:
-        raise RemoteError(remote.label, f"the {what} arrived damaged (sha256 {got[:12]}…, sent {digest[:12]}…)",
-                          hint=f"rerun: the {what} is sent again")
+        raise RemoteError(
+            remote.label,
+            f"the {what} arrived damaged (sha256 {got[:12]}…, sent {digest[:12]}…)",
+            hint=f"rerun: the {what} is sent again",
+        )
 
 
 COMMIT_MARK = ".cardtime-commit"
@@ -171,11 +234,19 @@ def ship_files(remote: Remote, local: LocalCheckout, base: str, say=print) -> tu
     staging = f"{base}/code/.incoming-{local.commit}"
     remote.run(["rm", "-rf", "--", staging, staging + ".tar"], what="cannot clear a stale staging folder")
     remote.run(["mkdir", "-p", "--", staging], what="cannot create the code folder")
-    send_checked(remote, local, ["archive", "--format=tar", "-o", "{out}", local.commit], staging + ".tar",
-                 "archive of HEAD's files", say)
+    send_checked(
+        remote,
+        local,
+        ["archive", "--format=tar", "-o", "{out}", local.commit],
+        staging + ".tar",
+        "archive of HEAD's files",
+        say,
+    )
     remote.run(["tar", "-xf", staging + ".tar", "-C", staging], what="cannot unpack the code on the host")
     remote.run(["rm", "-f", "--", staging + ".tar"])
-    remote.run(f"printf '%s\\n' {local.commit} > {quote(staging + '/' + COMMIT_MARK)}", what="cannot mark the code")
+    remote.run(
+        f"printf '%s\\n' {local.commit} > {quote(staging + '/' + COMMIT_MARK)}", what="cannot mark the code"
+    )
     remote.run(["rm", "-rf", "--", code_dir], what="cannot remove a broken checkout")
     remote.run(["mv", "-T", "--", staging, code_dir], what="cannot move the code into place")
     return code_dir, "archive"

@@ -62,7 +62,9 @@ class FetchReport:
 
 
 # An export that the laptop can make again from a file fetched beside it: (its suffix, the source's).
-REGENERABLE = ((".sqlite", ".nsys-rep"),)  # `nsys export --type sqlite rank_0.nsys-rep`, often larger than the report
+REGENERABLE = (
+    (".sqlite", ".nsys-rep"),
+)  # `nsys export --type sqlite rank_0.nsys-rep`, often larger than the report
 
 
 def regenerable(files: list[RemoteFile]) -> list[RemoteFile]:
@@ -132,8 +134,10 @@ def fetch_run(remote: Remote, run_dir: str, dest_base: Path, say=print, exports:
     total = sum(f.size for f in files)
     say(f"fetching {len(files)} files ({total / 1e6:.1f} MB) into {local}")
     if left:
-        say(f"left on the host: {len(left)} regenerable export(s) ({sum(f.size for f in left) / 1e6:.1f} MB, "
-            "e.g. nsys export --type sqlite raw/profile/rank_0.nsys-rep); FETCH_EXPORTS=1 fetches them")
+        say(
+            f"left on the host: {len(left)} regenerable export(s) ({sum(f.size for f in left) / 1e6:.1f} MB, "
+            "e.g. nsys export --type sqlite raw/profile/rank_0.nsys-rep); FETCH_EXPORTS=1 fetches them"
+        )
     for f in files:
         dest = safe_local_path(local, f.path)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -152,8 +156,13 @@ def fetch_run(remote: Remote, run_dir: str, dest_base: Path, say=print, exports:
                 break
             part.unlink()  # a resumed tail that does not match: start this file over
             if attempt == 2:
-                raise RemoteError(remote.label, f"{f.path}: sha256 differs from the host's after two downloads",
-                                  hint="the file may still be changing on the host; rerun when the run has finished")
-    say(f"fetched: {report.downloaded} downloaded ({report.resumed} resumed), {report.skipped} already here, "
-        f"{report.bytes_moved / 1e6:.1f} MB moved; sizes and sha256 checked")
+                raise RemoteError(
+                    remote.label,
+                    f"{f.path}: sha256 differs from the host's after two downloads",
+                    hint="the file may still be changing on the host; rerun when the run has finished",
+                )
+    say(
+        f"fetched: {report.downloaded} downloaded ({report.resumed} resumed), {report.skipped} already here, "
+        f"{report.bytes_moved / 1e6:.1f} MB moved; sizes and sha256 checked"
+    )
     return report

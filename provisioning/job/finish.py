@@ -1,5 +1,6 @@
 """After a run is fetched (make remote, one host or several): the laptop's record of how it was driven
-(remote.json beside manifest.json), the report rendered locally, the archive, and `make remote`'s exit status."""
+(remote.json beside manifest.json), the report rendered locally, the archive, and `make remote`'s exit
+status."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from provisioning.job.archive import ArchiveError, archive_run
 RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, kept beside manifest.json
 
 
-def report_and_archive(opts, local_dir: Path, record: dict[str, Any], final: jobs.JobStatus,
-                       steps) -> int:
+def report_and_archive(opts, local_dir: Path, record: dict[str, Any], final: jobs.JobStatus, steps) -> int:
     write_record(local_dir / RECORD_NAME, record)
     (opts.runs_dir / "LAST").write_text(str(local_dir) + "\n")
 
@@ -28,8 +28,10 @@ def report_and_archive(opts, local_dir: Path, record: dict[str, Any], final: job
         try:
             archive_run(local_dir, opts.archive, endpoint_url=opts.endpoint_url, say=steps.say)
         except ArchiveError as e:
-            steps.say(f"ARCHIVE FAILED: {e}; the run stays in {local_dir}: `python -m provisioning archive "
-                      f"{local_dir} {opts.archive}` uploads it later")
+            steps.say(
+                f"ARCHIVE FAILED: {e}; the run stays in {local_dir}: `python -m provisioning archive "
+                f"{local_dir} {opts.archive}` uploads it later"
+            )
             return 2
     steps.say(f"run directory: {local_dir}")
     if report_ok:
@@ -57,5 +59,7 @@ def render_report(run_dir: Path, steps) -> bool:
     for line in (r.stdout + r.stderr).strip().splitlines()[-5:]:
         steps.say(f"  │ {line}")
     if r.returncode != 0:
-        steps.say(f"report FAILED (exit {r.returncode}): rerun `make report RUN={run_dir}` after fixing the above")
+        steps.say(
+            f"report FAILED (exit {r.returncode}): rerun `make report RUN={run_dir}` after fixing the above"
+        )
     return r.returncode == 0

@@ -13,10 +13,16 @@ RECONNECT_WAITS_S = (2, 4, 8, 16, 30, 30)  # ~1.5 min of retries before giving t
 T = TypeVar("T")
 
 
-def call_reconnecting(remote_ref: list[Remote], reconnect: Callable[[], Remote], call: Callable[[Remote], T], say,
-                      given_up: Callable[[ConnectionLost], ConnectionLost]) -> T:
-    """call(remote_ref[0]), retried on a fresh connection after a dropped one (RECONNECT_WAITS_S between tries);
-    remote_ref[0] is replaced on reconnect; given_up(the last loss) is raised once the waits are spent."""
+def call_reconnecting(
+    remote_ref: list[Remote],
+    reconnect: Callable[[], Remote],
+    call: Callable[[Remote], T],
+    say,
+    given_up: Callable[[ConnectionLost], ConnectionLost],
+) -> T:
+    """call(remote_ref[0]), retried on a fresh connection after a dropped one (RECONNECT_WAITS_S between
+    tries); remote_ref[0] is replaced on reconnect; given_up(the last loss) is raised once the waits are
+    spent."""
     for failures in range(len(RECONNECT_WAITS_S) + 1):
         try:
             return call(remote_ref[0])
@@ -24,7 +30,10 @@ def call_reconnecting(remote_ref: list[Remote], reconnect: Callable[[], Remote],
             if failures == len(RECONNECT_WAITS_S):
                 raise given_up(e) from e
             wait = RECONNECT_WAITS_S[failures]
-            say(f"connection lost ({e.what}); reconnecting in {wait} s ({failures + 1}/{len(RECONNECT_WAITS_S)})")
+            say(
+                f"connection lost ({e.what}); reconnecting in {wait} s "
+                f"({failures + 1}/{len(RECONNECT_WAITS_S)})"
+            )
             time.sleep(wait)
             remote_ref[0].close()
             try:
@@ -34,8 +43,14 @@ def call_reconnecting(remote_ref: list[Remote], reconnect: Callable[[], Remote],
     raise AssertionError("unreachable")
 
 
-def follow(remote_ref: list[Remote], reconnect: Callable[[], Remote], base: str, job_id: str, say,
-           interval_s: float = 2.0) -> jobs.JobStatus:
+def follow(
+    remote_ref: list[Remote],
+    reconnect: Callable[[], Remote],
+    base: str,
+    job_id: str,
+    say,
+    interval_s: float = 2.0,
+) -> jobs.JobStatus:
     """Print job_id's log and progress until it finishes; remote_ref[0] is replaced on reconnect.
     By id, never `jobs/current`: another laptop's later job must not be taken for this one."""
     label = remote_ref[0].label
@@ -50,14 +65,19 @@ def follow(remote_ref: list[Remote], reconnect: Callable[[], Remote], base: str,
         return jobs.status(remote, base, log_offset=offset, job_id=job_id)
 
     def given_up(e: ConnectionLost) -> ConnectionLost:
-        return ConnectionLost(label, "connection lost while following the run; it goes on on the host",
-                              hint=f"rerun `make remote HOST={label} …` with the same settings to re-attach, "
-                              f"or `make remote-status HOST={label}`")
+        return ConnectionLost(
+            label,
+            "connection lost while following the run; it goes on on the host",
+            hint=f"rerun `make remote HOST={label} …` with the same settings to re-attach, "
+            f"or `make remote-status HOST={label}`",
+        )
 
     while True:
         st = call_reconnecting(remote_ref, reconnect, read, say, given_up)
         if st.job is None:
-            raise RemoteError(label, f"job {job_id} is not on the host (its folder {base}/jobs/{job_id} is gone)")
+            raise RemoteError(
+                label, f"job {job_id} is not on the host (its folder {base}/jobs/{job_id} is gone)"
+            )
         if st.log:
             offset = st.log_offset
             for line in st.log.splitlines():
@@ -70,8 +90,12 @@ def follow(remote_ref: list[Remote], reconnect: Callable[[], Remote], base: str,
         if st.state == "finished":
             return st
         if st.state == "died":
-            raise RemoteError(label, f"the run stopped without an exit code: {st.describe()}",
-                              output=st.log, hint="rerun the same `make remote`: it resumes the run after its last complete stage")
+            raise RemoteError(
+                label,
+                f"the run stopped without an exit code: {st.describe()}",
+                output=st.log,
+                hint="rerun the same `make remote`: it resumes the run after its last complete stage",
+            )
         if st.log_offset < st.log_size:
             continue  # more log waiting: read it now
         time.sleep(interval_s)

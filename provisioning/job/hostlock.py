@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from provisioning.job.jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 from provisioning.session.connection import Remote, RemoteError
 from provisioning.session.shell import HOST_PYTHON
-from provisioning.job.jobs import HOST_FUNCTIONS, POLL_TIMEOUT_S, release_lock_argv
 
 LOCK_STALE_S = 30 * 60.0
 """A holder whose job never wrote its pid this long after taking the lock died while starting
@@ -24,8 +24,11 @@ LOCK_STALE_S = 30 * 60.0
 multi-node run, whose job (and pid) lives on the first node, the job freshens the lock's age every
 jobs.LOCK_HEARTBEAT_S while it runs: there, this long without a beat means the first node's job is gone."""
 
-# argv: base, holder JSON (with job_id), stale seconds. Prints {"acquired": bool, "holder": {...}, "age_s": s}.
-LOCK_PROGRAM = HOST_FUNCTIONS + r"""
+# argv: base, holder JSON (with job_id), stale seconds. Prints {"acquired": bool, "holder": {...}, "age_s":
+# s}.
+LOCK_PROGRAM = (
+    HOST_FUNCTIONS
+    + r"""
 import shutil
 holder, stale_s = json.loads(sys.argv[2]), float(sys.argv[3])
 lock = os.path.join(jobs, "lock")
@@ -59,7 +62,8 @@ for attempt in (1, 2):
     break
 else:
     print(json.dumps({"acquired": False, "holder": {}, "age_s": 0.0}))
-"""
+"""  # noqa: E501
+)
 
 
 class HostBusy(RemoteError):
@@ -77,10 +81,13 @@ class Lock:
 
 
 def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any], role: str = "host") -> Lock:
-    """Take the host's lock for `job_id`, or raise HostBusy naming who holds it (role "node": the host is a node
-    of a multi-node run, and named so)."""
-    r = remote.run([*HOST_PYTHON, "-c", LOCK_PROGRAM, base, json.dumps({**holder, "job_id": job_id}), str(LOCK_STALE_S)],
-                   timeout=POLL_TIMEOUT_S, what="cannot take the host's run lock")
+    """Take the host's lock for `job_id`, or raise HostBusy naming who holds it (role "node": the host is a
+    node of a multi-node run, and named so)."""
+    r = remote.run(
+        [*HOST_PYTHON, "-c", LOCK_PROGRAM, base, json.dumps({**holder, "job_id": job_id}), str(LOCK_STALE_S)],
+        timeout=POLL_TIMEOUT_S,
+        what="cannot take the host's run lock",
+    )
     answer = json.loads(r.stdout.strip().splitlines()[-1])
     if not answer["acquired"]:
         raise busy(remote.label, answer, base, role)
@@ -88,13 +95,16 @@ def acquire(remote: Remote, base: str, job_id: str, holder: dict[str, Any], role
 
 
 def busy(label: str, answer: dict[str, Any], base: str, role: str = "host") -> HostBusy:
-    """LOCK_PROGRAM's answer when another job holds the lock of `label` (a host, or a node of a multi-node run)."""
+    """LOCK_PROGRAM's answer when another job holds the lock of `label` (a host, or a node of a multi-node
+    run)."""
     other = answer["holder"]
-    return HostBusy(f"node {label}" if role == "node" else label,
-                    f"the {role} is busy: {other.get('by', 'another laptop')} is starting or running "
-                    f"job {other.get('job_id', '?')} ({answer['age_s'] / 60:.0f} min ago)",
-                    hint=f"wait for it (`make remote-status HOST={label}`); if that start was abandoned, "
-                    f"remove the lock on the host: rm -rf {base}/jobs/lock")
+    return HostBusy(
+        f"node {label}" if role == "node" else label,
+        f"the {role} is busy: {other.get('by', 'another laptop')} is starting or running "
+        f"job {other.get('job_id', '?')} ({answer['age_s'] / 60:.0f} min ago)",
+        hint=f"wait for it (`make remote-status HOST={label}`); if that start was abandoned, "
+        f"remove the lock on the host: rm -rf {base}/jobs/lock",
+    )
 
 
 def release(remote: Remote, lock: Lock) -> None:

@@ -40,5 +40,9 @@ def choose(every: list[JobStatus], key: JobKey, new_run: bool) -> Choice:
     waiting = [j for j in every if j.waits_for_fetch and j is not latest_same]
     if waiting and not new_run:
         return Choice("unfetched", waiting=waiting)
-    died = latest_same if latest_same is not None and latest_same.state == "died" and latest_same.run_dir else None
+    died = (
+        latest_same
+        if latest_same is not None and latest_same.state == "died" and latest_same.run_dir
+        else None
+    )
     return Choice("start", died)

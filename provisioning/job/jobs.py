@@ -95,7 +95,9 @@ def describe(jid, with_log, offset=0):
     out["now"] = time.time()
     return out
 """
-STATUS_PROGRAM = HOST_FUNCTIONS + r"""
+STATUS_PROGRAM = (
+    HOST_FUNCTIONS
+    + r"""
 offset = int(sys.argv[2])
 wanted = sys.argv[3] if len(sys.argv) > 3 else ""
 if wanted == "*":
@@ -104,7 +106,8 @@ if wanted == "*":
 else:
     jid = wanted or read(os.path.join(jobs, "current"))
     print(json.dumps(describe(jid, True, offset) if jid else {"job": None, "now": time.time()}))
-"""
+"""  # noqa: E501
+)
 
 TMUX_SOCKET = "cardtime"
 POLL_TIMEOUT_S = 30.0  # a status read takes well under a second; longer means the link is gone
@@ -124,9 +127,11 @@ class JobKey:
     """Comma-separated stage selection; '' for all."""
     runtime: str
     nodes: str = ""
-    """HOSTS=: the nodes of a multi-node run, comma-separated ('' on one host; a job recorded before had none)."""
+    """HOSTS=: the nodes of a multi-node run, comma-separated ('' on one host; a job recorded before had
+    none)."""
     nproc: str = ""
-    """NPROC= as asked ('' unset: one process per GPU listed). Another NPROC= is another world, another run."""
+    """NPROC= as asked ('' unset: one process per GPU listed). Another NPROC= is another world, another
+    run."""
     tier: str = ""
     """TIER= ('' none): quick and standard select other stages and another burn-in length."""
     burnin_min: str = ""
@@ -138,9 +143,13 @@ class JobKey:
 
 
 def run_settings(opts) -> dict[str, str]:
-    """JobKey's nproc, tier and burnin_min from a RemoteOptions (provisioning/session/options.py), as asked."""
-    return {"nproc": str(opts.nproc) if opts.nproc else "", "tier": opts.tier or "",
-            "burnin_min": str(opts.burnin_min or "")}
+    """JobKey's nproc, tier and burnin_min from a RemoteOptions (provisioning/session/options.py), as
+    asked."""
+    return {
+        "nproc": str(opts.nproc) if opts.nproc else "",
+        "tier": opts.tier or "",
+        "burnin_min": str(opts.burnin_min or ""),
+    }
 
 
 @dataclass
@@ -161,7 +170,8 @@ class JobStatus:
     """The GPU check's one line when it refused the runtime after set-up (the job then exits 2, no run)."""
     now: float = field(default_factory=time.time)
     written_epoch: float | None = None
-    """When the host wrote job.json, by the host's clock (`now` is the host's too); None from an older status."""
+    """When the host wrote job.json, by the host's clock (`now` is the host's too); None from an older
+    status."""
 
     @property
     def started_on_host(self) -> float:
@@ -192,13 +202,19 @@ class JobStatus:
         if self.job is None:
             return "no cardtime job on this host"
         j = self.job
-        head = f"job {j['job_id']} (commit {j['commit'][:12]}, {j['profile']}, {j['stages'] or 'all stages'}, RUNTIME={j['runtime']})"
+        head = (
+            f"job {j['job_id']} (commit {j['commit'][:12]}, {j['profile']}, "
+            f"{j['stages'] or 'all stages'}, RUNTIME={j['runtime']})"
+        )
         if self.state == "finished" and self.refused:
             return f"{head}: REFUSED before the run: {self.refused}"
         if self.state == "finished":
             return f"{head}: finished, exit {self.exit_code}; run directory {self.run_dir}"
         if self.state == "died":
-            return f"{head}: DIED without an exit code (host rebooted or killed?); run directory {self.run_dir or '—'}"
+            return (
+                f"{head}: DIED without an exit code (host rebooted or killed?); run directory "
+                f"{self.run_dir or '—'}"
+            )
         return f"{head}: {self.state}; {describe_progress(self.progress)}"
 
 
@@ -219,15 +235,21 @@ def job_status(data: dict[str, Any]) -> JobStatus:
 
 def status(remote: Remote, base: str, log_offset: int = 0, job_id: str | None = None) -> JobStatus:
     """One job (the latest when job_id is None) with its log from log_offset on."""
-    r = remote.run([*HOST_PYTHON, "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""], timeout=POLL_TIMEOUT_S,
-                   what="cannot read the job's status")
+    r = remote.run(
+        [*HOST_PYTHON, "-c", STATUS_PROGRAM, base, str(log_offset), job_id or ""],
+        timeout=POLL_TIMEOUT_S,
+        what="cannot read the job's status",
+    )
     return job_status(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def every_job(remote: Remote, base: str) -> list[JobStatus]:
     """Every job on the host, oldest first (ids start with their UTC start time), without logs."""
-    r = remote.run([*HOST_PYTHON, "-c", STATUS_PROGRAM, base, "0", "*"], timeout=POLL_TIMEOUT_S,
-                   what="cannot list the host's jobs")
+    r = remote.run(
+        [*HOST_PYTHON, "-c", STATUS_PROGRAM, base, "0", "*"],
+        timeout=POLL_TIMEOUT_S,
+        what="cannot list the host's jobs",
+    )
     return [job_status(d) for d in json.loads(r.stdout.strip().splitlines()[-1])]
 
 
@@ -242,29 +264,53 @@ def new_job_id(key: JobKey, when: datetime | None = None) -> str:
 
 
 def release_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
-    """Remove the host's run lock (<base>/jobs/lock, provisioning/job/hostlock.py) if, and only if, job_id holds it."""
-    return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"; true', "sh",
-            f"{jobs_dir}/lock", job_id]
+    """Remove the host's run lock (<base>/jobs/lock, provisioning/job/hostlock.py) if, and only if, job_id
+    holds it."""
+    return [
+        "sh",
+        "-c",
+        '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"; true',
+        "sh",
+        f"{jobs_dir}/lock",
+        job_id,
+    ]
 
 
 def touch_lock_argv(jobs_dir: str, job_id: str) -> list[str]:
     """Freshen the host's run lock's age if, and only if, job_id holds it (-c: a lock given back meanwhile is
     not made again as a file)."""
-    return ["sh", "-c", '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && touch -c -- "$1"; true', "sh",
-            f"{jobs_dir}/lock", job_id]
+    return [
+        "sh",
+        "-c",
+        '[ "$(cat "$1/job_id" 2>/dev/null)" = "$2" ] && touch -c -- "$1"; true',
+        "sh",
+        f"{jobs_dir}/lock",
+        job_id,
+    ]
 
 
 def heartbeat_lines(command: str, every_s: float) -> str:
     """POSIX lines starting `command` in the background every `every_s` seconds for as long as the job's own
-    shell lives (`kill -0 $$`: a job killed outright stops its heartbeat at the next beat); `$beat` names it."""
-    return ("  ( trap 'kill $s 2>/dev/null; exit 0' TERM\n"
-            f"    while kill -0 $$ 2>/dev/null; do {command}; sleep {every_s:g} & s=$!; wait $s; done\n"
-            "  ) > /dev/null 2>&1 < /dev/null &\n"
-            "  beat=$!\n")
+    shell lives (`kill -0 $$`: a job killed outright stops its heartbeat at the next beat); `$beat` names
+    it."""
+    return (
+        "  ( trap 'kill $s 2>/dev/null; exit 0' TERM\n"
+        f"    while kill -0 $$ 2>/dev/null; do {command}; sleep {every_s:g} & s=$!; wait $s; done\n"
+        "  ) > /dev/null 2>&1 < /dev/null &\n"
+        "  beat=$!\n"
+    )
 
 
-def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str], setup: bool = False,
-               teardown: str = "", heartbeat: str = "", heartbeat_s: float = 300.0) -> str:
+def job_script(
+    job_dir: str,
+    code_dir: str,
+    argv: list[str],
+    env: dict[str, str],
+    setup: bool = False,
+    teardown: str = "",
+    heartbeat: str = "",
+    heartbeat_s: float = 300.0,
+) -> str:
     """The POSIX script the detacher runs: pid first; then the set-up (`setup.sh`: the venv install
     or the image build, which survive the laptop like the run does); the suite's output to `log`,
     `teardown` (POSIX lines: the other nodes' locks given back), its exit code (2 when the set-up failed),
@@ -274,15 +320,18 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
     jobs_dir, job_id = posixpath.split(job_dir.rstrip("/"))
     exports = "".join(f"export {name}={q(value)}\n" for name, value in env.items())
     if setup:
-        run = (f"  echo \"── set-up ($(date -u +%H:%M:%SZ))\"\n"
-               f"  if sh {q(job_dir + '/setup.sh')}; then\n"
-               f"    echo \"── set-up done ($(date -u +%H:%M:%SZ)); the run starts\"\n"
-               f"    {join(argv)}\n"
-               "    code=$?\n"
-               "  else\n"
-               "    echo \"cardtime set-up FAILED (exit $?): see the lines above; rerun the same make remote to retry it\"\n"
-               "    code=2\n"
-               "  fi\n")
+        run = (
+            f'  echo "── set-up ($(date -u +%H:%M:%SZ))"\n'
+            f"  if sh {q(job_dir + '/setup.sh')}; then\n"
+            f'    echo "── set-up done ($(date -u +%H:%M:%SZ)); the run starts"\n'
+            f"    {join(argv)}\n"
+            "    code=$?\n"
+            "  else\n"
+            '    echo "cardtime set-up FAILED (exit $?): see the lines above; rerun the same make remote to '
+            'retry it"\n'
+            "    code=2\n"
+            "  fi\n"
+        )
     else:
         run = f"  {join(argv)}\n  code=$?\n"
     return (
@@ -292,19 +341,21 @@ def job_script(job_dir: str, code_dir: str, argv: list[str], env: dict[str, str]
         f"{exports}"
         "{\n"
         f"  cd {q(code_dir)} || {{ echo 2 > {q(job_dir + '/exit')}; exit 2; }}\n"
-        f"  echo \"cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)\"\n"
+        f'  echo "cardtime job started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"\n'
         f"{heartbeat_lines(heartbeat, heartbeat_s) if heartbeat else ''}"
         f"{run}"
         f"{'  kill $beat 2>/dev/null' + chr(10) if heartbeat else ''}"
         f"{teardown}"
-        f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} {q(job_dir + '/exit')}\n"
+        f"  echo $code > {q(job_dir + '/exit.tmp')} && mv -f {q(job_dir + '/exit.tmp')} "
+        f"{q(job_dir + '/exit')}\n"
         f"}} >> {q(job_dir + '/log')} 2>&1 < /dev/null\n"
         f"{join(release_lock_argv(jobs_dir, job_id))}\n"
     )
 
 
 def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str:
-    """tmux when present (a person can attach to it); otherwise setsid+nohup, fully detached from the session."""
+    """tmux when present (a person can attach to it); otherwise setsid+nohup, fully detached from the
+    session."""
     script = job_dir + "/job.sh"
     if use_tmux:
         # Its own server socket (-L cardtime): never mixed with the user's tmux sessions on the host.
@@ -313,25 +364,55 @@ def detach_command(job_dir: str, job_id: str, use_tmux: bool) -> list[str] | str
     return f"setsid nohup sh {quote(script)} > /dev/null 2>&1 < /dev/null &"
 
 
-def start(remote: Remote, base: str, key: JobKey, code_dir: str, argv: list[str], *, use_tmux: bool,
-          env: dict[str, str] | None = None, extra: dict[str, Any] | None = None, job_id: str | None = None,
-          setup: str = "", teardown: str = "", heartbeat: str = "") -> str:
-    """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script
-    the job runs before argv (idempotent: a re-run after a reboot finds its work done); `teardown`:
-    POSIX lines it runs after argv has ended, before giving the host's lock back; `heartbeat`: a command it runs
-    every hostlock.LOCK_HEARTBEAT_S meanwhile."""
+def start(
+    remote: Remote,
+    base: str,
+    key: JobKey,
+    code_dir: str,
+    argv: list[str],
+    *,
+    use_tmux: bool,
+    env: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+    job_id: str | None = None,
+    setup: str = "",
+    teardown: str = "",
+    heartbeat: str = "",
+) -> str:
+    """Write the job's files and start it detached; returns the job id. `setup`: a POSIX script the job runs
+    before argv (idempotent: a re-run after a reboot finds its work done); `teardown`: POSIX lines it runs
+    after argv has ended, before giving the host's lock back; `heartbeat`: a command it runs every
+    hostlock.LOCK_HEARTBEAT_S meanwhile."""
     job_id = job_id or new_job_id(key)
     job_dir = f"{base}/jobs/{job_id}"
     remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
-    record = {**key.__dict__, "job_id": job_id, "code_dir": code_dir, "argv": argv, "detach": "tmux" if use_tmux else "setsid",
-              "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "started_epoch": time.time(),
-              **(extra or {})}
+    record = {
+        **key.__dict__,
+        "job_id": job_id,
+        "code_dir": code_dir,
+        "argv": argv,
+        "detach": "tmux" if use_tmux else "setsid",
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_epoch": time.time(),
+        **(extra or {}),
+    }
     remote.write_text(f"{job_dir}/job.json", json.dumps(record, indent=1) + "\n")
     if setup:
         remote.write_text(f"{job_dir}/setup.sh", setup, mode=0o755)
-    remote.write_text(f"{job_dir}/job.sh", job_script(job_dir, code_dir, argv, env or {}, setup=bool(setup),
-                                                      teardown=teardown, heartbeat=heartbeat,
-                                                      heartbeat_s=LOCK_HEARTBEAT_S), mode=0o755)
+    remote.write_text(
+        f"{job_dir}/job.sh",
+        job_script(
+            job_dir,
+            code_dir,
+            argv,
+            env or {},
+            setup=bool(setup),
+            teardown=teardown,
+            heartbeat=heartbeat,
+            heartbeat_s=LOCK_HEARTBEAT_S,
+        ),
+        mode=0o755,
+    )
     remote.write_text(f"{base}/jobs/current.tmp", job_id + "\n")
     remote.run(["mv", "-f", "--", f"{base}/jobs/current.tmp", f"{base}/jobs/current"])
     remote.run(detach_command(job_dir, job_id, use_tmux), what="cannot start the detached run")
@@ -345,6 +426,10 @@ def wait_started(remote: Remote, base: str, job_id: str, timeout_s: float = 30.0
         if st.pid is not None or st.exit_code is not None:
             return st
         if time.monotonic() > deadline:
-            raise RemoteError(remote.label, f"the detached run did not start within {timeout_s:.0f} s",
-                              command=f"{st.job_dir}/job.sh", hint=f"look at {st.job_dir}/log on the host")
+            raise RemoteError(
+                remote.label,
+                f"the detached run did not start within {timeout_s:.0f} s",
+                command=f"{st.job_dir}/job.sh",
+                hint=f"look at {st.job_dir}/log on the host",
+            )
         time.sleep(0.5)

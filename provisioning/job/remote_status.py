@@ -17,7 +17,10 @@ def status_main(opts: RemoteOptions, stream=None) -> int:
     try:
         base = resolve_base(remote, opts.remote_dir)
         if not base:
-            print(f"{opts.host.label}: no {opts.remote_dir or 'cardtime'} folder: nothing was run here", file=out)
+            print(
+                f"{opts.host.label}: no {opts.remote_dir or 'cardtime'} folder: nothing was run here",
+                file=out,
+            )
             return 1
         st = jobs.status(remote, base, log_offset=1 << 62)
         waiting = [j for j in jobs.every_job(remote, base) if j.waits_for_fetch]
@@ -32,8 +35,11 @@ def status_main(opts: RemoteOptions, stream=None) -> int:
         for line in st.log.splitlines()[-10:]:
             print(f"  │ {line}", file=out)
     for j in waiting:
-        print(f"  never fetched: {j.describe()}\n    fetch it with `make remote HOST={opts.host.label} "
-              f"FETCH={j.job['job_id']}`", file=out)
+        print(
+            f"  never fetched: {j.describe()}\n    fetch it with `make remote HOST={opts.host.label} "
+            f"FETCH={j.job['job_id']}`",
+            file=out,
+        )
     return 0 if st.state in ("running", "starting", "finished") else 1
 
 
@@ -46,10 +52,9 @@ def gpu_model(nvidia_smi_l_line: str) -> str:
 def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream=None) -> int:
     """`make plan HOST=…`: the plan for the GPU count and model the host reports, with the processes
     `make remote` will start there (suite/world.py: one per GPU, NPROC= fewer)."""
+    from provisioning.session.hosts import unnamed_user_note
     from suite.plan.hours import PlanAssumptions, estimate, render
     from suite.world import host_profile
-
-    from provisioning.session.hosts import unnamed_user_note
 
     out = stream or sys.stdout
     if note := unnamed_user_note(opts.host, opts.ssh_config):
@@ -62,14 +67,20 @@ def plan_main(opts: RemoteOptions, profile_name: str, rate: float | None, stream
         remote.close()
     gpus = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("GPU ")]
     if r.exit_code != 0 or not gpus:
-        print(f"{opts.host.label}: no GPU listed by nvidia-smi -L ({last_line(r.stdout + r.stderr)}): "
-              "plan without HOST= (make plan GPUS=8) or fix the driver", file=out)
+        print(
+            f"{opts.host.label}: no GPU listed by nvidia-smi -L ({last_line(r.stdout + r.stderr)}): "
+            "plan without HOST= (make plan GPUS=8) or fix the driver",
+            file=out,
+        )
         return 2
     model = gpu_model(gpus[0])
     print(f"{opts.host.label}: {len(gpus)} × {model}", file=out)
     try:
-        plan = estimate(host_profile(profile_name, len(gpus), opts.nproc), PlanAssumptions(gpu_name=model),
-                        rate_per_hour=rate)
+        plan = estimate(
+            host_profile(profile_name, len(gpus), opts.nproc),
+            PlanAssumptions(gpu_name=model),
+            rate_per_hour=rate,
+        )
     except ValueError as e:
         print(f"{e}; or plan for an H100 box with `make plan GPUS={len(gpus)}`", file=out)
         return 2

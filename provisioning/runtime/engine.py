@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-import docker
 import docker.errors
 from docker.transport import SSHHTTPAdapter
+
+import docker
 
 LABEL = "org.cardtime.suite"
 """Set on every image and container the suite makes, so that they can be found and cleaned up."""
@@ -56,7 +57,9 @@ class _SharedSessionAdapter(SSHHTTPAdapter):
     """
 
     def __init__(self, ssh_client, reopen: Callable[[], Any], label: str, timeout_s: float):
-        super().__init__(f"ssh://{label}", timeout=int(timeout_s), shell_out=True)  # shell_out: open no login of its own
+        super().__init__(
+            f"ssh://{label}", timeout=int(timeout_s), shell_out=True
+        )  # shell_out: open no login of its own
         self.ssh_client = ssh_client
         self._reopen = reopen
 
@@ -78,16 +81,19 @@ def connect_over(connection, *, timeout_s: float = 120) -> docker.DockerClient:
     connection.open()
     label = f"{connection.user}@{connection.host}:{connection.port}"
     # version pinned for construction only: "auto" would make docker dial the host with its own login.
-    client = docker.DockerClient(base_url=f"ssh://{label}", use_ssh_client=True, version="1.24",
-                                 timeout=int(timeout_s))
+    client = docker.DockerClient(
+        base_url=f"ssh://{label}", use_ssh_client=True, version="1.24", timeout=int(timeout_s)
+    )
     adapter = _SharedSessionAdapter(connection.client, connection.open, label, timeout_s)
     client.api.mount("http+docker://ssh", adapter)
     client.api._custom_adapter = adapter
     try:
         server = client.api.version(api_version=False)["ApiVersion"]
     except docker.errors.DockerException as e:
-        raise EngineError(f"no Docker engine reachable through {label}: {e}. Is docker installed there and "
-                          f"may {connection.user} use it (`docker version` on the host)?") from e
+        raise EngineError(
+            f"no Docker engine reachable through {label}: {e}. Is docker installed there and "
+            f"may {connection.user} use it (`docker version` on the host)?"
+        ) from e
     # Speak the engine's API version, capped at what this SDK knows (as version="auto" would).
     client.api._version = min(server, docker.constants.DEFAULT_DOCKER_API_VERSION, key=_version_key)
     return client

@@ -15,10 +15,9 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from suite.hardware.cuda_lines import TORCH_VERSION, CudaLine
-
 from provisioning.session.preflight import HostFacts
 from provisioning.session.shell import join
+from suite.hardware.cuda_lines import TORCH_VERSION, CudaLine
 
 # $1 venv, $2 code dir, $3 python to make the venv with, $4 torch's wheel index ('' = pip's default),
 # $5 torch requirement. pip's own output is kept for the error message; the ready mark comes last.
@@ -57,12 +56,14 @@ fi
 exec 9>&-
 cd -- "$code"
 "$venv/bin/python" -c 'import suite, torch; print("torch", torch.__version__)'
-"""
+"""  # noqa: E501
 
 
 def pyproject_key(root: Path, commit: str) -> str:
     """sha256 of pyproject.toml at `commit`, 16 hex digits: the venv's identity."""
-    data = subprocess.run(["git", "-C", str(root), "show", f"{commit}:pyproject.toml"], capture_output=True, check=True).stdout
+    data = subprocess.run(
+        ["git", "-C", str(root), "show", f"{commit}:pyproject.toml"], capture_output=True, check=True
+    ).stdout
     return hashlib.sha256(data).hexdigest()[:16]
 
 

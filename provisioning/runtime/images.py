@@ -16,20 +16,19 @@ import re
 from pathlib import Path
 from typing import Callable
 
-import docker
 import docker.errors
 import docker.utils
 
-from suite.gitinfo import IMAGE_COMMIT_ENV, head_commit
-
+import docker
 from provisioning.runtime.engine import LABEL, EngineError
+from suite.gitinfo import IMAGE_COMMIT_ENV, head_commit
 
 LineSink = Callable[[str], None]
 
 CPU_DOCKERFILE = "docker/cpu.Dockerfile"
 CUDA_DOCKERFILE = "Dockerfile"
-# The CPU image's dependency wheels never travel with the CUDA build (it takes them from PyPI); torch's CPU wheel
-# does when docker/prepare-context.sh cuda-cpu put it there (TORCH_BUILD=cpu, CI's CUDA image).
+# The CPU image's dependency wheels never travel with the CUDA build (it takes them from PyPI); torch's CPU
+# wheel does when docker/prepare-context.sh cuda-cpu put it there (TORCH_BUILD=cpu, CI's CUDA image).
 CONTEXT_ONLY_FOR_CPU = ("docker/wheels/deps",)
 
 
@@ -40,18 +39,31 @@ def commit_buildargs(context: Path, commit: str | None = None) -> dict[str, str]
 
 
 def context_tar(context: Path, dockerfile: str, exclude: tuple[str, ...] = ()) -> io.BytesIO:
-    """The build context as the engine receives it: .dockerignore applied, plus `exclude`, plus the Dockerfile."""
+    """The build context as the engine receives it: .dockerignore applied, plus `exclude`, plus the
+    Dockerfile."""
     ignore = Path(context) / ".dockerignore"
     patterns = []
     if ignore.exists():
-        patterns = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        patterns = [
+            ln.strip()
+            for ln in ignore.read_text().splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        ]
     patterns += list(exclude)
     return docker.utils.tar(str(context), exclude=patterns, dockerfile=(dockerfile, None))
 
 
-def build_image(client: docker.DockerClient, context: Path, *, tag: str, dockerfile: str = CUDA_DOCKERFILE,
-                buildargs: dict[str, str] | None = None, network_mode: str | None = None,
-                exclude: tuple[str, ...] | None = None, on_line: LineSink | None = None) -> str:
+def build_image(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    tag: str,
+    dockerfile: str = CUDA_DOCKERFILE,
+    buildargs: dict[str, str] | None = None,
+    network_mode: str | None = None,
+    exclude: tuple[str, ...] | None = None,
+    on_line: LineSink | None = None,
+) -> str:
     """Build `dockerfile` of `context` as `tag` on the engine, streaming the build's output; the image id.
 
     network_mode "host" lets the build's package installs use the host's network (an engine
@@ -63,14 +75,25 @@ def build_image(client: docker.DockerClient, context: Path, *, tag: str, dockerf
     tar = context_tar(context, dockerfile, exclude)
     lines: list[str] = []
     image_id = None
-    stream = client.api.build(fileobj=tar, custom_context=True, dockerfile=dockerfile, tag=tag, rm=True,
-                              forcerm=True, decode=True, buildargs=buildargs or {}, network_mode=network_mode,
-                              labels={LABEL: "1"})
+    stream = client.api.build(
+        fileobj=tar,
+        custom_context=True,
+        dockerfile=dockerfile,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        buildargs=buildargs or {},
+        network_mode=network_mode,
+        labels={LABEL: "1"},
+    )
     for chunk in stream:
         if "error" in chunk:
             tail = "".join(lines[-20:])
-            raise EngineError(f"building {tag} from {dockerfile} failed: {chunk['error'].strip()}\n"
-                              f"last lines of the build:\n{tail}fix the step above and run the build again")
+            raise EngineError(
+                f"building {tag} from {dockerfile} failed: {chunk['error'].strip()}\n"
+                f"last lines of the build:\n{tail}fix the step above and run the build again"
+            )
         text = chunk.get("stream")
         if text:
             lines.append(text)
@@ -103,7 +126,10 @@ def _progress(chunk: dict, on_line: LineSink | None) -> None:
 def pull_image(client: docker.DockerClient, reference: str, on_line: LineSink | None = None) -> str:
     """Pull `reference` (registry/name:tag) onto the engine; the image id."""
     repo, tag = split_reference(reference)
-    hint = "Check the name and that the engine's host can reach the registry (`docker login` there for a private one)"
+    hint = (
+        "Check the name and that the engine's host can reach the registry (`docker login` there for a "
+        "private one)"
+    )
     try:
         for chunk in client.api.pull(repo, tag=tag, stream=True, decode=True):
             if "error" in chunk:
@@ -114,12 +140,16 @@ def pull_image(client: docker.DockerClient, reference: str, on_line: LineSink | 
     return client.images.get(reference).id
 
 
-def push_image(client: docker.DockerClient, source: str, reference: str, on_line: LineSink | None = None) -> None:
+def push_image(
+    client: docker.DockerClient, source: str, reference: str, on_line: LineSink | None = None
+) -> None:
     """Tag the local image `source` as `reference` (registry/name:tag) and push it."""
     repo, tag = split_reference(reference)
     client.images.get(source).tag(repo, tag=tag)
     for chunk in client.api.push(repo, tag=tag, stream=True, decode=True):
         if "error" in chunk:
-            raise EngineError(f"pushing {reference} failed: {chunk['error']}. Run `docker login "
-                              f"{repo.split('/')[0]}` if the registry wants credentials")
+            raise EngineError(
+                f"pushing {reference} failed: {chunk['error']}. Run `docker login "
+                f"{repo.split('/')[0]}` if the registry wants credentials"
+            )
         _progress(chunk, on_line)

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import docker
 import docker.errors
 from docker.types import DeviceRequest, Ulimit
 
+import docker
 from provisioning.runtime.engine import LABEL, EngineError
 
 # NCCL pins (page-locks) its buffers and runs proxy threads that need deep stacks; host IPC gives
@@ -39,8 +39,9 @@ RDMA_DOCKER_FLAGS = [f"--device={RDMA_DEVICES}", "--cap-add=IPC_LOCK"]
 NON_ROOT_ENV = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
 """A uid the image does not know has no home: matplotlib's and pip's caches go to /tmp."""
 LOGIN_FILES = ("/etc/passwd", "/etc/group")
-"""The host's account files, mounted read-only over the image's for a login mapped into it (RunSettings.login_home):
-ssh in the image refuses a uid without a passwd entry ("No user exists for uid …") and finds ~/.ssh by it."""
+"""The host's account files, mounted read-only over the image's for a login mapped into it
+(RunSettings.login_home): ssh in the image refuses a uid without a passwd entry ("No user exists for uid …")
+and finds ~/.ssh by it."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,24 @@ class RunSettings:
     user: str | None = None
     """'uid:gid' to run as; None: the image's user (root)."""
     login_home: str = ""
-    """With `user`: the host login's home, its account known inside (LOGIN_FILES) and HOME set to it, so ssh in the
-    image (a multi-node run's suite reaching the other nodes) runs as that user with its ~/.ssh (mounted by the
-    caller); its caches still go to /tmp (the home inside is only the mount's parent)."""
+    """With `user`: the host login's home, its account known inside (LOGIN_FILES) and HOME set to it, so ssh
+    in the image (a multi-node run's suite reaching the other nodes) runs as that user with its ~/.ssh
+    (mounted by the caller); its caches still go to /tmp (the home inside is only the mount's parent)."""
     rdma: bool = False
-    """The host has /dev/infiniband: its devices passed in, with IPC_LOCK (NCCL's IB transport registers memory
-    with the NIC, which needs locked pages; memlock is already unlimited with GPUs). Without them NCCL silently
-    falls back to sockets across nodes."""
+    """The host has /dev/infiniband: its devices passed in, with IPC_LOCK (NCCL's IB transport registers
+    memory with the NIC, which needs locked pages; memlock is already unlimited with GPUs). Without them NCCL
+    silently falls back to sockets across nodes."""
 
     def ulimits(self) -> list[tuple[str, int]]:
         """(name, soft = hard limit): 64 MiB stacks always, unlimited locked memory with GPUs only."""
         return [("memlock", UNLIMITED), ("stack", STACK_BYTES)] if self.gpus else [("stack", STACK_BYTES)]
 
     def env(self) -> dict[str, str]:
-        login = {"HOME": self.login_home, "XDG_CACHE_HOME": "/tmp/.cache"} if self.user and self.login_home else {}
+        login = (
+            {"HOME": self.login_home, "XDG_CACHE_HOME": "/tmp/.cache"}
+            if self.user and self.login_home
+            else {}
+        )
         return {"PYTHONUNBUFFERED": "1", **(NON_ROOT_ENV if self.user else {}), **login, **self.environment}
 
     def login_files(self) -> tuple[str, ...]:
@@ -92,14 +97,22 @@ class RunSettings:
     def sdk_create_kwargs(self) -> dict:
         """The settings as the Docker SDK's `containers.create` arguments."""
         return {
-            "network_mode": "host", "ipc_mode": "host",
+            "network_mode": "host",
+            "ipc_mode": "host",
             "ulimits": [Ulimit(name=name, soft=limit, hard=limit) for name, limit in self.ulimits()],
             # `--gpus all` as the API spells it: every GPU, with the compute and utility capabilities.
             "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else [],
-            "volumes": {**{path: {"bind": path, "mode": "rw"} for path in self.mounts},
-                        **{path: {"bind": path, "mode": "ro"} for path in self.login_files()}},
-            "environment": self.env(), "user": self.user,
-            **({"devices": [f"{RDMA_DEVICES}:{RDMA_DEVICES}:rwm"], "cap_add": ["IPC_LOCK"]} if self.rdma else {}),
+            "volumes": {
+                **{path: {"bind": path, "mode": "rw"} for path in self.mounts},
+                **{path: {"bind": path, "mode": "ro"} for path in self.login_files()},
+            },
+            "environment": self.env(),
+            "user": self.user,
+            **(
+                {"devices": [f"{RDMA_DEVICES}:{RDMA_DEVICES}:rwm"], "cap_add": ["IPC_LOCK"]}
+                if self.rdma
+                else {}
+            ),
         }
 
 
@@ -115,18 +128,31 @@ def docker_run_argv(image: str, settings: RunSettings, args: list[str], *, name:
     return ["docker", "run", "--rm", "--name", name, *settings.docker_flags(), image, *args]
 
 
-def create_suite(client: docker.DockerClient, image: str, settings: RunSettings, *, args: list[str],
-                 name: str | None = None):
+def create_suite(
+    client: docker.DockerClient,
+    image: str,
+    settings: RunSettings,
+    *,
+    args: list[str],
+    name: str | None = None,
+):
     """Create (not start) the suite's container."""
     try:
-        return client.containers.create(image, command=list(args), name=name, labels={LABEL: "1"},
-                                        **settings.sdk_create_kwargs())
+        return client.containers.create(
+            image, command=list(args), name=name, labels={LABEL: "1"}, **settings.sdk_create_kwargs()
+        )
     except docker.errors.ImageNotFound as e:
         raise EngineError(f"no image {image} on the engine: build it (make image) or pull it (IMAGE=)") from e
 
 
-def start_suite(client: docker.DockerClient, image: str, settings: RunSettings, *, args: list[str],
-                name: str | None = None):
+def start_suite(
+    client: docker.DockerClient,
+    image: str,
+    settings: RunSettings,
+    *,
+    args: list[str],
+    name: str | None = None,
+):
     """Start the suite's container detached and return it.
 
     The container is kept after it ends (no auto-remove) so that its exit status and log can be
@@ -139,8 +165,10 @@ def start_suite(client: docker.DockerClient, image: str, settings: RunSettings, 
         container.remove(force=True)
         text = str(e.explanation or e)
         if "rlimit" in text and settings.gpus:
-            hint = ("the engine's host caps locked memory: set LimitMEMLOCK=infinity for docker.service "
-                    "(systemctl edit docker) and restart docker")
+            hint = (
+                "the engine's host caps locked memory: set LimitMEMLOCK=infinity for docker.service "
+                "(systemctl edit docker) and restart docker"
+            )
         elif settings.gpus and ("gpu" in text.lower() or "device driver" in text):
             hint = "install nvidia-container-toolkit on the host and restart docker, or run without GPUs"
         else:

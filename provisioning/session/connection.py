@@ -45,9 +45,24 @@ WATCHDOG_GRACE_S = 5.0  # beyond a command's timeout, before its connection is d
 class RemoteError(RuntimeError):
     """A remote step that failed: host, command, exit code and the last lines of its output."""
 
-    def __init__(self, host: str, what: str, *, command: str = "", exit_code: int | None = None, output: str = "",
-                 hint: str = ""):
-        self.host, self.what, self.command, self.exit_code, self.output, self.hint = host, what, command, exit_code, output, hint
+    def __init__(
+        self,
+        host: str,
+        what: str,
+        *,
+        command: str = "",
+        exit_code: int | None = None,
+        output: str = "",
+        hint: str = "",
+    ):
+        self.host, self.what, self.command, self.exit_code, self.output, self.hint = (
+            host,
+            what,
+            command,
+            exit_code,
+            output,
+            hint,
+        )
         super().__init__(self.describe())
 
     def describe(self) -> str:
@@ -110,8 +125,12 @@ class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
         with open(self.known_hosts, "a") as f:
             f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         self.record.append(FirstUse(hostname, key.get_name(), fp, str(self.known_hosts)))
-        print(f"ACCEPT_NEW_HOST: trusting {hostname} on first use: {key.get_name()} {fp} (added to {self.known_hosts})",
-              file=sys.stderr, flush=True)
+        print(
+            f"ACCEPT_NEW_HOST: trusting {hostname} on first use: {key.get_name()} {fp} (added to "
+            f"{self.known_hosts})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @dataclass
@@ -148,9 +167,18 @@ class Remote:
     """The ProxyJump gateways, in order, each under the same host-key policy."""
 
     @classmethod
-    def open(cls, spec: HostSpec, *, key: str | None = None, known_hosts: str | os.PathLike | None = None,
-             accept_new_host: bool = False, connect_timeout: int = 15, ssh_config: str | None = None,
-             gateway: "Remote | bool | None" = None, first_use: list[FirstUse] | None = None) -> "Remote":
+    def open(
+        cls,
+        spec: HostSpec,
+        *,
+        key: str | None = None,
+        known_hosts: str | os.PathLike | None = None,
+        accept_new_host: bool = False,
+        connect_timeout: int = 15,
+        ssh_config: str | None = None,
+        gateway: "Remote | bool | None" = None,
+        first_use: list[FirstUse] | None = None,
+    ) -> "Remote":
         """`gateway`: None follows the configured ProxyJump; a Remote is the hop to go through;
         False goes direct (a hop of a chain, reached through the one before it)."""
         target = resolve(spec, ssh_config)
@@ -163,14 +191,30 @@ class Remote:
         hops: list[Remote] = []
         if gateway is None:
             for hop in target.proxy_jumps:  # each hop reached through the one before it, as ssh -J does
-                hops.append(cls.open(parse_jump(hop), key=key, known_hosts=path, accept_new_host=accept_new_host,
-                                     connect_timeout=connect_timeout, ssh_config=ssh_config,
-                                     gateway=hops[-1] if hops else False, first_use=first_use))
+                hops.append(
+                    cls.open(
+                        parse_jump(hop),
+                        key=key,
+                        known_hosts=path,
+                        accept_new_host=accept_new_host,
+                        connect_timeout=connect_timeout,
+                        ssh_config=ssh_config,
+                        gateway=hops[-1] if hops else False,
+                        first_use=first_use,
+                    )
+                )
             gateway = hops[-1] if hops else None
         # Fabric's own ssh_config reading (no Include) stays off: `ssh -G` has answered already.
-        conn = Connection(target.hostname, user=target.user, port=target.port, connect_timeout=connect_timeout,
-                          connect_kwargs=connect_kwargs, inline_ssh_env=True, gateway=gateway.conn if gateway else False,
-                          config=Config(overrides={"load_ssh_configs": False}))
+        conn = Connection(
+            target.hostname,
+            user=target.user,
+            port=target.port,
+            connect_timeout=connect_timeout,
+            connect_kwargs=connect_kwargs,
+            inline_ssh_env=True,
+            gateway=gateway.conn if gateway else False,
+            config=Config(overrides={"load_ssh_configs": False}),
+        )
         remote = cls(spec=spec, conn=conn, known_hosts=path, first_use=first_use, target=target, hops=hops)
         if Path("/etc/ssh/ssh_known_hosts").is_file():
             conn.client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
@@ -195,31 +239,54 @@ class Remote:
         except RemoteError:
             raise
         except paramiko.BadHostKeyException as e:
-            raise RemoteError(self.label, f"HOST KEY CHANGED: {e.hostname} now offers {fingerprint(e.key)}, "
-                              f"known_hosts has {fingerprint(e.expected_key)}",
-                              hint=f"if the host was really re-created, remove its line from {self.known_hosts}; "
-                              "otherwise stop: someone may be in the middle") from None
+            raise RemoteError(
+                self.label,
+                f"HOST KEY CHANGED: {e.hostname} now offers {fingerprint(e.key)}, "
+                f"known_hosts has {fingerprint(e.expected_key)}",
+                hint=f"if the host was really re-created, remove its line from {self.known_hosts}; "
+                "otherwise stop: someone may be in the middle",
+            ) from None
         except paramiko.AuthenticationException as e:
-            raise RemoteError(self.label, f"authentication failed ({e})",
-                              hint="load the key into ssh-agent, name it in ~/.ssh/config, or pass KEY=path/to/key") from None
+            raise RemoteError(
+                self.label,
+                f"authentication failed ({e})",
+                hint="load the key into ssh-agent, name it in ~/.ssh/config, or pass KEY=path/to/key",
+            ) from None
         except (OSError, socket.timeout, paramiko.SSHException) as e:
-            raise ConnectionLost(self.label, f"cannot connect: {connect_failure(e)}",
-                                 hint="check HOST (user@host:port), that sshd runs and the port is open") from None
+            raise ConnectionLost(
+                self.label,
+                f"cannot connect: {connect_failure(e)}",
+                hint="check HOST (user@host:port), that sshd runs and the port is open",
+            ) from None
 
-    def run(self, script: str | Iterable[object], *, check: bool = True, timeout: float | None = None,
-            what: str = "remote command failed", hint: str = "") -> Result:
-        """Run a POSIX script (or an argv list, quoted) under `sh -c`; raise RemoteError on a non-zero exit."""
+    def run(
+        self,
+        script: str | Iterable[object],
+        *,
+        check: bool = True,
+        timeout: float | None = None,
+        what: str = "remote command failed",
+        hint: str = "",
+    ) -> Result:
+        """Run a POSIX script (or an argv list, quoted) under `sh -c`; raise RemoteError on a non-zero
+        exit."""
         self.connect()
         command = sh_command(script)
         shown = script if isinstance(script, str) else " ".join(str(a) for a in script)
         timeout = COMMAND_TIMEOUT_S if timeout is None else timeout
+
         # Every command here is short or bounded: no answer in time means the link is gone (a
         # laptop asleep, a relay dropped). Invoke's own timeout stops a command that hangs on a
         # live link; on a dead one paramiko waits for the channel forever, so the watchdog closes
         # the transport, which wakes every wait, and callers retry on a fresh connection.
         def lost(output: str = "") -> ConnectionLost:
-            return ConnectionLost(self.label, f"no answer within {timeout:.0f} s: connection treated as lost",
-                                  command=shown, output=output, hint=hint or "rerun the same make command: it re-attaches")
+            return ConnectionLost(
+                self.label,
+                f"no answer within {timeout:.0f} s: connection treated as lost",
+                command=shown,
+                output=output,
+                hint=hint or "rerun the same make command: it re-attaches",
+            )
 
         fired = threading.Event()
         watchdog = threading.Timer(timeout + WATCHDOG_GRACE_S, lambda: (fired.set(), self._abandon()))
@@ -233,8 +300,12 @@ class Remote:
         except (OSError, EOFError, socket.timeout, paramiko.SSHException) as e:
             if fired.is_set():
                 raise lost() from None
-            raise ConnectionLost(self.label, f"connection lost: {e}", command=shown,
-                                 hint="rerun the same make command: it re-attaches") from None
+            raise ConnectionLost(
+                self.label,
+                f"connection lost: {e}",
+                command=shown,
+                hint="rerun the same make command: it re-attaches",
+            ) from None
         finally:
             watchdog.cancel()
         if fired.is_set():
@@ -242,11 +313,17 @@ class Remote:
         result = Result(r.stdout, r.stderr, r.exited)
         if r.exited == -1 and not self.conn.is_connected:
             # The channel closed without an exit status because the connection went away.
-            raise ConnectionLost(self.label, "connection lost during the command", command=shown,
-                                 output=r.stdout + r.stderr, hint="rerun the same make command: it re-attaches")
+            raise ConnectionLost(
+                self.label,
+                "connection lost during the command",
+                command=shown,
+                output=r.stdout + r.stderr,
+                hint="rerun the same make command: it re-attaches",
+            )
         if check and r.exited != 0:
-            raise RemoteError(self.label, what, command=shown, exit_code=r.exited,
-                              output=r.stdout + r.stderr, hint=hint)
+            raise RemoteError(
+                self.label, what, command=shown, exit_code=r.exited, output=r.stdout + r.stderr, hint=hint
+            )
         return result
 
     def _abandon(self) -> None:
@@ -262,13 +339,19 @@ class Remote:
             if self.conn.is_connected:
                 # The login works, the subsystem is refused: a marketplace's proxied "basic SSH"
                 # relay, or an sshd without the sftp subsystem. Code and runs travel over SFTP.
-                raise RemoteError(self.label, f"this SSH endpoint offers no SFTP ({e or 'subsystem refused'}): "
-                                  "make remote ships code and fetches runs over SFTP",
-                                  hint="use the provider's direct SSH connection (the box's public IP and mapped "
-                                  "port, often called 'SSH over exposed TCP'), not its proxied SSH; on your own "
-                                  "box enable `Subsystem sftp internal-sftp` in sshd_config") from None
-            raise ConnectionLost(self.label, f"connection lost opening SFTP: {e}",
-                                 hint="rerun the same make command: it re-attaches") from None
+                raise RemoteError(
+                    self.label,
+                    f"this SSH endpoint offers no SFTP ({e or 'subsystem refused'}): "
+                    "make remote ships code and fetches runs over SFTP",
+                    hint="use the provider's direct SSH connection (the box's public IP and mapped "
+                    "port, often called 'SSH over exposed TCP'), not its proxied SSH; on your own "
+                    "box enable `Subsystem sftp internal-sftp` in sshd_config",
+                ) from None
+            raise ConnectionLost(
+                self.label,
+                f"connection lost opening SFTP: {e}",
+                hint="rerun the same make command: it re-attaches",
+            ) from None
 
     def write_text(self, path: str, text: str, mode: int = 0o644) -> None:
         """Write a small file on the host through SFTP (no shell sees its content)."""

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 # A host name, an IPv4 address or a bracketed IPv6 address: no spaces, no shell characters.
 # Neither user nor host may begin with "-": `ssh -G -v` would read the host as an option.
-_HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
-                      r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._][A-Za-z0-9._-]*)(?::(?P<port>\d{1,5}))?$")
+_HOST_RE = re.compile(
+    r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
+    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._][A-Za-z0-9._-]*)(?::(?P<port>\d{1,5}))?$"
+)
 
 
 class HostSpecError(ValueError):
@@ -79,40 +81,56 @@ def resolve(spec: HostSpec, ssh_config: str | None = None) -> SshTarget:
 
     if shutil.which("ssh") is None:
         return SshTarget(spec.host, spec.user, spec.port or 22)
-    argv = ["ssh", "-G", *(["-F", ssh_config] if ssh_config else []), *(["-p", str(spec.port)] if spec.port else []),
-            *(["-l", spec.user] if spec.user else []), "--", spec.host]
+    argv = [
+        "ssh",
+        "-G",
+        *(["-F", ssh_config] if ssh_config else []),
+        *(["-p", str(spec.port)] if spec.port else []),
+        *(["-l", spec.user] if spec.user else []),
+        "--",
+        spec.host,
+    ]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     if r.returncode != 0:
-        raise HostSpecError(f"ssh -G {spec.host} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}"
-                            " (check ~/.ssh/config or SSH_CONFIG=)")
+        raise HostSpecError(
+            f"ssh -G {spec.host} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}"
+            " (check ~/.ssh/config or SSH_CONFIG=)"
+        )
     values: dict[str, list[str]] = {}
     for line in r.stdout.splitlines():
         key, _, value = line.partition(" ")
         values.setdefault(key.lower(), []).append(value.strip())
     one = lambda key: (values.get(key) or [None])[0]  # noqa: E731
-    identities = tuple(str(Path(p).expanduser()) for p in values.get("identityfile", [])
-                       if Path(p).expanduser().is_file())
+    identities = tuple(
+        str(Path(p).expanduser()) for p in values.get("identityfile", []) if Path(p).expanduser().is_file()
+    )
     jump = one("proxyjump")
     known = one("userknownhostsfile")
-    return SshTarget(hostname=one("hostname") or spec.host, user=one("user") or spec.user,
-                     port=int(one("port") or spec.port or 22), identity_files=identities,
-                     known_hosts=known.split()[0] if known else None,
-                     proxy_jumps=tuple(h.strip() for h in jump.split(",")) if jump and jump.lower() != "none" else ())
+    return SshTarget(
+        hostname=one("hostname") or spec.host,
+        user=one("user") or spec.user,
+        port=int(one("port") or spec.port or 22),
+        identity_files=identities,
+        known_hosts=known.split()[0] if known else None,
+        proxy_jumps=tuple(h.strip() for h in jump.split(",")) if jump and jump.lower() != "none" else (),
+    )
 
 
 def parse_jump(text: str) -> HostSpec:
     """A ProxyJump hop, `[user@]host[:port]` or `ssh://[user@]host[:port]`, as a HostSpec."""
-    return parse_host(text[len("ssh://"):] if text.startswith("ssh://") else text)
+    return parse_host(text[len("ssh://") :] if text.startswith("ssh://") else text)
 
 
 def unnamed_user_note(spec: HostSpec, ssh_config: str | None = None) -> str | None:
-    """HOST written without user@: whom ssh will log in as, said before the first connection (a rented box wants
-    root@ or ubuntu@ far more often than this laptop's user); None when HOST names its user."""
+    """HOST written without user@: whom ssh will log in as, said before the first connection (a rented box
+    wants root@ or ubuntu@ far more often than this laptop's user); None when HOST names its user."""
     if spec.user:
         return None
     import getpass
 
     user = resolve(spec, ssh_config).user or getpass.getuser()
     source = "this laptop's user" if user == getpass.getuser() else "the User in your ssh_config"
-    return (f"HOST={spec.label} names no user: logging in as {user!r} ({source}); write HOST=user@{spec.host} "
-            "(root@, ubuntu@…) if the box wants another")
+    return (
+        f"HOST={spec.label} names no user: logging in as {user!r} ({source}); write HOST=user@{spec.host} "
+        "(root@, ubuntu@…) if the box wants another"
+    )

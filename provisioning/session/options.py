@@ -1,5 +1,5 @@
-"""make remote's options: what the laptop was asked (the host and how to log in, the run, its archive), and the
-checks of PROFILE= and STAGES= against the suite made before any SSH."""
+"""make remote's options: what the laptop was asked (the host and how to log in, the run, its archive), and
+the checks of PROFILE= and STAGES= against the suite made before any SSH."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite import world
-
 from provisioning.session.hosts import HostSpec
+from suite import world
 
 
 @dataclass
 class RemoteOptions:
     host: HostSpec
     hosts: tuple[HostSpec, ...] = ()
-    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first (provisioning/cluster/driver.py)."""
+    """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first
+    (provisioning/cluster/driver.py)."""
     nodes_run: Any = None
     """cluster.driver.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
     profile: str = "nccl-gpu"

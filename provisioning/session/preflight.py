@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from suite.hardware import cuda_lines, gpu_host_checks
-
 from provisioning.session.shell import quote
+from suite.hardware import cuda_lines, gpu_host_checks
 
 MIN_PYTHON = (3, 11)  # pyproject.toml: requires-python >= 3.11
 
@@ -36,13 +35,17 @@ remote_dir() {  # remote_dir REMOTE_DIR MOUNTS VOLUME...: REMOTE_DIR, else VOLUM
   done
   printf '%s\n' cardtime
 }
-"""
+"""  # noqa: E501
 VOLUMES_ARGS = "/proc/mounts " + " ".join(PERSISTENT_VOLUMES)
 
-PROBE_SCRIPT = REMOTE_DIR_RULE + r"""
+PROBE_SCRIPT = (
+    REMOTE_DIR_RULE
+    + r"""
 section() { printf '@@%s\n' "$1"; }
 ran() { printf '@@rc %s\n' "$?"; }
-base=$(remote_dir "$1" """ + VOLUMES_ARGS + r""")
+base=$(remote_dir "$1" """
+    + VOLUMES_ARGS
+    + r""")
 section hostname; hostname; ran
 section uname; uname -srm; ran
 section home; printf '%s\n' "$HOME"; ran
@@ -50,7 +53,9 @@ section base; mkdir -p -- "$base" && cd -- "$base" && pwd -P; ran
 section df; df -Pk -- "$base" 2>&1 | tail -n 1; ran
 section gpus; nvidia-smi -L 2>&1; ran
 section driver; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1; ran
-section gpu_query; """ + cuda_lines.GPU_QUERY + r""" 2>&1; ran
+section gpu_query; """
+    + cuda_lines.GPU_QUERY
+    + r""" 2>&1; ran
 section docker; command -v docker; ran
 section docker_runtimes; docker info --format '{{json .Runtimes}}' 2>&1 | tail -n 3; ran
 section nvidia_ctk; command -v nvidia-container-runtime-hook || command -v nvidia-ctk || command -v nvidia-container-cli; ran
@@ -87,18 +92,27 @@ if dmesg >/dev/null 2>&1; then k=dmesg; elif sudo -n dmesg >/dev/null 2>&1; then
 if [ "$k" = dmesg ] && dmesg 2>/dev/null | head -n 5 | grep -qi gvisor; then k=gvisor; fi
 echo "kernel_log $k"; echo "dcgmi $(command -v dcgmi || echo -)"; echo "ib_tool $(command -v ibstat || command -v ibv_devinfo || echo -)"; true; ran
 section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepods|lxc' /proc/1/cgroup; then echo yes; else echo no; fi; ran
-"""
+"""  # noqa: E501
+)
 
 
 def probe_command(base: str) -> str:
-    """The script and its one argument, the remote directory ('' = the rule above), as a POSIX command line."""
+    """The script and its one argument, the remote directory ('' = the rule above), as a POSIX command
+    line."""
     return "set -- " + quote(base) + "\n" + PROBE_SCRIPT
 
 
 def resolve_dir_command(base: str) -> str:
     """The remote directory's absolute path by the same rule, if it exists (for `make remote-status`)."""
-    return ("set -- " + quote(base) + "\n" + REMOTE_DIR_RULE +
-            'cd -- "$(remote_dir "$1" ' + VOLUMES_ARGS + ')" 2>/dev/null && pwd -P')
+    return (
+        "set -- "
+        + quote(base)
+        + "\n"
+        + REMOTE_DIR_RULE
+        + 'cd -- "$(remote_dir "$1" '
+        + VOLUMES_ARGS
+        + ')" 2>/dev/null && pwd -P'
+    )
 
 
 @dataclass
@@ -129,7 +143,8 @@ class HostFacts:
     """`docker info` answered: an engine runs and this user may talk to it."""
     docker_error: str = ""
     nvidia_runtime: bool = False
-    """Docker can give containers GPUs: an `nvidia` runtime is registered or the toolkit's hook is installed."""
+    """Docker can give containers GPUs: an `nvidia` runtime is registered or the toolkit's hook is
+    installed."""
     python: tuple[int, ...] | None = None
     """The newest Python found (python3.13 … python3, conda prefixes, the container's PATH)."""
     python_exe: str | None = None
@@ -155,7 +170,8 @@ class HostFacts:
     """/dev/infiniband's entries (uverbs0, rdma_cm …): RUNTIME=docker passes them to the container."""
     in_container: bool = False
     box_tools: dict[str, str] = field(default_factory=dict)
-    """kernel_log (dmesg | sudo | journalctl | gvisor | none), dcgmi and ib_tool (a path, or -): provisioning/session/decidable.py."""
+    """kernel_log (dmesg | sudo | journalctl | gvisor | none), dcgmi and ib_tool (a path, or -):
+    provisioning/session/decidable.py."""
 
     def summary(self) -> list[str]:
         gpu = f"{len(self.gpus)} GPU(s): {self.gpus[0].split(' (UUID')[0]}" if self.gpus else "no NVIDIA GPU"
@@ -163,14 +179,27 @@ class HostFacts:
             f"host      {self.hostname} ({self.uname}){' — itself a container' if self.in_container else ''}",
             f"gpus      {gpu}" + (f" (+{len(self.gpus) - 1} more)" if len(self.gpus) > 1 else ""),
             f"driver    {self.driver or '—'}",
-            f"disk      {self.free_gib:.1f} GiB free under {self.base}" if self.free_gib is not None else "disk      unknown",
-            "docker    " + ("usable" if self.docker_usable else "installed but not usable" if self.docker else "absent")
-            + (", NVIDIA runtime" if self.nvidia_runtime else ", no NVIDIA runtime" if self.docker_usable else ""),
-            f"python    {'.'.join(map(str, self.python)) + ' (' + str(self.python_exe) + ')' if self.python else 'absent'}"
+            f"disk      {self.free_gib:.1f} GiB free under {self.base}"
+            if self.free_gib is not None
+            else "disk      unknown",
+            "docker    "
+            + ("usable" if self.docker_usable else "installed but not usable" if self.docker else "absent")
+            + (
+                ", NVIDIA runtime"
+                if self.nvidia_runtime
+                else ", no NVIDIA runtime"
+                if self.docker_usable
+                else ""
+            ),
+            "python    "
+            + (f"{'.'.join(map(str, self.python))} ({self.python_exe})" if self.python else "absent")
             + ("" if self.venv or not self.python else " (no venv/ensurepip)"),
             f"tools     nccl-tests {self.nccl_tests or 'absent'}; nsys {self.nsys or 'absent'}",
-            f"shm       {self.shm_bytes / 2**30:.1f} GiB at /dev/shm" if self.shm_bytes is not None else "shm       unknown",
-            f"git       {self.git or 'absent'};  detach with {'tmux' if self.tmux else 'setsid' if self.setsid else 'nohup'}",
+            f"shm       {self.shm_bytes / 2**30:.1f} GiB at /dev/shm"
+            if self.shm_bytes is not None
+            else "shm       unknown",
+            f"git       {self.git or 'absent'};  detach with "
+            f"{'tmux' if self.tmux else 'setsid' if self.setsid else 'nohup'}",
         ]
         return lines
 
@@ -266,7 +295,9 @@ def parse_probe(text: str) -> HostFacts:
         if not facts.docker_usable:
             facts.docker_error = runtimes.text.splitlines()[-1] if runtimes.text else ""
     has_hook = ok("nvidia_ctk") is not None
-    facts.nvidia_runtime = facts.docker_usable and (('"nvidia"' in (runtimes.text if runtimes else "")) or has_hook)
+    facts.nvidia_runtime = facts.docker_usable and (
+        ('"nvidia"' in (runtimes.text if runtimes else "")) or has_hook
+    )
     facts.pythons = _pythons(ok("pythons"))
     legacy = ok("python")  # captures of the earlier probe: python3 only, venv as its own section
     if not facts.pythons and legacy and re.fullmatch(r"\d+\.\d+\.\d+", legacy):
@@ -294,9 +325,12 @@ class Decision:
     """The CUDA line both runtimes install (torch's wheel index, the image's build arguments); None on CPU."""
 
 
-def choose_cuda_line(facts: HostFacts, requested: str | None) -> tuple[cuda_lines.CudaLine | None, str | None]:
-    """(line, problem): from the GPUs' compute capability and the driver (suite/hardware/cuda_lines.py's choose_line), the
-    requested line or the newest that runs them; a probe of an older version (no gpu_query) goes by the driver."""
+def choose_cuda_line(
+    facts: HostFacts, requested: str | None
+) -> tuple[cuda_lines.CudaLine | None, str | None]:
+    """(line, problem): from the GPUs' compute capability and the driver (suite/hardware/cuda_lines.py's
+    choose_line), the requested line or the newest that runs them; a probe of an older version (no gpu_query)
+    goes by the driver."""
     if facts.gpu_query:
         return cuda_lines.choose_line(facts.gpu_query, requested)
     try:
@@ -312,15 +346,24 @@ def choose_cuda_line(facts: HostFacts, requested: str | None) -> tuple[cuda_line
 
 def gpu_host_problems(facts: HostFacts) -> list[str]:
     """What makes NCCL fail on this host (suite/hardware/gpu_host_checks.py), one line each."""
-    found = [gpu_host_checks.shm_problem(facts.shm_bytes, len(facts.gpus)),
-             gpu_host_checks.fabric_problem(facts.smi_q, facts.fabric_manager),
-             gpu_host_checks.processes_problem(facts.smi_q)]
+    found = [
+        gpu_host_checks.shm_problem(facts.shm_bytes, len(facts.gpus)),
+        gpu_host_checks.fabric_problem(facts.smi_q, facts.fabric_manager),
+        gpu_host_checks.processes_problem(facts.smi_q),
+    ]
     return [p for p in found if p]
 
 
-def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str | None = None,
-           cuda_line: str | None = None) -> Decision:
-    """Choose RUNTIME (the requested one, or docker when the host has Docker with GPU support) and check it."""
+def decide(
+    facts: HostFacts,
+    *,
+    runtime: str | None,
+    needs_gpu: bool,
+    image: str | None = None,
+    cuda_line: str | None = None,
+) -> Decision:
+    """Choose RUNTIME (the requested one, or docker when the host has Docker with GPU support) and check
+    it."""
     problems: list[str] = []
     notes: list[str] = []
     if runtime not in (None, "", "docker", "host"):
@@ -328,66 +371,102 @@ def decide(facts: HostFacts, *, runtime: str | None, needs_gpu: bool, image: str
     if not facts.base:
         problems.append("cannot create the remote directory: pass REMOTE_DIR=a writable path")
     if needs_gpu and not facts.gpus:
-        problems.append(f"no NVIDIA GPU visible ({facts.gpu_error or 'nvidia-smi -L printed none'}): "
-                        "check the driver (nvidia-smi) or run PROFILE=gloo-cpu")
+        problems.append(
+            f"no NVIDIA GPU visible ({facts.gpu_error or 'nvidia-smi -L printed none'}): "
+            "check the driver (nvidia-smi) or run PROFILE=gloo-cpu"
+        )
     if not runtime:
         # Docker by default only for the GPU image on a host whose Docker gives containers GPUs;
         # a CPU profile runs in the host's own Python (the CPU image is for laptops, built locally).
         if facts.docker_usable and facts.nvidia_runtime and needs_gpu:
             runtime = "docker"
         elif facts.docker_usable and needs_gpu:
-            problems.append("docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host")
+            problems.append(
+                "docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host"
+            )
             runtime = None
         else:
             runtime = "host"
             if facts.docker and not facts.docker_usable:
-                notes.append(f"docker installed but not usable ({facts.docker_error or 'docker info failed'}): using RUNTIME=host")
+                notes.append(
+                    f"docker installed but not usable ({facts.docker_error or 'docker info failed'}): using "
+                    f"RUNTIME=host"
+                )
     if runtime == "docker":
         if not facts.docker:
             problems.append("no docker on the host: install Docker Engine or use RUNTIME=host")
         elif not facts.docker_usable:
-            problems.append(f"docker present but the engine does not answer ({facts.docker_error or 'docker info failed'}): "
-                            "start dockerd, add the user to the docker group, or use RUNTIME=host")
+            problems.append(
+                f"docker present but the engine does not answer "
+                f"({facts.docker_error or 'docker info failed'}): "
+                "start dockerd, add the user to the docker group, or use RUNTIME=host"
+            )
         elif needs_gpu and not facts.nvidia_runtime:
-            problems.append("docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host")
+            problems.append(
+                "docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host"
+            )
     if runtime == "host":
         if facts.python is None:
-            problems.append("no Python on the host (python3.13 … python3, /opt/conda, ~/miniconda3 probed): "
-                            "install Python ≥ 3.11 (apt-get install python3.11 python3.11-venv) or use RUNTIME=docker")
+            problems.append(
+                "no Python on the host (python3.13 … python3, /opt/conda, ~/miniconda3 probed): "
+                "install Python ≥ 3.11 (apt-get install python3.11 python3.11-venv) or use RUNTIME=docker"
+            )
         elif facts.python < MIN_PYTHON:
             found = ", ".join(f"{exe} {'.'.join(map(str, v))}" for exe, v, _ in facts.pythons)
-            problems.append(f"no Python ≥ 3.11 on the host (found {found}): install one "
-                            "(apt-get install python3.11 python3.11-venv, or a conda prefix) or use RUNTIME=docker")
+            problems.append(
+                f"no Python ≥ 3.11 on the host (found {found}): install one "
+                "(apt-get install python3.11 python3.11-venv, or a conda prefix) or use RUNTIME=docker"
+            )
         elif not facts.venv:
-            problems.append(f"{facts.python_exe} has no venv/ensurepip: apt-get install python3-venv, or use RUNTIME=docker")
+            problems.append(
+                f"{facts.python_exe} has no venv/ensurepip: apt-get install python3-venv, or use "
+                f"RUNTIME=docker"
+            )
         if needs_gpu and not facts.nccl_tests:
-            notes.append("no nccl-tests on the host (PATH, the container's PATH, /opt/nccl-tests/bin): the nccl-tests "
-                         "verdicts will be skip; RUNTIME=docker has them, or put all_reduce_perf on PATH")
+            notes.append(
+                "no nccl-tests on the host (PATH, the container's PATH, /opt/nccl-tests/bin): the nccl-tests "
+                "verdicts will be skip; RUNTIME=docker has them, or put all_reduce_perf on PATH"
+            )
         if needs_gpu and not facts.nsys:
             notes.append("no nsys on the host: the profile stage falls back to torch.profiler")
     if not facts.pythons and runtime == "docker":
-        problems.append("no python3 on the host (needed to list and checksum the run directory): install python3")
-    if not facts.git:  # the code then travels as a laptop-side archive of HEAD (codesync.ship_files, the image)
+        problems.append(
+            "no python3 on the host (needed to list and checksum the run directory): install python3"
+        )
+    if (
+        not facts.git
+    ):  # the code then travels as a laptop-side archive of HEAD (codesync.ship_files, the image)
         notes.append("no git on the host: the code is sent as an archive of HEAD's files")
     line = None
     if needs_gpu and facts.gpus:
         problems += gpu_host_problems(facts)
         if image:
-            notes.append(f"IMAGE={image}: its CUDA line is the image's own; torch in it is checked before the run")
+            notes.append(
+                f"IMAGE={image}: its CUDA line is the image's own; torch in it is checked before the run"
+            )
         else:
             line, problem = choose_cuda_line(facts, cuda_line)
             if problem:
                 problems.append(problem)
             elif line is not None:
-                notes.append(f"CUDA line {line.name} (CUDA {line.cuda}) for driver {facts.driver or 'unknown'}")
+                notes.append(
+                    f"CUDA line {line.name} (CUDA {line.cuda}) for driver {facts.driver or 'unknown'}"
+                )
     if runtime and facts.free_gib is not None:
         need = MIN_FREE_GIB[(runtime, needs_gpu)]
         # The image lands in Docker's root directory, not the remote directory: that is the disk to check.
-        free, where = ((facts.docker_free_gib, "Docker's root directory (docker info: DockerRootDir)")
-                       if runtime == "docker" and facts.docker_free_gib is not None else (facts.free_gib, facts.base))
+        free, where = (
+            (facts.docker_free_gib, "Docker's root directory (docker info: DockerRootDir)")
+            if runtime == "docker" and facts.docker_free_gib is not None
+            else (facts.free_gib, facts.base)
+        )
         if free < need:
-            fix = ("free space there or move Docker's data-root (/etc/docker/daemon.json) to a bigger disk"
-                   if runtime == "docker" else "free space or pass REMOTE_DIR= on a bigger disk")
-            problems.append(f"only {free:.1f} GiB free under {where}, want ≥ {need} GiB for RUNTIME={runtime}: {fix}")
+            fix = (
+                "free space there or move Docker's data-root (/etc/docker/daemon.json) to a bigger disk"
+                if runtime == "docker"
+                else "free space or pass REMOTE_DIR= on a bigger disk"
+            )
+            problems.append(
+                f"only {free:.1f} GiB free under {where}, want ≥ {need} GiB for RUNTIME={runtime}: {fix}"
+            )
     return Decision(runtime if not problems else None, problems, notes, cuda_line=line)
-

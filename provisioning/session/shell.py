@@ -16,7 +16,8 @@ from typing import Iterable
 
 
 def given_flags(pairs: Iterable[tuple[str, object]]) -> list[str]:
-    """`[flag, value]` for each pair whose value is set ('' / 0 / None leave the flag out): a command line's options."""
+    """`[flag, value]` for each pair whose value is set ('' / 0 / None leave the flag out): a command line's
+    options."""
     return [word for flag, value in pairs if value for word in (flag, str(value))]
 
 
@@ -40,9 +41,13 @@ def sh_command(script: str | Iterable[object]) -> str:
 # The host's python3 for the small host-side programs (job status, run lock, run listing): the
 # session's, else the one on the PATH of the host's pid 1. On a container pod the image's Python
 # (/opt/conda/bin) is only there: a non-interactive SSH session does not get the image's PATH.
-HOST_PYTHON = ["sh", "-c",
-               'p=$(command -v python3 || PATH=$(tr "\\0" "\\n" 2>/dev/null </proc/1/environ | sed -n "s/^PATH=//p") '
-               'command -v python3) && exec "$p" "$@"; '
-               'echo "no python3 on the host (session PATH nor the container PATH of pid 1): install python3" >&2; exit 127',
-               "python3"]
+HOST_PYTHON = [
+    "sh",
+    "-c",
+    'p=$(command -v python3 || PATH=$(tr "\\0" "\\n" 2>/dev/null </proc/1/environ | sed -n "s/^PATH=//p") '
+    'command -v python3) && exec "$p" "$@"; '
+    'echo "no python3 on the host (session PATH nor the container PATH of pid 1): install python3" >&2; exit '
+    "127",
+    "python3",
+]
 """Put before `-c PROGRAM ARGS…` in place of "python3"."""

@@ -1,10 +1,10 @@
-"""The step lines every driver prints: which of make remote's seven steps runs and how long the command has taken."""
+"""The step lines every driver prints: which of make remote's seven steps runs and how long the command has
+taken."""
 
 from __future__ import annotations
 
 import sys
 import time
-
 
 STEPS = ("preflight", "code", "runtime", "run", "fetch", "report", "archive")
 

@@ -1,8 +1,10 @@
-"""Per-stage report figures, drawn with matplotlib by each stage's own `suite/stages/<stage>/figure.py`; here the
-drawing kit those modules share (_plot, _scaling, _svg) and the harness that calls them and caches their SVG.
-Imported by reports' own modules (report, predraw, tables, …) and by the stages' figure modules. Each defines
+"""Per-stage report figures, drawn with matplotlib by each stage's own `suite/stages/<stage>/figure.py`; here
+the drawing kit those modules share (_plot, _scaling, _svg) and the harness that calls them and caches their
+SVG. Imported by reports' own modules (report, predraw, tables, …) and by the stages' figure modules. Each
+defines
 
-    def figures(rows: pandas.DataFrame, expectations: pandas.DataFrame, facts: dict) -> list[matplotlib.figure.Figure]
+    def figures(rows: pandas.DataFrame, expectations: pandas.DataFrame, facts: dict) ->
+    list[matplotlib.figure.Figure]
 
 (rows and expectations of that stage only, columns as in suite.results; facts as the stages published
 them plus "profile"). The report inlines each figure as an SVG data URI. A module that is missing
@@ -66,7 +68,8 @@ def has_module(stage: str) -> bool:
 
 
 def stage_figures(stage: str, rows, expectations, facts: dict[str, Any]) -> StageFigures:
-    """Call suite/stages/<stage>/figure.py's figures(); every failure becomes a note naming the module and the error."""
+    """Call suite/stages/<stage>/figure.py's figures(); every failure becomes a note naming the module and the
+    error."""
     out = StageFigures()
     if not has_module(stage):
         return out
@@ -75,20 +78,21 @@ def stage_figures(stage: str, rows, expectations, facts: dict[str, Any]) -> Stag
         module = importlib.import_module(module_name(stage))
         produced = list(module.figures(rows.copy(), expectations.copy(), facts))
     except Exception as e:  # noqa: BLE001 - one broken figure module must not take the report down
-        out.notes.append(f"figures unavailable: {where} raised {type(e).__name__}: {e} "
-                         f"(at {_last_frame(e)})")
+        out.notes.append(f"figures unavailable: {where} raised {type(e).__name__}: {e} (at {_last_frame(e)})")
         return out
     for index, item in enumerate(produced):
         if isinstance(item, Figure):
             out.figures.append(item)
         else:
-            out.notes.append(f"{where} returned a {type(item).__name__} as figure {index + 1}, not a matplotlib Figure")
+            out.notes.append(
+                f"{where} returned a {type(item).__name__} as figure {index + 1}, not a matplotlib Figure"
+            )
     return out
 
 
 def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple[list[Image], list[str]]:
-    """The stage's figures drawn as inline images, and the notes saying why any are missing; from the figure cache
-    (_cache.py) when this data was drawn by this code before."""
+    """The stage's figures drawn as inline images, and the notes saying why any are missing; from the figure
+    cache (_cache.py) when this data was drawn by this code before."""
     from markupsafe import Markup
 
     from reports.figures._cache import cached_stage_images
@@ -109,9 +113,13 @@ def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple
         return images, notes
 
     def image(**saved) -> Image:
-        return Image(**{**saved, "src": Markup(saved["src"])})  # stored as drawn: already safe in an attribute
+        return Image(
+            **{**saved, "src": Markup(saved["src"])}
+        )  # stored as drawn: already safe in an attribute
 
-    return cached_stage_images(stage, rows, expectations, read, getattr(module, "__file__", None), draw, image)
+    return cached_stage_images(
+        stage, rows, expectations, read, getattr(module, "__file__", None), draw, image
+    )
 
 
 def facts_read(module, facts: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +133,8 @@ def facts_read(module, facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def warm_up(stages: list[str]) -> None:
-    """Import the stages' figure modules and draw one text: work forked workers then inherit instead of repeating."""
+    """Import the stages' figure modules and draw one text: work forked workers then inherit instead of
+    repeating."""
     for stage in stages:
         try:
             if has_module(stage):
@@ -174,8 +183,10 @@ def svg_uri(svg: bytes) -> str:
     quoted attribute or start a character reference, so escaping it again would only make it longer."""
     from markupsafe import Markup
 
-    return Markup("data:image/svg+xml;charset=utf-8," + urllib.parse.quote(compact_svg(svg.decode("utf-8")),
-                                                                         safe=URI_SAFE))
+    return Markup(
+        "data:image/svg+xml;charset=utf-8,"
+        + urllib.parse.quote(compact_svg(svg.decode("utf-8")), safe=URI_SAFE)
+    )
 
 
 def render(fig: Figure, fallback_alt: str) -> tuple[Image | None, str | None]:

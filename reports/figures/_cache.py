@@ -1,4 +1,5 @@
-"""Drawn figures kept between renderings: a stage whose data and figure code did not change is not drawn again.
+"""Drawn figures kept between renderings: a stage whose data and figure code did not change is not drawn
+again.
 
     images, notes = cached_stage_images(stage, rows, expectations, facts, draw)
 
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 KEEP = 400
-"""Entries kept (a rehearsal's report writes ~16, each a few KB to ~30 KB): the oldest beyond it are removed."""
+"""Entries kept (a rehearsal's report writes ~16, each a few KB to ~30 KB): the oldest beyond it are
+removed."""
 VERSION = "1"
 
 
@@ -59,15 +61,27 @@ def code_stamp() -> str:
 
 def key(stage: str, rows, expectations, facts: dict[str, Any]) -> str:
     digest = hashlib.sha256()
-    for part in (stage, code_stamp(), rows.to_csv(index=False), expectations.to_csv(index=False),
-                 json.dumps(facts, sort_keys=True, default=str)):
+    for part in (
+        stage,
+        code_stamp(),
+        rows.to_csv(index=False),
+        expectations.to_csv(index=False),
+        json.dumps(facts, sort_keys=True, default=str),
+    ):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def cached_stage_images(stage: str, rows, expectations, facts: dict[str, Any], module_file: str | None,
-                        draw: Callable[[], tuple[list, list[str]]], image_type) -> tuple[list, list[str]]:
+def cached_stage_images(
+    stage: str,
+    rows,
+    expectations,
+    facts: dict[str, Any],
+    module_file: str | None,
+    draw: Callable[[], tuple[list, list[str]]],
+    image_type,
+) -> tuple[list, list[str]]:
     """draw()'s (images, notes), from the cache when the same data was drawn by the same code before."""
     folder = cache_dir()
     if folder is None or not module_file:
@@ -80,8 +94,14 @@ def cached_stage_images(stage: str, rows, expectations, facts: dict[str, Any], m
         pass
     images, notes = draw()
     if not notes:  # a figure that failed is drawn (and reported) again next time, never remembered
-        _store(folder, entry, {"images": [{"src": str(i.src), "alt": i.alt, "caption": i.caption} for i in images],
-                               "notes": notes})
+        _store(
+            folder,
+            entry,
+            {
+                "images": [{"src": str(i.src), "alt": i.alt, "caption": i.caption} for i in images],
+                "notes": notes,
+            },
+        )
     return images, notes
 
 

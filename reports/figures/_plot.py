@@ -24,7 +24,8 @@ GRID_ALPHA = 0.3
 LEGEND_SIZE = 7
 MODEL_COLOUR = "grey"
 MAX_LOG_TICKS = 5
-"""Labelled ticks on a log axis: a sweep over 2²…2³⁰ bytes gets a label every few powers, not 28 crowded ones."""
+"""Labelled ticks on a log axis: a sweep over 2²…2³⁰ bytes gets a label every few powers, not 28 crowded
+ones."""
 SOURCE_COLOUR = {"torch": "C0", "nccl-tests": "C1", "hand": "C2", "model": MODEL_COLOUR, "α-β": MODEL_COLOUR}
 """One colour per source in every figure: torch blue, nccl-tests orange, hand green, the model grey."""
 
@@ -48,8 +49,8 @@ def plain_power(x: float, base: int) -> str:
 
 
 def sparse_log_ticks(axis, base: int) -> None:
-    """At most MAX_LOG_TICKS labelled powers, plain-text labels and no minor ticks: readable, and each tick is drawn
-    text to pay for."""
+    """At most MAX_LOG_TICKS labelled powers, plain-text labels and no minor ticks: readable, and each tick is
+    drawn text to pay for."""
     axis.set_major_locator(ticker.LogLocator(base=base, numticks=MAX_LOG_TICKS))
     axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: plain_power(x, base)))
     axis.set_minor_locator(ticker.NullLocator())
@@ -74,19 +75,24 @@ def log_axis(ax, which: str, base: int = 10, unit: str | None = None) -> None:
 
 
 def human_units(axis, unit: str, base: int) -> None:
-    """Log-axis ticks in the units a person reads: 4 KiB, 1 MiB (unit "bytes"); 850 µs, 12 ms, 2 s (unit "us")."""
+    """Log-axis ticks in the units a person reads: 4 KiB, 1 MiB (unit "bytes"); 850 µs, 12 ms, 2 s (unit
+    "us")."""
     sparse_log_ticks(axis, base)
     if unit == "bytes":
         axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: headlines.size(x) if x >= 1 else ""))
     elif unit == "us":
-        axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: headlines.seconds(x * 1e-6) if x > 0 else ""))
+        axis.set_major_formatter(
+            ticker.FuncFormatter(lambda x, _: headlines.seconds(x * 1e-6) if x > 0 else "")
+        )
+
 
 Series = Mapping[Any, float] | tuple[Sequence[float], Sequence[float]]
 """{x: y}, or (xs, ys)."""
 
 
 def new_figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots) -> tuple[Figure, Any]:
-    """A figure not tied to pyplot (nothing to close by hand) and its axes, as Figure.subplots returns them."""
+    """A figure not tied to pyplot (nothing to close by hand) and its axes, as Figure.subplots returns
+    them."""
     fig = Figure(figsize=(width, height))
     return fig, fig.subplots(rows, cols, **subplots)
 
@@ -111,16 +117,35 @@ def model(ax, series: Series, label: str = "model", **line) -> None:
     ax.plot(*_xy(series), label=label, **line)
 
 
-def measured_vs_model(ax, measured_series: Series | None, model_series: Series | None = None, *,
-                      label: str = "measured", model_label: str = "model", color: str | None = None,
-                      model_marker: str | None = None, points: bool = False) -> None:
-    """Both series on one axes; either may be empty (nothing drawn for it). `color` gives the pair one colour."""
+def measured_vs_model(
+    ax,
+    measured_series: Series | None,
+    model_series: Series | None = None,
+    *,
+    label: str = "measured",
+    model_label: str = "model",
+    color: str | None = None,
+    model_marker: str | None = None,
+    points: bool = False,
+) -> None:
+    """Both series on one axes; either may be empty (nothing drawn for it). `color` gives the pair one
+    colour."""
     if measured_series is not None and len(measured_series):
-        measured(ax, measured_series, label, **({"color": color} if color else {}),
-                 **({"linestyle": "none"} if points else {}))
+        measured(
+            ax,
+            measured_series,
+            label,
+            **({"color": color} if color else {}),
+            **({"linestyle": "none"} if points else {}),
+        )
     if model_series is not None and len(model_series):
-        model(ax, model_series, model_label, color=color or MODEL_COLOUR,
-              **({"marker": model_marker} if model_marker else {}))
+        model(
+            ax,
+            model_series,
+            model_label,
+            color=color or MODEL_COLOUR,
+            **({"marker": model_marker} if model_marker else {}),
+        )
 
 
 def limit(ax, y: float, label: str, color: str = "red", linestyle: str = "--") -> None:
@@ -128,19 +153,33 @@ def limit(ax, y: float, label: str, color: str = "red", linestyle: str = "--") -
     ax.axhline(y, color=color, linestyle=linestyle, label=label)
 
 
-def grouped_bars(ax, positions: Sequence[float], groups: Sequence[tuple[str, Sequence[float], str | None]],
-                 width: float) -> None:
-    """One bar per group at each position, side by side and centred on it: (label, heights, colour or None)."""
+def grouped_bars(
+    ax, positions: Sequence[float], groups: Sequence[tuple[str, Sequence[float], str | None]], width: float
+) -> None:
+    """One bar per group at each position, side by side and centred on it: (label, heights, colour or
+    None)."""
     n = len(groups)
     for i, (label, heights, colour) in enumerate(groups):
         offset = (i - (n - 1) / 2) * width
         ax.bar([p + offset for p in positions], list(heights), width=width, label=label, color=colour)
 
 
-def style(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
-          logx: int | None = None, logy: bool = False, xticks: Sequence[float] | None = None,
-          xticklabels: Sequence[str] | None = None, grid: str | None = "both", legend: int | None = LEGEND_SIZE,
-          xunit: str | None = None, yunit: str | None = None, **legend_options) -> None:
+def style(
+    ax,
+    *,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    logx: int | None = None,
+    logy: bool = False,
+    xticks: Sequence[float] | None = None,
+    xticklabels: Sequence[str] | None = None,
+    grid: str | None = "both",
+    legend: int | None = LEGEND_SIZE,
+    xunit: str | None = None,
+    yunit: str | None = None,
+    **legend_options,
+) -> None:
     """Scales, labels, ticks (after the scale, which would reset them), grid and legend of one axes.
     xunit/yunit ("bytes", "us") label a log axis in human units (human_units)."""
     if logx:

@@ -1,4 +1,5 @@
-"""Pieces the scaling figures (baseline, tp, dp, zero) share: picking values out of the tidy rows, the golden panel."""
+"""Pieces the scaling figures (baseline, tp, dp, zero) share: picking values out of the tidy rows, the golden
+panel."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import math
 
 from matplotlib.figure import Figure
 
-from suite.values import is_finite_number, is_missing
-
 from reports.figures._plot import finish, grouped_bars, limit, new_figure, style
+from suite.values import is_finite_number, is_missing
 
 
 def series(frame, metric: str, key: str, case: str = "train_step") -> dict[int, float]:
@@ -37,13 +37,22 @@ def golden_panel(ax, rows, key: str, label: str, tolerance: float | None) -> boo
         for k in keys:
             hit = part[(part["case"] == case) & (part[key] == k)]["value"]
             v = float(hit.iloc[0]) if len(hit) else math.nan
-            values.append(max(v, 1e-12) if math.isfinite(v) else math.nan)  # 0 drawn at the floor of the log axis
+            values.append(
+                max(v, 1e-12) if math.isfinite(v) else math.nan
+            )  # 0 drawn at the floor of the log axis
         groups.append((case, values, None))
     grouped_bars(ax, range(len(keys)), groups, width=0.8 / max(len(cases), 1))
     if tolerance:
         limit(ax, tolerance, f"tolerance {tolerance:g}")
-    style(ax, title="Golden comparison (float32)", ylabel="max |partitioned − single process|", logy=True,
-          xticks=range(len(keys)), xticklabels=[f"{label}={k}" for k in keys], grid="y")
+    style(
+        ax,
+        title="Golden comparison (float32)",
+        ylabel="max |partitioned − single process|",
+        logy=True,
+        xticks=range(len(keys)),
+        xticklabels=[f"{label}={k}" for k in keys],
+        grid="y",
+    )
     return True
 
 
@@ -52,8 +61,12 @@ def golden_figure(rows, expectations, key: str, label: str, title: str, height: 
     fig, ax = new_figure(8, height)
     if not golden_panel(ax, rows, key, label, tolerance_from(expectations)):
         return None
-    return finish(fig, title, "Good: every bar below the red tolerance line (the sharded run computes what one "
-                              "process computes, to float32 rounding).")
+    return finish(
+        fig,
+        title,
+        "Good: every bar below the red tolerance line (the sharded run computes what one "
+        "process computes, to float32 rounding).",
+    )
 
 
 def tolerance_from(expectations) -> float | None:
@@ -64,8 +77,9 @@ def tolerance_from(expectations) -> float | None:
 
 
 def node_boundary(rows) -> float | None:
-    """Where a multi-node run's degrees leave node 0, on a degree axis: halfway between the largest degree whose
-    ranks were on one node and the smallest on more (the workers' nodes_spanned rows); None on one node."""
+    """Where a multi-node run's degrees leave node 0, on a degree axis: halfway between the largest degree
+    whose ranks were on one node and the smallest on more (the workers' nodes_spanned rows); None on one
+    node."""
     spanned = series(rows, "nodes_spanned", "world")
     inside = [d for d, n in spanned.items() if n <= 1]
     across = [d for d, n in spanned.items() if n > 1]
@@ -75,6 +89,7 @@ def node_boundary(rows) -> float | None:
 
 
 def mark_node_boundary(ax, x: float | None) -> None:
-    """A vertical line at the node boundary (nothing on one node): left of it node 0 alone, right of it whole nodes."""
+    """A vertical line at the node boundary (nothing on one node): left of it node 0 alone, right of it whole
+    nodes."""
     if x is not None:
         ax.axvline(x, color="grey", linestyle=":", label="node boundary")

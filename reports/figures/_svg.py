@@ -1,4 +1,5 @@
-"""matplotlib's SVG made small enough to inline a few dozen figures in one page: the same picture, a third of the bytes.
+"""matplotlib's SVG made small enough to inline a few dozen figures in one page: the same picture, a third of
+the bytes.
 
     compact_svg(svg_text) -> svg_text
 
@@ -75,8 +76,11 @@ def _style_of(attributes: dict[str, str]) -> str:
 def _rename_ids(svg: str) -> str:
     for i, old in enumerate(dict.fromkeys(ID.findall(svg))):
         new = f"i{i}"
-        svg = svg.replace(f'id="{old}"', f'id="{new}"').replace(f"#{old})", f"#{new})").replace(
-            f'"#{old}"', f'"#{new}"')
+        svg = (
+            svg.replace(f'id="{old}"', f'id="{new}"')
+            .replace(f"#{old})", f"#{new})")
+            .replace(f'"#{old}"', f'"#{new}"')
+        )
     return svg
 
 
@@ -104,7 +108,9 @@ def _hoist_font_family(svg: str) -> str:
 
 
 def compact_svg(svg: str) -> str:
-    svg = re.sub(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", svg)  # UTF-8 is XML's default; no reader needs the DTD
+    svg = re.sub(
+        r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", svg
+    )  # UTF-8 is XML's default; no reader needs the DTD
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r">\s+<", "><", svg)
     svg = re.sub(r'<g id="[^"]*">', "<g>", svg)  # group ids (line2d_8, xtick_5) that nothing refers to

@@ -1,10 +1,12 @@
-"""What dp and zero say about their degrees on a multi-node profile: which crossed nodes, which α-β each is held to.
+"""What dp and zero say about their degrees on a multi-node profile: which crossed nodes, which α-β each is
+held to.
 
     held = held_to(facts, profile, [1, 2, 4])   # "1–2 ranks within node 0: β = 2 GB/s (no intra-node fit: …);
-                                                #  4 ranks across 2 nodes: β = 1.2 GB/s (… the inter-node fit …)"
+                                                #  4 ranks across 2 nodes: β = 1.2 GB/s (… the inter-node fit
+                                                   …)"
 
-Ranks are node-major (torchrun numbers node g's ranks g·nproc …), so degree d is ranks 0…d−1: within node 0 up to
-nproc, then ⌈d / nproc⌉ whole nodes. The workers record which nodes each degree's ranks were really on
+Ranks are node-major (torchrun numbers node g's ranks g·nproc …), so degree d is ranks 0…d−1: within node 0 up
+to nproc, then ⌈d / nproc⌉ whole nodes. The workers record which nodes each degree's ranks were really on
 (suite/workloads/node_ranks.py), and nodes_verdict holds that to the plan.
 """
 
@@ -17,16 +19,20 @@ from suite.results import Row, Verdict
 from suite.verdicts import verdicts_for
 from suite.workloads.node_ranks import NODES_METRIC
 
-NETWORK_HINT = ("the network (the bandwidth stage's node pairs, NCCL_SOCKET_IFNAME/NCCL_IB_HCA picking the fast "
-                "NICs)")
-"""Where to look when a degree spanning nodes is slower than the inter-node β explains (dp's and zero's verdicts)."""
+NETWORK_HINT = (
+    "the network (the bandwidth stage's node pairs, NCCL_SOCKET_IFNAME/NCCL_IB_HCA picking the fast NICs)"
+)
+"""Where to look when a degree spanning nodes is slower than the inter-node β explains (dp's and zero's
+verdicts)."""
 
 
 def place(profile: Profile, degree: int) -> str:
     """'within node 0', 'across 2 nodes'; '' on a single-node profile (nothing to say)."""
     if len(profile.nodes) <= 1:
         return ""
-    return "within node 0" if degree <= profile.nproc else f"across {nodes_spanned(degree, profile.nproc)} nodes"
+    return (
+        "within node 0" if degree <= profile.nproc else f"across {nodes_spanned(degree, profile.nproc)} nodes"
+    )
 
 
 def ranks_label(profile: Profile, degree: int) -> str:
@@ -36,7 +42,8 @@ def ranks_label(profile: Profile, degree: int) -> str:
 
 
 def held_to(facts: dict, profile: Profile, degrees) -> str:
-    """Which α-β the degrees were held to, grouped within node 0 / across nodes; '' on a single-node profile."""
+    """Which α-β the degrees were held to, grouped within node 0 / across nodes; '' on a single-node
+    profile."""
     if len(profile.nodes) <= 1:
         return ""
     parts = []
@@ -62,16 +69,32 @@ def nodes_verdict(stage: str, rows: list[Row], profile: Profile) -> list[Verdict
         return []
     verdicts = verdicts_for(stage)
     found = {r.world: r for r in rows if r.metric == NODES_METRIC}
-    expected = (f"degrees up to {profile.nproc} on node 0 alone, each larger one on ⌈d/{profile.nproc}⌉ nodes "
-                f"(ranks node-major)")
+    expected = (
+        f"degrees up to {profile.nproc} on node 0 alone, each larger one on ⌈d/{profile.nproc}⌉ nodes "
+        f"(ranks node-major)"
+    )
     if not found:
-        return [verdicts.skip("nodes", expected=expected, observed="no node rows",
-                              reason=f"the workers recorded no node names: see raw/{stage}/<node>/*.log")]
+        return [
+            verdicts.skip(
+                "nodes",
+                expected=expected,
+                observed="no node rows",
+                reason=f"the workers recorded no node names: see raw/{stage}/<node>/*.log",
+            )
+        ]
     observed = ", ".join(f"{d} ranks on {r.text or '?'}" for d, r in sorted(found.items()))
     wrong = [d for d, r in sorted(found.items()) if r.value != nodes_spanned(d, profile.nproc)]
-    return [verdicts.check(
-        "nodes", not wrong, bad="warn", expected=expected, observed=observed,
-        reason_ok="every degree ran where its α-β assumed: within node 0, or across whole nodes",
-        reason_bad=f"{', '.join(map(str, wrong))} ranks ran on other nodes than assumed, so their predictions used "
-                   f"the wrong β: the launcher did not number ranks node by node (check torchrun's "
-                   f"--nproc-per-node on every node)")]
+    return [
+        verdicts.check(
+            "nodes",
+            not wrong,
+            bad="warn",
+            expected=expected,
+            observed=observed,
+            reason_ok="every degree ran where its α-β assumed: within node 0, or across whole nodes",
+            reason_bad=f"{', '.join(map(str, wrong))} ranks ran on other nodes than assumed, so their "
+            f"predictions used "
+            f"the wrong β: the launcher did not number ranks node by node (check torchrun's "
+            f"--nproc-per-node on every node)",
+        )
+    ]

@@ -1,7 +1,7 @@
 """Slurm's compressed host lists ('gpu-[01-03,07],rack[1-2]-n[1-4]'), counted before they are expanded.
 
-SLURM_JOB_NODELIST comes from the environment: a typo or a hostile value ('n[1-99999999999]') must be refused in
-one line naming the variable, not expanded into memory. `count` walks the syntax and multiplies the ranges
+SLURM_JOB_NODELIST comes from the environment: a typo or a hostile value ('n[1-99999999999]') must be refused
+in one line naming the variable, not expanded into memory. `count` walks the syntax and multiplies the ranges
 without building a name; `expand` builds the names only once the count is within `limit`."""
 
 from __future__ import annotations
@@ -92,8 +92,11 @@ def expand(text: str) -> list[str]:
     'r[1-2]-n[1-2]' → ['r1-n1', 'r1-n2', 'r2-n1', 'r2-n2'] (as `scontrol show hostnames` orders them)."""
     names: list[str] = []
     for pieces in _checked(text)[0]:
-        choices = [[piece] if isinstance(piece, str) else
-                   [f"{n:0{width}d}" for low, high, width in piece for n in range(low, high + 1)]
-                   for piece in pieces]
+        choices = [
+            [piece]
+            if isinstance(piece, str)
+            else [f"{n:0{width}d}" for low, high, width in piece for n in range(low, high + 1)]
+            for piece in pieces
+        ]
         names += ["".join(parts) for parts in itertools.product(*choices)]
     return names

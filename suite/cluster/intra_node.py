@@ -1,16 +1,17 @@
-"""The bandwidth stage's split on a multi-node run: every node's own intra-node sweep beside the sweep across nodes.
+"""The bandwidth stage's split on a multi-node run: every node's own intra-node sweep beside the sweep across
+nodes.
 
     rows += _intra_node.measure(ctx, sweep_args)     # bandwidth.run, only when profile.nodes has 2+ nodes
 
-Every node at once runs `python -m suite.cluster.nodesweep` (multilaunch.run_on_each_node: here on the first node, over
-ssh or one srun on the others), which is a single-node launch of the torch sweep with the node's nproc ranks (the
-launcher a one-node run uses; no rendezvous across nodes) and, on GPUs, nccl-tests in its single-node form
-(`mpirun -np <nproc>` on that node, or one process `-g <nproc>`: no hostfile, no other node). Each node's raw
-output stays in raw/bandwidth/<node>/ (intra.*.log, the *_perf.out files) and its rows in
+Every node at once runs `python -m suite.cluster.nodesweep` (multilaunch.run_on_each_node: here on the first
+node, over ssh or one srun on the others), which is a single-node launch of the torch sweep with the node's
+nproc ranks (the launcher a one-node run uses; no rendezvous across nodes) and, on GPUs, nccl-tests in its
+single-node form (`mpirun -np <nproc>` on that node, or one process `-g <nproc>`: no hostfile, no other node).
+Each node's raw output stays in raw/bandwidth/<node>/ (intra.*.log, the *_perf.out files) and its rows in
 <node>/intra-rows.jsonl, read back here and renamed so that nothing that reads the cross-node rows sees them:
 case `intra.<case>@<node>` (`intra.all_reduce@gpu-a`, `intra.nccl-tests.all_reduce@gpu-a`,
-`intra.fit.all_reduce@gpu-a`), and a failed launch `launch.intra@<node>` (bandwidth's launch verdicts name it). The cross-node rows keep their
-plain cases: on a multi-node run they are the inter-node measurement.
+`intra.fit.all_reduce@gpu-a`), and a failed launch `launch.intra@<node>` (bandwidth's launch verdicts name
+it). The cross-node rows keep their plain cases: on a multi-node run they are the inter-node measurement.
 
 The floors and verdicts of both halves are suite/stages/bandwidth/intra_judges.py's.
 facts['alpha_beta_intra'] is the α-β fit of the slowest node's intra all_reduce (the one a hierarchical
@@ -27,13 +28,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from suite.config import Profile
-from suite.facts import FittedAlphaBeta
-from suite.cluster.multinode import parse_nodes
-from suite.results import Row, read_rows_jsonl
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.cluster.alphabeta_fit import fit_and_pick
+from suite.cluster.multinode import parse_nodes
+from suite.config import Profile
+from suite.facts import FittedAlphaBeta
 from suite.launch.rows import CASE_PREFIX, launch_rows
+from suite.results import Row, read_rows_jsonl
 
 STAGE = "bandwidth"
 TAG = "intra"
@@ -64,7 +65,7 @@ def split_case(case: str) -> tuple[str, str] | None:
     never holds '@')."""
     if not case.startswith(PREFIX) or "@" not in case:
         return None
-    inner, _, node = case[len(PREFIX):].rpartition("@")
+    inner, _, node = case[len(PREFIX) :].rpartition("@")
     return inner, node
 
 
@@ -79,12 +80,22 @@ def relabel(rows: Sequence[Row], node: str) -> list[Row]:
 # ---------------------------------------------------------------- on each node (suite/cluster/nodesweep.py)
 
 
-def node_argv(profile: Profile, sweep_args: Sequence[str], timeout_s: float | None = None,
-              python: str = sys.executable) -> list[str]:
-    """What every node runs: the suite's per-node sweep, given the profile as one node sees it (its own ranks)."""
+def node_argv(
+    profile: Profile, sweep_args: Sequence[str], timeout_s: float | None = None, python: str = sys.executable
+) -> list[str]:
+    """What every node runs: the suite's per-node sweep, given the profile as one node sees it (its own
+    ranks)."""
     single = profile.with_overrides(nodes=())
-    return [python, "-m", "suite.cluster.nodesweep", "--profile-json", json.dumps(single.to_dict(), separators=(",", ":")),
-            *(["--timeout-s", f"{timeout_s:.0f}"] if timeout_s else []), "--", *sweep_args]
+    return [
+        python,
+        "-m",
+        "suite.cluster.nodesweep",
+        "--profile-json",
+        json.dumps(single.to_dict(), separators=(",", ":")),
+        *(["--timeout-s", f"{timeout_s:.0f}"] if timeout_s else []),
+        "--",
+        *sweep_args,
+    ]
 
 
 class NodeContext:
@@ -110,7 +121,8 @@ class NodeContext:
 
 
 def on_this_node(ctx: NodeContext, sweep_args: Sequence[str]) -> list[Row]:
-    """This node's torch sweep, then (on GPUs) its nccl-tests in the single-node form, whatever became of the other."""
+    """This node's torch sweep, then (on GPUs) its nccl-tests in the single-node form, whatever became of the
+    other."""
     ctx.say(f"intra-node torch sweep: {ctx.profile.nproc} ranks")
     rows = launch_rows(ctx, "suite.workloads.collective_sweep", list(sweep_args), tag=TAG)
     if ctx.profile.device == "cuda":
@@ -122,7 +134,8 @@ def on_this_node(ctx: NodeContext, sweep_args: Sequence[str]) -> list[Row]:
 
 
 def measure(ctx, sweep_args: Sequence[str]) -> list[Row]:
-    """Every node's intra-node sweep at once; its rows renamed for its node, a node that wrote none a failed launch."""
+    """Every node's intra-node sweep at once; its rows renamed for its node, a node that wrote none a failed
+    launch."""
     from suite.cluster.multilaunch import run_on_each_node
 
     names = node_names(ctx.profile)
@@ -132,19 +145,36 @@ def measure(ctx, sweep_args: Sequence[str]) -> list[Row]:
         (ctx.raw_dir / name / ROWS_FILE).unlink(missing_ok=True)
     ctx.say(f"intra-node sweep on each of {len(names)} nodes at once ({ctx.profile.nproc} ranks each)")
     left = ctx.time_left()
-    # the nodes stop their own sweep a little before the stage's deadline, so their rows are written and fetched
-    argv = node_argv(ctx.profile, sweep_args, timeout_s=None if left is None else max(left - 20.0, 0.8 * left))
-    run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name=LOG_NAME,
-                     timeout_s=left if left is not None else 3600.0)
+    # the nodes stop their own sweep a little before the stage's deadline, so their rows are written and
+    # fetched
+    argv = node_argv(
+        ctx.profile, sweep_args, timeout_s=None if left is None else max(left - 20.0, 0.8 * left)
+    )
+    run_on_each_node(
+        ctx.profile,
+        argv,
+        raw_dir=ctx.raw_dir,
+        log_name=LOG_NAME,
+        timeout_s=left if left is not None else 3600.0,
+    )
     rows: list[Row] = []
     for name in names:
         path = ctx.raw_dir / name / ROWS_FILE
         if path.is_file():
             rows += relabel(read_rows_jsonl(path), name)
         else:
-            rows.append(Row(stage=STAGE, case=f"{CASE_PREFIX}{TAG}@{name}", metric="status", value=0.0, unit="count",
-                            source="torchrun", text=f"the intra-node sweep on node {name} wrote no rows: see "
-                                                    f"raw/{STAGE}/{name}/{LOG_NAME}"))
+            rows.append(
+                Row(
+                    stage=STAGE,
+                    case=f"{CASE_PREFIX}{TAG}@{name}",
+                    metric="status",
+                    value=0.0,
+                    unit="count",
+                    source="torchrun",
+                    text=f"the intra-node sweep on node {name} wrote no rows: see "
+                    f"raw/{STAGE}/{name}/{LOG_NAME}",
+                )
+            )
     return rows
 
 
@@ -159,8 +189,8 @@ def by_node(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def with_fit(rows: list[Row], nccl_tests_form: str | None = None) -> tuple[list[Row], dict[str, Any]]:
-    """Each node's α-β fit rows (`intra.fit.all_reduce@<node>`), and facts['alpha_beta_intra']: the slowest node's
-    fit (smallest β), shaped as facts['alpha_beta']; nothing when no node gave a usable fit."""
+    """Each node's α-β fit rows (`intra.fit.all_reduce@<node>`), and facts['alpha_beta_intra']: the slowest
+    node's fit (smallest β), shaped as facts['alpha_beta']; nothing when no node gave a usable fit."""
     fits: list[Row] = []
     best: dict[str, FittedAlphaBeta] = {}
     for node, mine in sorted(by_node(rows).items()):
@@ -176,8 +206,8 @@ def with_fit(rows: list[Row], nccl_tests_form: str | None = None) -> tuple[list[
 
 
 def estimate_s(p) -> float:
-    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): each node's single-node launch and nccl-tests sweep at
-    once, at the link's β within a node (not the NIC's); 0 on one node."""
+    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): each node's single-node launch and nccl-tests
+    sweep at once, at the link's β within a node (not the NIC's); 0 on one node."""
     from suite.hardware.gpus import gpu_for
     from suite.plan.hours import sweep_time_s
 
@@ -190,6 +220,8 @@ def estimate_s(p) -> float:
     gpu = gpu_for(p.assume.gpu_name)
     link = p.assume.beta_Bps or ((gpu.nvlink_full_GBps or gpu.pcie_x16_GBps) * 1e9 if gpu else p.beta_Bps)
     bus = sum(sweep_time_s(c, p.sizes, per_node, p.alpha_s, link, p.repeats) for c in COLLECTIVES)
-    torch_bus = sum(sweep_time_s(c, p.sizes, per_node, p.alpha_s, link, p.repeats, placements=1) for c in COLLECTIVES)
+    torch_bus = sum(
+        sweep_time_s(c, p.sizes, per_node, p.alpha_s, link, p.repeats, placements=1) for c in COLLECTIVES
+    )
     launch = p.assume.torchrun_launch_s - p.assume.rendezvous_s  # one node's own launch: no rendezvous
     return launch + torch_bus + len(COLLECTIVES) * p.assume.nccl_tests_launch_s + bus

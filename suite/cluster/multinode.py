@@ -53,7 +53,8 @@ class Node:
         return f"{self.user}@{self.host}" if self.user else self.host
 
     def ssh_argv(self, ssh_config: str = "", tty: bool = False) -> list[str]:
-        """ssh to this node; tty: a remote terminal, so that the remote command is hung up when ssh is killed."""
+        """ssh to this node; tty: a remote terminal, so that the remote command is hung up when ssh is
+        killed."""
         argv = ["ssh", "-o", "BatchMode=yes"]
         if ssh_config:
             argv += ["-F", ssh_config]
@@ -76,7 +77,9 @@ def parse_node(entry: str) -> Node:
     port = None
     if sep:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise NodesError(f"node {entry!r}: port {port_text!r} is not a number 1–65535: write user@host[:port]")
+            raise NodesError(
+                f"node {entry!r}: port {port_text!r} is not a number 1–65535: write user@host[:port]"
+            )
         port = int(port_text)
     return Node(user=user, host=host, port=port)
 
@@ -88,20 +91,25 @@ def parse_nodes(entries: Sequence[str] | str) -> tuple[Node, ...]:
     nodes = []
     for i, entry in enumerate(entries):
         if not entry.strip():
-            raise NodesError(f"node {i + 1} of the list is empty (a stray comma?): write a,b with no empty entry")
+            raise NodesError(
+                f"node {i + 1} of the list is empty (a stray comma?): write a,b with no empty entry"
+            )
         nodes.append(parse_node(entry))
     seen: dict[str, int] = {}
     for i, node in enumerate(nodes):
         if node.name in seen:
-            raise NodesError(f"node {node.name} is listed twice (entries {seen[node.name] + 1} and {i + 1}): "
-                             "name each node once")
+            raise NodesError(
+                f"node {node.name} is listed twice (entries {seen[node.name] + 1} and {i + 1}): "
+                "name each node once"
+            )
         seen[node.name] = i
     return tuple(nodes)
 
 
 def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
     """Node entries from a hostfile: one a line, '#' comments and blank lines skipped, mpirun's `slots=N`
-    allowed and dropped (so is `addr=`, the node's address toward the others: suite/cluster/node_addrs.py); each entry checked like --nodes (a typo is refused with its line number)."""
+    allowed and dropped (so is `addr=`, the node's address toward the others: suite/cluster/node_addrs.py);
+    each entry checked like --nodes (a typo is refused with its line number)."""
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
@@ -109,8 +117,10 @@ def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
             continue
         extra = [w for w in words[1:] if not re.fullmatch(r"(slots|max_slots|max-slots)=\d+|addr=\S+", w)]
         if extra:
-            raise NodesError(f"{source} line {number}: {' '.join(extra)!r} after {words[0]!r}: one node a line "
-                             "(user@host[:port], optionally slots=N)")
+            raise NodesError(
+                f"{source} line {number}: {' '.join(extra)!r} after {words[0]!r}: one node a line "
+                "(user@host[:port], optionally slots=N)"
+            )
         try:
             parse_node(words[0])
         except NodesError as e:
@@ -123,9 +133,10 @@ def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
 
 
 def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The allocation's nodes (first = the batch host's list head), or () outside an allocation or on one node.
-    The list is counted first (refused, naming the variable, when malformed or enormous); then `scontrol show
-    hostnames` is asked (it knows every form) and suite/cluster/hostlist.py's expansion is the fallback."""
+    """The allocation's nodes (first = the batch host's list head), or () outside an allocation or on one
+    node. The list is counted first (refused, naming the variable, when malformed or enormous); then `scontrol
+    show hostnames` is asked (it knows every form) and suite/cluster/hostlist.py's expansion is the
+    fallback."""
     var = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
     nodelist = env.get(var) or ""
     if not nodelist:
@@ -135,8 +146,9 @@ def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
     except hostlist.HostListError as e:
         raise NodesError(f"{var}: {e}") from None
     try:
-        shown = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                               timeout=30)
+        shown = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30
+        )
         names = shown.stdout.split() if shown.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired):
         names = []
@@ -144,21 +156,37 @@ def nodes_from_slurm(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(names) if len(names) > 1 else ()
 
 
-def torchrun_node_command(python: str, module: str, args: Sequence[str], *, nproc: int, nnodes: int,
-                          endpoint: str, rdzv_id: str, max_restarts: int = 0,
-                          join_timeout_s: float = JOIN_TIMEOUT_S, extra_torchrun_args: Sequence[str] = (),
-                          min_nodes: int | None = None, last_call_s: float | None = None,
-                          is_host: bool | str | None = None, local_addr: str = "") -> list[str]:
+def torchrun_node_command(
+    python: str,
+    module: str,
+    args: Sequence[str],
+    *,
+    nproc: int,
+    nnodes: int,
+    endpoint: str,
+    rdzv_id: str,
+    max_restarts: int = 0,
+    join_timeout_s: float = JOIN_TIMEOUT_S,
+    extra_torchrun_args: Sequence[str] = (),
+    min_nodes: int | None = None,
+    last_call_s: float | None = None,
+    is_host: bool | str | None = None,
+    local_addr: str = "",
+) -> list[str]:
     """One node's torchrun: c10d rendezvous at `endpoint` (host:port of the first node). min_nodes: elastic
     (`--nnodes=MIN:MAX`: a restart goes on without lost nodes, once last_call_s has passed with MIN present).
     is_host: whether this node hosts the store (c10d's `is_host`; None: torch guesses by matching the endpoint
-    against the host's names, which a NAT'd or second address defeats; a str: a mark srun's per-node shell replaces,
-    suite/cluster/slurm.py); local_addr: the address this node announces to the others (torchrun's --local-addr;
-    else its FQDN, which may resolve to 127.0.1.1)."""
-    conf = f"join_timeout={int(join_timeout_s)}" + (f",last_call_timeout={int(last_call_s)}" if last_call_s else "")
+    against the host's names, which a NAT'd or second address defeats; a str: a mark srun's per-node shell
+    replaces, suite/cluster/slurm.py); local_addr: the address this node announces to the others (torchrun's
+    --local-addr; else its FQDN, which may resolve to 127.0.1.1)."""
+    conf = f"join_timeout={int(join_timeout_s)}" + (
+        f",last_call_timeout={int(last_call_s)}" if last_call_s else ""
+    )
     conf += "" if is_host is None else f",is_host={is_host if isinstance(is_host, str) else int(is_host)}"
     return [
-        python, "-m", "torch.distributed.run",
+        python,
+        "-m",
+        "torch.distributed.run",
         # no --node-rank: c10d numbers the nodes as they join (torchrun ignores it, saying so)
         f"--nnodes={min_nodes}:{nnodes}" if min_nodes and min_nodes < nnodes else f"--nnodes={nnodes}",
         f"--nproc-per-node={nproc}",
@@ -169,7 +197,9 @@ def torchrun_node_command(python: str, module: str, args: Sequence[str], *, npro
         f"--max-restarts={max_restarts}",
         *([f"--local-addr={local_addr}"] if local_addr else []),
         *extra_torchrun_args,
-        "-m", module, *args,
+        "-m",
+        module,
+        *args,
     ]
 
 
@@ -186,5 +216,6 @@ def remote_shell_command(cwd: str, env: Mapping[str, str], argv: Sequence[str]) 
 
 
 def node_socket_env(ifname: str) -> dict[str, str]:
-    """gloo's and NCCL's socket interface on every node; without one, the libraries pick (never `lo` across nodes)."""
+    """gloo's and NCCL's socket interface on every node; without one, the libraries pick (never `lo` across
+    nodes)."""
     return {"GLOO_SOCKET_IFNAME": ifname, "NCCL_SOCKET_IFNAME": ifname} if ifname else {}

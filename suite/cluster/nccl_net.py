@@ -1,10 +1,11 @@
-"""Across nodes, which network NCCL took (suite/parsers/nccl_net.py), recorded as a row and told in the verdicts.
+"""Across nodes, which network NCCL took (suite/parsers/nccl_net.py), recorded as a row and told in the
+verdicts.
 
 nccl-tests across nodes runs with NCCL_DEBUG=INFO (subsystems INIT,NET) written to files of their own
 (NCCL_DEBUG_FILE=raw/<stage>/<binary>.nccl-debug.<host>.<pid>), so its output stays what the nccl-tests parser
-reads; the first node's files are read after the run. One row, case `nccl_net`, metric `transport`: value 1 for
-RDMA (IB, RoCE, a net plugin), 0 for sockets, text the transport or "NCCL used sockets: …". An inter-node floor
-missed over sockets then says so instead of blaming the fabric.
+reads; the first node's files are read after the run. One row, case `nccl_net`, metric `transport`: value 1
+for RDMA (IB, RoCE, a net plugin), 0 for sockets, text the transport or "NCCL used sockets: …". An inter-node
+floor missed over sockets then says so instead of blaming the fabric.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ CASE, METRIC = "nccl_net", "transport"
 
 
 def debug_env(raw_dir: Path, program: str) -> dict[str, str]:
-    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
-            "NCCL_DEBUG_FILE": str(raw_dir / f"{program}.nccl-debug.%h.%p")}
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "NCCL_DEBUG_FILE": str(raw_dir / f"{program}.nccl-debug.%h.%p"),
+    }
 
 
 def transport_row(stage: str, raw_dir: Path, program: str) -> Row | None:
@@ -28,11 +32,20 @@ def transport_row(stage: str, raw_dir: Path, program: str) -> Row | None:
     net = parse_nccl_net(text)
     if net.transport is None:
         return None
-    return Row(stage=stage, case=CASE, metric=METRIC, value=0.0 if net.sockets else 1.0, unit="count",
-               source="nccl-tests", text=net.why_sockets() or f"NCCL used {net.transport}: "
-                                                         f"{', '.join(net.ib_devices[:4]) or 'its net plugin'}")
+    return Row(
+        stage=stage,
+        case=CASE,
+        metric=METRIC,
+        value=0.0 if net.sockets else 1.0,
+        unit="count",
+        source="nccl-tests",
+        text=net.why_sockets()
+        or f"NCCL used {net.transport}: {', '.join(net.ib_devices[:4]) or 'its net plugin'}",
+    )
 
 
 def sockets_reason(rows) -> str:
     """'NCCL used sockets: …' from the run's transport rows, or ''."""
-    return next((r.text for r in rows if r.case == CASE and r.metric == METRIC and r.value == 0.0 and r.text), "")
+    return next(
+        (r.text for r in rows if r.case == CASE and r.metric == METRIC and r.value == 0.0 and r.text), ""
+    )

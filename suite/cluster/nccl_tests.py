@@ -1,4 +1,5 @@
-"""nccl-tests' `*_perf` binaries for the bandwidth and crossover stages: find, run, keep output, turn into rows.
+"""nccl-tests' `*_perf` binaries for the bandwidth and crossover stages: find, run, keep output, turn into
+rows.
 
 Not a stage (the leading underscore keeps it out of discovery). By default nccl-tests runs in
 NVIDIA's multi-process form, `mpirun -np <nproc> <binary> … -g 1`: one process per GPU, as torch
@@ -17,15 +18,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from suite.config import Profile
 from suite.cluster.mpirun import hostfile_text, mpirun_across_nodes
 from suite.cluster.multinode import node_socket_env, parse_nodes
 from suite.cluster.node_container import container_prefix
+from suite.config import Profile
+from suite.hardware.card_fit import card_bytes, fitted_sweep, nccl_tests_max_bytes
+from suite.launch.nccl_tests_watch import line_buffered, watch
 from suite.parsers import ParseError
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.hardware.card_fit import card_bytes, fitted_sweep, nccl_tests_max_bytes
-from suite.launch.nccl_tests_watch import line_buffered, watch
 
 DIR_ENV = "CARDTIME_NCCL_TESTS_DIR"
 # Our collective names → nccl-tests' program names.
@@ -67,13 +68,28 @@ def where_searched(env: dict[str, str] | None = None) -> str:
 
 
 def perf_args(profile: Profile) -> list[str]:
-    """`-b min -e max -f factor -g gpus-per-process -w warmup -n iters -c 1`, or the profile's own nccl_tests_args."""
+    """`-b min -e max -f factor -g gpus-per-process -w warmup -n iters -c 1`, or the profile's own
+    nccl_tests_args."""
     s = profile.sweep
     if s.nccl_tests_args:
         return list(s.nccl_tests_args)
     per_process = 1 if mpi_form(profile) else profile.nproc
-    return ["-b", str(s.min_bytes), "-e", str(s.max_bytes), "-f", str(s.factor), "-g", str(per_process),
-            "-w", str(s.warmup_iters), "-n", str(s.iters), "-c", "1"]
+    return [
+        "-b",
+        str(s.min_bytes),
+        "-e",
+        str(s.max_bytes),
+        "-f",
+        str(s.factor),
+        "-g",
+        str(per_process),
+        "-w",
+        str(s.warmup_iters),
+        "-n",
+        str(s.iters),
+        "-c",
+        "1",
+    ]
 
 
 def mpi_form(profile: Profile) -> bool:
@@ -90,31 +106,35 @@ def form_label(profile: Profile) -> str:
     return f"one process, -g {profile.nproc}"
 
 
-def launcher(profile: Profile, env: dict[str, str] | None = None, raw_dir: Path | None = None
-             ) -> tuple[list[str] | None, str]:
-    """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why) without
-    mpirun. Across nodes: suite/cluster/mpirun.py's words, the hostfile written into raw_dir."""
+def launcher(
+    profile: Profile, env: dict[str, str] | None = None, raw_dir: Path | None = None
+) -> tuple[list[str] | None, str]:
+    """The words before the binary: [] for the single-process form, `mpirun -np N …` for MPI; (None, why)
+    without mpirun. Across nodes: suite/cluster/mpirun.py's words, the hostfile written into raw_dir."""
     if not mpi_form(profile):
         return [], ""
     path = (env or {}).get("PATH") or os.environ.get("PATH", "")
     mpirun = shutil.which("mpirun", path=path)
     if mpirun is None:
-        return None, ("mpirun not found on PATH: install Open MPI (the image has it), or run nccl-tests as one "
-                      "process driving every GPU with sweep.nccl_tests_form = \"single\" in the profile")
+        return None, (
+            "mpirun not found on PATH: install Open MPI (the image has it), or run nccl-tests as one "
+            'process driving every GPU with sweep.nccl_tests_form = "single" in the profile'
+        )
     # Each variable the stage sets (NCCL_ALGO) is exported to every rank by name; --bind-to none leaves
     # CPU placement to the OS as torchrun does.
     exports = [a for key in sorted(env or {}) for a in ("-x", key)]
     if len(profile.nodes) > 1:
         return across_nodes(profile, mpirun, {**os.environ, **(env or {})}, Path(raw_dir or ".")), ""
-    # Root (a container pod without Docker, a rented VM's root login) needs Open MPI's consent on the command line:
-    # the CUDA image sets OMPI_ALLOW_RUN_AS_ROOT, a host run (RUNTIME=host) has no such variable.
+    # Root (a container pod without Docker, a rented VM's root login) needs Open MPI's consent on the command
+    # line: the CUDA image sets OMPI_ALLOW_RUN_AS_ROOT, a host run (RUNTIME=host) has no such variable.
     as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     return [mpirun, "-np", str(profile.nproc), "--bind-to", "none", *as_root, *exports], ""
 
 
 def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Path) -> list[str]:
-    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile. Inside a
-    Slurm allocation: srun --mpi=pmix instead (no ssh between compute nodes; suite/cluster/slurm_pyxis.py)."""
+    """mpirun across the profile's nodes, one process per GPU; the hostfile kept as raw/<stage>/hostfile.
+    Inside a Slurm allocation: srun --mpi=pmix instead (no ssh between compute nodes;
+    suite/cluster/slurm_pyxis.py)."""
     nodes = parse_nodes(profile.nodes)
     if profile.node_launcher == "srun":
         import shlex
@@ -127,29 +147,51 @@ def across_nodes(profile: Profile, mpirun: str, env: dict[str, str], raw_dir: Pa
     hostfile.parent.mkdir(parents=True, exist_ok=True)
     hostfile.write_text(hostfile_text(nodes, profile.nproc, profile.node_addrs))  # the nodes' own addresses
     socket_env = {**env, **node_socket_env(profile.socket_ifname)}
-    return mpirun_across_nodes(mpirun, nodes, profile.nproc, str(hostfile), env=socket_env,
-                               ssh_config=profile.ssh_config, ifname=profile.socket_ifname, as_root=os.geteuid() == 0,
-                               in_image=container_prefix(env) is not None, addrs=profile.node_addrs)
+    return mpirun_across_nodes(
+        mpirun,
+        nodes,
+        profile.nproc,
+        str(hostfile),
+        env=socket_env,
+        ssh_config=profile.ssh_config,
+        ifname=profile.socket_ifname,
+        as_root=os.geteuid() == 0,
+        in_image=container_prefix(env) is not None,
+        addrs=profile.node_addrs,
+    )
 
 
-def run_binary(binary: Path, args: list[str], raw_dir: Path, label: str, *, env: dict[str, str] | None = None,
-               timeout_s: float | None = None, prefix: list[str] | None = None, planned: list[int] | None = None,
-               budget_s: float | None = None) -> tuple[int | None, Path, list[tuple[int, str]]]:
+def run_binary(
+    binary: Path,
+    args: list[str],
+    raw_dir: Path,
+    label: str,
+    *,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    prefix: list[str] | None = None,
+    planned: list[int] | None = None,
+    budget_s: float | None = None,
+) -> tuple[int | None, Path, list[tuple[int, str]]]:
     """Run one binary (after `prefix`, e.g. mpirun's words), stdout and stderr kept untouched in
-    raw/<stage>/<label>.out / .err; (exit code or None when stopped or timed out, .out, the sizes not run and why).
-    `planned` sizes and `budget_s`: the binary is stopped before a size that would pass its time (nccl_tests_watch)."""
+    raw/<stage>/<label>.out / .err; (exit code or None when stopped or timed out, .out, the sizes not run and
+    why). `planned` sizes and `budget_s`: the binary is stopped before a size that would pass its time
+    (nccl_tests_watch)."""
     out, err = raw_dir / f"{label}.out", raw_dir / f"{label}.err"
     full_env = {**os.environ, **(env or {})}
     argv, lines_as_printed = line_buffered([str(binary), *args])
     boxed = budget_s if planned and lines_as_printed else None  # without stdbuf the lines come only at exit
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen([*(prefix or []), *argv], stdout=fo, stderr=fe, env=full_env,
-                                start_new_session=True)  # mpirun's ranks share its new session's group
+        proc = subprocess.Popen(
+            [*(prefix or []), *argv], stdout=fo, stderr=fe, env=full_env, start_new_session=True
+        )  # mpirun's ranks share its new session's group
         code, dropped = watch(proc, out, planned or [], label, boxed, timeout_s)
     return code, out, dropped
 
 
-def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None) -> list[Row]:
+def rows_from_parse(
+    parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None
+) -> list[Row]:
     """nccl-tests' rows in the tidy schema, source=nccl-tests; N/A wrong counts give no wrong row."""
     rows = []
     for r in parsed["rows"]:
@@ -157,9 +199,19 @@ def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: s
             half = r.get(placement)
             if not half:
                 continue
-            common = dict(stage=stage, case=collective, size_bytes=r["size"], count=r["count"], dtype=r["type"],
-                          redop=r["redop"], root=r["root"], placement=placement, source="nccl-tests",
-                          world=parsed["nranks"], algo=algo)
+            common = dict(
+                stage=stage,
+                case=collective,
+                size_bytes=r["size"],
+                count=r["count"],
+                dtype=r["type"],
+                redop=r["redop"],
+                root=r["root"],
+                placement=placement,
+                source="nccl-tests",
+                world=parsed["nranks"],
+                algo=algo,
+            )
             for metric, unit in (("time_us", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"), ("wrong", "count")):
                 if half.get(metric) is not None:
                     rows.append(Row(metric=metric, value=float(half[metric]), unit=unit, **common))
@@ -169,22 +221,42 @@ def rows_from_parse(parsed: dict[str, Any], collective: str, stage: str, algo: s
 def status_row(stage: str, collective: str, status: str, text: str, algo: str | None = None) -> Row:
     """What became of one binary: value 1 ran to its footer, 0 did not, NaN not run; text says why."""
     value = {"complete": 1.0, "incomplete": 0.0, "stopped": 0.0}.get(status, float("nan"))  # cut: not known
-    return Row(stage=stage, case=f"nccl-tests.{collective}", metric="status", value=value, unit="count",
-               source="nccl-tests", algo=algo, text=f"{status}: {text}")
+    return Row(
+        stage=stage,
+        case=f"nccl-tests.{collective}",
+        metric="status",
+        value=value,
+        unit="count",
+        source="nccl-tests",
+        algo=algo,
+        text=f"{status}: {text}",
+    )
 
 
-def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = None,
-          env: dict[str, str] | None = None, on_binary=None) -> list[Row]:
+def sweep(
+    profile: Profile,
+    ctx,
+    collectives: list[str],
+    *,
+    algo: str | None = None,
+    env: dict[str, str] | None = None,
+    on_binary=None,
+) -> list[Row]:
     """Run the binaries of `collectives` (those that exist); rows plus one status row each (across nodes, the
-    network NCCL took too: suite/cluster/nccl_net.py); `on_binary(rows)` is called with each binary's rows as it
-    ends (the stage keeps them in the run directory)."""
+    network NCCL took too: suite/cluster/nccl_net.py); `on_binary(rows)` is called with each binary's rows as
+    it ends (the stage keeps them in the run directory)."""
     from suite.cluster import nccl_net as _nccl_net
 
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
-    # -e sized to the card (suite/hardware/card_fit.py: 3 buffers of S per GPU); a node's own context carries no facts
+    # -e sized to the card (suite/hardware/card_fit.py: 3 buffers of S per GPU); a node's own context carries
+    # no facts
     card = card_bytes(getattr(ctx, "facts", None) or {})
-    sized = "" if card is None or profile.sweep.nccl_tests_args else "; sized: " + nccl_tests_max_bytes(profile.sweep, card)[1]
+    sized = (
+        ""
+        if card is None or profile.sweep.nccl_tests_args
+        else "; sized: " + nccl_tests_max_bytes(profile.sweep, card)[1]
+    )
     profile = profile.with_overrides(sweep=fitted_sweep(profile.sweep, card))
     prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
     form = form_label(profile)
@@ -192,10 +264,16 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         program = PROGRAMS[collective]
         binary = find_binary(program)
         if binary is None:
-            rows.append(status_row(ctx.stage, collective, "missing",
-                                   f"{program} not found ({where_searched()}): build nccl-tests "
-                                   f"(make MPI=1 in its repository) and set {DIR_ENV} to its build/ folder",
-                                   algo))
+            rows.append(
+                status_row(
+                    ctx.stage,
+                    collective,
+                    "missing",
+                    f"{program} not found ({where_searched()}): build nccl-tests "
+                    f"(make MPI=1 in its repository) and set {DIR_ENV} to its build/ folder",
+                    algo,
+                )
+            )
             continue
         if prefix is None:
             rows.append(status_row(ctx.stage, collective, "missing", no_launcher, algo))
@@ -205,25 +283,55 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
         planned = [] if profile.sweep.nccl_tests_args or not profile.sweep.time_box else profile.sweep.sizes()
-        across = len(profile.nodes) > 1  # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
+        across = (
+            len(profile.nodes) > 1
+        )  # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
         run_env = {**(env or {}), **(_nccl_net.debug_env(ctx.raw_dir, program + suffix) if across else {})}
-        code, out, dropped = run_binary(binary, args, ctx.raw_dir, program + suffix, env=run_env, timeout_s=share,
-                                        prefix=prefix, planned=planned,
-                                        budget_s=None if share is None else share * BOX_SHARE)
+        code, out, dropped = run_binary(
+            binary,
+            args,
+            ctx.raw_dir,
+            program + suffix,
+            env=run_env,
+            timeout_s=share,
+            prefix=prefix,
+            planned=planned,
+            budget_s=None if share is None else share * BOX_SHARE,
+        )
         transport = _nccl_net.transport_row(ctx.stage, ctx.raw_dir, program + suffix) if across else None
         rows += [transport] if transport else []
         try:
             parsed = parse_file(out)
         except ParseError as e:
-            done = [status_row(ctx.stage, collective, "incomplete",
-                               f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}", algo)]
+            done = [
+                status_row(
+                    ctx.stage,
+                    collective,
+                    "incomplete",
+                    f"{binary} {' '.join(args)} exited {code}; its output does not parse: {e}",
+                    algo,
+                )
+            ]
         else:
             # mpirun starting N copies of a binary built without MPI=1 gives N separate one-rank runs
-            ranks = None if profile.sweep.nccl_tests_args else (
-                profile.world, "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES")
-            done = rows_from_output(parsed, collective, ctx.stage, algo, exit_code=code,
-                                    what=f"{binary.name} {' '.join(args)} [{form}]{sized}", ranks=ranks,
-                                    stopped=dropped[0][1] if dropped else None)
+            ranks = (
+                None
+                if profile.sweep.nccl_tests_args
+                else (
+                    profile.world,
+                    "rebuild nccl-tests with `make MPI=1`" if prefix else "check -g and CUDA_VISIBLE_DEVICES",
+                )
+            )
+            done = rows_from_output(
+                parsed,
+                collective,
+                ctx.stage,
+                algo,
+                exit_code=code,
+                what=f"{binary.name} {' '.join(args)} [{form}]{sized}",
+                ranks=ranks,
+                stopped=dropped[0][1] if dropped else None,
+            )
         done += dropped_rows(ctx.stage, collective, dropped, algo)
         rows += done
         if on_binary is not None:
@@ -232,35 +340,72 @@ def sweep(profile: Profile, ctx, collectives: list[str], *, algo: str | None = N
 
 
 BOX_SHARE = 0.85
-"""Share of a binary's time (its hard timeout) its sizes may fill: the margin is the stop's and a size's misprediction."""
+"""Share of a binary's time (its hard timeout) its sizes may fill: the margin is the stop's and a size's
+misprediction."""
 
 
-def dropped_rows(stage: str, collective: str, dropped: list[tuple[int, str]], algo: str | None = None) -> list[Row]:
+def dropped_rows(
+    stage: str, collective: str, dropped: list[tuple[int, str]], algo: str | None = None
+) -> list[Row]:
     """One row per size a binary was stopped before, the reason in its text (the stage's judge lists them)."""
-    return [Row(stage=stage, case=collective, metric="dropped", value=float("nan"), unit="s", size_bytes=size,
-                source="nccl-tests", algo=algo, text=why) for size, why in dropped]
+    return [
+        Row(
+            stage=stage,
+            case=collective,
+            metric="dropped",
+            value=float("nan"),
+            unit="s",
+            size_bytes=size,
+            source="nccl-tests",
+            algo=algo,
+            text=why,
+        )
+        for size, why in dropped
+    ]
 
 
-def rows_from_output(parsed: dict[str, Any], collective: str, stage: str, algo: str | None = None, *,
-                     exit_code: int | None = 0, what: str = "", ranks: tuple[int, str] | None = None,
-                     stopped: str | None = None, pasted: bool = False) -> list[Row]:
+def rows_from_output(
+    parsed: dict[str, Any],
+    collective: str,
+    stage: str,
+    algo: str | None = None,
+    *,
+    exit_code: int | None = 0,
+    what: str = "",
+    ranks: tuple[int, str] | None = None,
+    stopped: str | None = None,
+    pasted: bool = False,
+) -> list[Row]:
     """One binary's parsed output → its rows and its status row (a live run and `suite ingest` alike);
     exit_code None means it was killed at its timeout; `ranks` (count, what to do) the communicator expected;
     `stopped`: why the time box stopped it before its largest sizes (status `stopped`, judged a warn).
-    `pasted` (ingest): a capture that stops short without an error line is status `cut`, judged open, not a fail:
-    a paste cut off and a run that died look the same there, and the file cannot say which."""
+    `pasted` (ingest): a capture that stops short without an error line is status `cut`, judged open, not a
+    fail: a paste cut off and a run that died look the same there, and the file cannot say which."""
     ok = parsed["complete"] and exit_code == 0
     why = "ran to its footer" if ok else (parsed["reason"] or f"exit code {exit_code}")
     if pasted and not ok and parsed["rows"] and not parsed.get("aborted"):
-        return rows_from_parse(parsed, collective, stage, algo) + [status_row(
-            stage, collective, "cut", f"{what}: {why}; its {len(parsed['rows'])} whole rows are judged, the end of "
-            "the run is not: capture the whole output (`… 2>&1 | tee FILE`) to decide it", algo)]
-    if stopped and parsed["rows"]:  # its own stop: whatever mpirun said of the TERM, the lines printed are whole
         return rows_from_parse(parsed, collective, stage, algo) + [
-            status_row(stage, collective, "stopped", f"{what}: {stopped}" if what else stopped, algo)]
+            status_row(
+                stage,
+                collective,
+                "cut",
+                f"{what}: {why}; its {len(parsed['rows'])} whole rows are judged, the end of "
+                "the run is not: capture the whole output (`… 2>&1 | tee FILE`) to decide it",
+                algo,
+            )
+        ]
+    if (
+        stopped and parsed["rows"]
+    ):  # its own stop: whatever mpirun said of the TERM, the lines printed are whole
+        return rows_from_parse(parsed, collective, stage, algo) + [
+            status_row(stage, collective, "stopped", f"{what}: {stopped}" if what else stopped, algo)
+        ]
     if exit_code is None:
         why = f"timed out and was killed; {why}"
     if ok and ranks and parsed["nranks"] not in (None, ranks[0]):
         ok, why = False, f"{parsed['nranks']} rank(s) in one communicator, not {ranks[0]}: {ranks[1]}"
     return rows_from_parse(parsed, collective, stage, algo) + [
-        status_row(stage, collective, "complete" if ok else "incomplete", f"{what}: {why}" if what else why, algo)]
+        status_row(
+            stage, collective, "complete" if ok else "incomplete", f"{what}: {why}" if what else why, algo
+        )
+    ]

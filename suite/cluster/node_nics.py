@@ -1,10 +1,11 @@
 """Topology's network part on a multi-node run: every node's NICs, their port state and rate, compared.
 
-On each node (suite/cluster/nodeprobe.py, run on every node at once by multilaunch.run_on_each_node): `ibstat` (else `ibv_devinfo`, else
-/sys/class/infiniband) for InfiniBand and RoCE ports, kept untouched in raw/topology/<node>/, and
-/sys/class/net for Ethernet: every interface with a device behind it (a physical NIC, not a bridge or a
-veth) plus the one the run talks over (--socket-ifname), its operstate and `speed` (Mb/s; the RoCE/TCP
-rate). Rows: case `<node>:<nic>` (an RDMA port is `mlx5_0/1`), metric `nic_rate` in Gb/s, text the state.
+On each node (suite/cluster/nodeprobe.py, run on every node at once by multilaunch.run_on_each_node): `ibstat`
+(else `ibv_devinfo`, else /sys/class/infiniband) for InfiniBand and RoCE ports, kept untouched in
+raw/topology/<node>/, and /sys/class/net for Ethernet: every interface with a device behind it (a physical
+NIC, not a bridge or a veth) plus the one the run talks over (--socket-ifname), its operstate and `speed`
+(Mb/s; the RoCE/TCP rate). Rows: case `<node>:<nic>` (an RDMA port is `mlx5_0/1`), metric `nic_rate` in Gb/s,
+text the state.
 
 The judgement is pure (`problems`): a node missing a NIC another node has, a port not up, or a NIC slower
 than the same NIC on another node fails `topology.nics`, one line per problem naming the node.
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from suite.cluster.multinode import parse_nodes
 from suite.parsers import ParseError
 from suite.parsers.ibstat import parse_ibstat, parse_ibv_devinfo, port_from_sysfs
-from suite.cluster.multinode import parse_nodes
 from suite.results import Row, Verdict
 from suite.verdicts import verdicts_for
 
@@ -46,8 +47,11 @@ class Nic:
 
     @property
     def up(self) -> bool:
-        # An interface whose driver reports no carrier state (operstate "unknown": lo, some virtual NICs) passes.
-        return self.state.lower() in UP_STATES or (self.kind == "ethernet" and self.state.lower() == "unknown")
+        # An interface whose driver reports no carrier state (operstate "unknown": lo, some virtual NICs)
+        # passes.
+        return self.state.lower() in UP_STATES or (
+            self.kind == "ethernet" and self.state.lower() == "unknown"
+        )
 
 
 def nics_from_ports(parsed: dict) -> list[Nic]:
@@ -55,8 +59,15 @@ def nics_from_ports(parsed: dict) -> list[Nic]:
     out = []
     for p in parsed["ports"]:
         kind = "roce" if (p.get("link_layer") or "").lower() == "ethernet" else "infiniband"
-        out.append(Nic(name=f"{p['ca']}/{p['port']}", kind=kind, state=p.get("state") or "unknown",
-                       rate_gbps=p.get("rate"), detail=p.get("physical_state") or ""))
+        out.append(
+            Nic(
+                name=f"{p['ca']}/{p['port']}",
+                kind=kind,
+                state=p.get("state") or "unknown",
+                rate_gbps=p.get("rate"),
+                detail=p.get("physical_state") or "",
+            )
+        )
     return out
 
 
@@ -66,8 +77,12 @@ def nic_from_net(name: str, operstate: str, speed: str) -> Nic:
         mbps = float(speed)
     except ValueError:
         mbps = -1.0
-    return Nic(name=name, kind="ethernet", state=operstate.strip() or "unknown",
-               rate_gbps=mbps / 1000 if mbps > 0 else None)
+    return Nic(
+        name=name,
+        kind="ethernet",
+        state=operstate.strip() or "unknown",
+        rate_gbps=mbps / 1000 if mbps > 0 else None,
+    )
 
 
 def _read(path: Path) -> str:
@@ -77,8 +92,9 @@ def _read(path: Path) -> str:
         return ""
 
 
-def local_nics(raw_dir: Path | None, ifnames: Sequence[str] = (), sys_root: Path = Path("/sys/class")
-               ) -> tuple[list[Nic], list[str]]:
+def local_nics(
+    raw_dir: Path | None, ifnames: Sequence[str] = (), sys_root: Path = Path("/sys/class")
+) -> tuple[list[Nic], list[str]]:
     """This node's NICs and what could not be read. The RDMA tool's output is kept in raw_dir (when given)."""
     nics: list[Nic] = []
     errors: list[str] = []
@@ -101,9 +117,20 @@ def local_nics(raw_dir: Path | None, ifnames: Sequence[str] = (), sys_root: Path
         ib = sys_root / "infiniband"
         for port_dir in sorted(ib.glob("*/ports/*")):
             ca = port_dir.parent.parent.name
-            nics += nics_from_ports({"ports": [port_from_sysfs(
-                ca, int(port_dir.name), _read(port_dir / "state"), _read(port_dir / "phys_state"),
-                _read(port_dir / "rate"), _read(port_dir / "link_layer"))]})
+            nics += nics_from_ports(
+                {
+                    "ports": [
+                        port_from_sysfs(
+                            ca,
+                            int(port_dir.name),
+                            _read(port_dir / "state"),
+                            _read(port_dir / "phys_state"),
+                            _read(port_dir / "rate"),
+                            _read(port_dir / "link_layer"),
+                        )
+                    ]
+                }
+            )
     here = interfaces_here()  # this network namespace's, whatever /sys was mounted for
     for dev in sorted((sys_root / "net").glob("*")):
         if here is not None and dev.name not in here:
@@ -114,14 +141,17 @@ def local_nics(raw_dir: Path | None, ifnames: Sequence[str] = (), sys_root: Path
         if (sys_root / "net" / name).exists() and (here is None or name in here):
             continue
         if here is not None and name in here:  # no sysfs view: the state from netlink, the rate unknown
-            nics.append(Nic(name, "ethernet", ip_link_state(name), None, "no /sys of this namespace: rate unknown"))
+            nics.append(
+                Nic(name, "ethernet", ip_link_state(name), None, "no /sys of this namespace: rate unknown")
+            )
         else:
             errors.append(f"interface {name} (--socket-ifname) does not exist here")
     return nics, errors
 
 
 def interfaces_here(proc_net_dev: Path = Path("/proc/net/dev")) -> set[str] | None:
-    """The interfaces of this process's network namespace (/proc/net/dev follows it; /sys may not); None unreadable."""
+    """The interfaces of this process's network namespace (/proc/net/dev follows it; /sys may not); None
+    unreadable."""
     try:
         lines = proc_net_dev.read_text().splitlines()[2:]
     except OSError:
@@ -132,7 +162,9 @@ def interfaces_here(proc_net_dev: Path = Path("/proc/net/dev")) -> set[str] | No
 def ip_link_state(name: str) -> str:
     """`ip -o link show dev NAME`'s state (UP → up), 'unknown' without iproute2."""
     try:
-        done = subprocess.run(["ip", "-o", "link", "show", "dev", name], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["ip", "-o", "link", "show", "dev", name], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     words = done.stdout.split()
@@ -140,11 +172,22 @@ def ip_link_state(name: str) -> str:
 
 
 def rows_for(node: str, nics: Iterable[Nic], errors: Iterable[str]) -> list[Row]:
-    rows = [Row(stage=STAGE, case=f"{node}:{n.name}", metric=METRIC, unit="Gb/s", source=n.kind,
-                value=math.nan if n.rate_gbps is None else n.rate_gbps,
-                text=n.state + (f" ({n.detail})" if n.detail else "")) for n in nics]
-    rows += [Row(stage=STAGE, case=f"{node}:error", metric="nic_error", value=math.nan, unit="", text=e)
-             for e in errors]
+    rows = [
+        Row(
+            stage=STAGE,
+            case=f"{node}:{n.name}",
+            metric=METRIC,
+            unit="Gb/s",
+            source=n.kind,
+            value=math.nan if n.rate_gbps is None else n.rate_gbps,
+            text=n.state + (f" ({n.detail})" if n.detail else ""),
+        )
+        for n in nics
+    ]
+    rows += [
+        Row(stage=STAGE, case=f"{node}:error", metric="nic_error", value=math.nan, unit="", text=e)
+        for e in errors
+    ]
     # One row even for a node without NICs, so that "reported nothing" and "has none" differ.
     return rows + [Row(stage=STAGE, case=f"{node}:", metric="nic_count", value=len(list(nics)), unit="count")]
 
@@ -168,12 +211,16 @@ def from_rows(rows: Iterable[Row]) -> tuple[dict[str, list[Nic]], dict[str, list
     return per_node, errors
 
 
-def problems(per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expected_nodes: Sequence[str] = ()
-             ) -> list[str]:
+def problems(
+    per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expected_nodes: Sequence[str] = ()
+) -> list[str]:
     """One line per problem, naming the node: no report, a read error, a NIC another node has and this one
     lacks, a port not up, a rate below the same NIC's on another node."""
-    out = [f"node {n}: reported no NICs (its topology worker did not run: see raw/topology/{n}/)"
-           for n in expected_nodes if n not in per_node]
+    out = [
+        f"node {n}: reported no NICs (its topology worker did not run: see raw/topology/{n}/)"
+        for n in expected_nodes
+        if n not in per_node
+    ]
     for node, lines in errors.items():
         out += [f"node {node}: {line}" for line in lines]
     names = {node: {n.name: n for n in nics} for node, nics in per_node.items()}
@@ -181,19 +228,31 @@ def problems(per_node: dict[str, list[Nic]], errors: dict[str, list[str]], expec
         for other, theirs in names.items():
             lacking = sorted(set(theirs) - set(mine))
             if other != node and lacking:
-                out.append(f"node {node}: no {', '.join(lacking)}, which node {other} has: the node was rented "
-                           "with fewer NICs or a driver did not load (ibstat / ip link there)")
+                out.append(
+                    f"node {node}: no {', '.join(lacking)}, which node {other} has: the node was rented "
+                    "with fewer NICs or a driver did not load (ibstat / ip link there)"
+                )
                 break
         for nic in mine.values():
             if not nic.up:
-                out.append(f"node {node}: {nic.name} is {nic.state}{f' ({nic.detail})' if nic.detail else ''}: "
-                           "reseat or replace its cable, or ask the provider to fix the port")
+                out.append(
+                    f"node {node}: {nic.name} is {nic.state}{f' ({nic.detail})' if nic.detail else ''}: "
+                    "reseat or replace its cable, or ask the provider to fix the port"
+                )
                 continue
-            best = max(((theirs[nic.name].rate_gbps, other) for other, theirs in names.items()
-                        if nic.name in theirs and theirs[nic.name].up and theirs[nic.name].rate_gbps), default=None)
+            best = max(
+                (
+                    (theirs[nic.name].rate_gbps, other)
+                    for other, theirs in names.items()
+                    if nic.name in theirs and theirs[nic.name].up and theirs[nic.name].rate_gbps
+                ),
+                default=None,
+            )
             if best and nic.rate_gbps and nic.rate_gbps < best[0]:
-                out.append(f"node {node}: {nic.name} at {nic.rate_gbps:g} Gb/s where node {best[1]} has "
-                           f"{best[0]:g} Gb/s: the link trained down (cable, switch port or speed setting)")
+                out.append(
+                    f"node {node}: {nic.name} at {nic.rate_gbps:g} Gb/s where node {best[1]} has "
+                    f"{best[0]:g} Gb/s: the link trained down (cable, switch port or speed setting)"
+                )
     return out
 
 
@@ -201,17 +260,17 @@ PROBE_S = 5.0  # an ssh to each node (at once) and a Python without torch readin
 
 
 def line_rates(rows: Iterable[Row]) -> dict[str, float]:
-    """Each node's fastest port that is up, Gb/s: its RDMA ports' when it has any (the management Ethernet beside
-    an InfiniBand fabric is not what NCCL uses), else its Ethernet's. The inter-node pairs are held to the slower
-    of their two nodes' (bandwidth's p2p_line_rate); a node with no known rate is left out."""
+    """Each node's fastest port that is up, Gb/s: its RDMA ports' when it has any (the management Ethernet
+    beside an InfiniBand fabric is not what NCCL uses), else its Ethernet's. The inter-node pairs are held to
+    the slower of their two nodes' (bandwidth's p2p_line_rate); a node with no known rate is left out."""
     return {node: max(n.rate_gbps for n in nics) for node, nics in _fabric_ports(rows).items()}
 
 
 def nic_totals(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
-    """Each node's compute fabric: its line rate (line_rates'), how many up ports run at it and their sum, Gb/s.
-    Slower ports beside them (the 4 × 100 Gb/s front-end ports of an H100 node with 8 × 400 Gb/s for its GPUs) are
-    storage or management, not NCCL's. The sum, line rate × NICs per node, is what one node can push to the others
-    at once: the inter-node busbw ceiling (bandwidth's inter-node floor)."""
+    """Each node's compute fabric: its line rate (line_rates'), how many up ports run at it and their sum,
+    Gb/s. Slower ports beside them (the 4 × 100 Gb/s front-end ports of an H100 node with 8 × 400 Gb/s for its
+    GPUs) are storage or management, not NCCL's. The sum, line rate × NICs per node, is what one node can push
+    to the others at once: the inter-node busbw ceiling (bandwidth's inter-node floor)."""
     out = {}
     for node, nics in _fabric_ports(rows).items():
         line = max(n.rate_gbps for n in nics)
@@ -234,7 +293,8 @@ def _fabric_ports(rows: Iterable[Row]) -> dict[str, list[Nic]]:
 
 
 def estimate_s(p) -> float:
-    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): the probe on every node at once; 0 on one node."""
+    """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): the probe on every node at once; 0 on one
+    node."""
     return PROBE_S if p.assume.nodes > 1 else 0.0
 
 
@@ -242,16 +302,16 @@ ROWS_FILE = "nic-rows.jsonl"
 
 
 def talked_over(socket_ifname: str, env) -> list[str]:
-    """The interfaces the run talks over: --socket-ifname, else those NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name
-    outright (NCCL's `^exclude` and `=exact` forms and prefixes it matches are left to it)."""
+    """The interfaces the run talks over: --socket-ifname, else those NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME
+    name outright (NCCL's `^exclude` and `=exact` forms and prefixes it matches are left to it)."""
     text = socket_ifname or env.get("NCCL_SOCKET_IFNAME") or env.get("GLOO_SOCKET_IFNAME") or ""
     return [n for n in (part.strip() for part in text.split(",")) if n and n[0] not in "^="]
 
 
 def measure(ctx) -> list[Row]:
-    """The probe (`python -m suite.cluster.nodeprobe`: local_nics, no torch) once on every node of a multi-node
-    profile, at once; each node's rows read back from raw/topology/<node>/nic-rows.jsonl (a node whose probe did
-    not run has none: it "reported no NICs")."""
+    """The probe (`python -m suite.cluster.nodeprobe`: local_nics, no torch) once on every node of a
+    multi-node profile, at once; each node's rows read back from raw/topology/<node>/nic-rows.jsonl (a node
+    whose probe did not run has none: it "reported no NICs")."""
     import os
     import sys
 
@@ -260,7 +320,12 @@ def measure(ctx) -> list[Row]:
 
     ctx.say(f"NICs on every one of {len(ctx.profile.nodes)} nodes")
     names = talked_over(ctx.profile.socket_ifname, os.environ)
-    argv = [sys.executable, "-m", "suite.cluster.nodeprobe", *(["--ifname", ",".join(names)] if names else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "suite.cluster.nodeprobe",
+        *(["--ifname", ",".join(names)] if names else []),
+    ]
     run_on_each_node(ctx.profile, argv, raw_dir=ctx.raw_dir, log_name="nics.log")
     rows: list[Row] = []
     for path in sorted(ctx.raw_dir.glob(f"*/{ROWS_FILE}")):
@@ -276,8 +341,13 @@ def judge(rows: list[Row], node_entries: Sequence[str]) -> list[Verdict]:
     per_node, errors = from_rows(rows)
     found = problems(per_node, errors, expected_nodes)
     counts = sorted({len(v) for v in per_node.values()})
-    return [V.check("nics", not found, expected="every node: the NICs the others have, every port up, at the rate "
-                                                "the others have",
-                    observed="; ".join(found) or f"{len(per_node)} nodes × {'/'.join(map(str, counts))} NICs, all up",
-                    reason_ok="the nodes' networks match",
-                    reason_bad="a node's network differs: the inter-node bandwidth is held to its slowest NIC")]
+    return [
+        V.check(
+            "nics",
+            not found,
+            expected="every node: the NICs the others have, every port up, at the rate the others have",
+            observed="; ".join(found) or f"{len(per_node)} nodes × {'/'.join(map(str, counts))} NICs, all up",
+            reason_ok="the nodes' networks match",
+            reason_bad="a node's network differs: the inter-node bandwidth is held to its slowest NIC",
+        )
+    ]

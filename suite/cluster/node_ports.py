@@ -1,17 +1,17 @@
 """Before any stage of a multi-node run: can every node open the connections the run will need?
 
-A firewall that lets the laptop reach port 22 only, or a security group open to ssh alone, lets the preflight's
-ssh through and then makes every launch wait out the rendezvous' join timeout after card time has started. So,
-with the node addresses and the fixed rendezvous port known (suite/cluster/node_addrs.py), node 0 listens on that port
-for a moment and every node connects, from where the run will connect from:
+A firewall that lets the laptop reach port 22 only, or a security group open to ssh alone, lets the
+preflight's ssh through and then makes every launch wait out the rendezvous' join timeout after card time has
+started. So, with the node addresses and the fixed rendezvous port known (suite/cluster/node_addrs.py), node 0
+listens on that port for a moment and every node connects, from where the run will connect from:
 
   * every other node → node 0's node address : the rendezvous port (c10d's store, hosted on node 0);
   * every node → every other node's node address : 22 (the run's ssh to the nodes, mpirun's daemons).
 
-The first connection that fails is refused in one line: the node it came from, the address and port it could not
-reach, what was said, and which port to open. The nodes' own traffic after the rendezvous (gloo's and NCCL's
-sockets, the workers' store) uses ports the libraries pick: the README asks for the nodes' private network to
-be open between them, which these checks cannot prove but a closed one shows up here first.
+The first connection that fails is refused in one line: the node it came from, the address and port it could
+not reach, what was said, and which port to open. The nodes' own traffic after the rendezvous (gloo's and
+NCCL's sockets, the workers' store) uses ports the libraries pick: the README asks for the nodes' private
+network to be open between them, which these checks cannot prove but a closed one shows up here first.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ from suite.cluster.node_addrs import bind_rendezvous_port
 
 CONNECT_TIMEOUT_S = 5.0
 # On a node: try each host:port given, one line each ("ok host:port" / "fail host:port why").
-CONNECT_PY = ("import socket, sys\n"
-              "for target in sys.argv[1:]:\n"
-              "    host, port = target.rsplit(':', 1)\n"
-              "    try:\n"
-              f"        socket.create_connection((host, int(port)), timeout={CONNECT_TIMEOUT_S}).close()\n"
-              "        print('ok', target, flush=True)\n"
-              "    except OSError as e:\n"
-              "        print('fail', target, str(e) or type(e).__name__, flush=True)\n")
+CONNECT_PY = (
+    "import socket, sys\n"
+    "for target in sys.argv[1:]:\n"
+    "    host, port = target.rsplit(':', 1)\n"
+    "    try:\n"
+    f"        socket.create_connection((host, int(port)), timeout={CONNECT_TIMEOUT_S}).close()\n"
+    "        print('ok', target, flush=True)\n"
+    "    except OSError as e:\n"
+    "        print('fail', target, str(e) or type(e).__name__, flush=True)\n"
+)
 
 
 def ssh_port(node: Node) -> int:
@@ -60,27 +62,46 @@ def parse_connect_lines(said: str) -> dict[str, str]:
 def refusal(nodes: Sequence[Node], src: int, dst: int, addr: str, port: int, why: str, rdzv_port: int) -> str:
     """The one line naming the node, the address and port, and what to open."""
     what = "the rendezvous port (c10d's store on node 0)" if dst == 0 and port == rdzv_port else "ssh"
-    fix = (f"check that {addr} is {nodes[dst].name}'s address toward the other nodes (else pass NODE_ADDRS=) and "
-           f"open TCP {port} on it to them (its firewall, the security group)" +
-           ("" if what == "ssh" else ", or pass MASTER_PORT= with a port that is open"))
-    return f"node {nodes[src].name} cannot connect to node {nodes[dst].name} at {addr}:{port}, {what} ({why}): {fix}"
+    fix = (
+        f"check that {addr} is {nodes[dst].name}'s address toward the other nodes (else pass NODE_ADDRS=) "
+        f"and "
+        f"open TCP {port} on it to them (its firewall, the security group)"
+        + ("" if what == "ssh" else ", or pass MASTER_PORT= with a port that is open")
+    )
+    return (
+        f"node {nodes[src].name} cannot connect to node {nodes[dst].name} at {addr}:{port}, {what} "
+        f"({why}): {fix}"
+    )
 
 
 def connect_here(targets: Sequence[tuple[int, str, int]]) -> dict[str, str]:
-    return parse_connect_lines(subprocess.run(
-        ["python3", "-c", CONNECT_PY, *(f"{a}:{p}" for _, a, p in targets)], capture_output=True, text=True,
-        timeout=CONNECT_TIMEOUT_S * len(targets) + 30).stdout)
+    return parse_connect_lines(
+        subprocess.run(
+            ["python3", "-c", CONNECT_PY, *(f"{a}:{p}" for _, a, p in targets)],
+            capture_output=True,
+            text=True,
+            timeout=CONNECT_TIMEOUT_S * len(targets) + 30,
+        ).stdout
+    )
 
 
-def connect_from(node: Node, targets: Sequence[tuple[int, str, int]], ssh_config: str) -> tuple[dict[str, str], str]:
+def connect_from(
+    node: Node, targets: Sequence[tuple[int, str, int]], ssh_config: str
+) -> tuple[dict[str, str], str]:
     """CONNECT_PY run on `node` over ssh: its results, and what ssh said when there are none."""
     remote = shlex.join(["python3", "-c", CONNECT_PY, *(f"{a}:{p}" for _, a, p in targets)])
     try:
-        done = subprocess.run(node.ssh_argv(ssh_config) + [remote], capture_output=True, text=True,
-                              timeout=CONNECT_TIMEOUT_S * len(targets) + 30)
+        done = subprocess.run(
+            node.ssh_argv(ssh_config) + [remote],
+            capture_output=True,
+            text=True,
+            timeout=CONNECT_TIMEOUT_S * len(targets) + 30,
+        )
     except subprocess.TimeoutExpired:
         return {}, "no answer over ssh"
-    return parse_connect_lines(done.stdout), (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    return parse_connect_lines(done.stdout), (
+        done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+    )[-1]
 
 
 def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, ssh_config: str = "") -> None:

@@ -1,5 +1,5 @@
-"""Before any stage of `python -m suite run --nodes …`: what would otherwise fail the first launch after card time
-has started, refused in one line naming the node and the fix:
+"""Before any stage of `python -m suite run --nodes …`: what would otherwise fail the first launch after card
+time has started, refused in one line naming the node and the fix:
 
   * a node that does not answer over ssh (multilaunch.check_reachable);
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import subprocess
 from typing import Sequence
 
-from suite.launch.torchrun import port_holder, port_is_free
 from suite.cluster.multinode import Node, NodesError
+from suite.launch.torchrun import port_holder, port_is_free
 
 SMI_TIMEOUT_S = 60.0
 
@@ -24,8 +24,11 @@ def rendezvous_port_problem(first: str, port: int | None) -> str | None:
     if port is None or port_is_free(port, "0.0.0.0"):
         return None
     holder = port_holder(port)
-    return (f"node {first}: the rendezvous port {port} is taken{' by ' + holder if holder else ''}: stop that, or "
-            "pass another --master-port (or none: each launch then picks a free one)")
+    return (
+        f"node {first}: the rendezvous port {port} is taken{' by ' + holder if holder else ''}: stop that, "
+        f"or "
+        "pass another --master-port (or none: each launch then picks a free one)"
+    )
 
 
 def gpu_lines(smi_list: str) -> int:
@@ -36,8 +39,12 @@ def gpu_lines(smi_list: str) -> int:
 def gpu_count_problems(counts: dict[str, int], first: str) -> list[str]:
     """One line per node whose GPU count differs from the first node's."""
     mine = counts[first]
-    return [f"node {name}: {count} GPUs where {first} has {mine}: rent nodes of one shape, or leave it out of --nodes"
-            for name, count in counts.items() if name != first and count != mine]
+    return [
+        f"node {name}: {count} GPUs where {first} has {mine}: rent nodes of one shape, or leave it out of "
+        f"--nodes"
+        for name, count in counts.items()
+        if name != first and count != mine
+    ]
 
 
 def node_gpu_count(node: Node | None, ssh_config: str) -> tuple[int | None, str]:
@@ -48,13 +55,15 @@ def node_gpu_count(node: Node | None, ssh_config: str) -> tuple[int | None, str]
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, str(e)
     if done.returncode != 0:
-        return None, ((done.stderr or done.stdout).strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return None, ((done.stderr or done.stdout).strip().splitlines() or [f"exit code {done.returncode}"])[
+            -1
+        ]
     return gpu_lines(done.stdout), ""
 
 
 def check_nodes(nodes: Sequence[Node], ssh_config: str = "", *, gpus: bool, master_port: int | None) -> None:
-    """NodesError with the first problem; nothing when the nodes can start a launch. This node's port first (no
-    ssh), then every other node over ssh (multilaunch.check_reachable), then their GPUs."""
+    """NodesError with the first problem; nothing when the nodes can start a launch. This node's port first
+    (no ssh), then every other node over ssh (multilaunch.check_reachable), then their GPUs."""
     from suite.cluster.multilaunch import check_reachable
 
     problem = rendezvous_port_problem(nodes[0].name, master_port)
@@ -67,8 +76,10 @@ def check_nodes(nodes: Sequence[Node], ssh_config: str = "", *, gpus: bool, mast
     for i, node in enumerate(nodes):
         count, why = node_gpu_count(None if i == 0 else node, ssh_config)
         if count is None:
-            raise NodesError(f"node {node.name}: nvidia-smi -L failed ({why}): install the NVIDIA driver there, or "
-                             "leave the node out of --nodes")
+            raise NodesError(
+                f"node {node.name}: nvidia-smi -L failed ({why}): install the NVIDIA driver there, or "
+                "leave the node out of --nodes"
+            )
         counts[node.name] = count
     problems = gpu_count_problems(counts, nodes[0].name)
     if problems:

@@ -2,14 +2,16 @@
 
 The suite runs on the allocation's first node and starts each launch as one srun, the same argv on every node
 (suite/cluster/slurm.py). What differs per node — whether it hosts c10d's store (`is_host`) and the address it
-announces (`--local-addr`) — is filled in on the node by srun's per-node shell, from a `name=address,…` list whose
-first entry is the host (node_plan). The addresses: --node-addrs (make slurm NODE_ADDRS=) where given, else each
-node's NodeAddr as slurmctld has it (the address Slurm itself reaches the node at; NodeName where none is set).
+announces (`--local-addr`) — is filled in on the node by srun's per-node shell, from a `name=address,…` list
+whose first entry is the host (node_plan). The addresses: --node-addrs (make slurm NODE_ADDRS=) where given,
+else each node's NodeAddr as slurmctld has it (the address Slurm itself reaches the node at; NodeName where
+none is set).
 
-Before any stage, this node listens on the rendezvous port and one srun task per node connects to the first node's
-address there (CONNECT_PY, suite/cluster/node_ports.py): an address that does not answer or a firewall closed to the
-port is refused in one line naming the node, the address, the port and what to open — not a join timeout per launch
-after card time has started. (No ssh runs between compute nodes under Slurm: only the rendezvous port is tried.)
+Before any stage, this node listens on the rendezvous port and one srun task per node connects to the first
+node's address there (CONNECT_PY, suite/cluster/node_ports.py): an address that does not answer or a firewall
+closed to the port is refused in one line naming the node, the address, the port and what to open — not a join
+timeout per launch after card time has started. (No ssh runs between compute nodes under Slurm: only the
+rendezvous port is tried.)
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from suite.cluster.node_ports import CONNECT_PY, CONNECT_TIMEOUT_S, parse_connec
 
 SCONTROL_TIMEOUT_S = 30.0
 # On each node of the srun: CONNECT_PY's lines, each after the node's name.
-_CONNECT_ON_NODE = ('node=${SLURMD_NODENAME:-$(hostname)}; python3 -c "$0" "$@" 2>&1 | '
-                    'while IFS= read -r line; do printf "%s %s\\n" "$node" "$line"; done')
+_CONNECT_ON_NODE = (
+    'node=${SLURMD_NODENAME:-$(hostname)}; python3 -c "$0" "$@" 2>&1 | '
+    'while IFS= read -r line; do printf "%s %s\\n" "$node" "$line"; done'
+)
 
 
 def parse_node_addrs_shown(shown: str) -> dict[str, str]:
@@ -42,8 +46,13 @@ def parse_node_addrs_shown(shown: str) -> dict[str, str]:
 def slurm_node_addrs(names: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """Each node's NodeAddr from slurmctld, in `names`' order; a node it does not list keeps its name."""
     try:
-        done = subprocess.run(["scontrol", "-o", "show", "node", ",".join(names)], capture_output=True, text=True,
-                              timeout=SCONTROL_TIMEOUT_S, env=None if env is None else dict(env))
+        done = subprocess.run(
+            ["scontrol", "-o", "show", "node", ",".join(names)],
+            capture_output=True,
+            text=True,
+            timeout=SCONTROL_TIMEOUT_S,
+            env=None if env is None else dict(env),
+        )
         shown = parse_node_addrs_shown(done.stdout) if done.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired):
         shown = {}
@@ -57,8 +66,20 @@ def node_plan(nodes: Sequence[Node], addrs: Sequence[str]) -> str:
 
 def connect_argv(nnodes: int, target: str, srun_args: Sequence[str] = ()) -> list[str]:
     """One srun task per node, each connecting to `target` (host:port) and saying so after its name."""
-    return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-            "--export=ALL", *srun_args, "sh", "-c", _CONNECT_ON_NODE, CONNECT_PY, target]
+    return [
+        "srun",
+        f"--nodes={nnodes}",
+        f"--ntasks={nnodes}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        "--export=ALL",
+        *srun_args,
+        "sh",
+        "-c",
+        _CONNECT_ON_NODE,
+        CONNECT_PY,
+        target,
+    ]
 
 
 def connect_results(said: str) -> dict[str, str]:
@@ -71,11 +92,12 @@ def connect_results(said: str) -> dict[str, str]:
     return out
 
 
-def check_slurm_network(nodes: Sequence[Node], addrs: Sequence[str], port: int,
-                        srun_args: Sequence[str] = ()) -> None:
-    """NodesError naming the first node that cannot reach the first node's address and port (the other nodes' answers
-    first: what a firewall closes; then the first node's own, a wrong address for it). This process must be that
-    first node (the batch script runs on it) and listens meanwhile, bound as c10d's store binds
+def check_slurm_network(
+    nodes: Sequence[Node], addrs: Sequence[str], port: int, srun_args: Sequence[str] = ()
+) -> None:
+    """NodesError naming the first node that cannot reach the first node's address and port (the other nodes'
+    answers first: what a firewall closes; then the first node's own, a wrong address for it). This process
+    must be that first node (the batch script runs on it) and listens meanwhile, bound as c10d's store binds
     (suite/cluster/node_addrs.py)."""
     from suite.cluster.node_addrs import bind_rendezvous_port
 
@@ -83,8 +105,12 @@ def check_slurm_network(nodes: Sequence[Node], addrs: Sequence[str], port: int,
     with bind_rendezvous_port(port, f"node {nodes[0].name}") as listener:
         listener.listen(64)
         try:
-            done = subprocess.run(connect_argv(len(nodes), target, srun_args), capture_output=True, text=True,
-                                  timeout=CONNECT_TIMEOUT_S + 120)
+            done = subprocess.run(
+                connect_argv(len(nodes), target, srun_args),
+                capture_output=True,
+                text=True,
+                timeout=CONNECT_TIMEOUT_S + 120,
+            )
             said, results = done.stdout + done.stderr, connect_results(done.stdout)
         except subprocess.TimeoutExpired:
             said, results = "srun did not end within its time", {}
@@ -92,22 +118,26 @@ def check_slurm_network(nodes: Sequence[Node], addrs: Sequence[str], port: int,
         why = results.get(nodes[i].name, None)
         if why is None:
             last = (said.strip().splitlines() or ["no output"])[-1]
-            raise NodesError(f"node {nodes[i].name} did not answer the rendezvous check through srun ({last}): is it "
-                             f"up in the allocation? `{shlex.join(connect_argv(len(nodes), target))}` shows why")
+            raise NodesError(
+                f"node {nodes[i].name} did not answer the rendezvous check through srun ({last}): is it "
+                f"up in the allocation? `{shlex.join(connect_argv(len(nodes), target))}` shows why"
+            )
         if why:
             raise NodesError(refusal(nodes, i, 0, addrs[0], port, why, port))
 
 
 def on_first_node(nodes: Sequence[Node], env: Mapping[str, str]) -> bool:
-    """Whether this process runs on the allocation's first node (the batch script does; salloc's shell on a login
-    node does not, and a listener there would not be where the store will be)."""
+    """Whether this process runs on the allocation's first node (the batch script does; salloc's shell on a
+    login node does not, and a listener there would not be where the store will be)."""
     return env.get("SLURMD_NODENAME") == nodes[0].name
 
 
-def slurm_network(nodes: Sequence[Node], given: Sequence[str], master_port: int | None,
-                  srun_args: Sequence[str] = ()) -> tuple[tuple[str, ...], int]:
-    """The allocation's node addresses (given: checked; else slurmctld's NodeAddr) and the fixed rendezvous port,
-    the port tried from every node (check_slurm_network) before any stage when this is the first node."""
+def slurm_network(
+    nodes: Sequence[Node], given: Sequence[str], master_port: int | None, srun_args: Sequence[str] = ()
+) -> tuple[tuple[str, ...], int]:
+    """The allocation's node addresses (given: checked; else slurmctld's NodeAddr) and the fixed rendezvous
+    port, the port tried from every node (check_slurm_network) before any stage when this is the first
+    node."""
     from suite.cluster.node_addrs import parse_node_addrs, rendezvous_port
 
     addrs = parse_node_addrs(list(given), nodes) if given else slurm_node_addrs([n.name for n in nodes])

@@ -1,16 +1,20 @@
-"""Slurm with pyxis (IMAGE= under make slurm): the words every srun of the job gets, and what runs in the image.
+"""Slurm with pyxis (IMAGE= under make slurm): the words every srun of the job gets, and what runs in the
+image.
 
 Checked against pyxis's documented srun flags (its wiki's Usage and FAQ pages) and Slurm's srun manual:
   --container-image=IMAGE   the image (an enroot URI or a squashfs path)
-  --container-name=NAME     the container kept for the rest of the job: later sruns with the same name reuse it
+  --container-name=NAME     the container kept for the rest of the job: later sruns with the same name reuse
+                            it
                             instead of importing the image again (unnamed ones are removed after each task)
-  --container-mounts=SRC:DST[,…]  the checkout and the runs folder (where the run directory is written), each at its
-                            own path, so the node's command finds the code and writes its output where the batch host
-                            reads it
+  --container-mounts=SRC:DST[,…]  the checkout and the runs folder (where the run directory is written), each
+                                  at its
+                            own path, so the node's command finds the code and writes its output where the
+                            batch host reads it
   --container-workdir=PATH  the checkout
-  srun --mpi=pmix           MPI programs (nccl-tests) started by srun itself, wired up through PMIx: no mpirun and
-                            no ssh between compute nodes (Slurm's MPI users guide; pyxis's FAQ: under PMIx each srun
-                            runs one MPI program, so each nccl-tests binary is its own srun)
+  srun --mpi=pmix           MPI programs (nccl-tests) started by srun itself, wired up through PMIx: no mpirun
+                            and
+                            no ssh between compute nodes (Slurm's MPI users guide; pyxis's FAQ: under PMIx
+                            each srun runs one MPI program, so each nccl-tests binary is its own srun)
 Inside the image the workers run the image's own Python (`python`), never the batch host's venv path.
 """
 
@@ -22,15 +26,21 @@ IMAGE_PYTHON = "python"  # on the image's PATH; the batch host's venv does not e
 
 
 def container_srun_args(image: str, checkout: str, out: str) -> str:
-    """The value of CARDTIME_SRUN_ARGS in the batch script: words split on spaces (the script expands it unquoted
-    into srun's line, the suite splits it), $SLURM_JOB_ID expanded when the job exports it. A word that would not
-    survive that (a space, a quote, a $) is refused."""
+    """The value of CARDTIME_SRUN_ARGS in the batch script: words split on spaces (the script expands it
+    unquoted into srun's line, the suite splits it), $SLURM_JOB_ID expanded when the job exports it. A word
+    that would not survive that (a space, a quote, a $) is refused."""
     mounts = ",".join(dict.fromkeys(f"{p}:{p}" for p in (checkout, out)))
     for what, value in (("IMAGE=", image), ("the checkout", checkout), ("the runs folder", out)):
         if any(c in value for c in " \t\n'\"$`\\"):
             raise ValueError(f"{what} {value!r} holds a space, quote or $: pyxis' srun words cannot carry it")
-    return " ".join([f"--container-image={image}", "--container-name=cardtime-$SLURM_JOB_ID",
-                     f"--container-mounts={mounts}", f"--container-workdir={checkout}"])
+    return " ".join(
+        [
+            f"--container-image={image}",
+            "--container-name=cardtime-$SLURM_JOB_ID",
+            f"--container-mounts={mounts}",
+            f"--container-workdir={checkout}",
+        ]
+    )
 
 
 def in_container(srun_args: Sequence[str]) -> bool:
@@ -43,6 +53,15 @@ def node_python(srun_args: Sequence[str], here: str) -> str:
 
 
 def srun_mpi_words(nnodes: int, per_node: int, srun_args: Sequence[str] = ()) -> list[str]:
-    """An MPI program (nccl-tests) across the allocation: per_node ranks on each node, started by srun (PMIx)."""
-    return ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes * per_node}", f"--ntasks-per-node={per_node}",
-            "--mpi=pmix", "--kill-on-bad-exit=1", "--export=ALL", *srun_args]
+    """An MPI program (nccl-tests) across the allocation: per_node ranks on each node, started by srun
+    (PMIx)."""
+    return [
+        "srun",
+        f"--nodes={nnodes}",
+        f"--ntasks={nnodes * per_node}",
+        f"--ntasks-per-node={per_node}",
+        "--mpi=pmix",
+        "--kill-on-bad-exit=1",
+        "--export=ALL",
+        *srun_args,
+    ]

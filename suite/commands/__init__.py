@@ -1,5 +1,5 @@
-"""One module per `python -m suite` command: each has add_parser(subparsers) setting func=main(args) -> exit code.
-The top of the suite: a command may import any suite package and reports (rendering a run's report).
+"""One module per `python -m suite` command: each has add_parser(subparsers) setting func=main(args) -> exit
+code. The top of the suite: a command may import any suite package and reports (rendering a run's report).
 Imported only by suite/__main__.py.
 
 Exit codes everywhere (README "Exit codes"): 0 success, 1 a "no" (a `fail` verdict, a rejected run, a
@@ -21,8 +21,8 @@ def record_last(file: Path | None, run_path: Path) -> None:
 
 
 def record_last_problem(file: Path, inputs: Iterable[Path] = ()) -> str | None:
-    """Why --record-last FILE cannot be replaced, as one line: a FIFO or a device, a record of a run directory, one
-    of the command's inputs (suite/output_target.py); None when it can."""
+    """Why --record-last FILE cannot be replaced, as one line: a FIFO or a device, a record of a run
+    directory, one of the command's inputs (suite/output_target.py); None when it can."""
     from suite.output_target import overwrite_problem
     from suite.regular_files import check_replaceable
 

@@ -48,8 +48,9 @@ def _whole(text: str, low: int, high: int, what: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
     if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"{text!r} is outside {low}–{high}" if high < 1 << 62 else
-                                         f"{text!r} must be at least {low}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside {low}–{high}" if high < 1 << 62 else f"{text!r} must be at least {low}"
+        )
     return value
 
 

@@ -1,12 +1,12 @@
-"""python -m suite ingest FILE_OR_DIR… [--out runs/] [--gpu-model NAME]: judge raw outputs captured on any box.
+"""python -m suite ingest FILE_OR_DIR… [--out runs/] [--gpu-model NAME]: judge raw outputs captured on any
+box.
 
     python -m suite ingest topo.txt all_reduce_perf.out --gpu-model "NVIDIA H100 80GB HBM3"
 
 Exit codes as `suite run`'s: 0 no fail verdict, 1 a fail verdict — or a partial capture (an excerpt, a shell
-prompt is fine; `....`, a table or -q cut short is not) unless --allow-partial, 2 nothing among the files could be
-used.
-The box verdict (ACCEPT / REJECT / INCONCLUSIVE, with what is left open) is printed last; `suite check RUN_DIR`
-exits on it (0 / 1 / 3).
+prompt is fine; `....`, a table or -q cut short is not) unless --allow-partial, 2 nothing among the files
+could be used. The box verdict (ACCEPT / REJECT / INCONCLUSIVE, with what is left open) is printed last;
+`suite check RUN_DIR` exits on it (0 / 1 / 3).
 """
 
 from __future__ import annotations
@@ -18,28 +18,46 @@ from suite.commands import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ingest", help="judge captured raw outputs (nvidia-smi, nvlink, ibstat, dcgmi, kernel logs, "
-                                       "nccl-tests, nsys) into a run directory")
-    p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR",
-                   help="captured outputs, or folders of them: each file's kind is read from its content")
-    p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="folder for the new run directory")
-    p.add_argument("--gpu-model", metavar="NAME",
-                   help="the box's GPU (e.g. 'NVIDIA H100 80GB HBM3') where the captures do not name it")
-    p.add_argument("--allow-partial", action="store_true",
-                   help="exit 0 (not 1) when a capture is partial: an excerpt, a table or -q cut short (its checks are "
-                        "judged on what it holds either way, and a pass it would give is left open)")
+    p = sub.add_parser(
+        "ingest",
+        help="judge captured raw outputs (nvidia-smi, nvlink, ibstat, dcgmi, kernel logs, "
+        "nccl-tests, nsys) into a run directory",
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="FILE_OR_DIR",
+        help="captured outputs, or folders of them: each file's kind is read from its content",
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("runs"), metavar="DIR", help="folder for the new run directory"
+    )
+    p.add_argument(
+        "--gpu-model",
+        metavar="NAME",
+        help="the box's GPU (e.g. 'NVIDIA H100 80GB HBM3') where the captures do not name it",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 (not 1) when a capture is partial: an excerpt, a table or -q cut short (its checks are "
+        "judged on what it holds either way, and a pass it would give is left open)",
+    )
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
-    from suite.ingest import feed, inputs
     from reports.report import render_path
     from suite import next_steps
     from suite.box_verdict import box_verdict
+    from suite.ingest import feed, inputs
 
     if args.record_last and (problem := record_last_problem(args.record_last, args.paths)):
-        return usage_error(f"--record-last: {problem}")  # before any work: a FIFO there would block the last step
+        return usage_error(
+            f"--record-last: {problem}"
+        )  # before any work: a FIFO there would block the last step
     files, unused = inputs.files_of(args.paths)
     captures = []
     for path in files:
@@ -58,7 +76,9 @@ def main(args) -> int:
     try:
         outcome = feed.build(plan, args.out, list(args.paths), args.gpu_model)
     except OSError as e:
-        return usage_error(f"cannot write the run directory under {args.out}: {e.strerror or e}; pass --out DIR")
+        return usage_error(
+            f"cannot write the run directory under {args.out}: {e.strerror or e}; pass --out DIR"
+        )
     try:
         record_last(args.record_last, outcome.run.path)
     except OSError as e:
@@ -76,9 +96,12 @@ def main(args) -> int:
     partial = feed.partial_captures(plan)
     for line in partial:
         print(f"partial: {line}", file=sys.stderr)
-    # The box verdict's exit code, as `suite check` gives it for this run (0 ACCEPT, 1 REJECT, 3 INCONCLUSIVE): a
-    # script reading either command reads the same answer.
+    # The box verdict's exit code, as `suite check` gives it for this run (0 ACCEPT, 1 REJECT, 3
+    # INCONCLUSIVE): a script reading either command reads the same answer.
     if partial and not args.allow_partial:
-        print(f"{len(partial)} partial capture(s): pass --allow-partial to accept what they hold", file=sys.stderr)
+        print(
+            f"{len(partial)} partial capture(s): pass --allow-partial to accept what they hold",
+            file=sys.stderr,
+        )
         return box.exit_code or 1
     return box.exit_code

@@ -1,7 +1,7 @@
 """python -m suite model: the α-β model's predictions, to prepare expected values before renting.
 
-    python -m suite model --alpha 5e-6 --beta 200e9 --cards 4 8 --sizes 4K 4M 1G
-    python -m suite model --cards 64 --grad-bytes 14G --step-time 1.2     # DP communication share
+python -m suite model --alpha 5e-6 --beta 200e9 --cards 4 8 --sizes 4K 4M 1G
+python -m suite model --cards 64 --grad-bytes 14G --step-time 1.2     # DP communication share
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 
 from suite import strict_json
 from suite.commands import _numbers as numbers
-from suite.costmodel import alphabeta as ab
 from suite.commands import usage_error
+from suite.costmodel import alphabeta as ab
 
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
@@ -33,14 +33,26 @@ def parse_size(text: str) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("model", help="ring vs tree all-reduce times and DP communication share from the α-β model")
-    p.add_argument("--alpha", type=numbers.not_negative, default=5e-6, help="per-step latency α, seconds (default 5e-6)")
-    p.add_argument("--beta", type=numbers.positive, default=200e9, help="link bandwidth β, bytes/s (default 200e9)")
+    p = sub.add_parser(
+        "model", help="ring vs tree all-reduce times and DP communication share from the α-β model"
+    )
+    p.add_argument(
+        "--alpha", type=numbers.not_negative, default=5e-6, help="per-step latency α, seconds (default 5e-6)"
+    )
+    p.add_argument(
+        "--beta", type=numbers.positive, default=200e9, help="link bandwidth β, bytes/s (default 200e9)"
+    )
     p.add_argument("--cards", type=numbers.count, nargs="+", default=[2, 4, 8], help="ranks (default 2 4 8)")
-    p.add_argument("--sizes", nargs="+", default=["4K", "64K", "1M", "4M", "64M", "1G"],
-                   help="message sizes, binary units (default 4K 64K 1M 4M 64M 1G)")
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["4K", "64K", "1M", "4M", "64M", "1G"],
+        help="message sizes, binary units (default 4K 64K 1M 4M 64M 1G)",
+    )
     p.add_argument("--grad-bytes", help="gradient bytes per step for the DP share (e.g. 14G)")
-    p.add_argument("--step-time", type=numbers.positive, help="compute time of one step, seconds, for the DP share")
+    p.add_argument(
+        "--step-time", type=numbers.positive, help="compute time of one step, seconds, for the DP share"
+    )
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
     p.set_defaults(func=main)
 
@@ -51,8 +63,15 @@ def table_rows(alpha: float, beta: float, cards: list[int], sizes: list[int]) ->
         for size in sizes:
             ring = ab.ring_allreduce_s(size, n, alpha, beta) * 1e6
             tree = ab.tree_allreduce_s(size, n, alpha, beta) * 1e6
-            rows.append({"cards": n, "bytes": size, "ring_us": round(ring, 3), "tree_us": round(tree, 3),
-                         "faster": "tree" if tree < ring else "ring"})
+            rows.append(
+                {
+                    "cards": n,
+                    "bytes": size,
+                    "ring_us": round(ring, 3),
+                    "tree_us": round(tree, 3),
+                    "faster": "tree" if tree < ring else "ring",
+                }
+            )
     return rows
 
 
@@ -83,5 +102,7 @@ def main(args) -> int:
         for n in args.cards:
             comm = ab.dp_step_comm_s(grad, n, args.alpha, args.beta)
             share = ab.dp_comm_share(grad, n, args.step_time, args.alpha, args.beta)
-            print(f"{n:>5} cards: all-reduce {comm * 1e3:9.1f} ms, {share * 100:5.1f}% of an unoverlapped step")
+            print(
+                f"{n:>5} cards: all-reduce {comm * 1e3:9.1f} ms, {share * 100:5.1f}% of an unoverlapped step"
+            )
     return 0

@@ -1,10 +1,11 @@
-"""python -m suite parse topo|p2p|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw output as the suite reads it.
+"""python -m suite parse topo|p2p|nccl-tests|trace|smi-q|nvlink|ibstat|dcgm|xid FILE [--json]: a tool's raw
+output as the suite reads it.
 
 Exit status: 0 the file parsed; 1 a partial capture — an nccl-tests run that stops short (it aborted or hung),
-a `-q` with fewer GPU blocks than `Attached GPUs` or a block cut before a section it always prints, a dcgmi table
-without its closing border, an excerpt (`....`, `[...]`, a value written `...`): `complete: false`, what it
-holds still printed and judged — unless --allow-partial (a shell prompt line above the output is dropped, fine);
-2 the file is missing, a directory, unreadable, or not the kind of output named.
+a `-q` with fewer GPU blocks than `Attached GPUs` or a block cut before a section it always prints, a dcgmi
+table without its closing border, an excerpt (`....`, `[...]`, a value written `...`): `complete: false`, what
+it holds still printed and judged — unless --allow-partial (a shell prompt line above the output is dropped,
+fine); 2 the file is missing, a directory, unreadable, or not the kind of output named.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import sys
 from pathlib import Path
 
 from suite import strict_json
-from suite.regular_files import not_regular_problem
-
-from suite.parsers import ParseError
 from suite.commands import usage_error
+from suite.parsers import ParseError
+from suite.regular_files import not_regular_problem
 
 # kind → module with parse_file(path) -> JSON-ready dict (raises ParseError on input it cannot read)
 PARSERS = {
@@ -36,21 +36,33 @@ READ_WHOLE = ("trace", "nccl-tests")
 """Kinds whose parse_file reads the file itself, bounded (a trace is binary or JSON; nccl-tests' reader takes
 its own prompt and banner lines)."""
 
-HEALTH_VERDICTS = {"smi-q": "smi_verdicts", "nvlink": "nvlink_verdict", "ibstat": "network_verdict",
-                   "dcgm": "dcgm_verdict", "xid": "kernel_log_verdict"}
+HEALTH_VERDICTS = {
+    "smi-q": "smi_verdicts",
+    "nvlink": "nvlink_verdict",
+    "ibstat": "network_verdict",
+    "dcgm": "dcgm_verdict",
+    "xid": "kernel_log_verdict",
+}
 
 
 LONG_OUTPUT_ROWS = 10_000
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("parse", help="parse a tool's raw output (nvidia-smi topo -m / -q / nvlink, nccl-tests, a trace, ibstat, dcgmi diag, a kernel log)")
+    p = sub.add_parser(
+        "parse",
+        help="parse a tool's raw output (nvidia-smi topo -m / -q / nvlink, nccl-tests, a trace, ibstat, "
+        "dcgmi diag, a kernel log)",
+    )
     p.add_argument("kind", choices=sorted(PARSERS), help="what the file holds")
     p.add_argument("file", type=Path, help="the raw output")
     p.add_argument("--json", action="store_true", help="print JSON (the default and only format)")
-    p.add_argument("--allow-partial", action="store_true",
-                   help="exit 0 for a capture that stops short or is an excerpt (default: exit 1, a pipeline must "
-                        "not take a truncated capture for a whole one)")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 for a capture that stops short or is an excerpt (default: exit 1, a pipeline must "
+        "not take a truncated capture for a whole one)",
+    )
     p.set_defaults(func=main)
 
 
@@ -64,7 +76,11 @@ def main(args) -> int:
         return usage_error(f"{args.file}: {problem}")
     module = importlib.import_module(PARSERS[args.kind])
     try:
-        data = module.parse_file(args.file) if args.kind in READ_WHOLE else parse_pasted(args.kind, module, args.file)
+        data = (
+            module.parse_file(args.file)
+            if args.kind in READ_WHOLE
+            else parse_pasted(args.kind, module, args.file)
+        )
     except ParseError as e:
         return usage_error(f"{args.file}: {e}")
     except UnicodeDecodeError as e:
@@ -75,18 +91,23 @@ def main(args) -> int:
         return usage_error(f"{args.file}: cannot be read ({e.strerror or e})")
     if args.kind == "topo":  # the parser returns the parse; the verdicts are the topology stage's rules
         from suite.stages.topology.rules import verdicts_for_parse
+
         data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
     elif args.kind in HEALTH_VERDICTS:  # the health stage's rules on this one tool's output
         from suite.stages.health import rules as _health_rules
+
         found = getattr(_health_rules, HEALTH_VERDICTS[args.kind])(data)
         data["verdicts"] = [v.to_dict() for v in (found if isinstance(found, list) else [found])]
-    # Indented for reading; a long sweep on one line: json's C encoder writes only unindented text (seconds, not
-    # minutes, for a million rows).
+    # Indented for reading; a long sweep on one line: json's C encoder writes only unindented text (seconds,
+    # not minutes, for a million rows).
     rows = data.get("rows") if isinstance(data, dict) else None
     print(strict_json.dumps(data, indent=None if len(rows or ()) > LONG_OUTPUT_ROWS else 2, default=str))
     if data.get("complete") is False and not args.allow_partial:
-        print(f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "
-              "pass --allow-partial to accept what it holds", file=sys.stderr)
+        print(
+            f"partial: {args.file}: {data.get('reason') or 'the output stops short'}; "
+            "pass --allow-partial to accept what it holds",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 """python -m suite plan: before renting, every stage's expected duration on the GPU profile, and its cost.
 
-    python -m suite plan --profile nccl-gpu --gpus 8 --rate 24
-    python -m suite plan --gpu "NVIDIA A100-SXM4-80GB" --alpha 8e-6 --json
+python -m suite plan --profile nccl-gpu --gpus 8 --rate 24
+python -m suite plan --gpu "NVIDIA A100-SXM4-80GB" --alpha 8e-6 --json
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import dataclasses
 
 from suite import strict_json
 from suite.commands import _numbers as numbers
-from suite.config import ProfileError, get_profile
 from suite.commands import usage_error
+from suite.config import ProfileError, get_profile
 
 
 def add_parser(sub) -> None:
@@ -21,18 +21,38 @@ def add_parser(sub) -> None:
     p.add_argument("--gpu", default=None, help="GPU name, e.g. 'NVIDIA H100 80GB HBM3' (default H100)")
     p.add_argument("--rate", type=numbers.not_negative, help="price of the host, $/hour")
     p.add_argument("--alpha", type=numbers.not_negative, help="per-step latency α, s (default 5e-6)")
-    p.add_argument("--beta", type=numbers.positive, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)")
+    p.add_argument(
+        "--beta", type=numbers.positive, help="per-step bandwidth β, bytes/s (default: the GPU's NVLink peak)"
+    )
     p.add_argument("--mfu", type=numbers.fraction, help="assumed model FLOPs utilisation (default 0.35)")
-    p.add_argument("--image", choices=("build", "pull"), default="build",
-                   help="the CUDA image built on the box (default) or pulled (make remote IMAGE=…)")
+    p.add_argument(
+        "--image",
+        choices=("build", "pull"),
+        default="build",
+        help="the CUDA image built on the box (default) or pulled (make remote IMAGE=…)",
+    )
     p.add_argument("--runtime", choices=("docker", "host"), default="docker", help="docker (default) or host")
-    p.add_argument("--download-rate", type=numbers.positive, metavar="MB/S",
-                   help="the box's download rate as preflight measured it (default: an assumed 25 MB/s)")
-    p.add_argument("--nodes", default="", metavar="N|A,B",
-                   help="a multi-node run: the number of nodes, or the nodes themselves (make plan NODES=2 | HOSTS=a,b)")
-    p.add_argument("--inter-node", type=numbers.positive, metavar="GB/S",
-                   help="inter-node bandwidth per GPU, GB/s: NIC rate × NICs per node ÷ GPUs per node (default 50)")
-    p.add_argument("--tier", choices=("quick", "standard", "soak"), help="plan a tier's stages and burn-in (BURNIN_MIN=)")
+    p.add_argument(
+        "--download-rate",
+        type=numbers.positive,
+        metavar="MB/S",
+        help="the box's download rate as preflight measured it (default: an assumed 25 MB/s)",
+    )
+    p.add_argument(
+        "--nodes",
+        default="",
+        metavar="N|A,B",
+        help="a multi-node run: the number of nodes, or the nodes themselves (make plan NODES=2 | HOSTS=a,b)",
+    )
+    p.add_argument(
+        "--inter-node",
+        type=numbers.positive,
+        metavar="GB/S",
+        help="inter-node bandwidth per GPU, GB/s: NIC rate × NICs per node ÷ GPUs per node (default 50)",
+    )
+    p.add_argument(
+        "--tier", choices=("quick", "standard", "soak"), help="plan a tier's stages and burn-in (BURNIN_MIN=)"
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)
 
@@ -59,8 +79,16 @@ def main(args) -> int:
         profile = get_profile(args.profile, args.gpus)
     except ProfileError as e:
         return usage_error(str(e))
-    changes = {k: v for k, v in (("gpu_name", args.gpu), ("alpha_s", args.alpha), ("beta_Bps", args.beta),
-                                 ("mfu", args.mfu)) if v is not None}
+    changes = {
+        k: v
+        for k, v in (
+            ("gpu_name", args.gpu),
+            ("alpha_s", args.alpha),
+            ("beta_Bps", args.beta),
+            ("mfu", args.mfu),
+        )
+        if v is not None
+    }
     try:
         changes["nodes"] = node_count(args.nodes)
     except ValueError as e:
@@ -79,13 +107,21 @@ def main(args) -> int:
 
             profile, chosen = apply(profile, args.tier)
             only = tuple(chosen)
-        plan = estimate(profile, PlanAssumptions(**changes), rate_per_hour=args.rate, setup=SetupAssumptions(**setup),
-                        only=only, tier=args.tier or "")
+        plan = estimate(
+            profile,
+            PlanAssumptions(**changes),
+            rate_per_hour=args.rate,
+            setup=SetupAssumptions(**setup),
+            only=only,
+            tier=args.tier or "",
+        )
     except ValueError as e:
         return usage_error(str(e))
     if args.json:
         data = dataclasses.asdict(plan)
-        data.update(total_s=plan.total_s, billed_s=plan.billed_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour)
+        data.update(
+            total_s=plan.total_s, billed_s=plan.billed_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour
+        )
         print(strict_json.dumps(data, indent=1))
     else:
         print(render(plan))

@@ -16,19 +16,31 @@ import tempfile
 from pathlib import Path
 
 from suite import strict_json
+from suite.commands import usage_error
 from suite.config import PROFILES, ProfileError, get_profile
 from suite.workloads.worker_cli import mistakes_from
-from suite.commands import usage_error
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("probe", help="try every collective and point-to-point primitive once on the profile's ranks")
-    p.add_argument("--profile", default="gloo-cpu", choices=sorted(PROFILES),
-                   help="gloo-cpu: CPU processes on gloo; nccl-gpu: one process per GPU (default gloo-cpu)")
+    p = sub.add_parser(
+        "probe", help="try every collective and point-to-point primitive once on the profile's ranks"
+    )
+    p.add_argument(
+        "--profile",
+        default="gloo-cpu",
+        choices=sorted(PROFILES),
+        help="gloo-cpu: CPU processes on gloo; nccl-gpu: one process per GPU (default gloo-cpu)",
+    )
     p.add_argument("--nproc", type=int, help="processes (default: the profile's)")
-    p.add_argument("--raw-dir", type=Path, metavar="DIR",
-                   help="keep the workers' logs and rows here (default: a temporary folder, removed after)")
-    p.add_argument("--mistakes", default="", help="deliberate mistakes for the tests: wrong.<primitive>, comma-separated")
+    p.add_argument(
+        "--raw-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the workers' logs and rows here (default: a temporary folder, removed after)",
+    )
+    p.add_argument(
+        "--mistakes", default="", help="deliberate mistakes for the tests: wrong.<primitive>, comma-separated"
+    )
     p.add_argument("--json", action="store_true", help="print the results as a JSON list of objects")
     p.set_defaults(func=main)
 
@@ -38,8 +50,14 @@ def run_probe(profile, raw_dir: Path, mistakes: str = "", timeout_s: float | Non
     from suite.launch.torchrun import run_torchrun
 
     args = ["--stage", "probe"] + (["--mistakes", mistakes] if mistakes else [])
-    return run_torchrun(profile, "suite.workloads.probe", args, raw_dir=raw_dir, tag="probe",
-                        timeout_s=timeout_s or profile.stage_timeout_s).rows()
+    return run_torchrun(
+        profile,
+        "suite.workloads.probe",
+        args,
+        raw_dir=raw_dir,
+        tag="probe",
+        timeout_s=timeout_s or profile.stage_timeout_s,
+    ).rows()
 
 
 def main(args) -> int:
@@ -60,11 +78,20 @@ def main(args) -> int:
         try:
             rows = run_probe(profile, raw, args.mistakes)
         except LaunchError as e:
-            return usage_error(f"{e} (exit code {e.exit_code}): rerun with --raw-dir DIR and read DIR/probe.rank0.log")
+            return usage_error(
+                f"{e} (exit code {e.exit_code}): rerun with --raw-dir DIR and read DIR/probe.rank0.log"
+            )
     results = summarize(rows)
     if args.json:
-        print(strict_json.dumps([{"primitive": r.name, "status": r.status, "detail": r.detail, "ranks": r.ranks}
-                          for r in results], indent=2))
+        print(
+            strict_json.dumps(
+                [
+                    {"primitive": r.name, "status": r.status, "detail": r.detail, "ranks": r.ranks}
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
     else:
         print(f"{profile.backend} on {profile.nproc} {profile.device} ranks:")
         for r in results:

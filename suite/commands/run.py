@@ -8,53 +8,108 @@ import os
 import sys
 from pathlib import Path
 
-from suite import env_settings, run_lock
-from suite.fromjson import FieldTypeError
-from suite.commands import _numbers as numbers
-from suite import stages
-from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
+from suite import env_settings, run_lock, stages
 from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
+from suite.commands import _numbers as numbers
+from suite.commands import record_last, record_last_problem, usage_error
+from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
+from suite.fromjson import FieldTypeError
 from suite.regular_files import not_regular_problem
 from suite.results import RunDirError
-from suite.commands import record_last, record_last_problem, usage_error
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run the stages in the checklist's order into runs/<run-id>/")
-    p.add_argument("--profile", default=None, metavar="|".join(sorted(PROFILES)),
-                   help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU; nccl-1gpu: one process on one "
-                        "CUDA card (default gloo-cpu)")
-    p.add_argument("--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)")
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="|".join(sorted(PROFILES)),
+        help="gloo-cpu: the CPU rehearsal; nccl-gpu: one process per GPU; nccl-1gpu: one process on one "
+        "CUDA card (default gloo-cpu)",
+    )
+    p.add_argument(
+        "--stages", metavar="A,B", help="only these stages, e.g. topology,bandwidth (default: all)"
+    )
     p.add_argument("--list", action="store_true", help="list the stages in order and exit")
-    p.add_argument("--tier", choices=("quick", "standard", "soak"),
-                   help="a time-boxed run (suite/plan/tiers.py): quick (health, topology, bandwidth, 2-min burn-in), standard "
-                        "(every stage, 10-min burn-in), soak (1-hour burn-in; BURNIN_MIN= for another)")
-    p.add_argument("--burnin-min", type=burnin_minutes, metavar="MIN",
-                   help="with --tier: the burn-in's minutes (default: the tier's, or BURNIN_MIN from the environment)")
-    p.add_argument("--recheck", type=Path, metavar="RUN_DIR",
-                   help="a new run of only the stages that failed (or did not complete) in RUN_DIR: the repaired box")
-    p.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
-                   help="folder for new run directories (default runs/)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR",
-                   help="continue this run: complete stages are kept, the others run")
-    p.add_argument("--nproc", type=numbers.count, help="processes per node (default: the profile's; on a GPU box, its GPU count)")
-    p.add_argument("--stage-timeout", metavar="SECONDS|STAGE=SECONDS,…",
-                   help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)")
-    p.add_argument("--master-port", type=numbers.port, help="fixed rendezvous port (default: a free one per launch)")
-    p.add_argument("--keep-going", action="store_true",
-                   help="run the GPU stages even when topology finds fewer usable GPUs than the profile needs")
-    p.add_argument("--nodes", metavar="A,B", help="a multi-node run: the nodes as [user@]host[:port], this node first "
-                   "(each reached by ssh; default inside a Slurm allocation: its nodes)")
+    p.add_argument(
+        "--tier",
+        choices=("quick", "standard", "soak"),
+        help="a time-boxed run (suite/plan/tiers.py): quick (health, topology, bandwidth, 2-min burn-in), "
+        "standard "
+        "(every stage, 10-min burn-in), soak (1-hour burn-in; BURNIN_MIN= for another)",
+    )
+    p.add_argument(
+        "--burnin-min",
+        type=burnin_minutes,
+        metavar="MIN",
+        help="with --tier: the burn-in's minutes (default: the tier's, or BURNIN_MIN from the environment)",
+    )
+    p.add_argument(
+        "--recheck",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a new run of only the stages that failed (or did not complete) in RUN_DIR: the repaired box",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs"),
+        metavar="DIR",
+        help="folder for new run directories (default runs/)",
+    )
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue this run: complete stages are kept, the others run",
+    )
+    p.add_argument(
+        "--nproc",
+        type=numbers.count,
+        help="processes per node (default: the profile's; on a GPU box, its GPU count)",
+    )
+    p.add_argument(
+        "--stage-timeout",
+        metavar="SECONDS|STAGE=SECONDS,…",
+        help="override stage timeouts: one number for every stage, or per stage (e.g. fault=120,tp=60)",
+    )
+    p.add_argument(
+        "--master-port", type=numbers.port, help="fixed rendezvous port (default: a free one per launch)"
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run the GPU stages even when topology finds fewer usable GPUs than the profile needs",
+    )
+    p.add_argument(
+        "--nodes",
+        metavar="A,B",
+        help="a multi-node run: the nodes as [user@]host[:port], this node first "
+        "(each reached by ssh; default inside a Slurm allocation: its nodes)",
+    )
     p.add_argument("--hostfile", type=Path, metavar="FILE", help="the nodes one a line instead of --nodes")
-    p.add_argument("--ssh-config", default="", metavar="FILE", help="the ssh_config the other nodes are reached with")
-    p.add_argument("--node-addrs", default="", metavar="A,B",
-                   help="each node's address toward the other nodes, in --nodes' order (default: asked of the "
-                        "nodes; a hostfile's addr= column)")
-    p.add_argument("--socket-ifname", default="", metavar="IF",
-                   help="the network interface gloo and NCCL use between nodes (e.g. ens5)")
-    p.add_argument("--launcher", choices=LAUNCHERS,
-                   help="how the ranks start: torchrun (one launch per stage, as users launch; nccl-gpu's only way) "
-                        "or fork (forked from one warm process: gloo-cpu's default); also on --resume")
+    p.add_argument(
+        "--ssh-config", default="", metavar="FILE", help="the ssh_config the other nodes are reached with"
+    )
+    p.add_argument(
+        "--node-addrs",
+        default="",
+        metavar="A,B",
+        help="each node's address toward the other nodes, in --nodes' order (default: asked of the "
+        "nodes; a hostfile's addr= column)",
+    )
+    p.add_argument(
+        "--socket-ifname",
+        default="",
+        metavar="IF",
+        help="the network interface gloo and NCCL use between nodes (e.g. ens5)",
+    )
+    p.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        help="how the ranks start: torchrun (one launch per stage, as users launch; nccl-gpu's only way) "
+        "or fork (forked from one warm process: gloo-cpu's default); also on --resume",
+    )
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
     p.set_defaults(func=main)
 
@@ -70,7 +125,9 @@ def gpus_listed() -> int:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+    return (
+        sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+    )
 
 
 def burnin_minutes(text: str) -> float:
@@ -117,8 +174,9 @@ def apply_timeouts(profile, timeouts: dict[str, float]):
     uniform = timeouts.pop("*", None)
     per_stage = {} if uniform is not None else dict(profile.stage_timeouts_s)
     per_stage.update(timeouts)
-    return profile.with_overrides(stage_timeout_s=uniform or profile.stage_timeout_s,
-                                  stage_timeouts_s=tuple(sorted(per_stage.items())))
+    return profile.with_overrides(
+        stage_timeout_s=uniform or profile.stage_timeout_s, stage_timeouts_s=tuple(sorted(per_stage.items()))
+    )
 
 
 def with_nodes(profile, args):
@@ -129,7 +187,9 @@ def with_nodes(profile, args):
         if problem := not_regular_problem(args.hostfile):  # a FIFO would block the read, a folder is no list
             raise NodesError(f"--hostfile {args.hostfile}: {problem}")
         if not args.hostfile.is_file():
-            raise NodesError(f"--hostfile {args.hostfile}: no such file: write one node a line (user@host[:port])")
+            raise NodesError(
+                f"--hostfile {args.hostfile}: no such file: write one node a line (user@host[:port])"
+            )
         entries = read_hostfile(args.hostfile.read_text(), str(args.hostfile))
     elif args.nodes:
         entries = tuple(e.strip() for e in args.nodes.split(","))
@@ -143,8 +203,12 @@ def with_nodes(profile, args):
         from suite.cluster.nodecheck import check_nodes
 
         # Before any stage, one line naming the node: the port, ssh to every node, the GPU counts.
-        check_nodes(parse_nodes(entries), args.ssh_config, gpus=profile.device == "cuda",
-                    master_port=profile.master_port)
+        check_nodes(
+            parse_nodes(entries),
+            args.ssh_config,
+            gpus=profile.device == "cuda",
+            master_port=profile.master_port,
+        )
         profile = with_node_network(profile, parse_nodes(entries), args)
     else:  # the node addresses (NODE_ADDRS=, else slurmctld's) and the rendezvous port tried through srun
         import shlex
@@ -152,11 +216,19 @@ def with_nodes(profile, args):
         from suite.cluster.slurm import SRUN_ARGS_ENV
         from suite.cluster.slurm_network import slurm_network
 
-        addrs, port = slurm_network(parse_nodes(entries), args.node_addrs.split(",") if args.node_addrs else (),
-                                    profile.master_port, shlex.split(os.environ.get(SRUN_ARGS_ENV, "")))
+        addrs, port = slurm_network(
+            parse_nodes(entries),
+            args.node_addrs.split(",") if args.node_addrs else (),
+            profile.master_port,
+            shlex.split(os.environ.get(SRUN_ARGS_ENV, "")),
+        )
         profile = profile.with_overrides(node_addrs=addrs, master_port=port)
-    return profile.with_overrides(nodes=tuple(entries), ssh_config=args.ssh_config, socket_ifname=args.socket_ifname,
-                                  node_launcher=launcher)
+    return profile.with_overrides(
+        nodes=tuple(entries),
+        ssh_config=args.ssh_config,
+        socket_ifname=args.socket_ifname,
+        node_launcher=launcher,
+    )
 
 
 def tier_and_recheck(profile, selected: list[str], args):
@@ -181,8 +253,11 @@ def with_node_network(profile, nodes, args):
     from suite.cluster.node_addrs import hostfile_node_addrs, node_addrs_for, rendezvous_port
     from suite.cluster.node_ports import check_node_network
 
-    given = args.node_addrs.split(",") if args.node_addrs else (
-        hostfile_node_addrs(args.hostfile.read_text()) if args.hostfile else ())
+    given = (
+        args.node_addrs.split(",")
+        if args.node_addrs
+        else (hostfile_node_addrs(args.hostfile.read_text()) if args.hostfile else ())
+    )
     addrs = node_addrs_for(nodes, given, args.ssh_config)
     port = rendezvous_port(profile.master_port)
     check_node_network(nodes, addrs, port, args.ssh_config)
@@ -195,30 +270,46 @@ def main(args) -> int:
     if args.profile is None:  # the rehearsal; on a GPU box said so, with the profile that tests its GPUs
         args.profile = "gloo-cpu"
         if not args.list and not args.resume and (gpus := gpus_listed()):
-            print(f"note: this machine lists {gpus} GPU(s) (nvidia-smi -L); running the CPU rehearsal (gloo-cpu): "
-                  f"--profile {'nccl-1gpu' if gpus == 1 else 'nccl-gpu'} tests the GPUs", file=sys.stderr)
+            print(
+                f"note: this machine lists {gpus} GPU(s) (nvidia-smi -L); running the CPU rehearsal "
+                f"(gloo-cpu): "
+                f"--profile {'nccl-1gpu' if gpus == 1 else 'nccl-gpu'} tests the GPUs",
+                file=sys.stderr,
+            )
     if args.profile not in PROFILES:  # one line (make rehearse PROFILE=…), not argparse's usage block
-        return usage_error(f"PROFILE={args.profile!r} is no profile: choose from {', '.join(sorted(PROFILES))}")
+        return usage_error(
+            f"PROFILE={args.profile!r} is no profile: choose from {', '.join(sorted(PROFILES))}"
+        )
     if args.list:
         return list_stages(args.profile)
     produce = None  # a resumed ingest: its stages' rows from the kept captures (suite/ingest/resume.py)
     try:
         timeouts = parse_timeouts(args.stage_timeout)
         if args.record_last and (problem := record_last_problem(args.record_last)):
-            return usage_error(f"--record-last: {problem}")  # before any stage: a FIFO would block the last step
+            return usage_error(
+                f"--record-last: {problem}"
+            )  # before any stage: a FIFO would block the last step
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
             if args.recheck or args.tier:
-                return usage_error(f"--resume continues {args.resume} as it was started; --recheck and --tier start "
-                                   "a new run: pass one or the other")
-            if args.resume.is_dir():  # before reading it: the manifest may be mid-rewrite by the run holding it
+                return usage_error(
+                    f"--resume continues {args.resume} as it was started; --recheck and --tier start "
+                    "a new run: pass one or the other"
+                )
+            if (
+                args.resume.is_dir()
+            ):  # before reading it: the manifest may be mid-rewrite by the run holding it
                 run_lock.hold(args.resume)
             try:
                 run, profile = runner.resume_run(args.resume)
             except (FieldTypeError, ProfileError, TypeError) as e:  # a recorded profile of the wrong types
-                raise RunDirError(args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}") from None
-            if run.manifest.get("ingested"):  # its stages read captures: run here, they would measure this machine
+                raise RunDirError(
+                    args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}"
+                ) from None
+            if run.manifest.get(
+                "ingested"
+            ):  # its stages read captures: run here, they would measure this machine
                 from suite.ingest import resume
 
                 produce = resume.producers(run)
@@ -236,8 +327,14 @@ def main(args) -> int:
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
             run_lock.hold(run.path)  # a --resume of this directory from elsewhere waits for this run to end
-    except (ProfileError, stages.StageSelectionError, RunDirError, OSError, ValueError,
-            run_lock.RunLockedError) as e:  # NodesError too
+    except (
+        ProfileError,
+        stages.StageSelectionError,
+        RunDirError,
+        OSError,
+        ValueError,
+        run_lock.RunLockedError,
+    ) as e:  # NodesError too
         return usage_error(str(e))
     try:
         record_last(args.record_last, run.path)
@@ -247,8 +344,10 @@ def main(args) -> int:
         outcome = runner.execute(run, profile, keep_going=args.keep_going, produce=produce)
     except OSError as e:  # a full disk, a folder gone: the stages complete so far are kept, --resume goes on
         where = e.filename or run.path
-        return usage_error(f"{where}: {e.strerror or e}; free space (or fix the folder), then "
-                           f"python -m suite run --resume {run.path}")
+        return usage_error(
+            f"{where}: {e.strerror or e}; free space (or fix the folder), then "
+            f"python -m suite run --resume {run.path}"
+        )
     print(f"run directory: {run.path}", file=sys.stderr)
     print(f"summary: {outcome.summary()} in {outcome.seconds:.1f} s", file=sys.stderr)
     from suite.box_verdict import REHEARSAL, box_verdict

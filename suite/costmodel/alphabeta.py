@@ -74,15 +74,19 @@ def tree_allreduce_s(size_bytes: float, n: int, alpha_s: float, beta_Bps: float)
     return 2 * math.ceil(math.log2(n)) * (alpha_s + size_bytes / beta_Bps)
 
 
-def collective_time_s(collective: str, size_bytes: float, n: int, alpha_s: float, beta_Bps: float,
-                      algo: str = "ring") -> float:
+def collective_time_s(
+    collective: str, size_bytes: float, n: int, alpha_s: float, beta_Bps: float, algo: str = "ring"
+) -> float:
     """Predicted time of one collective over n ranks; S is the whole buffer as nccl-tests counts it."""
     name = _check(collective)
     if n <= 1:
         return 0.0
     if name == "all_reduce":
-        return tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps) if algo == "tree" else ring_allreduce_s(
-            size_bytes, n, alpha_s, beta_Bps)
+        return (
+            tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
+            if algo == "tree"
+            else ring_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
+        )
     if name in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) * (alpha_s + size_bytes / (n * beta_Bps))
     return alpha_s + size_bytes / beta_Bps
@@ -104,7 +108,8 @@ def crossover_bytes(n: int, alpha_s: float, beta_Bps: float) -> float | None:
 
 
 def split_counts(count: int, n: int) -> list[int]:
-    """Elements of each of n chunks of a count-element buffer, as torch.tensor_split cuts it (first count % n get one more)."""
+    """Elements of each of n chunks of a count-element buffer, as torch.tensor_split cuts it (first count % n
+    get one more)."""
     base, extra = divmod(count, n)
     return [base + (1 if i < extra else 0) for i in range(n)]
 
@@ -126,7 +131,8 @@ def ring_allreduce_bytes(count: int, n: int, elem_bytes: int, rank: int) -> tupl
 
 
 def binomial_children(rank: int, n: int) -> list[int]:
-    """Children of `rank` in the binomial tree rooted at 0: rank + 2^k for every 2^k below rank's lowest set bit."""
+    """Children of `rank` in the binomial tree rooted at 0: rank + 2^k for every 2^k below rank's lowest set
+    bit."""
     out, mask = [], 1
     while mask < n and (rank == 0 or mask < (rank & -rank)):
         if rank + mask < n:
@@ -153,8 +159,9 @@ def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float)
 
 
 INTER_NODE_BETA_Bps = 50e9
-"""β across nodes where nothing was measured, bytes/s per GPU: NIC line rate × NICs per node ÷ GPUs per node, for
-the usual H100 cluster node (8 × 400 Gb/s NICs for 8 GPUs: 50 GB/s); make plan's --inter-node default too."""
+"""β across nodes where nothing was measured, bytes/s per GPU: NIC line rate × NICs per node ÷ GPUs per node,
+for the usual H100 cluster node (8 × 400 Gb/s NICs for 8 GPUs: 50 GB/s); make plan's --inter-node default
+too."""
 INTER_NODE_BASIS = "the usual 8 × 400 Gb/s NICs of an 8-GPU node"
 
 
@@ -163,9 +170,11 @@ def nodes_spanned(n: int, per_node: int) -> int:
     return max(1, math.ceil(n / max(per_node, 1)))
 
 
-def allreduce_across_nodes_s(size_bytes: float, n: int, per_node: int, intra: tuple[float, float],
-                             inter: tuple[float, float]) -> float:
-    """All-reduce over ranks 0…n−1, per_node ranks on each node (node-major); intra and inter are (α s, β B/s).
+def allreduce_across_nodes_s(
+    size_bytes: float, n: int, per_node: int, intra: tuple[float, float], inter: tuple[float, float]
+) -> float:
+    """All-reduce over ranks 0…n−1, per_node ranks on each node (node-major); intra and inter are (α s, β
+    B/s).
 
     Within one node (n ≤ per_node), CHECKLIST.md's ring over the node's links: 2(n−1)(α_i + S/(nβ_i)).
     Across k = ⌈n/per_node⌉ nodes, the same ring at the inter-node α and β:
@@ -205,12 +214,14 @@ ZERO_COMM_ALLREDUCES = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.5}
 
 
 def zero_step_comm_s(stage: int, param_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> float:
-    """Communication per step of ZeRO stage 0 (plain DDP) to 3, in all-reduce equivalents of the parameters."""
+    """Communication per step of ZeRO stage 0 (plain DDP) to 3, in all-reduce equivalents of the
+    parameters."""
     return ZERO_COMM_ALLREDUCES[stage] * ring_allreduce_s(param_bytes, n, alpha_s, beta_Bps)
 
 
-def zero_memory_bytes(params: int, n: int, stage: int, *, param_bytes: int = 2, grad_bytes: int = 2,
-                      optimizer_bytes: int = 12) -> float:
+def zero_memory_bytes(
+    params: int, n: int, stage: int, *, param_bytes: int = 2, grad_bytes: int = 2, optimizer_bytes: int = 12
+) -> float:
     """Model-state memory per rank under ZeRO (activations excluded).
 
     Mixed-precision AdamW: 2 (bf16 params) + 2 (bf16 grads) + 12 (fp32 master, m, v) = 16Ψ bytes;
@@ -246,7 +257,8 @@ class Fit:
 
 
 def fit_line(sizes: Sequence[float], times: Sequence[float], weighted: bool = True) -> tuple[float, float]:
-    """Least squares t = a + b·S. Weighted by 1/t so small messages (α's domain) count as much as large (β's)."""
+    """Least squares t = a + b·S. Weighted by 1/t so small messages (α's domain) count as much as large
+    (β's)."""
     if len(sizes) != len(times) or len(sizes) < 2:
         raise ValueError("a fit needs at least two (size, time) points")
     w = [1.0 / t if weighted and t > 0 else 1.0 for t in times]
@@ -276,8 +288,9 @@ def step_shape(collective: str, n: int, algo: str = "ring") -> tuple[float, floa
     return 1.0, 1.0
 
 
-def fit_alpha_beta(collective: str, n: int, sizes: Sequence[float], times_s: Sequence[float],
-                   algo: str = "ring") -> Fit:
+def fit_alpha_beta(
+    collective: str, n: int, sizes: Sequence[float], times_s: Sequence[float], algo: str = "ring"
+) -> Fit:
     """α and β from measured (size, time) points of one collective, by least squares on t = kα + cS/β."""
     a, b = fit_line(sizes, times_s)
     k, c = step_shape(collective, n, algo)
@@ -286,4 +299,11 @@ def fit_alpha_beta(collective: str, n: int, sizes: Sequence[float], times_s: Seq
     fitted = [a + b * s for s in sizes]
     rel = [(t - f) / t for t, f in zip(times_s, fitted) if t > 0]
     rms = math.sqrt(sum(r * r for r in rel) / len(rel)) if rel else float("nan")
-    return Fit(alpha_s=alpha, beta_Bps=beta, intercept_s=a, slope_s_per_byte=b, rms_rel_residual=rms, points=len(sizes))
+    return Fit(
+        alpha_s=alpha,
+        beta_Bps=beta,
+        intercept_s=a,
+        slope_s_per_byte=b,
+        rms_rel_residual=rms,
+        points=len(sizes),
+    )

@@ -52,6 +52,8 @@ def runs_at(schedule: str, stages: int, microbatches: int) -> bool:
     return schedule not in IN_ROUNDS or microbatches % max(1, microbatches // stages) == 0
 
 
-def ideal_step_s(stages: int, microbatches: int, forward_s: float, backward_s: float, chunks: int = 1) -> float:
+def ideal_step_s(
+    stages: int, microbatches: int, forward_s: float, backward_s: float, chunks: int = 1
+) -> float:
     """The step time of equal stages: (v·M + P − 1) slots of (f + b)/v."""
     return (chunks * microbatches + stages - 1) * (forward_s + backward_s) / chunks

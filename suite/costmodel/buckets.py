@@ -33,8 +33,11 @@ DEFAULT_BUCKET_CAP_MB = 25.0
 DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB
 
 
-def ddp_bucket_members(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[list[int]]:
-    """Which gradients (indices into `sizes_bytes`, in gradient-ready order) each bucket holds, in all-reduce order."""
+def ddp_bucket_members(
+    sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None
+) -> list[list[int]]:
+    """Which gradients (indices into `sizes_bytes`, in gradient-ready order) each bucket holds, in all-reduce
+    order."""
     limits = [first_cap_bytes if first_cap_bytes is not None else cap_bytes, cap_bytes]
     buckets: list[list[int]] = []
     current: list[int] = []
@@ -50,9 +53,14 @@ def ddp_bucket_members(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_byt
     return buckets
 
 
-def ddp_bucket_layout(sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[int]:
+def ddp_bucket_layout(
+    sizes_bytes: Sequence[int], cap_bytes: int, first_cap_bytes: int | None = None
+) -> list[int]:
     """Bucket sizes, bytes, in the order they are all-reduced; `sizes_bytes` in gradient-ready order."""
-    return [sum(sizes_bytes[i] for i in bucket) for bucket in ddp_bucket_members(sizes_bytes, cap_bytes, first_cap_bytes)]
+    return [
+        sum(sizes_bytes[i] for i in bucket)
+        for bucket in ddp_bucket_members(sizes_bytes, cap_bytes, first_cap_bytes)
+    ]
 
 
 def caps_for(bucket_cap_mb: float | None) -> tuple[int, int]:
@@ -77,8 +85,9 @@ class OverlapPrediction:
         return self.comm_s - self.exposed_s
 
 
-def overlap_prediction(buckets: Sequence[int], n: int, alpha_s: float, beta_Bps: float,
-                       backward_s: float | None = None) -> OverlapPrediction:
+def overlap_prediction(
+    buckets: Sequence[int], n: int, alpha_s: float, beta_Bps: float, backward_s: float | None = None
+) -> OverlapPrediction:
     """α-β times of bucketed, overlapped all-reduces; backward_s bounds what can hide (None: unbounded)."""
     times = [ring_allreduce_s(b, n, alpha_s, beta_Bps) for b in buckets]
     if not times:
@@ -95,7 +104,8 @@ def no_overlap_prediction(grad_bytes: int, n: int, alpha_s: float, beta_Bps: flo
     return OverlapPrediction(comm_s=t, exposed_s=t, buckets=1)
 
 
-# ---------------------------------------------------------------- modes (torch-free: the stage reads them too)
+# ---------------------------------------------------------------- modes (torch-free: the stage reads them
+# too)
 
 NO_OVERLAP = "no_overlap"
 

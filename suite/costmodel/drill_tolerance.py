@@ -22,14 +22,19 @@ import math
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance, unit_roundoff
 
 
-def attention_tolerance(seq_len: int, head_dim: int, cp: int, dtype: str = CHECK_DTYPE,
-                        scale: float = 1.0) -> Tolerance:
+def attention_tolerance(
+    seq_len: int, head_dim: int, cp: int, dtype: str = CHECK_DTYPE, scale: float = 1.0
+) -> Tolerance:
     """Attention over S = seq_len split over `cp` ranks, against one process's, in `dtype`."""
     u = unit_roundoff(dtype)
     k = max(seq_len, head_dim)
     depth = 2 * (3 + cp)
-    return Tolerance(rtol=depth * math.sqrt(k) * u, atol=0.0, scale=scale,
-                     derivation=f"{dtype} u = {u:.2g}, K = max(S, D) = {k}, depth 2·(3+P) = {depth}: rtol = depth·√K·u")
+    return Tolerance(
+        rtol=depth * math.sqrt(k) * u,
+        atol=0.0,
+        scale=scale,
+        derivation=f"{dtype} u = {u:.2g}, K = max(S, D) = {k}, depth 2·(3+P) = {depth}: rtol = depth·√K·u",
+    )
 
 
 def lse_scale(seq_len: int) -> float:
@@ -37,12 +42,18 @@ def lse_scale(seq_len: int) -> float:
     return math.log(seq_len) + 1.0
 
 
-def moe_tolerance(hidden: int, ffn: int, per_expert: int, dtype: str = CHECK_DTYPE, scale: float = 1.0) -> Tolerance:
+def moe_tolerance(
+    hidden: int, ffn: int, per_expert: int, dtype: str = CHECK_DTYPE, scale: float = 1.0
+) -> Tolerance:
     """The experts' output and gradients under expert parallelism, against one process's, in `dtype`;
     per_expert = P·T·k/E, the assignments an expert gets on average."""
     u = unit_roundoff(dtype)
     k = max(hidden, ffn, per_expert)
     depth = 4
-    return Tolerance(rtol=depth * math.sqrt(k) * u, atol=0.0, scale=scale,
-                     derivation=f"{dtype} u = {u:.2g}, K = max(ffn, hidden, P·T·k/E) = {k}, depth {depth}: "
-                                f"rtol = depth·√K·u")
+    return Tolerance(
+        rtol=depth * math.sqrt(k) * u,
+        atol=0.0,
+        scale=scale,
+        derivation=f"{dtype} u = {u:.2g}, K = max(ffn, hidden, P·T·k/E) = {k}, depth {depth}: "
+        f"rtol = depth·√K·u",
+    )

@@ -24,7 +24,8 @@ With activation checkpointing (torch.utils.checkpoint per block) a block keeps o
 from __future__ import annotations
 
 STATE_BYTES_PER_PARAM = {"parameters": 4, "gradients": 4, "optimizer": 8}
-"""Bytes per parameter of each part of the model state (fp32 parameters, fp32 gradients, AdamW's two moments)."""
+"""Bytes per parameter of each part of the model state (fp32 parameters, fp32 gradients, AdamW's two
+moments)."""
 STATE_FORMULA = "16Ψ: parameters 4Ψ + gradients 4Ψ + AdamW moments 8Ψ (fp32 state, bf16 autocast)"
 ACTIVATION_FORMULA = "42·s·b·h + 16·s·b + 4·a·s·b + 4·s·h/a + 24·h² per block (bf16 autocast, fp32 residual)"
 CHECKPOINT_FORMULA = "4·s·b·h per block (its fp32 input) with torch.utils.checkpoint"

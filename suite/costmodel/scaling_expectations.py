@@ -11,8 +11,8 @@ allows. Overlapping the all-reduce with the backward only makes the measured fig
 
 from __future__ import annotations
 
-from suite.dtypes import DTYPE_BYTES
 from suite.costmodel.alphabeta import dp_step_comm_s, zero_memory_bytes
+from suite.dtypes import DTYPE_BYTES
 
 MFU_FLOOR = 0.20
 """Below this fraction of the card's bf16 dense peak, baseline MFU is 'far below' what the card allows.
@@ -24,7 +24,8 @@ ZERO3_SLOWDOWN = 1.5
 
 
 def dp_step_s(step_1_s: float, n: int, grad_bytes: float, alpha_s: float, beta_Bps: float) -> float:
-    """Predicted DDP step time on n ranks with a fixed global batch: t₁/n + one ring all-reduce of the gradients."""
+    """Predicted DDP step time on n ranks with a fixed global batch: t₁/n + one ring all-reduce of the
+    gradients."""
     return step_1_s / n + dp_step_comm_s(grad_bytes, n, alpha_s, beta_Bps)
 
 

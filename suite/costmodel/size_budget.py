@@ -6,10 +6,11 @@
 
 A size's time is α + β·bytes: the next size is predicted on the line through the last two sizes measured,
 never below the last one's time (a first call's set-up makes the line fall). A line needs two points: the
-first two sizes of a series always run (the smallest sizes cost milliseconds; a prediction from one point,
-its time × the ratio of bytes, would take a first call's set-up for bandwidth and drop the whole series). The time left is shared among the series not yet started (the collectives of the torch sweep,
-one series each), so the first collective cannot spend the last one's time; what a series leaves unused
-passes to the next. Once a size is dropped, the larger ones of its series are too: the sweep stops growing.
+first two sizes of a series always run (the smallest sizes cost milliseconds; a prediction from one point, its
+time × the ratio of bytes, would take a first call's set-up for bandwidth and drop the whole series). The time
+left is shared among the series not yet started (the collectives of the torch sweep, one series each), so the
+first collective cannot spend the last one's time; what a series leaves unused passes to the next. Once a size
+is dropped, the larger ones of its series are too: the sweep stops growing.
 
 Every rank must take the same decision (or the collectives mismatch): callers feed the slowest rank's
 wall time and elapsed time, agreed in one all-reduce. No torch here: nccl-tests' runner uses it too.
@@ -63,8 +64,10 @@ class SizeBudget:
             return None
         self._stopped[name] = (
             f"not run for time: {size_text(size)} would take ≈{predicted:.1f} s ({size_text(last_size)} took "
-            f"{wall:.2f} s), past the {max(0.0, end - self.elapsed_s):.1f} s left to {name} of the stage's time "
-            f"({self.total_s:.0f} s for the sweep); the sweep stopped growing at {size_text(last_size)}")
+            f"{wall:.2f} s), past the {max(0.0, end - self.elapsed_s):.1f} s left to {name} of the stage's "
+            f"time "
+            f"({self.total_s:.0f} s for the sweep); the sweep stopped growing at {size_text(last_size)}"
+        )
         return self._stopped[name]
 
     def predict(self, name: str, size: int) -> float:

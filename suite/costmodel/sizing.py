@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from suite.config import GptConfig
 
-FLOPS_FORMULA = "6·(N − V·d) + 12·L·d·T FLOP per token (PaLM's accounting; the input embedding is a lookup, not a matmul)"
+FLOPS_FORMULA = (
+    "6·(N − V·d) + 12·L·d·T FLOP per token (PaLM's accounting; the input embedding is a lookup, not a matmul)"
+)
 
 
 def parameter_count(cfg: GptConfig) -> int:
@@ -17,7 +19,8 @@ def parameter_count(cfg: GptConfig) -> int:
 
 
 def matmul_parameters(cfg: GptConfig) -> int:
-    """Parameters that take part in a matmul per token: all but the input embedding's V·d, which is a row lookup.
+    """Parameters that take part in a matmul per token: all but the input embedding's V·d, which is a row
+    lookup.
 
     A tied head keeps its V·d: the shared matrix is multiplied by every token's hidden state at the output.
     """

@@ -71,8 +71,10 @@ class Tolerance:
         return self.atol + self.rtol * self.scale
 
     def describe(self) -> str:
-        return (f"atol {self.atol:.2g} + rtol {self.rtol:.2g} × {self.scale:.3g} = {self.bound:.2g} "
-                f"({self.derivation})")
+        return (
+            f"atol {self.atol:.2g} + rtol {self.rtol:.2g} × {self.scale:.3g} = {self.bound:.2g} "
+            f"({self.derivation})"
+        )
 
 
 def _per_dtype(table: dict[str, float], name: str, dtype: str) -> float:
@@ -95,11 +97,16 @@ def golden_tolerance(cfg: GptConfig, steps: int, dtype: str = CHECK_DTYPE, scale
     one_pass = depth * math.sqrt(k) * u
     rtol = one_pass * (1 + steps)
     atol = LEARNING_RATE * steps * one_pass
-    return Tolerance(rtol=rtol, atol=atol, scale=scale,
-                     derivation=f"{dtype} u = {u:.2g}, longest sum K = {k}, depth 2L+2 = {depth}, {steps} steps: "
-                                f"rtol = depth·√K·u·(1+steps), atol = lr·steps·depth·√K·u")
+    return Tolerance(
+        rtol=rtol,
+        atol=atol,
+        scale=scale,
+        derivation=f"{dtype} u = {u:.2g}, longest sum K = {k}, depth 2L+2 = {depth}, {steps} steps: "
+        f"rtol = depth·√K·u·(1+steps), atol = lr·steps·depth·√K·u",
+    )
 
 
 def tolerance(dtype: str) -> float:
-    """The overlap stage's gradient tolerance in `dtype` (a torch dtype name); golden checks use golden_tolerance."""
+    """The overlap stage's gradient tolerance in `dtype` (a torch dtype name); golden checks use
+    golden_tolerance."""
     return _per_dtype(TOLERANCE, "TOLERANCE", dtype)

@@ -44,7 +44,16 @@ from dataclasses import dataclass
 TORCH_VERSION = "2.13.0"  # pyproject.toml's pin; tests/unit/test_cuda_lines.py keeps the two equal
 
 # The first compute capability of each major that nvcc knows, newest major last: the cubins a line builds.
-FIRST_OF_MAJOR = {5: (5, 0), 6: (6, 0), 7: (7, 0), 8: (8, 0), 9: (9, 0), 10: (10, 0), 11: (11, 0), 12: (12, 0)}
+FIRST_OF_MAJOR = {
+    5: (5, 0),
+    6: (6, 0),
+    7: (7, 0),
+    8: (8, 0),
+    9: (9, 0),
+    10: (10, 0),
+    11: (11, 0),
+    12: (12, 0),
+}
 
 
 @dataclass(frozen=True)
@@ -102,23 +111,48 @@ class CudaLine:
 
     def build_args(self) -> dict[str, str]:
         """The Dockerfile's build arguments that make the image this line (see the Dockerfile's ARGs)."""
-        return {"CUDA_LINE": self.name, "CUDA_WHEELS": self.cuda_wheels, "NCCL_WHEEL": self.nccl_wheel,
-                "TORCH_INDEX_URL": self.image_torch_index, "NVCC_GENCODE": self.nvcc_gencode,
-                "NSYS_PACKAGE": self.nsys_package}
+        return {
+            "CUDA_LINE": self.name,
+            "CUDA_WHEELS": self.cuda_wheels,
+            "NCCL_WHEEL": self.nccl_wheel,
+            "TORCH_INDEX_URL": self.image_torch_index,
+            "NVCC_GENCODE": self.nvcc_gencode,
+            "NSYS_PACKAGE": self.nsys_package,
+        }
 
 
 LINES: tuple[CudaLine, ...] = (  # newest first: the choice takes the first one that runs the GPU
-    CudaLine(name="cu130", cuda="13.0.3", min_driver=(580,), torch_index="https://download.pytorch.org/whl/cu130",
-             cuda_wheels="cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3", nccl_package="nvidia-nccl-cu13",
-             nccl_version="2.29.7", first_cc=(7, 5), last_major=12,
-             gpus="Turing to Blackwell (sm_75–sm_121)", nsys_package="cuda-nsight-systems-13-0"),
-    # torch 2.13's cu126 build pins (download.pytorch.org/whl/cu126): CUDA 12.6's runtime 12.6.77, NCCL 2.29.3;
-    # nvcc 12.6.85 is Update 3's. Old-style per-component wheels (nvidia/cuda_nvcc/, nvidia/cuda_runtime/, …).
-    CudaLine(name="cu126", cuda="12.6.3", min_driver=(525,), torch_index="https://download.pytorch.org/whl/cu126",
-             cuda_wheels="nvidia-cuda-nvcc-cu12==12.6.85 nvidia-cuda-runtime-cu12==12.6.77 nvidia-cuda-cccl-cu12==12.6.77",
-             nccl_package="nvidia-nccl-cu12", nccl_version="2.29.3", first_cc=(5, 0), last_major=9,
-             gpus="Maxwell to Hopper (sm_50–sm_90), no Blackwell",
-             image_torch_index="https://download.pytorch.org/whl/cu126", nsys_package="cuda-nsight-systems-12-6"),
+    CudaLine(
+        name="cu130",
+        cuda="13.0.3",
+        min_driver=(580,),
+        torch_index="https://download.pytorch.org/whl/cu130",
+        cuda_wheels="cuda-toolkit[nvcc,cudart,cccl,crt]==13.0.3",
+        nccl_package="nvidia-nccl-cu13",
+        nccl_version="2.29.7",
+        first_cc=(7, 5),
+        last_major=12,
+        gpus="Turing to Blackwell (sm_75–sm_121)",
+        nsys_package="cuda-nsight-systems-13-0",
+    ),
+    # torch 2.13's cu126 build pins (download.pytorch.org/whl/cu126): CUDA 12.6's runtime 12.6.77, NCCL
+    # 2.29.3; nvcc 12.6.85 is Update 3's. Old-style per-component wheels (nvidia/cuda_nvcc/,
+    # nvidia/cuda_runtime/, …).
+    CudaLine(
+        name="cu126",
+        cuda="12.6.3",
+        min_driver=(525,),
+        torch_index="https://download.pytorch.org/whl/cu126",
+        cuda_wheels="nvidia-cuda-nvcc-cu12==12.6.85 nvidia-cuda-runtime-cu12==12.6.77 "
+        "nvidia-cuda-cccl-cu12==12.6.77",
+        nccl_package="nvidia-nccl-cu12",
+        nccl_version="2.29.3",
+        first_cc=(5, 0),
+        last_major=9,
+        gpus="Maxwell to Hopper (sm_50–sm_90), no Blackwell",
+        image_torch_index="https://download.pytorch.org/whl/cu126",
+        nsys_package="cuda-nsight-systems-12-6",
+    ),
 )
 DEFAULT = LINES[0]
 """The Dockerfile's defaults and PyPI's torch build."""
@@ -132,8 +166,10 @@ def parse_driver(text: str) -> tuple[int, ...]:
     """'550.54.15' (nvidia-smi's driver_version; the first of several lines) → (550, 54, 15)."""
     first = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
     if not re.fullmatch(r"\d+(\.\d+){0,3}", first):
-        raise ValueError(f"not a driver version: {text!r} (expected e.g. 550.54.15, as "
-                         "`nvidia-smi --query-gpu=driver_version --format=csv,noheader` prints it)")
+        raise ValueError(
+            f"not a driver version: {text!r} (expected e.g. 550.54.15, as "
+            "`nvidia-smi --query-gpu=driver_version --format=csv,noheader` prints it)"
+        )
     return tuple(int(part) for part in first.split("."))
 
 
@@ -151,9 +187,11 @@ def line_for_driver(driver_version: str) -> CudaLine:
         if driver >= line.min_driver:
             return line
     oldest = LINES[-1]
-    raise DriverTooOld(f"driver {driver_version.strip()} is older than every CUDA line of torch {TORCH_VERSION} "
-                       f"(the oldest, CUDA {oldest.cuda}, needs ≥ {oldest.min_driver_text}): update the NVIDIA driver "
-                       f"to ≥ {oldest.min_driver_text} (≥ {DEFAULT.min_driver_text} for CUDA {DEFAULT.cuda})")
+    raise DriverTooOld(
+        f"driver {driver_version.strip()} is older than every CUDA line of torch {TORCH_VERSION} "
+        f"(the oldest, CUDA {oldest.cuda}, needs ≥ {oldest.min_driver_text}): update the NVIDIA driver "
+        f"to ≥ {oldest.min_driver_text} (≥ {DEFAULT.min_driver_text} for CUDA {DEFAULT.cuda})"
+    )
 
 
 def driver_refusal(driver_version: str, line: CudaLine, *, how_to_choose: str) -> str | None:
@@ -169,9 +207,12 @@ def driver_refusal(driver_version: str, line: CudaLine, *, how_to_choose: str) -
         fits = line_for_driver(driver_version)
     except DriverTooOld as e:
         return str(e)
-    return (f"driver {driver_version.strip()} is too old for CUDA {line.cuda} ({line.name} needs ≥ "
-            f"{line.min_driver_text}): use {how_to_choose.format(name=fits.name)} (CUDA {fits.cuda}, "
-            f"torch's {fits.torch_index.rsplit('/', 1)[-1]} build) or update the driver to ≥ {line.min_driver_text}")
+    return (
+        f"driver {driver_version.strip()} is too old for CUDA {line.cuda} ({line.name} needs ≥ "
+        f"{line.min_driver_text}): use {how_to_choose.format(name=fits.name)} (CUDA {fits.cuda}, "
+        f"torch's {fits.torch_index.rsplit('/', 1)[-1]} build) or update the driver to ≥ "
+        f"{line.min_driver_text}"
+    )
 
 
 def line_of_cuda(cuda_version: str) -> CudaLine | None:
@@ -204,11 +245,14 @@ class NoLineForGpu(ValueError):
 
 
 def parse_gpu_query(text: str) -> list[GpuFacts]:
-    """GPU_QUERY's answer (csv with its header; one row per GPU) → GpuFacts; ValueError in one line otherwise."""
+    """GPU_QUERY's answer (csv with its header; one row per GPU) → GpuFacts; ValueError in one line
+    otherwise."""
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     if lines and "not a valid field" in lines[0]:
-        raise ValueError(f"nvidia-smi answers {lines[0].strip()!r}: a driver too old for every CUDA line; "
-                         f"update the NVIDIA driver to ≥ {DEFAULT.min_driver_text}")
+        raise ValueError(
+            f"nvidia-smi answers {lines[0].strip()!r}: a driver too old for every CUDA line; "
+            f"update the NVIDIA driver to ≥ {DEFAULT.min_driver_text}"
+        )
     rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
     header = [h.strip() for h in rows[0]] if rows else []
     if not {"name", "compute_cap", "driver_version"} <= set(header):
@@ -218,7 +262,9 @@ def parse_gpu_query(text: str) -> list[GpuFacts]:
         cell = dict(zip(header, (c.strip() for c in row)))
         cap = re.fullmatch(r"(\d+)\.(\d+)", cell.get("compute_cap", ""))
         if not cap:
-            raise ValueError(f"GPU {cell.get('name', '?')}: compute_cap {cell.get('compute_cap')!r} is not X.Y")
+            raise ValueError(
+                f"GPU {cell.get('name', '?')}: compute_cap {cell.get('compute_cap')!r} is not X.Y"
+            )
         parse_driver(cell["driver_version"])
         out.append(GpuFacts(cell["name"], (int(cap[1]), int(cap[2])), cell["driver_version"]))
     if not out:
@@ -236,16 +282,25 @@ def refusal_for_gpu(gpu: GpuFacts, line: CudaLine | None = None) -> str:
     what = f"{gpu.name} ({gpu.sm}) on driver {gpu.driver}"
     if line is not None and not line.has_arch(gpu.compute_cap):
         fit = next((c for c in with_arch if _runs(c, gpu)), None)
-        return (f"{what}: {line.name} (CUDA {line.cuda}) has no {gpu.sm} ({line.gpus}): "
-                + (f"use CUDA_LINE={fit.name} (CUDA {fit.cuda})" if fit else "no line of torch runs this GPU"))
+        return f"{what}: {line.name} (CUDA {line.cuda}) has no {gpu.sm} ({line.gpus}): " + (
+            f"use CUDA_LINE={fit.name} (CUDA {fit.cuda})" if fit else "no line of torch runs this GPU"
+        )
     if not with_arch:
-        return (f"{what}: no CUDA line of torch {TORCH_VERSION} has {gpu.sm} "
-                f"({'; '.join(f'{c.name}: {c.gpus}' for c in LINES)}): use a GPU of sm_{LINES[-1].cubins[0]} or newer")
-    why = "; ".join(f"{c.name} (CUDA {c.cuda}) " + ("has no " + gpu.sm if not c.has_arch(gpu.compute_cap)
-                                                   else f"needs driver ≥ {c.min_driver_text}") for c in LINES)
+        return (
+            f"{what}: no CUDA line of torch {TORCH_VERSION} has {gpu.sm} "
+            f"({'; '.join(f'{c.name}: {c.gpus}' for c in LINES)}): use a GPU of sm_{LINES[-1].cubins[0]} or "
+            f"newer"
+        )
+    why = "; ".join(
+        f"{c.name} (CUDA {c.cuda}) "
+        + ("has no " + gpu.sm if not c.has_arch(gpu.compute_cap) else f"needs driver ≥ {c.min_driver_text}")
+        for c in LINES
+    )
     needed = min(with_arch, key=lambda c: c.min_driver)
-    return (f"{what}: no CUDA line of torch {TORCH_VERSION} runs it ({why}): install NVIDIA driver "
-            f"≥ {needed.min_driver_text} (R{needed.min_driver[0]}, CUDA {needed.major}) for {needed.name}")
+    return (
+        f"{what}: no CUDA line of torch {TORCH_VERSION} runs it ({why}): install NVIDIA driver "
+        f"≥ {needed.min_driver_text} (R{needed.min_driver[0]}, CUDA {needed.major}) for {needed.name}"
+    )
 
 
 def line_for_gpus(gpus: list[GpuFacts]) -> CudaLine:
@@ -257,8 +312,10 @@ def line_for_gpus(gpus: list[GpuFacts]) -> CudaLine:
     if stuck:
         raise NoLineForGpu(refusal_for_gpu(stuck[0]))
     kinds = sorted({f"{gpu.name} ({gpu.sm})" for gpu in gpus})
-    raise NoLineForGpu(f"the GPUs {', '.join(kinds)} on driver {gpus[0].driver} need different CUDA lines: "
-                       "run on a host whose GPUs are of one kind")
+    raise NoLineForGpu(
+        f"the GPUs {', '.join(kinds)} on driver {gpus[0].driver} need different CUDA lines: "
+        "run on a host whose GPUs are of one kind"
+    )
 
 
 def choose_line(gpu_query: str, requested: str | None = None) -> tuple[CudaLine | None, str | None]:

@@ -1,4 +1,5 @@
-"""Thin adapters that ask the machine about itself: run a tool and keep its output untouched, read sysfs, ask torch.
+"""Thin adapters that ask the machine about itself: run a tool and keep its output untouched, read sysfs, ask
+torch.
 
 Everything here records failures as values (a missing binary, a non-zero exit, a timeout) so the
 topology stage can judge them instead of crashing.
@@ -45,21 +46,34 @@ def run_tool(name: str, argv: Sequence[str], raw_dir: Path, timeout_s: float = 6
         return ToolRun(name, argv, "missing", None, "", f"{argv[0]}: not on PATH")
     except subprocess.TimeoutExpired as e:
         (raw_dir / f"{name}.txt").write_bytes(e.stdout or b"")
-        return ToolRun(name, argv, "timeout", None, (e.stdout or b"").decode("utf-8", "replace"),
-                       f"{' '.join(argv)} did not finish in {timeout_s:.0f} s")
+        return ToolRun(
+            name,
+            argv,
+            "timeout",
+            None,
+            (e.stdout or b"").decode("utf-8", "replace"),
+            f"{' '.join(argv)} did not finish in {timeout_s:.0f} s",
+        )
     (raw_dir / f"{name}.txt").write_bytes(proc.stdout)
     if proc.stderr:
         (raw_dir / f"{name}.stderr.txt").write_bytes(proc.stderr)
     stdout = proc.stdout.decode("utf-8", "replace")
     if proc.returncode != 0:
         first = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
-        return ToolRun(name, argv, "failed", proc.returncode, stdout,
-                       f"exit {proc.returncode}: {first[0] if first else 'no output'}")
+        return ToolRun(
+            name,
+            argv,
+            "failed",
+            proc.returncode,
+            stdout,
+            f"exit {proc.returncode}: {first[0] if first else 'no output'}",
+        )
     return ToolRun(name, argv, "ok", 0, stdout, "")
 
 
 def numa_nodes_sysfs(root: Path = Path("/sys/devices/system/node")) -> dict[str, str]:
-    """{'node0': '0-47,96-143', …} from sysfs; empty where the kernel exposes no NUMA nodes (macOS, some containers)."""
+    """{'node0': '0-47,96-143', …} from sysfs; empty where the kernel exposes no NUMA nodes (macOS, some
+    containers)."""
     nodes = {}
     for path in sorted(root.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
         try:
@@ -104,9 +118,16 @@ def torch_facts(want_cuda: bool) -> dict[str, Any]:
             version = metadata.version("torch")
         except metadata.PackageNotFoundError:
             version = None
-        return {"torch": version, "cuda": None, "python": platform.python_version(), "nccl": None,
-                "nccl_error": "not asked on a CPU profile", "cuda_available": False, "cuda_devices": 0,
-                "cuda_names": []}
+        return {
+            "torch": version,
+            "cuda": None,
+            "python": platform.python_version(),
+            "nccl": None,
+            "nccl_error": "not asked on a CPU profile",
+            "cuda_available": False,
+            "cuda_devices": 0,
+            "cuda_names": [],
+        }
 
     import torch
 
@@ -145,8 +166,9 @@ def nccl_tests_versions(env: dict[str, str] | None = None) -> dict[str, str | No
     import shutil
 
     env = os.environ if env is None else env
-    where = env.get("CARDTIME_NCCL_TESTS_DIR") or (os.path.dirname(shutil.which("all_reduce_perf", path=env.get("PATH"))
-                                                                   or "") or None)
+    where = env.get("CARDTIME_NCCL_TESTS_DIR") or (
+        os.path.dirname(shutil.which("all_reduce_perf", path=env.get("PATH")) or "") or None
+    )
     out: dict[str, str | None] = {"nccl_tests": None, "nccl_tests_nccl": None}
     if not where:
         return out
@@ -162,7 +184,8 @@ def nccl_tests_versions(env: dict[str, str] | None = None) -> dict[str, str | No
 
 
 def nccl_versions_differ(torch_nccl: str | None, nccl_tests_nccl: str | None) -> bool:
-    """Whether torch's NCCL and nccl-tests' NCCL are two libraries ('2.29.7' vs '2.26.2+cuda12.8'); False if one is unknown."""
+    """Whether torch's NCCL and nccl-tests' NCCL are two libraries ('2.29.7' vs '2.26.2+cuda12.8'); False if
+    one is unknown."""
     import re
 
     def numbers(v: str | None) -> tuple[int, ...] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from suite.hardware.gpus import PCIE_X16_GBps, Gpu
+from suite.hardware.gpus import Gpu, PCIE_X16_GBps
 from suite.parsers.topo import nvlink_count
 
 CROSS_CPU_LINKS = ("SYS", "SOC")  # SOC is the pre-2017 name of SYS
@@ -62,7 +62,9 @@ def pcie_GBps(gen: int | None, width: int | None) -> float | None:
     return None if x16 is None else x16 * (width or 16) / 16
 
 
-def hop_rate(pair: str, link: str, gpu: Gpu | None, pcie: Mapping[str, tuple[int | None, int | None]]) -> Hop | None:
+def hop_rate(
+    pair: str, link: str, gpu: Gpu | None, pcie: Mapping[str, tuple[int | None, int | None]]
+) -> Hop | None:
     count = nvlink_count(link)
     if count:
         rate = gpu.nvlink_per_link_GBps if gpu else None
@@ -78,13 +80,24 @@ def hop_rate(pair: str, link: str, gpu: Gpu | None, pcie: Mapping[str, tuple[int
     if rate is None:
         return None
     if link in CROSS_CPU_LINKS:
-        return Hop(pair, link, rate, "sys", f"staged through host memory across the CPUs, bounded by PCIe Gen{gen} x{width}")
+        return Hop(
+            pair,
+            link,
+            rate,
+            "sys",
+            f"staged through host memory across the CPUs, bounded by PCIe Gen{gen} x{width}",
+        )
     return Hop(pair, link, rate, "pcie", f"PCIe Gen{gen} x{width}")
 
 
-def ring_peak(gpus: list[str], links: Mapping[str, str], gpu: Gpu | None,
-              pcie: Mapping[str, tuple[int | None, int | None]] | None = None) -> RingPeak | None:
-    """The best ring's slowest hop over the GPU×GPU matrix; None with fewer than 2 GPUs or a hop of unknown rate."""
+def ring_peak(
+    gpus: list[str],
+    links: Mapping[str, str],
+    gpu: Gpu | None,
+    pcie: Mapping[str, tuple[int | None, int | None]] | None = None,
+) -> RingPeak | None:
+    """The best ring's slowest hop over the GPU×GPU matrix; None with fewer than 2 GPUs or a hop of unknown
+    rate."""
     if len(gpus) < 2:
         return None
     hops: dict[frozenset, Hop] = {}
@@ -99,13 +112,20 @@ def ring_peak(gpus: list[str], links: Mapping[str, str], gpu: Gpu | None,
             steps = [hops[frozenset((ring[i], ring[(i + 1) % len(ring)]))] for i in range(len(ring))]
             # the slowest hop; of equally slow ones, a host-memory-staged one (it sets the verdict's kind)
             slow = min(steps, key=lambda h: h.score)
-            return RingPeak(slow.GBps, slow.kind, f"{slow.pair} {slow.link}",
-                            f"ring {'→'.join(ring)}: slowest hop {slow.pair} {slow.link}, {slow.how} "
-                            f"= {slow.GBps:g} GB/s per direction", tuple(ring))
+            return RingPeak(
+                slow.GBps,
+                slow.kind,
+                f"{slow.pair} {slow.link}",
+                f"ring {'→'.join(ring)}: slowest hop {slow.pair} {slow.link}, {slow.how} "
+                f"= {slow.GBps:g} GB/s per direction",
+                tuple(ring),
+            )
     return None
 
 
-def _ring_at_least(gpus: list[str], hops: Mapping[frozenset, Hop], threshold: tuple[float, int]) -> list[str] | None:
+def _ring_at_least(
+    gpus: list[str], hops: Mapping[frozenset, Hop], threshold: tuple[float, int]
+) -> list[str] | None:
     """A Hamiltonian cycle using only hops scoring ≥ threshold (depth-first, bounded), or None."""
     n = len(gpus)
     ok = {g: [h for h in gpus if h != g and hops[frozenset((g, h))].score >= threshold] for g in gpus}

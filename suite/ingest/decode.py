@@ -12,7 +12,10 @@ import zlib
 from dataclasses import dataclass
 
 from suite.parsers.traces import GZIP_MAGIC
-from suite.regular_files import MAX_READ_BYTES as INFLATED_MAX_BYTES  # as much as the suite reads of a plain file
+from suite.regular_files import (
+    MAX_READ_BYTES as INFLATED_MAX_BYTES,
+)  # as much as the suite reads of a plain file
+
 _NUL_RUN = re.compile(rb"\x00+")
 
 
@@ -41,7 +44,8 @@ def inflate(raw: bytes) -> bytes:
 
 
 def utf16_codec(raw: bytes) -> str | None:
-    """'utf-16' for a UTF-16 BOM, 'utf-16-le'/'-be' for BOM-less text whose every other byte is NUL; else None."""
+    """'utf-16' for a UTF-16 BOM, 'utf-16-le'/'-be' for BOM-less text whose every other byte is NUL; else
+    None."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
     sample = raw[:4096]
@@ -73,7 +77,8 @@ def decode(raw: bytes) -> Decoded:
 
 
 def looks_binary(raw: bytes) -> bool:
-    """Bytes no decoding here makes into text: NULs spread through them, not in runs (an executable, an image)."""
+    """Bytes no decoding here makes into text: NULs spread through them, not in runs (an executable, an
+    image)."""
     sample = raw[:4096]
     if not sample or utf16_codec(sample) or sample.startswith(GZIP_MAGIC):
         return False

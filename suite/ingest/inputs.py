@@ -14,11 +14,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite.ingest.decode import NotText, decode, looks_binary
+from suite.parsers import (
+    ParseError,
+    dcgm,
+    ibstat,
+    nccl_tests,
+    nvlink,
+    p2p,
+    smi_health,
+    smi_query,
+    topo,
+    traces,
+    xid,
+)
 from suite.parsers.pasted import clean
 from suite.path_names import not_utf8_problem, shown
 from suite.regular_files import not_regular_problem
-
-from suite.parsers import ParseError, dcgm, ibstat, nccl_tests, nvlink, p2p, smi_health, smi_query, topo, traces, xid
 
 HEAD_BYTES = 64 * 1024
 ALGO = re.compile(r"NCCL_ALGO\s*(?:=|set by environment to|:)\s*\"?(ring|tree)\b", re.IGNORECASE)
@@ -47,31 +58,37 @@ def read_smi(kind: str, check: Callable[[str], Any]):
     def read(path: Path, text: str) -> list[Capture]:
         check(text)  # raises ParseError with the parser's own reason
         return [Capture(path, kind, "topology", text)]
+
     return read
 
 
 def read_smi_q(path: Path, text: str) -> list[Capture]:
-    """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health parses).
-    A -q cut short (fewer blocks than `Attached GPUs`, a block without a section -q always prints) feeds health
-    its whole blocks: they are judged, and health.nvidia_smi says the capture is partial, naming file and line."""
+    """`nvidia-smi -q` feeds topology (its text) and health (its per-GPU health fields, parsed as health
+    parses). A -q cut short (fewer blocks than `Attached GPUs`, a block without a section -q always prints)
+    feeds health its whole blocks: they are judged, and health.nvidia_smi says the capture is partial, naming
+    file and line."""
     smi_query.parse_query(text)
     health = smi_health.parse(text, partial_ok=True)
     why = "" if health["complete"] else f"{path.name}: {health['reason']}"
     facts = {"why": why, "partial": health["reason"]} if why else {}
-    return [Capture(path, "nvidia-smi-q", "topology", text, dict(facts)),
-            Capture(path, "nvidia-smi-q", "health", health, facts)]
+    return [
+        Capture(path, "nvidia-smi-q", "topology", text, dict(facts)),
+        Capture(path, "nvidia-smi-q", "health", health, facts),
+    ]
 
 
 def read_health(kind: str, parse: Callable[[str], Any], source: Callable[[str, Any], str] | None = None):
     """A health tool's output parsed by the parser the live stage uses; `source` tells a kind's forms apart
-    (ibstat / ibv_devinfo; nvlink -s / -e, both wanted). A parse with complete: false (a dcgmi table cut before
-    its end) feeds health marked partial."""
+    (ibstat / ibv_devinfo; nvlink -s / -e, both wanted). A parse with complete: false (a dcgmi table cut
+    before its end) feeds health marked partial."""
+
     def read(path: Path, text: str) -> list[Capture]:
         parsed = parse(text)
         facts: dict[str, Any] = {"view": nvlink.view(parsed)} if kind == nvlink.KIND else {}
         if isinstance(parsed, dict) and parsed.get("complete") is False:
             facts["partial"] = parsed.get("reason") or "the output stops short"
         return [Capture(path, source(text, parsed) if source else kind, "health", parsed, facts)]
+
     return read
 
 
@@ -83,7 +100,8 @@ def _names_listed(text: str) -> list:
 
 
 def read_nccl_tests(path: Path, text: str) -> list[Capture]:
-    """Every test in the file (a script looping over the binaries prints several), with its NCCL_ALGO if pinned."""
+    """Every test in the file (a script looping over the binaries prints several), with its NCCL_ALGO if
+    pinned."""
     env_algo = None
     if text.lstrip().startswith("{"):
         try:
@@ -102,12 +120,21 @@ def read_nccl_tests(path: Path, text: str) -> list[Capture]:
         this = "".join(lines[: rest - 1]) if rest else text
         algo = (env_algo or _algo(before + this[: _cut(this)]) or "").capitalize()
         algo = algo if algo in ("Ring", "Tree") else None
-        out.append(Capture(path, nccl_tests.KIND, "crossover" if algo else "bandwidth", parsed,
-                           {"algo": algo, **ranks_of(this)}))
+        out.append(
+            Capture(
+                path,
+                nccl_tests.KIND,
+                "crossover" if algo else "bandwidth",
+                parsed,
+                {"algo": algo, **ranks_of(this)},
+            )
+        )
         if not rest:
             return out
-        lines = lines[rest - 1:]
-        before = this[this.rfind("Avg bus bandwidth"):] if "Avg bus bandwidth" in this else ""  # the next command line
+        lines = lines[rest - 1 :]
+        before = (
+            this[this.rfind("Avg bus bandwidth") :] if "Avg bus bandwidth" in this else ""
+        )  # the next command line
         text = "".join(lines)
 
 
@@ -126,7 +153,9 @@ def ranks_of(text: str) -> dict[str, Any]:
     """The GPU names and host nccl-tests prints per rank (`#  Rank  0 … on box device 0 [0x1a] NVIDIA …`)."""
     names, host = {}, None
     for raw in text.splitlines():
-        m = nccl_tests.RANK_LINE.match(nccl_tests.MPI_TAG.sub("", raw.strip()))  # indented as pasted in a list
+        m = nccl_tests.RANK_LINE.match(
+            nccl_tests.MPI_TAG.sub("", raw.strip())
+        )  # indented as pasted in a list
         if m and m.group("name"):
             names[int(m.group("rank"))] = m.group("name")
             host = host or m.group("host")
@@ -143,13 +172,19 @@ def read_nsys(path: Path, _text: str) -> list[Capture]:
     finally:
         conn.close()
     if not timelines:
-        raise ParseError("no kernels in this SQLite file: export an nsys report with `nsys export --type sqlite`")
+        raise ParseError(
+            "no kernels in this SQLite file: export an nsys report with `nsys export --type sqlite`"
+        )
     return [Capture(path, traces.KIND, "profile", timelines)]
 
 
 def read_torch_trace(path: Path, _text: str) -> list[Capture]:
     data = traces.load_json_trace(path)
-    return [Capture(path, traces.TORCH_KIND, "profile", [traces.kineto_timeline(data, traces.rank_of(data, path))])]
+    return [
+        Capture(
+            path, traces.TORCH_KIND, "profile", [traces.kineto_timeline(data, traces.rank_of(data, path))]
+        )
+    ]
 
 
 # The sniff table, tried in order (the first claim wins): (kind, sniff(head bytes), read(path) → captures).
@@ -160,10 +195,18 @@ KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path, str], list[Capt
     (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
     (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
     (smi_query.KIND, smi_query.sniff, read_smi_q),
-    (p2p.KIND, p2p.sniff, read_smi("nvidia-smi-topo-p2p", p2p.parse)),  # before topo -m: both are GPU matrices
+    (
+        p2p.KIND,
+        p2p.sniff,
+        read_smi("nvidia-smi-topo-p2p", p2p.parse),
+    ),  # before topo -m: both are GPU matrices
     (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
     (nvlink.KIND, nvlink.sniff, read_health(nvlink.KIND, nvlink.parse)),
-    (nvlink.DCGMI_KIND, nvlink.sniff_dcgmi, read_health(nvlink.KIND, nvlink.parse_dcgmi)),  # judged as nvlink -s
+    (
+        nvlink.DCGMI_KIND,
+        nvlink.sniff_dcgmi,
+        read_health(nvlink.KIND, nvlink.parse_dcgmi),
+    ),  # judged as nvlink -s
     (smi_query.LIST_KIND, smi_query.sniff_list, read_smi("nvidia-smi-L", _names_listed)),
     (ibstat.KIND, ibstat.sniff, read_health(ibstat.KIND, ibstat.parse, lambda text, _: ibstat.kind_of(text))),
     (xid.KIND, xid.sniff, read_health(xid.KIND, xid.parse)),  # last: any log with a driver line in it
@@ -176,10 +219,17 @@ def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
     files, missing = [], []
     for p in paths:
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and not any(part.startswith(".") for part in
-                                                                                f.relative_to(p).parts))
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
             files += [f for f in found if not not_utf8_problem(f)]
-            missing += [Unused(f, "its name is not UTF-8: rename it to ingest it") for f in found if not_utf8_problem(f)]
+            missing += [
+                Unused(f, "its name is not UTF-8: rename it to ingest it")
+                for f in found
+                if not_utf8_problem(f)
+            ]
         elif p.is_file():
             files.append(p)
         elif p.exists():  # a FIFO or a device: reading it would block or never end
@@ -200,9 +250,10 @@ def read(path: Path) -> list[Capture] | Unused:
         return Unused(path, f"unreadable ({e.strerror})")
     if not head.strip():
         return Unused(path, "empty")
-    # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted text;
-    # any other file is text in some dress (gzip, UTF-16, a NUL hole: suite/ingest/decode.py) unless it is binary;
-    # nccl-tests' parser reads its own prompt line (it names the *_perf program) and its cut or elided tables
+    # a trace (an nsys SQLite export, a torch trace, gzipped or not) is read by its own reader, not as pasted
+    # text; any other file is text in some dress (gzip, UTF-16, a NUL hole: suite/ingest/decode.py) unless it
+    # is binary; nccl-tests' parser reads its own prompt line (it names the *_perf program) and its cut or
+    # elided tables
     text = None
     if not traces.sniff(head) and not traces.sniff_torch(head) and not looks_binary(head):
         try:
@@ -226,8 +277,13 @@ def read(path: Path) -> list[Capture] | Unused:
                     c.facts["partial"] = "; ".join(filter(None, [*pasted.partial, c.facts.get("partial")]))
             return got
     if head.lstrip()[:1] in (b"{", b"["):
-        return Unused(path, f"JSON that is none of the kinds ingest reads ({KNOWN}): no nccl-tests -J keys "
-                            f"(results, config), no traceEvents")
-    first = next((" ".join(line.split()) for line in head.decode("utf-8", "replace").splitlines() if line.strip()), "")
+        return Unused(
+            path,
+            f"JSON that is none of the kinds ingest reads ({KNOWN}): no nccl-tests -J keys "
+            f"(results, config), no traceEvents",
+        )
+    first = next(
+        (" ".join(line.split()) for line in head.decode("utf-8", "replace").splitlines() if line.strip()), ""
+    )
     shown = first[:60] if first.isprintable() else "binary data"
     return Unused(path, f"not a tool output ingest reads ({KNOWN}); it starts {shown!r}")

@@ -1,4 +1,5 @@
-"""The warm launcher: the rehearsal's ranks forked from a process that imported torch once (suite/launch/zygote.py).
+"""The warm launcher: the rehearsal's ranks forked from a process that imported torch once
+(suite/launch/zygote.py).
 
     launch(profile, "suite.stages.dp.worker", args, raw_dir=…, tag="dp")   # what StageContext.torchrun calls
 
@@ -34,10 +35,17 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from suite.launch import procs
 from suite.config import Profile
-from suite.launch.torchrun import (LaunchError, LaunchResult, choose_port, log_tail, prepare_launch, run_torchrun,
-                                   torchrun_command)
+from suite.launch import procs
+from suite.launch.torchrun import (
+    LaunchError,
+    LaunchResult,
+    choose_port,
+    log_tail,
+    prepare_launch,
+    run_torchrun,
+    torchrun_command,
+)
 
 CONNECT_RETRY_S = 0.05
 POLL_S = 0.2
@@ -49,7 +57,8 @@ class ZygoteGone(LaunchError):
 
 
 class Zygote:
-    """A running `python -m suite.launch.zygote` and its socket; the process that started it owns (and reaps) it."""
+    """A running `python -m suite.launch.zygote` and its socket; the process that started it owns (and reaps)
+    it."""
 
     def __init__(self, proc: subprocess.Popen, folder: Path, log_path: Path):
         self.proc, self.folder, self.log_path = proc, folder, log_path
@@ -59,7 +68,8 @@ class Zygote:
 
     @classmethod
     def start(cls, log_path: Path | None = None) -> "Zygote":
-        """Start one; it binds its socket at once and imports torch meanwhile (launches queue until it is warm)."""
+        """Start one; it binds its socket at once and imports torch meanwhile (launches queue until it is
+        warm)."""
         folder = Path(tempfile.mkdtemp(prefix="cardtime-zygote-"))  # short: a socket path has ≤ 104 bytes
         log_path = Path(log_path) if log_path else folder / "zygote.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,17 +80,24 @@ class Zygote:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "suite.launch.zygote", str(folder / "sock"), str(log_path)], stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=repo_root, start_new_session=True,
-                preexec_fn=functools.partial(procs.die_with_parent, signal.SIGTERM, expected_parent=os.getpid()),
+                [sys.executable, "-m", "suite.launch.zygote", str(folder / "sock"), str(log_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=repo_root,
+                start_new_session=True,
+                preexec_fn=functools.partial(
+                    procs.die_with_parent, signal.SIGTERM, expected_parent=os.getpid()
+                ),
             )
         return cls(proc, folder, log_path)
 
     @classmethod
     def fork_here(cls, log_path: Path | None = None) -> "Zygote":
-        """Start one as a fork of this process, which has imported the warm set itself (the runner's preload): warm
-        at once, and torch imported once per run instead of twice. Only from a process as fork-safe as the zygote
-        (torch at one thread: no OpenMP pool; the runner forks its stages from the same state)."""
+        """Start one as a fork of this process, which has imported the warm set itself (the runner's preload):
+        warm at once, and torch imported once per run instead of twice. Only from a process as fork-safe as
+        the zygote (torch at one thread: no OpenMP pool; the runner forks its stages from the same state)."""
         from suite.launch.zygote import main as zygote_main
 
         folder = Path(tempfile.mkdtemp(prefix="cardtime-zygote-"))
@@ -114,7 +131,8 @@ class Zygote:
         return procs.alive(self.pid)  # a forked stage sees its runner's zygote, not its own child
 
     def stop(self) -> None:
-        """End it (its agents and ranks die with it) and remove its socket; only in the process that started it."""
+        """End it (its agents and ranks die with it) and remove its socket; only in the process that started
+        it."""
         if os.getpid() != self.owner:
             return
         if self.proc.poll() is None:
@@ -135,10 +153,13 @@ class Zygote:
             except (FileNotFoundError, ConnectionRefusedError):
                 conn.close()
                 if not self.alive():
-                    raise ZygoteGone(f"the warm launcher (pid {self.pid}) has exited: see {self.log_path}") from None
+                    raise ZygoteGone(
+                        f"the warm launcher (pid {self.pid}) has exited: see {self.log_path}"
+                    ) from None
                 if deadline is not None and time.monotonic() > deadline:
-                    raise LaunchError(f"the warm launcher (pid {self.pid}) did not start in time: see "
-                                      f"{self.log_path}") from None
+                    raise LaunchError(
+                        f"the warm launcher (pid {self.pid}) did not start in time: see {self.log_path}"
+                    ) from None
                 time.sleep(CONNECT_RETRY_S)
 
     def ping(self, timeout_s: float = 120.0) -> dict:
@@ -176,19 +197,22 @@ _current: Zygote | None = None
 
 
 def can_fork_zygote_here() -> bool:
-    """Whether this process may become a zygote by fork: it holds the warm set and torch runs at one thread."""
+    """Whether this process may become a zygote by fork: it holds the warm set and torch runs at one
+    thread."""
     torch = sys.modules.get("torch")
     return "torch._dynamo" in sys.modules and torch is not None and torch.get_num_threads() == 1
 
 
 def warm_zygote(log_path: Path | None = None, fork_here: bool = False) -> Zygote:
-    """This process's zygote: the one inherited from the runner or started earlier, else a new one (a fork of this
-    process when fork_here and can_fork_zygote_here(), else `python -m suite.launch.zygote`)."""
+    """This process's zygote: the one inherited from the runner or started earlier, else a new one (a fork of
+    this process when fork_here and can_fork_zygote_here(), else `python -m suite.launch.zygote`)."""
     global _current
     if _current is None or not _current.alive():
         if _current is not None:
             _current.stop()
-        _current = Zygote.fork_here(log_path) if fork_here and can_fork_zygote_here() else Zygote.start(log_path)
+        _current = (
+            Zygote.fork_here(log_path) if fork_here and can_fork_zygote_here() else Zygote.start(log_path)
+        )
         atexit.register(_current.stop)  # a no-op in forked children (not the owner)
     return _current
 
@@ -203,9 +227,17 @@ def stop_warm_zygote() -> None:
 # ---------------------------------------------------------------- launching
 
 
-def launch(profile: Profile, module: str, args: Sequence[str] = (), *, max_restarts: int = 0,
-           extra_torchrun_args: Sequence[str] = (), **kwargs) -> LaunchResult:
-    """Run `module` on the profile's ranks with its launcher; torchrun whenever torchrun's behaviour is asked for.
+def launch(
+    profile: Profile,
+    module: str,
+    args: Sequence[str] = (),
+    *,
+    max_restarts: int = 0,
+    extra_torchrun_args: Sequence[str] = (),
+    **kwargs,
+) -> LaunchResult:
+    """Run `module` on the profile's ranks with its launcher; torchrun whenever torchrun's behaviour is asked
+    for.
 
     Under the fork launcher a launch with restarts gets the real torchrun too, with torchrun and its workers
     forked from the warm zygote (warm_torchrun_prefix)."""
@@ -216,40 +248,49 @@ def launch(profile: Profile, module: str, args: Sequence[str] = (), *, max_resta
             return run_forked(profile, module, args, **kwargs)
     if profile.launcher == "fork" and not extra_torchrun_args:
         return run_warm_torchrun(profile, module, args, max_restarts=max_restarts, **kwargs)
-    return run_torchrun(profile, module, args, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args,
-                        **kwargs)
+    return run_torchrun(
+        profile, module, args, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args, **kwargs
+    )
 
 
 WARM_PYTHON = Path(__file__).resolve().parent / "warm_python.py"
 
 
 def warm_run_module(zygote: "Zygote") -> list[str]:
-    """What runs a module like `python -m` but forked from `zygote` (suite/launch/warm_python.py): -S, no site, ~50 ms."""
+    """What runs a module like `python -m` but forked from `zygote` (suite/launch/warm_python.py): -S, no
+    site, ~50 ms."""
     return [sys.executable, "-S", str(WARM_PYTHON), zygote.socket_path]
 
 
 def module_command(profile: Profile, module: str, args: Sequence[str] = ()) -> list[str]:
-    """`python -m module args` for one process of the stage's own (not a launch of ranks): forked from the warm zygote
-    under the fork launcher, a fresh interpreter otherwise."""
+    """`python -m module args` for one process of the stage's own (not a launch of ranks): forked from the
+    warm zygote under the fork launcher, a fresh interpreter otherwise."""
     head = warm_run_module(warm_zygote()) if profile.launcher == "fork" else [sys.executable, "-m"]
     return [*head, module, *args]
 
 
-def run_warm_torchrun(profile: Profile, module: str, args: Sequence[str] = (), *, raw_dir: Path, tag: str = "",
-                      **kwargs) -> LaunchResult:
-    """run_torchrun with torchrun (`torch.distributed.run`'s own main, every option and restart its own) and each
-    worker it starts forked from the warm zygote instead of importing torch: 15 processes of the fault drill's
-    three launches start in ~1 s of CPU instead of ~40. The log's first line is the command users run."""
+def run_warm_torchrun(
+    profile: Profile, module: str, args: Sequence[str] = (), *, raw_dir: Path, tag: str = "", **kwargs
+) -> LaunchResult:
+    """run_torchrun with torchrun (`torch.distributed.run`'s own main, every option and restart its own) and
+    each worker it starts forked from the warm zygote instead of importing torch: 15 processes of the fault
+    drill's three launches start in ~1 s of CPU instead of ~40. The log's first line is the command users
+    run."""
     zygote = warm_zygote()
     zygote.ping()  # warm before torchrun starts: its timeouts then count from a process that is running
     prefix = f"{tag}." if tag else ""
     Path(raw_dir).mkdir(parents=True, exist_ok=True)
-    plain = torchrun_command(profile, module, args, nproc=kwargs.get("nproc"), port=0,
-                             max_restarts=kwargs.get("max_restarts", 0))
+    plain = torchrun_command(
+        profile, module, args, nproc=kwargs.get("nproc"), port=0, max_restarts=kwargs.get("max_restarts", 0)
+    )
     with open(Path(raw_dir) / f"{prefix}torchrun.log", "ab") as log:
-        log.write(f"warm torchrun (torchrun and its workers forked from the zygote, pid {zygote.pid}); "
-                  f"as users launch it (port chosen below):\n# {shlex.join(plain)}\n".encode())
-    return run_torchrun(profile, module, args, raw_dir=raw_dir, tag=tag, run_module=warm_run_module(zygote), **kwargs)
+        log.write(
+            f"warm torchrun (torchrun and its workers forked from the zygote, pid {zygote.pid}); "
+            f"as users launch it (port chosen below):\n# {shlex.join(plain)}\n".encode()
+        )
+    return run_torchrun(
+        profile, module, args, raw_dir=raw_dir, tag=tag, run_module=warm_run_module(zygote), **kwargs
+    )
 
 
 def run_forked(
@@ -276,8 +317,10 @@ def run_forked(
     deadline = None if timeout_s is None else start + timeout_s
     zygote = warm_zygote()
     with open(launcher_log, "ab") as log:
-        log.write(f"fork launcher (zygote pid {zygote.pid}): {n} ranks of {module}; the same workers under "
-                  f"torchrun:\n$ {shlex.join(command)}\n".encode())
+        log.write(
+            f"fork launcher (zygote pid {zygote.pid}): {n} ranks of {module}; the same workers under "
+            f"torchrun:\n$ {shlex.join(command)}\n".encode()
+        )
 
     def failure(message: str, exit_code: int | None = None) -> LaunchError:
         return LaunchError(message, command=command, exit_code=exit_code, log_tail=log_tail(logs))
@@ -285,17 +328,32 @@ def run_forked(
     conn = zygote.connect(deadline)
     agent = None
     try:
-        conn.sendall((json.dumps({
-            "module": module, "args": list(args), "env": full_env, "nproc": n, "cwd": os.getcwd(),
-            "master_addr": profile.master_addr, "master_port": port, "log": str(launcher_log),
-            "store_timeout_s": profile.collective_timeout_s,
-        }) + "\n").encode())
+        conn.sendall(
+            (
+                json.dumps(
+                    {
+                        "module": module,
+                        "args": list(args),
+                        "env": full_env,
+                        "nproc": n,
+                        "cwd": os.getcwd(),
+                        "master_addr": profile.master_addr,
+                        "master_port": port,
+                        "log": str(launcher_log),
+                        "store_timeout_s": profile.collective_timeout_s,
+                    }
+                )
+                + "\n"
+            ).encode()
+        )
         messages = _Messages(conn)
         while True:
             message = messages.next(POLL_S)
             if message is _Messages.CLOSED:
-                raise failure(f"the fork launcher's agent for {module} died before its ranks finished"
-                              + (f" (agent pid {agent})" if agent else ""))
+                raise failure(
+                    f"the fork launcher's agent for {module} died before its ranks finished"
+                    + (f" (agent pid {agent})" if agent else "")
+                )
             if message is None:
                 if on_poll is not None:
                     on_poll()
@@ -318,8 +376,11 @@ def run_forked(
     seconds = time.monotonic() - start
     if first_failed is not None:
         code = codes[first_failed]
-        raise failure(f"fork launcher running {module}: rank {first_failed} exited with code {code} first "
-                      f"(every rank's exit code: {codes}; the others were then stopped)", exit_code=code)
+        raise failure(
+            f"fork launcher running {module}: rank {first_failed} exited with code {code} first "
+            f"(every rank's exit code: {codes}; the others were then stopped)",
+            exit_code=code,
+        )
     return LaunchResult(command=command, exit_code=0, seconds=seconds, out_dir=out_dir, log_paths=logs)
 
 

@@ -1,11 +1,12 @@
 """One nccl-tests `*_perf` binary watched size by size, stopped before its next size would pass its time.
 
-nccl-tests prints one table line per size as it finishes it. The binary runs under `stdbuf -oL` (its stdout
-is a file: without it stdio holds every line until exit), and its output file is read as it grows: the time
+nccl-tests prints one table line per size as it finishes it. The binary runs under `stdbuf -oL` (its stdout is
+a file: without it stdio holds every line until exit), and its output file is read as it grows: the time
 between two lines is the later size's wall time (warm-up, both placements, the check), and the next size is
-predicted from it (suite/costmodel/size_budget.py). When the prediction passes the binary's share of the stage's time,
-the binary is stopped (its process group: mpirun's ranks too) and the sizes it did not reach are returned
-with the reason. The lines already printed are untouched in the .out file and parse as a partial table.
+predicted from it (suite/costmodel/size_budget.py). When the prediction passes the binary's share of the
+stage's time, the binary is stopped (its process group: mpirun's ranks too) and the sizes it did not reach are
+returned with the reason. The lines already printed are untouched in the .out file and parse as a partial
+table.
 
 The first line's time holds the communicator's start-up, so it predicts nothing: the box starts at the second.
 """
@@ -19,9 +20,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from suite.costmodel.size_budget import SizeBudget
 from suite.parsers import ParseError
 from suite.parsers.nccl_tests import parse_text
-from suite.costmodel.size_budget import SizeBudget
 
 POLL_S = 0.2
 """How often the growing output is read."""
@@ -62,10 +63,18 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def watch(proc: subprocess.Popen, out: Path, planned: list[int], name: str, budget_s: float | None,
-          timeout_s: float | None, clock=time.monotonic) -> tuple[int | None, list[tuple[int, str]]]:
-    """Wait for the binary, stopping it when its next planned size would pass `budget_s` from now (None: never);
-    `timeout_s` kills it whatever it prints. (exit code, None when stopped or killed; the sizes not run, why)."""
+def watch(
+    proc: subprocess.Popen,
+    out: Path,
+    planned: list[int],
+    name: str,
+    budget_s: float | None,
+    timeout_s: float | None,
+    clock=time.monotonic,
+) -> tuple[int | None, list[tuple[int, str]]]:
+    """Wait for the binary, stopping it when its next planned size would pass `budget_s` from now (None:
+    never); `timeout_s` kills it whatever it prints. (exit code, None when stopped or killed; the sizes not
+    run, why)."""
     start = clock()
     box = SizeBudget(total_s=budget_s, series=[name])
     seen: list[int] = []
@@ -82,7 +91,7 @@ def watch(proc: subprocess.Popen, out: Path, planned: list[int], name: str, budg
         sizes = sizes_printed(out)
         if len(sizes) <= len(seen):
             continue
-        new, timed = sizes[len(seen):], last_event is not None  # the first line's time holds the start-up
+        new, timed = sizes[len(seen) :], last_event is not None  # the first line's time holds the start-up
         box.after(name, new[-1], (now - last_event) / len(new) if timed else 0.0, now - start)
         seen, last_event = sizes, now
         later = [s for s in planned if s > seen[-1]]

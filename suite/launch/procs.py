@@ -85,7 +85,8 @@ def alive(pid: int) -> bool:
 
 
 def start_ticks(pid: int | str = "self") -> int | None:
-    """When `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None where /proc does not tell.
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None where /proc does not
+    tell.
 
     With the pid it names one process for good: a pid recycled by another process has another start."""
     try:
@@ -134,9 +135,11 @@ class Forked:
                 self.exit_code = os.waitstatus_to_exitcode(status)
         return self.exit_code is not None
 
-    def wait(self, deadline: float | None = None, poll_s: float = 0.1,
-             clock: Callable[[], float] = time.monotonic) -> bool:
-        """Wait for the child; past `deadline` (on `clock`) kill its whole tree. False when it was killed so."""
+    def wait(
+        self, deadline: float | None = None, poll_s: float = 0.1, clock: Callable[[], float] = time.monotonic
+    ) -> bool:
+        """Wait for the child; past `deadline` (on `clock`) kill its whole tree. False when it was killed
+        so."""
         while not self.poll():
             if deadline is not None and clock() > deadline:
                 kill_tree(self.pid)
@@ -147,19 +150,27 @@ class Forked:
         return True
 
     def result(self) -> dict[str, Any] | None:
-        """What the function returned (or its on_error made of its exception); None when the child died first."""
+        """What the function returned (or its on_error made of its exception); None when the child died
+        first."""
         return json.loads(self.result_path.read_text()) if self.result_path.exists() else None
 
     def died(self) -> str:
         """'exit 1' or 'exit -9, signal SIGKILL': how a child without a result ended."""
         code = self.exit_code
-        return f"exit {code}" + (f", signal {signal.Signals(-code).name}" if code is not None and code < 0 else "")
+        return f"exit {code}" + (
+            f", signal {signal.Signals(-code).name}" if code is not None and code < 0 else ""
+        )
 
 
-def fork_call(body: Callable[[], dict[str, Any]], result_path: Path, *,
-              on_error: Callable[[BaseException], dict[str, Any]], own_group: bool = False) -> Forked:
-    """Run `body()` in a forked child that dies with this process; its dict (or `on_error(exception)`) is written
-    atomically to `result_path`, and the child exits 0 (1 after an exception) without returning.
+def fork_call(
+    body: Callable[[], dict[str, Any]],
+    result_path: Path,
+    *,
+    on_error: Callable[[BaseException], dict[str, Any]],
+    own_group: bool = False,
+) -> Forked:
+    """Run `body()` in a forked child that dies with this process; its dict (or `on_error(exception)`) is
+    written atomically to `result_path`, and the child exits 0 (1 after an exception) without returning.
 
     own_group: the child leads a new process group (the runner's stages: a terminal's ^C reaches the runner,
     which then kills the stage's tree itself).
@@ -187,8 +198,8 @@ def fork_call(body: Callable[[], dict[str, Any]], result_path: Path, *,
 
 
 def wait_first(children: list[Forked], poll_s: float = 0.05) -> Forked:
-    """Block until one of `children` exits; that one, reaped. Only these children are waited for: another child of
-    this process (a Popen of its own) keeps its exit status for whoever waits for it."""
+    """Block until one of `children` exits; that one, reaped. Only these children are waited for: another
+    child of this process (a Popen of its own) keeps its exit status for whoever waits for it."""
     waiting = [c for c in children if c.exit_code is None]
     if not waiting:
         raise ValueError("wait_first: every child has been reaped already")

@@ -23,19 +23,38 @@ def launch_rows(ctx, module: str, args: list[str], *, tag: str, **kwargs) -> lis
         return ctx.torchrun(module, args, tag=tag, **kwargs).rows()
     except LaunchError as error:
         atomic_write_text(ctx.raw_dir / f"{tag}.launch-error.txt", error.describe() + "\n")
-        written = LaunchResult(command=error.command, exit_code=-1, seconds=0.0,
-                               out_dir=launch_out_dir(ctx.raw_dir, tag)).rows()
-        return written + [Row(stage=ctx.stage, case=CASE_PREFIX + tag, metric="status", value=0.0, unit="count",
-                              source="torchrun", text=(f"{error} (exit code {error.exit_code}); {len(written)} rows "
-                                                       f"written before it failed; see raw/{ctx.stage}/{tag}."
-                                                       f"launch-error.txt and raw/{ctx.stage}/{tag}.rank0.log"))]
+        written = LaunchResult(
+            command=error.command, exit_code=-1, seconds=0.0, out_dir=launch_out_dir(ctx.raw_dir, tag)
+        ).rows()
+        return written + [
+            Row(
+                stage=ctx.stage,
+                case=CASE_PREFIX + tag,
+                metric="status",
+                value=0.0,
+                unit="count",
+                source="torchrun",
+                text=(
+                    f"{error} (exit code {error.exit_code}); {len(written)} rows "
+                    f"written before it failed; see raw/{ctx.stage}/{tag}."
+                    f"launch-error.txt and raw/{ctx.stage}/{tag}.rank0.log"
+                ),
+            )
+        ]
 
 
 def launch_verdicts(stage: str, rows: list[Row]) -> list[Verdict]:
     """One `fail` per launch that failed, with what it said; none when every launch exited 0."""
     verdicts = verdicts_for(stage)
-    return [verdicts.fail(r.case, expected="the launch exits 0", observed=r.text or "failed",
-                          reason="the torch workers failed; the rows they wrote before it and the other tool's rows "
-                                 "are kept and judged — read the log named above (out of memory: lower "
-                                 "sweep.max_bytes)")
-            for r in rows if r.metric == "status" and r.source == "torchrun" and r.case.startswith(CASE_PREFIX)]
+    return [
+        verdicts.fail(
+            r.case,
+            expected="the launch exits 0",
+            observed=r.text or "failed",
+            reason="the torch workers failed; the rows they wrote before it and the other tool's rows "
+            "are kept and judged — read the log named above (out of memory: lower "
+            "sweep.max_bytes)",
+        )
+        for r in rows
+        if r.metric == "status" and r.source == "torchrun" and r.case.startswith(CASE_PREFIX)
+    ]

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from suite.launch import procs
 from suite.config import Profile
+from suite.launch import procs
 from suite.results import Row, read_rows_jsonl
 
 LOG_TAIL_LINES = 30
@@ -30,7 +30,9 @@ WORKER_PROGRESS = "progress.json"  # what rank 0 writes in the launch's output f
 class LaunchError(RuntimeError):
     """A launch that failed or could not start; carries what a person needs to act."""
 
-    def __init__(self, message: str, *, command: Sequence[str] = (), exit_code: int | None = None, log_tail: str = ""):
+    def __init__(
+        self, message: str, *, command: Sequence[str] = (), exit_code: int | None = None, log_tail: str = ""
+    ):
         super().__init__(message)
         self.command = list(command)
         self.exit_code = exit_code
@@ -96,9 +98,10 @@ def port_holder(port: int) -> str | None:
 
 
 def choose_port(profile: Profile) -> int:
-    """The profile's fixed port if it is free, else a free one; a busy fixed port is an error naming its holder.
-    On a multi-node profile the fixed port is the rendezvous's across the nodes (multilaunch.py): a launch on this
-    node alone takes a free one, so that launches at once (the fault stage's concurrent drills) never collide on it."""
+    """The profile's fixed port if it is free, else a free one; a busy fixed port is an error naming its
+    holder. On a multi-node profile the fixed port is the rendezvous's across the nodes (multilaunch.py): a
+    launch on this node alone takes a free one, so that launches at once (the fault stage's concurrent drills)
+    never collide on it."""
     if profile.master_port is None or len(profile.nodes) > 1:
         return free_port(profile.master_addr)
     if not port_is_free(profile.master_port, profile.master_addr):
@@ -201,10 +204,12 @@ def launch_out_dir(raw_dir: Path, tag: str = "") -> Path:
     return Path(raw_dir) / (f"{tag}.out" if tag else "out")
 
 
-def prepare_launch(profile: Profile, raw_dir: Path, tag: str, env: dict[str, str] | None
-                   ) -> tuple[Path, str, dict[str, str]]:
-    """What every launcher does first: the output folder emptied of an earlier launch's rows and progress, the log
-    prefix, and the workers' environment naming both (CARDTIME_RAW_DIR / CARDTIME_OUT_DIR / CARDTIME_LOG_PREFIX)."""
+def prepare_launch(
+    profile: Profile, raw_dir: Path, tag: str, env: dict[str, str] | None
+) -> tuple[Path, str, dict[str, str]]:
+    """What every launcher does first: the output folder emptied of an earlier launch's rows and progress, the
+    log prefix, and the workers' environment naming both (CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
+    CARDTIME_LOG_PREFIX)."""
     prefix = f"{tag}." if tag else ""
     out_dir = launch_out_dir(raw_dir, tag)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -230,17 +235,24 @@ def run_torchrun(
     on_poll: Callable[[], None] | None = None,
     run_module: Sequence[str] | None = None,
 ) -> LaunchResult:
-    """Launch a workload on this node and wait for it; a non-zero exit or a timeout raises LaunchError with the log tail.
+    """Launch a workload on this node and wait for it; a non-zero exit or a timeout raises LaunchError with
+    the log tail.
 
-    The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR /
-    CARDTIME_LOG_PREFIX. The launch runs in its own process group so a timeout kills every worker.
-    One node only: a profile naming several goes through suite/cluster/multilaunch.py (StageContext.torchrun chooses).
+    The workers find their log and output folder in CARDTIME_RAW_DIR / CARDTIME_OUT_DIR / CARDTIME_LOG_PREFIX.
+    The launch runs in its own process group so a timeout kills every worker. One node only: a profile naming
+    several goes through suite/cluster/multilaunch.py (StageContext.torchrun chooses).
     """
     raw_dir = Path(raw_dir)
     out_dir, prefix, full_env = prepare_launch(profile, raw_dir, tag, env)
     port = choose_port(profile)
     command = torchrun_command(
-        profile, module, args, nproc=nproc, port=port, max_restarts=max_restarts, extra_torchrun_args=extra_torchrun_args,
+        profile,
+        module,
+        args,
+        nproc=nproc,
+        port=port,
+        max_restarts=max_restarts,
+        extra_torchrun_args=extra_torchrun_args,
         run_module=run_module,
     )
     torchrun_log = raw_dir / f"{prefix}torchrun.log"
@@ -251,7 +263,11 @@ def run_torchrun(
         log.write(f"$ {shlex.join(command)}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
             preexec_fn=functools.partial(procs.die_with_parent, expected_parent=os.getpid()),
         )
         try:
@@ -281,7 +297,9 @@ def run_torchrun(
             exit_code=exit_code,
             log_tail=log_tail(logs),
         )
-    return LaunchResult(command=command, exit_code=exit_code, seconds=seconds, out_dir=out_dir, log_paths=logs)
+    return LaunchResult(
+        command=command, exit_code=exit_code, seconds=seconds, out_dir=out_dir, log_paths=logs
+    )
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:

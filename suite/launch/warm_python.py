@@ -1,6 +1,8 @@
-"""`python -m MODULE ARGS…` without importing torch again: the module runs in a process forked from the warm zygote.
+"""`python -m MODULE ARGS…` without importing torch again: the module runs in a process forked from the warm
+zygote.
 
-    python -S suite/launch/warm_python.py SOCKET MODULE [ARGS…]      # SOCKET: the zygote's (suite/launch/forklaunch.py)
+    python -S suite/launch/warm_python.py SOCKET MODULE [ARGS…]      # SOCKET: the zygote's
+                                                                     # (suite/launch/forklaunch.py)
 
 The rehearsal's fault drill runs a real torchrun with --max-restarts (torchrun's own detection
 and restart are what it tests), and every launch there costs each process an `import torch`
@@ -32,7 +34,8 @@ import sys
 import time
 
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-"""Signals passed on to the module's process (SIGKILL and SIGSTOP cannot be caught: the socket's closing ends it)."""
+"""Signals passed on to the module's process (SIGKILL and SIGSTOP cannot be caught: the socket's closing ends
+it)."""
 
 
 def die_with_parent() -> None:
@@ -47,7 +50,8 @@ def die_with_parent() -> None:
 
 
 def started_at() -> float:
-    """When this process was created (wall clock, from /proc; now elsewhere): the moment its starter spawned it."""
+    """When this process was created (wall clock, from /proc; now elsewhere): the moment its starter spawned
+    it."""
     try:
         with open("/proc/self/stat") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])
@@ -59,8 +63,9 @@ def started_at() -> float:
 
 
 def receive_line(conn: socket.socket, buffer: bytearray) -> dict | None:
-    """The next JSON line from `conn` (blocking; a relayed signal's handler does not end the wait, PEP 475); None at
-    end of stream. The zygote's side reads its messages with this too (suite/launch/zygote_exec.py)."""
+    """The next JSON line from `conn` (blocking; a relayed signal's handler does not end the wait, PEP 475);
+    None at end of stream. The zygote's side reads its messages with this too
+    (suite/launch/zygote_exec.py)."""
     while b"\n" not in buffer:
         chunk = conn.recv(65536)
         if not chunk:
@@ -86,8 +91,10 @@ def exit_as(code: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print("usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/launch/forklaunch.py)",
-              file=sys.stderr)
+        print(
+            "usage: python -S warm_python.py SOCKET MODULE [ARGS…] (started by suite/launch/forklaunch.py)",
+            file=sys.stderr,
+        )
         return 2
     die_with_parent()
     spawned = started_at()
@@ -96,11 +103,21 @@ def main(argv: list[str]) -> int:
     try:
         conn.connect(path)
     except OSError as error:
-        print(f"warm_python: the warm launcher's socket {path} does not answer ({error}): is the run's zygote "
-              f"alive? Rerun with --launcher torchrun to start {module} without it", file=sys.stderr)
+        print(
+            f"warm_python: the warm launcher's socket {path} does not answer ({error}): is the run's zygote "
+            f"alive? Rerun with --launcher torchrun to start {module} without it",
+            file=sys.stderr,
+        )
         return 1
-    request = {"op": "exec", "module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(),
-               "spawned_at": spawned, "proxy": os.getpid()}
+    request = {
+        "op": "exec",
+        "module": module,
+        "args": args,
+        "env": dict(os.environ),
+        "cwd": os.getcwd(),
+        "spawned_at": spawned,
+        "proxy": os.getpid(),
+    }
     data = (json.dumps(request) + "\n").encode()
     sent = socket.send_fds(conn, [data], [0, 1, 2])  # stdin, stdout, stderr: the module's own
     conn.sendall(data[sent:])

@@ -47,7 +47,8 @@ STOP_GRACE_S = 3.0
 
 
 def receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
-    """The client's request and the file descriptors sent with its first bytes (an exec's stdin/stdout/stderr)."""
+    """The client's request and the file descriptors sent with its first bytes (an exec's
+    stdin/stdout/stderr)."""
     data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
     if not data:
         for fd in fds:
@@ -68,7 +69,9 @@ def warm_imports() -> list[str]:
     """Import torch, torch.distributed and every worker module (as modules, not run): each rank then starts
     with them in memory. A module that fails to import here is left for the rank to import (and report)."""
     import torch
-    import torch._dynamo  # noqa: F401 - DDP's first construction imports it: 2.7 s per rank on a 2-core machine
+
+    # DDP's first construction imports it: 2.7 s per rank on a 2-core machine
+    import torch._dynamo  # noqa: F401
     import torch.distributed
     import torch.distributed._functional_collectives
     import torch.distributed.fsdp
@@ -111,8 +114,11 @@ def serve(path: str) -> None:
     gc.collect()
     gc.freeze()
     threads = thread_count()
-    print(f"zygote {os.getpid()}: warm in {time.monotonic() - t0:.1f} s, {threads} thread(s)"
-          + "".join(f"\n  not preloaded: {f}" for f in failed), flush=True)
+    print(
+        f"zygote {os.getpid()}: warm in {time.monotonic() - t0:.1f} s, {threads} thread(s)"
+        + "".join(f"\n  not preloaded: {f}" for f in failed),
+        flush=True,
+    )
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # agents are reaped by the kernel
     while True:
         conn, _ = listener.accept()
@@ -135,7 +141,9 @@ def serve(path: str) -> None:
             listener.close()
             code = 1
             try:
-                if request.get("op") == "exec":  # one process: `python -m module` forked (suite/launch/warm_python.py)
+                if (
+                    request.get("op") == "exec"
+                ):  # one process: `python -m module` forked (suite/launch/warm_python.py)
                     code = relay(conn, request, fds)
                 else:
                     code = agent(conn, request)
@@ -152,22 +160,36 @@ def serve(path: str) -> None:
 
 
 def rank_env(request: dict, rank: int) -> dict[str, str]:
-    """The launch's environment plus what torchrun's agent sets for each worker (LocalElasticAgent, torch 2.13)."""
+    """The launch's environment plus what torchrun's agent sets for each worker (LocalElasticAgent, torch
+    2.13)."""
     n = request["nproc"]
     env = dict(request["env"])
-    env.update({
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": "default",
-        "LOCAL_WORLD_SIZE": str(n), "WORLD_SIZE": str(n), "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(n),
-        "MASTER_ADDR": request["master_addr"], "MASTER_PORT": str(request["master_port"]),
-        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "none",
-        "TORCHELASTIC_USE_AGENT_STORE": "True",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
-    })
+    env.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "GROUP_RANK": "0",
+            "ROLE_RANK": str(rank),
+            "ROLE_NAME": "default",
+            "LOCAL_WORLD_SIZE": str(n),
+            "WORLD_SIZE": str(n),
+            "GROUP_WORLD_SIZE": "1",
+            "ROLE_WORLD_SIZE": str(n),
+            "MASTER_ADDR": request["master_addr"],
+            "MASTER_PORT": str(request["master_port"]),
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_RUN_ID": "none",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+        }
+    )
     return env
 
 
 def agent(conn: socket.socket, request: dict) -> int:
-    """Fork the ranks, host the store, wait; on a failed rank stop the others; on the client's going away kill all."""
+    """Fork the ranks, host the store, wait; on a failed rank stop the others; on the client's going away kill
+    all."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this process waits for its ranks itself
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from suite.launch import procs
@@ -179,11 +201,15 @@ def agent(conn: socket.socket, request: dict) -> int:
     os.close(log)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    # The store's port listens before the ranks exist: their first connect waits in the backlog until the store's
-    # thread accepts it. A refused connect makes TCPStore's client back off: 0.3–0.7 s of every launch.
+    # The store's port listens before the ranks exist: their first connect waits in the backlog until the
+    # store's thread accepts it. A refused connect makes TCPStore's client back off: 0.3–0.7 s of every
+    # launch.
     where = f"{request['master_addr']}:{request['master_port']}"
     try:
-        listener, store_error = socket.create_server((request["master_addr"], request["master_port"]), backlog=1024), None
+        listener, store_error = (
+            socket.create_server((request["master_addr"], request["master_port"]), backlog=1024),
+            None,
+        )
     except OSError as error:  # a port taken since the client chose it: the launch fails
         listener, store_error = None, error
     ranks = {}
@@ -200,15 +226,29 @@ def agent(conn: socket.socket, request: dict) -> int:
         import torch.distributed as dist
 
         if listener is not None:  # the store owns the socket from here
-            store = dist.TCPStore(request["master_addr"], request["master_port"], is_master=True,
-                                  wait_for_workers=False, timeout=timedelta(seconds=request["store_timeout_s"]),
-                                  master_listen_fd=listener.detach())
+            store = dist.TCPStore(
+                request["master_addr"],
+                request["master_port"],
+                is_master=True,
+                wait_for_workers=False,
+                timeout=timedelta(seconds=request["store_timeout_s"]),
+                master_listen_fd=listener.detach(),
+            )
     except Exception as error:  # noqa: BLE001 - the store did not start: the launch fails
         store_error = error
     if store_error is not None:
-        store_error = f"the agent could not host the store on {where}: {store_error}; pass --master-port with a free port"
+        store_error = (
+            f"the agent could not host the store on {where}: {store_error}; pass --master-port "
+            f"with a free port"
+        )
         print(store_error, flush=True)
-    send(conn, {"started": {"agent": os.getpid(), "ranks": sorted(ranks, key=ranks.get)}, "store_error": store_error})
+    send(
+        conn,
+        {
+            "started": {"agent": os.getpid(), "ranks": sorted(ranks, key=ranks.get)},
+            "store_error": store_error,
+        },
+    )
     outcome = wait_ranks(conn, ranks, stop_now=store_error is not None)
     if outcome is None:  # the client is gone: nobody reads a result
         return 1
@@ -218,8 +258,11 @@ def agent(conn: socket.socket, request: dict) -> int:
     return 0
 
 
-def wait_ranks(conn: socket.socket, ranks: dict[int, int], stop_now: bool) -> tuple[list[int], int | None] | None:
-    """Every rank's exit code and the rank that failed first (None: none failed); None when the client went away."""
+def wait_ranks(
+    conn: socket.socket, ranks: dict[int, int], stop_now: bool
+) -> tuple[list[int], int | None] | None:
+    """Every rank's exit code and the rank that failed first (None: none failed); None when the client went
+    away."""
     from suite.launch import procs
 
     codes: list[int | None] = [None] * len(ranks)
@@ -274,14 +317,19 @@ def start_rank(request: dict, rank: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    # LOG is where the client sends this process's output; on the command line (which every agent and rank forked
-    # from here shares) it tells `ps` whose run they serve.
+    # LOG is where the client sends this process's output; on the command line (which every agent and rank
+    # forked from here shares) it tells `ps` whose run they serve.
     if len(argv) != 2:
-        print("usage: python -m suite.launch.zygote SOCKET LOG (started by suite/launch/forklaunch.py)", file=sys.stderr)
+        print(
+            "usage: python -m suite.launch.zygote SOCKET LOG (started by suite/launch/forklaunch.py)",
+            file=sys.stderr,
+        )
         return 2
     folder = os.path.dirname(argv[0])
 
-    def leave(*_):  # the client's death (PR_SET_PDEATHSIG, armed before exec) or its stop(): remove the socket
+    def leave(
+        *_,
+    ):  # the client's death (PR_SET_PDEATHSIG, armed before exec) or its stop(): remove the socket
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""The zygote's side of suite/launch/warm_python.py: one process forked from the warm state to run a module, and its relay.
+"""The zygote's side of suite/launch/warm_python.py: one process forked from the warm state to run a module,
+and its relay.
 
 The zygote forks a relay per request (this module's `relay`), which forks the process that becomes
 the module's `__main__` (suite.launch.zygote.become) on the client's stdin/stdout/stderr, then stands
@@ -35,12 +36,13 @@ POLL_S = 0.05
 # ---------------------------------------------------------------- messages: one JSON object per line
 
 
-
-
-def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None) -> None:
-    """In a process forked from the zygote: run `module` as `python -m module args` would, with exactly `env`, then
-    exit. A launch's ranks (suite/launch/zygote.py's start_rank) and an exec's process (below) both. `spawned_at`: when
-    the process standing in for this one was created (suite/launch/warm_python.py), which the worker reports as its start."""
+def become(
+    module: str, args: list[str], env: dict[str, str], cwd: str, spawned_at: float | None = None
+) -> None:
+    """In a process forked from the zygote: run `module` as `python -m module args` would, with exactly `env`,
+    then exit. A launch's ranks (suite/launch/zygote.py's start_rank) and an exec's process (below) both.
+    `spawned_at`: when the process standing in for this one was created (suite/launch/warm_python.py), which
+    the worker reports as its start."""
     code = 1
     try:
         procs.die_with_parent(expected_parent=os.getppid())  # from the first instant, as fault_drill arms it
@@ -59,7 +61,9 @@ def become(module: str, args: list[str], env: dict[str, str], cwd: str, spawned_
         random.seed()  # a fresh process's own seed, not the zygote's copy
         from suite import workloads
 
-        workloads.LAUNCHER_PID = os.getppid()  # the agent: worker_session dies with it, as with torchrun's agent
+        workloads.LAUNCHER_PID = (
+            os.getppid()
+        )  # the agent: worker_session dies with it, as with torchrun's agent
         workloads.SPAWNED_AT = spawned_at
         sys.argv = [module, *args]
         sys.path.insert(0, cwd)  # what `python -m` puts first
@@ -85,7 +89,8 @@ def send(conn: socket.socket, message: dict) -> None:
 
 
 def client_gone(conn: socket.socket) -> bool:
-    """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its request."""
+    """The socket is readable: at its end (or reset) the client is gone; the client sends nothing after its
+    request."""
     try:
         return not conn.recv(1, socket.MSG_PEEK)
     except OSError:
@@ -96,12 +101,16 @@ def client_gone(conn: socket.socket) -> bool:
 
 
 def relay(conn: socket.socket, request: dict, fds: list[int]) -> int:
-    """In the zygote's fork: start the module's process on `fds` (stdin, stdout, stderr), relay, report its exit."""
+    """In the zygote's fork: start the module's process on `fds` (stdin, stdout, stderr), relay, report its
+    exit."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this process waits for its child itself
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     procs.die_with_parent(expected_parent=os.getppid())
     if len(fds) != 3:
-        send(conn, {"error": f"the exec request brought {len(fds)} file descriptors, not stdin, stdout and stderr"})
+        send(
+            conn,
+            {"error": f"the exec request brought {len(fds)} file descriptors, not stdin, stdout and stderr"},
+        )
         return 1
     pid = os.fork()
     if pid == 0:
@@ -109,8 +118,13 @@ def relay(conn: socket.socket, request: dict, fds: list[int]) -> int:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
-        become(request["module"], list(request["args"]), dict(request["env"]), request["cwd"],
-               spawned_at=request.get("spawned_at"))  # never returns
+        become(
+            request["module"],
+            list(request["args"]),
+            dict(request["env"]),
+            request["cwd"],
+            spawned_at=request.get("spawned_at"),
+        )  # never returns
     for fd in fds:
         os.close(fd)
     send(conn, {"started": pid})
@@ -125,7 +139,8 @@ def relay(conn: socket.socket, request: dict, fds: list[int]) -> int:
 
 
 def wait_relaying(conn: socket.socket, pid: int) -> int | None:
-    """Pass the client's signals to `pid` until it exits (its exit code); None when the client went away first."""
+    """Pass the client's signals to `pid` until it exits (its exit code); None when the client went away
+    first."""
     watch = selectors.DefaultSelector()
     watch.register(conn, selectors.EVENT_READ)
     try:  # Linux ≥ 5.3: woken by the child's exit itself; elsewhere polled every POLL_S

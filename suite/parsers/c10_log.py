@@ -1,6 +1,7 @@
 """Log lines of torch's C++ core (c10) and of torchrun → severity, local time, rank, message.
 
-    c10, torch ≥ 2.2   [rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught ...
+    c10, torch ≥ 2.2   [rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught
+                       ...
     c10, older         [E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught ...            (no time)
     torchrun (Python)  W1129 17:26:48.378000 26728 .../multiprocessing/api.py:1028] Sending process 26741 ...
 
@@ -50,7 +51,8 @@ class LogRecord:
     month: int | None = None
     day: int | None = None
     seconds_of_day: float | None = None
-    """Local time of day, seconds since midnight (nanoseconds kept as written); None for the old timeless format."""
+    """Local time of day, seconds since midnight (nanoseconds kept as written); None for the old timeless
+    format."""
 
     @property
     def has_time(self) -> bool:
@@ -87,8 +89,13 @@ def parse_line(line: str) -> LogRecord | None:
     else:
         month = day = None
     return LogRecord(
-        severity=g["sev"], source=g["src"], message=g["msg"].strip(),
-        rank=int(g["rank"]) if g.get("rank") else None, month=month, day=day, seconds_of_day=seconds,
+        severity=g["sev"],
+        source=g["src"],
+        message=g["msg"].strip(),
+        rank=int(g["rank"]) if g.get("rank") else None,
+        month=month,
+        day=day,
+        seconds_of_day=seconds,
     )
 
 
@@ -98,7 +105,8 @@ def is_nccl_failure(text: str) -> bool:
 
 
 def first_nccl_failure(text: str) -> tuple[LogRecord | None, str] | None:
-    """The first line of `text` reporting a failed collective: (its record where parseable, the line); None if none."""
+    """The first line of `text` reporting a failed collective: (its record where parseable, the line); None if
+    none."""
     for line in text.splitlines():
         if is_nccl_failure(line):
             return parse_line(line), line.strip()

@@ -1,8 +1,8 @@
 """`lscpu`, `numactl -H` and Linux cpulists → CPU and NUMA facts.
 
-    lscpu        'Model name:  AMD EPYC 9654 96-Core Processor', 'NUMA node0 CPU(s):  0-95,192-287'
-    numactl -H   'node 0 cpus: 0 1 2 …', 'node 0 size: 773808 MB'
-    cpulist      '0-11,24-35' (sysfs, nvidia-smi's CPU Affinity) → 24 CPUs
+lscpu        'Model name:  AMD EPYC 9654 96-Core Processor', 'NUMA node0 CPU(s):  0-95,192-287'
+numactl -H   'node 0 cpus: 0 1 2 …', 'node 0 size: 773808 MB'
+cpulist      '0-11,24-35' (sysfs, nvidia-smi's CPU Affinity) → 24 CPUs
 """
 
 from __future__ import annotations

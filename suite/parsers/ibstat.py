@@ -15,8 +15,16 @@ from typing import Any
 
 from suite.parsers import ParseError
 
-_STATE_WORDS = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed",
-                "ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed"}
+_STATE_WORDS = {
+    "PORT_ACTIVE": "Active",
+    "PORT_DOWN": "Down",
+    "PORT_INIT": "Initializing",
+    "PORT_ARMED": "Armed",
+    "ACTIVE": "Active",
+    "DOWN": "Down",
+    "INIT": "Initializing",
+    "ARMED": "Armed",
+}
 
 
 def _rate(value: str | None) -> float | None:
@@ -25,8 +33,15 @@ def _rate(value: str | None) -> float | None:
 
 
 def _port(ca: dict[str, Any], port: int) -> dict[str, Any]:
-    return {"ca": ca["ca"], "ca_type": ca.get("ca_type"), "port": port, "state": None, "physical_state": None,
-            "rate": None, "link_layer": None}
+    return {
+        "ca": ca["ca"],
+        "ca_type": ca.get("ca_type"),
+        "port": port,
+        "state": None,
+        "physical_state": None,
+        "rate": None,
+        "link_layer": None,
+    }
 
 
 def parse_ibstat(text: str) -> dict[str, Any]:
@@ -46,7 +61,9 @@ def parse_ibstat(text: str) -> dict[str, Any]:
             errors.append(line)
             continue
         if not cas:
-            raise ParseError(f"line {number}: {line[:60]!r} comes before any `CA '…'` line: not `ibstat` output")
+            raise ParseError(
+                f"line {number}: {line[:60]!r} comes before any `CA '…'` line: not `ibstat` output"
+            )
         port = re.fullmatch(r"Port (\d+):", line)
         if port:
             ports.append(_port(cas[-1], int(port.group(1))))
@@ -75,7 +92,9 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
         if key == "hca_id":
             cas.append({"ca": value})
         elif not cas:
-            raise ParseError(f"line {number}: {line[:60]!r} comes before any `hca_id:` line: not `ibv_devinfo` output")
+            raise ParseError(
+                f"line {number}: {line[:60]!r} comes before any `hca_id:` line: not `ibv_devinfo` output"
+            )
         elif key == "port":
             ports.append(_port(cas[-1], int(value)))
         elif key == "vendor_part_id":
@@ -85,8 +104,11 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             if key == "state":
                 ports[-1]["state"] = _STATE_WORDS.get(word, word)
             elif key == "phys_state":
-                ports[-1]["physical_state"] = {"LINK_UP": "LinkUp", "POLLING": "Polling", "DISABLED": "Disabled"}.get(
-                    word, word)
+                ports[-1]["physical_state"] = {
+                    "LINK_UP": "LinkUp",
+                    "POLLING": "Polling",
+                    "DISABLED": "Disabled",
+                }.get(word, word)
             else:
                 ports[-1]["link_layer"] = value
     if not cas:
@@ -96,16 +118,27 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
         for p in ca_ports:
             p["ca_type"] = ca.get("ca_type")
         if not ca_ports:
-            raise ParseError(f"hca {ca['ca']} lists no `port:` block: the output was cut short; capture it again")
+            raise ParseError(
+                f"hca {ca['ca']} lists no `port:` block: the output was cut short; capture it again"
+            )
     return {"tool": "ibv_devinfo", "ca_count": len(cas), "ports": ports, "errors": []}
 
 
-def port_from_sysfs(ca: str, port: int, state: str, phys_state: str, rate: str, link_layer: str) -> dict[str, Any]:
-    """The files of /sys/class/infiniband/<ca>/ports/<port>/ ('4: ACTIVE', '5: LinkUp', '400 Gb/sec (4X NDR)')."""
+def port_from_sysfs(
+    ca: str, port: int, state: str, phys_state: str, rate: str, link_layer: str
+) -> dict[str, Any]:
+    """The files of /sys/class/infiniband/<ca>/ports/<port>/ ('4: ACTIVE', '5: LinkUp', '400 Gb/sec (4X
+    NDR)')."""
     word = state.strip().split(":")[-1].strip()
-    return {"ca": ca, "ca_type": None, "port": port, "state": _STATE_WORDS.get(word, word),
-            "physical_state": phys_state.strip().split(":")[-1].strip(), "rate": _rate(rate),
-            "link_layer": link_layer.strip()}
+    return {
+        "ca": ca,
+        "ca_type": None,
+        "port": port,
+        "state": _STATE_WORDS.get(word, word),
+        "physical_state": phys_state.strip().split(":")[-1].strip(),
+        "rate": _rate(rate),
+        "link_layer": link_layer.strip(),
+    }
 
 
 KIND = "ibstat"

@@ -1,13 +1,14 @@
-"""Which network NCCL chose between nodes, from NCCL_DEBUG=INFO's init lines (real captures: tests/data/nccl-net/).
+"""Which network NCCL chose between nodes, from NCCL_DEBUG=INFO's init lines (real captures:
+tests/data/nccl-net/).
 
     NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:11.5.5.50<0>
     NCCL INFO NET/IB : No device found.
     NCCL INFO NET/Socket : Using [0]eno1:192.168.1.15<0>
     NCCL INFO Using network IB | Socket | IBext_v8 (a net plugin's name)
 
-The `Using network` line is NCCL's choice; older NCCL prints none, and then the transport is IB when an IB device
-was taken, else Socket when a socket interface was. `sockets` is what an inter-node verdict says when it is not
-RDMA: NCCL went over TCP, so the fabric's line rate is not what was measured.
+The `Using network` line is NCCL's choice; older NCCL prints none, and then the transport is IB when an IB
+device was taken, else Socket when a socket interface was. `sockets` is what an inter-node verdict says when
+it is not RDMA: NCCL went over TCP, so the fabric's line rate is not what was measured.
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ class NcclNet:
         if not self.sockets:
             return ""
         over = ", ".join(self.socket_interfaces[:3]) or "TCP"
-        cause = ("NET/IB found no device (no HCA visible: /dev/infiniband not passed to the container, or no "
-                 "ibverbs provider installed)" if self.ib_missing else
-                 "IB not tried or disabled (NCCL_IB_DISABLE, NCCL_NET=Socket)" if not self.ib_devices else
-                 "IB devices were listed but not used")
+        cause = (
+            "NET/IB found no device (no HCA visible: /dev/infiniband not passed to the container, or no "
+            "ibverbs provider installed)"
+            if self.ib_missing
+            else "IB not tried or disabled (NCCL_IB_DISABLE, NCCL_NET=Socket)"
+            if not self.ib_devices
+            else "IB devices were listed but not used"
+        )
         return f"NCCL used sockets: over {over}; {cause}"
 
 

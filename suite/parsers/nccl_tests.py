@@ -1,4 +1,5 @@
-"""nccl-tests output (text or `-J` JSON) → one dict, as `python -m suite parse nccl-tests FILE --json` prints it.
+"""nccl-tests output (text or `-J` JSON) → one dict, as `python -m suite parse nccl-tests FILE --json` prints
+it.
 
     python -m suite parse nccl-tests raw/bandwidth/all_reduce_perf.out --json
 
@@ -53,14 +54,18 @@ RANK_LINE = re.compile(
     r"\s+\[[^\]]*\]\s*(?P<name>.*?)\s*$"
 )
 PROGRAM_LINE = re.compile(r"Collective test (?:starting|concluded):\s*(\S+)")
-PROGRAM_WORD = re.compile(r"(?:^|[/\s=])([a-z_]+?)_(?:perf|test)(?:_mpi)?\b")  # NCCL 1's tests were `<name>_test`
+PROGRAM_WORD = re.compile(
+    r"(?:^|[/\s=])([a-z_]+?)_(?:perf|test)(?:_mpi)?\b"
+)  # NCCL 1's tests were `<name>_test`
 NCCL1_DEVICE = re.compile(r"^#\s*Device\s+(\d+)\s+->\s+\d+")
 OOB_LINE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 AVG_LINE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 PREAMBLE = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
 # Lines that end a run (NCCL WARN alone does not: healthy runs print some).
-FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*|Segmentation fault.*|Aborted.*|terminate called.*|"
-                     r"mpirun noticed.*|srun: error.*|Invalid number of GPUs.*)")
+FAILURE = re.compile(
+    r"(Test (?:NCCL |CUDA )?failure.*|Segmentation fault.*|Aborted.*|terminate called.*|"
+    r"mpirun noticed.*|srun: error.*|Invalid number of GPUs.*)"
+)
 
 
 # How much of a file decides whether it is nccl-tests output at all: launchers (mpirun's warnings, a
@@ -71,22 +76,27 @@ MAX_LINE = 64 << 10  # a table row is ~150 characters; longer lines are not nccl
 MAX_JSON = 16 << 20  # a -J report holds ~300 bytes per size: 16 MiB is 50,000 sizes
 
 
-
 def parse_file(path: str | Path) -> dict[str, Any]:
     """Read `path` (text or -J JSON); the file's name helps name the collective when the output does not."""
     path = Path(path)
     with open(path, encoding="utf-8") as f:
         try:
-            if _first_char(f) == "{":  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
+            if (
+                _first_char(f) == "{"
+            ):  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
                 from suite.parsers.nccl_tests_json import parse_json
 
                 text = f.read(MAX_JSON + 1)
                 if len(text) > MAX_JSON:
-                    raise ParseError(f"a JSON document over {MAX_JSON >> 20} MiB: not an nccl-tests -J report")
+                    raise ParseError(
+                        f"a JSON document over {MAX_JSON >> 20} MiB: not an nccl-tests -J report"
+                    )
                 return parse_json(text, name_hint=path.name)
             return parse_lines(bounded_lines(f), name_hint=path.name)
         except UnicodeDecodeError as e:  # read in chunks: e.start is not a file offset, so it is not quoted
-            raise ParseError(f"not text ({e.reason}): nccl-tests prints UTF-8 text; is this the right file?") from None
+            raise ParseError(
+                f"not text ({e.reason}): nccl-tests prints UTF-8 text; is this the right file?"
+            ) from None
 
 
 def parse(text: str, name_hint: str = "") -> dict[str, Any]:
@@ -122,7 +132,8 @@ def bounded_lines(f: IO[str], max_line: int = MAX_LINE) -> Iterator[str]:
 
 
 def _header_tokens(line: str) -> list[str] | None:
-    """The column names of a header line (`#  size  count  type ... time algbw busbw #wrong ...`), else None."""
+    """The column names of a header line (`#  size  count  type ... time algbw busbw #wrong ...`), else
+    None."""
     body = line.lstrip("#").split()
     if len(body) < 5 or body[0] not in ("size", "bytes") or body[1] not in ("count", "N"):
         return None
@@ -158,12 +169,16 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         if index < SNIFF_LINES and read_chars < SNIFF_CHARS:
             read_chars += len(raw)
         elif not (rows or saw_header or saw_preamble or saw_footer or ranks or version):
-            raise ParseError(f"not nccl-tests output: nothing nccl-tests prints (a preamble nThread … nGpus, a table "
-                             f"header, data rows) in its first {index} lines; pass the stdout of a *_perf binary")
+            raise ParseError(
+                f"not nccl-tests output: nothing nccl-tests prints (a preamble nThread … nGpus, a table "
+                f"header, data rows) in its first {index} lines; pass the stdout of a *_perf binary"
+            )
         s = (MPI_TAG.sub("", raw) if raw[:1] == "[" else raw).strip()
         if not s:
             continue
-        if table is not None and s[0].isdigit() and "Collective test" not in s:  # the bulk of a sweep: a data row
+        if (
+            table is not None and s[0].isdigit() and "Collective test" not in s
+        ):  # the bulk of a sweep: a data row
             row = table.row(s)
             if row is not None:
                 rows.append(row)
@@ -201,7 +216,10 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
             continue
         m = OOB_LINE.match(s)
         if m:
-            oob = {"count": int(m.group(1)), "ok": (m.group(2) or ("OK" if m.group(1) == "0" else "FAILED")) == "OK"}
+            oob = {
+                "count": int(m.group(1)),
+                "ok": (m.group(2) or ("OK" if m.group(1) == "0" else "FAILED")) == "OK",
+            }
             continue
         m = AVG_LINE.match(s)
         if m:
@@ -223,13 +241,17 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         m = FAILURE.search(s)
         if m and failure is None:
             failure = m.group(1).strip()
-        if collective is None and not rows and not saw_footer:  # a command after the table names the next test
+        if (
+            collective is None and not rows and not saw_footer
+        ):  # a command after the table names the next test
             w = PROGRAM_WORD.search(s)
             if w and w.group(1) in PROGRAMS:
                 collective = w.group(1)
 
     if not rows and not saw_header and not saw_preamble and not saw_footer:
-        raise ParseError("not nccl-tests output: no preamble (nThread … nGpus), no table header, no data rows")
+        raise ParseError(
+            "not nccl-tests output: no preamble (nThread … nGpus), no table header, no data rows"
+        )
 
     if collective is None and name_hint:
         collective = program_name(name_hint)
@@ -245,9 +267,13 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         elif not saw_header and not rows:
             reason = "the output stops before the table header: the run hung or died during initialisation"
         elif not rows:
-            reason = "the output stops after the table header: the run hung or was killed before the first size"
+            reason = (
+                "the output stops after the table header: the run hung or was killed before the first size"
+            )
         else:
-            reason = f"no footer after {len(rows)} rows{last}: the run hung, was killed, or the capture is cut"
+            reason = (
+                f"no footer after {len(rows)} rows{last}: the run hung, was killed, or the capture is cut"
+            )
     return {
         "collective": collective,
         "nranks": nranks,
@@ -269,7 +295,8 @@ KIND = "nccl-tests"
 
 
 def sniff(head: bytes) -> bool:
-    """nccl-tests stdout (its preamble, a `Collective test` line or a results header) or its `-J` JSON report."""
+    """nccl-tests stdout (its preamble, a `Collective test` line or a results header) or its `-J` JSON
+    report."""
     text = head.decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
         return '"results"' in text or '"config"' in text

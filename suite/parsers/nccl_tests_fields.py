@@ -7,8 +7,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-PROGRAMS = ("all_reduce", "all_gather", "reduce_scatter", "alltoallv", "alltoall", "broadcast", "sendrecv",
-            "hypercube", "gather", "scatter", "reduce")
+PROGRAMS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoallv",
+    "alltoall",
+    "broadcast",
+    "sendrecv",
+    "hypercube",
+    "gather",
+    "scatter",
+    "reduce",
+)
 
 
 def _int_or_float(value: float | None) -> int | float | None:
@@ -23,7 +34,8 @@ def _is_int(token: str) -> bool:
 
 
 def program_name(text: str) -> str | None:
-    """`./build/all_reduce_perf_mpi` or `03-k80-all_reduce-….txt` → `all_reduce`; None when no program is named."""
+    """`./build/all_reduce_perf_mpi` or `03-k80-all_reduce-….txt` → `all_reduce`; None when no program is
+    named."""
     base = Path(text).name
     for name in PROGRAMS:
         if re.search(rf"(?:^|[^a-z]){name}(?:_perf|[^a-z]|$)", base):
@@ -32,13 +44,18 @@ def program_name(text: str) -> str | None:
 
 
 def _nranks_from_ratio(collective: str | None, rows: list[dict[str, Any]]) -> int | None:
-    """n from busbw/algbw where the output has no rank lines: all_reduce 2(n−1)/n, gather/scatter-like (n−1)/n."""
+    """n from busbw/algbw where the output has no rank lines: all_reduce 2(n−1)/n, gather/scatter-like
+    (n−1)/n."""
     if collective not in ("all_reduce", "all_gather", "reduce_scatter", "alltoall"):
         return None
     best = None
     for row in rows:
         half = row.get("oop") or {}
-        if half.get("algbw") and half.get("busbw") is not None and (best is None or half["algbw"] > best["algbw"]):
+        if (
+            half.get("algbw")
+            and half.get("busbw") is not None
+            and (best is None or half["algbw"] > best["algbw"])
+        ):
             best = half
     if best is None:
         return None

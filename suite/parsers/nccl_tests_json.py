@@ -11,21 +11,26 @@ import math
 from typing import Any
 
 from suite import strict_json
-
 from suite.parsers import ParseError
 from suite.parsers.nccl_tests_fields import _int_or_float, _is_int, _nranks_from_ratio, program_name
 
 
 def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
-    """nccl-tests' `-J` report (format version 3); a report cut short (the run died) is read as far as it goes."""
+    """nccl-tests' `-J` report (format version 3); a report cut short (the run died) is read as far as it
+    goes."""
     complete = True
     reason = None
     try:
         data = strict_json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
-                         f"if the run died mid-way, parse its stdout instead") from None
-    except (ValueError, RecursionError) as e:  # a 5000-digit integer; nesting deeper than the interpreter's stack
+        raise ParseError(
+            f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
+            f"if the run died mid-way, parse its stdout instead"
+        ) from None
+    except (
+        ValueError,
+        RecursionError,
+    ) as e:  # a 5000-digit integer; nesting deeper than the interpreter's stack
         what = "nested too deep" if isinstance(e, RecursionError) else str(e).split(";")[0]
         raise ParseError(f"a JSON document nccl-tests does not write ({what})") from None
     if not isinstance(data, dict) or "results" not in data and "config" not in data:
@@ -33,7 +38,11 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
     version = data.get("version")
     if version is not None and version != 3:
         reason = f"JSON format version {version}; this parser reads version 3"
-    args = [a for a in data.get("args") or [] if isinstance(a, str)] if isinstance(data.get("args"), list) else []
+    args = (
+        [a for a in data.get("args") or [] if isinstance(a, str)]
+        if isinstance(data.get("args"), list)
+        else []
+    )
     collective = program_name(args[0]) if args else None
     if collective is None and name_hint:
         collective = program_name(name_hint)
@@ -46,14 +55,26 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
         raise ParseError("'results' is not a list of objects: not an nccl-tests -J report")
     for i, r in enumerate(results):
         for key in ("size", "count"):
-            if not _is_size(r.get(key)) and (key == "size" or r.get(key) is not None):  # a count may be left out
-                raise ParseError(f"results[{i}].{key} is {str(r.get(key))[:40]!r}, not a byte count from 0 to 2^60: "
-                                 "the report is damaged")
+            if not _is_size(r.get(key)) and (
+                key == "size" or r.get(key) is not None
+            ):  # a count may be left out
+                raise ParseError(
+                    f"results[{i}].{key} is {str(r.get(key))[:40]!r}, not a byte count from 0 to 2^60: "
+                    "the report is damaged"
+                )
         root = r.get("root")
         root = int(str(root).strip()) if root is not None and _is_int(str(root).strip()) else None
-        rows.append({"size": r.get("size"), "count": r.get("count"), "type": r.get("type"),
-                     "redop": r.get("redop"), "root": root,
-                     "oop": _json_half(r.get("out_of_place")), "ip": _json_half(r.get("in_place"))})
+        rows.append(
+            {
+                "size": r.get("size"),
+                "count": r.get("count"),
+                "type": r.get("type"),
+                "redop": r.get("redop"),
+                "root": root,
+                "oop": _json_half(r.get("out_of_place")),
+                "ip": _json_half(r.get("in_place")),
+            }
+        )
     average = data.get("average_bus_bandwidth")
     avg = average.get("bandwidth") if isinstance(average, dict) else None
     oob_data = data.get("out_of_bounds") if isinstance(data.get("out_of_bounds"), dict) else None
@@ -65,9 +86,17 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
     if errors:
         complete = False
         reason = "errors: " + "; ".join(errors)
-    return {"collective": collective, "nranks": nranks if nranks else _nranks_from_ratio(collective, rows),
-            "rows": rows, "avg_busbw": _json_number(avg), "oob": oob, "complete": complete and reason is None,
-            "reason": reason, "wrong_kind": "count", "version": f"json {version}"}
+    return {
+        "collective": collective,
+        "nranks": nranks if nranks else _nranks_from_ratio(collective, rows),
+        "rows": rows,
+        "avg_busbw": _json_number(avg),
+        "oob": oob,
+        "complete": complete and reason is None,
+        "reason": reason,
+        "wrong_kind": "count",
+        "version": f"json {version}",
+    }
 
 
 def _is_size(value: Any) -> bool:
@@ -86,5 +115,9 @@ def _json_half(half: dict[str, Any] | None) -> dict[str, Any] | None:
     if not half or not isinstance(half, dict):
         return None
     time = half.get("time", half.get("cpu_time"))
-    return {"time_us": _json_number(time), "algbw": _json_number(half.get("alg_bw")),
-            "busbw": _json_number(half.get("bus_bw")), "wrong": _int_or_float(_json_number(half.get("nwrong")))}
+    return {
+        "time_us": _json_number(time),
+        "algbw": _json_number(half.get("alg_bw")),
+        "busbw": _json_number(half.get("bus_bw")),
+        "wrong": _int_or_float(_json_number(half.get("nwrong"))),
+    }

@@ -1,8 +1,8 @@
 """nccl-tests' table rows: the column layout a header line announces, and one data row read by it.
 
-A long sweep is a million of these rows (~120 MB), so a layout is compiled once into the slice and converter of
-every column and a row is one split and one pass over its tokens; the row's small strings (`float`, `sum`) are
-interned, a sweep repeating them a million times."""
+A long sweep is a million of these rows (~120 MB), so a layout is compiled once into the slice and converter
+of every column and a row is one split and one pass over its tokens; the row's small strings (`float`, `sum`)
+are interned, a sweep repeating them a million times."""
 
 from __future__ import annotations
 
@@ -74,12 +74,20 @@ class Table:
         the fast path does to a column's float: (position, function) for ms times and #wrong counts)."""
         columns = [self._column(name) for name in group]
         kept = [i for i, (key, _) in enumerate(columns) if key is not None]
-        after_float = [(i, FROM_FLOAT[convert]) for i, (_, convert) in enumerate(columns) if convert in FROM_FLOAT]
-        return ([columns[i][0] for i in kept], [convert for _, convert in columns],
-                None if len(kept) == len(columns) else kept, len(columns), after_float)
+        after_float = [
+            (i, FROM_FLOAT[convert]) for i, (_, convert) in enumerate(columns) if convert in FROM_FLOAT
+        ]
+        return (
+            [columns[i][0] for i in kept],
+            [convert for _, convert in columns],
+            None if len(kept) == len(columns) else kept,
+            len(columns),
+            after_float,
+        )
 
     def _column(self, name: str) -> tuple[str | None, Callable[[str], Any]]:
-        """(the key in a half's dict, the token's converter); key None for a column the parse does not keep."""
+        """(the key in a half's dict, the token's converter); key None for a column the parse does not
+        keep."""
         if name in TIME_NAMES:  # ms (2017 era) → µs; µs kept exactly as printed
             return "time_us", _ms_to_us if self.time_unit_s == 1e-3 else number
         if name in ("algbw", "busbw"):
@@ -102,7 +110,7 @@ class Table:
         halves = []
         at = split
         for keys, converters, kept, width, after_float in self.halves:
-            tokens = toks[at:at + width]
+            tokens = toks[at : at + width]
             try:  # the common row: every token a finite number, converted at C speed
                 values = list(map(float, tokens))
                 total = sum(values)
@@ -116,8 +124,13 @@ class Table:
                     return None  # a time that is no number: the row was cut
             halves.append(dict(zip(keys, values if kept is None else [values[i] for i in kept])))
             at += width
-        row: dict[str, Any] = {"size": int(size), "count": int(count), "type": sys.intern(toks[2]),
-                               "redop": None, "root": None}
+        row: dict[str, Any] = {
+            "size": int(size),
+            "count": int(count),
+            "type": sys.intern(toks[2]),
+            "redop": None,
+            "root": None,
+        }
         if split > 3 and not self._place_params(row, toks[3:split]):
             return None
         row["oop"] = halves[0] if halves else None

@@ -4,10 +4,11 @@
              Link 0: 25 GB/s                    ← -s; a link that trained down or is off says <inactive>
              Link 0: Replay Errors: 0           ← -e; one counter per line
 
-A card without NVLink prints nothing (or one `NVML: …` line); both read as zero links, not as an error.
-`NVML: Unable to retrieve NVLink information as all links are inActive` (an NVLink-capable GPU, every link down)
-sets all_inactive. `dcgmi nvlink --link-status` (`gpuId 0:` then one U/D/X/_ per link) reads into the same shape:
-dcgmi prints no rate: an up link reads as 1.0 (a placeholder the one-speed rule sees as equal), a down one None.
+A card without NVLink prints nothing (or one `NVML: …` line); both read as zero links, not as an error. `NVML:
+Unable to retrieve NVLink information as all links are inActive` (an NVLink-capable GPU, every link down) sets
+all_inactive. `dcgmi nvlink --link-status` (`gpuId 0:` then one U/D/X/_ per link) reads into the same shape:
+dcgmi prints no rate: an up link reads as 1.0 (a placeholder the one-speed rule sees as equal), a down one
+None.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ _SPEED = re.compile(r"(\d+(?:\.\d+)?) GB/s$")
 
 
 KIND = "nvidia-smi nvlink"
-_SNIFF = re.compile(r"^GPU \d+: .*\n(?:\s+Link \d+: |NVML: Unable to retrieve NVLink)", re.MULTILINE | re.IGNORECASE)
+_SNIFF = re.compile(
+    r"^GPU \d+: .*\n(?:\s+Link \d+: |NVML: Unable to retrieve NVLink)", re.MULTILINE | re.IGNORECASE
+)
 DCGMI_KIND = "dcgmi nvlink"
 
 
 def sniff(head: bytes) -> bool:
-    """A `GPU n: NAME` line followed by indented `Link n:` lines (either form), or by NVML's all-inactive line."""
+    """A `GPU n: NAME` line followed by indented `Link n:` lines (either form), or by NVML's all-inactive
+    line."""
     return bool(_SNIFF.search(head.decode("utf-8", "replace")))
 
 
@@ -55,8 +59,16 @@ def parse(text: str) -> dict[str, Any]:
             continue
         gpu = _GPU.match(raw.strip()) if not raw[:1].isspace() else None
         if gpu:
-            gpus.append({"gpu": int(gpu.group(1)), "name": gpu.group(2).strip(), "uuid": gpu.group(3),
-                         "links": {}, "speeds_GBps": {}, "counters": {}})
+            gpus.append(
+                {
+                    "gpu": int(gpu.group(1)),
+                    "name": gpu.group(2).strip(),
+                    "uuid": gpu.group(3),
+                    "links": {},
+                    "speeds_GBps": {},
+                    "counters": {},
+                }
+            )
             continue
         link = _LINK.match(raw)
         if link and gpus:
@@ -73,9 +85,14 @@ def parse(text: str) -> dict[str, Any]:
             notes.append(raw.strip())
             continue
         where = "before any 'GPU N: …' line" if link else "not a 'GPU N:' or 'Link N:' line"
-        raise ParseError(f"line {number}: {raw.strip()[:60]!r} is {where}: not `nvidia-smi nvlink -s`/`-e` output")
-    return {"gpus": gpus, "notes": notes,
-            "all_inactive": any("all links are inactive" in n.lower() for n in notes)}
+        raise ParseError(
+            f"line {number}: {raw.strip()[:60]!r} is {where}: not `nvidia-smi nvlink -s`/`-e` output"
+        )
+    return {
+        "gpus": gpus,
+        "notes": notes,
+        "all_inactive": any("all links are inactive" in n.lower() for n in notes),
+    }
 
 
 DCGMI_STATES = {"U": "Up", "D": "<inactive>", "X": "Disabled", "_": None}
@@ -85,8 +102,9 @@ _DCGMI_STATES = re.compile(r"^\s*([UDX_](?:\s+[UDX_])*)\s*$")
 
 
 def parse_dcgmi(text: str) -> dict[str, Any]:
-    """`dcgmi nvlink --link-status` → the `nvidia-smi nvlink -s` shape: an up link's speed is 1.0 (dcgmi prints
-    no rate; the rules compare speeds only among links that state one), a down one None; X (disabled) is down."""
+    """`dcgmi nvlink --link-status` → the `nvidia-smi nvlink -s` shape: an up link's speed is 1.0 (dcgmi
+    prints no rate; the rules compare speeds only among links that state one), a down one None; X (disabled)
+    is down."""
     gpus: list[dict[str, Any]] = []
     section = None
     for number, raw in enumerate(text.splitlines(), 1):
@@ -96,8 +114,16 @@ def parse_dcgmi(text: str) -> dict[str, Any]:
             continue
         gpu = _DCGMI_GPU.match(raw)
         if gpu and section == "GPUs:":
-            gpus.append({"gpu": int(gpu.group(1)), "name": None, "uuid": None, "links": {}, "speeds_GBps": {},
-                         "counters": {}})
+            gpus.append(
+                {
+                    "gpu": int(gpu.group(1)),
+                    "name": None,
+                    "uuid": None,
+                    "links": {},
+                    "speeds_GBps": {},
+                    "counters": {},
+                }
+            )
             continue
         states = _DCGMI_STATES.match(raw)
         if states and section == "GPUs:" and gpus and not gpus[-1]["links"]:
@@ -106,14 +132,18 @@ def parse_dcgmi(text: str) -> dict[str, Any]:
                     gpus[-1]["links"][n] = DCGMI_STATES[state]
                     gpus[-1]["speeds_GBps"][n] = 1.0 if state == "U" else None
     if not gpus:
-        raise ParseError(f"line {max(1, len(text.splitlines()))}: no `gpuId N:` line under `GPUs:`: not "
-                         "`dcgmi nvlink --link-status` output")
+        raise ParseError(
+            f"line {max(1, len(text.splitlines()))}: no `gpuId N:` line under `GPUs:`: not "
+            "`dcgmi nvlink --link-status` output"
+        )
     return {"gpus": gpus, "notes": [], "all_inactive": False, "tool": "dcgmi nvlink"}
 
 
 def inactive_links(parsed: dict[str, Any]) -> list[tuple[int, int, str]]:
     """(gpu, link, what it says) for every -s link that reports no speed (<inactive>, a trained-down link)."""
-    return [(g["gpu"], n, g["links"][n]) for g in parsed["gpus"] for n, s in g["speeds_GBps"].items() if s is None]
+    return [
+        (g["gpu"], n, g["links"][n]) for g in parsed["gpus"] for n, s in g["speeds_GBps"].items() if s is None
+    ]
 
 
 def parse_any(text: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """`nvidia-smi topo -p2p r|w|rw|a|n` → whether each GPU pair can reach the other's memory directly (P2P).
 
-     	GPU0	GPU1
+        GPU0	GPU1
      GPU0	X	GNS            OK: P2P; CNS chipset, GNS GPU, TNS topology, NS not supported; DR disabled by
      GPU1	GNS	X              regkey; U unknown
 
@@ -17,25 +17,36 @@ from typing import Any
 from suite.parsers import ParseError
 
 KIND = "nvidia-smi topo -p2p"
-STATUS = {"OK": "P2P supported", "CNS": "chipset not supported", "GNS": "GPU not supported",
-          "TNS": "topology not supported", "NS": "not supported", "DR": "disabled by regkey", "U": "unknown"}
+STATUS = {
+    "OK": "P2P supported",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "DR": "disabled by regkey",
+    "U": "unknown",
+}
 _GPU = re.compile(r"GPU\d+$")
 
 
 def parse(text: str) -> dict[str, Any]:
     """→ {gpus: [GPU0, …], pairs: {'GPU0-GPU1': 'GNS'}, without_p2p: {pair: reason}} (each pair once, a<b)."""
     lines = [line.strip() for line in text.splitlines()]
-    header = next((i for i, line in enumerate(lines) if line.split() and all(_GPU.match(t) for t in line.split())), None)
+    header = next(
+        (i for i, line in enumerate(lines) if line.split() and all(_GPU.match(t) for t in line.split())), None
+    )
     if header is None:
         raise ParseError("line 1: no `GPU0 GPU1 …` header: not `nvidia-smi topo -p2p` output")
     gpus = lines[header].split()
     pairs: dict[str, str] = {}
-    for number, line in enumerate(lines[header + 1:], header + 2):
+    for number, line in enumerate(lines[header + 1 :], header + 2):
         cells = line.split()
         if not cells or not _GPU.match(cells[0]):
             break
         if len(cells) != len(gpus) + 1:
-            raise ParseError(f"line {number}: {len(cells) - 1} cells for {len(gpus)} GPUs: the matrix is cut or garbled")
+            raise ParseError(
+                f"line {number}: {len(cells) - 1} cells for {len(gpus)} GPUs: the matrix is cut or garbled"
+            )
         for other, cell in zip(gpus, cells[1:]):
             if cell == "X":
                 continue
@@ -45,8 +56,11 @@ def parse(text: str) -> dict[str, Any]:
             pairs.setdefault(f"{a}-{b}", cell)
     if not pairs and len(gpus) > 1:
         raise ParseError(f"line {header + 2}: no matrix row below the header: the output was cut")
-    return {"gpus": gpus, "pairs": pairs,
-            "without_p2p": {pair: STATUS[s] for pair, s in pairs.items() if s != "OK"}}
+    return {
+        "gpus": gpus,
+        "pairs": pairs,
+        "without_p2p": {pair: STATUS[s] for pair, s in pairs.items() if s != "OK"},
+    }
 
 
 def sniff(head: bytes) -> bool:

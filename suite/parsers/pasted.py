@@ -1,7 +1,8 @@
 """A capture as people paste it: the shell prompt line above the output, and the marks of an excerpt.
 
     root@node-3:~# nvidia-smi topo -m        ← a prompt line: dropped, the output below is whole
-    ....                                     ← an excerpt mark on its own line: dropped, the capture is partial
+    ....                                     ← an excerpt mark on its own line: dropped, the capture is
+                                             partial
     GPU UUID : GPU-5269b708-...              ← a value written with `...`: the capture was edited, partial
     > [ 8.1] NVRM: Xid (PCI:0000:9b:00): 79   ← every line quoted (`> `, as an email or an issue quotes it):
                                                 the quote marks dropped, the output read as it was printed
@@ -17,13 +18,20 @@ import re
 from dataclasses import dataclass, field
 
 TOOLS = r"(?:sudo\s+)?(?:nvidia-smi|dcgmi|ibstat|ibv_devinfo|dmesg|journalctl|\S*_perf|mpirun)\b"
-# `user@host:~/dir# cmd`, `[user@host dir]$ cmd`, `(venv) user@host:~$ cmd`, `$ cmd`, `# nvidia-smi …`, and the
-# bare command echoed above its output (`nvidia-smi nvlink -s`, as issues paste it)
-PROMPT = re.compile(r"^\s*(?:(?:\([^)]*\)\s*)?(?:\S+@\S+?(?::\S*)?\s?[#$%>]|\[\S+@[^\]]+\]\s?[#$%]|[$%]|#(?=\s*"
-                    + TOOLS + r"))\s+\S|" + TOOLS + r"[^|]*$)")
-EXCERPT_LINE = re.compile(r"^\s*(?:\.{3,}|…+|\[\s*(?:\.{3}|…)\s*\]|\(\s*(?:\.{3}|…)\s*\)|<\s*snip\s*>|\[\s*snip\s*\]"
-                          r"|\[\s*(?:\d+\s+)?(?:more\s+)?lines?\s+(?:omitted|removed|trimmed|snipped)\s*\])\s*$",
-                          re.IGNORECASE)
+# `user@host:~/dir# cmd`, `[user@host dir]$ cmd`, `(venv) user@host:~$ cmd`, `$ cmd`, `# nvidia-smi …`, and
+# the bare command echoed above its output (`nvidia-smi nvlink -s`, as issues paste it)
+PROMPT = re.compile(
+    r"^\s*(?:(?:\([^)]*\)\s*)?(?:\S+@\S+?(?::\S*)?\s?[#$%>]|\[\S+@[^\]]+\]\s?[#$%]|[$%]|#(?=\s*"
+    + TOOLS
+    + r"))\s+\S|"
+    + TOOLS
+    + r"[^|]*$)"
+)
+EXCERPT_LINE = re.compile(
+    r"^\s*(?:\.{3,}|…+|\[\s*(?:\.{3}|…)\s*\]|\(\s*(?:\.{3}|…)\s*\)|<\s*snip\s*>|\[\s*snip\s*\]"
+    r"|\[\s*(?:\d+\s+)?(?:more\s+)?lines?\s+(?:omitted|removed|trimmed|snipped)\s*\])\s*$",
+    re.IGNORECASE,
+)
 ELIDED_VALUE = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]*-?(?:\.{3}|…)|UUID:\s*(?:\.{3}|…)|:\s*(?:\.{3}|…)\s*$")
 
 
@@ -42,11 +50,14 @@ QUOTE = re.compile(r"^[ \t]*>[ \t]?")
 
 def unquoted(text: str) -> tuple[str, int]:
     """The text with the quote marks every non-blank line carries removed (nested `> > ` too), and how many
-    levels there were; a text with one unquoted line is left as it is (`>` is also a prompt and a redirection)."""
+    levels there were; a text with one unquoted line is left as it is (`>` is also a prompt and a
+    redirection)."""
     levels = 0
     while True:
         lines = text.splitlines(keepends=True)
-        if not any(line.strip() for line in lines) or not all(QUOTE.match(line) for line in lines if line.strip()):
+        if not any(line.strip() for line in lines) or not all(
+            QUOTE.match(line) for line in lines if line.strip()
+        ):
             return text, levels
         text = "".join(QUOTE.sub("", line, count=1) if line.strip() else line for line in lines)
         levels += 1
@@ -60,7 +71,9 @@ def clean(text: str) -> Pasted:
     prompts: list[int] = []
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         bare = line.rstrip("\r\n")
-        ending = line[len(bare):]  # a dropped line leaves its line break: the parsers' line numbers stay the file's
+        ending = line[
+            len(bare) :
+        ]  # a dropped line leaves its line break: the parsers' line numbers stay the file's
         if EXCERPT_LINE.match(bare):
             marks.append(number)
             kept.append(ending)
@@ -78,11 +91,15 @@ def clean(text: str) -> Pasted:
     if prompts:
         out.notes.append(f"shell prompt line {prompts[0]} dropped: the output starts below it")
     if marks:
-        out.partial.append(f"an excerpt: lines left out at line {', '.join(map(str, marks[:5]))}"
-                           f"{' …' if len(marks) > 5 else ''} (`....`/`[...]`)")
+        out.partial.append(
+            f"an excerpt: lines left out at line {', '.join(map(str, marks[:5]))}"
+            f"{' …' if len(marks) > 5 else ''} (`....`/`[...]`)"
+        )
     if elided:
-        out.partial.append(f"edited: a value written `...` at line {', '.join(map(str, elided[:5]))}"
-                           f"{' …' if len(elided) > 5 else ''}")
+        out.partial.append(
+            f"edited: a value written `...` at line {', '.join(map(str, elided[:5]))}"
+            f"{' …' if len(elided) > 5 else ''}"
+        )
     return out
 
 

@@ -24,13 +24,15 @@ _RESULT = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)(?:\s+([\d.]+))?\s
 
 
 def parse(text: str) -> dict[str, Any]:
-    """{'test': 'RDMA_Write BW Test', 'device': 'mlx5_0', 'qps': 1, 'link_type': 'Ethernet',
-    'results': [{'bytes': 65536, 'iterations': 55881440, 'peak_gbps': 0.0, 'avg_gbps': 97.66, 'msg_rate_mpps': …}]}"""
+    """{'test': 'RDMA_Write BW Test', 'device': 'mlx5_0', 'qps': 1, 'link_type': 'Ethernet', 'results':
+    [{'bytes': 65536, 'iterations': 55881440, 'peak_gbps': 0.0, 'avg_gbps': 97.66, 'msg_rate_mpps': …}]}"""
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), None)
     if header is None:
-        raise ParseError("no `#bytes #iterations BW peak[…] BW average[…]` line: not ib_write_bw output, or the "
-                         "test did not reach its measurement (see its stderr)")
+        raise ParseError(
+            "no `#bytes #iterations BW peak[…] BW average[…]` line: not ib_write_bw output, or the "
+            "test did not reach its measurement (see its stderr)"
+        )
     units = _HEADER.match(lines[header]).groups()
     if units != ("Gb/sec", "Gb/sec"):
         raise ParseError(f"line {header + 1}: bandwidth in {units[1]}; run ib_write_bw with --report_gbits")
@@ -39,7 +41,7 @@ def parse(text: str) -> dict[str, Any]:
         for key, value in _SETTING.findall(line.replace("\t", "  ")):
             settings.setdefault(key.strip(), value)
     results = []
-    for number, line in enumerate(lines[header + 1:], start=header + 2):
+    for number, line in enumerate(lines[header + 1 :], start=header + 2):
         if line.strip().startswith("---") or not line.strip():
             if results:
                 break
@@ -48,16 +50,29 @@ def parse(text: str) -> dict[str, Any]:
         if not found:
             raise ParseError(f"line {number}: not a result line: {line.strip()!r}")
         size, iterations, peak, avg, rate = found.groups()
-        results.append({"bytes": int(size), "iterations": int(iterations), "peak_gbps": float(peak),
-                        "avg_gbps": float(avg), "msg_rate_mpps": float(rate) if rate else None})
+        results.append(
+            {
+                "bytes": int(size),
+                "iterations": int(iterations),
+                "peak_gbps": float(peak),
+                "avg_gbps": float(avg),
+                "msg_rate_mpps": float(rate) if rate else None,
+            }
+        )
     if not results:
         raise ParseError(f"line {header + 1}: the result table has no line")
     title = next((line.strip() for line in lines[:header] if line.strip().endswith("Test")), None)
     qps = settings.get("Number of qps")
-    return {"test": title, "device": settings.get("Device"), "qps": int(qps) if qps and qps.isdigit() else None,
-            "link_type": settings.get("Link type"), "results": results}
+    return {
+        "test": title,
+        "device": settings.get("Device"),
+        "qps": int(qps) if qps and qps.isdigit() else None,
+        "link_type": settings.get("Link type"),
+        "results": results,
+    }
 
 
 def average_gbps(parsed: dict[str, Any]) -> float:
-    """The figure a port is judged by: the largest message size's average (a sweep's last line, a fixed size's one)."""
+    """The figure a port is judged by: the largest message size's average (a sweep's last line, a fixed size's
+    one)."""
     return max(parsed["results"], key=lambda r: r["bytes"])["avg_gbps"]

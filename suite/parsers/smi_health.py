@@ -1,6 +1,6 @@
 """`nvidia-smi -q` → what the health stage judges, per GPU: PCIe link now vs max, ECC mode and counts, retired
-pages and remapped rows, clock-event reasons, persistence/compute/MIG mode, temperature, power limit vs default,
-reset status, fabric state and the processes on the GPU.
+pages and remapped rows, clock-event reasons, persistence/compute/MIG mode, temperature, power limit vs
+default, reset status, fabric state and the processes on the GPU.
 
 The tree is read by suite/parsers/smi_query.py (`parse_blocks`); this module only names the paths. Drivers
 spell some sections two ways, both read: `Clocks Event Reasons` (R535+) / `Clocks Throttle Reasons` (older),
@@ -28,12 +28,13 @@ def _float(value: str | None) -> float | None:
 
 
 def _children(gpu: SmiGpu, section: str, *, direct: bool) -> dict[str, str]:
-    """The `Key : value` pairs under `section/` (only its own keys when direct, else every depth, path kept)."""
+    """The `Key : value` pairs under `section/` (only its own keys when direct, else every depth, path
+    kept)."""
     prefix = section + "/"
     out = {}
     for path, value in gpu.fields.items():
         if path.startswith(prefix):
-            rest = path[len(prefix):]
+            rest = path[len(prefix) :]
             if not direct or "/" not in rest:
                 out[rest] = value
     return out
@@ -71,10 +72,15 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
         "active_clock_reasons": [k.rsplit("/", 1)[-1] for k, v in reasons.items() if v == "Active"],
         "gpu_temp_c": _float(gpu.get("Temperature/GPU Current Temp")),
         "slowdown_temp_c": _float(gpu.get("Temperature/GPU Slowdown Temp")),
-        "tlimit_margin_c": _float(gpu.get("Temperature/GPU T.Limit Temp")),  # R550+: degrees left below the limit
+        "tlimit_margin_c": _float(
+            gpu.get("Temperature/GPU T.Limit Temp")
+        ),  # R550+: degrees left below the limit
         "power_draw_w": _float(_first(gpu, f"{power}/Power Draw", f"{power}/Instantaneous Power Draw")),
-        "power_limit_w": _float(_first(gpu, f"{power}/Current Power Limit", f"{power}/Power Limit",
-                                       f"{power}/Enforced Power Limit")),
+        "power_limit_w": _float(
+            _first(
+                gpu, f"{power}/Current Power Limit", f"{power}/Power Limit", f"{power}/Enforced Power Limit"
+            )
+        ),
         "power_default_w": _float(gpu.get(f"{power}/Default Power Limit")),
         "reset_required": gpu.get("GPU Reset Status/Reset Required"),
     }
@@ -83,8 +89,9 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
 def gpu_processes(text: str) -> list[dict[str, str]]:
     """Processes `nvidia-smi -q` lists under each GPU: [{gpu, pid, type, name, memory}] (gpu = its bus id).
 
-    A process's keys are the lines below its `Process ID`, indented deeper; the next GPU block's `Bridge Chip/Type`
-    comes after the next block's header, which ends the process: it cannot overwrite the last process's type.
+    A process's keys are the lines below its `Process ID`, indented deeper; the next GPU block's `Bridge
+    Chip/Type` comes after the next block's header, which ends the process: it cannot overwrite the last
+    process's type.
     """
     out: list[dict[str, str]] = []
     gpu = None
@@ -108,39 +115,50 @@ def gpu_processes(text: str) -> list[dict[str, str]]:
 
 
 ALWAYS_PRINTED = ("PCI", "Temperature", "Processes")
-"""Sections `nvidia-smi -q` prints in every GPU block, on every driver (with N/A values where a card has none): a
-block without one was cut there, and the checks that read what follows (ECC, temperature) would pass on absence."""
+"""Sections `nvidia-smi -q` prints in every GPU block, on every driver (with N/A values where a card has
+none): a block without one was cut there, and the checks that read what follows (ECC, temperature) would pass
+on absence."""
 
 
 def parse(text: str, *, partial_ok: bool = False) -> dict[str, Any]:
-    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [gpu_health], processes, complete, reason}.
+    """`nvidia-smi -q` → {driver_version, cuda_version, attached_gpus, gpus: [gpu_health], processes,
+    complete, reason}.
 
-    A capture cut short (fewer GPU blocks than `Attached GPUs`, a block that stops before one of ALWAYS_PRINTED)
-    raises ParseError naming the line, unless partial_ok: then every block is returned, a cut one marked `cut`
-    (its missing sections would read as clean: a pass from it is no pass), and complete is False with the reason. Output that is not
-    `-q` at all always raises.
+    A capture cut short (fewer GPU blocks than `Attached GPUs`, a block that stops before one of
+    ALWAYS_PRINTED) raises ParseError naming the line, unless partial_ok: then every block is returned, a cut
+    one marked `cut` (its missing sections would read as clean: a pass from it is no pass), and complete is
+    False with the reason. Output that is not `-q` at all always raises.
     """
     top, gpus, starts = parse_blocks(text)
     lines = text.splitlines()
     driver = next((top[k] for k in DRIVER_KEYS if k in top), None)
     if driver is None and not gpus:
-        raise ParseError("line 1: no 'Driver Version' line and no 'GPU <bus id>' block: this is not "
-                         "`nvidia-smi -q` output")
+        raise ParseError(
+            "line 1: no 'Driver Version' line and no 'GPU <bus id>' block: this is not `nvidia-smi -q` output"
+        )
     attached = _int(top.get("Attached GPUs"))
     problems: list[str] = []
     whole: list[SmiGpu] = []
     for gpu, start in zip(gpus, starts):
-        missing = ("Product Name" if gpu.get("Product Name") is None else
-                   next((f"{s} section" for s in ALWAYS_PRINTED if not _has_section(gpu, s)), None))
+        missing = (
+            "Product Name"
+            if gpu.get("Product Name") is None
+            else next((f"{s} section" for s in ALWAYS_PRINTED if not _has_section(gpu, s)), None)
+        )
         if missing:
-            problems.append(f"line {start}: the block of GPU {gpu.bus_id} has no {missing}: the output is garbled "
-                            "or cut short; capture `nvidia-smi -q` again, whole")
+            problems.append(
+                f"line {start}: the block of GPU {gpu.bus_id} has no {missing}: the output is garbled "
+                "or cut short; capture `nvidia-smi -q` again, whole"
+            )
         else:
             whole.append(gpu)
     if attached is not None and len(gpus) < attached:
-        problems.insert(0, f"line {len(lines)}: 'Attached GPUs : {attached}' but the file holds {len(gpus)} GPU "
-                           "block(s): the output was cut short (or is one GPU's `-q -i`); capture `nvidia-smi -q` "
-                           "again, whole")
+        problems.insert(
+            0,
+            f"line {len(lines)}: 'Attached GPUs : {attached}' but the file holds {len(gpus)} GPU "
+            "block(s): the output was cut short (or is one GPU's `-q -i`); capture `nvidia-smi -q` "
+            "again, whole",
+        )
     if problems and not partial_ok:
         raise ParseError(problems[0])
     return {
@@ -148,7 +166,9 @@ def parse(text: str, *, partial_ok: bool = False) -> dict[str, Any]:
         "cuda_version": next((top[k] for k in CUDA_KEYS if top.get(k) not in (None, "", "N/A")), None),
         "attached_gpus": attached,
         # A cut block is kept, marked: a fault it shows (a remap pending) counts; what it lacks is undecided.
-        "gpus": [gpu_health(g, i) if g in whole else {**gpu_health(g, i), "cut": True} for i, g in enumerate(gpus)],
+        "gpus": [
+            gpu_health(g, i) if g in whole else {**gpu_health(g, i), "cut": True} for i, g in enumerate(gpus)
+        ],
         "processes": gpu_processes(text),
         "complete": not problems,
         "reason": "; ".join(problems),
@@ -161,5 +181,6 @@ def _has_section(gpu: SmiGpu, section: str) -> bool:
 
 
 def parse_file(path: Path | str) -> dict[str, Any]:
-    """`python -m suite parse smi-q FILE --json`: a cut capture parses as far as it is whole (complete: false)."""
+    """`python -m suite parse smi-q FILE --json`: a cut capture parses as far as it is whole (complete:
+    false)."""
     return parse(Path(path).read_text(encoding="utf-8"), partial_ok=True)

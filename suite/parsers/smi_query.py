@@ -53,7 +53,8 @@ def _int(value: str | None) -> int | None:
 
 
 def parse_blocks(text: str) -> tuple[dict[str, str], list[SmiGpu], list[int]]:
-    """`nvidia-smi -q` → (the banner's keys, one SmiGpu per `GPU <bus id>` block, each block's first line number)."""
+    """`nvidia-smi -q` → (the banner's keys, one SmiGpu per `GPU <bus id>` block, each block's first line
+    number)."""
     top: dict[str, str] = {}
     gpus: list[SmiGpu] = []
     starts: list[int] = []
@@ -90,7 +91,9 @@ def parse_query(text: str) -> dict[str, Any]:
     top, gpus, _ = parse_blocks(text)
     driver = next((top[k] for k in DRIVER_KEYS if k in top), None)
     if driver is None and not gpus:
-        raise ParseError("no 'Driver Version' line and no 'GPU <bus id>' block: this is not `nvidia-smi -q` output")
+        raise ParseError(
+            "no 'Driver Version' line and no 'GPU <bus id>' block: this is not `nvidia-smi -q` output"
+        )
     attached = _int(top.get("Attached GPUs"))
     return {
         "driver_version": driver,
@@ -127,5 +130,6 @@ def sniff_list(head: bytes) -> bool:
     command itself as a shell echoed it."""
     lines = [line.strip() for line in head.decode("utf-8", "replace").splitlines() if line.strip()]
     gpus = [line for line in lines if _LIST_LINE.fullmatch(line) and "UUID" in line]
-    return bool(gpus) and all(_LIST_LINE.fullmatch(line) or line.startswith("MIG ") or "nvidia-smi" in line
-                              for line in lines)
+    return bool(gpus) and all(
+        _LIST_LINE.fullmatch(line) or line.startswith("MIG ") or "nvidia-smi" in line for line in lines
+    )

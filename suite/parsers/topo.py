@@ -122,7 +122,7 @@ def parse(text: str) -> Topology:
 
     links = {}
     for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
+        for b in gpus[i + 1 :]:
             links[f"{a}-{b}"] = rows[a]["cells"][devices.index(b)]
     gpu_nic_links = {f"{g}-{n}": rows[g]["cells"][devices.index(n)] for g in gpus for n in nics}
 
@@ -155,10 +155,17 @@ def _find_header(lines: list[str]) -> int:
             continue
         if tokens[0] != "GPU0" or len(tokens) == 1 or tokens[1] != "X":
             return index
-    first = next((f"its first text is line {i + 1}: {' '.join(l.split())[:60]!r}"
-                  for i, l in enumerate(lines) if l.strip()), "the input is empty")
+    first = next(
+        (
+            f"its first text is line {i + 1}: {' '.join(l.split())[:60]!r}"
+            for i, l in enumerate(lines)
+            if l.strip()
+        ),
+        "the input is empty",
+    )
     raise ParseError(
-        f"no topology header (a line naming GPU0 GPU1 … CPU Affinity) found; {first}. Pass the output of `{TOOL}`"
+        f"no topology header (a line naming GPU0 GPU1 … CPU Affinity) found; {first}. Pass the output of "
+        f"`{TOOL}`"
     )
 
 
@@ -166,8 +173,12 @@ def _read_header(line: str, lineno: int) -> tuple[list[str], list[str], list[str
     trailing = []
     device_part = line
     # A copy that expanded tabs can leave several spaces inside a column name ("CPU     Affinity").
-    found = [(m.start(), name) for name in AFFINITY_COLUMNS
-             for m in [re.search(r"\s+".join(map(re.escape, name.split())), line)] if m]
+    found = [
+        (m.start(), name)
+        for name in AFFINITY_COLUMNS
+        for m in [re.search(r"\s+".join(map(re.escape, name.split())), line)]
+        if m
+    ]
     positions = sorted(found)
     if positions:
         device_part = line[: positions[0][0]]
@@ -200,7 +211,7 @@ def _read_rows(lines: list[str], start: int, devices: list[str], trailing: list[
             break
         lineno = index + 1
         label = tokens[0]
-        cells = tokens[1: 1 + width]
+        cells = tokens[1 : 1 + width]
         if len(cells) < width:
             raise ParseError(
                 f"line {lineno}: row {label} has {len(cells)} link cells but the header names {width} "
@@ -209,7 +220,8 @@ def _read_rows(lines: list[str], start: int, devices: list[str], trailing: list[
         for column, cell in zip(devices, cells):
             if cell in P2P_STATUSES:
                 raise ParseError(
-                    f"line {lineno}: cell {cell!r} ({label} to {column}) is a peer-to-peer status: this is the "
+                    f"line {lineno}: cell {cell!r} ({label} to {column}) is a peer-to-peer status: this is "
+                    f"the "
                     f"matrix of `nvidia-smi topo -p2p`, not of `{TOOL}`"
                 )
             if not is_link_text(cell):
@@ -219,8 +231,10 @@ def _read_rows(lines: list[str], start: int, devices: list[str], trailing: list[
                 )
         own = cells[devices.index(label)]
         if own != "X":
-            raise ParseError(f"line {lineno}: {label}'s own column reads {own!r}, not X: the row is misaligned")
-        extra = tokens[1 + width:]
+            raise ParseError(
+                f"line {lineno}: {label}'s own column reads {own!r}, not X: the row is misaligned"
+            )
+        extra = tokens[1 + width :]
         if label.startswith("GPU") and len(extra) > len(trailing):
             raise ParseError(
                 f"line {lineno}: row {label} has {len(extra)} values after the link cells "
@@ -256,7 +270,8 @@ def _read_legends(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def parse_file(path: Path | str) -> dict[str, Any]:
-    """`python -m suite parse topo FILE --json`: the parse (the command adds the topology stage's verdicts)."""
+    """`python -m suite parse topo FILE --json`: the parse (the command adds the topology stage's
+    verdicts)."""
     return parse(Path(path).read_text(encoding="utf-8")).to_dict()
 
 
@@ -270,4 +285,6 @@ def sniff(head: bytes) -> bool:
     copies glue it to GPU1) above GPU0's own row (X)."""
     lines = [line.split() for line in _ANSI.sub("", head.decode("utf-8", "replace")).splitlines()]
     row = next((i for i, t in enumerate(lines) if t[:2] == ["GPU0", "X"]), None)
-    return row is not None and any(t and t[0].startswith("GPU0") and t[:2] != ["GPU0", "X"] for t in lines[:row])
+    return row is not None and any(
+        t and t[0].startswith("GPU0") and t[:2] != ["GPU0", "X"] for t in lines[:row]
+    )

@@ -11,12 +11,16 @@ from suite.parsers import ParseError
 
 
 def times_are_numbers(event: dict[str, Any]) -> bool:
-    return all(isinstance(event[k], (int, float)) and not isinstance(event[k], bool) and math.isfinite(event[k])
-               for k in ("ts", "dur") if k in event)
+    return all(
+        isinstance(event[k], (int, float)) and not isinstance(event[k], bool) and math.isfinite(event[k])
+        for k in ("ts", "dur")
+        if k in event
+    )
 
 
 def check_kernel_row(index: int, start: Any, end: Any, dev: Any, names: list) -> None:
     """SQLite keeps any value in any column: a kernel row nsys could not have written is one ParseError."""
+
     def time_ok(v: Any) -> bool:
         return v is None or isinstance(v, int) or isinstance(v, float) and math.isfinite(v)
 
@@ -26,5 +30,7 @@ def check_kernel_row(index: int, start: Any, end: Any, dev: Any, names: list) ->
     if bad is None:
         bad = next((("name", n) for n in names if not (n is None or isinstance(n, (int, str)))), None)
     if bad:
-        raise ParseError(f"CUPTI_ACTIVITY_KIND_KERNEL row {index + 1}: {bad[0]} is {str(bad[1])[:40]!r}, "
-                         "not what nsys writes there: the export is damaged")
+        raise ParseError(
+            f"CUPTI_ACTIVITY_KIND_KERNEL row {index + 1}: {bad[0]} is {str(bad[1])[:40]!r}, "
+            "not what nsys writes there: the export is damaged"
+        )

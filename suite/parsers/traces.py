@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from suite.parsers.trace_values import check_kernel_row, times_are_numbers
-
 from suite.parsers import ParseError
+from suite.parsers.trace_values import check_kernel_row, times_are_numbers
 
 # HTA's communication test is `^nccl.*Kernel`; gloo's spans are named gloo:all_reduce, gloo:broadcast, …
 COMM_PATTERN = r"^(nccl.*Kernel|gloo:)"
@@ -72,8 +71,13 @@ class RankOverlap:
 
     def to_dict(self) -> dict[str, Any]:
         pct = self.overlap_pct
-        return {"rank": self.rank, "comm_us": round(self.comm_us, 3), "compute_us": round(self.compute_us, 3),
-                "overlap_us": round(self.overlap_us, 3), "overlap_pct": None if pct != pct else round(pct, 4)}
+        return {
+            "rank": self.rank,
+            "comm_us": round(self.comm_us, 3),
+            "compute_us": round(self.compute_us, 3),
+            "overlap_us": round(self.overlap_us, 3),
+            "overlap_pct": None if pct != pct else round(pct, 4),
+        }
 
 
 @dataclass
@@ -93,8 +97,13 @@ class RankTimeline:
         comm, compute = self.merged()
         everything = comm + compute
         window = (max(e for _, e in everything) - min(s for s, _ in everything)) if everything else 0.0
-        return RankOverlap(rank=self.rank, comm_us=total(comm), compute_us=total(compute),
-                           overlap_us=intersection(comm, compute), window_us=window)
+        return RankOverlap(
+            rank=self.rank,
+            comm_us=total(comm),
+            compute_us=total(compute),
+            overlap_us=intersection(comm, compute),
+            window_us=window,
+        )
 
 
 # ---------------------------------------------------------------- interval arithmetic
@@ -159,8 +168,12 @@ def clip(merged: Sequence[Interval], start: float, end: float) -> list[Interval]
 
 
 class Classifier:
-    def __init__(self, comm_pattern: str = COMM_PATTERN, memory_pattern: str = MEMORY_PATTERN,
-                 enqueue_pattern: str = ENQUEUE_PATTERN):
+    def __init__(
+        self,
+        comm_pattern: str = COMM_PATTERN,
+        memory_pattern: str = MEMORY_PATTERN,
+        enqueue_pattern: str = ENQUEUE_PATTERN,
+    ):
         self.comm = re.compile(comm_pattern)
         self.memory = re.compile(memory_pattern)
         self.enqueue = re.compile(enqueue_pattern)
@@ -219,12 +232,17 @@ def _span(event: dict[str, Any]) -> Interval | None:
 
 
 def last_step_start(events: list[dict[str, Any]]) -> float | None:
-    """Start of the last `ProfilerStep#N` span when there are at least two, else None: the steps before it are analysed."""
-    starts = sorted(float(e["ts"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and "ts" in e)
+    """Start of the last `ProfilerStep#N` span when there are at least two, else None: the steps before it are
+    analysed."""
+    starts = sorted(
+        float(e["ts"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and "ts" in e
+    )
     return starts[-1] if len(starts) >= 2 else None
 
 
-def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier | None = None) -> RankTimeline:
+def kineto_timeline(
+    data: dict[str, Any], rank: int = 0, classifier: Classifier | None = None
+) -> RankTimeline:
     """Classify a Kineto trace: GPU kernels when it has any, else gloo spans against main-thread CPU ops."""
     c = classifier or Classifier()
     complete = [e for e in data["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
@@ -234,9 +252,11 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
         # A kernel belongs to the step that launched it: its launch (the runtime call with the same
         # correlation id) must start before the last step.
         launched_at = {
-            e["args"]["correlation"]: float(e["ts"]) for e in complete
+            e["args"]["correlation"]: float(e["ts"])
+            for e in complete
             if str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver")
-            and isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), (int, str))
+            and isinstance(e.get("args"), dict)
+            and isinstance(e["args"].get("correlation"), (int, str))
         }
         timeline = RankTimeline(rank=rank, source="kineto-gpu")
         for e in kernels:
@@ -271,7 +291,8 @@ def kineto_timeline(data: dict[str, Any], rank: int = 0, classifier: Classifier 
 
 
 def main_thread(events: list[dict[str, Any]], cpu_ops: list[dict[str, Any]]) -> tuple[Any, Any] | None:
-    """(pid, tid) of the training loop: where torch.profiler's ProfilerStep#N spans are, else the busiest cpu_op thread."""
+    """(pid, tid) of the training loop: where torch.profiler's ProfilerStep#N spans are, else the busiest
+    cpu_op thread."""
     for e in events:
         if str(e.get("name", "")).startswith("ProfilerStep#"):
             return e.get("pid"), e.get("tid")
@@ -292,8 +313,9 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
 
 
-def nsys_timelines(conn: sqlite3.Connection, rank: int | None = None,
-                   classifier: Classifier | None = None) -> list[RankTimeline]:
+def nsys_timelines(
+    conn: sqlite3.Connection, rank: int | None = None, classifier: Classifier | None = None
+) -> list[RankTimeline]:
     """Kernels of an `nsys export --type sqlite` file, one timeline per device.
 
     A report of one rank (the suite writes rank_<N>.nsys-rep per rank) holds one device: it gets
@@ -355,8 +377,10 @@ def timelines_of(path: Path, classifier: Classifier | None = None) -> list[RankT
     """Every rank's timeline in one file: an nsys `.sqlite` or a torch trace `.json` / `.json.gz`."""
     path = Path(path)
     if path.suffix in (".nsys-rep", ".qdrep"):
-        raise ParseError(f"an Nsight Systems report: export it first with "
-                         f"`nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}`")
+        raise ParseError(
+            f"an Nsight Systems report: export it first with "
+            f"`nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}`"
+        )
     if path.suffix in (".sqlite", ".db"):
         m = re.search(r"rank[-_]?(\d+)", path.name)
         conn = open_sqlite(path)
@@ -371,7 +395,8 @@ def timelines_of(path: Path, classifier: Classifier | None = None) -> list[RankT
 
 
 def parse_file(path: Path) -> dict[str, Any]:
-    """`python -m suite parse trace FILE`: {"ranks": [{rank, comm_us, compute_us, overlap_us, overlap_pct}]}."""
+    """`python -m suite parse trace FILE`: {"ranks": [{rank, comm_us, compute_us, overlap_us,
+    overlap_pct}]}."""
     timelines = timelines_of(Path(path))
     return {"ranks": [t.overlap().to_dict() for t in timelines]}
 
@@ -389,11 +414,14 @@ def sniff(head: bytes) -> bool:
 
 
 def sniff_torch(head: bytes) -> bool:
-    """A torch profiler (Kineto) / Chrome trace, plain or gzipped: a traceEvents array, or a bare event array."""
+    """A torch profiler (Kineto) / Chrome trace, plain or gzipped: a traceEvents array, or a bare event
+    array."""
     if head.startswith(GZIP_MAGIC):  # inflate what the head holds (a cut stream gives what it has)
         try:
             head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 64 * 1024)
-        except zlib.error:  # the magic and garbage after it: no trace (ingest names it "gzip data that does not …")
+        except (
+            zlib.error
+        ):  # the magic and garbage after it: no trace (ingest names it "gzip data that does not …")
             return False
     start = head.lstrip()[:1]
     return (start == b"{" and b'"traceEvents"' in head) or (start == b"[" and b'"ph"' in head[:4096])

@@ -18,14 +18,18 @@ from typing import Any
 from suite.parsers import ParseError
 
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\): (\d+), ?(.*)$")
-_OFF_BUS = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at) (?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})"
-                      r".*?(?:has )?fallen off the bus")
+_OFF_BUS = re.compile(
+    r"NVRM: (?:The NVIDIA GPU|GPU at) (?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})"
+    r".*?(?:has )?fallen off the bus"
+)
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})")
 
-APP_XIDS = {13: "graphics engine exception (the program's fault, e.g. an out-of-range access)",
-            31: "GPU memory page fault (the program's fault: an illegal address)",
-            43: "a program's GPU channel was stopped (its own error)",
-            45: "a program's channel was torn down (after another error or a killed process)"}
+APP_XIDS = {
+    13: "graphics engine exception (the program's fault, e.g. an out-of-range access)",
+    31: "GPU memory page fault (the program's fault: an illegal address)",
+    43: "a program's GPU channel was stopped (its own error)",
+    45: "a program's channel was torn down (after another error or a killed process)",
+}
 """Codes a program causes: a warning on a rented box (someone's job crashed), not a broken GPU."""
 
 XID_ACTIONS = {
@@ -42,15 +46,21 @@ XID_ACTIONS = {
     120: "GSP firmware error: reset the GPU; if it repeats, ask for another node",
     140: "unrecovered ECC error: reset the GPU and ask the provider to check the card",
     145: "NVLink error (Blackwell): reset the GPU; if it repeats, ask the provider for another node",
-    149: "NVLink/NVSwitch error: reset the GPU and restart the fabric manager; ask for another node if it repeats",
+    149: "NVLink/NVSwitch error: reset the GPU and restart the fabric manager; ask for another node if it "
+    "repeats",
     154: "the driver asks for a GPU reset or reboot: reset the GPU (nvidia-smi -r) or reboot",
 }
-DEFAULT_ACTION = "look the code up at https://docs.nvidia.com/deploy/xid-errors/ and reset the GPU if it repeats"
+DEFAULT_ACTION = (
+    "look the code up at https://docs.nvidia.com/deploy/xid-errors/ and reset the GPU if it repeats"
+)
 
 
-_LOG_LINE = re.compile(r"^\s*(?:\[\s*[\d.]+\]|\[[A-Z][a-z]{2} [^\]]*\d{4}\]|\w+\s*:\s*\w+\s*: |"
-                       r"(?:[A-Z][a-z]{2}\s+\d+\s+[\d:]+|\d{4}-\d\d-\d\dT\S+)\s+\S+\s+kernel:|kernel: |NVRM: )")
-"""A line as dmesg (`[ 12.3]`, `-T`'s `[Sun Feb 23 … 2025]`, `--time-format iso`'s `kern  :warn  : `), syslog or
+_LOG_LINE = re.compile(
+    r"^\s*(?:\[\s*[\d.]+\]|\[[A-Z][a-z]{2} [^\]]*\d{4}\]|\w+\s*:\s*\w+\s*: |"
+    r"(?:[A-Z][a-z]{2}\s+\d+\s+[\d:]+|\d{4}-\d\d-\d\dT\S+)\s+\S+\s+kernel:|kernel: |NVRM: )"
+)
+"""A line as dmesg (`[ 12.3]`, `-T`'s `[Sun Feb 23 … 2025]`, `--time-format iso`'s `kern  :warn  : `), syslog
+                                                                                                 or
 journalctl (`Dec  2 11:38:27 host kernel:`, `kernel: `) print it, or a bare `NVRM:` line (dmesg -t)."""
 
 KIND = "kernel log"
@@ -69,15 +79,21 @@ def parse(text: str) -> dict[str, Any]:
         line = text[: text.index("\x00")].count("\n") + 1
         raise ParseError(f"line {line}: a NUL byte: this is not a text kernel log")
     if text.strip() and not any(_LOG_LINE.match(line) for line in text.splitlines()):
-        raise ParseError("line 1: no kernel log line in it (`[  12.345678] …`, `kern  :info  : …`, `… kernel: …`): "
-                         "not `dmesg`/`journalctl -k` output — a text that quotes driver lines says nothing of a box")
+        raise ParseError(
+            "line 1: no kernel log line in it (`[  12.345678] …`, `kern  :info  : …`, `… kernel: …`): "
+            "not `dmesg`/`journalctl -k` output — a text that quotes driver lines says nothing of a box"
+        )
     events, off_bus, aer = [], [], []
     lines = text.splitlines()
-    named: tuple[int, str] | None = None  # R570+ splits "The NVIDIA GPU <bus> … has fallen off the bus" over 3 lines
+    named: tuple[int, str] | None = (
+        None  # R570+ splits "The NVIDIA GPU <bus> … has fallen off the bus" over 3 lines
+    )
     for number, line in enumerate(lines, 1):
         m = _XID.search(line)
         if m:
-            events.append({"line": number, "bus": m.group(1).lower(), "xid": int(m.group(2)), "text": m.group(3)})
+            events.append(
+                {"line": number, "bus": m.group(1).lower(), "xid": int(m.group(2)), "text": m.group(3)}
+            )
             continue
         off = _OFF_BUS.search(line)
         start = _GPU_NAMED.search(line)
@@ -91,8 +107,14 @@ def parse(text: str) -> dict[str, Any]:
         elif "AER:" in line and ("error" in line.lower()):
             aer.append({"line": number, "text": line.split("AER:", 1)[1].strip()})
     counts = Counter(f"{e['bus']} {e['xid']}" for e in events)
-    return {"xid_events": events, "xid_count": len(events), "xid_counts": dict(counts),
-            "fallen_off_bus": sorted(set(off_bus)), "aer": aer, "lines": len(lines)}
+    return {
+        "xid_events": events,
+        "xid_count": len(events),
+        "xid_counts": dict(counts),
+        "fallen_off_bus": sorted(set(off_bus)),
+        "aer": aer,
+        "lines": len(lines),
+    }
 
 
 def action(xid: int) -> str:

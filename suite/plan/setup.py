@@ -39,8 +39,9 @@ class SetupAssumptions:
     """cuda-toolkit[nvcc,cudart,cccl,crt] 13.0.3 and nvidia-nccl-cu13 2.29.7 (measured: PyPI's sizes of the
     seven wheels, NCCL 206 MB, nvvm 62 MB, nvcc 37 MB)."""
     torch_bytes: float = 2.8 * GB
-    """torch's CUDA build and its other CUDA wheels (cuDNN, cuBLAS, …): ~3 GB less NCCL, counted above. torch's
-    own wheel is 0.53 GB (PyPI's index); the rest is an estimate (those wheels do not resolve here)."""
+    """torch's CUDA build and its other CUDA wheels (cuDNN, cuBLAS, …): ~3 GB less NCCL, counted above.
+    torch's own wheel is 0.53 GB (PyPI's index); the rest is an estimate (those wheels do not resolve
+    here)."""
     nsys_bytes: float = 0.5 * GB
     """Nsight Systems from NVIDIA's apt repository (an estimate: the repository does not answer here)."""
     base_bytes: float = 50 * MB
@@ -54,10 +55,10 @@ class SetupAssumptions:
     """apt and pip unpacking and installing: measured 400 s here (apt 308 s, the CUDA wheels 92 s, downloads
     included) on 2 shared cores, ÷ BOX_SPEEDUP."""
     nccl_tests_compile_s: float = 240.0
-    """nccl-tests for sm_75–sm_120 (six cubins and PTX). Measured here: two architectures in ~3 minutes on 2 idle
-    cores (shared/vendor/README.md); six and PTX are ~3.5× that, ~10 minutes (a full build here, on 2 cores
-    under a load of ~20, was cut at 21 minutes with verifiable.cu, the longest source, half done). ÷ BOX_SPEEDUP
-    gives 150 s; 240 s leaves verifiable.cu, which no -j splits, its own minutes."""
+    """nccl-tests for sm_75–sm_120 (six cubins and PTX). Measured here: two architectures in ~3 minutes on 2
+    idle cores (shared/vendor/README.md); six and PTX are ~3.5× that, ~10 minutes (a full build here, on 2
+    cores under a load of ~20, was cut at 21 minutes with verifiable.cu, the longest source, half done). ÷
+    BOX_SPEEDUP gives 150 s; 240 s leaves verifiable.cu, which no -j splits, its own minutes."""
     code_bytes: float = 20 * MB
     """The working tree synced to the box (sources and test captures)."""
     upload_Bps: float = 5 * MB
@@ -88,7 +89,8 @@ def _rate(a: SetupAssumptions) -> str:
 
 
 def image_pull_bytes(a: SetupAssumptions) -> float:
-    """The pushed image compressed: its layers are mostly the debs and wheels, which are compressed already."""
+    """The pushed image compressed: its layers are mostly the debs and wheels, which are compressed
+    already."""
     return a.base_bytes + a.apt_bytes + a.cuda_wheels_bytes + a.torch_bytes + a.nsys_bytes
 
 
@@ -96,37 +98,63 @@ def image_lines(a: SetupAssumptions) -> list[SetupLine]:
     pull = image_pull_bytes(a)
     if a.image == "pull":
         seconds = pull / a.download_Bps + a.image_disk_bytes / a.unpack_Bps
-        return [SetupLine("image pull", seconds, f"{pull / GB:.2g} GB at {_rate(a)} + "
-                                                 f"{a.image_disk_bytes / GB:g} GB unpacked at {a.unpack_Bps / MB:g} MB/s")]
+        return [
+            SetupLine(
+                "image pull",
+                seconds,
+                f"{pull / GB:.2g} GB at {_rate(a)} + "
+                f"{a.image_disk_bytes / GB:g} GB unpacked at {a.unpack_Bps / MB:g} MB/s",
+            )
+        ]
     seconds = pull / a.download_Bps + a.image_disk_bytes / a.unpack_Bps + a.install_s + a.nccl_tests_compile_s
-    return [SetupLine("image build", seconds,
-                      f"{pull / GB:.2g} GB of debs, CUDA wheels, torch and nsys at {_rate(a)} + "
-                      f"{a.image_disk_bytes / GB:g} GB written + {a.install_s:g} s installing + "
-                      f"{a.nccl_tests_compile_s:g} s compiling nccl-tests (measured here, ÷ {BOX_SPEEDUP})")]
+    return [
+        SetupLine(
+            "image build",
+            seconds,
+            f"{pull / GB:.2g} GB of debs, CUDA wheels, torch and nsys at {_rate(a)} + "
+            f"{a.image_disk_bytes / GB:g} GB written + {a.install_s:g} s installing + "
+            f"{a.nccl_tests_compile_s:g} s compiling nccl-tests (measured here, ÷ {BOX_SPEEDUP})",
+        )
+    ]
 
 
 def venv_line(a: SetupAssumptions) -> SetupLine:
     if a.runtime == "docker":
         return SetupLine("venv", 0.0, "inside the image")
-    return SetupLine("venv", a.torch_bytes / a.download_Bps + a.install_s,
-                     f"torch's CUDA wheels, {a.torch_bytes / GB:g} GB at {_rate(a)} + {a.install_s:g} s installing")
+    return SetupLine(
+        "venv",
+        a.torch_bytes / a.download_Bps + a.install_s,
+        f"torch's CUDA wheels, {a.torch_bytes / GB:g} GB at {_rate(a)} + {a.install_s:g} s installing",
+    )
 
 
 def before(a: SetupAssumptions) -> list[SetupLine]:
     """What the box is billed for before the first stage."""
     image = image_lines(a) if a.runtime == "docker" else [SetupLine("image", 0.0, "host runtime: no image")]
-    sync = SetupLine("code sync", a.ssh_s + a.code_bytes / a.upload_Bps,
-                     f"{a.code_bytes / MB:g} MB at {a.upload_Bps / MB:g} MB/s up + {a.ssh_s:g} s of SSH")
+    sync = SetupLine(
+        "code sync",
+        a.ssh_s + a.code_bytes / a.upload_Bps,
+        f"{a.code_bytes / MB:g} MB at {a.upload_Bps / MB:g} MB/s up + {a.ssh_s:g} s of SSH",
+    )
     return image + [sync, venv_line(a)]
 
 
 def after(a: SetupAssumptions) -> list[SetupLine]:
     """After the last stage: the fetch (box still held) and the archive (from the laptop, box released)."""
-    return [SetupLine("fetch", a.ssh_s + a.run_bytes / a.fetch_Bps,
-                      f"{a.run_bytes / GB:g} GB at {a.fetch_Bps / MB:g} MB/s down + {a.ssh_s:g} s of SSH"),
-            SetupLine("archive", a.run_bytes / a.upload_Bps,
-                      f"{a.run_bytes / GB:g} GB from the laptop at {a.upload_Bps / MB:g} MB/s: after the box is "
-                      f"released, not billed", billed=False)]
+    return [
+        SetupLine(
+            "fetch",
+            a.ssh_s + a.run_bytes / a.fetch_Bps,
+            f"{a.run_bytes / GB:g} GB at {a.fetch_Bps / MB:g} MB/s down + {a.ssh_s:g} s of SSH",
+        ),
+        SetupLine(
+            "archive",
+            a.run_bytes / a.upload_Bps,
+            f"{a.run_bytes / GB:g} GB from the laptop at {a.upload_Bps / MB:g} MB/s: after the box is "
+            f"released, not billed",
+            billed=False,
+        ),
+    ]
 
 
 def check(a: SetupAssumptions) -> None:

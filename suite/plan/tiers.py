@@ -1,15 +1,17 @@
 """Time-boxed tiers of a run: which stages, how long the burn-in, and every stage's hard timeout.
 
-    python -m suite run --profile nccl-gpu --tier quick        # health, topology, bandwidth, a 2-minute burn-in
+    python -m suite run --profile nccl-gpu --tier quick        # health, topology, bandwidth, a 2-minute
+                                                               # burn-in
     python -m suite run --profile nccl-gpu --tier standard     # the whole checklist and a 10-minute burn-in
-    BURNIN_MIN=240 python -m suite run --tier soak             # health, topology and a 4-hour burn-in (default 1 h)
+    BURNIN_MIN=240 python -m suite run --tier soak             # health, topology and a 4-hour burn-in
+                                                               # (default 1 h)
     python -m suite run --recheck runs/<run-id>                # only what failed there, on the repaired box
     make plan TIER=quick                                       # each tier's minutes before renting
 
 A tier only chooses; the stages and their code are the same in every tier. Its burn-in length is the burnin
-stage's `seconds` (profile.burnin), and that stage's timeout grows with it (its own length plus TIMEOUT_MARGIN_S),
-so every stage keeps a hard limit however long the soak. The CPU rehearsal keeps its own short burn-in: a tier
-there chooses the stages only.
+stage's `seconds` (profile.burnin), and that stage's timeout grows with it (its own length plus
+TIMEOUT_MARGIN_S), so every stage keeps a hard limit however long the soak. The CPU rehearsal keeps its own
+short burn-in: a tier there chooses the stages only.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 from suite import env_settings
 
 TIMEOUT_MARGIN_S = 300.0
-"""The burn-in's timeout beyond its own length: the launch, the seeded inputs, the last repeat, the sampler."""
+"""The burn-in's timeout beyond its own length: the launch, the seeded inputs, the last repeat, the
+sampler."""
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,19 @@ class Tier:
 
 
 TIERS = {
-    "quick": Tier("quick", ("health", "topology", "bandwidth", "burnin"), 2.0,
-                  "≤ 10 min of card time on 8×H100: is the box the one paid for, its links, a 2-minute burn-in"),
+    "quick": Tier(
+        "quick",
+        ("health", "topology", "bandwidth", "burnin"),
+        2.0,
+        "≤ 10 min of card time on 8×H100: is the box the one paid for, its links, a 2-minute burn-in",
+    ),
     "standard": Tier("standard", None, 10.0, "the whole checklist and a 10-minute burn-in"),
-    "soak": Tier("soak", ("health", "topology", "burnin"), 60.0,
-                 "an hour's burn-in (BURNIN_MIN= for another length) after health and topology"),
+    "soak": Tier(
+        "soak",
+        ("health", "topology", "burnin"),
+        60.0,
+        "an hour's burn-in (BURNIN_MIN= for another length) after health and topology",
+    ),
 }
 
 
@@ -48,7 +59,8 @@ class TierError(ValueError):
 
 
 def burnin_minutes(tier: Tier, environ=os.environ) -> float:
-    """The tier's burn-in minutes; BURNIN_MIN overrides any tier's (a finite number above 0, at most a week)."""
+    """The tier's burn-in minutes; BURNIN_MIN overrides any tier's (a finite number above 0, at most a
+    week)."""
     text = environ.get("BURNIN_MIN", "").strip()
     if not text:
         return tier.burnin_min
@@ -75,18 +87,24 @@ def apply(profile, name: str, environ=os.environ):
     seconds = 60.0 * burnin_minutes(tier, environ)
     timeouts = dict(profile.stage_timeouts_s)
     timeouts["burnin"] = seconds + TIMEOUT_MARGIN_S
-    return profile.with_overrides(burnin=dataclasses.replace(profile.burnin, seconds=seconds),
-                                  stage_timeouts_s=tuple(sorted(timeouts.items()))), chosen
+    return profile.with_overrides(
+        burnin=dataclasses.replace(profile.burnin, seconds=seconds),
+        stage_timeouts_s=tuple(sorted(timeouts.items())),
+    ), chosen
 
 
 def failed_stages(run_dir: Path) -> list[str]:
-    """The stages of a finished run with a `fail` verdict or that did not complete: what `--recheck` reruns."""
+    """The stages of a finished run with a `fail` verdict or that did not complete: what `--recheck`
+    reruns."""
     from suite.results import RunDir
 
     run = RunDir.load(Path(run_dir))
     failed = {v.stage for v in run.verdicts() if v.status == "fail"}
-    failed |= {name for name, state in run.manifest.get("stages", {}).items()
-               if isinstance(state, dict) and state.get("status") not in (None, "complete")}
+    failed |= {
+        name
+        for name, state in run.manifest.get("stages", {}).items()
+        if isinstance(state, dict) and state.get("status") not in (None, "complete")
+    }
     selected = run.manifest.get("stages_selected") or sorted(failed)
     return [s for s in selected if s in failed]
 
@@ -100,6 +118,9 @@ def tier_line(name: str, stages_s: float) -> str:
     tier = get_tier(name)
     line = f"tier {name}: {tier.says}; stages {stages_s / 60:.1f} min"
     if name == "quick":
-        line += (f" (within its {QUICK_GOAL_S / 60:g}-minute goal)" if stages_s <= QUICK_GOAL_S else
-                 f" (OVER its {QUICK_GOAL_S / 60:g}-minute goal)")
+        line += (
+            f" (within its {QUICK_GOAL_S / 60:g}-minute goal)"
+            if stages_s <= QUICK_GOAL_S
+            else f" (OVER its {QUICK_GOAL_S / 60:g}-minute goal)"
+        )
     return line

@@ -9,9 +9,9 @@ declaration, and nothing else (see docs/stages.md):
     STAGE = Stage(row=5, after=("baseline",), title=…, measures=…, wrong=…, rehearsal=…, config=CONFIG,
                   estimate=estimate, expect=expect, run=run, judge=judge, headline=headline)
 
-The run order is every `after` and `before` satisfied, ties broken by row. A folder that misdeclares (no STAGE,
-a field of the wrong type, an unknown stage in after or before, a row another stage has, a cycle) fails the import
-of this package with a message naming the module.
+The run order is every `after` and `before` satisfied, ties broken by row. A folder that misdeclares (no
+STAGE, a field of the wrong type, an unknown stage in after or before, a row another stage has, a cycle) fails
+the import of this package with a message naming the module.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from suite import config, sections
-from suite.stage_contract import DEFAULT_PROFILES, Stage, StageDeclarationError  # noqa: F401 - named from here too
 
+# named from here too
+from suite.stage_contract import DEFAULT_PROFILES, Stage, StageDeclarationError  # noqa: F401
 
 
 class StageSelectionError(ValueError):
@@ -60,8 +61,10 @@ def check_declaration(module: ModuleType) -> None:
     """The folder declares one Stage; its fields were checked when it was built (suite/stage_contract.py)."""
     declared = getattr(module, "STAGE", None)
     if not isinstance(declared, Stage):
-        raise StageDeclarationError(f"stage module {module.__name__} ({module.__file__}) declares no STAGE = "
-                                    f"Stage(...) (it has {type(declared).__name__}): see docs/stages.md")
+        raise StageDeclarationError(
+            f"stage module {module.__name__} ({module.__file__}) declares no STAGE = "
+            f"Stage(...) (it has {type(declared).__name__}): see docs/stages.md"
+        )
 
 
 def run_order(modules: dict[str, ModuleType]) -> list[str]:
@@ -71,14 +74,18 @@ def run_order(modules: dict[str, ModuleType]) -> list[str]:
     for name, module in modules.items():
         stage = declared[name]
         if stage.row in by_row:
-            raise StageDeclarationError(f"stage module {module.__name__} declares row={stage.row}, which stage "
-                                        f"{by_row[stage.row]} already has: each checklist row belongs to one stage")
+            raise StageDeclarationError(
+                f"stage module {module.__name__} declares row={stage.row}, which stage "
+                f"{by_row[stage.row]} already has: each checklist row belongs to one stage"
+            )
         by_row[stage.row] = name
         for attr in ("after", "before"):
             unknown = [a for a in getattr(stage, attr) if a not in modules or a == name]
             if unknown:
-                raise StageDeclarationError(f"stage module {module.__name__} runs {attr} {', '.join(unknown)}, which "
-                                            f"is no other stage: choose from {', '.join(sorted(set(modules) - {name}))}")
+                raise StageDeclarationError(
+                    f"stage module {module.__name__} runs {attr} {', '.join(unknown)}, which "
+                    f"is no other stage: choose from {', '.join(sorted(set(modules) - {name}))}"
+                )
     waiting = {name: set(stage.after) for name, stage in declared.items()}
     for name, stage in declared.items():
         for later in stage.before:
@@ -96,13 +103,15 @@ def run_order(modules: dict[str, ModuleType]) -> list[str]:
                     heapq.heappush(ready, (declared[other].row, other))
     stuck = [modules[n].__name__ for n in modules if n not in order]
     if stuck:
-        raise StageDeclarationError(f"stage modules {', '.join(stuck)} wait on each other through after (a cycle): "
-                                    f"break it")
+        raise StageDeclarationError(
+            f"stage modules {', '.join(stuck)} wait on each other through after (a cycle): break it"
+        )
     return order
 
 
 def discover(package: ModuleType) -> Registry:
-    """Import every stage module of `package`, check its declarations, order them, declare their config sections."""
+    """Import every stage module of `package`, check its declarations, order them, declare their config
+    sections."""
     modules = {}
     for name in stage_module_names(package):
         try:
@@ -113,14 +122,17 @@ def discover(package: ModuleType) -> Registry:
         modules[name] = module
     registry = Registry({name: modules[name] for name in run_order(modules)})
     try:
-        sections.declare_sections({name: d.config for name, d in registry.declared.items() if d.config is not None})
+        sections.declare_sections(
+            {name: d.config for name, d in registry.declared.items() if d.config is not None}
+        )
     except config.ProfileError as e:
         raise StageDeclarationError(str(e)) from None
     return registry
 
 
 def rediscover() -> Registry:
-    """Discover the package again (after a module was added to its __path__); ORDER and CHECKLIST_ROW follow."""
+    """Discover the package again (after a module was added to its __path__); ORDER and CHECKLIST_ROW
+    follow."""
     global REGISTRY, ORDER, CHECKLIST_ROW
     REGISTRY = discover(importlib.import_module(__name__))
     ORDER, CHECKLIST_ROW = REGISTRY.order, REGISTRY.rows
@@ -135,7 +147,9 @@ def declaration(name: str) -> Stage:
 def runs_on(name: str, profile: str | None) -> bool:
     """Whether stage `name` belongs to profile `profile`; a profile the suite does not define (a test's, a
     renamed one) and None run every stage."""
-    return profile is None or profile not in config.PROFILES or profile in REGISTRY.modules[name].STAGE.profiles
+    return (
+        profile is None or profile not in config.PROFILES or profile in REGISTRY.modules[name].STAGE.profiles
+    )
 
 
 def available(profile: str | None = None) -> list[str]:
@@ -163,8 +177,10 @@ def select(spec: str | None, profile: str | None = None) -> list[str]:
         raise StageSelectionError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(stages)}")
     elsewhere = [s for s in wanted if s not in stages]
     if elsewhere:
-        raise StageSelectionError(f"stage(s) {', '.join(elsewhere)} do not run on profile {profile}: choose from "
-                                  f"{', '.join(stages)}")
+        raise StageSelectionError(
+            f"stage(s) {', '.join(elsewhere)} do not run on profile {profile}: choose from "
+            f"{', '.join(stages)}"
+        )
     return [s for s in stages if s in wanted]
 
 

@@ -19,8 +19,18 @@ from suite.results import Row, Verdict
 from suite.verdicts import verdicts_for
 
 CASE_PREFIX = "probe."
-PRIMITIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
-              "broadcast", "barrier", "send_recv", "isend_irecv", "batch_isend_irecv")
+PRIMITIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+    "broadcast",
+    "barrier",
+    "send_recv",
+    "isend_irecv",
+    "batch_isend_irecv",
+)
 """What suite/workloads/probe.py tries (one trial function each, same names), in this order."""
 MISTAKE_PREFIX = "wrong."
 MISTAKES = tuple(MISTAKE_PREFIX + p for p in PRIMITIVES if p != "barrier")
@@ -45,8 +55,11 @@ def summarize(rows: list[Row]) -> list[ProbeResult]:
     for name in PRIMITIVES:
         by_rank = {r.rank: r for r in mine if r.case == CASE_PREFIX + name}
         texts = [by_rank[k].text or "" for k in sorted(by_rank, key=lambda k: -1 if k is None else k)]
-        errors = [(k, t) for k, t in zip(sorted(by_rank, key=lambda k: -1 if k is None else k), texts)
-                  if t.startswith("error")]
+        errors = [
+            (k, t)
+            for k, t in zip(sorted(by_rank, key=lambda k: -1 if k is None else k), texts)
+            if t.startswith("error")
+        ]
         wrong = sum(r.value for r in by_rank.values() if not math.isnan(r.value))
         missing = sorted(set(range(world)) - set(by_rank))
         if errors:
@@ -55,13 +68,20 @@ def summarize(rows: list[Row]) -> list[ProbeResult]:
         elif any(t.startswith("not run") for t in texts):
             status, detail = "not run", texts[0].removeprefix("not run: ")
         elif missing or not by_rank:
-            status, detail = "missing", (f"no row from rank {', '.join(map(str, missing))}" if missing else "no row")
+            status, detail = (
+                "missing",
+                (f"no row from rank {', '.join(map(str, missing))}" if missing else "no row"),
+            )
         elif wrong:
             bad = [str(k) for k, r in sorted(by_rank.items()) if r.value]
             status, detail = "wrong", f"{wrong:g} wrong elements (rank {', '.join(bad)})"
         else:
-            status, detail = "ok", f"every element right on {len(by_rank)} ranks" if name != "barrier" else \
-                f"completed on {len(by_rank)} ranks"
+            status, detail = (
+                "ok",
+                f"every element right on {len(by_rank)} ranks"
+                if name != "barrier"
+                else f"completed on {len(by_rank)} ranks",
+            )
         out.append(ProbeResult(name=name, status=status, detail=detail, ranks=len(by_rank)))
     return out
 
@@ -81,14 +101,22 @@ def probe_verdicts(stage: str, rows: list[Row]) -> list[Verdict]:
     for result in summarize(rows):
         reason = {
             "ok": "supported, and the result equals the expected value elementwise",
-            "wrong": f"the backend runs {result.name} but computes wrong values: a broken link, driver or library — "
-                     f"rerun `python -m suite probe` and check dmesg / nvidia-smi -q for errors",
-            "error": f"{result.name} is not supported by this backend here: code that needs it must use another "
-                     f"primitive (see the error)",
+            "wrong": f"the backend runs {result.name} but computes wrong values: a broken link, driver or "
+            f"library — "
+            f"rerun `python -m suite probe` and check dmesg / nvidia-smi -q for errors",
+            "error": f"{result.name} is not supported by this backend here: code that needs it must use "
+            f"another "
+            f"primitive (see the error)",
             "not run": "nothing to try on this world",
             "missing": "the probe stopped before this primitive on some rank: see the rank logs",
         }[result.status]
-        out.append(v.verdict(f"probe.{result.name}", STATUS_OF[result.status],
-                             expected="runs on every rank; every element equals its expected value",
-                             observed=f"{result.status}: {result.detail}", reason=reason))
+        out.append(
+            v.verdict(
+                f"probe.{result.name}",
+                STATUS_OF[result.status],
+                expected="runs on every rank; every element equals its expected value",
+                observed=f"{result.status}: {result.detail}",
+                reason=reason,
+            )
+        )
     return out

@@ -1,7 +1,8 @@
 """The torch.distributed collective sweep, with nccl-tests' columns, checking and timing.
 
     ctx.torchrun("suite.workloads.collective_sweep",
-                 ["--sizes", "8,128,2048", "--collectives", "all_reduce,all_gather", "--warmup", "2", "--iters", "5"])
+                 ["--sizes", "8,128,2048", "--collectives", "all_reduce,all_gather", "--warmup", "2",
+                 "--iters", "5"])
 
 One small harness (this module) owns the sweep, the warm-up, the timing and the check; each
 collective is a `Collective` filling the same slots as an nccl-tests test file: its byte count, its
@@ -84,13 +85,14 @@ class Expected:
 
 
 def count_wrong(out: torch.Tensor, chunk_count: int, expected: Callable[[int], Expected]) -> int:
-    """Elements of `out` (chunks of chunk_count) differing from `expected(j)`, compared CHECK_SLICE at a time."""
+    """Elements of `out` (chunks of chunk_count) differing from `expected(j)`, compared CHECK_SLICE at a
+    time."""
     wrong = 0
     for j in range(out.numel() // chunk_count if chunk_count else 0):
         e = expected(j)
-        chunk = out[j * chunk_count:(j + 1) * chunk_count]
+        chunk = out[j * chunk_count : (j + 1) * chunk_count]
         for start in range(0, chunk_count, CHECK_SLICE):
-            part = chunk[start:start + CHECK_SLICE]
+            part = chunk[start : start + CHECK_SLICE]
             want = pattern(part.numel(), e.offset + start, out.dtype, out.device).mul_(e.scale).add_(e.base)
             wrong += int((part != want).sum().item())
     return wrong
@@ -98,7 +100,8 @@ def count_wrong(out: torch.Tensor, chunk_count: int, expected: Callable[[int], E
 
 @dataclass
 class Case:
-    """One collective at one size and placement, ready to run: `op()` runs it, `check()` counts wrong elements."""
+    """One collective at one size and placement, ready to run: `op()` runs it, `check()` counts wrong
+    elements."""
 
     op: Callable[[], None]
     check: Callable[[], int]
@@ -121,7 +124,8 @@ class Collective(abc.ABC):
     per_rank_chunks = True  # S is split into n chunks (all_gather, reduce_scatter, all_to_all)
 
     def peak_bytes(self, nbytes: int, n: int, placement: str) -> int:
-        """Device bytes this case holds at once for a buffer of S = nbytes (its own buffers; see the module doc)."""
+        """Device bytes this case holds at once for a buffer of S = nbytes (its own buffers; see the module
+        doc)."""
         if self.per_rank_chunks and placement == "oop" and self.name != "all_to_all":
             return nbytes + nbytes // n  # the whole buffer and one rank's chunk
         return nbytes * (2 if self.name in ("all_to_all", "sendrecv") else 1)
@@ -154,12 +158,15 @@ class AllGather(Collective):
     def build(self, count, rank, n, dtype, device, placement):
         out = torch.zeros(count * n, dtype=dtype, device=device)
         if placement == "ip":
-            inp = out[rank * count:(rank + 1) * count]
+            inp = out[rank * count : (rank + 1) * count]
             inp.copy_(filled(count, rank + 1, dtype, device))
         else:
             inp = filled(count, rank + 1, dtype, device)
-        return Case(lambda: all_gather_single(out, inp), lambda: count_wrong(out, count, lambda j: Expected(j + 1)),
-                    [out, inp])
+        return Case(
+            lambda: all_gather_single(out, inp),
+            lambda: count_wrong(out, count, lambda j: Expected(j + 1)),
+            [out, inp],
+        )
 
 
 class ReduceScatter(Collective):
@@ -167,9 +174,17 @@ class ReduceScatter(Collective):
 
     def build(self, count, rank, n, dtype, device, placement):
         inp = filled(count * n, rank + 1, dtype, device)
-        out = inp[rank * count:(rank + 1) * count] if placement == "ip" else torch.zeros(count, dtype=dtype, device=device)
+        out = (
+            inp[rank * count : (rank + 1) * count]
+            if placement == "ip"
+            else torch.zeros(count, dtype=dtype, device=device)
+        )
         mine = Expected(n * (n + 1) // 2, n, rank * count)
-        return Case(lambda: reduce_scatter_single(out, inp), lambda: count_wrong(out, count, lambda j: mine), [out, inp])
+        return Case(
+            lambda: reduce_scatter_single(out, inp),
+            lambda: count_wrong(out, count, lambda j: mine),
+            [out, inp],
+        )
 
 
 class AllToAll(Collective):
@@ -179,19 +194,29 @@ class AllToAll(Collective):
         # Rank r's chunk for peer j holds r + 1 + j + p; rank r then holds, from each j, j + 1 + r + p.
         inp = torch.empty(count * n, dtype=dtype, device=device)
         for j in range(n):
-            inp[j * count:(j + 1) * count].copy_(filled(count, rank + 1 + j, dtype, device))
+            inp[j * count : (j + 1) * count].copy_(filled(count, rank + 1 + j, dtype, device))
         out = torch.zeros_like(inp)
-        return Case(lambda: dist.all_to_all_single(out, inp),
-                    lambda: count_wrong(out, count, lambda j: Expected(j + 1 + rank)), [out, inp])
+        return Case(
+            lambda: dist.all_to_all_single(out, inp),
+            lambda: count_wrong(out, count, lambda j: Expected(j + 1 + rank)),
+            [out, inp],
+        )
 
 
 class Broadcast(Collective):
     name, redop, root, placements, per_rank_chunks = "broadcast", "none", 0, ("ip",), False
 
     def build(self, count, rank, n, dtype, device, placement):
-        buf = filled(count, 1, dtype, device) if rank == self.root else torch.zeros(count, dtype=dtype, device=device)
-        return Case(lambda: dist.broadcast(buf, src=self.root), lambda: count_wrong(buf, count, lambda j: Expected(1)),
-                    [buf])
+        buf = (
+            filled(count, 1, dtype, device)
+            if rank == self.root
+            else torch.zeros(count, dtype=dtype, device=device)
+        )
+        return Case(
+            lambda: dist.broadcast(buf, src=self.root),
+            lambda: count_wrong(buf, count, lambda j: Expected(1)),
+            [buf],
+        )
 
 
 class SendRecv(Collective):
@@ -205,18 +230,22 @@ class SendRecv(Collective):
         nxt, prv = (rank + 1) % n, (rank - 1) % n
 
         def op():
-            for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]):
+            for request in dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+            ):
                 request.wait()
 
         return Case(op, lambda: count_wrong(recv, count, lambda j: Expected(prv + 1)), [recv, send])
 
 
-COLLECTIVES: dict[str, Collective] = {c.name: c for c in (AllReduce(), AllGather(), ReduceScatter(), AllToAll(),
-                                                            Broadcast(), SendRecv())}
+COLLECTIVES: dict[str, Collective] = {
+    c.name: c for c in (AllReduce(), AllGather(), ReduceScatter(), AllToAll(), Broadcast(), SendRecv())
+}
 
 
 def timed(w: Worker, fn: Callable[[], object], warmup: int, iters: int) -> float:
-    """This rank's seconds per call: warm-up, barrier, timed loop, device synchronised before the clock is read."""
+    """This rank's seconds per call: warm-up, barrier, timed loop, device synchronised before the clock is
+    read."""
     for _ in range(warmup):
         fn()
     w.synchronize()
@@ -229,7 +258,8 @@ def timed(w: Worker, fn: Callable[[], object], warmup: int, iters: int) -> float
 
 
 def group_stats(w: Worker, seconds: float, wrong: float) -> tuple[float, float]:
-    """(slowest rank's seconds, wrong elements over all ranks), as nccl-tests reports them, in one collective."""
+    """(slowest rank's seconds, wrong elements over all ranks), as nccl-tests reports them, in one
+    collective."""
     mine = torch.tensor([seconds, wrong], dtype=torch.float64, device=w.device)
     every = torch.empty(2 * w.world, dtype=torch.float64, device=w.device)
     all_gather_single(every, mine)
@@ -245,7 +275,9 @@ def measure(w: Worker, coll: Collective, size: int, placement: str, args, dtype)
     case = coll.build(count, w.rank, w.world, dtype, w.device, placement)
     case.op()
     w.synchronize()
-    if args.inject_wrong == coll.name and w.rank == w.world - 1:  # test hook: prove the check sees a bad element
+    if (
+        args.inject_wrong == coll.name and w.rank == w.world - 1
+    ):  # test hook: prove the check sees a bad element
         case.buffers[0].view(-1)[0] += 1
     wrong = case.check()
     for b in case.buffers:
@@ -253,17 +285,31 @@ def measure(w: Worker, coll: Collective, size: int, placement: str, args, dtype)
     seconds, wrong = group_stats(w, timed(w, case.op, args.warmup, args.iters), wrong)
     if w.rank != 0:
         return []
-    common = dict(stage=args.stage, case=coll.name, size_bytes=nbytes, count=count, dtype=args.dtype,
-                  redop=coll.redop, root=coll.root, placement=placement, source="torch", world=w.world, algo=args.algo)
+    common = dict(
+        stage=args.stage,
+        case=coll.name,
+        size_bytes=nbytes,
+        count=count,
+        dtype=args.dtype,
+        redop=coll.redop,
+        root=coll.root,
+        placement=placement,
+        source="torch",
+        world=w.world,
+        algo=args.algo,
+    )
     algbw = algbw_GBps(nbytes, seconds)
-    return [Row(metric="time_us", value=seconds * 1e6, unit="us", **common),
-            Row(metric="algbw", value=algbw, unit="GB/s", **common),
-            Row(metric="busbw", value=algbw * busbw_factor(coll.name, w.world), unit="GB/s", **common),
-            Row(metric="wrong", value=float(wrong), unit="count", **common)]
+    return [
+        Row(metric="time_us", value=seconds * 1e6, unit="us", **common),
+        Row(metric="algbw", value=algbw, unit="GB/s", **common),
+        Row(metric="busbw", value=algbw * busbw_factor(coll.name, w.world), unit="GB/s", **common),
+        Row(metric="wrong", value=float(wrong), unit="count", **common),
+    ]
 
 
 def bare_comparison(w: Worker, size: int, args, dtype) -> list[Row]:
-    """Harness overhead: the sweep's all_reduce timing and a bare `dist.all_reduce` loop, alternated, same size."""
+    """Harness overhead: the sweep's all_reduce timing and a bare `dist.all_reduce` loop, alternated, same
+    size."""
     elem = torch.tensor([], dtype=dtype).element_size()
     count = size // elem
     rows = []
@@ -280,12 +326,37 @@ def bare_comparison(w: Worker, size: int, args, dtype) -> list[Row]:
         w.synchronize()
         seconds, _ = group_stats(w, (time.perf_counter() - start) / args.iters, 0.0)
         if w.rank == 0:
-            common = dict(stage=args.stage, size_bytes=count * elem, count=count, dtype=args.dtype, redop="sum",
-                          root=-1, placement="ip", world=w.world, repeat=rep)
+            common = dict(
+                stage=args.stage,
+                size_bytes=count * elem,
+                count=count,
+                dtype=args.dtype,
+                redop="sum",
+                root=-1,
+                placement="ip",
+                world=w.world,
+                repeat=rep,
+            )
             busbw = algbw_GBps(count * elem, seconds) * busbw_factor("all_reduce", w.world)
             harness_busbw = next(r.value for r in harness if r.metric == "busbw")
-            rows += [Row(case="overhead.harness", metric="busbw", value=harness_busbw, unit="GB/s", source="torch", **common),
-                     Row(case="overhead.bare", metric="busbw", value=busbw, unit="GB/s", source="torch-bare", **common)]
+            rows += [
+                Row(
+                    case="overhead.harness",
+                    metric="busbw",
+                    value=harness_busbw,
+                    unit="GB/s",
+                    source="torch",
+                    **common,
+                ),
+                Row(
+                    case="overhead.bare",
+                    metric="busbw",
+                    value=busbw,
+                    unit="GB/s",
+                    source="torch-bare",
+                    **common,
+                ),
+            ]
     return rows
 
 
@@ -302,8 +373,9 @@ def memory_budget(w: Worker, override: int | None = None) -> int | None:
     return int(max(0, int(smallest.item()) - RESERVE_BYTES) * FREE_SHARE)
 
 
-def fit_to_memory(plan: list[tuple[str, int, str]], world: int, elem: int,
-                  budget: int | None) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str, int, int]]]:
+def fit_to_memory(
+    plan: list[tuple[str, int, str]], world: int, elem: int, budget: int | None
+) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str, int, int]]]:
     """(the cases that fit the budget, the dropped ones as (name, size, placement, S bytes, bytes needed))."""
     if budget is None:
         return plan, []
@@ -321,14 +393,30 @@ def fit_to_memory(plan: list[tuple[str, int, str]], world: int, elem: int,
 
 def dropped_rows(dropped, budget: int, args, world: int) -> list[Row]:
     """One row per case not run for memory: the bytes it would hold at once, and the budget it exceeds."""
+
     def size(b: int) -> str:
         return f"{b / (1 << 30):.2f} GiB" if b >= 1 << 24 else f"{b} B"
 
-    return [Row(stage=args.stage, case=name, metric="dropped", value=float(need), unit="bytes", size_bytes=nbytes,
-                dtype=args.dtype, placement=placement, source="torch", world=world, algo=args.algo,
-                text=(f"not run: holds {size(need)} at once, over the {size(budget)} budget ({FREE_SHARE:.0%} "
-                      f"of the smallest rank's free memory less {size(RESERVE_BYTES)})"))
-            for name, _, placement, nbytes, need in dropped]
+    return [
+        Row(
+            stage=args.stage,
+            case=name,
+            metric="dropped",
+            value=float(need),
+            unit="bytes",
+            size_bytes=nbytes,
+            dtype=args.dtype,
+            placement=placement,
+            source="torch",
+            world=world,
+            algo=args.algo,
+            text=(
+                f"not run: holds {size(need)} at once, over the {size(budget)} budget ({FREE_SHARE:.0%} "
+                f"of the smallest rank's free memory less {size(RESERVE_BYTES)})"
+            ),
+        )
+        for name, _, placement, nbytes, need in dropped
+    ]
 
 
 def parse_args(argv=None):
@@ -339,19 +427,44 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--stage", default="bandwidth", help="stage name the rows carry")
-    p.add_argument("--algo", default=None, help="label for the rows' algo column (e.g. the NCCL_ALGO in force)")
-    p.add_argument("--bare-repeats", type=int, default=0,
-                   help="also time a bare dist.all_reduce loop at the largest size, alternating with the harness")
-    p.add_argument("--inject-wrong", default=None, metavar="COLLECTIVE",
-                   help="test hook: the last rank corrupts one result element of COLLECTIVE before the check")
-    p.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
-                   help="bytes one case may hold (default: measured from the GPUs' free memory; none on CPU)")
-    p.add_argument("--time-budget-s", type=float, default=None, metavar="SECONDS",
-                   help="stop growing a collective's sizes when the next would pass this many seconds from the "
-                        "sweep's start, shared among the collectives (suite/costmodel/size_budget.py; default: no limit)")
-    p.add_argument("--probe", action="store_true",
-                   help="first try every primitive once (suite/workloads/probe.py): which the backend supports")
-    p.add_argument("--mistakes", default="", help="the probe's deliberate mistakes, wrong.<primitive> (tests)")
+    p.add_argument(
+        "--algo", default=None, help="label for the rows' algo column (e.g. the NCCL_ALGO in force)"
+    )
+    p.add_argument(
+        "--bare-repeats",
+        type=int,
+        default=0,
+        help="also time a bare dist.all_reduce loop at the largest size, alternating with the harness",
+    )
+    p.add_argument(
+        "--inject-wrong",
+        default=None,
+        metavar="COLLECTIVE",
+        help="test hook: the last rank corrupts one result element of COLLECTIVE before the check",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="bytes one case may hold (default: measured from the GPUs' free memory; none on CPU)",
+    )
+    p.add_argument(
+        "--time-budget-s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop growing a collective's sizes when the next would pass this many seconds from the "
+        "sweep's start, shared among the collectives (suite/costmodel/size_budget.py; default: no limit)",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="first try every primitive once (suite/workloads/probe.py): which the backend supports",
+    )
+    p.add_argument(
+        "--mistakes", default="", help="the probe's deliberate mistakes, wrong.<primitive> (tests)"
+    )
     args = p.parse_args(argv)
     args.mistakes = mistakes_from(args)
     probe.check_mistakes(args.mistakes, p.error)
@@ -370,19 +483,27 @@ def main(argv=None) -> None:
     with worker_session() as w:
         if args.probe:  # every rank its own rows: the probe needs no collective to report
             w.emit(probe.probe_rows(w, args.stage, args.mistakes))
-        plan = [(c, s, p) for c in args.collectives for s in args.sizes for p in COLLECTIVES[c].placements
-                if not (c == "sendrecv" and w.world == 1)]
+        plan = [
+            (c, s, p)
+            for c in args.collectives
+            for s in args.sizes
+            for p in COLLECTIVES[c].placements
+            if not (c == "sendrecv" and w.world == 1)
+        ]
         budget = memory_budget(w, args.memory_budget)
         plan, dropped = fit_to_memory(plan, w.world, elem, budget)
         if dropped and w.rank == 0:
             w.emit(dropped_rows(dropped, budget, args, w.world))
+
         def step(name: str, size: int, placement: str) -> list[Row]:
             rows = measure(w, COLLECTIVES[name], size, placement, args, dtype)
             if w.device.type == "cuda" and size >= 1 << 30:
                 torch.cuda.empty_cache()  # give the next large case unfragmented memory
             return rows
 
-        run_steps(w, plan, args.time_budget_s, args, step)  # rows emitted as measured; sizes past the time dropped
+        run_steps(
+            w, plan, args.time_budget_s, args, step
+        )  # rows emitted as measured; sizes past the time dropped
         reduce_sizes = [size for name, size, _ in plan if name == "all_reduce"]
         if args.bare_repeats and reduce_sizes:  # the rehearsal's harness-overhead figure
             w.progress("harness vs bare all_reduce", done=len(plan), of=len(plan))

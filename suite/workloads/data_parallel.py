@@ -33,7 +33,15 @@ from suite.config import GptConfig
 from suite.workloads.golden import full, group_max, max_abs_error_many
 from suite.workloads.gpt import build_model
 from suite.workloads.measure import PeakMemory, time_steps, typical
-from suite.workloads.training import adamw_kwargs, local_batch, make_optimizer, seed_for_rank, state_bytes, train_step, wrap_ddp
+from suite.workloads.training import (
+    adamw_kwargs,
+    local_batch,
+    make_optimizer,
+    seed_for_rank,
+    state_bytes,
+    train_step,
+    wrap_ddp,
+)
 
 DP_MISTAKES = ("no_sync", "per_rank_seed")
 ZERO_NAMES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
@@ -54,8 +62,9 @@ class TrainingResult:
         return typical(self.step_times_s)
 
 
-def build_data_parallel(cfg: GptConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None,
-                        mesh=None) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+def build_data_parallel(
+    cfg: GptConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None, mesh=None
+) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """The model wrapped for ZeRO stage `zero` (0 = DDP) and its optimizer."""
     model = build_model(cfg, device)
     if zero in (0, 1):
@@ -64,8 +73,9 @@ def build_data_parallel(cfg: GptConfig, zero: int, device: torch.device, group: 
             return model, make_optimizer(model.parameters())
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
-        return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
-                                              process_group=group, **adamw_kwargs())
+        return model, ZeroRedundancyOptimizer(
+            model.parameters(), optimizer_class=torch.optim.AdamW, process_group=group, **adamw_kwargs()
+        )
     if zero in (2, 3):
         from torch.distributed.fsdp import fully_shard
 
@@ -98,9 +108,19 @@ def parameters_error(model: torch.nn.Module, reference: dict[str, torch.Tensor],
     return group_max(error, group)
 
 
-def train_data_parallel(cfg: GptConfig, zero: int, device: torch.device, group: dist.ProcessGroup | None, *,
-                        mesh=None, warmup: int, steps: int, reference: dict[str, torch.Tensor] | None = None,
-                        mistake: str | None = None, measure: bool = True) -> TrainingResult:
+def train_data_parallel(
+    cfg: GptConfig,
+    zero: int,
+    device: torch.device,
+    group: dist.ProcessGroup | None,
+    *,
+    mesh=None,
+    warmup: int,
+    steps: int,
+    reference: dict[str, torch.Tensor] | None = None,
+    mistake: str | None = None,
+    measure: bool = True,
+) -> TrainingResult:
     """Train warmup + steps steps under ZeRO stage `zero` on this rank's slices of the global batches.
 
     measure: build and warm-up run inside PeakMemory, the remaining steps are timed.

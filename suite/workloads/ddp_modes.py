@@ -24,6 +24,7 @@ from suite.costmodel.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-e
 from suite.workloads.gpt import loss_fn
 from suite.workloads.training import wrap_ddp
 
+
 def wrap(model: torch.nn.Module, mode: OverlapMode, device: torch.device) -> DDP:
     """DDP as every stage uses it (suite/workloads/training.py), at the mode's bucket size."""
     if mode.bucket_cap_mb is None:
@@ -32,7 +33,8 @@ def wrap(model: torch.nn.Module, mode: OverlapMode, device: torch.device) -> DDP
 
 
 def all_reduce_flat(ddp: DDP, world: int) -> None:
-    """Every gradient in one flat buffer, one all-reduce (sum), divided by the world: DDP's average, unbucketed."""
+    """Every gradient in one flat buffer, one all-reduce (sum), divided by the world: DDP's average,
+    unbucketed."""
     grads = [p.grad for p in ddp.parameters() if p.grad is not None]
     flat = torch._utils._flatten_dense_tensors(grads)
     dist.all_reduce(flat)
@@ -61,8 +63,14 @@ def forward_backward(ddp: DDP, mode: OverlapMode, tokens: torch.Tensor, targets:
     all_reduce_flat(ddp, dist.get_world_size())
 
 
-def train_step(ddp: DDP, mode: OverlapMode, tokens: torch.Tensor, targets: torch.Tensor,
-               optimizer: torch.optim.Optimizer | None, synchronize: Callable[[], None]) -> StepTiming:
+def train_step(
+    ddp: DDP,
+    mode: OverlapMode,
+    tokens: torch.Tensor,
+    targets: torch.Tensor,
+    optimizer: torch.optim.Optimizer | None,
+    synchronize: Callable[[], None],
+) -> StepTiming:
     """One timed step; the device is synchronised before each clock reading."""
     nan = float("nan")
     synchronize()
@@ -87,7 +95,8 @@ def train_step(ddp: DDP, mode: OverlapMode, tokens: torch.Tensor, targets: torch
 
 
 def bucket_sizes(ddp: DDP) -> list[int]:
-    """The bucket sizes DDP reduces with, bytes, in all-reduce order (after its rebuild at the second step)."""
+    """The bucket sizes DDP reduces with, bytes, in all-reduce order (after its rebuild at the second
+    step)."""
     data = ddp._get_ddp_logging_data()
     text = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
     return [int(x) for x in str(text).replace(",", " ").split()]

@@ -18,7 +18,9 @@ import torch
 import torch.distributed as dist
 
 from suite.config import GptConfig
-from suite.costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401 - part of this module's interface
+
+# part of this module's interface
+from suite.costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401
 
 
 def check_config(cfg: GptConfig) -> GptConfig:
@@ -47,7 +49,8 @@ def max_abs_error_many(pairs: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> fl
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
-    """A DTensor gathered to its full value (a collective: every rank of its mesh must call it), else itself."""
+    """A DTensor gathered to its full value (a collective: every rank of its mesh must call it), else
+    itself."""
     return tensor.full_tensor() if _is_dtensor(tensor) else tensor
 
 

@@ -4,7 +4,8 @@ attention with rotary positions (RoPE) and a GELU MLP, a final norm and an outpu
     model = build_model(profile.model)                  # same weights on every rank: one seed
     tokens, targets = synthetic_batch(profile.model, step=0)
 
-Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() in suite/costmodel/sizing.py):
+Sizes per profile (suite/config.py; parameter_count() and training_flops_per_token() in
+suite/costmodel/sizing.py):
   gloo-cpu: d=32, 2 layers, 4 heads, seq 16, batch 8, vocab 256 → 41,280 parameters (untied head)
   nccl-gpu: d=2048, 8 layers, 16 heads, seq 1024, batch 8, vocab 32768 → 536,940,544 parameters
             (8 × (12d² + 4d) = 402.7 M in blocks + 2 × 32768 × 2048 = 134.2 M embedding and head);
@@ -27,21 +28,35 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from suite.config import GptConfig
-from suite.costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401 - part of this module's interface
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+# part of this module's interface
+from suite.costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401
+
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
 
 
 def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def rope_tables(seq_len: int, head_dim: int, positions: torch.Tensor | None = None, base: float = 10000.0,
-                device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    seq_len: int,
+    head_dim: int,
+    positions: torch.Tensor | None = None,
+    base: float = 10000.0,
+    device: torch.device | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables (seq, head_dim/2) for rotary embeddings at the given absolute positions."""
     if positions is None:
         positions = torch.arange(seq_len, device=device)
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    inv_freq = 1.0 / (
+        base ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    )
     angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]
     return angles.cos(), angles.sin()
 
@@ -117,7 +132,8 @@ class GPT(nn.Module):
 
 
 def init_weights(model: GPT, seed: int) -> None:
-    """Deterministic initialisation from one seed: identical weights on every rank, whatever its RNG did before."""
+    """Deterministic initialisation from one seed: identical weights on every rank, whatever its RNG did
+    before."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
@@ -126,7 +142,11 @@ def init_weights(model: GPT, seed: int) -> None:
             elif name.endswith(".bias"):
                 p.zero_()
             else:
-                std = 0.02 / math.sqrt(2 * model.cfg.layers) if name.endswith(("o.weight", "down.weight")) else 0.02
+                std = (
+                    0.02 / math.sqrt(2 * model.cfg.layers)
+                    if name.endswith(("o.weight", "down.weight"))
+                    else 0.02
+                )
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
 
 
@@ -137,8 +157,9 @@ def build_model(cfg: GptConfig, device: torch.device | str = "cpu") -> GPT:
     return model.to(device=device, dtype=torch_dtype(cfg.dtype))
 
 
-def synthetic_batch(cfg: GptConfig, step: int, batch: int | None = None,
-                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def synthetic_batch(
+    cfg: GptConfig, step: int, batch: int | None = None, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Tokens and next-token targets of one global step, from a generator seeded by (seed, step).
 
     Every rank draws the same global batch and takes its own slice, so data parallelism sees

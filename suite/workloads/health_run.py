@@ -27,10 +27,10 @@ STAGE = "health"
 
 
 TRIALS = {"cuda": 5, "cpu": 9}
-"""Each figure comes from several timed windows. On a GPU the median of 5: one slow window does not make a GPU an
-outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 9 short ones: the
-rehearsal's cores are shared with whatever else runs, and a neighbour's burst must not look like a slow rank (an
-injected one still does: it is slow in every window)."""
+"""Each figure comes from several timed windows. On a GPU the median of 5: one slow window does not make a GPU
+an outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 9 short ones: the
+rehearsal's cores are shared with whatever else runs, and a neighbour's burst must not look like a slow rank
+(an injected one still does: it is slow in every window)."""
 
 
 def _timed(fn, device: torch.device, iters: int) -> float:
@@ -79,7 +79,9 @@ def smi_under_load(device: torch.device, n: int, path: str, limit_s: float = 20.
     try:
         with open(path, "wb") as out:
             proc = subprocess.Popen(["nvidia-smi", "-q"], stdout=out, stderr=subprocess.DEVNULL)
-    except OSError:  # no nvidia-smi here: the stage judges the idle capture alone (no file = no under-load view)
+    except (
+        OSError
+    ):  # no nvidia-smi here: the stage judges the idle capture alone (no file = no under-load view)
         Path(path).unlink(missing_ok=True)
         return
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
@@ -100,7 +102,9 @@ def main() -> None:
     p.add_argument("--copy-iters", type=int, required=True)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-factor", type=int, default=4)
-    p.add_argument("--smi-under-load", default="", help="file for `nvidia-smi -q` taken under GEMM load (GPUs)")
+    p.add_argument(
+        "--smi-under-load", default="", help="file for `nvidia-smi -q` taken under GEMM load (GPUs)"
+    )
     args = p.parse_args()
     with worker_session() as w:
         factor = args.slow_factor if w.rank == args.slow_rank else 1
@@ -118,11 +122,23 @@ def main() -> None:
             return result
 
         w.progress("GEMM per GPU" if on_gpu else "GEMM per rank")
-        gemm = (lambda: gemm_tflops(w.device, args.gemm_n, args.gemm_iters, factor))
+        gemm = lambda: gemm_tflops(w.device, args.gemm_n, args.gemm_iters, factor)
         tflops = gemm() if on_gpu else one_at_a_time(gemm)
-        rows.append(Row(stage=STAGE, case="gemm", metric="gemm_tflops", value=tflops, unit="TFLOP/s",
-                        dtype="bfloat16" if on_gpu else "float32", count=args.gemm_n, rank=w.rank,
-                        world=w.world, source="torch", text=name))
+        rows.append(
+            Row(
+                stage=STAGE,
+                case="gemm",
+                metric="gemm_tflops",
+                value=tflops,
+                unit="TFLOP/s",
+                dtype="bfloat16" if on_gpu else "float32",
+                count=args.gemm_n,
+                rank=w.rank,
+                world=w.world,
+                source="torch",
+                text=name,
+            )
+        )
         if on_gpu and args.smi_under_load:
             w.progress("nvidia-smi -q under load")
             if w.rank == 0:
@@ -138,8 +154,20 @@ def main() -> None:
         w.progress("pinned host↔device copies per GPU")
         h2d, d2h = one_at_a_time(lambda: copy_GBps(w.device, args.copy_bytes, args.copy_iters, factor))
         for metric, value in (("h2d_GBps", h2d), ("d2h_GBps", d2h)):
-            rows.append(Row(stage=STAGE, case="copy", metric=metric, value=value, unit="GB/s",
-                            size_bytes=args.copy_bytes, rank=w.rank, world=w.world, source="torch", text=name))
+            rows.append(
+                Row(
+                    stage=STAGE,
+                    case="copy",
+                    metric=metric,
+                    value=value,
+                    unit="GB/s",
+                    size_bytes=args.copy_bytes,
+                    rank=w.rank,
+                    world=w.world,
+                    source="torch",
+                    text=name,
+                )
+            )
         w.emit(rows)
 
 

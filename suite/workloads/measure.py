@@ -133,7 +133,8 @@ def trace_events(prof, keep: Path | None = None) -> list[dict]:
 
 
 def is_communication(event: dict) -> bool:
-    """A communication event of a chrome trace: an NCCL kernel on the GPU, or gloo's annotation of a collective."""
+    """A communication event of a chrome trace: an NCCL kernel on the GPU, or gloo's annotation of a
+    collective."""
     name = str(event.get("name", ""))
     if event.get("cat") == "kernel":
         return "nccl" in name.lower()
@@ -157,12 +158,14 @@ def union_us(intervals: Iterable[tuple[float, float]]) -> float:
 
 def communication_us(events: Iterable[dict]) -> float:
     """Microseconds during which some communication ran (overlapping collectives counted once)."""
-    return union_us((e["ts"], e["ts"] + e.get("dur", 0.0)) for e in events
-                    if e.get("ph") == "X" and is_communication(e))
+    return union_us(
+        (e["ts"], e["ts"] + e.get("dur", 0.0)) for e in events if e.get("ph") == "X" and is_communication(e)
+    )
 
 
-def communication_per_step(step: Callable[[], Any], n: int, device: torch.device,
-                           keep_trace: Path | None = None) -> tuple[float, float]:
+def communication_per_step(
+    step: Callable[[], Any], n: int, device: torch.device, keep_trace: Path | None = None
+) -> tuple[float, float]:
     """(seconds of communication, seconds of wall time) per step, both from the same n profiled steps.
 
     Their ratio is the communication share of a step; the profiler slows the step a little, so the

@@ -1,10 +1,11 @@
-"""Which node each rank of a launch runs on, as rows: dp and zero record it for every degree on a multi-node run.
+"""Which node each rank of a launch runs on, as rows: dp and zero record it for every degree on a multi-node
+run.
 
     names = node_names(w.world)                     # ['node-a', 'node-a', 'node-b', 'node-b'] by rank
     w.emit(nodes_rows(names, [1, 2, 4], "dp"))      # 4 ranks: nodes_spanned 2, text 'node-a,node-b'
 
-Found, not assumed: the launcher numbers ranks node by node (torchrun: node g's ranks are g·nproc …), and these
-rows are how the stage checks it (suite/cluster/across_nodes.py nodes_verdict).
+Found, not assumed: the launcher numbers ranks node by node (torchrun: node g's ranks are g·nproc …), and
+these rows are how the stage checks it (suite/cluster/across_nodes.py nodes_verdict).
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ def nodes_rows(names: list[str], degrees, stage: str, **params) -> list[Row]:
     out = []
     for d in degrees:
         seen = list(dict.fromkeys(names[:d]))
-        out.append(Row(stage=stage, case="train_step", metric=NODES_METRIC, value=len(seen), unit="nodes", world=d,
-                       text=",".join(seen), source="torch", **params))
+        out.append(
+            Row(
+                stage=stage,
+                case="train_step",
+                metric=NODES_METRIC,
+                value=len(seen),
+                unit="nodes",
+                world=d,
+                text=",".join(seen),
+                source="torch",
+                **params,
+            )
+        )
     return out

@@ -1,4 +1,5 @@
-"""Tensor parallelism for the GPT model with torch's own DTensor styles, and the mistakes the checks must catch.
+"""Tensor parallelism for the GPT model with torch's own DTensor styles, and the mistakes the checks must
+catch.
 
     mesh = tp_submesh("cpu", world=4, degree=2)              # ranks 0-1, 2-3: two TP groups
     model = apply_tensor_parallel(build_model(cfg), mesh)   # sequence parallel by default
@@ -39,7 +40,9 @@ from torch.distributed.tensor.parallel import (
 )
 
 from suite.workloads.gpt import GPT, Attention, apply_rope, rope_tables
-from suite.workloads.training import seed_for_rank  # noqa: F401 - the per_rank_seed mistake, shared with data parallelism
+
+# the per_rank_seed mistake, shared with data parallelism
+from suite.workloads.training import seed_for_rank  # noqa: F401
 
 TP_MISTAKES = ("missing_reduction", "wrong_dim", "per_rank_seed")
 
@@ -50,7 +53,9 @@ def tp_submesh(device_type: str, world: int, degree: int) -> DeviceMesh:
     Every rank must call it (it creates process groups); rank r lands in group r // degree.
     """
     if world % degree:
-        raise ValueError(f"TP degree {degree} does not divide the world of {world} ranks: pick degrees that divide --nproc")
+        raise ValueError(
+            f"TP degree {degree} does not divide the world of {world} ranks: pick degrees that divide --nproc"
+        )
     mesh = init_device_mesh(device_type, (world // degree, degree), mesh_dim_names=("replica", "tp"))
     return mesh["tp"]
 
@@ -62,7 +67,9 @@ class _RowwiseWithoutReduction(RowwiseParallel):
     def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
         partial = outputs.to_local()
         placement = output_layouts[0] if isinstance(output_layouts, (tuple, list)) else output_layouts
-        if isinstance(placement, Shard):  # scatter without the reduce: this rank's slice of its own partial sum
+        if isinstance(
+            placement, Shard
+        ):  # scatter without the reduce: this rank's slice of its own partial sum
             rank = device_mesh.get_local_rank()
             partial = partial.chunk(device_mesh.size(), dim=placement.dim)[rank].contiguous()
         return partial
@@ -73,7 +80,9 @@ def tp_plan(model: GPT, *, sequence_parallel: bool = True, mistake: str | None =
     if mistake not in (None, *TP_MISTAKES):
         raise ValueError(f"unknown TP mistake {mistake!r}: one of {', '.join(TP_MISTAKES)}")
     if model.cfg.tied_head:
-        raise ValueError("tensor parallelism shards the embedding and the head separately: set tied_head=False")
+        raise ValueError(
+            "tensor parallelism shards the embedding and the head separately: set tied_head=False"
+        )
     if mistake == "wrong_dim" and not sequence_parallel:
         raise ValueError("the wrong_dim mistake is a sequence-parallel one: use sequence_parallel=True")
     rowwise = _RowwiseWithoutReduction if mistake == "missing_reduction" else RowwiseParallel
@@ -86,48 +95,62 @@ def tp_plan(model: GPT, *, sequence_parallel: bool = True, mistake: str | None =
             "head": ColwiseParallel(input_layouts=residual, output_layouts=Replicate()),
         }
         for i in range(len(model.blocks)):
-            plan.update({
-                f"blocks.{i}.attn_norm": SequenceParallel(),
-                f"blocks.{i}.attn": PrepareModuleInput(input_layouts=(residual,), desired_input_layouts=(Replicate(),)),
-                f"blocks.{i}.attn.q": ColwiseParallel(),
-                f"blocks.{i}.attn.k": ColwiseParallel(),
-                f"blocks.{i}.attn.v": ColwiseParallel(),
-                f"blocks.{i}.attn.o": rowwise(output_layouts=residual),
-                f"blocks.{i}.mlp_norm": SequenceParallel(),
-                f"blocks.{i}.mlp": PrepareModuleInput(input_layouts=(residual,), desired_input_layouts=(Replicate(),)),
-                f"blocks.{i}.mlp.up": ColwiseParallel(),
-                f"blocks.{i}.mlp.down": rowwise(output_layouts=residual),
-            })
+            plan.update(
+                {
+                    f"blocks.{i}.attn_norm": SequenceParallel(),
+                    f"blocks.{i}.attn": PrepareModuleInput(
+                        input_layouts=(residual,), desired_input_layouts=(Replicate(),)
+                    ),
+                    f"blocks.{i}.attn.q": ColwiseParallel(),
+                    f"blocks.{i}.attn.k": ColwiseParallel(),
+                    f"blocks.{i}.attn.v": ColwiseParallel(),
+                    f"blocks.{i}.attn.o": rowwise(output_layouts=residual),
+                    f"blocks.{i}.mlp_norm": SequenceParallel(),
+                    f"blocks.{i}.mlp": PrepareModuleInput(
+                        input_layouts=(residual,), desired_input_layouts=(Replicate(),)
+                    ),
+                    f"blocks.{i}.mlp.up": ColwiseParallel(),
+                    f"blocks.{i}.mlp.down": rowwise(output_layouts=residual),
+                }
+            )
         return plan
     plan = {
         "embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
         "head": ColwiseParallel(output_layouts=Replicate()),
     }
     for i in range(len(model.blocks)):
-        plan.update({
-            f"blocks.{i}.attn.q": ColwiseParallel(),
-            f"blocks.{i}.attn.k": ColwiseParallel(),
-            f"blocks.{i}.attn.v": ColwiseParallel(),
-            f"blocks.{i}.attn.o": rowwise(),
-            f"blocks.{i}.mlp.up": ColwiseParallel(),
-            f"blocks.{i}.mlp.down": rowwise(),
-        })
+        plan.update(
+            {
+                f"blocks.{i}.attn.q": ColwiseParallel(),
+                f"blocks.{i}.attn.k": ColwiseParallel(),
+                f"blocks.{i}.attn.v": ColwiseParallel(),
+                f"blocks.{i}.attn.o": rowwise(),
+                f"blocks.{i}.mlp.up": ColwiseParallel(),
+                f"blocks.{i}.mlp.down": rowwise(),
+            }
+        )
     return plan
 
 
-def apply_tensor_parallel(model: GPT, mesh: DeviceMesh, *, sequence_parallel: bool = True,
-                          mistake: str | None = None) -> GPT:
+def apply_tensor_parallel(
+    model: GPT, mesh: DeviceMesh, *, sequence_parallel: bool = True, mistake: str | None = None
+) -> GPT:
     """Shard `model` in place over the 1-D `mesh` with tp_plan; returns it."""
     if sequence_parallel and model.cfg.seq_len % mesh.size():
-        raise ValueError(f"sequence parallelism needs seq_len {model.cfg.seq_len} divisible by TP degree {mesh.size()}")
-    return parallelize_module(model, mesh, tp_plan(model, sequence_parallel=sequence_parallel, mistake=mistake))
+        raise ValueError(
+            f"sequence parallelism needs seq_len {model.cfg.seq_len} divisible by TP degree {mesh.size()}"
+        )
+    return parallelize_module(
+        model, mesh, tp_plan(model, sequence_parallel=sequence_parallel, mistake=mistake)
+    )
 
 
 # ---------------------------------------------------------------- sequence-sharded attention
 
 
-def sequence_sharded_attention(attn: Attention, x_shard: torch.Tensor, group: dist.ProcessGroup, *,
-                               follow_shard: bool = True) -> torch.Tensor:
+def sequence_sharded_attention(
+    attn: Attention, x_shard: torch.Tensor, group: dist.ProcessGroup, *, follow_shard: bool = True
+) -> torch.Tensor:
     """Causal attention over a sequence split into contiguous shards, one per rank of `group`.
 
     This rank holds tokens [start, start + chunk) of x; it projects its own q, k, v, rotates

@@ -113,7 +113,9 @@ def isend_irecv(rank, n, device):
 def batch_isend_irecv(rank, n, device):
     nxt, prv = _ring(rank, n)
     send, recv = values(rank + 1, COUNT, device), torch.zeros(COUNT, device=device)
-    for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]):
+    for request in dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+    ):
         request.wait()
     return [recv], [values(prv + 1, COUNT, device)]
 
@@ -148,9 +150,21 @@ def probe_rows(w: Worker, stage: str, mistakes: list[str]) -> list[Row]:
     for i, name in enumerate(PRIMITIVES):
         w.progress(f"probe {name}", done=i, of=len(PRIMITIVES))
         wrong, text = try_one(name, w, mistakes)
-        rows.append(Row(stage=stage, case=CASE_PREFIX + name, metric="wrong", value=wrong, unit="count",
-                        count=COUNT, dtype="float32", source="torch", world=w.world, rank=w.rank,
-                        text=text))
+        rows.append(
+            Row(
+                stage=stage,
+                case=CASE_PREFIX + name,
+                metric="wrong",
+                value=wrong,
+                unit="count",
+                count=COUNT,
+                dtype="float32",
+                source="torch",
+                world=w.world,
+                rank=w.rank,
+                text=text,
+            )
+        )
         print(f"probe {name}: {text}", flush=True)
     return rows
 

@@ -1,5 +1,5 @@
-"""The torch sweep's loop under its time box (suite/costmodel/size_budget.py): each size's rows written as it is measured,
-the next size run only if the previous one's time says it ends before the stage's time does.
+"""The torch sweep's loop under its time box (suite/costmodel/size_budget.py): each size's rows written as it
+is measured, the next size run only if the previous one's time says it ends before the stage's time does.
 
 The sweep's plan is (collective, size, placement) in collective-major order; one step is every placement of
 one size. After each step the ranks agree, in one all-reduce (MAX), on the step's wall time and on the time
@@ -16,8 +16,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from suite.results import Row
 from suite.costmodel.size_budget import SizeBudget
+from suite.results import Row
 from suite.workloads.worker import Worker
 
 
@@ -28,10 +28,15 @@ def agreed(w: Worker, wall_s: float, elapsed_s: float) -> tuple[float, float]:
     return float(t[0].item()), float(t[1].item())
 
 
-def run_steps(w: Worker, plan: list[tuple[str, int, str]], budget_s: float | None, args,
-              measure_step: Callable[[str, int, str], list[Row]]) -> int:
-    """Measure the plan step by step (rows emitted as measured), dropping what the time box says; the number of
-    cases measured. `measure_step(name, size, placement)` returns rank 0's rows of one case."""
+def run_steps(
+    w: Worker,
+    plan: list[tuple[str, int, str]],
+    budget_s: float | None,
+    args,
+    measure_step: Callable[[str, int, str], list[Row]],
+) -> int:
+    """Measure the plan step by step (rows emitted as measured), dropping what the time box says; the number
+    of cases measured. `measure_step(name, size, placement)` returns rank 0's rows of one case."""
     start = time.monotonic()
     names = list(dict.fromkeys(name for name, _, _ in plan))
     box = SizeBudget(total_s=budget_s, series=names)
@@ -41,9 +46,25 @@ def run_steps(w: Worker, plan: list[tuple[str, int, str]], budget_s: float | Non
         why = box.before(name, size)
         if why is not None:
             if w.rank == 0:
-                w.emit([Row(stage=args.stage, case=name, metric="dropped", value=float("nan"), unit="s",
-                            size_bytes=size, dtype=args.dtype, placement=placement, source="torch", world=w.world,
-                            algo=args.algo, text=why) for _, _, placement in cases])
+                w.emit(
+                    [
+                        Row(
+                            stage=args.stage,
+                            case=name,
+                            metric="dropped",
+                            value=float("nan"),
+                            unit="s",
+                            size_bytes=size,
+                            dtype=args.dtype,
+                            placement=placement,
+                            source="torch",
+                            world=w.world,
+                            algo=args.algo,
+                            text=why,
+                        )
+                        for _, _, placement in cases
+                    ]
+                )
             continue
         began = time.monotonic()
         for _, _, placement in cases:

@@ -42,8 +42,9 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], lr: float = LEARNING_RA
     return torch.optim.AdamW(params, **adamw_kwargs(lr))
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, tokens: torch.Tensor,
-               targets: torch.Tensor) -> torch.Tensor:
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, tokens: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """Forward, backward, one optimizer step; returns the loss (detached, still on the device)."""
     optimizer.zero_grad(set_to_none=True)
     loss = loss_fn(model(tokens), targets)
@@ -52,25 +53,32 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, tokens: torch
     return loss.detach()
 
 
-def local_batch(cfg: GptConfig, step: int, rank: int, world: int,
-                device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def local_batch(
+    cfg: GptConfig, step: int, rank: int, world: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's contiguous slice of global step `step`'s batch (cfg.batch sequences split over `world`)."""
     if cfg.batch % world:
-        raise ValueError(f"global batch {cfg.batch} does not split over {world} ranks: "
-                         f"choose a batch that is a multiple of every DP degree")
+        raise ValueError(
+            f"global batch {cfg.batch} does not split over {world} ranks: "
+            f"choose a batch that is a multiple of every DP degree"
+        )
     per_rank = cfg.batch // world
     tokens, targets = synthetic_batch(cfg, step)
     lo = rank * per_rank
-    return tokens[lo:lo + per_rank].to(device), targets[lo:lo + per_rank].to(device)
+    return tokens[lo : lo + per_rank].to(device), targets[lo : lo + per_rank].to(device)
 
 
 def seed_for_rank(cfg: GptConfig, rank: int, mistake: str | None) -> GptConfig:
-    """The configuration a rank builds from: the same seed everywhere, unless the per_rank_seed mistake is made."""
+    """The configuration a rank builds from: the same seed everywhere, unless the per_rank_seed mistake is
+    made."""
     return dataclasses.replace(cfg, seed=cfg.seed + rank) if mistake == "per_rank_seed" else cfg
 
 
-def train_single_process(cfg: GptConfig, steps: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """The golden reference: one process, the whole global batch, `steps` AdamW steps; parameters after them."""
+def train_single_process(
+    cfg: GptConfig, steps: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
+    """The golden reference: one process, the whole global batch, `steps` AdamW steps; parameters after
+    them."""
     model = build_model(cfg, device)
     optimizer = make_optimizer(model.parameters())
     for step in range(steps):
@@ -79,8 +87,9 @@ def train_single_process(cfg: GptConfig, steps: int, device: torch.device | str 
     return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
-def wrap_ddp(model: nn.Module, device: torch.device, group: dist.ProcessGroup | None = None,
-             **ddp_kwargs) -> nn.Module:
+def wrap_ddp(
+    model: nn.Module, device: torch.device, group: dist.ProcessGroup | None = None, **ddp_kwargs
+) -> nn.Module:
     """DistributedDataParallel over `group` (the world when None); it broadcasts rank 0's weights first."""
     from torch.nn.parallel import DistributedDataParallel
 
@@ -96,7 +105,8 @@ def _local_nbytes(t: torch.Tensor) -> int:
 
 
 def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of model state this rank holds: its parameters, gradients and optimizer state (local shards only).
+    """Bytes of model state this rank holds: its parameters, gradients and optimizer state (local shards
+    only).
 
     ZeroRedundancyOptimizer keeps its shard's state in `.optim`; FSDP2 parameters, gradients and
     state are DTensors whose local shard is what this rank stores. Shared tensors count once.
@@ -114,6 +124,10 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str,
 
     params = list(model.parameters())
     inner = getattr(optimizer, "optim", optimizer)
-    opt_tensors = [v for state in inner.state.values() for v in state.values()
-                   if isinstance(v, torch.Tensor) and v.dim() > 0]
+    opt_tensors = [
+        v
+        for state in inner.state.values()
+        for v in state.values()
+        if isinstance(v, torch.Tensor) and v.dim() > 0
+    ]
     return {"params": count(params), "grads": count(p.grad for p in params), "optimizer": count(opt_tensors)}

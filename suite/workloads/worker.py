@@ -1,9 +1,8 @@
 """What every torchrun worker does first and last: log redirect, process group, rows out, clean shutdown.
 
     with worker_session() as w:          # inside a module run by suite.launch.torchrun.run_torchrun
-        x = torch.ones(4, device=w.device)
-        dist.all_reduce(x)
-        w.emit([Row(stage="bandwidth", case="all_reduce", metric="time_us", value=12.0, unit="us", rank=w.rank)])
+        x = torch.ones(4, device=w.device) dist.all_reduce(x) w.emit([Row(stage="bandwidth",
+        case="all_reduce", metric="time_us", value=12.0, unit="us", rank=w.rank)])
 
 The launcher passes CARDTIME_RAW_DIR, CARDTIME_OUT_DIR, CARDTIME_LOG_PREFIX, CARDTIME_BACKEND,
 CARDTIME_DEVICE and CARDTIME_PG_TIMEOUT_S; torchrun passes RANK, WORLD_SIZE, LOCAL_RANK,
@@ -24,8 +23,8 @@ from typing import Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from suite.launch import procs
 from suite import workloads
+from suite.launch import procs
 from suite.launch.torchrun import WORKER_PROGRESS
 from suite.results import Row, atomic_write_text, write_rows_jsonl
 
@@ -43,14 +42,18 @@ class Worker:
     rows: list[Row] = field(default_factory=list)
 
     def emit(self, rows: Iterable[Row]) -> None:
-        """Queue rows for the stage; they are written to rows.rank<N>.jsonl (also on every call, so a crash keeps them)."""
+        """Queue rows for the stage; they are written to rows.rank<N>.jsonl (also on every call, so a crash
+        keeps them)."""
         self.rows.extend(rows)
         write_rows_jsonl(self.out_dir / f"rows.rank{self.rank}.jsonl", self.rows)
 
     def progress(self, message: str, done: int | None = None, of: int | None = None) -> None:
-        """Tell the stage what the workers are doing (rank 0 speaks for all); the stage shows it with a bar."""
+        """Tell the stage what the workers are doing (rank 0 speaks for all); the stage shows it with a
+        bar."""
         if self.rank == 0:
-            atomic_write_text(self.out_dir / WORKER_PROGRESS, json.dumps({"message": message, "done": done, "of": of}))
+            atomic_write_text(
+                self.out_dir / WORKER_PROGRESS, json.dumps({"message": message, "done": done, "of": of})
+            )
 
     def synchronize(self) -> None:
         """Wait for the device to finish queued work (a CPU–GPU sync point; a no-op on CPU)."""
@@ -59,7 +62,8 @@ class Worker:
 
 
 def redirect_output(raw_dir: Path, prefix: str, rank: int) -> None:
-    """Send this process's stdout and stderr (C++ included) to raw/<stage>/<prefix>rank<N>.log, appending across restarts."""
+    """Send this process's stdout and stderr (C++ included) to raw/<stage>/<prefix>rank<N>.log, appending
+    across restarts."""
     raw_dir.mkdir(parents=True, exist_ok=True)
     log = open(raw_dir / f"{prefix}rank{rank}.log", "ab", buffering=0)
     sys.stdout.flush()
@@ -97,8 +101,9 @@ def shutdown() -> None:
 
 
 @contextlib.contextmanager
-def worker_session(*, redirect: bool = True, timeout_s: float | None = None, exit_when_done: bool = True
-                   ) -> Iterator[Worker]:
+def worker_session(
+    *, redirect: bool = True, timeout_s: float | None = None, exit_when_done: bool = True
+) -> Iterator[Worker]:
     """Join the group for the block; on leaving it cleanly: barrier, destroy, and (by default) exit at once.
 
     Exiting at once: after importing torch (and dynamo, DTensor), Python's own teardown takes 1.4–2.6 s
@@ -134,7 +139,10 @@ def worker_session(*, redirect: bool = True, timeout_s: float | None = None, exi
         raw_dir=raw_dir,
         restart_count=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
     )
-    print(f"rank {rank}/{worker.world} up: backend={backend} device={device} attempt={worker.restart_count}", flush=True)
+    print(
+        f"rank {rank}/{worker.world} up: backend={backend} device={device} attempt={worker.restart_count}",
+        flush=True,
+    )
     write_rows_jsonl(out_dir / f"rows.rank{rank}.jsonl", [])
     yield worker
     shutdown()

@@ -24,7 +24,9 @@ def model_args(cfg: GptConfig) -> list[str]:
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", required=True, help="the GptConfig as JSON (model_args())")
-    p.add_argument("--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)")
+    p.add_argument(
+        "--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)"
+    )
     return p
 
 
@@ -40,7 +42,7 @@ def degrees_from(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
 
-
 def log(t0: float, message: str) -> None:
-    """One line in the rank's log: wall seconds since t0, CPU seconds of this process so far (imports included)."""
+    """One line in the rank's log: wall seconds since t0, CPU seconds of this process so far (imports
+    included)."""
     print(f"{time.monotonic() - t0:6.1f} s wall, {time.process_time():6.1f} s cpu: {message}", flush=True)

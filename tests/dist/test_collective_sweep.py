@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.alphabeta import busbw_factor
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.workloads.collective_sweep import COLLECTIVES
 
 pytestmark = pytest.mark.dist
@@ -24,11 +24,31 @@ BUDGET = 10_000
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     raw = tmp_path_factory.mktemp("sweep")
-    result = forklaunch.launch(GLOO_CPU, "suite.workloads.collective_sweep",
-                               ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2",
-                                "--inject-wrong", "all_to_all", "--bare-repeats", "1", "--memory-budget", str(BUDGET),
-                                "--probe", "--mistakes", PROBE_MISTAKE],
-                               raw_dir=raw, nproc=N, tag="sweep", timeout_s=300)
+    result = forklaunch.launch(
+        GLOO_CPU,
+        "suite.workloads.collective_sweep",
+        [
+            "--sizes",
+            ",".join(map(str, SIZES)),
+            "--warmup",
+            "1",
+            "--iters",
+            "2",
+            "--inject-wrong",
+            "all_to_all",
+            "--bare-repeats",
+            "1",
+            "--memory-budget",
+            str(BUDGET),
+            "--probe",
+            "--mistakes",
+            PROBE_MISTAKE,
+        ],
+        raw_dir=raw,
+        nproc=N,
+        tag="sweep",
+        timeout_s=300,
+    )
     return result.rows()
 
 
@@ -68,8 +88,12 @@ def test_busbw_is_algbw_times_the_factor(sweep):
     measured = [r for r in by(sweep, metric="busbw", source="torch") if r.case in COLLECTIVES]
     assert {r.case for r in measured} == set(COLLECTIVES)
     for r in measured:
-        algbw = by(sweep, case=r.case, metric="algbw", size_bytes=r.size_bytes, placement=r.placement)[0].value
-        time_us = by(sweep, case=r.case, metric="time_us", size_bytes=r.size_bytes, placement=r.placement)[0].value
+        algbw = by(sweep, case=r.case, metric="algbw", size_bytes=r.size_bytes, placement=r.placement)[
+            0
+        ].value
+        time_us = by(sweep, case=r.case, metric="time_us", size_bytes=r.size_bytes, placement=r.placement)[
+            0
+        ].value
         assert algbw == pytest.approx(r.size_bytes / (time_us * 1e-6) / 1e9)
         assert r.value == pytest.approx(algbw * busbw_factor(r.case, N))
 
@@ -83,11 +107,17 @@ def test_harness_and_bare_loop_are_both_recorded(sweep):
 
 def test_cases_over_the_memory_budget_become_rows_and_the_rest_still_runs(sweep):
     dropped = by(sweep, metric="dropped")
-    assert sorted((r.case, r.size_bytes, r.value) for r in dropped) == [("all_to_all", 6144, 12288.0),
-                                                                        ("sendrecv", 6144, 12288.0)]
-    assert all("holds 12288 B at once, over the 10000 B budget" in r.text and "not run" in r.text for r in dropped)
+    assert sorted((r.case, r.size_bytes, r.value) for r in dropped) == [
+        ("all_to_all", 6144, 12288.0),
+        ("sendrecv", 6144, 12288.0),
+    ]
+    assert all(
+        "holds 12288 B at once, over the 10000 B budget" in r.text and "not run" in r.text for r in dropped
+    )
     assert not by(sweep, case="all_to_all", size_bytes=6144, metric="busbw")
-    assert by(sweep, case="all_to_all", size_bytes=96, metric="busbw")  # smaller sizes of the same collective ran
+    assert by(
+        sweep, case="all_to_all", size_bytes=96, metric="busbw"
+    )  # smaller sizes of the same collective ran
     assert by(sweep, case="all_gather", size_bytes=6144, placement="oop", metric="busbw")  # 8192 B fits
 
 
@@ -99,12 +129,17 @@ def test_the_probe_tries_every_primitive_on_every_rank_and_catches_the_wrong_one
     assert len(probed) == len(PRIMITIVES) * N  # every rank its own row per primitive
     assert {(r.case, r.rank) for r in probed} == {(f"probe.{p}", k) for p in PRIMITIVES for k in range(N)}
     wrong = {(r.case, r.rank): r.value for r in probed if r.value}
-    assert wrong == {("probe.all_gather_into_tensor", N - 1): 1.0}  # the injected element, on the last rank only
+    assert wrong == {
+        ("probe.all_gather_into_tensor", N - 1): 1.0
+    }  # the injected element, on the last rank only
     results = {r.name: r for r in summarize(sweep)}
     assert results["all_gather_into_tensor"].status == "wrong"
     assert {r.status for name, r in results.items() if name != "all_gather_into_tensor"} == {"ok"}
-    verdicts = {v.id: v.status for v in bandwidth.judge(sweep, [], {"profile": GLOO_CPU.to_dict()})
-                if v.id.startswith("bandwidth.probe.")}
+    verdicts = {
+        v.id: v.status
+        for v in bandwidth.judge(sweep, [], {"profile": GLOO_CPU.to_dict()})
+        if v.id.startswith("bandwidth.probe.")
+    }
     assert len(verdicts) == len(PRIMITIVES)
     assert verdicts.pop("bandwidth.probe.all_gather_into_tensor") == "fail"
     assert set(verdicts.values()) == {"pass"}

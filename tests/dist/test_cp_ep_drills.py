@@ -37,20 +37,31 @@ def launch(tmp_path_factory, module, args):
 
 @pytest.fixture(scope="module")
 def cp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.stages.cp.worker",
-                  ["--cp", json.dumps(dataclasses.asdict(CP)), "--degrees", "2,4", "--mistakes", ",".join(CP_MISTAKES)])
+    return launch(
+        tmp_path_factory,
+        "suite.stages.cp.worker",
+        ["--cp", json.dumps(dataclasses.asdict(CP)), "--degrees", "2,4", "--mistakes", ",".join(CP_MISTAKES)],
+    )
 
 
 @pytest.fixture(scope="module")
 def ep_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.stages.ep.worker",
-                  ["--ep", json.dumps(dataclasses.asdict(EP)), "--mistakes", ",".join(EP_MISTAKES)])
+    return launch(
+        tmp_path_factory,
+        "suite.stages.ep.worker",
+        ["--ep", json.dumps(dataclasses.asdict(EP)), "--mistakes", ",".join(EP_MISTAKES)],
+    )
 
 
 def errors(rows, prefix, **key):
     """{case without prefix: value} of max_abs_error rows whose case starts with prefix and match key."""
-    return {r.case[len(prefix):]: r.value for r in rows if r.metric == "max_abs_error" and r.case.startswith(prefix)
-            and all(getattr(r, k) == v for k, v in key.items())}
+    return {
+        r.case[len(prefix) :]: r.value
+        for r in rows
+        if r.metric == "max_abs_error"
+        and r.case.startswith(prefix)
+        and all(getattr(r, k) == v for k, v in key.items())
+    }
 
 
 # ---------------------------------------------------------------- cp
@@ -59,14 +70,22 @@ def errors(rows, prefix, **key):
 @pytest.mark.parametrize("algo", cp_stage.ALGOS)
 @pytest.mark.parametrize("degree", [2, 4])
 def test_cp_matches_full_attention(cp_rows, algo, degree):
-    found = {c: v for c, v in errors(cp_rows, "", algo=algo, world=degree).items() if not c.startswith("mistake.")}
+    found = {
+        c: v for c, v in errors(cp_rows, "", algo=algo, world=degree).items() if not c.startswith("mistake.")
+    }
     assert set(found) == {f"{m}.{q}" for m in cp_stage.MASKS for q in cp_stage.QUANTITIES}
     tols = cp_stage.tolerances(CP, degree)
     assert all(v <= tols[c.split(".")[1]].bound for c, v in found.items()), found
 
 
-@pytest.mark.parametrize("mistake,masks", [("lse_average", ("full", "causal")), ("mask_offset", ("causal",)),
-                                           ("a2a_transpose", ("full", "causal"))])
+@pytest.mark.parametrize(
+    "mistake,masks",
+    [
+        ("lse_average", ("full", "causal")),
+        ("mask_offset", ("causal",)),
+        ("a2a_transpose", ("full", "causal")),
+    ],
+)
 @pytest.mark.parametrize("degree", [2, 4])
 def test_cp_comparison_catches_the_mistake(cp_rows, mistake, masks, degree):
     bound = cp_stage.tolerances(CP, degree)["lse"].bound  # the largest of the cp tolerances
@@ -84,8 +103,11 @@ def test_cp_verdicts_pass_on_the_real_rows_and_fail_on_a_mistake(cp_rows):
             assert verdicts[f"cp.comm_volume.{algo}.cp{d}"] == "pass"
         assert verdicts[f"cp.golden.torch_cp.cp{d}"] == "skip"
     # The same judge, handed the LSE-averaging run's numbers as the ring's own, fails it.
-    swapped = [dataclasses.replace(r, case=r.case.removeprefix("mistake.lse_average.")) for r in cp_rows
-               if r.case.startswith("mistake.lse_average.") or not (r.metric == "max_abs_error" and r.algo == "ring")]
+    swapped = [
+        dataclasses.replace(r, case=r.case.removeprefix("mistake.lse_average."))
+        for r in cp_rows
+        if r.case.startswith("mistake.lse_average.") or not (r.metric == "max_abs_error" and r.algo == "ring")
+    ]
     assert {v.id: v.status for v in cp_stage.judge(swapped, [], FACTS)}["cp.golden.ring.cp4"] == "fail"
 
 
@@ -96,7 +118,9 @@ def test_cp_bytes_sent_are_the_formula(cp_rows):
 
 
 def test_cp_timing_rows(cp_rows):
-    layer = {(r.algo, r.world, r.count): r.value for r in cp_rows if r.case == "layer" and r.metric == "time_s"}
+    layer = {
+        (r.algo, r.world, r.count): r.value for r in cp_rows if r.case == "layer" and r.metric == "time_s"
+    }
     assert len(layer) == 2 * 2 * len(CP.seq_lens) and all(v > 0 for v in layer.values())
     hidden = [r.value for r in cp_rows if r.metric == "rotation_hidden"]
     assert len(hidden) == 2 * len(CP.seq_lens) and all(0 <= h <= 1 for h in hidden)
@@ -122,7 +146,11 @@ def test_ep_capacity_drops_tokens_and_the_skewed_router_is_imbalanced(ep_rows):
     assert value[("skewed", "imbalance")] > value[("uniform", "imbalance")] >= 1
     kept = [v for (c, m), v in value.items() if c.startswith("uniform.expert") and m == "tokens_kept"]
     received = [v for (c, m), v in value.items() if c.startswith("uniform.rank") and m == "tokens_received"]
-    assert len(kept) == EP.experts and len(received) == 4 and sum(kept) == sum(received) == value[("uniform", "assignments")]
+    assert (
+        len(kept) == EP.experts
+        and len(received) == 4
+        and sum(kept) == sum(received) == value[("uniform", "assignments")]
+    )
 
 
 @pytest.mark.parametrize("mistake", EP_MISTAKES)
@@ -132,9 +160,15 @@ def test_ep_comparison_catches_the_mistake(ep_rows, mistake, router):
     assert set(found) == set(ep_stage.QUANTITIES)
     bound = max(t.bound for t in ep_stage.tolerances(EP, 4).values())
     assert found["output"] > 10 * bound, found
-    mismatches = {r.case: r.value for r in ep_rows if r.metric == "token_set_mismatches"}[f"mistake.{mistake}.{router}"]
-    assert (mismatches > 0) == (mistake != "combine_forward_splits")  # its dispatch is right, its combine is not
-    verdict = ep_stage.golden_verdict(ep_rows, router, ep_stage.tolerances(EP, 4), prefix=f"mistake.{mistake}.")
+    mismatches = {r.case: r.value for r in ep_rows if r.metric == "token_set_mismatches"}[
+        f"mistake.{mistake}.{router}"
+    ]
+    assert (mismatches > 0) == (
+        mistake != "combine_forward_splits"
+    )  # its dispatch is right, its combine is not
+    verdict = ep_stage.golden_verdict(
+        ep_rows, router, ep_stage.tolerances(EP, 4), prefix=f"mistake.{mistake}."
+    )
     assert verdict.status == "fail"
 
 
@@ -142,7 +176,9 @@ def test_ep_verdicts_and_timing_rows(ep_rows):
     verdicts = {v.id: v.status for v in ep_stage.judge(ep_rows, [], FACTS)}
     assert verdicts["ep.golden.uniform"] == verdicts["ep.golden.skewed"] == verdicts["ep.load"] == "pass"
     assert verdicts["ep.imbalance_cost"] == "skip"
-    steps = {(r.case, r.algo): r.value for r in ep_rows if r.case.startswith("step.") and r.metric == "time_s"}
+    steps = {
+        (r.case, r.algo): r.value for r in ep_rows if r.case.startswith("step.") and r.metric == "time_s"
+    }
     assert len(steps) == 2 * len(EP.capacity_factors) and all(v > 0 for v in steps.values())
     bw = [r for r in ep_rows if r.case == "dispatch" and r.metric == "algbw"]
     assert len(bw) == 2 and all(r.value > 0 and r.size_bytes > 0 for r in bw)
@@ -155,12 +191,14 @@ def test_figures_draw_from_the_real_rows(cp_rows, ep_rows):
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from suite.results import EXPECTATION_COLUMNS, ROW_COLUMNS
     from suite.stages.cp import figure as cp_figures
     from suite.stages.ep import figure as ep_figures
-    from suite.results import EXPECTATION_COLUMNS, ROW_COLUMNS
 
     for module, stage, rows in ((cp_figures, cp_stage, cp_rows), (ep_figures, ep_stage, ep_rows)):
         frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(ROW_COLUMNS))
-        expected = pd.DataFrame([e.to_dict() for e in stage.expect(GLOO_CPU, {})], columns=list(EXPECTATION_COLUMNS))
+        expected = pd.DataFrame(
+            [e.to_dict() for e in stage.expect(GLOO_CPU, {})], columns=list(EXPECTATION_COLUMNS)
+        )
         figures = module.figures(frame, expected, FACTS)
         assert len(figures) == 2 and all(isinstance(f, Figure) for f in figures)

@@ -15,10 +15,10 @@ import dataclasses
 import pytest
 import torch
 
-from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
 from suite.costmodel.tolerance import tolerance
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.stages.crossover import judge_correct
 from suite.stages.crossover.hand_allreduce import MISTAKES, fill
 
@@ -37,10 +37,31 @@ CAUGHT_FROM = 52  # bytes: 13 float32 elements, at least one per rank for every 
 def launch(request, tmp_path_factory):
     n = request.param
     raw = tmp_path_factory.mktemp(f"hand{n}")
-    args = ["--sizes", ",".join(map(str, SIZES)), "--warmup", "1", "--iters", "2", "--library", "--save-results",
-            "--seed", str(SEED), "--stage", "test", "--mistakes", ",".join(MISTAKES)]
-    result = forklaunch.launch(GLOO_CPU, "suite.stages.crossover.hand_allreduce", args, raw_dir=raw, nproc=n, tag="hand",
-                               timeout_s=300)
+    args = [
+        "--sizes",
+        ",".join(map(str, SIZES)),
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--library",
+        "--save-results",
+        "--seed",
+        str(SEED),
+        "--stage",
+        "test",
+        "--mistakes",
+        ",".join(MISTAKES),
+    ]
+    result = forklaunch.launch(
+        GLOO_CPU,
+        "suite.stages.crossover.hand_allreduce",
+        args,
+        raw_dir=raw,
+        nproc=n,
+        tag="hand",
+        timeout_s=300,
+    )
     return n, result
 
 
@@ -115,4 +136,6 @@ def test_the_stage_verdict_fails_on_each_mistake(launch, mistake):
     as_if_real = rows + [dataclasses.replace(r, case=algo) for r in rows if r.case == f"mistake.{mistake}"]
     verdict = judge_correct(as_if_real, algo)
     assert verdict.status == "fail", verdict
-    assert judge_correct(result.rows(), algo).status == "pass"  # the real rows beside the mistakes' still pass
+    assert (
+        judge_correct(result.rows(), algo).status == "pass"
+    )  # the real rows beside the mistakes' still pass

@@ -11,8 +11,8 @@ import pytest
 
 from suite.config import GLOO_CPU
 from suite.launch.torchrun import run_torchrun
-from suite.stages.health import rules
 from suite.stages import health
+from suite.stages.health import rules
 
 pytestmark = pytest.mark.dist
 METRICS = ("gemm_tflops", "h2d_GBps", "d2h_GBps")
@@ -21,10 +21,27 @@ METRICS = ("gemm_tflops", "h2d_GBps", "d2h_GBps")
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     cfg = GLOO_CPU.health
-    args = ["--gemm-n", str(cfg.gemm_n), "--gemm-iters", str(cfg.gemm_iters), "--copy-bytes", str(cfg.copy_mib << 20),
-            "--copy-iters", str(cfg.copy_iters), "--slow-rank", "2"]
-    result = run_torchrun(GLOO_CPU, "suite.workloads.health_run", args, raw_dir=tmp_path_factory.mktemp("health"),
-                          nproc=4, tag="measure", timeout_s=300)
+    args = [
+        "--gemm-n",
+        str(cfg.gemm_n),
+        "--gemm-iters",
+        str(cfg.gemm_iters),
+        "--copy-bytes",
+        str(cfg.copy_mib << 20),
+        "--copy-iters",
+        str(cfg.copy_iters),
+        "--slow-rank",
+        "2",
+    ]
+    result = run_torchrun(
+        GLOO_CPU,
+        "suite.workloads.health_run",
+        args,
+        raw_dir=tmp_path_factory.mktemp("health"),
+        nproc=4,
+        tag="measure",
+        timeout_s=300,
+    )
     return result.rows()
 
 
@@ -48,13 +65,16 @@ def test_the_injected_slow_rank_is_far_below_its_peers(rows):
 
 
 def test_the_outlier_rule_names_the_slow_rank(rows):
-    facts = {"profile": GLOO_CPU.to_dict(), "health": {"kernel_log": None, "kernel_log_why": "not read here",
-                                                       "network": None}}
+    facts = {
+        "profile": GLOO_CPU.to_dict(),
+        "health": {"kernel_log": None, "kernel_log_why": "not read here", "network": None},
+    }
     verdicts = {v.id: v for v in health.judge(rows, [], facts)}
     for metric in METRICS:
         v = verdicts[f"health.measured.{metric}"]
         assert v.status == "skip" and "rank 2 " in v.reason, v.reason  # named, not judged: CPU ranks
-    on_gpu = rules.measured_verdicts({m: per_rank(rows, m) for m in METRICS}, on_gpu=True, gemm_peak_tflops=None,
-                                     link_GBps={})
+    on_gpu = rules.measured_verdicts(
+        {m: per_rank(rows, m) for m in METRICS}, on_gpu=True, gemm_peak_tflops=None, link_GBps={}
+    )
     assert [v.status for v in on_gpu] == ["fail"] * 3
     assert all("GPU 2 " in v.reason and "reset the GPU" in v.reason for v in on_gpu)

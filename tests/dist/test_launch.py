@@ -1,5 +1,5 @@
-"""Real launches on gloo under both launchers (torchrun, and the warm fork launcher): rows through files, logs per
-rank, the same worker environment, failures with their log tail, no process left behind."""
+"""Real launches on gloo under both launchers (torchrun, and the warm fork launcher): rows through files, logs
+per rank, the same worker environment, failures with their log tail, no process left behind."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from suite.launch import procs
 from suite.config import GLOO_CPU
+from suite.launch import procs
 from suite.launch.forklaunch import launch, warm_zygote
 from suite.launch.torchrun import LaunchError
 from suite.results import read_rows_jsonl
@@ -30,13 +30,25 @@ def launches(tmp_path_factory):
     out = {}
     for launcher in LAUNCHERS:
         raw = tmp_path_factory.mktemp(f"raw-{launcher}")
-        out[launcher] = raw, launch(profile(launcher), WORKER, ["--fail-rank", "-1"], raw_dir=raw, nproc=3, tag="env",
-                                    timeout_s=120)
+        out[launcher] = (
+            raw,
+            launch(
+                profile(launcher),
+                WORKER,
+                ["--fail-rank", "-1"],
+                raw_dir=raw,
+                nproc=3,
+                tag="env",
+                timeout_s=120,
+            ),
+        )
     return out
 
 
 def reported(result, case: str) -> dict:
-    return {(r.rank, r.metric): (r.text if r.unit == "" else r.value) for r in result.rows() if r.case == case}
+    return {
+        (r.rank, r.metric): (r.text if r.unit == "" else r.value) for r in result.rows() if r.case == case
+    }
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -65,7 +77,8 @@ def test_workers_run_with_the_profiles_environment(launches, launcher):
 
 
 def test_both_launchers_give_the_workers_the_same_environment(launches):
-    """Every variable torchrun's agent and the suite set, equal under both launchers but for what names the launch."""
+    """Every variable torchrun's agent and the suite set, equal under both launchers but for what names the
+    launch."""
     per_launch = {"MASTER_PORT", "CARDTIME_OUT_DIR", "CARDTIME_RAW_DIR"}
     torchrun, fork = (reported(launches[name][1], "env") for name in LAUNCHERS)
     assert len(torchrun) == len(fork) == 3 * 24
@@ -95,8 +108,12 @@ def test_a_failing_rank_fails_the_launch_with_its_log_tail(tmp_path, launcher):
 
 
 def rank_pids(folder) -> list[int]:
-    pids = [int(r.value) for path in sorted(folder.glob("out/rows.rank*.jsonl")) for r in read_rows_jsonl(path)
-            if r.metric == "pid"]
+    pids = [
+        int(r.value)
+        for path in sorted(folder.glob("out/rows.rank*.jsonl"))
+        for r in read_rows_jsonl(path)
+        if r.metric == "pid"
+    ]
     assert pids, f"no rank wrote its pid under {folder}"
     return pids
 
@@ -109,8 +126,8 @@ def gone(pids: list[int], within_s: float = 10.0) -> bool:
 
 
 def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path):
-    """The fork launcher: a SIGKILLed rank fails its launch, its peers are stopped; a hung rank is killed at the
-    launch's timeout with every peer; the zygote forks from one thread and serves the next launch."""
+    """The fork launcher: a SIGKILLed rank fails its launch, its peers are stopped; a hung rank is killed at
+    the launch's timeout with every peer; the zygote forks from one thread and serves the next launch."""
     fork = profile("fork")
     zygote = warm_zygote()
     assert zygote.ping()["threads"] == 1  # no OpenMP pool or store thread exists when ranks are forked
@@ -148,16 +165,21 @@ print(json.dumps({"kind": type(zygote.proc).__name__, "threads": ping["threads"]
 
 
 def test_a_zygote_forked_from_the_warm_runner_serves_launches_from_one_thread(tmp_path):
-    """The runner's way (Zygote.fork_here): the zygote is a fork of a process that imported the warm set itself;
-    it forks ranks from one thread, serves a launch, and stops with its parent's stop()."""
+    """The runner's way (Zygote.fork_here): the zygote is a fork of a process that imported the warm set
+    itself; it forks ranks from one thread, serves a launch, and stops with its parent's stop()."""
     import json
     import subprocess
     import sys
 
     from suite.launch.torchrun import worker_env
 
-    done = subprocess.run([sys.executable, "-c", FORKED_ZYGOTE, str(tmp_path)], capture_output=True, text=True,
-                          env=worker_env(GLOO_CPU), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_ZYGOTE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=worker_env(GLOO_CPU),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["kind"] == "_ForkedChild" and got["threads"] == 1

@@ -20,8 +20,15 @@ WORLD = 2
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("nccl1")
-    return run_torchrun(GLOO_CPU, "suite.stages.nccl1gpu.worker", ["--case", "gloo_cuda", "--device", "cpu"],
-                        raw_dir=raw, nproc=WORLD, tag="gloo_cuda", timeout_s=240).rows()
+    return run_torchrun(
+        GLOO_CPU,
+        "suite.stages.nccl1gpu.worker",
+        ["--case", "gloo_cuda", "--device", "cpu"],
+        raw_dir=raw,
+        nproc=WORLD,
+        tag="gloo_cuda",
+        timeout_s=240,
+    ).rows()
 
 
 def expected(name: str, rank: int) -> torch.Tensor:

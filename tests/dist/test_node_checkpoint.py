@@ -1,7 +1,7 @@
-"""The node-loss drill's checkpoints (suite/stages/fault/node_checkpoint.py) on two real gloo processes, each with a
-folder of its own (two nodes' own disks): each saves the replicated state where only it can read it, one node a
-checkpoint ahead of the other; the resume agrees on the newest step both can read, and each rank's model and
-optimizer after loading equal, elementwise, what that step held."""
+"""The node-loss drill's checkpoints (suite/stages/fault/node_checkpoint.py) on two real gloo processes, each
+with a folder of its own (two nodes' own disks): each saves the replicated state where only it can read it,
+one node a checkpoint ahead of the other; the resume agrees on the newest step both can read, and each rank's
+model and optimizer after loading equal, elementwise, what that step held."""
 
 from __future__ import annotations
 
@@ -47,8 +47,16 @@ dist.destroy_process_group()
 
 def test_each_node_resumes_from_its_own_disk_at_the_step_both_have(tmp_path):
     repo = Path(__file__).resolve().parents[2]
-    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(tmp_path / "store"), str(tmp_path / f"disk{r}")],
-                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, str(r), str(tmp_path / "store"), str(tmp_path / f"disk{r}")],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     said = []
     for proc in procs:
         out, err = proc.communicate(timeout=180)
@@ -56,6 +64,8 @@ def test_each_node_resumes_from_its_own_disk_at_the_step_both_have(tmp_path):
         said.append(json.loads(out.strip().splitlines()[-1]))
     assert [s["step"] for s in said] == [2, 2]  # node0 has 4 too, but node1 does not: both resume at 2
     assert said[0]["file"] == "step_2.node0.pt" and said[1]["file"] == "step_2.node1.pt"
-    assert said[0]["files"] == ["step_2.node0.pt", "step_4.node0.pt"] and said[1]["files"] == ["step_2.node1.pt"]
+    assert said[0]["files"] == ["step_2.node0.pt", "step_4.node0.pt"] and said[1]["files"] == [
+        "step_2.node1.pt"
+    ]
     assert all(s["same"] for s in said) and all(s["moments"] > 0 for s in said)
     assert not list(tmp_path.glob("disk*/.*partial"))

@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.tolerance import tolerance
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.stages import overlap
 from suite.stages.overlap.worker import MISTAKES
 from suite.workloads.worker_cli import model_args
@@ -27,10 +27,16 @@ FACTS = {"profile": GLOO_CPU.to_dict()}
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("overlap-mistakes")
-    args = [*model_args(GLOO_CPU.model), "--modes", ",".join(overlap.modes(GLOO_CPU.model)),
-            "--mistakes", ",".join(MISTAKES)]
-    return forklaunch.launch(GLOO_CPU, "suite.stages.overlap.worker", args, raw_dir=raw, tag="ddp", nproc=4,
-                             timeout_s=600).rows()
+    args = [
+        *model_args(GLOO_CPU.model),
+        "--modes",
+        ",".join(overlap.modes(GLOO_CPU.model)),
+        "--mistakes",
+        ",".join(MISTAKES),
+    ]
+    return forklaunch.launch(
+        GLOO_CPU, "suite.stages.overlap.worker", args, raw_dir=raw, tag="ddp", nproc=4, timeout_s=600
+    ).rows()
 
 
 def mistake_diff(rows, mistake):
@@ -57,7 +63,9 @@ def test_the_stage_verdict_fails_on_the_mistake(rows, mistake):
     bad = mistake_diff(rows, mistake)
     label = bad.overlap
     # the mode's own check row replaced by the mistake's numbers, as if the mode had made it
-    swapped = [r for r in rows if not (r.overlap == label and r.metric == "max_grad_diff" and r.case == "ddp")]
+    swapped = [
+        r for r in rows if not (r.overlap == label and r.metric == "max_grad_diff" and r.case == "ddp")
+    ]
     swapped.insert(0, dataclasses.replace(bad, case="ddp"))
     verdicts = {v.id: v for v in overlap.judge(swapped, [], FACTS)}
     assert verdicts[f"overlap.grads.{label}"].status == "fail", verdicts[f"overlap.grads.{label}"]
@@ -65,7 +73,9 @@ def test_the_stage_verdict_fails_on_the_mistake(rows, mistake):
 
 def test_the_watched_buckets_are_ddps_and_fire_after_their_gradients(rows):
     verdicts = {v.id: v for v in overlap.judge(rows, [], FACTS)}
-    overlapped = [overlap.mode_of(m).label for m in overlap.modes(GLOO_CPU.model) if overlap.mode_of(m).overlap]
+    overlapped = [
+        overlap.mode_of(m).label for m in overlap.modes(GLOO_CPU.model) if overlap.mode_of(m).overlap
+    ]
     assert len(overlapped) == 3
     for label in overlapped:
         for check in ("membership", "launch"):
@@ -73,6 +83,7 @@ def test_the_watched_buckets_are_ddps_and_fire_after_their_gradients(rows):
         # the hook's buckets are the ones DDP's logging data reports for the checked model (same dtype here)
         logged = next(r.text for r in rows if r.overlap == label and r.metric == "buckets")
         watched = [r for r in rows if r.overlap == label and r.metric == "bucket_bytes"]
-        assert [int(r.value) for r in sorted(watched, key=lambda r: int(r.case.rsplit(".", 1)[1]))] == \
-            [int(x) for x in logged.split()]
+        assert [int(r.value) for r in sorted(watched, key=lambda r: int(r.case.rsplit(".", 1)[1]))] == [
+            int(x) for x in logged.split()
+        ]
         assert sum(len(r.text.split()) for r in watched) == 24  # every parameter in exactly one bucket

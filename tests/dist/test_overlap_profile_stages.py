@@ -29,8 +29,12 @@ def verdicts_of(run, stage):
 def test_every_mode_reduces_the_gradients_one_process_computes(run):
     v = verdicts_of(run, "overlap")
     grads = {k: x for k, x in v.items() if k.startswith("overlap.grads.")}
-    assert set(grads) == {"overlap.grads.no_overlap", "overlap.grads.bucket_0.01MB", "overlap.grads.bucket_25MB",
-                          "overlap.grads.bucket_100MB"}
+    assert set(grads) == {
+        "overlap.grads.no_overlap",
+        "overlap.grads.bucket_0.01MB",
+        "overlap.grads.bucket_25MB",
+        "overlap.grads.bucket_100MB",
+    }
     assert {x.status for x in grads.values()} == {"pass"}, [x.observed for x in grads.values()]
     diffs = [r.value for r in rows_of(run, "overlap") if r.metric.startswith("max_grad_diff")]
     assert len(diffs) == 8 and max(diffs) < 1e-6
@@ -38,7 +42,9 @@ def test_every_mode_reduces_the_gradients_one_process_computes(run):
 
 def test_bucket_layout_model_matches_ddps_buckets(run):
     rows = rows_of(run, "overlap")
-    expected = {e.overlap: e.value for e in run.expectations() if e.stage == "overlap" and e.metric == "buckets"}
+    expected = {
+        e.overlap: e.value for e in run.expectations() if e.stage == "overlap" and e.metric == "buckets"
+    }
     measured = {r.overlap: r for r in rows if r.metric == "buckets"}
     assert set(measured) == {"bucket_0.01MB", "bucket_25MB", "bucket_100MB"}
     for label, row in measured.items():
@@ -57,7 +63,9 @@ def test_step_times_and_their_differences(run):
     for label, value in saving.items():
         assert value == pytest.approx(steps["no_overlap"] - steps[label])
     assert {r.overlap for r in rows if r.metric == "predicted_hidden_comm_s"} == set(saving)
-    assert {x.status for k, x in verdicts_of(run, "overlap").items() if k.startswith("overlap.speed.")} == {"skip"}
+    assert {x.status for k, x in verdicts_of(run, "overlap").items() if k.startswith("overlap.speed.")} == {
+        "skip"
+    }
 
 
 def test_profile_analyses_every_ranks_cpu_trace(run):
@@ -85,7 +93,11 @@ def test_timeline_published_and_figures_render(run):
     view = load_run(run.path)
     facts = {**view.manifest["facts"], "profile": view.manifest["profile"]}
     for stage, count in (("overlap", 3), ("profile", 2)):  # overlap: steps, savings, the buckets' timeline
-        out = stage_figures(stage, view.rows[view.rows["stage"] == stage],
-                            view.expectations[view.expectations["stage"] == stage], facts)
+        out = stage_figures(
+            stage,
+            view.rows[view.rows["stage"] == stage],
+            view.expectations[view.expectations["stage"] == stage],
+            facts,
+        )
         assert not out.notes and len(out.figures) == count
     json.dumps(timeline)  # plain JSON in the manifest

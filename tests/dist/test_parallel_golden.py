@@ -14,11 +14,11 @@ import dataclasses
 
 import pytest
 
-from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.config import GLOO_CPU
 from suite.costmodel.scaling_expectations import model_state_bytes
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.tolerance import golden_tolerance
+from suite.launch import forklaunch  # launch(): the profile's launcher, gloo-cpu's warm fork launcher
 from suite.results import Row
 from suite.stages import tp as tp_stage
 from suite.stages import zero as zero_stage
@@ -35,33 +35,48 @@ DP_MISTAKES = ("no_sync", "per_rank_seed")
 
 def launch(tmp_path_factory, module, *args):
     raw = tmp_path_factory.mktemp(module.rsplit(".", 1)[1])
-    return forklaunch.launch(GLOO_CPU, module, [*model_args(CFG), *args], raw_dir=raw, tag="t", nproc=4,
-                             timeout_s=600).rows()
+    return forklaunch.launch(
+        GLOO_CPU, module, [*model_args(CFG), *args], raw_dir=raw, tag="t", nproc=4, timeout_s=600
+    ).rows()
 
 
 @pytest.fixture(scope="module")
 def tp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.stages.tp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(TP_MISTAKES))
+    return launch(
+        tmp_path_factory, "suite.stages.tp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(TP_MISTAKES)
+    )
 
 
 @pytest.fixture(scope="module")
 def dp_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.stages.dp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(DP_MISTAKES))
+    return launch(
+        tmp_path_factory, "suite.stages.dp.worker", "--degrees", "1,2,4", "--mistakes", ",".join(DP_MISTAKES)
+    )
 
 
 @pytest.fixture(scope="module")
 def zero_rows(tmp_path_factory):
-    return launch(tmp_path_factory, "suite.stages.zero.worker", "--stages", "0,1,2,3",
-                  "--mistakes", ",".join(DP_MISTAKES))
+    return launch(
+        tmp_path_factory,
+        "suite.stages.zero.worker",
+        "--stages",
+        "0,1,2,3",
+        "--mistakes",
+        ",".join(DP_MISTAKES),
+    )
 
 
 def errors(rows, prefix="", **key):
     """{case without prefix: max_abs_error} for rows matching key (tp=…, world=…, zero=…)."""
     out = {}
     for r in rows:
-        if r.metric == "max_abs_error" and r.case.startswith(prefix) and all(getattr(r, k) == v for k, v in key.items()):
+        if (
+            r.metric == "max_abs_error"
+            and r.case.startswith(prefix)
+            and all(getattr(r, k) == v for k, v in key.items())
+        ):
             if prefix or not r.case.startswith("mistake."):
-                out[r.case[len(prefix):]] = r.value
+                out[r.case[len(prefix) :]] = r.value
     return out
 
 
@@ -89,9 +104,17 @@ def test_tp_verdicts_pass_on_the_real_rows_and_fail_on_a_mistake(tp_rows):
     verdicts = {v.id: v.status for v in tp_stage.judge(tp_rows, [], facts)}
     assert verdicts["tp.golden.tp2"] == verdicts["tp.golden.tp4"] == "pass"
     # The same judge, handed the missing-reduction run's numbers as if they were the plan's own, fails it.
-    swapped = [dataclasses.replace(r, case=r.case.split(".")[-1]) if r.case.startswith("mistake.missing_reduction.")
-               else r for r in tp_rows if not (r.metric == "max_abs_error" and r.case in tp_stage.GOLDEN_CASES
-                                               and r.case != "sequence_sharded_attention")]
+    swapped = [
+        dataclasses.replace(r, case=r.case.split(".")[-1])
+        if r.case.startswith("mistake.missing_reduction.")
+        else r
+        for r in tp_rows
+        if not (
+            r.metric == "max_abs_error"
+            and r.case in tp_stage.GOLDEN_CASES
+            and r.case != "sequence_sharded_attention"
+        )
+    ]
     assert {v.id: v.status for v in tp_stage.judge(swapped, [], facts)}["tp.golden.tp4"] == "fail"
 
 
@@ -100,7 +123,9 @@ def test_tp_timing_rows_with_communication_measured(tp_rows):
     for d in (1, 2, 4):
         assert timing[(d, "step_time_s")] > 0 and timing[(d, "tokens_per_s")] > 0
     assert timing[(1, "comm_share")] == 0.0
-    assert 0 < timing[(2, "comm_share")] <= 1 and 0 < timing[(4, "comm_share")] <= 1  # gloo's collectives seen
+    assert (
+        0 < timing[(2, "comm_share")] <= 1 and 0 < timing[(4, "comm_share")] <= 1
+    )  # gloo's collectives seen
 
 
 # ---------------------------------------------------------------- DP
@@ -146,7 +171,9 @@ def test_zero_state_memory_is_what_the_model_says(zero_rows):
         assert state[z] == model_state_bytes(psi, 4, z, "float32"), z
     # ZeroRedundancyOptimizer hands whole parameters to ranks, so the fullest rank holds a little over 8Ψ/4
     # of AdamW state (seen: 82,688 bytes against 82,560).
-    assert model_state_bytes(psi, 4, 1, "float32") <= state[1] <= 1.01 * model_state_bytes(psi, 4, 1, "float32")
+    assert (
+        model_state_bytes(psi, 4, 1, "float32") <= state[1] <= 1.01 * model_state_bytes(psi, 4, 1, "float32")
+    )
     # Between steps FSDP2 keeps ZeRO-2's parameters sharded too (it gathers them for forward and backward),
     # so at rest ZeRO-2 holds what ZeRO-3 holds; the difference shows in the peak.
     assert state[2] == state[3]
@@ -162,16 +189,29 @@ def test_zero_memory_falls_and_judges_pass(zero_rows):
 
 @pytest.fixture(scope="module")
 def zero_below_world_rows(tmp_path_factory):
-    """ZeRO as a two-node run measures it (suite/config.py's zero_degrees: nproc, then whole nodes): here 4 ranks
-    standing for 2 nodes × 2, ZeRO 0–3 on ranks 0–1 (a sub-group and a DeviceMesh of part of the world), then on all 4."""
-    return launch(tmp_path_factory, "suite.stages.zero.worker", "--stages", "0,1,2,3", "--degrees", "2,4",
-                  "--record-nodes", "--mistakes", "no_sync")
+    """ZeRO as a two-node run measures it (suite/config.py's zero_degrees: nproc, then whole nodes): here 4
+    ranks standing for 2 nodes × 2, ZeRO 0–3 on ranks 0–1 (a sub-group and a DeviceMesh of part of the world),
+    then on all 4."""
+    return launch(
+        tmp_path_factory,
+        "suite.stages.zero.worker",
+        "--stages",
+        "0,1,2,3",
+        "--degrees",
+        "2,4",
+        "--record-nodes",
+        "--mistakes",
+        "no_sync",
+    )
 
 
 def test_zero_below_the_world_equals_single_process_adamw_at_every_degree(zero_below_world_rows):
     rows = zero_below_world_rows
-    golden = {(r.zero, r.world): r.value for r in rows
-              if r.case == "params_after_training" and r.metric == "max_abs_error"}
+    golden = {
+        (r.zero, r.world): r.value
+        for r in rows
+        if r.case == "params_after_training" and r.metric == "max_abs_error"
+    }
     assert set(golden) == {(z, d) for z in range(4) for d in (2, 4)}
     assert all(v <= TOL for v in golden.values()), golden
     caught = {(r.zero, r.world): r.value for r in rows if r.case == "mistake.no_sync.params_after_training"}
@@ -180,5 +220,10 @@ def test_zero_below_the_world_equals_single_process_adamw_at_every_degree(zero_b
     # check, which sees all 4 ranks on one host, saying that degree 4 did not span the nodes its β assumed.
     profile = dataclasses.replace(GLOO_CPU, nproc=2, degrees=(1, 2), nodes=("node-a", "node-b"))
     verdicts = {v.id: v for v in zero_stage.judge(rows, [], {"profile": profile.to_dict()})}
-    assert all(verdicts[f"zero.golden.zero{z}{w}"].status == "pass" for z in range(4) for w in ("", ".world4"))
-    assert verdicts["zero.nodes"].status == "warn" and "4 ranks ran on other nodes" in verdicts["zero.nodes"].reason
+    assert all(
+        verdicts[f"zero.golden.zero{z}{w}"].status == "pass" for z in range(4) for w in ("", ".world4")
+    )
+    assert (
+        verdicts["zero.nodes"].status == "warn"
+        and "4 ranks ran on other nodes" in verdicts["zero.nodes"].reason
+    )

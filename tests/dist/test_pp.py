@@ -19,7 +19,7 @@ import pytest
 from suite.config import GLOO_CPU
 from suite.launch.torchrun import run_torchrun
 from suite.stages import pp as pp_stage
-from suite.stages.pp.worker import DRILL_MISTAKE_SCHEDULE, DRILL_MISTAKES, MISTAKES, MISTAKE_SCHEDULE
+from suite.stages.pp.worker import DRILL_MISTAKE_SCHEDULE, DRILL_MISTAKES, MISTAKE_SCHEDULE, MISTAKES
 from tests.loadgen import busy_loops
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(600)]
@@ -32,14 +32,26 @@ TOLS = pp_stage.case_tolerances(pp_stage.pp_model(GLOO_CPU), PP.golden_steps)
 def rows(tmp_path_factory):
     raw = tmp_path_factory.mktemp("pp")
     with busy_loops(4, max_s=300):
-        return run_torchrun(GLOO_CPU, "suite.stages.pp.worker",
-                            pp_stage.worker_args(GLOO_CPU, (*MISTAKES, *DRILL_MISTAKES)), raw_dir=raw, tag="t",
-                            nproc=pp_stage.launch_ranks(GLOO_CPU), timeout_s=300).rows()
+        return run_torchrun(
+            GLOO_CPU,
+            "suite.stages.pp.worker",
+            pp_stage.worker_args(GLOO_CPU, (*MISTAKES, *DRILL_MISTAKES)),
+            raw_dir=raw,
+            tag="t",
+            nproc=pp_stage.launch_ranks(GLOO_CPU),
+            timeout_s=300,
+        ).rows()
 
 
 def errors(rows, schedule, prefix=""):
-    return {r.case[len(prefix):]: r.value for r in rows if r.metric == "max_abs_error" and r.algo == schedule
-            and r.case.startswith(prefix) and (prefix or not r.case.startswith("mistake."))}
+    return {
+        r.case[len(prefix) :]: r.value
+        for r in rows
+        if r.metric == "max_abs_error"
+        and r.algo == schedule
+        and r.case.startswith(prefix)
+        and (prefix or not r.case.startswith("mistake."))
+    }
 
 
 @pytest.mark.parametrize("schedule", PP.schedules)
@@ -70,11 +82,17 @@ def test_verdicts_pass_on_the_real_rows_and_fail_on_a_mistake(rows):
         assert len(measured) == 2 * len([e for e in want if e.case == "sleep_stages"]), metric
     got = {v.id: v for v in pp_stage.judge(rows, want, facts)}
     assert all(got[f"pp.golden.{s}.pp2"].status == "pass" for s in PP.schedules)
-    assert all(got[f"pp.bubble.{s}"].status == "pass" for s in PP.bubble_schedules), \
-        [got[f"pp.bubble.{s}"].observed for s in PP.bubble_schedules]
+    assert all(got[f"pp.bubble.{s}"].status == "pass" for s in PP.bubble_schedules), [
+        got[f"pp.bubble.{s}"].observed for s in PP.bubble_schedules
+    ]
     for mistake in MISTAKES:  # the mistake's numbers in place of the real ones: the same judge fails them
-        swapped = [dataclasses.replace(r, case=r.case.rsplit(".", 1)[1]) if r.case.startswith(f"mistake.{mistake}.")
-                   else r for r in rows if not (r.algo == MISTAKE_SCHEDULE and r.case in ("loss", "grads"))]
+        swapped = [
+            dataclasses.replace(r, case=r.case.rsplit(".", 1)[1])
+            if r.case.startswith(f"mistake.{mistake}.")
+            else r
+            for r in rows
+            if not (r.algo == MISTAKE_SCHEDULE and r.case in ("loss", "grads"))
+        ]
         assert {v.id: v.status for v in pp_stage.judge(swapped, want, facts)}["pp.golden.1f1b.pp2"] == "fail"
 
 
@@ -88,15 +106,20 @@ def test_the_gpt_timed_rows(rows):
 
 @pytest.mark.parametrize("mistake", DRILL_MISTAKES)
 def test_the_bubble_verdict_fails_an_extra_barrier_under_load(rows, mistake):
-    """The mistaken schedule's rows in place of hand_1f1b's: the same judge fails them (the launch ran beside four
-    busy loops, and the correct schedules passed in the test above)."""
+    """The mistaken schedule's rows in place of hand_1f1b's: the same judge fails them (the launch ran beside
+    four busy loops, and the correct schedules passed in the test above)."""
     facts = {"profile": GLOO_CPU.to_dict()}
     want = pp_stage.expect(GLOO_CPU, facts)
     mistaken = f"{DRILL_MISTAKE_SCHEDULE}.{mistake}"
-    swapped = [dataclasses.replace(r, algo=DRILL_MISTAKE_SCHEDULE) if r.algo == mistaken else r
-               for r in rows if r.algo != DRILL_MISTAKE_SCHEDULE]
+    swapped = [
+        dataclasses.replace(r, algo=DRILL_MISTAKE_SCHEDULE) if r.algo == mistaken else r
+        for r in rows
+        if r.algo != DRILL_MISTAKE_SCHEDULE
+    ]
     got = {v.id: v for v in pp_stage.judge(swapped, want, facts)}[f"pp.bubble.{DRILL_MISTAKE_SCHEDULE}"]
     assert got.status == "fail", got.observed
     replayed = {r.count: r.value for r in rows if r.algo == mistaken and r.metric == "bubble"}
-    formula = {e.count: e.value for e in want if e.case == "sleep_stages" and e.algo == DRILL_MISTAKE_SCHEDULE}
+    formula = {
+        e.count: e.value for e in want if e.case == "sleep_stages" and e.algo == DRILL_MISTAKE_SCHEDULE
+    }
     assert all(replayed[m] > formula[m] + 0.05 for m in formula), (replayed, formula)  # whole slots more

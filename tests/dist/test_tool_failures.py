@@ -10,16 +10,18 @@ import time
 
 import pytest
 
+from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import NCCL_GPU
 from suite.context import StageContext
 from suite.progress import Progress
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.stages import bandwidth
 from tests.unit.test_bandwidth_crossover_stages import stand_in, stand_in_mpirun
 
 torch = pytest.importorskip("torch")
-pytestmark = [pytest.mark.dist,
-              pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where NCCL workers find no GPU")]
+pytestmark = [
+    pytest.mark.dist,
+    pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where NCCL workers find no GPU"),
+]
 
 FOUR = NCCL_GPU.with_overrides(nproc=4, degrees=(1, 2, 4), omp_threads=1)
 
@@ -31,8 +33,15 @@ def test_a_failed_torch_sweep_keeps_the_nccl_tests_rows(tmp_path, monkeypatch):
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
-    ctx = StageContext(stage="bandwidth", profile=FOUR, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=io.StringIO()), deadline=time.monotonic() + 240)
+    ctx = StageContext(
+        stage="bandwidth",
+        profile=FOUR,
+        run_path=tmp_path,
+        raw_dir=raw,
+        facts={},
+        progress=Progress(tmp_path, 1, stream=io.StringIO()),
+        deadline=time.monotonic() + 240,
+    )
     rows = bandwidth.run(FOUR, ctx)  # before the fix: the torch launch's LaunchError, and no nccl-tests rows
     failed = [r for r in rows if r.case == "launch.torch"]
     assert len(failed) == 1 and "exit code" in failed[0].text and (raw / "torch.launch-error.txt").exists()

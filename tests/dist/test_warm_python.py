@@ -1,6 +1,7 @@
-"""suite/launch/warm_python.py stands in for a module's process forked from the warm zygote: to whoever started it (torchrun,
-for the fault drill's workers) it is that process — same argv, environment, cwd and stdio, the same exit code or
-killing signal, signals passed on — and the module's process never outlives it."""
+"""suite/launch/warm_python.py stands in for a module's process forked from the warm zygote: to whoever
+started it (torchrun, for the fault drill's workers) it is that process — same argv, environment, cwd and
+stdio, the same exit code or killing signal, signals passed on — and the module's process never outlives
+it."""
 
 from __future__ import annotations
 
@@ -28,9 +29,16 @@ def command():
 
 def start(command, do: str, tmp_path) -> tuple[subprocess.Popen, dict]:
     repo = os.getcwd()
-    proc = subprocess.Popen([*command, "--do", do], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=repo, env={**os.environ, "CARDTIME_STAND_IN": str(tmp_path)},
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [*command, "--do", do],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "CARDTIME_STAND_IN": str(tmp_path)},
+        start_new_session=True,
+    )
     proc.stdin.write("hello from the stand-in's stdin\n")
     proc.stdin.flush()
     return proc, json.loads(proc.stdout.readline())

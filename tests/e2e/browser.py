@@ -1,4 +1,5 @@
-"""Headless Chromium (Debian's `chromium`) driven over the DevTools protocol on a pipe — no network, no extra packages.
+"""Headless Chromium (Debian's `chromium`) driven over the DevTools protocol on a pipe — no network, no extra
+packages.
 
     with Browser() as b:
         b.open(Path("report.html"), width=1200)
@@ -22,9 +23,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+)
 
 
 def chromium_binary() -> str | None:
@@ -61,8 +73,11 @@ class Browser:
 
         self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.profile_dir}", "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=place_fds, close_fds=False,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=place_fds,
+            close_fds=False,
         )
         for fd in (to_browser_r, from_browser_w, high_r, high_w):
             os.close(fd)
@@ -130,7 +145,13 @@ class Browser:
     # -- what a test does
 
     def open(self, path: Path, width: int = 1200, height: int = 900) -> None:
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         self.call("Page.navigate", url=Path(path).resolve().as_uri())
         self.wait_event("Page.loadEventFired")
 
@@ -144,8 +165,10 @@ class Browser:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.call("Page.getLayoutMetrics")["cssContentSize"]
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+            )
         data = self.call("Page.captureScreenshot", **params)["data"]
         Path(path).write_bytes(base64.b64decode(data))
         return Path(path)

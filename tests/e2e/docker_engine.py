@@ -7,8 +7,8 @@ No image registry is reachable, so the base image is made locally: docker/debian
 
 The CPU image the tests run (CPU_TEST_IMAGE) is built by build_cpu_test_image, here and in .ci/run before
 `make test` (`python -m tests.e2e.docker_engine build-cpu-test-image`): the same Dockerfile, context and build
-arguments, so that the first build (Debian's packages and the wheels: minutes on 2 cores) stays out of the test
-suite's time and the tests' own build through the SDK finds every layer cached.
+arguments, so that the first build (Debian's packages and the wheels: minutes on 2 cores) stays out of the
+test suite's time and the tests' own build through the SDK finds every layer cached.
 """
 
 from __future__ import annotations
@@ -45,16 +45,24 @@ def start_engine(log_dir: Path) -> subprocess.Popen | None:
     if _ping():
         return None
     if shutil.which("dockerd") is None:
-        raise EngineUnavailable("no Docker engine answers and dockerd is not installed (apt-get install docker.io; .ci/run does)")
+        raise EngineUnavailable(
+            "no Docker engine answers and dockerd is not installed (apt-get install docker.io; .ci/run does)"
+        )
     if os.geteuid() != 0:
         raise EngineUnavailable("no Docker engine answers and starting dockerd needs root")
     log = open(log_dir / "dockerd.log", "w")
-    proc = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise EngineUnavailable(f"dockerd exited with {proc.returncode}: {(log_dir / 'dockerd.log').read_text()[-1500:]}")
+            raise EngineUnavailable(
+                f"dockerd exited with {proc.returncode}: {(log_dir / 'dockerd.log').read_text()[-1500:]}"
+            )
         if SOCKET.exists() and _ping():
             return proc
         time.sleep(0.5)
@@ -74,11 +82,19 @@ def stop_engine(proc: subprocess.Popen | None) -> None:
 
 
 def make_base_image() -> None:
-    """The local Debian base (debootstrap'd once, cached under /var/cache/cardtime). Raises EngineUnavailable."""
-    out = subprocess.run([str(ROOT / "docker" / "debian-base.sh"), BASE_IMAGE], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900)
+    """The local Debian base (debootstrap'd once, cached under /var/cache/cardtime). Raises
+    EngineUnavailable."""
+    out = subprocess.run(
+        [str(ROOT / "docker" / "debian-base.sh"), BASE_IMAGE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if out.returncode != 0:
-        raise EngineUnavailable(f"cannot make the base image {BASE_IMAGE}: {out.stdout[-800:]}{out.stderr[-1500:]}")
+        raise EngineUnavailable(
+            f"cannot make the base image {BASE_IMAGE}: {out.stdout[-800:]}{out.stderr[-1500:]}"
+        )
 
 
 def prepare_context() -> None:
@@ -89,12 +105,24 @@ def prepare_context() -> None:
     env = {**os.environ, "PY": str(ROOT / ".venv" / "bin" / "python")}
     if (cache / "torch").is_dir() and (cache / "deps").is_dir():
         offline = {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": f"{cache / 'torch'} {cache / 'deps'}"}
-        out = subprocess.run([str(ROOT / "docker" / "prepare-context.sh"), "cpu"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=900, env=offline)
+        out = subprocess.run(
+            [str(ROOT / "docker" / "prepare-context.sh"), "cpu"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=offline,
+        )
         if out.returncode == 0 and "ERROR" not in out.stderr:
             return
-    out = subprocess.run([str(ROOT / "docker" / "prepare-context.sh"), "cpu"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900, env=env)
+    out = subprocess.run(
+        [str(ROOT / "docker" / "prepare-context.sh"), "cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"docker/prepare-context.sh cpu failed:\n{out.stdout[-1500:]}{out.stderr[-1500:]}")
 
@@ -107,8 +135,15 @@ def build_cpu_test_image(client, on_line=None) -> str:
 
     make_base_image()
     prepare_context()
-    return images.build_image(client, ROOT, tag=CPU_TEST_IMAGE, dockerfile=images.CPU_DOCKERFILE,
-                              buildargs=image_buildargs(ROOT, base=BASE_IMAGE), network_mode="host", on_line=on_line)
+    return images.build_image(
+        client,
+        ROOT,
+        tag=CPU_TEST_IMAGE,
+        dockerfile=images.CPU_DOCKERFILE,
+        buildargs=image_buildargs(ROOT, base=BASE_IMAGE),
+        network_mode="host",
+        on_line=on_line,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -1,10 +1,10 @@
 """The two-node lab made as unfriendly as a rented cluster (two_node_cluster(…, hostile=True)).
 
   * NAT: the laptop (the root namespace) reaches the nodes at *public* addresses <pub>.1 and <pub>.2 that no
-    node has on an interface. A router namespace sits between a veth to the root namespace (<pub>.253; the root
-    end <pub>.254) and the nodes' bridge (<net>.253, the nodes' default route) and DNATs <pub>.N → <net>.N.
-    Traffic from a node to another node's public address is NAT'd back in (hairpin, masqueraded), as a cloud's
-    public addresses are reachable from inside it.
+    node has on an interface. A router namespace sits between a veth to the root namespace (<pub>.253; the
+    root end <pub>.254) and the nodes' bridge (<net>.253, the nodes' default route) and DNATs <pub>.N →
+    <net>.N. Traffic from a node to another node's public address is NAT'd back in (hairpin, masqueraded), as
+    a cloud's public addresses are reachable from inside it.
   * Firewall (nf_tables through iptables-nft): the router forwards only TCP 22 to a public address, so the
     laptop, and a node dialling a public address, reach ssh and nothing else; each node accepts from the
     bridge's own address (the root namespace's direct path) only TCP 22; the nodes' private network is open.
@@ -40,13 +40,15 @@ def router_namespace(tag: str) -> str:
 
 
 def write_node_hosts(folder: Path, nodes: tuple[str, ...]) -> None:
-    """Each node's own /etc/hosts (folder/<node>/hosts, which its sshd bind-mounts): its name → 127.0.1.1 only."""
+    """Each node's own /etc/hosts (folder/<node>/hosts, which its sshd bind-mounts): its name → 127.0.1.1
+    only."""
     for node in nodes:
         (folder / node / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {node}\n")
 
 
 def use_public_addresses(folder: Path, net: str, pub: str, nodes: tuple[str, ...]) -> None:
-    """The ssh_config's HostName of each node becomes its public address; known_hosts learns those addresses."""
+    """The ssh_config's HostName of each node becomes its public address; known_hosts learns those
+    addresses."""
     config, known = folder / "ssh_config", folder / "known_hosts"
     text, keys = config.read_text(), known.read_text()
     for i, _node in enumerate(nodes, 1):
@@ -76,16 +78,57 @@ def build_router(tag: str, net: str, pub: str, bridge: str, namespaces: Mapping[
         _run("ip", "-n", router, "link", "set", link, "up")
     _run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
     for i, ns in enumerate(namespaces.values(), 1):
-        _ipt(router, "-t", "nat", "-A", "PREROUTING", "-d", f"{pub}.{i}", "-j", "DNAT", "--to-destination", f"{net}.{i}")
+        _ipt(
+            router,
+            "-t",
+            "nat",
+            "-A",
+            "PREROUTING",
+            "-d",
+            f"{pub}.{i}",
+            "-j",
+            "DNAT",
+            "--to-destination",
+            f"{net}.{i}",
+        )
         _run("ip", "-n", ns, "route", "add", "default", "via", f"{net}.253")
         # the laptop's way to a public address: through the router (no one answers ARP for it on the link)
         _run("ip", "route", "replace", f"{pub}.{i}/32", "via", f"{pub}.253", "dev", up_h)
     # a node dialling another's public address: its reply must come back through the router (hairpin NAT)
-    _ipt(router, "-t", "nat", "-A", "POSTROUTING", "-s", f"{net}.0/24", "-d", f"{net}.0/24", "-m", "conntrack",
-         "--ctstate", "DNAT", "-j", "MASQUERADE")
+    _ipt(
+        router,
+        "-t",
+        "nat",
+        "-A",
+        "POSTROUTING",
+        "-s",
+        f"{net}.0/24",
+        "-d",
+        f"{net}.0/24",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "DNAT",
+        "-j",
+        "MASQUERADE",
+    )
     # a public address forwards ssh only (a security group open to port 22)
     _ipt(router, "-A", "FORWARD", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
-    _ipt(router, "-A", "FORWARD", "-m", "conntrack", "--ctstate", "DNAT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+    _ipt(
+        router,
+        "-A",
+        "FORWARD",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "DNAT",
+        "-p",
+        "tcp",
+        "--dport",
+        "22",
+        "-j",
+        "ACCEPT",
+    )
     _ipt(router, "-A", "FORWARD", "-m", "conntrack", "--ctstate", "DNAT", "-j", "DROP")
     return router
 
@@ -102,7 +145,8 @@ def build_firewalls(net: str, namespaces: Mapping[str, str]) -> None:
 
 
 def close_port(ns: str, port: int) -> list[str]:
-    """A rule dropping TCP `port` on the node (its firewall closed to the rendezvous); the rule, to remove it."""
+    """A rule dropping TCP `port` on the node (its firewall closed to the rendezvous); the rule, to remove
+    it."""
     rule = ["INPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP"]
     _ipt(ns, "-I", *rule)
     return rule
@@ -120,8 +164,9 @@ def remove_router(tag: str) -> None:
 
 
 def private_disk_mount(disk: Path, private: Path | None) -> str:
-    """The shell words that give a node's sessions `private` on a disk of its own (`disk`, bind-mounted over it in
-    the node's mount namespace: the other node and the root namespace keep seeing the folder beneath)."""
+    """The shell words that give a node's sessions `private` on a disk of its own (`disk`, bind-mounted over
+    it in the node's mount namespace: the other node and the root namespace keep seeing the folder
+    beneath)."""
     if private is None:
         return ""
     import shlex
@@ -134,25 +179,31 @@ LOGIN_UID = 60123
 """The lab's ordinary login (as a rented VM's `ubuntu`): a uid no account of this machine has."""
 
 
-def add_login(folder: Path, nodes: tuple[str, ...], name: str, home: Path, public: str, client_key: Path) -> int:
-    """An ordinary user `name` on every node, as a stock cloud image has one: no root, no sudo, in the docker group
-    (where the machine has one), its home `home` (a private mount: each node's on its own disk, folder/<node>/disk).
-    Each node's sshd bind-mounts folder/<node>/passwd and group over /etc's, so the machine's own files are never
-    touched. In each home: ~/.ssh with the lab's key and a config naming the nodes by their public addresses (the
-    nodes reach each other as the user, with the default ~/.ssh/config), and the pip settings this machine's own
-    user has (its wheel folders: no index is reachable here). Returns the uid."""
+def add_login(
+    folder: Path, nodes: tuple[str, ...], name: str, home: Path, public: str, client_key: Path
+) -> int:
+    """An ordinary user `name` on every node, as a stock cloud image has one: no root, no sudo, in the docker
+    group (where the machine has one), its home `home` (a private mount: each node's on its own disk,
+    folder/<node>/disk). Each node's sshd bind-mounts folder/<node>/passwd and group over /etc's, so the
+    machine's own files are never touched. In each home: ~/.ssh with the lab's key and a config naming the
+    nodes by their public addresses (the nodes reach each other as the user, with the default ~/.ssh/config),
+    and the pip settings this machine's own user has (its wheel folders: no index is reachable here). Returns
+    the uid."""
     import os
     import shutil
 
     uid = gid = LOGIN_UID
     passwd, group = Path("/etc/passwd").read_text(), Path("/etc/group").read_text()
-    members = [line + ("," if not line.endswith(":") else "") + name if line.startswith("docker:") else line
-               for line in group.splitlines()]
+    members = [
+        line + ("," if not line.endswith(":") else "") + name if line.startswith("docker:") else line
+        for line in group.splitlines()
+    ]
     pip_conf = Path.home() / ".config" / "pip" / "pip.conf"
     ssh_config = "".join(f"Host {n}\n  HostName {public}.{i}\n" for i, n in enumerate(nodes, 1)) + (
         f"Host *\n  User {name}\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n"
         "  UserKnownHostsFile ~/.ssh/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
-        "  ConnectTimeout 10\n  LogLevel ERROR\n")
+        "  ConnectTimeout 10\n  LogLevel ERROR\n"
+    )
     for node in nodes:
         (folder / node / "passwd").write_text(passwd + f"{name}:x:{uid}:{gid}:{name}:{home}:/bin/sh\n")
         (folder / node / "group").write_text("\n".join(members) + f"\n{name}:x:{gid}:\n")

@@ -42,7 +42,9 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout_s: float = 2
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            raise RuntimeError(
+                f"{what} exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -79,8 +81,8 @@ class Sshd:
 
     def stop(self) -> None:
         if self.in_pid_namespace:
-            # unshare --fork ignores SIGTERM while it waits (SIGTERM would cost stop_process's 10 s): SIGKILL it,
-            # and --kill-child takes the namespace's pid 1, and every process in the namespace, with it.
+            # unshare --fork ignores SIGTERM while it waits (SIGTERM would cost stop_process's 10 s): SIGKILL
+            # it, and --kill-child takes the namespace's pid 1, and every process in the namespace, with it.
             self.proc.kill()
             self.proc.wait()
         else:
@@ -97,8 +99,13 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, path_only: Path | None = None,
-               pid1_env: dict[str, str] | None = None) -> Sshd:
+def start_sshd(
+    folder: Path,
+    sftp: bool = True,
+    path_first: Path | None = None,
+    path_only: Path | None = None,
+    pid1_env: dict[str, str] | None = None,
+) -> Sshd:
     """sftp=False: no sftp subsystem, as on a marketplace's proxied "basic SSH" endpoint.
     path_first: a folder every session finds first on its PATH (a host's own tools, nvidia-smi say).
     path_only: the one folder on every session's PATH (a host with only the tools linked there).
@@ -119,31 +126,52 @@ def start_sshd(folder: Path, sftp: bool = True, path_first: Path | None = None, 
     port = free_port()
     config = folder / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host_key'}\nPidFile {folder / 'sshd.pid'}\n"
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host_key'}\nPidFile "
+        f"{folder / 'sshd.pid'}\n"
         f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         # AcceptEnv *: were the laptop to send any variable, sshd would pass it on and the audit would see it.
-        "AcceptEnv *\n" + ("Subsystem sftp internal-sftp\n" if sftp else "") +
-        f"ForceCommand {audit}\nLogLevel VERBOSE\nMaxSessions 50\nMaxStartups 50\n"
+        "AcceptEnv *\n"
+        + ("Subsystem sftp internal-sftp\n" if sftp else "")
+        + f"ForceCommand {audit}\nLogLevel VERBOSE\nMaxSessions 50\nMaxStartups 50\n"
     )
     argv = [SSHD, "-D", "-e", "-f", str(config)]
     if pid1_env is not None:  # --kill-child: the namespace (sshd, every job in it) ends with stop()
-        argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "env", "-i",
-                *(f"{k}={v}" for k, v in pid1_env.items()), "/bin/sh", "-c", '"$@" & wait', "pid1", *argv]
+        argv = [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "env",
+            "-i",
+            *(f"{k}={v}" for k, v in pid1_env.items()),
+            "/bin/sh",
+            "-c",
+            '"$@" & wait',
+            "pid1",
+            *argv,
+        ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(folder / "sshd.log", "w"))
     wait_port(port, proc, "sshd")
-    return Sshd(port=port, folder=folder, client_key=folder / "client_key",
-                host_pub=(folder / "host_key.pub").read_text().strip(), audit_log=audit_log, proc=proc,
-                in_pid_namespace=pid1_env is not None)
+    return Sshd(
+        port=port,
+        folder=folder,
+        client_key=folder / "client_key",
+        host_pub=(folder / "host_key.pub").read_text().strip(),
+        audit_log=audit_log,
+        proc=proc,
+        in_pid_namespace=pid1_env is not None,
+    )
 
 
 def host_venv_cache() -> Path:
     """The host venvs the remote tests keep across sessions, as a real host keeps its venvs: a test links
     <remote dir>/venvs to this folder. It holds only what the current installer (hostruntime.ENSURE_VENV)
     made: a changed installer empties it, so the first remote test after the change runs the install for real.
-    Every test reaching the cache comes through here first; the check and the emptying hold a lock, as `make test`'s
-    two serial lines (tests/parallel_groups.py) may get here at once (two installs of one venv wait for each other
-    in the installer itself)."""
+    Every test reaching the cache comes through here first; the check and the emptying hold a lock, as `make
+    test`'s two serial lines (tests/parallel_groups.py) may get here at once (two installs of one venv wait
+    for each other in the installer itself)."""
     import fcntl
 
     from provisioning.runtime import hostruntime
@@ -165,8 +193,15 @@ def host_venv_cache() -> Path:
 
 def make_repo(dest: Path) -> Path:
     """A fresh git repository holding this working tree's files (tracked and new, not ignored), one commit."""
-    files = subprocess.run(["git", "-C", str(WORKTREE), "ls-files", "-co", "--exclude-standard", "-z"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "-C", str(WORKTREE), "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = WORKTREE / rel
         if src.is_file():
@@ -207,8 +242,9 @@ class Moto:
 def start_moto(venv_bin: Path) -> Moto:
     port = free_port()
     exe = venv_bin / "moto_server"
-    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wait_port(port, proc, "moto_server")
     return Moto(port=port, proc=proc)
 
@@ -224,9 +260,16 @@ def fake_credentials(endpoint: str) -> dict[str, str]:
 
 
 def provisioning(*args: str, cwd: Path = WORKTREE) -> subprocess.CompletedProcess:
-    """`python -m provisioning ARGS` as the laptop runs it: this checkout's code, no agent, no AWS settings."""
-    return subprocess.run([str(WORKTREE / ".venv" / "bin" / "python"), "-m", "provisioning", *args], cwd=cwd,
-                          env=clean_env(PYTHONPATH=str(WORKTREE)), capture_output=True, text=True, timeout=300)
+    """`python -m provisioning ARGS` as the laptop runs it: this checkout's code, no agent, no AWS
+    settings."""
+    return subprocess.run(
+        [str(WORKTREE / ".venv" / "bin" / "python"), "-m", "provisioning", *args],
+        cwd=cwd,
+        env=clean_env(PYTHONPATH=str(WORKTREE)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -64,12 +64,18 @@ def bucket(client, name: str) -> str:
 def test_every_object_carries_its_sha256_and_the_manifest_lists_them(moto, run_dir):
     client = make_client(moto.endpoint)
     b = bucket(client, "archive-basic")
-    report = archive_run(run_dir, f"s3://{b}/team/runs", endpoint_url=moto.endpoint,
-                         multipart_threshold=5 * 1024**2, multipart_chunk=5 * 1024**2, say=lambda s: None)
+    report = archive_run(
+        run_dir,
+        f"s3://{b}/team/runs",
+        endpoint_url=moto.endpoint,
+        multipart_threshold=5 * 1024**2,
+        multipart_chunk=5 * 1024**2,
+        say=lambda s: None,
+    )
     prefix = f"team/runs/{run_dir.name}/"
     local = {p.relative_to(run_dir).as_posix(): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     objects = client.list_objects_v2(Bucket=b, Prefix=prefix)["Contents"]
-    assert {o["Key"][len(prefix):] for o in objects} == set(local) | {MANIFEST_NAME}
+    assert {o["Key"][len(prefix) :] for o in objects} == set(local) | {MANIFEST_NAME}
     for rel, data in local.items():
         obj = client.get_object(Bucket=b, Key=prefix + rel)
         assert obj["Metadata"]["sha256"] == sha(data) == sha(obj["Body"].read()), rel
@@ -78,7 +84,8 @@ def test_every_object_carries_its_sha256_and_the_manifest_lists_them(moto, run_d
     manifest = json.loads(client.get_object(Bucket=b, Key=prefix + MANIFEST_NAME)["Body"].read())
     assert manifest["run_id"] == run_dir.name
     assert {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]} == {
-        rel: (len(data), sha(data)) for rel, data in local.items()}
+        rel: (len(data), sha(data)) for rel, data in local.items()
+    }
     assert len(report.uploaded) == len(local) + 1 and report.skipped == []
 
 
@@ -117,7 +124,9 @@ class Throttler(BaseHTTPRequestHandler):
                 refuse = Throttler.puts % 2 == 1
                 Throttler.refused += refuse
             if refuse:
-                payload = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+                payload = (
+                    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+                )
                 self.send_response(503)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(payload)))
@@ -145,8 +154,11 @@ def test_throttling_answers_are_retried_until_the_archive_is_whole(moto, run_dir
 
     # botocore's backoff after a throttling answer is rand(0, 1) s × 2^attempt; 1/20 of that here (its
     # base for other errors): the same retries, to the same end, without ~7 s of sleeping.
-    monkeypatch.setattr(ExponentialBackoff, "_DEFAULT_BACKOFF_CONFIG",
-                        {**ExponentialBackoff._DEFAULT_BACKOFF_CONFIG, "throttling_base_scale": 0.05})
+    monkeypatch.setattr(
+        ExponentialBackoff,
+        "_DEFAULT_BACKOFF_CONFIG",
+        {**ExponentialBackoff._DEFAULT_BACKOFF_CONFIG, "throttling_base_scale": 0.05},
+    )
     Throttler.upstream = ("127.0.0.1", moto.port)
     Throttler.puts = Throttler.refused = 0
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), Throttler)
@@ -155,8 +167,14 @@ def test_throttling_answers_are_retried_until_the_archive_is_whole(moto, run_dir
         endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
         client = make_client(moto.endpoint)
         b = bucket(client, "archive-throttled")
-        report = archive_run(run_dir, f"s3://{b}/p", endpoint_url=endpoint, multipart_threshold=5 * 1024**2,
-                             multipart_chunk=5 * 1024**2, say=lambda s: None)
+        report = archive_run(
+            run_dir,
+            f"s3://{b}/p",
+            endpoint_url=endpoint,
+            multipart_threshold=5 * 1024**2,
+            multipart_chunk=5 * 1024**2,
+            say=lambda s: None,
+        )
     finally:
         proxy.shutdown()
     assert Throttler.refused >= 5  # every file's first PUT (and the large file's first part) was refused

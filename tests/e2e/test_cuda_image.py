@@ -1,4 +1,5 @@
-"""The CUDA image CI builds (Dockerfile through docker/build-cuda-image.sh ci, before `make test`), checked inside.
+"""The CUDA image CI builds (Dockerfile through docker/build-cuda-image.sh ci, before `make test`), checked
+inside.
 
 CI's build is the user's Dockerfile with three build arguments: torch's CPU wheel instead of the ~3 GB CUDA
 build (TORCH_BUILD=cpu), nccl-tests from the vendored tarball (CI cannot reach GitHub) and no nsys (nor
@@ -64,7 +65,13 @@ def test_nccl_tests_run_and_every_binary_is_there():
     assert help_.returncode == 0, help_.stderr
     assert "USAGE: all_reduce_perf" in help_.stdout and "--nthreads" in help_.stdout  # its own usage text
     listed = in_image("ls", "/opt/nccl-tests/bin").stdout.split()
-    for name in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf"):
+    for name in (
+        "all_reduce_perf",
+        "all_gather_perf",
+        "reduce_scatter_perf",
+        "alltoall_perf",
+        "sendrecv_perf",
+    ):
         assert name in listed, listed
     assert in_image("cat", "/opt/nccl-tests/VERSION").stdout.strip() == "v2.19.6"
 
@@ -78,10 +85,15 @@ def test_nccl_tests_and_torch_load_one_libnccl(torch_build):
     ldd = in_image("ldd", "/opt/nccl-tests/bin/all_reduce_perf")
     assert ldd.returncode == 0, ldd.stderr
     (resolved,) = re.findall(r"libnccl\.so\.2 => (\S+)", ldd.stdout)
-    assert "not found" not in ldd.stdout, ldd.stdout  # cudart and NCCL from the wheels, by the ld.so.conf.d entry
+    assert "not found" not in ldd.stdout, (
+        ldd.stdout
+    )  # cudart and NCCL from the wheels, by the ld.so.conf.d entry
     real = in_image("realpath", resolved).stdout.strip()
     # The wheel's file: site-packages/nvidia/nccl/lib/libnccl.so.2 of the venv, installed by nvidia-nccl-cu13.
-    probe = in_image("python", "-c", """
+    probe = in_image(
+        "python",
+        "-c",
+        """
 import json, os, sys, sysconfig
 from importlib import metadata
 import torch
@@ -98,7 +110,8 @@ out = {"wheel_file": os.path.realpath(os.path.join(site, files[0])), "wheel_vers
 maps = open("/proc/self/maps").read()
 out["loaded"] = sorted({line.split()[-1] for line in maps.splitlines() if "libnccl.so" in line})
 print(json.dumps(out))
-""")
+""",
+    )
     assert probe.returncode == 0, probe.stderr
     facts = json.loads(probe.stdout.strip().splitlines()[-1])
     assert real == facts["wheel_file"], (real, facts)
@@ -109,16 +122,21 @@ print(json.dumps(out))
         assert [os.path.realpath(p) for p in facts["loaded"]] == [real], facts["loaded"]
     else:
         assert torch_build == "cpu" and facts["torch_cuda"] is None and facts["loaded"] == []
-        warnings.warn(f"{IMAGE} has torch's CPU build (TORCH_BUILD=cpu, as CI builds it): that torch's CUDA build "
-                      f"loads {real} is shown from its layout (RUNPATH $ORIGIN/../../nvidia/nccl/lib, "
-                      "_load_global_deps), not by loading it", stacklevel=1)
+        warnings.warn(
+            f"{IMAGE} has torch's CPU build (TORCH_BUILD=cpu, as CI builds it): that torch's CUDA build "
+            f"loads {real} is shown from its layout (RUNPATH $ORIGIN/../../nvidia/nccl/lib, "
+            "_load_global_deps), not by loading it",
+            stacklevel=1,
+        )
 
 
 def test_the_entrypoints_version_lines_name_one_cuda_line(torch_build):
     done = docker("run", "--rm", "--network", "none", IMAGE, "run", "--list", timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    versions = dict(line.split(None, 1) for line in lines[1:lines.index("---- python -m suite run --list")] if line)
+    versions = dict(
+        line.split(None, 1) for line in lines[1 : lines.index("---- python -m suite run --list")] if line
+    )
     assert versions["cuda-line"] == LINE.name
     assert versions["cuda-toolkit"].startswith(f"{LINE.major}.")  # nvcc of the wheels
     assert versions["nccl-wheel"] == f"{LINE.nccl_package} {LINE.nccl_version}"
@@ -134,9 +152,27 @@ def test_the_entrypoints_version_lines_name_one_cuda_line(torch_build):
 def test_the_rehearsal_runs_inside_the_cuda_image(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
-    done = docker("run", "--rm", "--network", "host", "--ipc", "host", "-v", f"{runs}:{runs}", IMAGE,
-                  "run", "--profile", "gloo-cpu", "--stages", "topology,bandwidth", "--out", str(runs),
-                  "--record-last", str(runs / "LAST"), timeout=900)
+    done = docker(
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+        "-v",
+        f"{runs}:{runs}",
+        IMAGE,
+        "run",
+        "--profile",
+        "gloo-cpu",
+        "--stages",
+        "topology,bandwidth",
+        "--out",
+        str(runs),
+        "--record-last",
+        str(runs / "LAST"),
+        timeout=900,
+    )
     assert (runs / "LAST").exists(), done.stdout[-3000:] + done.stderr[-2000:]
     run_dir = Path((runs / "LAST").read_text().strip())
     manifest = json.loads((run_dir / "manifest.json").read_text())

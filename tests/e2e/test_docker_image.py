@@ -45,9 +45,11 @@ IMAGE = CPU_TEST_IMAGE
 
 
 def tree_commit() -> str:
-    """HEAD of the tree the image is built from, asked of git here (the build asks through provisioning/runtime/images.py)."""
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    """HEAD of the tree the image is built from, asked of git here (the build asks through
+    provisioning/runtime/images.py)."""
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def cheap_stages() -> str:
@@ -86,15 +88,31 @@ def image(engine):
 
 @pytest.fixture(scope="module")
 def containerized_run(engine, image, tmp_path_factory):
-    """The rehearsal's cheap stages inside the image, the run folder mounted; (run_dir, log, container attrs)."""
+    """The rehearsal's cheap stages inside the image, the run folder mounted; (run_dir, log, container
+    attrs)."""
     from provisioning.runtime import suite_container as container
 
     runs = tmp_path_factory.mktemp("runs")
     stages = cheap_stages()
     assert stages, "no cheap stage (topology, bandwidth) in suite/stages"
-    args = ["run", "--profile", "gloo-cpu", "--stages", stages, "--out", str(runs), "--record-last", str(runs / "LAST")]
-    run = container.start_suite(engine, image, container.RunSettings(gpus=False, mounts=(str(runs),)), args=args,
-                                name="cardtime-test-rehearsal")
+    args = [
+        "run",
+        "--profile",
+        "gloo-cpu",
+        "--stages",
+        stages,
+        "--out",
+        str(runs),
+        "--record-last",
+        str(runs / "LAST"),
+    ]
+    run = container.start_suite(
+        engine,
+        image,
+        container.RunSettings(gpus=False, mounts=(str(runs),)),
+        args=args,
+        name="cardtime-test-rehearsal",
+    )
     try:
         log = list(container.follow(run))
         code = container.wait(run, timeout_s=900)
@@ -124,7 +142,8 @@ def test_rehearsal_in_container_leaves_a_complete_run_directory(containerized_ru
     assert containerized_run["code"] in (0, 1), "\n".join(containerized_run["log"][-40:])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["profile_name"] == "gloo-cpu"
-    # There is no .git inside: the commit is the image's CARDTIME_COMMIT, which must be the tree it was built from.
+    # There is no .git inside: the commit is the image's CARDTIME_COMMIT, which must be the tree it was built
+    # from.
     assert manifest["git"]["commit"] == tree_commit() != "unknown"
     assert manifest["versions"]["torch"].startswith("2.13.0")
     for stage in containerized_run["stages"]:
@@ -153,8 +172,13 @@ def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_pat
     --ulimit memlock=-1 --ulimit stack=67108864` and the run folder as a same-path volume."""
     from provisioning.runtime import suite_container as container
 
-    created = container.create_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)),
-                                     args=["run", "--profile", "nccl-gpu"], name="cardtime-test-gpu-settings")
+    created = container.create_suite(
+        engine,
+        image,
+        container.RunSettings(gpus=True, mounts=(str(tmp_path),)),
+        args=["run", "--profile", "nccl-gpu"],
+        name="cardtime-test-gpu-settings",
+    )
     try:
         host = engine.api.inspect_container(created.id)["HostConfig"]
     finally:
@@ -168,8 +192,9 @@ def test_gpu_container_asks_for_what_docker_run_flags_say(engine, image, tmp_pat
 
 
 def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(engine, image, tmp_path):
-    """The job's `docker run` flags (RUNTIME=docker) and start_suite's SDK arguments come from one RunSettings:
-    `docker create` with the flags and create_suite must leave the same HostConfig on the engine."""
+    """The job's `docker run` flags (RUNTIME=docker) and start_suite's SDK arguments come from one
+    RunSettings: `docker create` with the flags and create_suite must leave the same HostConfig on the
+    engine."""
     from provisioning.runtime import suite_container as container
 
     settings = container.RunSettings(gpus=True, mounts=(str(tmp_path),), user="1000:1000")
@@ -186,11 +211,15 @@ def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(e
         container.remove_suite(engine.containers.get("cardtime-test-cli-settings"))
     keys = ("IpcMode", "NetworkMode", "Ulimits", "Binds")
     assert {k: by_cli["HostConfig"][k] for k in keys} == {k: by_sdk["HostConfig"][k] for k in keys}
-    gpus = [[(r["Count"], r["Capabilities"]) for r in c["HostConfig"]["DeviceRequests"]] for c in (by_cli, by_sdk)]
+    gpus = [
+        [(r["Count"], r["Capabilities"]) for r in c["HostConfig"]["DeviceRequests"]] for c in (by_cli, by_sdk)
+    ]
     assert gpus[0] == gpus[1] == [(-1, [["gpu"]])]
     assert by_cli["Config"]["User"] == by_sdk["Config"]["User"] == "1000:1000"
     assert sorted(by_cli["Config"]["Env"]) == sorted(by_sdk["Config"]["Env"])
-    assert by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]  # --rm: the job's only
+    assert (
+        by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]
+    )  # --rm: the job's only
 
 
 def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):
@@ -198,8 +227,13 @@ def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(
     from provisioning.runtime.engine import EngineError
 
     with pytest.raises(EngineError, match="nvidia-container-toolkit|LimitMEMLOCK"):
-        container.start_suite(engine, image, container.RunSettings(gpus=True, mounts=(str(tmp_path),)), args=["run"],
-                              name="cardtime-test-cannot-start")
+        container.start_suite(
+            engine,
+            image,
+            container.RunSettings(gpus=True, mounts=(str(tmp_path),)),
+            args=["run"],
+            name="cardtime-test-cannot-start",
+        )
     assert container.find_suite(engine, "cardtime-test-cannot-start") is None
 
 
@@ -219,7 +253,8 @@ def sshd(tmp_path_factory):
 
 @pytest.mark.needs("sshd")
 def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
-    """The SDK through the SSH session of a Fabric connection: each API call a `docker system dial-stdio` channel."""
+    """The SDK through the SSH session of a Fabric connection: each API call a `docker system dial-stdio`
+    channel."""
     import fabric
     import paramiko
 
@@ -228,17 +263,24 @@ def test_engine_over_a_fabric_ssh_session(engine, image, sshd, tmp_path):
 
     known = tmp_path / "known_hosts"
     known.write_text(sshd.known_hosts_line())
-    conn = fabric.Connection("127.0.0.1", user="root", port=sshd.port,
-                             connect_kwargs={"key_filename": str(sshd.client_key), "look_for_keys": False,
-                                             "allow_agent": False})
+    conn = fabric.Connection(
+        "127.0.0.1",
+        user="root",
+        port=sshd.port,
+        connect_kwargs={"key_filename": str(sshd.client_key), "look_for_keys": False, "allow_agent": False},
+    )
     conn.client.load_host_keys(str(known))
     conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
         client = connect_over(conn)
         assert client.images.get(image).id == engine.images.get(image).id
-        run = container.start_suite(client, image, container.RunSettings(gpus=False, mounts=(str(tmp_path),)),
-                                    args=["python", "-c", "import torch, sys; print('rank-free', torch.__version__); sys.exit(3)"],
-                                    name="cardtime-test-over-ssh")
+        run = container.start_suite(
+            client,
+            image,
+            container.RunSettings(gpus=False, mounts=(str(tmp_path),)),
+            args=["python", "-c", "import torch, sys; print('rank-free', torch.__version__); sys.exit(3)"],
+            name="cardtime-test-over-ssh",
+        )
         try:
             lines = list(container.follow(run))
             assert container.wait(run) == 3
@@ -263,18 +305,41 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     from provisioning.runtime import images
 
     repo = make_repo(tmp_path / "laptop")
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     tag = f"cardtime:{commit[:12]}"
-    # The laptop repo's HEAD as CARDTIME_COMMIT, as remote_docker.image_setup has the host build it (the files are this tree's).
-    images.build_image(engine, ROOT, tag=tag, dockerfile=images.CPU_DOCKERFILE,
-                       buildargs={"BASE": BASE_IMAGE, **images.commit_buildargs(repo)}, network_mode="host")
+    # The laptop repo's HEAD as CARDTIME_COMMIT, as remote_docker.image_setup has the host build it (the files
+    # are this tree's).
+    images.build_image(
+        engine,
+        ROOT,
+        tag=tag,
+        dockerfile=images.CPU_DOCKERFILE,
+        buildargs={"BASE": BASE_IMAGE, **images.commit_buildargs(repo)},
+        network_mode="host",
+    )
     remote_dir = tmp_path / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
     stages = "topology"  # the runtime path is the point here; gloo in the container is test 1's
-    args = ["make", "--no-print-directory", "-C", str(repo), "remote", f"VENV={VENV}", "-o", f"{VENV}/.installed",
-            f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={tmp_path / 'known_hosts'}",
-            f"REMOTE_DIR={remote_dir}", "RUNTIME=docker", "PROFILE=gloo-cpu", f"STAGES={stages}", "ACCEPT_NEW_HOST=1"]
+    args = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(repo),
+        "remote",
+        f"VENV={VENV}",
+        "-o",
+        f"{VENV}/.installed",
+        f"HOST={sshd.host}",
+        f"KEY={sshd.client_key}",
+        f"KNOWN_HOSTS={tmp_path / 'known_hosts'}",
+        f"REMOTE_DIR={remote_dir}",
+        "RUNTIME=docker",
+        "PROFILE=gloo-cpu",
+        f"STAGES={stages}",
+        "ACCEPT_NEW_HOST=1",
+    ]
     try:
         done = subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=900)
     finally:
@@ -284,7 +349,9 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     assert f"image {tag} already on the host" in out, out[-4000:]
     (job_script,) = (remote_dir / "jobs").glob("*/job.sh")
     script = job_script.read_text()
-    assert "docker run" in script and "--ipc=host" in script and "--network=host" in script and tag in script, script
+    assert (
+        "docker run" in script and "--ipc=host" in script and "--network=host" in script and tag in script
+    ), script
     (remote_run,) = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
     local_run = repo / "runs" / remote_run.name
     manifest = json.loads((local_run / "manifest.json").read_text())

@@ -37,15 +37,21 @@ def test_a_stage_killed_mid_sweep_keeps_its_rows_once(tmp_path):
     assert verdict.status == "fail" and "timed out after 30 s" in verdict.reason
     stored = [r for r in run.rows() if r.stage == "bandwidth"]
     assert f"the {len(stored)} rows measured before it are kept" in verdict.reason
-    # What the workers had written when the kill came (rank 0's sweep rows, every rank's probe rows), and no more.
+    # What the workers had written when the kill came (rank 0's sweep rows, every rank's probe rows), and no
+    # more.
     out = launch_out_dir(run.path / "raw" / "bandwidth", "torch")
-    written = [r for path in sorted(out.glob("rows.rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[1]))
-               for r in kept_rows.read_lines(path)]
+    written = [
+        r
+        for path in sorted(out.glob("rows.rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[1]))
+        for r in kept_rows.read_lines(path)
+    ]
     assert sorted(map(key, stored)) == sorted(map(key, written))
     assert len(set(map(key, stored))) == len(stored)  # no row twice
     busbw = [r for r in stored if r.metric == "busbw" and r.source == "torch"]
     sizes = SLOW.sizes()
     measured = {(r.case, r.size_bytes) for r in busbw}
     assert busbw and ("all_reduce", sizes[0]) in measured  # the sweep had begun …
-    assert len(measured) < 6 * len(sizes) - 1  # … and not ended (sendrecv: every size; 8 B all_gather etc. skip)
+    assert (
+        len(measured) < 6 * len(sizes) - 1
+    )  # … and not ended (sendrecv: every size; 8 B all_gather etc. skip)
     assert run.manifest["stages"]["bandwidth"]["rows"] == len(stored)

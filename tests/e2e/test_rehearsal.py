@@ -44,11 +44,17 @@ def test_list_names_every_stage_in_order():
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path):
-    for args in (["run", "--stages", "topology,warpdrive"], ["run", "--resume", str(tmp_path / "nope")],
-                 ["run", "--profile", "gloo-cpu", "--nproc", "0"], ["run", "--stage-timeout", "fault=-1"]):
+    for args in (
+        ["run", "--stages", "topology,warpdrive"],
+        ["run", "--resume", str(tmp_path / "nope")],
+        ["run", "--profile", "gloo-cpu", "--nproc", "0"],
+        ["run", "--stage-timeout", "fault=-1"],
+    ):
         result = run_suite(*args, "--out", str(tmp_path))
         assert result.returncode == 2, (args, result.stderr)
-        lines = result.stderr.strip().splitlines()  # one error line; a wrong option's has argparse's usage above it
+        lines = (
+            result.stderr.strip().splitlines()
+        )  # one error line; a wrong option's has argparse's usage above it
         assert "Traceback" not in result.stderr and "error" in lines[-1], result.stderr
         assert len(lines) == 1 or lines[0].startswith("usage:"), result.stderr
 
@@ -61,7 +67,10 @@ def test_help_lists_the_commands():
 
 
 def test_model_command_json_matches_the_checklist():
-    result = run_suite("model", "--alpha", "5e-6", "--beta", "200e9", "--cards", "4", "--sizes", "4K", "4M", "--json")
+    result = run_suite(
+        "model", "--alpha", "5e-6", "--beta", "200e9", "--cards", "4", "--sizes", "4K", "4M", "--json"
+    )
     rows = json.loads(result.stdout)
-    assert [(r["cards"], r["bytes"], round(r["ring_us"], 1), round(r["tree_us"], 1), r["faster"]) for r in rows] == [
-        (4, 4096, 30.0, 20.1, "tree"), (4, 4194304, 61.5, 103.9, "ring")]
+    assert [
+        (r["cards"], r["bytes"], round(r["ring_us"], 1), round(r["tree_us"], 1), r["faster"]) for r in rows
+    ] == [(4, 4096, 30.0, 20.1, "tree"), (4, 4194304, 61.5, 103.9, "ring")]

@@ -1,4 +1,5 @@
-"""The bandwidth and crossover stages inside the rehearsal (the session's one run, shared with test_rehearsal)."""
+"""The bandwidth and crossover stages inside the rehearsal (the session's one run, shared with
+test_rehearsal)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ def test_bandwidth_stage_in_the_rehearsal(rehearsal_run):
     assert fit["alpha_s"] >= 0 and math.isfinite(fit["beta_Bps"]) and fit["beta_Bps"] > 0
     rows = [r for r in run.rows() if r.stage == "bandwidth"]
     assert {r.case for r in rows if r.metric == "busbw" and r.source == "torch"} >= {
-        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv"}
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "broadcast",
+        "sendrecv",
+    }
     assert {r.case for r in rows if r.case.startswith("overhead.")} == {"overhead.harness", "overhead.bare"}
     assert (rehearsal_run / "raw" / "bandwidth" / "torch.rank0.log").exists()
 

@@ -17,16 +17,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import sshd_available, start_sshd  # noqa: E402
 
-from provisioning.runtime import cuda_check  # noqa: E402
 from provisioning import cuda_check_host  # noqa: E402
+from provisioning.runtime import cuda_check  # noqa: E402
 from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.session.hosts import parse_host  # noqa: E402
 from provisioning.session.login import run_preflight  # noqa: E402
 from provisioning.session.options import RemoteOptions  # noqa: E402
-from provisioning.session.steps import Steps  # noqa: E402
 from provisioning.session.shell import quote  # noqa: E402
+from provisioning.session.steps import Steps  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,7 +47,9 @@ def remote(tmp_path_factory):
 
 
 def test_preflight_over_ssh_sees_pythons_ids_and_shm(remote, tmp_path):
-    opts = RemoteOptions(host=remote.spec, profile="gloo-cpu", runtime="host", remote_dir=str(tmp_path / "host"))
+    opts = RemoteOptions(
+        host=remote.spec, profile="gloo-cpu", runtime="host", remote_dir=str(tmp_path / "host")
+    )
     facts, decision = run_preflight(remote, opts, Steps(open(os.devnull, "w")))
     assert decision.problems == [] and decision.cuda_line is None  # a CPU profile installs pip's own torch
     assert facts.pythons and all(exe.startswith("/") for exe, _, _ in facts.pythons), facts.pythons
@@ -60,7 +66,9 @@ def test_torch_that_cannot_use_the_gpus_is_refused_before_the_run(remote, tmp_pa
     python = str(ROOT / ".venv" / "bin" / "python")  # torch 2.13.0+cpu: no CUDA at all
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    step = cuda_check.job_step(cuda_check.host_python_argv(python, gpus_seen=8, driver="550.54.15"), str(job_dir))
+    step = cuda_check.job_step(
+        cuda_check.host_python_argv(python, gpus_seen=8, driver="550.54.15"), str(job_dir)
+    )
     r = remote.run(f"cd {quote(str(tmp_path))} && env -i PATH=/usr/bin:/bin sh -c {quote(step)}", check=False)
     assert r.exit_code == 2, r.stdout + r.stderr
     refused = (job_dir / "refused").read_text().strip()

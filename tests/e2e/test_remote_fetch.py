@@ -16,11 +16,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import DelayProxy, sshd_available, start_sshd  # noqa: E402
 
-from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.job.fetch import fetch_run, safe_local_path  # noqa: E402
+from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.session.hosts import parse_host  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,9 @@ def far_remote(remote, tmp_path):
     proxy = DelayProxy(remote.server.port, RTT_S / 2)
     kh = tmp_path / "known_hosts_far"
     kh.write_text(remote.server.known_hosts_line(proxy.port))
-    r = Remote.open(parse_host(f"root@127.0.0.1:{proxy.port}"), key=str(remote.server.client_key), known_hosts=kh)
+    r = Remote.open(
+        parse_host(f"root@127.0.0.1:{proxy.port}"), key=str(remote.server.client_key), known_hosts=kh
+    )
     r.proxy = proxy
     yield r
     r.close()
@@ -97,20 +103,28 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     import io
     import threading
 
-    from provisioning.job import follow as follow_mod, jobs
+    from provisioning.job import follow as follow_mod
+    from provisioning.job import jobs
     from provisioning.session.steps import Steps
 
     base = tmp_path / "host"
     base.mkdir()
     key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
-    argv = ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done"]  # 3 s: the cut falls mid-job
+    argv = [
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done",
+    ]  # 3 s: the cut falls mid-job
     job_id = jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
     monkeypatch.setattr(follow_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
     out = io.StringIO()
     result = {}
     reconnect = lambda: (remote.close(), remote.connect(), remote)[2]  # noqa: E731
-    t = threading.Thread(target=lambda: result.update(
-        st=follow_mod.follow([remote], reconnect, str(base), job_id, Steps(out).say, interval_s=0.5)))
+    t = threading.Thread(
+        target=lambda: result.update(
+            st=follow_mod.follow([remote], reconnect, str(base), job_id, Steps(out).say, interval_s=0.5)
+        )
+    )
     t.start()
     time.sleep(1.5)
     before = remote.conn.transport
@@ -145,7 +159,9 @@ def test_fetch_is_not_bound_by_round_trips(far_remote, tmp_path):
     assert (laptop / run.name / "trace.bin").read_bytes() == data
     assert report.resumed == 1 and report.bytes_moved == 2 * 1024**2
     serial_floor_s = 2 * 1024**2 / 32768 * RTT_S
-    assert seconds < serial_floor_s / 2, f"{seconds:.1f} s: one round trip per 32 KiB request (floor {serial_floor_s:.1f} s)"
+    assert seconds < serial_floor_s / 2, (
+        f"{seconds:.1f} s: one round trip per 32 KiB request (floor {serial_floor_s:.1f} s)"
+    )
 
 
 def test_regenerable_exports_stay_on_the_host_unless_asked(remote, tmp_path):
@@ -162,7 +178,9 @@ def test_regenerable_exports_stay_on_the_host_unless_asked(remote, tmp_path):
     assert [f.path for f in report.left_on_host] == ["raw/profile/rank_0.sqlite"]
     assert any("FETCH_EXPORTS=1" in line for line in said)
     again = fetch_run(remote, str(run), laptop, say=said.append, exports=True)
-    assert (again.downloaded, again.skipped) == (1, 2) and (local / "rank_0.sqlite").read_bytes() == b"sqlite export"
+    assert (again.downloaded, again.skipped) == (1, 2) and (
+        local / "rank_0.sqlite"
+    ).read_bytes() == b"sqlite export"
 
 
 def test_keepalive_flows_on_an_idle_connection(far_remote, monkeypatch):
@@ -183,12 +201,14 @@ def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, 
     timeout as a lost connection (which follow() retries), not after TCP's many minutes."""
     import threading
 
-    from provisioning.session import connection
     from provisioning.job import jobs
+    from provisioning.session import connection
     from provisioning.session.connection import ConnectionLost
 
     monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(connection, "WATCHDOG_GRACE_S", 1.0)  # the watchdog's grace after the timeout: 5 s by default
+    monkeypatch.setattr(
+        connection, "WATCHDOG_GRACE_S", 1.0
+    )  # the watchdog's grace after the timeout: 5 s by default
     base = far_remote.run(["mktemp", "-d"]).stdout.strip()
     assert jobs.status(far_remote, base).job is None
     far_remote.proxy.pause()

@@ -24,7 +24,11 @@ from provisioning.job import hostlock, jobs  # noqa: E402
 from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.session.hosts import parse_host  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +59,23 @@ def finished_job(remote: Remote, base: Path, run_dir: Path) -> str:
     """A job that records run_dir as its run and exits as the suite would have on it."""
     key = jobs.JobKey(commit="f" * 40, profile="gloo-cpu", stages="topology", runtime="host")
     job_id = jobs.new_job_id(key)
-    jobs.start(remote, str(base), key, str(base), ["sh", "-c", 'printf "%s\\n" "$1" > "$2"; exit "$3"', "sh",
-                                                    str(run_dir), f"{base}/jobs/{job_id}/LAST", str(suite_exit(run_dir))],
-               use_tmux=False, job_id=job_id)
+    jobs.start(
+        remote,
+        str(base),
+        key,
+        str(base),
+        [
+            "sh",
+            "-c",
+            'printf "%s\\n" "$1" > "$2"; exit "$3"',
+            "sh",
+            str(run_dir),
+            f"{base}/jobs/{job_id}/LAST",
+            str(suite_exit(run_dir)),
+        ],
+        use_tmux=False,
+        job_id=job_id,
+    )
     for _ in range(100):
         if jobs.status(remote, str(base), job_id=job_id).state == "finished":
             return job_id
@@ -73,11 +91,21 @@ def test_an_unfetched_run_blocks_a_new_one_until_fetched_by_id(sshd, remote, tmp
     job_id = finished_job(remote, base, run_dir)
     # Another commit (and other stages) than the finished run's: no re-attach, and no silent new run.
     repo = git_repo(tmp_path / "laptop")
-    conn = ["--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(remote.known_hosts_file),
-            "--remote-dir", str(base)]
+    conn = [
+        "--host",
+        sshd.host,
+        "--key",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(remote.known_hosts_file),
+        "--remote-dir",
+        str(base),
+    ]
     r = provisioning("remote", *conn, "--profile", "gloo-cpu", "--runtime", "host", cwd=repo)
     assert r.returncode == 2, r.stderr
-    assert "1 finished run(s) on the host were never fetched" in r.stderr and f"FETCH={job_id}" in r.stderr, r.stderr
+    assert "1 finished run(s) on the host were never fetched" in r.stderr and f"FETCH={job_id}" in r.stderr, (
+        r.stderr
+    )
     assert not (base / "code").exists()  # refused before shipping anything
     status = provisioning("status", *conn, cwd=repo)
     assert f"never fetched: job {job_id}" in status.stdout, status.stdout
@@ -105,8 +133,11 @@ def test_one_lock_per_host_whoever_asks(remote, tmp_path):
     results: list[object] = []
 
     def take(job_id: str) -> None:
-        mine = Remote.open(remote.spec, key=str(remote.conn.connect_kwargs["key_filename"][0]),
-                           known_hosts=remote.known_hosts_file)
+        mine = Remote.open(
+            remote.spec,
+            key=str(remote.conn.connect_kwargs["key_filename"][0]),
+            known_hosts=remote.known_hosts_file,
+        )
         try:
             results.append(hostlock.acquire(mine, base, job_id, {"by": job_id}))
         except hostlock.HostBusy as e:
@@ -146,10 +177,24 @@ def test_follow_by_id_never_takes_a_later_job(remote, tmp_path):
 
     base = tmp_path / "host"
     key = jobs.JobKey(commit="b" * 40, profile="gloo-cpu", stages="", runtime="host")
-    first = jobs.start(remote, str(base), key, str(base), ["sh", "-c", "sleep 2; echo first job; exit 1"],
-                       use_tmux=False, job_id="A-first")
-    jobs.start(remote, str(base), key, str(base), ["sh", "-c", "echo second job; exit 0"], use_tmux=False,
-               job_id="B-second")
+    first = jobs.start(
+        remote,
+        str(base),
+        key,
+        str(base),
+        ["sh", "-c", "sleep 2; echo first job; exit 1"],
+        use_tmux=False,
+        job_id="A-first",
+    )
+    jobs.start(
+        remote,
+        str(base),
+        key,
+        str(base),
+        ["sh", "-c", "echo second job; exit 0"],
+        use_tmux=False,
+        job_id="B-second",
+    )
     assert (base / "jobs" / "current").read_text().strip() == "B-second"
     out = io.StringIO()
     st = follow([remote], lambda: remote, str(base), first, Steps(out).say, interval_s=0.2)

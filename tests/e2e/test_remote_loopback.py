@@ -43,7 +43,12 @@ from remote_loopback import (  # noqa: E402
     start_sshd,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(3000), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.timeout(3000),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -77,8 +82,16 @@ def world(tmp_path_factory):
     moto = start_moto(VENV / "bin")
     remote_dir = base / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
-    (remote_dir / "venvs").symlink_to(host_venv_cache())  # the host keeps its venvs across runs; so do the tests
-    yield {"base": base, "sshd": sshd, "moto": moto, "remote_dir": remote_dir, "repo": make_repo(base / "laptop")}
+    (remote_dir / "venvs").symlink_to(
+        host_venv_cache()
+    )  # the host keeps its venvs across runs; so do the tests
+    yield {
+        "base": base,
+        "sshd": sshd,
+        "moto": moto,
+        "remote_dir": remote_dir,
+        "repo": make_repo(base / "laptop"),
+    }
     kill_jobs(remote_dir)
     sshd.stop()
     moto.stop()
@@ -86,16 +99,31 @@ def world(tmp_path_factory):
 
 def make_args(world, target: str, **extra: str) -> list[str]:
     sshd = world["sshd"]
-    args = ["make", "--no-print-directory", "-C", str(world["repo"]), target,
-            f"VENV={VENV}", "-o", f"{VENV}/.installed",  # use this checkout's venv; never rebuild it
-            f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={world['base'] / 'known_hosts'}",
-            f"REMOTE_DIR={world['remote_dir']}"]
+    args = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(world["repo"]),
+        target,
+        f"VENV={VENV}",
+        "-o",
+        f"{VENV}/.installed",  # use this checkout's venv; never rebuild it
+        f"HOST={sshd.host}",
+        f"KEY={sshd.client_key}",
+        f"KNOWN_HOSTS={world['base'] / 'known_hosts'}",
+        f"REMOTE_DIR={world['remote_dir']}",
+    ]
     return args + [f"{k}={v}" for k, v in extra.items()]
 
 
 def remote_args(world, stages: str) -> dict[str, str]:
-    return {"RUNTIME": "host", "PROFILE": "gloo-cpu", "STAGES": stages, "ACCEPT_NEW_HOST": "1",
-            "ARCHIVE": f"s3://{BUCKET}/runs"}
+    return {
+        "RUNTIME": "host",
+        "PROFILE": "gloo-cpu",
+        "STAGES": stages,
+        "ACCEPT_NEW_HOST": "1",
+        "ARCHIVE": f"s3://{BUCKET}/runs",
+    }
 
 
 def env_for(world) -> dict[str, str]:
@@ -118,8 +146,13 @@ def test_remote_end_to_end_with_reattach(world):
     import boto3
 
     env = env_for(world)
-    s3 = boto3.client("s3", endpoint_url=world["moto"].endpoint, region_name="us-east-1",
-                      aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=world["moto"].endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
     s3.create_bucket(Bucket=BUCKET)
     stages = pick_stages()
     remote_dir = world["remote_dir"]
@@ -139,8 +172,11 @@ def test_remote_end_to_end_with_reattach(world):
     assert first.poll() is None, f"make remote ended before the run started:\n{log1.read_text()}"
     assert job_dir is not None and (job_dir / "pid").exists(), log1.read_text()
     job_pid = int((job_dir / "pid").read_text())
-    job_env = (Path(f"/proc/{job_pid}/environ").read_bytes().decode(errors="replace")
-               if Path(f"/proc/{job_pid}/environ").exists() else "")
+    job_env = (
+        Path(f"/proc/{job_pid}/environ").read_bytes().decode(errors="replace")
+        if Path(f"/proc/{job_pid}/environ").exists()
+        else ""
+    )
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     killed_mid_run = not (job_dir / "exit").exists()
@@ -153,7 +189,9 @@ def test_remote_end_to_end_with_reattach(world):
     assert "AWS_" not in job_env and "SENTINEL" not in job_env.upper()
 
     # 3. Status, then re-attach and finish.
-    status = subprocess.run(make_args(world, "remote-status"), env=env, capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        make_args(world, "remote-status"), env=env, capture_output=True, text=True, timeout=120
+    )
     assert status.returncode == 0, status.stdout + status.stderr  # running or finished: both 0
     assert job_dir.name in status.stdout
     assert re.search(r": (running|starting|finished)", status.stdout), status.stdout
@@ -170,7 +208,9 @@ def test_remote_end_to_end_with_reattach(world):
 
     # Fetched: the same files, byte for byte; the laptop's record names the host key accepted on first use.
     local_run = world["repo"] / "runs" / remote_run.name
-    remote_files = {p.relative_to(remote_run).as_posix(): sha256(p) for p in remote_run.rglob("*") if p.is_file()}
+    remote_files = {
+        p.relative_to(remote_run).as_posix(): sha256(p) for p in remote_run.rglob("*") if p.is_file()
+    }
     assert remote_files and "manifest.json" in remote_files
     for rel, digest in remote_files.items():
         assert sha256(local_run / rel) == digest, rel
@@ -178,7 +218,9 @@ def test_remote_end_to_end_with_reattach(world):
     host_blob = world["sshd"].host_pub.split()[1]
     import base64
 
-    expected_fp = "SHA256:" + base64.b64encode(hashlib.sha256(base64.b64decode(host_blob)).digest()).decode().rstrip("=")
+    expected_fp = "SHA256:" + base64.b64encode(
+        hashlib.sha256(base64.b64decode(host_blob)).digest()
+    ).decode().rstrip("=")
     assert record["host_key"]["fingerprint"] == expected_fp
     # Accepted on first use by the first (killed) `make remote`: recorded with the job on the host.
     assert record["job"]["host_key"] == {**record["host_key"], "accepted_on_first_use": True}
@@ -190,7 +232,7 @@ def test_remote_end_to_end_with_reattach(world):
     # 4. Every local file is in the bucket with its sha256 (metadata and content), plus the manifest.
     prefix = f"runs/{remote_run.name}/"
     listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]
-    keys = {o["Key"][len(prefix):] for o in listed}
+    keys = {o["Key"][len(prefix) :] for o in listed}
     local_files = {p.relative_to(local_run).as_posix(): p for p in local_run.rglob("*") if p.is_file()}
     assert keys == set(local_files) | {"archive-manifest.json"}
     for rel, path in local_files.items():
@@ -198,12 +240,19 @@ def test_remote_end_to_end_with_reattach(world):
         body = obj["Body"].read()
         assert hashlib.sha256(body).hexdigest() == sha256(path) == obj["Metadata"]["sha256"], rel
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=prefix + "archive-manifest.json")["Body"].read())
-    assert {f["path"]: f["sha256"] for f in manifest["files"]} == {rel: sha256(p) for rel, p in local_files.items()}
+    assert {f["path"]: f["sha256"] for f in manifest["files"]} == {
+        rel: sha256(p) for rel, p in local_files.items()
+    }
 
     # No cloud credential reached the host: not in any command line, not in any session's environment.
     audit = world["sshd"].audit()
     assert audit.count("\nCMD ") + audit.startswith("CMD ") > 10
-    for secret in ("AWS_", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], "127.0.0.1:" + str(world["moto"].port)):
+    for secret in (
+        "AWS_",
+        env["AWS_ACCESS_KEY_ID"],
+        env["AWS_SECRET_ACCESS_KEY"],
+        "127.0.0.1:" + str(world["moto"].port),
+    ):
         assert secret not in audit, f"{secret!r} reached the host"
 
     # 5. Once more: re-attaches to the finished run, fetches nothing new, uploads nothing new.
@@ -226,8 +275,9 @@ def test_a_run_that_died_on_the_host_is_resumed(world):
     args = make_args(world, "remote", **remote_args(world, pick_stages()))
     log = world["base"] / "died.log"
     with open(log, "w") as out:
-        laptop = subprocess.Popen(args + ["NEW_RUN=1"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        laptop = subprocess.Popen(
+            args + ["NEW_RUN=1"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + 600
     job_dir = None
     while time.monotonic() < deadline and laptop.poll() is None:
@@ -248,7 +298,9 @@ def test_a_run_that_died_on_the_host_is_resumed(world):
 
     again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     out = again.stdout + again.stderr
-    assert again.returncode == expected_exit(Path(current_job(remote_dir).joinpath("LAST").read_text().strip())), out
+    assert again.returncode == expected_exit(
+        Path(current_job(remote_dir).joinpath("LAST").read_text().strip())
+    ), out
     assert f"resuming {run_dir}" in out, out
     resumed_job = current_job(remote_dir)
     assert resumed_job not in (job_dir, old_job)

@@ -29,19 +29,80 @@ from remote_loopback import clean_env, host_venv_cache, make_repo, sshd_availabl
 
 from provisioning.runtime import hostruntime  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(2400),
-              pytest.mark.skipif(not sshd_available() or not shutil.which("unshare"),
-                                 reason="needs openssh-server and unshare (util-linux)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.timeout(2400),
+    pytest.mark.skipif(
+        not sshd_available() or not shutil.which("unshare"),
+        reason="needs openssh-server and unshare (util-linux)",
+    ),
+]
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
 PY311 = Path("/usr/bin/python3.11")
 
 # What the session, the probe, the job and the fetch run on the host: a shell and basic tools.
-TOOLS = ("sh", "bash", "env", "cat", "cp", "mv", "rm", "mkdir", "rmdir", "ln", "ls", "chmod", "touch", "date",
-         "sleep", "kill", "printf", "echo", "test", "true", "false", "head", "tail", "wc", "sort", "uniq", "cut",
-         "tr", "sed", "grep", "awk", "find", "xargs", "basename", "dirname", "readlink", "realpath", "pwd", "id",
-         "uname", "hostname", "df", "du", "stat", "sha256sum", "tar", "gzip", "setsid", "nohup", "timeout", "tee",
-         "mktemp", "sync", "ps", "pgrep", "nproc", "getconf", "flock")
+TOOLS = (
+    "sh",
+    "bash",
+    "env",
+    "cat",
+    "cp",
+    "mv",
+    "rm",
+    "mkdir",
+    "rmdir",
+    "ln",
+    "ls",
+    "chmod",
+    "touch",
+    "date",
+    "sleep",
+    "kill",
+    "printf",
+    "echo",
+    "test",
+    "true",
+    "false",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "sed",
+    "grep",
+    "awk",
+    "find",
+    "xargs",
+    "basename",
+    "dirname",
+    "readlink",
+    "realpath",
+    "pwd",
+    "id",
+    "uname",
+    "hostname",
+    "df",
+    "du",
+    "stat",
+    "sha256sum",
+    "tar",
+    "gzip",
+    "setsid",
+    "nohup",
+    "timeout",
+    "tee",
+    "mktemp",
+    "sync",
+    "ps",
+    "pgrep",
+    "nproc",
+    "getconf",
+    "flock",
+)
 ABSENT = ("git", "tmux", "docker", "python3.11", "python3")
 
 
@@ -54,7 +115,9 @@ def sandbox_bin(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.skipif(not PY311.exists(), reason="needs /usr/bin/python3.11 to stand for the image's conda Python")
+@pytest.mark.skipif(
+    not PY311.exists(), reason="needs /usr/bin/python3.11 to stand for the image's conda Python"
+)
 def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
     session_bin = sandbox_bin(tmp_path / "pod-bin")
     conda_bin = tmp_path / "opt" / "conda" / "bin"
@@ -85,15 +148,32 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
         finally:
             r.close()
 
-        args = ["make", "--no-print-directory", "-C", str(repo), "remote",
-                f"VENV={VENV}", "-o", f"{VENV}/.installed",  # this checkout's venv on the laptop; never rebuilt
-                f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={kh}", f"REMOTE_DIR={remote_dir}",
-                "RUNTIME=host", "PROFILE=gloo-cpu", "STAGES=topology"]
+        args = [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(repo),
+            "remote",
+            f"VENV={VENV}",
+            "-o",
+            f"{VENV}/.installed",  # this checkout's venv on the laptop; never rebuilt
+            f"HOST={sshd.host}",
+            f"KEY={sshd.client_key}",
+            f"KNOWN_HOSTS={kh}",
+            f"REMOTE_DIR={remote_dir}",
+            "RUNTIME=host",
+            "PROFILE=gloo-cpu",
+            "STAGES=topology",
+        ]
         done = subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=2000)
         out = done.stdout + done.stderr
         assert f"{conda_bin}/python3.11" in out, out  # preflight found the conda Python through pid 1's PATH
 
-        remote_runs = [p for p in (remote_dir / "runs").iterdir() if p.is_dir()] if (remote_dir / "runs").is_dir() else []
+        remote_runs = (
+            [p for p in (remote_dir / "runs").iterdir() if p.is_dir()]
+            if (remote_dir / "runs").is_dir()
+            else []
+        )
         assert len(remote_runs) == 1, out
         local_run = repo / "runs" / remote_runs[0].name
         verdicts = json.loads((local_run / "verdicts.json").read_text())["verdicts"]
@@ -102,16 +182,24 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
         assert (local_run / "report.html").is_file(), out
         manifest = json.loads((local_run / "manifest.json").read_text())
         stages = manifest.get("stages", {})
-        topology = stages.get("topology") if isinstance(stages, dict) else next(
-            (s for s in stages if s.get("name") == "topology"), None)
+        topology = (
+            stages.get("topology")
+            if isinstance(stages, dict)
+            else next((s for s in stages if s.get("name") == "topology"), None)
+        )
         assert topology and topology.get("status") == "complete", manifest
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         assert manifest["git"]["commit"] == head  # no .git on the host: the commit comes with the job
         assert json.loads((local_run / "remote.json").read_text())["job"]["code_shipped_by"] == "archive"
         (setup,) = (remote_dir / "jobs").glob("*/setup.sh")  # hostruntime.setup_script: venv, code, python, …
-        venv, _code, python = shlex.split(next(line for line in setup.read_text().splitlines()
-                                               if line.startswith("set -- ")))[2:5]
-        assert python == f"{conda_bin}/python3.11", setup.read_text()  # the installer is handed the conda Python
+        venv, _code, python = shlex.split(
+            next(line for line in setup.read_text().splitlines() if line.startswith("set -- "))
+        )[2:5]
+        assert python == f"{conda_bin}/python3.11", (
+            setup.read_text()
+        )  # the installer is handed the conda Python
         assert Path(venv).parent == remote_dir / "venvs" and venv.endswith("-py3.11")
         assert (Path(venv) / ".cardtime-ready").exists()
         (job_log,) = (remote_dir / "jobs").glob("*/log")

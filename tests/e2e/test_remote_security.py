@@ -27,7 +27,11 @@ from provisioning.session.login import run_preflight  # noqa: E402
 from provisioning.session.options import RemoteOptions  # noqa: E402
 from provisioning.session.steps import Steps  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,13 +54,33 @@ def test_unknown_host_key_is_refused_with_its_fingerprint(sshd, tmp_path):
 
 def test_accept_new_host_records_and_then_the_key_is_known(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
-    r = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
-                     "--accept-new-host", "1", "--remote-dir", str(tmp_path / "nothing-here"))
+    r = provisioning(
+        "status",
+        "--host",
+        sshd.host,
+        "--key",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(kh),
+        "--accept-new-host",
+        "1",
+        "--remote-dir",
+        str(tmp_path / "nothing-here"),
+    )
     assert "trusting [127.0.0.1]" in r.stderr
     assert kh.read_text() == sshd.known_hosts_line()
     # Second time: known, no acceptance needed, nothing printed about trust.
-    r2 = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
-                      "--remote-dir", str(tmp_path / "nothing-here"))
+    r2 = provisioning(
+        "status",
+        "--host",
+        sshd.host,
+        "--key",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(kh),
+        "--remote-dir",
+        str(tmp_path / "nothing-here"),
+    )
     assert "trusting" not in r2.stderr and "host key" not in r2.stderr
     assert "nothing was run here" in r2.stdout
 
@@ -67,8 +91,17 @@ def test_changed_host_key_is_always_refused(sshd, tmp_path):
     kind, blob = (tmp_path / "other.pub").read_text().split()[:2]
     kh = tmp_path / "known_hosts"
     kh.write_text(f"[127.0.0.1]:{sshd.port} {kind} {blob}\n")
-    r = provisioning("status", "--host", sshd.host, "--key", str(sshd.client_key), "--known-hosts", str(kh),
-                     "--accept-new-host", "1")
+    r = provisioning(
+        "status",
+        "--host",
+        sshd.host,
+        "--key",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(kh),
+        "--accept-new-host",
+        "1",
+    )
     assert r.returncode == 2 and "HOST KEY CHANGED" in r.stderr
 
 
@@ -94,12 +127,22 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
         assert local.branch == branch
         code_dir, how = codesync.ship(remote, local, facts.base, say=lambda s: None)
         assert how == "bundle"
-        assert subprocess.run(["git", "-C", code_dir, "rev-parse", "refs/heads/" + branch], capture_output=True,
-                              text=True).stdout.strip() == local.commit
+        assert (
+            subprocess.run(
+                ["git", "-C", code_dir, "rev-parse", "refs/heads/" + branch], capture_output=True, text=True
+            ).stdout.strip()
+            == local.commit
+        )
         # A detached job whose arguments are hostile too: they arrive as one literal argv each.
         key = jobs.JobKey(commit=local.commit, profile="gloo-cpu", stages="", runtime="host")
-        argv = ["python3", "-c", "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))",
-                f"{facts.base}/argv.json", branch, remote_dir]
+        argv = [
+            "python3",
+            "-c",
+            "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))",
+            f"{facts.base}/argv.json",
+            branch,
+            remote_dir,
+        ]
         jobs.start(remote, facts.base, key, code_dir, argv, use_tmux=False)
         for _ in range(150):
             st = jobs.status(remote, facts.base)
@@ -107,7 +150,11 @@ def test_hostile_folder_and_branch_names_execute_nothing(sshd, tmp_path):
                 break
             time.sleep(0.2)
         assert st.state == "finished" and st.exit_code == 0, st
-        assert json.loads(Path(facts.base, "argv.json").read_text()) == [f"{facts.base}/argv.json", branch, remote_dir]
+        assert json.loads(Path(facts.base, "argv.json").read_text()) == [
+            f"{facts.base}/argv.json",
+            branch,
+            remote_dir,
+        ]
     finally:
         remote.close()
     assert not marker.exists()
@@ -121,11 +168,27 @@ def test_make_passes_hostile_values_without_running_them(sshd, tmp_path):
     marker = tmp_path / "pwned-by-make"
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
-    hostile = f"{tmp_path}/d\"; touch {marker}; echo \"`touch {marker}`'"
-    r = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "remote-status", f"VENV={ROOT / '.venv'}",
-                        "-o", f"{ROOT / '.venv'}/.installed", f"HOST={sshd.host}", f"KEY={sshd.client_key}",
-                        f"KNOWN_HOSTS={kh}", f"REMOTE_DIR={hostile}"], env=clean_env(), capture_output=True, text=True,
-                       timeout=300)
+    hostile = f'{tmp_path}/d"; touch {marker}; echo "`touch {marker}`\''
+    r = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(ROOT),
+            "remote-status",
+            f"VENV={ROOT / '.venv'}",
+            "-o",
+            f"{ROOT / '.venv'}/.installed",
+            f"HOST={sshd.host}",
+            f"KEY={sshd.client_key}",
+            f"KNOWN_HOSTS={kh}",
+            f"REMOTE_DIR={hostile}",
+        ],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "nothing was run here" in r.stdout, r.stdout + r.stderr
     assert not marker.exists()
 
@@ -134,21 +197,47 @@ def test_dirty_tree_is_refused_before_any_connection(sshd, tmp_path):
     repo = git_repo(tmp_path / "dirty")
     (repo / "README").write_text("changed\n")
     before = sshd.audit()
-    r = provisioning("remote", "--host", sshd.host, "--key", str(sshd.client_key), "--profile", "gloo-cpu",
-                     "--runtime", "host", cwd=repo)
+    r = provisioning(
+        "remote",
+        "--host",
+        sshd.host,
+        "--key",
+        str(sshd.client_key),
+        "--profile",
+        "gloo-cpu",
+        "--runtime",
+        "host",
+        cwd=repo,
+    )
     assert r.returncode == 2
     assert "uncommitted change" in r.stderr and "ALLOW_DIRTY=1" in r.stderr and "M README" in r.stderr
     assert sshd.audit() == before
 
 
-def remote_from_a_clean_repo(server, tmp_path: Path, profile: str) -> tuple[subprocess.CompletedProcess, Path]:
+def remote_from_a_clean_repo(
+    server, tmp_path: Path, profile: str
+) -> tuple[subprocess.CompletedProcess, Path]:
     """`provisioning remote` of a fresh one-commit repository to `server` (key known), RUNTIME=host."""
     repo = git_repo(tmp_path / "clean")
     kh = tmp_path / "known_hosts"
     kh.write_text(server.known_hosts_line())
     remote_dir = tmp_path / "host"
-    r = provisioning("remote", "--host", server.host, "--key", str(server.client_key), "--known-hosts", str(kh),
-                     "--profile", profile, "--runtime", "host", "--remote-dir", str(remote_dir), cwd=repo)
+    r = provisioning(
+        "remote",
+        "--host",
+        server.host,
+        "--key",
+        str(server.client_key),
+        "--known-hosts",
+        str(kh),
+        "--profile",
+        profile,
+        "--runtime",
+        "host",
+        "--remote-dir",
+        str(remote_dir),
+        cwd=repo,
+    )
     return r, remote_dir
 
 
@@ -162,14 +251,30 @@ def test_host_that_cannot_run_the_profile_is_refused_before_copying(sshd, tmp_pa
 def test_make_plan_with_and_without_a_host(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
-    base = ["make", "--no-print-directory", "-C", str(ROOT), "plan", f"VENV={ROOT / '.venv'}", "-o",
-            f"{ROOT / '.venv'}/.installed", "RATE=10"]
+    base = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(ROOT),
+        "plan",
+        f"VENV={ROOT / '.venv'}",
+        "-o",
+        f"{ROOT / '.venv'}/.installed",
+        "RATE=10",
+    ]
     r = subprocess.run(base, env=clean_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "cost at $10/hour: $" in r.stdout, r.stdout + r.stderr
     # This host has no GPU: the plan says so and what to do instead.
-    r = subprocess.run([*base, f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={kh}"], env=clean_env(),
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0 and "no GPU listed by nvidia-smi -L" in r.stdout and "make plan GPUS=8" in r.stdout
+    r = subprocess.run(
+        [*base, f"HOST={sshd.host}", f"KEY={sshd.client_key}", f"KNOWN_HOSTS={kh}"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        r.returncode != 0 and "no GPU listed by nvidia-smi -L" in r.stdout and "make plan GPUS=8" in r.stdout
+    )
 
 
 def test_clone_from_origin_when_the_host_reaches_it_else_bundle(sshd, tmp_path):
@@ -181,12 +286,27 @@ def test_clone_from_origin_when_the_host_reaches_it_else_bundle(sshd, tmp_path):
     served.mkdir()
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(served / "laptop.git")], check=True)
     port = free_port()
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={served}",
-                               "--listen=127.0.0.1", f"--port={port}", str(served)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            f"--base-path={served}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(served),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_port(port, daemon, "git daemon")
-        subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", f"git://127.0.0.1:{port}/laptop.git"], check=True)
+        subprocess.run(
+            ["git", "-C", str(repo), "remote", "add", "origin", f"git://127.0.0.1:{port}/laptop.git"],
+            check=True,
+        )
         kh = tmp_path / "known_hosts"
         kh.write_text(sshd.known_hosts_line())
         remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
@@ -199,8 +319,22 @@ def test_clone_from_origin_when_the_host_reaches_it_else_bundle(sshd, tmp_path):
             assert codesync.ship(remote, local, base, say=lambda s: None) == (code_dir, "reused")
             # A commit that origin does not have: the host cannot clone it, so it travels as a bundle.
             (repo / "README").write_text("two\n")
-            subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
-                            "commit", "-q", "-am", "two"], check=True)
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(repo),
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@example.invalid",
+                    "commit",
+                    "-q",
+                    "-am",
+                    "two",
+                ],
+                check=True,
+            )
             messages = []
             local2 = codesync.local_checkout(repo, allow_dirty=False)
             code_dir2, how2 = codesync.ship(remote, local2, base, say=messages.append)
@@ -221,7 +355,9 @@ def test_remote_errors_carry_host_command_exit_code_and_output(sshd, tmp_path):
     remote = Remote.open(parse_host(sshd.host), key=str(sshd.client_key), known_hosts=kh)
     try:
         with pytest.raises(RemoteError) as err:
-            remote.run("echo first; echo 'the last line' >&2; exit 7", what="the step failed", hint="do this next")
+            remote.run(
+                "echo first; echo 'the last line' >&2; exit 7", what="the step failed", hint="do this next"
+            )
     finally:
         remote.close()
     text = str(err.value)
@@ -235,8 +371,18 @@ def test_credentials_in_the_origin_url_never_reach_the_host(sshd, tmp_path):
     unable to read it, gets a bundle); the token is in no command line and no file there."""
     token = "ghp_SENTINELtokenThatStaysOnTheLaptop"
     repo = git_repo(tmp_path / "laptop")
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
-                    f"https://someone:{token}@127.0.0.1:1/private/repo.git"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "remote",
+            "add",
+            "origin",
+            f"https://someone:{token}@127.0.0.1:1/private/repo.git",
+        ],
+        check=True,
+    )
     local = codesync.local_checkout(repo, allow_dirty=False)
     assert local.origin == "https://127.0.0.1:1/private/repo.git"
     kh = tmp_path / "known_hosts"
@@ -253,8 +399,12 @@ def test_credentials_in_the_origin_url_never_reach_the_host(sshd, tmp_path):
     assert how == "bundle" and token not in audit
     leaked = [p for p in base.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert not leaked, leaked
-    for url, clean in [("https://tok@h/r.git", "https://h/r.git"), ("ssh://git:pw@h:22/r", "ssh://git@h:22/r"),
-                       ("git@github.com:o/r.git", "git@github.com:o/r.git"), ("https://h/r", "https://h/r")]:
+    for url, clean in [
+        ("https://tok@h/r.git", "https://h/r.git"),
+        ("ssh://git:pw@h:22/r", "ssh://git@h:22/r"),
+        ("git@github.com:o/r.git", "git@github.com:o/r.git"),
+        ("https://h/r", "https://h/r"),
+    ]:
         assert codesync.without_credentials(url) == clean
 
 
@@ -283,23 +433,38 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
     jump = start(tmp_path / "sshd-jump")
     try:
         (tmp_path / "included.conf").write_text(
-            f"Host box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  ProxyJump root@127.0.0.1:{jump.port}\n"
-            f"Host *\n  IdentityFile {sshd.client_key}\n  IdentityFile {jump.client_key}\n")
+            f"Host box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  ProxyJump "
+            f"root@127.0.0.1:{jump.port}\n"
+            f"Host *\n  IdentityFile {sshd.client_key}\n  IdentityFile {jump.client_key}\n"
+        )
         config = tmp_path / "ssh_config"
         config.write_text(f"Include {tmp_path / 'included.conf'}\n")
         kh = tmp_path / "known_hosts"
         kh.write_text(sshd.known_hosts_line())  # the box is known, its gateway is not
-        base = ["status", "--host", "box", "--ssh-config", str(config), "--known-hosts", str(kh),
-                "--remote-dir", str(tmp_path / "nothing-here")]
+        base = [
+            "status",
+            "--host",
+            "box",
+            "--ssh-config",
+            str(config),
+            "--known-hosts",
+            str(kh),
+            "--remote-dir",
+            str(tmp_path / "nothing-here"),
+        ]
         r = provisioning(*base)
-        assert r.returncode == 2 and f"host key unknown: [127.0.0.1]:{jump.port}" in r.stderr, r.stdout + r.stderr
+        assert r.returncode == 2 and f"host key unknown: [127.0.0.1]:{jump.port}" in r.stderr, (
+            r.stdout + r.stderr
+        )
         assert "Traceback" not in r.stderr
         before = sshd.audit()
         r = provisioning(*base, "--accept-new-host", "1")
         assert f"trusting [127.0.0.1]:{jump.port} on first use" in r.stderr, r.stdout + r.stderr
         assert "nothing was run here" in r.stdout, r.stdout + r.stderr
         assert kh.read_text() == sshd.known_hosts_line() + jump.known_hosts_line()
-        assert sshd.audit() != before and "CMD " not in jump.audit()  # commands on the box, the jump only relayed
+        assert (
+            sshd.audit() != before and "CMD " not in jump.audit()
+        )  # commands on the box, the jump only relayed
         assert "Accepted publickey" in (jump.folder / "sshd.log").read_text()
         r = provisioning(*base)  # both known now: no question, no trust message
         assert r.returncode == 1 and "trusting" not in r.stderr and "nothing was run here" in r.stdout
@@ -312,10 +477,14 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         try:
             remote.connect()
             record = host_key_record(remote)
-            assert record["name"] == f"[127.0.0.1]:{sshd.port}"  # the alias's real name, as known_hosts files it
+            assert (
+                record["name"] == f"[127.0.0.1]:{sshd.port}"
+            )  # the alias's real name, as known_hosts files it
             assert [v["name"] for v in record["via"]] == [f"[127.0.0.1]:{jump.port}"]
             blob = base64.b64decode(jump.host_pub.split()[1])
-            assert record["via"][0]["fingerprint"] == "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+            assert record["via"][0]["fingerprint"] == "SHA256:" + base64.b64encode(
+                hashlib.sha256(blob).digest()
+            ).decode().rstrip("=")
         finally:
             remote.close()
     finally:

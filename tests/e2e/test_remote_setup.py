@@ -4,11 +4,11 @@ The laptop side of `make remote` is SIGKILLed in the middle of the venv install;
 goes on on the host; the next `make remote` re-attaches to the same job, which finishes the
 install, runs the stage and is fetched: nothing is installed (downloaded) twice.
 
-The installer is the one thing replaced: a stand-in for ENSURE_VENV (same arguments, same ready
-mark) that counts its downloads, "downloads" until the test releases it (a file the test creates once
-the laptop is dead and the next `make remote` has re-attached: no fixed sleep to outlast) and makes a
-`python` running this checkout's venv, so the test needs no network and no second torch. Everything else is the real path:
-shipping, the job, its set-up step, re-attach, follow, fetch, the report.
+The installer is the one thing replaced: a stand-in for ENSURE_VENV (same arguments, same ready mark) that
+counts its downloads, "downloads" until the test releases it (a file the test creates once the laptop is dead
+and the next `make remote` has re-attached: no fixed sleep to outlast) and makes a `python` running this
+checkout's venv, so the test needs no network and no second torch. Everything else is the real path: shipping,
+the job, its set-up step, re-attach, follow, fetch, the report.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import clean_env, make_repo, sshd_available, start_sshd  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"), pytest.mark.timeout(900),
-              pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server (.ci/run installs it)"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 LAPTOP_PY = ROOT / ".venv" / "bin" / "python"
 
@@ -67,13 +71,41 @@ def remote_args(tmp_path: Path, sshd, profile: str) -> tuple[list[str], Path]:
 
     remote_dir = tmp_path / "host" / "cardtime"
     installer = tmp_path / "install.sh"
-    installer.write_text(FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
-                         .replace("{release}", quote(tmp_path / "release")).replace("{python}", quote(LAPTOP_PY)))
+    installer.write_text(
+        FAKE_INSTALL.replace("{downloads}", quote(tmp_path / "downloads"))
+        .replace("{release}", quote(tmp_path / "release"))
+        .replace("{python}", quote(LAPTOP_PY))
+    )
     kh = tmp_path / "known_hosts"
     kh.write_text(sshd.known_hosts_line())
-    return ([str(LAPTOP_PY), "-c", DRIVER, str(installer), "remote", "--host", sshd.host, "--key", str(sshd.client_key),
-             "--known-hosts", str(kh), "--remote-dir", str(remote_dir), "--profile", profile, "--runtime", "host",
-             "--stages", "topology", "--detach", "setsid", "--runs-dir", str(tmp_path / "runs")], remote_dir)
+    return (
+        [
+            str(LAPTOP_PY),
+            "-c",
+            DRIVER,
+            str(installer),
+            "remote",
+            "--host",
+            sshd.host,
+            "--key",
+            str(sshd.client_key),
+            "--known-hosts",
+            str(kh),
+            "--remote-dir",
+            str(remote_dir),
+            "--profile",
+            profile,
+            "--runtime",
+            "host",
+            "--stages",
+            "topology",
+            "--detach",
+            "setsid",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        remote_dir,
+    )
 
 
 def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
@@ -85,7 +117,9 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         env = clean_env(PYTHONPATH=str(repo))
         log1 = tmp_path / "first.log"
         with open(log1, "w") as out:
-            first = subprocess.Popen(args, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            first = subprocess.Popen(
+                args, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         job_log = None
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and first.poll() is None:
@@ -105,7 +139,9 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         with open(log2, "w") as out2:
             second = subprocess.Popen(args, cwd=repo, env=env, stdout=out2, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and second.poll() is None and "re-attaching" not in log2.read_text():
+        while (
+            time.monotonic() < deadline and second.poll() is None and "re-attaching" not in log2.read_text()
+        ):
             time.sleep(0.1)
         assert not (job_dir / "exit").exists()  # re-attached to the job still installing
         (tmp_path / "release").touch()  # the download ends
@@ -124,7 +160,9 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         assert downloads.read_text().splitlines() == ["download"], "the install ran twice"
         log = job_log.read_text()
         assert log.count("fake install: downloading") == 1 and log.count("── set-up done") == 1
-        assert log.index("fake install") < log.index("── set-up done") < log.index("topology")  # set-up, then the run
+        assert (
+            log.index("fake install") < log.index("── set-up done") < log.index("topology")
+        )  # set-up, then the run
         assert "GPU check" not in log and not (job_dir / "refused").exists()  # a CPU profile checks no GPU
         assert (tmp_path / "runs" / run_dir.name / "report.html").is_file(), out
     finally:
@@ -143,7 +181,7 @@ case "$*" in
   *compute_cap*) printf 'index, name, compute_cap, driver_version\n0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n' ;;
   *driver_version*) echo "550.54.15" ;;
 esac
-"""
+"""  # noqa: E501
 
 
 def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
@@ -164,7 +202,10 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
         args, remote_dir = remote_args(tmp_path, sshd, "nccl-gpu")
         (tmp_path / "release").touch()  # no laptop is cut off here: each install is over at once
         env = clean_env(PYTHONPATH=str(repo))
-        runs = [subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300) for _ in range(2)]
+        runs = [
+            subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)
+        ]
     finally:
         sshd.stop()
     out = runs[0].stdout + runs[0].stderr
@@ -177,9 +218,15 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
         assert "is a CPU build" in refused and "the host venv (" in refused and "-cu126/bin/python" in refused
         assert (job_dir / "exit").read_text().strip() == "2" and not (job_dir / "LAST").exists()
         said = run.stdout + run.stderr
-        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, said  # the line, on the laptop
+        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, (
+            said
+        )  # the line, on the laptop
         log = (job_dir / "log").read_text()
-        assert log.index("── set-up (") < log.index("── GPU check") < log.index(cuda_check_host.REFUSED + refused)
+        assert (
+            log.index("── set-up (")
+            < log.index("── GPU check")
+            < log.index(cuda_check_host.REFUSED + refused)
+        )
         assert "── set-up done" not in log and "topology" not in log.split("── GPU check")[1]  # no stage ran
 
 
@@ -237,8 +284,10 @@ def test_the_image_set_up_builds_from_the_shipped_context_once(tmp_path):
     builds = [c for c in calls if c.startswith("build")]
     line_args = " ".join(f"--build-arg {k}={v}" for k, v in cu126.build_args().items())
     assert tag126 == f"cardtime:{local.commit[:12]}-cu126"
-    assert builds == [f"build --tag {tag} --build-arg CARDTIME_COMMIT={local.commit} -",
-                      f"build --tag {tag126} --build-arg CARDTIME_COMMIT={local.commit} {line_args} -"], calls
+    assert builds == [
+        f"build --tag {tag} --build-arg CARDTIME_COMMIT={local.commit} -",
+        f"build --tag {tag126} --build-arg CARDTIME_COMMIT={local.commit} {line_args} -",
+    ], calls
     assert f"pull {hostile}" in calls
     with tarfile.open(fake / "context.tar") as tar:
         assert sorted(tar.getnames()) == ["README", "pyproject.toml"]

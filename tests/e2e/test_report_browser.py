@@ -32,7 +32,9 @@ from .browser import Browser, chromium_binary
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.needs("chromium"),
-    pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"),
+    pytest.mark.skipif(
+        chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"
+    ),
 ]
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +57,7 @@ PAGE_FACTS = """(() => {
     text: document.body.innerText,
     overflow: document.documentElement.scrollWidth - window.innerWidth,
   };
-})()"""
+})()"""  # noqa: E501
 
 
 def shots_dir(tmp_path: Path) -> Path:
@@ -65,7 +67,8 @@ def shots_dir(tmp_path: Path) -> Path:
 
 
 def look(report: Path, shots: Path, name: str) -> tuple[dict, dict]:
-    """Facts of the page at a laptop width and at a phone width, with a full-page screenshot of each, and a PDF."""
+    """Facts of the page at a laptop width and at a phone width, with a full-page screenshot of each, and a
+    PDF."""
     with Browser() as browser:
         browser.open(report, width=1280)
         wide = browser.evaluate(PAGE_FACTS)
@@ -75,7 +78,9 @@ def look(report: Path, shots: Path, name: str) -> tuple[dict, dict]:
         browser.open(report, width=400, height=800)
         narrow = browser.evaluate(PAGE_FACTS)
         browser.screenshot(shots / f"{name}-narrow.png")
-    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") >= 2, "the report should print to several pages"
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") >= 2, (
+        "the report should print to several pages"
+    )
     return wide, narrow
 
 
@@ -101,14 +106,28 @@ def test_synthetic_report_in_chromium(tmp_path, monkeypatch):
     assert_every_figure_rendered(narrow)
     assert wide["scripts"] == 0
     assert HOSTILE_HOST in wide["text"] and HOSTILE_GPU in wide["text"]  # shown as text, not run or drawn
-    assert wide["sections"] == ["stage-topology", "stage-bandwidth", "stage-crossover", "stage-dp", "stage-fault"]
-    assert narrow["overflow"] <= 0, "a phone-width window should not scroll sideways (wide tables scroll in place)"
+    assert wide["sections"] == [
+        "stage-topology",
+        "stage-bandwidth",
+        "stage-crossover",
+        "stage-dp",
+        "stage-fault",
+    ]
+    assert narrow["overflow"] <= 0, (
+        "a phone-width window should not scroll sideways (wide tables scroll in place)"
+    )
 
 
 def test_rehearsal_report_in_chromium(rehearsal_run, tmp_path):
-    """The real rehearsal's report: every verdict in its section, every figure drawn, no figure module failing."""
-    result = subprocess.run([sys.executable, "-m", "reports", str(rehearsal_run)], cwd=REPO, capture_output=True,
-                            text=True, timeout=300)
+    """The real rehearsal's report: every verdict in its section, every figure drawn, no figure module
+    failing."""
+    result = subprocess.run(
+        [sys.executable, "-m", "reports", str(rehearsal_run)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"report: {rehearsal_run / 'report.html'}"

@@ -1,5 +1,6 @@
-"""The report's first screen, as a person sees it in Chromium at 1366×768 and in a half-screen window (683×768):
-the verdict count, every stage's headline line and every failure's reason lie within the first 768 px.
+"""The report's first screen, as a person sees it in Chromium at 1366×768 and in a half-screen window
+(683×768): the verdict count, every stage's headline line and every failure's reason lie within the first 768
+px.
 
 Checked in the DOM (bounding boxes after layout) and by the screenshot of that first screen, on a GPU
 run's report (`suite ingest` on the real captures `make demo` names), on a synthetic GPU run carrying
@@ -25,7 +26,9 @@ from .test_report_browser import shots_dir
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.needs("chromium"),
-    pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"),
+    pytest.mark.skipif(
+        chromium_binary() is None, reason="chromium is not installed: apt-get install chromium"
+    ),
 ]
 REPO = Path(__file__).resolve().parents[2]
 SCREEN_HEIGHT = 768
@@ -46,7 +49,7 @@ FIRST_SCREEN = """(() => {
     overflow: document.documentElement.scrollWidth - window.innerWidth,
     height: document.documentElement.scrollHeight,
   };
-})()"""
+})()"""  # noqa: E501
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -73,38 +76,56 @@ def assert_answer_on_first_screen(facts: dict, run: RunDir, width: int) -> None:
     stages = run.manifest["stages_selected"]
     where = f"at {width}×{SCREEN_HEIGHT}"
     assert facts["screenshot"] == (width, SCREEN_HEIGHT), f"the screenshot is not one first screen {where}"
-    assert facts["summary"] and facts["summary"]["bottom"] <= SCREEN_HEIGHT, f"the verdict count is below the fold {where}"
+    assert facts["summary"] and facts["summary"]["bottom"] <= SCREEN_HEIGHT, (
+        f"the verdict count is below the fold {where}"
+    )
     counts = {s: sum(v.status == s for v in verdicts) for s in ("pass", "warn", "fail", "skip")}
-    assert (f"{counts['pass']} passed, {counts['warn']} warned, {counts['fail']} failed, {counts['skip']} skipped"
-            in facts["summary"]["text"])
+    assert (
+        f"{counts['pass']} passed, {counts['warn']} warned, {counts['fail']} failed, {counts['skip']} skipped"
+        in facts["summary"]["text"]
+    )
     assert [line["stage"] for line in facts["lines"]] == stages and len(stages) > 0
     assert [line["link"] for line in facts["lines"]] == [f"#{s}" for s in facts["sections"]]
     for line in facts["lines"]:
         assert line["headline"]["text"].strip(), f"stage {line['stage']} has an empty headline"
-        assert line["headline"]["bottom"] <= SCREEN_HEIGHT, f"stage {line['stage']}'s headline is below the fold {where}"
+        assert line["headline"]["bottom"] <= SCREEN_HEIGHT, (
+            f"stage {line['stage']}'s headline is below the fold {where}"
+        )
     wanted = sorted(v.id for v in verdicts if v.status in ("fail", "warn"))
     assert sorted(a["check"] for a in facts["attention"]) == wanted
     for item in facts["attention"]:
-        assert item["reason"]["text"].strip() and item["bottom"] <= SCREEN_HEIGHT, \
+        assert item["reason"]["text"].strip() and item["bottom"] <= SCREEN_HEIGHT, (
             f"{item['check']}'s reason is below the fold {where}"
+        )
     assert facts["overflow"] <= 0, f"the page scrolls sideways {where}"
 
 
 def test_first_screen_of_a_gpu_run_from_real_captures(tmp_path):
-    done = subprocess.run(demo_command(tmp_path / "runs"), cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        demo_command(tmp_path / "runs"), cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 3, done.stderr  # INCONCLUSIVE, as suite check says of it
     run = RunDir.load(Path((tmp_path / "runs/LAST").read_text().strip()))
     screens = first_screens(run.path / "report.html", shots_dir(tmp_path), "demo")
     for width, facts in screens.items():
         assert_answer_on_first_screen(facts, run, width)
-    for width, facts in screens.items():  # INCONCLUSIVE: what to capture next for each open check, above the fold
+    for (
+        width,
+        facts,
+    ) in screens.items():  # INCONCLUSIVE: what to capture next for each open check, above the fold
         steps = facts["next_steps"]
         assert steps and all(step["bottom"] <= SCREEN_HEIGHT for step in steps), (width, steps)
         said = " ".join(step["text"] for step in steps)
-        assert "sudo dmesg -T > dmesg.txt" in said and "nvidia-smi -q > smi-q.txt" in said and "(health)" in said
-        assert "dcgmi diag -r 1" in said and "python -m suite ingest" in said and "all_reduce_perf -b 8" in said
+        assert (
+            "sudo dmesg -T > dmesg.txt" in said and "nvidia-smi -q > smi-q.txt" in said and "(health)" in said
+        )
+        assert (
+            "dcgmi diag -r 1" in said and "python -m suite ingest" in said and "all_reduce_perf -b 8" in said
+        )
     headlines = {line["stage"]: line["headline"]["text"] for line in screens[1366]["lines"]}
-    assert headlines["bandwidth"].startswith("all_reduce busbw 468.6 GB/s at 2 GiB (nccl-tests) · expected ≥ 31")
+    assert headlines["bandwidth"].startswith(
+        "all_reduce busbw 468.6 GB/s at 2 GiB (nccl-tests) · expected ≥ 31"
+    )
     assert "28×NV18" in headlines["topology"]
 
 
@@ -117,8 +138,12 @@ def test_first_screen_shows_every_failure_and_its_reason(tmp_path):
     for width, facts in screens.items():
         assert_answer_on_first_screen(facts, run, width)
     reasons = [a["reason"]["text"] for a in screens[1366]["attention"]]
-    assert reasons[0].startswith("large-message busbw below 70% of the NVLink peak: check `nvidia-smi topo -m`")
-    assert any(r == "torchrun exited 1" for r in reasons)  # the crash's first line; its log tail is in the section
+    assert reasons[0].startswith(
+        "large-message busbw below 70% of the NVLink peak: check `nvidia-smi topo -m`"
+    )
+    assert any(
+        r == "torchrun exited 1" for r in reasons
+    )  # the crash's first line; its log tail is in the section
 
 
 def test_first_screen_of_the_rehearsal(rehearsal_run, tmp_path):
@@ -134,5 +159,6 @@ def test_first_screen_of_the_rehearsal(rehearsal_run, tmp_path):
     assert headlines["pp"].startswith("sleep stages ") and " vs formula " in headlines["pp"]
     assert headlines["memory"].startswith("state ") and "largest batch" in headlines["memory"]
     assert " of its peers'" in headlines["health"] and "final loss fp32" in headlines["precision"]
-    # the report the rehearsal itself rendered: within issue 17's size (test_report_size.py holds a fixture to it)
+    # the report the rehearsal itself rendered: within issue 17's size (test_report_size.py holds a fixture to
+    # it)
     assert (rehearsal_run / "report.html").stat().st_size <= 600 * 1024

@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL resumes without losing or redoing a stage; a crashing or hanging stage fails alone."""
+"""A run killed with SIGKILL resumes without losing or redoing a stage; a crashing or hanging stage fails
+alone."""
 
 from __future__ import annotations
 
@@ -38,9 +39,23 @@ def stage_status(run_dir: Path, stage: str) -> str | None:
 def test_sigkill_midway_then_resume(tmp_path):
     last = tmp_path / "LAST"
     proc = subprocess.Popen(
-        [PYTHON, "-m", "suite", "run", "--stages", "topology,crossover,baseline", "--out", str(tmp_path),
-         "--record-last", str(last)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            PYTHON,
+            "-m",
+            "suite",
+            "run",
+            "--stages",
+            "topology,crossover,baseline",
+            "--out",
+            str(tmp_path),
+            "--record-last",
+            str(last),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         run_dir = Path(wait_for(lambda: last.exists() and last.read_text().strip(), 60, "the run to start"))
         # crossover: 4 ranks launched (its ring and tree over isend/irecv); baseline after it, not yet started
@@ -68,7 +83,10 @@ def test_sigkill_midway_then_resume(tmp_path):
     assert "already complete: kept" in result.stderr
     run = RunDir.load(run_dir)
     assert {s: v["status"] for s, v in run.manifest["stages"].items()} == {
-        "topology": "complete", "crossover": "complete", "baseline": "complete"}
+        "topology": "complete",
+        "crossover": "complete",
+        "baseline": "complete",
+    }
     assert run.manifest["stages"]["topology"]["attempt"] == 1
     assert run.manifest["stages"]["crossover"]["attempt"] == 2
     assert run.manifest["stages"]["baseline"]["attempt"] == 1
@@ -81,30 +99,43 @@ def test_sigkill_midway_then_resume(tmp_path):
 
 
 def leftovers(run_dir: Path) -> list[str]:
-    """Live processes working for the run: their command line or environment names its directory, or they hold it
-    open — the ranks and stage children forked from the runner, whose command line is the runner's (`--out` names
-    the parent folder) and who share its lock on the directory (suite/run_lock.py) until the last of them ends."""
+    """Live processes working for the run: their command line or environment names its directory, or they hold
+    it open — the ranks and stage children forked from the runner, whose command line is the runner's (`--out`
+    names the parent folder) and who share its lock on the directory (suite/run_lock.py) until the last of
+    them ends."""
     out = []
     for pid in procs.process_table():
         if procs.alive(pid) and (_cmdline_mentions(pid, str(run_dir)) or holds_open(pid, run_dir)):
-            out.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-                       .replace("\0", " ")[:200])
+            out.append(
+                f"{pid}: "
+                + Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")[:200]
+            )
     return out
 
 
 def _cmdline_mentions(pid: int, text: str) -> bool:
     try:
-        return text in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ") or \
-            text in " ".join(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0"))
+        return text in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace(
+            "\0", " "
+        ) or text in " ".join(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0"))
     except OSError:
         return False
 
 
 def test_crashing_and_hanging_stages_fail_alone(tmp_path):
-    result = run_suite("run", "--stages", "topology,bandwidth,crossover,baseline", "--out", str(tmp_path),
-                       # 2 s: the injected hang starts at once in the stage's child (suite/runner.py inject)
-                       "--record-last", str(tmp_path / "LAST"), "--stage-timeout", "crossover=2",
-                       env={"CARDTIME_INJECT": "bandwidth=crash,crossover=hang"})
+    result = run_suite(
+        "run",
+        "--stages",
+        "topology,bandwidth,crossover,baseline",
+        "--out",
+        str(tmp_path),
+        # 2 s: the injected hang starts at once in the stage's child (suite/runner.py inject)
+        "--record-last",
+        str(tmp_path / "LAST"),
+        "--stage-timeout",
+        "crossover=2",
+        env={"CARDTIME_INJECT": "bandwidth=crash,crossover=hang"},
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     run = RunDir.load(Path((tmp_path / "LAST").read_text().strip()))
     verdicts = {v.id: v for v in run.verdicts()}

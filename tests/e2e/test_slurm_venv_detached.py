@@ -1,8 +1,8 @@
-"""make slurm SLURM_HOST=…'s venv install as a detached job under the host's lock (provisioning/slurm/venv.py),
-over a real sshd on 127.0.0.1. The install is a real POSIX set-up that keeps ENSURE_VENV's contract (the ready mark
-last) and waits for a go-file, so the test decides when it ends: the laptop drops while it runs, a rerun follows
-the same job instead of starting a second (the orphan is the only installer), the lock is given back at its end,
-and a third call finds the venv ready without any job."""
+"""make slurm SLURM_HOST=…'s venv install as a detached job under the host's lock
+(provisioning/slurm/venv.py), over a real sshd on 127.0.0.1. The install is a real POSIX set-up that keeps
+ENSURE_VENV's contract (the ready mark last) and waits for a go-file, so the test decides when it ends: the
+laptop drops while it runs, a rerun follows the same job instead of starting a second (the orphan is the only
+installer), the lock is given back at its end, and a third call finds the venv ready without any job."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from remote_loopback import sshd_available, start_sshd  # noqa: E402
 
 from provisioning.job import jobs  # noqa: E402
-from provisioning.slurm import venv as slurm_venv  # noqa: E402
 from provisioning.session.connection import Remote  # noqa: E402
 from provisioning.session.hosts import parse_host  # noqa: E402
+from provisioning.slurm import venv as slurm_venv  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.needs("sshd"),
-              pytest.mark.skipif(not sshd_available(), reason="needs openssh-server")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.needs("sshd"),
+    pytest.mark.skipif(not sshd_available(), reason="needs openssh-server"),
+]
 
 INSTALL = """set -e
 echo "creating the venv {venv}"
@@ -58,11 +61,15 @@ def test_a_dropped_laptop_leaves_one_install_that_a_rerun_follows(tmp_path):
         again = open_remote(sshd, tmp_path)
         assert slurm_venv.running_install(again, str(base), str(venv)) == job_id
         started = time.monotonic()
-        slurm_venv.install_detached(again, str(base), str(venv), script, str(tmp_path), "c" * 40, say, poll_s=0.5)
+        slurm_venv.install_detached(
+            again, str(base), str(venv), script, str(tmp_path), "c" * 40, say, poll_s=0.5
+        )
         followed_s = time.monotonic() - started
         st = jobs.status(again, str(base), job_id=job_id)
         third: list[str] = []
-        slurm_venv.install_detached(again, str(base), str(venv), script, str(tmp_path), "c" * 40, third.append)
+        slurm_venv.install_detached(
+            again, str(base), str(venv), script, str(tmp_path), "c" * 40, third.append
+        )
         again.close()
     finally:
         sshd.stop()

@@ -1,19 +1,20 @@
-"""The suite across two nodes as a rented cluster has them (tests/e2e/hostile_lab.py): NAT'd public addresses, a
-firewall open to ssh alone from outside, the nodes' private network open, each host name on 127.0.1.1.
+"""The suite across two nodes as a rented cluster has them (tests/e2e/hostile_lab.py): NAT'd public addresses,
+a firewall open to ssh alone from outside, the nodes' private network open, each host name on 127.0.1.1.
 
-One lab for every case (a two-node launch costs tens of seconds on 2 cores), each run on node-a as `make remote`
-runs the suite there, the nodes named as the laptop names them (node-a, node-b → their public addresses):
+One lab for every case (a two-node launch costs tens of seconds on 2 cores), each run on node-a as `make
+remote` runs the suite there, the nodes named as the laptop names them (node-a, node-b → their public
+addresses):
 
-  1. a rendezvous port closed on node-a: refused in one line (node-b, node-a's address, the port, what to open)
-     within seconds, no run directory;
+  1. a rendezvous port closed on node-a: refused in one line (node-b, node-a's address, the port, what to
+     open) within seconds, no run directory;
   2. a wrong node address (NODE_ADDRS=): refused in one line naming it;
-  3. the launch, on separate disks (its folder a private mount on each node): node addresses asked of the nodes
-     (node-a's toward node-b, node-b's toward node-a: the private ones), the fixed port, every connection tried,
-     then a torchrun per node with node-a hosting the store at its private address; the hand-written all-reduce
-     across both, every element checked against dist.all_reduce on every size; node-b's raw output and rows
-     copied back to node-a's disk;
-`make remote HOSTS=` from the laptop through this lab (public addresses, port 22 only), the multi-node stages run to
-a fetched report: test_two_nodes_ordinary_logins.py, as an ordinary login on separate disks.
+  3. the launch, on separate disks (its folder a private mount on each node): node addresses asked of the
+     nodes (node-a's toward node-b, node-b's toward node-a: the private ones), the fixed port, every
+     connection tried, then a torchrun per node with node-a hosting the store at its private address; the
+     hand-written all-reduce across both, every element checked against dist.all_reduce on every size;
+     node-b's raw output and rows copied back to node-a's disk;
+`make remote HOSTS=` from the laptop through this lab (public addresses, port 22 only), the multi-node stages
+run to a fetched report: test_two_nodes_ordinary_logins.py, as an ordinary login on separate disks.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ result = run_across_nodes(profile, "suite.stages.crossover.hand_allreduce",
                           ["--sizes", "8,4096", "--warmup", "1", "--iters", "2"], raw_dir=out, tag="hand", timeout_s=240)
 print(json.dumps({"node_addrs": profile.node_addrs, "master_port": profile.master_port,
                   "out_dir": str(result.out_dir)}))
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture(scope="module")
@@ -65,23 +66,58 @@ def on_node_a(cluster, argv: list[str], timeout_s: float = 400) -> subprocess.Co
 
 
 def suite_run(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return on_node_a(cluster, [str(PYTHON), "-m", "suite", "run", "--stages", "bandwidth", "--nodes", "node-a,node-b",
-                               "--ssh-config", str(cluster.ssh_config), "--socket-ifname", IFNAME, "--out", str(out),
-                               *extra], timeout_s=300)
+    return on_node_a(
+        cluster,
+        [
+            str(PYTHON),
+            "-m",
+            "suite",
+            "run",
+            "--stages",
+            "bandwidth",
+            "--nodes",
+            "node-a,node-b",
+            "--ssh-config",
+            str(cluster.ssh_config),
+            "--socket-ifname",
+            IFNAME,
+            "--out",
+            str(out),
+            *extra,
+        ],
+        timeout_s=300,
+    )
 
 
 def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     timings: dict[str, float] = {}
     with two_node_cluster(tmp_path / "cluster", hostile=True, private=tmp_path / "launch") as cluster:
-        namespaces = [*cluster.namespaces.values(), hostile_lab.router_namespace(next(iter(
-            cluster.namespaces.values()))[:-1])]
+        namespaces = [
+            *cluster.namespaces.values(),
+            hostile_lab.router_namespace(next(iter(cluster.namespaces.values()))[:-1]),
+        ]
         a, b = cluster.address("node-a"), cluster.address("node-b")
         # the lab is what it claims: the laptop reaches ssh at the public address, not the port behind it
-        laptop_ssh = subprocess.run(cluster.ssh_argv("node-a", "hostname"), capture_output=True, text=True, timeout=60)
-        probe = ["python3", "-c", "import socket,sys; socket.create_connection((sys.argv[1], 29400), timeout=3)",
-                 cluster.public_address("node-a")]
-        listener = subprocess.Popen(["ip", "netns", "exec", cluster.namespaces["node-a"], "python3", "-c",
-                                     "import socket,time; s=socket.create_server(('0.0.0.0', 29400)); time.sleep(20)"])
+        laptop_ssh = subprocess.run(
+            cluster.ssh_argv("node-a", "hostname"), capture_output=True, text=True, timeout=60
+        )
+        probe = [
+            "python3",
+            "-c",
+            "import socket,sys; socket.create_connection((sys.argv[1], 29400), timeout=3)",
+            cluster.public_address("node-a"),
+        ]
+        listener = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                cluster.namespaces["node-a"],
+                "python3",
+                "-c",
+                "import socket,time; s=socket.create_server(('0.0.0.0', 29400)); time.sleep(20)",
+            ]
+        )
         time.sleep(1.0)
         laptop_port = subprocess.run(probe, capture_output=True, text=True, timeout=30)
         listener.kill()
@@ -99,8 +135,9 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         timings["wrong address refused"] = time.monotonic() - started
 
         started = time.monotonic()
-        launched = on_node_a(cluster, [str(PYTHON), "-c", LAUNCH, str(tmp_path / "launch"), str(cluster.ssh_config),
-                                       IFNAME])
+        launched = on_node_a(
+            cluster, [str(PYTHON), "-c", LAUNCH, str(tmp_path / "launch"), str(cluster.ssh_config), IFNAME]
+        )
         timings["launch through the NAT'd names"] = time.monotonic() - started
 
         sessions = cluster.pids()
@@ -110,8 +147,11 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     # 1. the closed rendezvous port: one line, from node-b, naming node-a's private address and the port
     assert closed.returncode == 2, closed.stdout[-2000:] + closed.stderr[-2000:]
     assert closed.stderr.strip().count("\n") == 0, closed.stderr
-    assert (f"node node-b cannot connect to node node-a at {a}:29400, the rendezvous port (c10d's store on node 0) "
-            "(timed out)") in closed.stderr and "open TCP 29400 on it" in closed.stderr
+    assert (
+        f"node node-b cannot connect to node node-a at {a}:29400, the rendezvous port (c10d's store on node "
+        f"0) "
+        "(timed out)"
+    ) in closed.stderr and "open TCP 29400 on it" in closed.stderr
     assert not (tmp_path / "closed").exists() or not list((tmp_path / "closed").iterdir())
     # 2. a wrong node address: refused from node-a, naming it
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0, wrong.stderr
@@ -124,7 +164,9 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     # separate disks: node-b wrote on its own; its folder and its rank's rows were copied back to node-a's
     here, there = cluster.disk("node-a"), cluster.disk("node-b")
     assert len(list((there / "node-b").glob("hand.rank*.log"))) == 1 and not (there / "node-a").exists()
-    assert (there / "hand.out" / "rows.rank1.jsonl").is_file() and not (there / "hand.out" / "rows.rank0.jsonl").exists()
+    assert (there / "hand.out" / "rows.rank1.jsonl").is_file() and not (
+        there / "hand.out" / "rows.rank0.jsonl"
+    ).exists()
     assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
     words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
     assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
@@ -132,8 +174,15 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     assert "is_host=1" in words["node-a"] and f"--local-addr={a}" in words["node-a"]
     assert "is_host=0" in words["node-b"] and f"--local-addr={b}" in words["node-b"]
     out_dir = here / Path(said["out_dir"]).relative_to(tmp_path / "launch")
-    assert sorted(p.name for p in out_dir.glob("rows.rank*.jsonl")) == ["rows.rank0.jsonl", "rows.rank1.jsonl"]
-    rows = [json.loads(line) for f in sorted(out_dir.glob("rows.rank*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(p.name for p in out_dir.glob("rows.rank*.jsonl")) == [
+        "rows.rank0.jsonl",
+        "rows.rank1.jsonl",
+    ]
+    rows = [
+        json.loads(line)
+        for f in sorted(out_dir.glob("rows.rank*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     wrong_rows = [r for r in rows if r["metric"] == "wrong" and not r["case"].startswith("mistake.")]
     assert {r["case"] for r in wrong_rows} == {"ring", "tree"} and len(wrong_rows) >= 4
     assert all(r["value"] == 0 and r["world"] == 2 for r in wrong_rows), wrong_rows

@@ -21,11 +21,11 @@ one is not on the other until it is loaded there.
         cluster.docker("node-b", "images")              # node-b's engine, from the root namespace
 
 Teardown, on success or failure: each node's dockerd is stopped by its PID first (it stops its containers and
-its containerd), then every process inside the namespaces is stopped by PID (`ip netns pids`), then each veth is deleted
-from its root end, then the bridge and the namespaces, and the engines' tmpfs unmounted and removed. (A veth
-left to its namespace's deletion lives on until the kernel's cleanup of that namespace gets to it, later and in
-its own time, so the next lab's `ip link add` of the same name failed "File exists"; each cluster also takes a
-name of its own, so that nothing a lab left behind can stand in the next one's way.)
+its containerd), then every process inside the namespaces is stopped by PID (`ip netns pids`), then each veth
+is deleted from its root end, then the bridge and the namespaces, and the engines' tmpfs unmounted and
+removed. (A veth left to its namespace's deletion lives on until the kernel's cleanup of that namespace gets
+to it, later and in its own time, so the next lab's `ip link add` of the same name failed "File exists"; each
+cluster also takes a name of its own, so that nothing a lab left behind can stand in the next one's way.)
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  #
 
 
 def netns_missing() -> str | None:
-    """Why this machine cannot make the cluster, or None (the same test as .ci/capabilities.sh's netns probe)."""
+    """Why this machine cannot make the cluster, or None (the same test as .ci/capabilities.sh's netns
+    probe)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
     for tool in ("ip", "unshare", "ssh", "ssh-keygen"):
@@ -79,10 +80,12 @@ class Cluster:
     engines: dict[str, "Engine"] = field(default_factory=dict)
     """node name → its Docker engine (docker=True only)."""
     public: str = ""
-    """hostile=True: the first three octets of the nodes' public (NAT'd) addresses (tests/e2e/hostile_lab.py)."""
+    """hostile=True: the first three octets of the nodes' public (NAT'd) addresses
+    (tests/e2e/hostile_lab.py)."""
 
     private: Path | None = None
-    """A folder each node sees on a disk of its own (hostile_lab.private_disk_mount); None: every folder shared."""
+    """A folder each node sees on a disk of its own (hostile_lab.private_disk_mount); None: every folder
+    shared."""
 
     def disk(self, node: str) -> Path:
         """Where `node`'s own copy of `private` lies, as the root namespace sees it."""
@@ -101,19 +104,29 @@ class Cluster:
     def ssh_argv(self, node: str, command: str) -> list[str]:
         return ["ssh", "-F", str(self.ssh_config), node, command]
 
-    def ssh(self, node: str, command: str, timeout_s: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    def ssh(
+        self, node: str, command: str, timeout_s: float = 60, check: bool = True
+    ) -> subprocess.CompletedProcess:
         done = subprocess.run(self.ssh_argv(node, command), capture_output=True, text=True, timeout=timeout_s)
         if check and done.returncode != 0:
             raise AssertionError(f"ssh {node} {command!r} exited {done.returncode}: {done.stderr[-2000:]}")
         return done
 
-    def docker(self, node: str, *args: str, timeout_s: float = 300, check: bool = True,
-               **kwargs) -> subprocess.CompletedProcess:
+    def docker(
+        self, node: str, *args: str, timeout_s: float = 300, check: bool = True, **kwargs
+    ) -> subprocess.CompletedProcess:
         """The docker CLI against `node`'s engine, from the root namespace (the socket is a file both see)."""
-        done = subprocess.run(["docker", *args], env={**os.environ, "DOCKER_HOST": self.engines[node].host},
-                              capture_output=True, timeout=timeout_s, **kwargs)
+        done = subprocess.run(
+            ["docker", *args],
+            env={**os.environ, "DOCKER_HOST": self.engines[node].host},
+            capture_output=True,
+            timeout=timeout_s,
+            **kwargs,
+        )
         if check and done.returncode != 0:
-            raise AssertionError(f"docker {' '.join(args)} on {node} exited {done.returncode}: {done.stderr[-2000:]!r}")
+            raise AssertionError(
+                f"docker {' '.join(args)} on {node} exited {done.returncode}: {done.stderr[-2000:]!r}"
+            )
         return done
 
     def pids(self) -> list[int]:
@@ -154,8 +167,9 @@ def _ip(*args: str) -> None:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
 
-def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None = None,
-                     path_first: Path | None = None) -> Path:
+def _write_ssh_files(
+    folder: Path, net: str, engines: dict[str, Engine] | None = None, path_first: Path | None = None
+) -> Path:
     """Keys, each node's sshd_config, /etc/hosts, and the client's ssh_config with a private known_hosts;
     with engines, each node's sshd gives its sessions DOCKER_HOST=its own engine; with path_first, a PATH
     that finds that folder first (a node's own tools: a stand-in nvidia-smi, say)."""
@@ -170,61 +184,122 @@ def _write_ssh_files(folder: Path, net: str, engines: dict[str, Engine] | None =
         nd.mkdir()
         subprocess.run([*keygen, "-f", str(nd / "host_key")], check=True)
         env = ([f"DOCKER_HOST={engines[node].host}"] if engines else []) + (
-            [f"PATH={path_first}:{SESSION_PATH}"] if path_first else [])
+            [f"PATH={path_first}:{SESSION_PATH}"] if path_first else []
+        )
         (nd / "sshd_config").write_text(
             f"Port 22\nListenAddress {net}.{i + 1}\nHostKey {nd / 'host_key'}\nPidFile {nd / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\nLogLevel VERBOSE\n"
-            + (f"SetEnv {' '.join(env)}\n" if env else ""))
+            + (f"SetEnv {' '.join(env)}\n" if env else "")
+        )
         kind, blob = (nd / "host_key.pub").read_text().split()[:2]
         known.append(f"{node},{net}.{i + 1} {kind} {blob}\n")
         client.append(f"Host {node}\n  HostName {net}.{i + 1}\n")
     (folder / "known_hosts").write_text("".join(known))
     config = folder / "ssh_config"
-    config.write_text("".join(client) + (
-        f"Host *\n  User root\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {folder / 'known_hosts'}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
-        "  ConnectTimeout 10\n  LogLevel ERROR\n"))
+    config.write_text(
+        "".join(client)
+        + (
+            f"Host *\n  User root\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {folder / 'known_hosts'}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+            "  ConnectTimeout 10\n  LogLevel ERROR\n"
+        )
+    )
     return config
 
 
 def _start_sshd(folder: Path, ns: str, node: str, private: Path | None = None) -> subprocess.Popen:
     """sshd inside `ns`, in its own UTS and mount namespace: hostname `node`, /etc/hosts naming both nodes.
     ip netns exec, unshare (no --fork) and the shell's exec keep one PID: the Popen's is sshd's."""
-    hosts = folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"  # hostile: its own
-    inner = (f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname {node} && "
-             + hostile_lab.private_disk_mount(folder / node / "disk", private) + hostile_lab.login_mounts(folder, node) +
-             f"exec {SSHD} -D -e -f {shlex.quote(str(folder / node / 'sshd_config'))}")
-    return subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--uts", "--mount", "--propagation", "private",
-                             "sh", "-c", inner], stdout=subprocess.DEVNULL,
-                            stderr=open(folder / node / "sshd.log", "w"))
+    hosts = (
+        folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"
+    )  # hostile: its own
+    inner = (
+        f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname {node} && "
+        + hostile_lab.private_disk_mount(folder / node / "disk", private)
+        + hostile_lab.login_mounts(folder, node)
+        + f"exec {SSHD} -D -e -f {shlex.quote(str(folder / node / 'sshd_config'))}"
+    )
+    return subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            inner,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / node / "sshd.log", "w"),
+    )
 
 
 def cgroup_parent(ns: str) -> str:
     return f"cardtime-{ns}"
 
 
-def _start_dockerd(folder: Path, ns: str, node: str, engine: Engine, path_first: Path | None,
-                   extra_args: tuple[str, ...]) -> subprocess.Popen:
+def _start_dockerd(
+    folder: Path, ns: str, node: str, engine: Engine, path_first: Path | None, extra_args: tuple[str, ...]
+) -> subprocess.Popen:
     """dockerd inside `ns` with the node's hostname and /etc/hosts (a `--network host` container copies both).
     nsenter, not `ip netns exec`: that one remounts /sys, and dockerd then stops at "failed to start daemon:
     Devices cgroup isn't mounted" (seen here). Its containers' cgroups go under cardtime-<ns> (removed after).
     nsenter, unshare (no --fork) and exec keep one PID: the Popen's is dockerd's (its containerd its child).
-    path_first on its PATH too: a stand-in nvidia-container-runtime-hook there makes dockerd accept `--gpus`."""
+    path_first on its PATH too: a stand-in nvidia-container-runtime-hook there makes dockerd accept
+    `--gpus`."""
     for path in (engine.data_root, engine.exec_root):
         path.mkdir(parents=True, exist_ok=True)
-    dockerd = ["dockerd", "--data-root", str(engine.data_root), "--exec-root", str(engine.exec_root),
-               "--pidfile", str(engine.exec_root / "dockerd.pid"), "--host", engine.host,
-               "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
-               "--cgroup-parent", f"/{cgroup_parent(ns)}", "--log-level", "warn", *extra_args]
-    inner = (f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
-             f"exec {shlex.join(dockerd)}")
-    return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "--mount", "--propagation",
-                             "private", "sh", "-c", inner], stdout=subprocess.DEVNULL,
-                            stderr=open(folder / node / "dockerd.log", "w"),
-                            env={**os.environ, "PATH": f"{path_first}:{os.environ['PATH']}" if path_first
-                                 else os.environ["PATH"]})
+    dockerd = [
+        "dockerd",
+        "--data-root",
+        str(engine.data_root),
+        "--exec-root",
+        str(engine.exec_root),
+        "--pidfile",
+        str(engine.exec_root / "dockerd.pid"),
+        "--host",
+        engine.host,
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--cgroup-parent",
+        f"/{cgroup_parent(ns)}",
+        "--log-level",
+        "warn",
+        *extra_args,
+    ]
+    inner = (
+        f"mount --bind {shlex.quote(str(folder / 'hosts'))} /etc/hosts && hostname {node} && "
+        f"exec {shlex.join(dockerd)}"
+    )
+    return subprocess.Popen(
+        [
+            "nsenter",
+            f"--net=/run/netns/{ns}",
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            inner,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / node / "dockerd.log", "w"),
+        env={
+            **os.environ,
+            "PATH": f"{path_first}:{os.environ['PATH']}" if path_first else os.environ["PATH"],
+        },
+    )
 
 
 def _wait_engine(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -254,19 +329,24 @@ def _remove_cgroups(parent: str) -> None:
 
 
 def _mount_tmpfs(path: Path) -> None:
-    """The engines' folders on a tmpfs of their own: removing an image's ~10,000 files from this machine's disk
-    took ~35 s under load, unmounting a tmpfs takes none. Its size is a ceiling, not memory taken (what the images
-    hold is): 48 GiB, above preflight's 40 GiB floor of free space under Docker's root for a GPU profile."""
+    """The engines' folders on a tmpfs of their own: removing an image's ~10,000 files from this machine's
+    disk took ~35 s under load, unmounting a tmpfs takes none. Its size is a ceiling, not memory taken (what
+    the images hold is): 48 GiB, above preflight's 40 GiB floor of free space under Docker's root for a GPU
+    profile."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48g,mode=0755", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48g,mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         path.rmdir()
         raise RuntimeError(f"mount -t tmpfs {path}: {done.stderr.strip()}")
 
 
 def _unmount_tmpfs(path: Path) -> None:
-    """The engines' tmpfs (their overlay mounts went with dockerd's private mount namespace), then its folder."""
+    """The engines' tmpfs (their overlay mounts went with dockerd's private mount namespace), then its
+    folder."""
     if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
         subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
     with contextlib.suppress(OSError):
@@ -276,13 +356,17 @@ def _unmount_tmpfs(path: Path) -> None:
 def _wait_ssh(cluster: Cluster, node: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
     def answers() -> tuple[bool, str]:
         done = subprocess.run(cluster.ssh_argv(node, "hostname"), capture_output=True, text=True, timeout=30)
-        return done.returncode == 0 and done.stdout.strip() == node, f"{done.stdout.strip()} {done.stderr.strip()}"
+        return (
+            done.returncode == 0 and done.stdout.strip() == node,
+            f"{done.stdout.strip()} {done.stderr.strip()}",
+        )
 
     _wait_until(f"sshd of {node}", proc, cluster.folder / node / "sshd.log", answers, timeout_s)
 
 
 def _wait_until(what: str, proc: subprocess.Popen, log: Path, answers, timeout_s: float) -> None:
-    """Until answers() says (True, …); an error with the log's tail if `proc` exits, with what it said on timeout."""
+    """Until answers() says (True, …); an error with the log's tail if `proc` exits, with what it said on
+    timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
@@ -318,14 +402,21 @@ _CLUSTERS_MADE = itertools.count()
 
 
 @contextlib.contextmanager
-def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | None = None,
-                     dockerd_args: tuple[str, ...] = (), hostile: bool = False,
-                     private: Path | None = None, login: str = "") -> Iterator[Cluster]:
+def two_node_cluster(
+    folder: Path,
+    *,
+    docker: bool = False,
+    path_first: Path | None = None,
+    dockerd_args: tuple[str, ...] = (),
+    hostile: bool = False,
+    private: Path | None = None,
+    login: str = "",
+) -> Iterator[Cluster]:
     """The cluster, torn down on the way out. docker: an engine per node; path_first: a folder each node's ssh
     sessions (and dockerd) find first on their PATH; dockerd_args: more of dockerd's flags (a runtime, say);
-    hostile: NAT'd public addresses, firewalls and stock host names (tests/e2e/hostile_lab.py); private: a folder
-    each node's sessions see on a disk of its own (separate disks); login: an ordinary user of that name on every
-    node, its home `private` (hostile_lab.add_login; the laptop still reaches root too)."""
+    hostile: NAT'd public addresses, firewalls and stock host names (tests/e2e/hostile_lab.py); private: a
+    folder each node's sessions see on a disk of its own (separate disks); login: an ordinary user of that
+    name on every node, its home `private` (hostile_lab.add_login; the laptop still reaches root too)."""
     tag = f"ct{os.getpid() % 100000}{next(_CLUSTERS_MADE) % 10}"  # ≤ 8 characters: "<tag>rb-h" fits IFNAMSIZ
     net = f"10.{77 + os.getpid() % 100}.{os.getpid() % 250}"
     namespaces = {n: f"{tag}{n[-1]}" for n in NODES}
@@ -334,11 +425,28 @@ def two_node_cluster(folder: Path, *, docker: bool = False, path_first: Path | N
     procs: list[subprocess.Popen] = []
     engine_procs: list[subprocess.Popen] = []
     engines_root = Path(f"/run/{tag}-docker")  # a tmpfs of its own: images load fast and go at once
-    engines = {n: Engine(data_root=engines_root / n / "data", exec_root=engines_root / n / "exec",
-                         socket=engines_root / n / "exec" / "docker.sock") for n in namespaces} if docker else {}
-    cluster = Cluster(folder=folder, net=net, namespaces=namespaces,
-                      ssh_config=_write_ssh_files(folder, net, engines, path_first), sshd_pids={}, engines=engines,
-                      public=f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}" if hostile else "", private=private)
+    engines = (
+        {
+            n: Engine(
+                data_root=engines_root / n / "data",
+                exec_root=engines_root / n / "exec",
+                socket=engines_root / n / "exec" / "docker.sock",
+            )
+            for n in namespaces
+        }
+        if docker
+        else {}
+    )
+    cluster = Cluster(
+        folder=folder,
+        net=net,
+        namespaces=namespaces,
+        ssh_config=_write_ssh_files(folder, net, engines, path_first),
+        sshd_pids={},
+        engines=engines,
+        public=f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}" if hostile else "",
+        private=private,
+    )
     if private is not None:
         private.mkdir(parents=True, exist_ok=True)
     if hostile:

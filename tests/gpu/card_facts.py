@@ -1,6 +1,7 @@
 """The facts a live run sizes its stages with, obtained on this box the way the run obtains them.
 
-    facts = live_facts(profile, tmp_path)     # {"profile": …, "topology": {gpu_memory_bytes, …}, "versions": …}
+    facts = live_facts(profile, tmp_path)     # {"profile": …, "topology": {gpu_memory_bytes, …}, "versions":
+                                              # …}
     cfg = pp.pp_model(profile, facts)         # then every stage sizes itself exactly as in `suite run`
 
 A run's stages size their model, batch, sequence and sweep to the smallest card (suite/hardware/card_fit.py,
@@ -18,15 +19,22 @@ from typing import Any
 
 
 def live_facts(profile, tmp_path: Path) -> dict[str, Any]:
-    """The topology stage run on this box (raw outputs under tmp_path/raw/topology/) → the facts later stages read."""
+    """The topology stage run on this box (raw outputs under tmp_path/raw/topology/) → the facts later stages
+    read."""
     from suite.context import StageContext
     from suite.progress import Progress
     from suite.stages import topology
 
     raw = tmp_path / "raw" / "topology"
     raw.mkdir(parents=True, exist_ok=True)
-    ctx = StageContext(stage="topology", profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=io.StringIO()))
+    ctx = StageContext(
+        stage="topology",
+        profile=profile,
+        run_path=tmp_path,
+        raw_dir=raw,
+        facts={},
+        progress=Progress(tmp_path, 1, stream=io.StringIO()),
+    )
     topology.run(profile, ctx)
     return {"profile": profile.to_dict(), **ctx.published}
 
@@ -38,5 +46,12 @@ def stage_context(profile, stage: str, tmp_path: Path, facts: dict[str, Any], **
 
     raw = tmp_path / "raw" / stage
     raw.mkdir(parents=True, exist_ok=True)
-    return StageContext(stage=stage, profile=profile, run_path=tmp_path, raw_dir=raw, facts=facts,
-                        progress=Progress(tmp_path, 1, stream=kw.pop("stream", None) or io.StringIO()), **kw)
+    return StageContext(
+        stage=stage,
+        profile=profile,
+        run_path=tmp_path,
+        raw_dir=raw,
+        facts=facts,
+        progress=Progress(tmp_path, 1, stream=kw.pop("stream", None) or io.StringIO()),
+        **kw,
+    )

@@ -38,8 +38,15 @@ def test_ep_on_nccl_matches_one_process_and_is_timed(tmp_path):
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=(1,), ep=cfg)
     facts = live_facts(profile, tmp_path)
     cfg = dataclasses.replace(cfg, tokens=ep_stage.timed_tokens(profile, facts)[0])  # as ep.run sizes them
-    rows = run_torchrun(profile, "suite.stages.ep.worker", ["--ep", json.dumps(dataclasses.asdict(cfg))],
-                        raw_dir=tmp_path, tag="gpu", nproc=n, timeout_s=600).rows()
+    rows = run_torchrun(
+        profile,
+        "suite.stages.ep.worker",
+        ["--ep", json.dumps(dataclasses.asdict(cfg))],
+        raw_dir=tmp_path,
+        tag="gpu",
+        nproc=n,
+        timeout_s=600,
+    ).rows()
     verdicts = {v.id: v for v in ep_stage.judge(rows, [], facts)}
     for router in ep_stage.ROUTERS:
         assert verdicts[f"ep.golden.{router}"].status == "pass", verdicts[f"ep.golden.{router}"]
@@ -60,9 +67,15 @@ def test_cp_on_nccl_matches_full_attention_and_torch_cp_does_too(tmp_path):
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=(1,), cp=cfg)
     facts = live_facts(profile, tmp_path)
     cfg = dataclasses.replace(cfg, seq_lens=cp_stage.timed_lengths(profile, facts)[0])  # as cp.run sizes them
-    rows = run_torchrun(profile, "suite.stages.cp.worker", ["--cp", json.dumps(dataclasses.asdict(cfg)),
-                                                            "--degrees", ",".join(map(str, ds))],
-                        raw_dir=tmp_path, tag="gpu", nproc=n, timeout_s=600).rows()
+    rows = run_torchrun(
+        profile,
+        "suite.stages.cp.worker",
+        ["--cp", json.dumps(dataclasses.asdict(cfg)), "--degrees", ",".join(map(str, ds))],
+        raw_dir=tmp_path,
+        tag="gpu",
+        nproc=n,
+        timeout_s=600,
+    ).rows()
     verdicts = {v.id: v for v in cp_stage.judge(rows, [], facts)}
     for d in ds:
         for algo in (*cp_stage.ALGOS, "torch_cp"):

@@ -16,9 +16,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-                                 reason="needs 2 CUDA devices")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 CUDA devices"
+    ),
+]
 
 
 def profile():
@@ -26,10 +29,20 @@ def profile():
     from suite.stages.fault import FaultConfig
 
     return NCCL_GPU.with_overrides(
-        nproc=2, degrees=(1, 2),
+        nproc=2,
+        degrees=(1, 2),
         model=GptConfig(vocab=512, hidden=128, layers=2, heads=4, seq_len=64, batch=8, dtype="float32"),
-        fault=FaultConfig(ranks=2, pg_timeout_s=20.0, steps=8, checkpoint_every=2, fault_step=5,
-                          scenarios=("crash", "hang"), loss_tolerance=1e-4, drill_timeout_s=240.0))
+        fault=FaultConfig(
+            ranks=2,
+            pg_timeout_s=20.0,
+            steps=8,
+            checkpoint_every=2,
+            fault_step=5,
+            scenarios=("crash", "hang"),
+            loss_tolerance=1e-4,
+            drill_timeout_s=240.0,
+        ),
+    )
 
 
 def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path):
@@ -40,7 +53,9 @@ def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path)
     p = profile()
     facts = live_facts(p, tmp_path)  # the drills' model sized to this card, as in a run
     before = set(procs.descendants(os.getpid()))
-    ctx = stage_context(p, "fault", tmp_path, facts, stream=open(os.devnull, "w"), deadline=time.monotonic() + 900)
+    ctx = stage_context(
+        p, "fault", tmp_path, facts, stream=open(os.devnull, "w"), deadline=time.monotonic() + 900
+    )
     rows = fault.run(p, ctx)
     facts = {**facts, **ctx.published}
     verdicts = {v.id: v for v in fault.judge(rows, fault.expect(p, facts), facts)}
@@ -53,7 +68,9 @@ def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path)
     settings = {r.metric: r.text for r in rows if r.case == "crash.async1" and r.unit == "text"}
     assert settings["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     hang = {r.metric: r.value for r in rows if r.case == "hang" and r.unit != "text"}
-    assert hang["detect_s"] > 10.0  # the watchdog fires at the 20 s timeout, counted from the survivor's all-reduce
+    assert (
+        hang["detect_s"] > 10.0
+    )  # the watchdog fires at the 20 s timeout, counted from the survivor's all-reduce
     left = [pid for pid in procs.descendants(os.getpid()) if pid not in before and procs.alive(pid)]
     assert [pid for pid in left if command_name(pid) not in ("ps", None)] == []
 

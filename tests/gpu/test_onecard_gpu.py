@@ -1,4 +1,5 @@
-"""The one-card stages' CUDA faces (skipped without CUDA); the device check runs them as the nccl-1gpu run too.
+"""The one-card stages' CUDA faces (skipped without CUDA); the device check runs them as the nccl-1gpu run
+too.
 
     .venv/bin/python -m pytest -q -m gpu tests/gpu/test_onecard_gpu.py
 
@@ -31,7 +32,9 @@ def test_the_allocator_agrees_with_the_memory_formula():
     per_layer = {r.case: r.value for r in activation_rows(mc, DEVICE)}
     s, b, h, a = mc.seq_len, mc.batch, mc.hidden, mc.heads
     assert per_layer["activations"] == pytest.approx(activation_bytes_per_layer(s, b, h, a), rel=0.05)
-    assert per_layer["activations.checkpoint"] == pytest.approx(activation_bytes_per_layer(s, b, h, a, True), rel=0.05)
+    assert per_layer["activations.checkpoint"] == pytest.approx(
+        activation_bytes_per_layer(s, b, h, a, True), rel=0.05
+    )
 
 
 def test_precision_on_the_card_passes_its_checks():

@@ -23,8 +23,17 @@ def gpu_profile():
     from suite.config import NCCL_GPU, GptConfig
 
     n = torch.cuda.device_count()
-    model = GptConfig(vocab=4096, hidden=512, layers=4, heads=8, seq_len=256, batch=8, dtype="bfloat16",
-                        steps=5, warmup_steps=2)
+    model = GptConfig(
+        vocab=4096,
+        hidden=512,
+        layers=4,
+        heads=8,
+        seq_len=256,
+        batch=8,
+        dtype="bfloat16",
+        steps=5,
+        warmup_steps=2,
+    )
     return NCCL_GPU.with_overrides(nproc=n, degrees=tuple(d for d in (1, 2, 4, 8) if d <= n), model=model)
 
 
@@ -44,7 +53,9 @@ def test_overlap_stage_on_nccl(tmp_path):
     rows = overlap.run(p, ctx)
     verdicts = {v.id: v for v in overlap.judge(rows, expectations, {**ctx.facts, **ctx.published})}
     grads = {k: v for k, v in verdicts.items() if k.startswith("overlap.grads.")}
-    assert len(grads) == 4 and {v.status for v in grads.values()} == {"pass"}, [v.observed for v in grads.values()]
+    assert len(grads) == 4 and {v.status for v in grads.values()} == {"pass"}, [
+        v.observed for v in grads.values()
+    ]
     speed = [v for k, v in verdicts.items() if k.startswith("overlap.speed.")]
     assert len(speed) == 3 and {v.status for v in speed} <= {"pass", "warn"}
     expected = {e.overlap: e.value for e in expectations if e.metric == "buckets"}
@@ -67,9 +78,13 @@ def test_profile_stage_on_nccl(tmp_path):
     verdicts = {v.id: v for v in profile.judge(rows, profile.expect(p, ctx.facts), facts)}
     assert ctx.published["trace_capture"]["tool"] == ("nsys" if shutil.which("nsys") else "torch.profiler")
     if shutil.which("nsys"):
-        assert sorted(f.name for f in ctx.raw_dir.glob("rank_*.sqlite")) == [f"rank_{r}.sqlite" for r in range(p.nproc)]
+        assert sorted(f.name for f in ctx.raw_dir.glob("rank_*.sqlite")) == [
+            f"rank_{r}.sqlite" for r in range(p.nproc)
+        ]
     compute = {r.rank: r.value for r in rows if r.metric == "compute_us"}
     assert sorted(compute) == list(range(p.nproc)) and all(v > 0 for v in compute.values())
     if p.nproc >= 2:
         assert verdicts["profile.traces"].status == "pass", verdicts["profile.traces"].reason
-        assert all(v.status in ("pass", "warn") for k, v in verdicts.items() if k.startswith("profile.overlap."))
+        assert all(
+            v.status in ("pass", "warn") for k, v in verdicts.items() if k.startswith("profile.overlap.")
+        )

@@ -46,21 +46,42 @@ def test_one_gpu_skips_the_stage_saying_why():
     assert verdict.status == "skip" and "Duplicate GPU" in verdict.reason
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (a pipeline needs two ranks, one per card)")
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason="needs two GPUs (a pipeline needs two ranks, one per card)"
+)
 def test_pp_worker_over_nccl(tmp_path):
     from suite.config import GptConfig, get_profile
     from suite.launch.torchrun import run_torchrun
     from suite.stages import pp
     from tests.gpu.card_facts import live_facts
 
-    model = GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",
-                      steps=3, warmup_steps=1)
+    model = GptConfig(
+        vocab=32768,
+        hidden=1024,
+        layers=8,
+        heads=16,
+        seq_len=1024,
+        batch=8,
+        dtype="bfloat16",
+        steps=3,
+        warmup_steps=1,
+    )
     profile = get_profile("nccl-gpu", 2).with_overrides(model=model)
-    profile = profile.with_overrides(pp=dataclasses.replace(profile.pp, layers=0, bubble_microbatches=(2, 4),
-                                                            timed_microbatches=(4,), golden_microbatches=4))
+    profile = profile.with_overrides(
+        pp=dataclasses.replace(
+            profile.pp, layers=0, bubble_microbatches=(2, 4), timed_microbatches=(4,), golden_microbatches=4
+        )
+    )
     facts = live_facts(profile, tmp_path)  # the pipelined GPT sized to this card, as pp.run sizes it
-    rows = run_torchrun(profile, "suite.stages.pp.worker", pp.worker_args(profile, facts=facts), raw_dir=tmp_path,
-                        tag="pp", nproc=2, timeout_s=300).rows()
+    rows = run_torchrun(
+        profile,
+        "suite.stages.pp.worker",
+        pp.worker_args(profile, facts=facts),
+        raw_dir=tmp_path,
+        tag="pp",
+        nproc=2,
+        timeout_s=300,
+    ).rows()
     want = pp.expect(profile, facts)
     verdicts = {v.id: v for v in pp.judge(rows, want, facts)}
     assert all(verdicts[f"pp.golden.{s}.pp2"].status == "pass" for s in profile.pp.schedules), verdicts

@@ -21,13 +21,22 @@ def small_model():
     from suite.config import GptConfig
 
     # 8 layers of d=1024 in bf16: a step of tens of milliseconds on a current card.
-    return GptConfig(vocab=32768, hidden=1024, layers=8, heads=16, seq_len=1024, batch=8, dtype="bfloat16",
-                       steps=5, warmup_steps=2)
+    return GptConfig(
+        vocab=32768,
+        hidden=1024,
+        layers=8,
+        heads=16,
+        seq_len=1024,
+        batch=8,
+        dtype="bfloat16",
+        steps=5,
+        warmup_steps=2,
+    )
 
 
 def sized_model(tmp_path):
-    """small_model() sized to this card as baseline/tp/dp/zero size theirs (stage_fit.scaling_sized on the card
-    topology reads from `nvidia-smi -q`, tests/gpu/card_facts.py)."""
+    """small_model() sized to this card as baseline/tp/dp/zero size theirs (stage_fit.scaling_sized on the
+    card topology reads from `nvidia-smi -q`, tests/gpu/card_facts.py)."""
     from suite.config import NCCL_GPU
     from suite.hardware.card_fit import card_bytes
     from suite.hardware.stage_fit import scaling_sized
@@ -66,24 +75,29 @@ def test_device_timer_and_peak_memory():
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
-@pytest.mark.parametrize("module, args", [
-    ("suite.stages.tp.worker", ["--degrees", "1,2"]),
-    ("suite.stages.dp.worker", ["--degrees", "1,2"]),
-    ("suite.stages.zero.worker", ["--stages", "0,1,2,3"]),
-    # The paths a multi-node run takes: node rows over NCCL, ZeRO on a DeviceMesh of ranks 0..d−1 below the world.
-    ("suite.stages.dp.worker", ["--degrees", "1,2", "--record-nodes"]),
-    ("suite.stages.zero.worker", ["--stages", "0,1,2,3", "--degrees", "1,2", "--record-nodes"]),
-])
+@pytest.mark.parametrize(
+    "module, args",
+    [
+        ("suite.stages.tp.worker", ["--degrees", "1,2"]),
+        ("suite.stages.dp.worker", ["--degrees", "1,2"]),
+        ("suite.stages.zero.worker", ["--stages", "0,1,2,3"]),
+        # The paths a multi-node run takes: node rows over NCCL, ZeRO on a DeviceMesh of ranks 0..d−1 below
+        # the world.
+        ("suite.stages.dp.worker", ["--degrees", "1,2", "--record-nodes"]),
+        ("suite.stages.zero.worker", ["--stages", "0,1,2,3", "--degrees", "1,2", "--record-nodes"]),
+    ],
+)
 def test_partitioned_runs_match_one_process_on_nccl(tmp_path, module, args):
     from suite.config import NCCL_GPU
-    from suite.launch.torchrun import run_torchrun
     from suite.costmodel.tolerance import golden_tolerance
+    from suite.launch.torchrun import run_torchrun
     from suite.workloads.worker_cli import model_args
 
     profile = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
     cfg = sized_model(tmp_path)
-    rows = run_torchrun(profile, module, [*model_args(cfg), *args], raw_dir=tmp_path, nproc=2,
-                        timeout_s=600).rows()
+    rows = run_torchrun(
+        profile, module, [*model_args(cfg), *args], raw_dir=tmp_path, nproc=2, timeout_s=600
+    ).rows()
     errors = [r.value for r in rows if r.metric == "max_abs_error"]
     # one comparison after warm-up + timed steps, loss scaled by ln V: the loosest bound
     bound = golden_tolerance(cfg, cfg.warmup_steps + cfg.steps, scale=max(1.0, math.log(cfg.vocab))).bound

@@ -1,6 +1,6 @@
 """The topology stage's GPU face on a real GPU box (skipped without CUDA).
 
-    .venv/bin/python -m pytest -q -m gpu tests/gpu/test_topology_gpu.py
+.venv/bin/python -m pytest -q -m gpu tests/gpu/test_topology_gpu.py
 """
 
 from __future__ import annotations
@@ -29,8 +29,14 @@ def test_topology_stage_on_this_gpu_box(tmp_path):
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=tuple(d for d in (1, 2, 4, 8) if d <= n))
     raw = tmp_path / "raw" / "topology"
     raw.mkdir(parents=True)
-    ctx = StageContext(stage="topology", profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=io.StringIO()))
+    ctx = StageContext(
+        stage="topology",
+        profile=profile,
+        run_path=tmp_path,
+        raw_dir=raw,
+        facts={},
+        progress=Progress(tmp_path, 1, stream=io.StringIO()),
+    )
     rows = topology.run(profile, ctx)
     by = {(r.case, r.metric): r for r in rows}
     assert by[("gpus", "gpu_count")].value == n
@@ -39,7 +45,9 @@ def test_topology_stage_on_this_gpu_box(tmp_path):
     assert by[("GPU0", "gpu_name")].text == torch.cuda.get_device_name(0)
     versions = ctx.published["versions"]
     assert versions["driver"] and versions["cuda"] == torch.version.cuda and versions["nccl"]
-    assert (raw / "nvidia-smi-topo-m.txt").stat().st_size > 0 and (raw / "nvidia-smi-q.txt").stat().st_size > 0
+    assert (raw / "nvidia-smi-topo-m.txt").stat().st_size > 0 and (
+        raw / "nvidia-smi-q.txt"
+    ).stat().st_size > 0
     # the card every stage sizes to: -q's FB total, within what torch sees plus the driver's reserve
     card = ctx.published["topology"]["gpu_memory_bytes"]
     smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(n))
@@ -50,8 +58,12 @@ def test_topology_stage_on_this_gpu_box(tmp_path):
         assert len(topo["p2p"]) == n * (n - 1) // 2 and (raw / "nvidia-smi-topo-p2p-w.txt").stat().st_size > 0
     else:
         assert topo["p2p_why"]
-    verdicts = {v.id: v for v in topology.judge(rows, topology.expect(profile, {}),
-                                                  {"profile": profile.to_dict(), **ctx.published})}
+    verdicts = {
+        v.id: v
+        for v in topology.judge(
+            rows, topology.expect(profile, {}), {"profile": profile.to_dict(), **ctx.published}
+        )
+    }
     for check in ("tools", "gpu_count", "torch_cuda_devices"):
         assert verdicts[f"topology.{check}"].status == "pass", verdicts[f"topology.{check}"]
     print({k: (v.status, v.observed) for k, v in verdicts.items()})

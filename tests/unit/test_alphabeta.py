@@ -28,13 +28,24 @@ def test_checklist_7b_over_64_cards():
     grads = 14 * GB  # 7B parameters of bf16 gradients
     assert round(ab.ring_allreduce_s(grads, 64, A, B) * 1e3, 1) == 148.6
     # ZeRO-3: two all-gathers and one reduce-scatter, each half an all-reduce ≈ 1.5×
-    assert ab.zero_step_comm_s(3, grads, 64, A, B) == pytest.approx(1.5 * ab.ring_allreduce_s(grads, 64, A, B))
+    assert ab.zero_step_comm_s(3, grads, 64, A, B) == pytest.approx(
+        1.5 * ab.ring_allreduce_s(grads, 64, A, B)
+    )
 
 
 @pytest.mark.parametrize(
     "collective, n, factor",
-    [("all_reduce", 4, 1.5), ("all_reduce", 8, 1.75), ("all_gather", 8, 0.875), ("reduce_scatter", 4, 0.75),
-     ("all_to_all", 4, 0.75), ("alltoall", 2, 0.5), ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0)],
+    [
+        ("all_reduce", 4, 1.5),
+        ("all_reduce", 8, 1.75),
+        ("all_gather", 8, 0.875),
+        ("reduce_scatter", 4, 0.75),
+        ("all_to_all", 4, 0.75),
+        ("alltoall", 2, 0.5),
+        ("broadcast", 8, 1.0),
+        ("reduce", 8, 1.0),
+        ("sendrecv", 2, 1.0),
+    ],
 )
 def test_busbw_factors(collective, n, factor):
     assert ab.busbw_factor(collective, n) == factor
@@ -91,7 +102,6 @@ def test_zero_memory_falls_with_stage():
     assert mem[0] == 16 * psi
     assert mem[3] == 16 * psi / n
     assert mem == sorted(mem, reverse=True)
-
 
 
 def test_dp_share():

@@ -43,85 +43,237 @@ class Case:
 
 def nccl_json(**row) -> str:
     """An nccl-tests -J report of one size (format version 3), with `row`'s fields replacing the real ones."""
-    base = {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
-            "out_of_place": {"time": 10.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
-            "in_place": {"time": 10.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0}}
-    return json.dumps({"version": 3, "args": ["./build/all_reduce_perf"], "config": {"devices": [{"rank": 0}]},
-                       "results": [{**base, **row}], "out_of_bounds": {"count": 0, "okay": True},
-                       "end_time": "x"})
+    base = {
+        "size": 8,
+        "count": 2,
+        "type": "float",
+        "redop": "sum",
+        "root": -1,
+        "out_of_place": {"time": 10.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+        "in_place": {"time": 10.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+    }
+    return json.dumps(
+        {
+            "version": 3,
+            "args": ["./build/all_reduce_perf"],
+            "config": {"devices": [{"rank": 0}]},
+            "results": [{**base, **row}],
+            "out_of_bounds": {"count": 0, "okay": True},
+            "end_time": "x",
+        }
+    )
 
 
 def cases(d: Path) -> list[Case]:
     c = []
-    # Hangs: a FIFO for every kind parse reads (no writer: an open would block for ever), a device that never ends
+    # Hangs: a FIFO for every kind parse reads (no writer: an open would block for ever), a device that never
+    # ends
     c += [Case(f"parse {k} FIFO", "hangs", S, ("parse", k, str(d / "fifo")), 2, "FIFO") for k in KINDS]
-    c += [Case("parse xid /dev/zero", "hangs", S, ("parse", "xid", "/dev/zero"), 2, "a device"),
-          Case("check FIFO manifest", "hangs", S, ("check", str(d / "fifo-manifest")), 2, "FIFO"),
-          Case("ingest a FIFO", "hangs", S, ("ingest", str(d / "fifo"), "--out", str(d / "runs")), 2, "FIFO"),
-          Case("parse nccl-tests negative size", "hangs", S, ("parse", "nccl-tests", str(d / "size-negative.json")),
-               2, "results[0].size"),
-          Case("parse nccl-tests 1e400 size", "hangs", S, ("parse", "nccl-tests", str(d / "size-1e400.json")),
-               2, "too large"),
-          Case("ingest nccl-tests 1e400 size", "hangs", S, ("ingest", str(d / "size-1e400.json"), "--out",
-                                                            str(d / "runs")), 2, "size-1e400.json")]
+    c += [
+        Case("parse xid /dev/zero", "hangs", S, ("parse", "xid", "/dev/zero"), 2, "a device"),
+        Case("check FIFO manifest", "hangs", S, ("check", str(d / "fifo-manifest")), 2, "FIFO"),
+        Case("ingest a FIFO", "hangs", S, ("ingest", str(d / "fifo"), "--out", str(d / "runs")), 2, "FIFO"),
+        Case(
+            "parse nccl-tests negative size",
+            "hangs",
+            S,
+            ("parse", "nccl-tests", str(d / "size-negative.json")),
+            2,
+            "results[0].size",
+        ),
+        Case(
+            "parse nccl-tests 1e400 size",
+            "hangs",
+            S,
+            ("parse", "nccl-tests", str(d / "size-1e400.json")),
+            2,
+            "too large",
+        ),
+        Case(
+            "ingest nccl-tests 1e400 size",
+            "hangs",
+            S,
+            ("ingest", str(d / "size-1e400.json"), "--out", str(d / "runs")),
+            2,
+            "size-1e400.json",
+        ),
+    ]
     # Shell injection: a newline in a value written into the sbatch script, a host read by ssh as an option
     slurm = ("slurm", "--out", str(d / "slurm"))
-    c += [Case(f"slurm {opt} newline", "injection", S, (*slurm, "--partition", "gpu", opt, "x\ntouch pwned"),
-               2, "cannot go into the batch script") for opt in ("--account", "--time", "--container-image")]
-    c += [Case("slurm partition newline", "injection", S, (*slurm, "--partition", "gpu\ntouch pwned"), 2,
-               "PARTITION=")]
-    c += [Case(f"status host {h}", "injection", P, ("status", f"--host={h}"), 2, "is not user@host")
-          for h in ("-v", "-oProxyCommand=touch pwned", "-v@box")]
+    c += [
+        Case(
+            f"slurm {opt} newline",
+            "injection",
+            S,
+            (*slurm, "--partition", "gpu", opt, "x\ntouch pwned"),
+            2,
+            "cannot go into the batch script",
+        )
+        for opt in ("--account", "--time", "--container-image")
+    ]
+    c += [
+        Case(
+            "slurm partition newline",
+            "injection",
+            S,
+            (*slurm, "--partition", "gpu\ntouch pwned"),
+            2,
+            "PARTITION=",
+        )
+    ]
+    c += [
+        Case(f"status host {h}", "injection", P, ("status", f"--host={h}"), 2, "is not user@host")
+        for h in ("-v", "-oProxyCommand=touch pwned", "-v@box")
+    ]
     # Options: NaN, infinity and values outside their range
-    c += [Case("run stage-timeout nan", "options", S, ("run", "--stage-timeout", "nan"), 2, "--stage-timeout"),
-          Case("run stage-timeout inf per stage", "options", S, ("run", "--stage-timeout", "topology=inf"), 2,
-               "--stage-timeout"),
-          Case("run stages commas", "options", S, ("run", "--stages", ",,"), 2, "names no stage"),
-          Case("run master-port 70000", "options", S, ("run", "--master-port", "70000"), 2, "65535", usage=True),
-          Case("plan mfu 0", "options", S, ("plan", "--mfu", "0"), 2, "--mfu", usage=True),
-          Case("plan mfu -1", "options", S, ("plan", "--mfu", "-1"), 2, "--mfu", usage=True),
-          Case("plan rate nan", "options", S, ("plan", "--rate", "nan"), 2, "--rate", usage=True),
-          Case("model alpha nan", "options", S, ("model", "--alpha", "nan", "--json"), 2, "--alpha", usage=True),
-          Case("model beta inf", "options", S, ("model", "--beta", "inf", "--json"), 2, "--beta", usage=True),
-          Case("slurm time abc", "options", S, (*slurm, "--partition", "gpu", "--time", "abc"), 2, "TIME="),
-          Case("model size 1e400", "options", S, ("model", "--sizes", "1e400", "--json"), 2, "not a finite number"),
-          Case("model size nan", "options", S, ("model", "--sizes", "nan"), 2, "not a finite number")]
+    c += [
+        Case("run stage-timeout nan", "options", S, ("run", "--stage-timeout", "nan"), 2, "--stage-timeout"),
+        Case(
+            "run stage-timeout inf per stage",
+            "options",
+            S,
+            ("run", "--stage-timeout", "topology=inf"),
+            2,
+            "--stage-timeout",
+        ),
+        Case("run stages commas", "options", S, ("run", "--stages", ",,"), 2, "names no stage"),
+        Case(
+            "run master-port 70000", "options", S, ("run", "--master-port", "70000"), 2, "65535", usage=True
+        ),
+        Case("plan mfu 0", "options", S, ("plan", "--mfu", "0"), 2, "--mfu", usage=True),
+        Case("plan mfu -1", "options", S, ("plan", "--mfu", "-1"), 2, "--mfu", usage=True),
+        Case("plan rate nan", "options", S, ("plan", "--rate", "nan"), 2, "--rate", usage=True),
+        Case(
+            "model alpha nan", "options", S, ("model", "--alpha", "nan", "--json"), 2, "--alpha", usage=True
+        ),
+        Case("model beta inf", "options", S, ("model", "--beta", "inf", "--json"), 2, "--beta", usage=True),
+        Case("slurm time abc", "options", S, (*slurm, "--partition", "gpu", "--time", "abc"), 2, "TIME="),
+        Case(
+            "model size 1e400",
+            "options",
+            S,
+            ("model", "--sizes", "1e400", "--json"),
+            2,
+            "not a finite number",
+        ),
+        Case("model size nan", "options", S, ("model", "--sizes", "nan"), 2, "not a finite number"),
+    ]
     # Hangs: a FIFO as the file the run's path is recorded in (a write would block until someone reads it)
-    c += [Case("run record-last FIFO", "hangs", S, ("run", "--stages", "topology", "--out", str(d / "runs"),
-                                                    "--record-last", str(d / "fifo")), 2, "--record-last"),
-          Case("ingest record-last FIFO", "hangs", S, ("ingest", str(CAPTURE), "--out", str(d / "runs"),
-                                                       "--record-last", str(d / "fifo")), 2, "--record-last")]
+    c += [
+        Case(
+            "run record-last FIFO",
+            "hangs",
+            S,
+            ("run", "--stages", "topology", "--out", str(d / "runs"), "--record-last", str(d / "fifo")),
+            2,
+            "--record-last",
+        ),
+        Case(
+            "ingest record-last FIFO",
+            "hangs",
+            S,
+            ("ingest", str(CAPTURE), "--out", str(d / "runs"), "--record-last", str(d / "fifo")),
+            2,
+            "--record-last",
+        ),
+    ]
     # Clobbering: an atomic rename onto a FIFO would replace it
-    c += [Case("report onto a FIFO", "clobbering", R, (str(d / "run-ok"), "-o", str(d / "fifo-out")), 2,
-               "must be a regular file"),
-          Case("slurm script under a FIFO", "clobbering", S, ("slurm", "--out", str(d / "fifo-out"), "--partition",
-                                                              "gpu"), 2, "cannot write the batch script")]
+    c += [
+        Case(
+            "report onto a FIFO",
+            "clobbering",
+            R,
+            (str(d / "run-ok"), "-o", str(d / "fifo-out")),
+            2,
+            "must be a regular file",
+        ),
+        Case(
+            "slurm script under a FIFO",
+            "clobbering",
+            S,
+            ("slurm", "--out", str(d / "fifo-out"), "--partition", "gpu"),
+            2,
+            "cannot write the batch script",
+        ),
+    ]
     # check accepts only what it can read
-    c += [Case(f"check {k}", "acceptance", S, ("check", str(d / k)), 2, says) for k, says in ACCEPTANCE.items()]
+    c += [
+        Case(f"check {k}", "acceptance", S, ("check", str(d / k)), 2, says) for k, says in ACCEPTANCE.items()
+    ]
     # Tracebacks: wrong types and extreme numbers in JSON captures and run directories
     for name in WRONG:
-        c += [Case(f"parse nccl-tests {name}", "types", S, ("parse", "nccl-tests", str(d / f"wrong-{name}.json")),
-                   2, f"wrong-{name}.json"),
-              Case(f"parse trace {name}", "types", S, ("parse", "trace", str(d / f"trace-{name}.json")), ANSWERED),
-              Case(f"check manifest {name}", "types", S, ("check", str(d / f"manifest-{name}")), 2, "manifest.json"),
-              Case(f"resume manifest {name}", "types", S, ("run", "--resume", str(d / f"manifest-{name}")), 2,
-                   "manifest.json"),
-              Case(f"resume profile {name}", "types", S, ("run", "--resume", str(d / f"profile-{name}")), 2,
-                   "manifest.json"),
-              Case(f"report manifest {name}", "types", R, (str(d / f"manifest-{name}"), "-o", str(d / f"m-{name}.html")),
-                   ANSWERED),
-              Case(f"report profile {name}", "types", R, (str(d / f"profile-{name}"), "-o", str(d / f"p-{name}.html")),
-                   ANSWERED),
-              Case(f"compare profile {name}", "types", R, ("compare", str(d / "run-ok"), str(d / f"profile-{name}"),
-                                                           "-o", str(d / f"c-{name}.html")), ANSWERED)]
-    c += [Case(f"parse nsys {name}", "types", S, ("parse", "trace", str(d / f"nsys-{name}.sqlite")), 2, "row 1")
-          for name in NSYS_ROWS]
+        c += [
+            Case(
+                f"parse nccl-tests {name}",
+                "types",
+                S,
+                ("parse", "nccl-tests", str(d / f"wrong-{name}.json")),
+                2,
+                f"wrong-{name}.json",
+            ),
+            Case(
+                f"parse trace {name}", "types", S, ("parse", "trace", str(d / f"trace-{name}.json")), ANSWERED
+            ),
+            Case(
+                f"check manifest {name}",
+                "types",
+                S,
+                ("check", str(d / f"manifest-{name}")),
+                2,
+                "manifest.json",
+            ),
+            Case(
+                f"resume manifest {name}",
+                "types",
+                S,
+                ("run", "--resume", str(d / f"manifest-{name}")),
+                2,
+                "manifest.json",
+            ),
+            Case(
+                f"resume profile {name}",
+                "types",
+                S,
+                ("run", "--resume", str(d / f"profile-{name}")),
+                2,
+                "manifest.json",
+            ),
+            Case(
+                f"report manifest {name}",
+                "types",
+                R,
+                (str(d / f"manifest-{name}"), "-o", str(d / f"m-{name}.html")),
+                ANSWERED,
+            ),
+            Case(
+                f"report profile {name}",
+                "types",
+                R,
+                (str(d / f"profile-{name}"), "-o", str(d / f"p-{name}.html")),
+                ANSWERED,
+            ),
+            Case(
+                f"compare profile {name}",
+                "types",
+                R,
+                ("compare", str(d / "run-ok"), str(d / f"profile-{name}"), "-o", str(d / f"c-{name}.html")),
+                ANSWERED,
+            ),
+        ]
+    c += [
+        Case(f"parse nsys {name}", "types", S, ("parse", "trace", str(d / f"nsys-{name}.sqlite")), 2, "row 1")
+        for name in NSYS_ROWS
+    ]
     return c
 
 
 # nsys kernel rows (start, end, deviceId, shortName) SQLite holds but nsys never writes
-NSYS_ROWS = {"text-start": ("abc", 2000, 0, "k"), "inf-end": (1000, float("inf"), 0, "k"),
-             "text-device": (1000, 2000, "gpu0", "k"), "real-name": (1000, 2000, 0, 5.5)}
+NSYS_ROWS = {
+    "text-start": ("abc", 2000, 0, "k"),
+    "inf-end": (1000, float("inf"), 0, "k"),
+    "text-device": (1000, 2000, "gpu0", "k"),
+    "real-name": (1000, 2000, 0, 5.5),
+}
 
 
 def nsys_export(path: Path, row: tuple) -> None:
@@ -136,16 +288,29 @@ def nsys_export(path: Path, row: tuple) -> None:
 ANSWERED = -1  # exit 0 (what could be read, read) or 2 (one line): either answers; a traceback does not
 
 # check: a run whose records parse but cannot be what a run wrote; what stderr must name
-ACCEPTANCE = {"text-value": "'value'", "inf-size": "'size_bytes'", "unknown-stage-status": "status 'done'",
-              "verdicts-emptied": "verdicts", "rows-duplicated": "rows", "parquet-empty": "rows"}
+ACCEPTANCE = {
+    "text-value": "'value'",
+    "inf-size": "'size_bytes'",
+    "unknown-stage-status": "status 'done'",
+    "verdicts-emptied": "verdicts",
+    "rows-duplicated": "rows",
+    "parquet-empty": "rows",
+}
 
 # JSON values no writer produces, each put where a number or an object is
-WRONG = {"nan": "NaN", "inf": "1e400", "digits": "9" * 5000, "deep": "[" * 100_000 + "]" * 100_000,
-         "list": "[8]", "string": '"8"'}
+WRONG = {
+    "nan": "NaN",
+    "inf": "1e400",
+    "digits": "9" * 5000,
+    "deep": "[" * 100_000 + "]" * 100_000,
+    "list": "[8]",
+    "string": '"8"',
+}
 
 
 def recorded_counts(run: Path) -> None:
-    """The manifest's per-stage row and verdict counts, as finish_stage records them, from the run's own files."""
+    """The manifest's per-stage row and verdict counts, as finish_stage records them, from the run's own
+    files."""
     import pandas as pd
 
     manifest = json.loads((run / "manifest.json").read_text())
@@ -198,10 +363,14 @@ def inputs(tmp_path_factory) -> Path:
     for name, text in WRONG.items():
         (d / f"wrong-{name}.json").write_text(nccl_json().replace('"size": 8', f'"size": {text}'))
         event = '{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": %s, "dur": 5}' % text
-        (d / f"trace-{name}.json").write_text('{"traceEvents": [%s, %s]}' % (event, event.replace('"ts"', '"x"')))
+        (d / f"trace-{name}.json").write_text(
+            '{"traceEvents": [%s, %s]}' % (event, event.replace('"ts"', '"x"'))
+        )
         damaged_run(d / f"manifest-{name}", "intact")
         manifest = (d / f"manifest-{name}" / "manifest.json").read_text()
-        (d / f"manifest-{name}" / "manifest.json").write_text(manifest.replace('"schema_version": 1', f'"schema_version": {text}'))
+        (d / f"manifest-{name}" / "manifest.json").write_text(
+            manifest.replace('"schema_version": 1', f'"schema_version": {text}')
+        )
         damaged_run(d / f"profile-{name}", "intact")  # the recorded profile's process count: the value above
         data = json.loads(manifest)
         data["profile"]["nproc"] = "@"
@@ -218,13 +387,16 @@ def outcomes(inputs) -> dict[str, dict]:
 def test_bad_input_answers_in_one_line(inputs, outcomes, name):
     case = next(c for c in cases(inputs) if c.name == name)
     got = outcomes[name]
-    assert got["code"] == case.code or case.code == ANSWERED and got["code"] in (0, 2), \
+    assert got["code"] == case.code or case.code == ANSWERED and got["code"] in (0, 2), (
         f"{name}: exit {got['code']}\n{got['err'][-3000:]}"
+    )
     assert "Traceback" not in got["err"]
     if got["code"] == 0:
         return
     assert case.says in got["err"], got["err"]
-    lines = [line for line in got["err"].strip().splitlines() if not line.startswith("not used: ")]  # ingest's list
+    lines = [
+        line for line in got["err"].strip().splitlines() if not line.startswith("not used: ")
+    ]  # ingest's list
     if case.usage:
         assert lines[0].startswith("usage:") and "error:" in lines[-1]
     else:
@@ -233,8 +405,14 @@ def test_bad_input_answers_in_one_line(inputs, outcomes, name):
 
 
 def test_every_class_is_covered():
-    assert {c.kind for c in cases(Path("/x"))} == {"hangs", "injection", "options", "clobbering", "acceptance",
-                                                     "types"}
+    assert {c.kind for c in cases(Path("/x"))} == {
+        "hangs",
+        "injection",
+        "options",
+        "clobbering",
+        "acceptance",
+        "types",
+    }
 
 
 def test_the_fifo_is_still_a_fifo(inputs, outcomes):
@@ -260,14 +438,27 @@ def test_no_make_recipe_pastes_a_command_line_variable(variable):
     recipes = [line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("\t")]
     constants = set(re.findall(r"^([A-Z_]+) :=", (REPO / "Makefile").read_text(), re.M))
     pasted = {name for line in recipes for name in re.findall(r"\$\(([A-Za-z_]+)\)", line)} - constants
-    assert not pasted, f"recipes paste {sorted(pasted)}: pass them as \"$$NAME\""
+    assert not pasted, f'recipes paste {sorted(pasted)}: pass them as "$$NAME"'
     assert variable not in constants and not any(f"$({variable})" in line for line in recipes)
 
 
 def test_make_report_runs_nothing_from_run(tmp_path):
     marker = tmp_path / "pwned"
-    done = subprocess.run(["make", "-s", "-C", str(REPO), "report", f"RUN=x; touch {marker}", f"PY={sys.executable}",
-                           "STAMP=pyproject.toml"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO),
+            "report",
+            f"RUN=x; touch {marker}",
+            f"PY={sys.executable}",
+            "STAMP=pyproject.toml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "not a run directory" in done.stderr, done.stderr
     assert not marker.exists()
 
@@ -283,26 +474,40 @@ def test_sbatch_script_refuses_every_value_with_a_newline():
 
 
 def test_a_second_resume_of_one_run_directory_refuses(inputs):
-    """While one process holds a run directory, `run --resume` of it refuses in one line and changes nothing."""
+    """While one process holds a run directory, `run --resume` of it refuses in one line and changes
+    nothing."""
     run = inputs / "run-ok"
     before = (run / "manifest.json").read_bytes()
     fd = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        child = subprocess.run([sys.executable, "-m", "suite", "run", "--resume", str(run)], cwd=REPO,
-                               capture_output=True, text=True, timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-m", "suite", "run", "--resume", str(run)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         os.close(fd)
     assert child.returncode == 2, child.stderr
-    assert child.stderr.strip().splitlines() == [child.stderr.strip()] and "another `suite run`" in child.stderr
+    assert (
+        child.stderr.strip().splitlines() == [child.stderr.strip()] and "another `suite run`" in child.stderr
+    )
     assert (run / "manifest.json").read_bytes() == before
 
 
 def test_ctrl_c_exits_130_in_one_line(tmp_path):
-    child = subprocess.Popen([sys.executable, "-m", "suite", "run", "--stages", "topology,bandwidth", "--out",
-                              str(tmp_path)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "suite", "run", "--stages", "topology,bandwidth", "--out", str(tmp_path)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = []
-    while not any("cardtime run" in line for line in seen):  # the run's first progress line: the run has begun
+    while not any(
+        "cardtime run" in line for line in seen
+    ):  # the run's first progress line: the run has begun
         seen.append(child.stderr.readline())
         assert seen[-1], seen
     child.send_signal(signal.SIGINT)
@@ -313,16 +518,26 @@ def test_ctrl_c_exits_130_in_one_line(tmp_path):
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare (util-linux) makes the small disk")
 def test_a_full_disk_mid_run_is_one_line_naming_the_file(tmp_path):
-    """A 64 KiB tmpfs, mounted in a mount namespace of the run's own (gone when it ends): the topology stage fits,
-    bandwidth's rows fill it, and the run ends on ENOSPC as on a real full disk."""
+    """A 64 KiB tmpfs, mounted in a mount namespace of the run's own (gone when it ends): the topology stage
+    fits, bandwidth's rows fill it, and the run ends on ENOSPC as on a real full disk."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    script = f'mount -t tmpfs -o size=64k tmpfs "$1" && exec "$2" -m suite run --stages topology,bandwidth --out "$1"'
-    child = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(disk), sys.executable], cwd=REPO,
-                           capture_output=True, text=True, timeout=600)
+    script = (
+        f'mount -t tmpfs -o size=64k tmpfs "$1" && exec "$2" -m suite run --stages topology,bandwidth '
+        f'--out "$1"'
+    )
+    child = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(disk), sys.executable],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if "mount:" in child.stderr and child.returncode != 0 and "suite" not in child.stderr:
         pytest.skip(f"no tmpfs mount here: {child.stderr.strip()}")
     assert child.returncode == 2, child.stderr[-3000:]
     assert "Traceback" not in child.stderr, child.stderr[-3000:]
     last = child.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and str(disk) in last and "No space left" in last and "--resume" in last, last
+    assert (
+        last.startswith("error: ") and str(disk) in last and "No space left" in last and "--resume" in last
+    ), last

@@ -3,19 +3,19 @@ driven by stand-in binaries that print real captured outputs (the GPU face's plu
 
 from __future__ import annotations
 
-import os
 import dataclasses
 import math
+import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
-from suite.results import Row
 from suite.facts import link_peak_or_why
-from suite.cluster import nccl_tests as _nccl_tests
+from suite.results import Row
 from suite.stages import bandwidth, crossover
 
 from .topo_boxes import box_facts
@@ -26,8 +26,16 @@ CPU_FACTS = {"profile": GLOO_CPU.to_dict()}
 
 
 def row(**kw) -> Row:
-    base = dict(stage="bandwidth", case="all_reduce", metric="busbw", value=1.0, unit="GB/s", source="torch",
-                placement="ip", world=8)
+    base = dict(
+        stage="bandwidth",
+        case="all_reduce",
+        metric="busbw",
+        value=1.0,
+        unit="GB/s",
+        source="torch",
+        placement="ip",
+        world=8,
+    )
     return Row(**{**base, **kw})
 
 
@@ -60,8 +68,10 @@ def test_expectations_use_the_model_and_the_link_peak():
 
 def test_fit_recovers_alpha_and_beta_from_exact_times():
     alpha, beta, n = 7e-6, 150e9, 8
-    rows = [row(metric="time_us", size_bytes=s, value=ring_allreduce_s(s, n, alpha, beta) * 1e6)
-            for s in (2 ** k for k in range(3, 31, 3))]
+    rows = [
+        row(metric="time_us", size_bytes=s, value=ring_allreduce_s(s, n, alpha, beta) * 1e6)
+        for s in (2**k for k in range(3, 31, 3))
+    ]
     fits = bandwidth.fit_rows(rows, n)
     got = {r.metric: r.value for r in fits}
     assert got["alpha"] == pytest.approx(7.0) and got["beta"] == pytest.approx(150.0)
@@ -76,11 +86,27 @@ def sweep_rows(busbw_by_size, source="torch", wrong=0):
     rows = []
     for coll in bandwidth.COLLECTIVES:
         for size, value in busbw_by_size.items():
-            rows += [row(case=coll, size_bytes=size, value=value, source=source, placement=p),
-                     row(case=coll, metric="wrong", unit="count", size_bytes=size, value=wrong, source=source,
-                         placement=p),
-                     row(case=coll, metric="time_us", unit="us", size_bytes=size, value=size / value / 1e3,
-                         source=source, placement=p)]
+            rows += [
+                row(case=coll, size_bytes=size, value=value, source=source, placement=p),
+                row(
+                    case=coll,
+                    metric="wrong",
+                    unit="count",
+                    size_bytes=size,
+                    value=wrong,
+                    source=source,
+                    placement=p,
+                ),
+                row(
+                    case=coll,
+                    metric="time_us",
+                    unit="us",
+                    size_bytes=size,
+                    value=size / value / 1e3,
+                    source=source,
+                    placement=p,
+                ),
+            ]
     return rows
 
 
@@ -99,11 +125,19 @@ def test_gpu_verdicts_on_a_healthy_sweep():
 
 
 def test_gpu_verdicts_catch_low_peak_dips_wrong_and_a_slow_harness():
-    slow = {1 << 20: 100.0, 1 << 24: 200.0, 1 << 28: 140.0, 1 << 30: 250.0}  # 200 → 140 is a 30% dip; 250 < 315
+    slow = {
+        1 << 20: 100.0,
+        1 << 24: 200.0,
+        1 << 28: 140.0,
+        1 << 30: 250.0,
+    }  # 200 → 140 is a 30% dip; 250 < 315
     rows = sweep_rows(slow, wrong=0) + sweep_rows(GOOD, source="nccl-tests", wrong=3)
     v = by_id(bandwidth.judge(rows, [], GPU_FACTS))
     assert v["bandwidth.peak.all_reduce"].status == "pass"  # judged on nccl-tests, which reaches the link
-    assert v["bandwidth.dip.torch.all_reduce"].status == "warn" and "→" in v["bandwidth.dip.torch.all_reduce"].observed
+    assert (
+        v["bandwidth.dip.torch.all_reduce"].status == "warn"
+        and "→" in v["bandwidth.dip.torch.all_reduce"].observed
+    )
     assert v["bandwidth.torch_vs_nccl.all_reduce"].status == "warn"
     assert v["bandwidth.wrong.nccl-tests.all_reduce"].status == "fail"
     only_torch = by_id(bandwidth.judge(sweep_rows(slow), [], GPU_FACTS))
@@ -129,7 +163,8 @@ def test_a_collective_missing_from_the_sweep_fails():
     assert v["bandwidth.torch_sweep"].status == "fail" and "all_to_all" in v["bandwidth.torch_sweep"].observed
 
 
-# ---------------------------------------------------------------- the nccl-tests adapter with stand-in binaries
+# ---------------------------------------------------------------- the nccl-tests adapter with stand-in
+# binaries
 
 
 class FakeContext:
@@ -149,8 +184,10 @@ class FakeContext:
 def stand_in(directory: Path, program: str, capture: str, code: int = 0) -> Path:
     """An executable `program` that prints a real capture and records its arguments."""
     path = directory / program
-    path.write_text(f"#!/bin/sh\necho \"$@\" > {directory}/{program}.args\necho \"NCCL_ALGO=$NCCL_ALGO\" >> "
-                    f"{directory}/{program}.args\ncat {DATA / capture}\necho oops >&2\nexit {code}\n")
+    path.write_text(
+        f'#!/bin/sh\necho "$@" > {directory}/{program}.args\necho "NCCL_ALGO=$NCCL_ALGO" >> '
+        f"{directory}/{program}.args\ncat {DATA / capture}\necho oops >&2\nexit {code}\n"
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -159,9 +196,12 @@ def stand_in_mpirun(directory: Path) -> Path:
     """An `mpirun` that records its arguments and runs the program after its options once (the capture
     the program prints already holds every rank's lines)."""
     path = directory / "mpirun"
-    path.write_text(f"#!/bin/sh\necho \"$@\" > {directory}/mpirun.args\n"
-                    "while [ $# -gt 0 ]; do case \"$1\" in -np|--bind-to|-x) shift 2;; --allow-run-as-root) shift;; *) break;; esac; done\n"
-                    "exec \"$@\"\n")
+    path.write_text(
+        f'#!/bin/sh\necho "$@" > {directory}/mpirun.args\n'
+        'while [ $# -gt 0 ]; do case "$1" in -np|--bind-to|-x) shift 2;; --allow-run-as-root) shift;; *) '
+        "break;; esac; done\n"
+        'exec "$@"\n'
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -174,21 +214,53 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     stand_in(bins, "reduce_scatter_perf", "05-a100-reduce_scatter-2021fmt-validation0-zero-size-rows.txt")
-    stand_in(bins, "broadcast_perf", "27-v100-broadcast-2node-tcp-validation0-cut.txt", code=1)  # a real, cut broadcast
+    stand_in(
+        bins, "broadcast_perf", "27-v100-broadcast-2node-tcp-validation0-cut.txt", code=1
+    )  # a real, cut broadcast
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     ctx = FakeContext(raw)
-    rows = _nccl_tests.sweep(FOUR, ctx, ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
-                             algo="Ring", env={"NCCL_ALGO": "Ring"})
-    # NVIDIA's multi-process form by default: mpirun -np 4, one GPU per process, NCCL_ALGO exported to every rank
+    rows = _nccl_tests.sweep(
+        FOUR,
+        ctx,
+        ["all_reduce", "reduce_scatter", "broadcast", "all_to_all"],
+        algo="Ring",
+        env={"NCCL_ALGO": "Ring"},
+    )
+    # NVIDIA's multi-process form by default: mpirun -np 4, one GPU per process, NCCL_ALGO exported to every
+    # rank
     as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []  # root: Open MPI's consent (see below)
-    assert (tools / "mpirun.args").read_text().split()[:6 + len(as_root)] == ["-np", "4", "--bind-to", "none",
-                                                                             *as_root, "-x", "NCCL_ALGO"]
+    assert (tools / "mpirun.args").read_text().split()[: 6 + len(as_root)] == [
+        "-np",
+        "4",
+        "--bind-to",
+        "none",
+        *as_root,
+        "-x",
+        "NCCL_ALGO",
+    ]
     args = (bins / "all_reduce_perf.args").read_text().split("\n")
-    assert args[0].split() == ["-b", "8", "-e", str(8 * 1024**3), "-f", "2", "-g", "1", "-w", "5", "-n", "20", "-c", "1"]
+    assert args[0].split() == [
+        "-b",
+        "8",
+        "-e",
+        str(8 * 1024**3),
+        "-f",
+        "2",
+        "-g",
+        "1",
+        "-w",
+        "5",
+        "-n",
+        "20",
+        "-c",
+        "1",
+    ]
     assert args[1] == "NCCL_ALGO=Ring"
-    assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.out").read_text() == (DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt").read_text()
+    assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.out").read_text() == (
+        DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt"
+    ).read_text()
     assert (raw / "all_reduce_perf.NCCL_ALGO-Ring.err").read_text() == "oops\n"
     ar = [r for r in rows if r.case == "all_reduce" and r.metric == "busbw" and r.placement == "oop"]
     assert len(ar) == 29 and ar[-1].value == 2.59 and ar[-1].source == "nccl-tests" and ar[-1].world == 4
@@ -197,17 +269,29 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     assert rs_wrong == []  # N/A: not checked (-c 0), so no wrong rows
     status = {r.case: r.text for r in rows if r.metric == "status"}
     assert status["nccl-tests.all_reduce"].startswith("complete")
-    assert status["nccl-tests.broadcast"].startswith("incomplete") and "no footer" in status["nccl-tests.broadcast"]
+    assert (
+        status["nccl-tests.broadcast"].startswith("incomplete")
+        and "no footer" in status["nccl-tests.broadcast"]
+    )
     bc = [r for r in rows if r.case == "broadcast" and r.metric == "time_us"]
-    assert [(r.size_bytes, r.root, r.placement, r.value) for r in bc] == [(8, 0, "oop", 45.82), (8, 0, "ip", 38.17)]
+    assert [(r.size_bytes, r.root, r.placement, r.value) for r in bc] == [
+        (8, 0, "oop", 45.82),
+        (8, 0, "ip", 38.17),
+    ]
     assert not [r for r in rows if r.case == "broadcast" and r.metric == "wrong"]  # -c 0: N/A, not checked
-    assert status["nccl-tests.all_to_all"].startswith("missing") and "alltoall_perf not found" in status["nccl-tests.all_to_all"]
+    assert (
+        status["nccl-tests.all_to_all"].startswith("missing")
+        and "alltoall_perf not found" in status["nccl-tests.all_to_all"]
+    )
     # the verdicts built from those rows (bandwidth's judge reads status rows without an algo)
     plain = [Row(**{**r.to_dict(), "algo": None}) for r in rows]
     v = by_id(bandwidth.judge_nccl_tests(plain, GPU_FACTS))
     assert v["bandwidth.nccl_tests.all_reduce"].status == "pass"
     assert v["bandwidth.nccl_tests.broadcast"].status == "fail"
-    assert v["bandwidth.nccl_tests.all_to_all"].status == "skip" and _nccl_tests.DIR_ENV in v["bandwidth.nccl_tests.all_to_all"].reason
+    assert (
+        v["bandwidth.nccl_tests.all_to_all"].status == "skip"
+        and _nccl_tests.DIR_ENV in v["bandwidth.nccl_tests.all_to_all"].reason
+    )
 
 
 def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, monkeypatch):
@@ -215,7 +299,9 @@ def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, m
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
-    plain = tmp_path / "plain-bin"  # a PATH with the stand-ins' one tool and no mpirun, whatever this machine has
+    plain = (
+        tmp_path / "plain-bin"
+    )  # a PATH with the stand-ins' one tool and no mpirun, whatever this machine has
     plain.mkdir()
     (plain / "cat").symlink_to(__import__("shutil").which("cat"))
     monkeypatch.setenv("PATH", str(plain))
@@ -236,13 +322,19 @@ def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, m
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     rows = _nccl_tests.sweep(FOUR, FakeContext(raw), ["all_reduce"])
     status = [r.text for r in rows if r.metric == "status"]
-    assert status[0].startswith("incomplete") and "make MPI=1" in status[0] and "[mpirun -np 4, -g 1" in status[0]
+    assert (
+        status[0].startswith("incomplete")
+        and "make MPI=1" in status[0]
+        and "[mpirun -np 4, -g 1" in status[0]
+    )
     with pytest.raises(ProfileError, match="nccl_tests_form"):
         dataclasses.replace(FOUR.sweep, nccl_tests_form="threads")
 
 
 def test_profile_arguments_replace_the_defaults():
-    prof = NCCL_GPU.with_overrides(sweep=NCCL_GPU.sweep.__class__(nccl_tests_args=("-b", "1M", "-e", "1G", "-g", "4")))
+    prof = NCCL_GPU.with_overrides(
+        sweep=NCCL_GPU.sweep.__class__(nccl_tests_args=("-b", "1M", "-e", "1G", "-g", "4"))
+    )
     assert _nccl_tests.perf_args(prof) == ["-b", "1M", "-e", "1G", "-g", "4"]
 
 
@@ -273,15 +365,27 @@ def hand_rows(n, alpha, beta, sizes):
     rows = []
     for s in sizes:
         for algo, model in (("ring", ring_allreduce_s), ("tree", tree_allreduce_s)):
-            rows.append(Row(stage="crossover", case=algo, metric="time_us", value=model(s, n, alpha, beta) * 1e6,
-                            unit="us", size_bytes=s, source="hand", algo=algo, world=n, placement="ip"))
+            rows.append(
+                Row(
+                    stage="crossover",
+                    case=algo,
+                    metric="time_us",
+                    value=model(s, n, alpha, beta) * 1e6,
+                    unit="us",
+                    size_bytes=s,
+                    source="hand",
+                    algo=algo,
+                    world=n,
+                    placement="ip",
+                )
+            )
     return rows
 
 
 def test_analysis_finds_the_model_crossover_from_model_times():
     n, alpha, beta = 8, 5e-6, 200e9
     predicted = crossover_bytes(n, alpha, beta)
-    rows = hand_rows(n, alpha, beta, [2 ** k for k in range(3, 31)])
+    rows = hand_rows(n, alpha, beta, [2**k for k in range(3, 31)])
     out = crossover.analysis_rows(rows, n)
     measured = [r for r in out if r.metric == "crossover_bytes" and r.source == "hand"][0]
     fitted = [r for r in out if r.metric == "crossover_bytes_fit" and r.source == "hand"][0]
@@ -292,17 +396,29 @@ def test_analysis_finds_the_model_crossover_from_model_times():
 def test_crossover_verdicts():
     ex = crossover.expect(NCCL_GPU, {"alpha_beta": {"alpha_s": 5e-6, "beta_Bps": 200e9, "source": "x"}})
     predicted = [e for e in ex if e.metric == "crossover_bytes"][0].value
-    near = Row(stage="crossover", case="crossover", metric="crossover_bytes", value=predicted * 3, unit="bytes",
-               source="hand", text="")
+    near = Row(
+        stage="crossover",
+        case="crossover",
+        metric="crossover_bytes",
+        value=predicted * 3,
+        unit="bytes",
+        source="hand",
+        text="",
+    )
     far = Row(**{**near.to_dict(), "value": predicted * 20})
     ok = by_id(crossover.judge([near], ex, GPU_FACTS))["crossover.crossover"]
     bad = by_id(crossover.judge([far], ex, GPU_FACTS))["crossover.crossover"]
     assert ok.status == "pass" and bad.status == "warn" and "20.0×" in bad.observed
     # NCCL's Ring/Tree crossover 20× away is a measured fact beside the model, never held to it
-    nccl = Row(**{**far.to_dict(), "source": "nccl-tests", "text": "tree faster up to 65536 B, ring from 131072 B"})
+    nccl = Row(
+        **{**far.to_dict(), "source": "nccl-tests", "text": "tree faster up to 65536 B, ring from 131072 B"}
+    )
     v = by_id(crossover.judge([near, nccl], ex, GPU_FACTS))
     assert v["crossover.crossover"].status == "pass"  # judged from the hand ring/tree only
-    assert v["crossover.nccl"].status == "pass" and f"{predicted * 20:.3g} B (nccl-tests" in v["crossover.nccl"].observed
+    assert (
+        v["crossover.nccl"].status == "pass"
+        and f"{predicted * 20:.3g} B (nccl-tests" in v["crossover.nccl"].observed
+    )
     assert "chain" in v["crossover.nccl"].reason and "NVIDIA/nccl#919" in v["crossover.nccl"].reason
     assert by_id(crossover.judge([near], ex, GPU_FACTS))["crossover.nccl"].status == "skip"
     cpu = by_id(crossover.judge([far], ex, CPU_FACTS))
@@ -311,16 +427,32 @@ def test_crossover_verdicts():
 
 
 def test_correctness_and_byte_verdicts():
-    base = dict(stage="crossover", source="hand", world=3, size_bytes=20, count=5, unit="count", placement="ip")
-    rows = [Row(case="ring", metric="wrong", value=0, algo="ring", **base),
-            Row(case="tree", metric="wrong", value=1, algo="tree", **base)]
+    base = dict(
+        stage="crossover", source="hand", world=3, size_bytes=20, count=5, unit="count", placement="ip"
+    )
+    rows = [
+        Row(case="ring", metric="wrong", value=0, algo="ring", **base),
+        Row(case="tree", metric="wrong", value=1, algo="tree", **base),
+    ]
     from suite.costmodel.alphabeta import ring_allreduce_bytes, tree_allreduce_bytes
+
     for rank in range(3):
         s, r = ring_allreduce_bytes(5, 3, 4, rank)
-        rows += [Row(case="ring.bytes", metric="bytes_sent", value=s, rank=rank, algo="ring", **base),
-                 Row(case="ring.bytes", metric="bytes_received", value=r, rank=rank, algo="ring", **base)]
+        rows += [
+            Row(case="ring.bytes", metric="bytes_sent", value=s, rank=rank, algo="ring", **base),
+            Row(case="ring.bytes", metric="bytes_received", value=r, rank=rank, algo="ring", **base),
+        ]
         s, r = tree_allreduce_bytes(5, 3, 4, rank)
-        rows += [Row(case="tree.bytes", metric="bytes_sent", value=s + (4 if rank == 2 else 0), rank=rank, algo="tree", **base)]
+        rows += [
+            Row(
+                case="tree.bytes",
+                metric="bytes_sent",
+                value=s + (4 if rank == 2 else 0),
+                rank=rank,
+                algo="tree",
+                **base,
+            )
+        ]
     v = by_id(crossover.judge(rows, [], CPU_FACTS))
     assert v["crossover.correct.ring"].status == "pass"
     assert v["crossover.correct.tree"].status == "fail"
@@ -342,11 +474,16 @@ def test_find_binary_prefers_the_env_dir_then_path(tmp_path):
 
 
 def test_crossover_reports_each_nccl_algo_run():
-    rows = [_nccl_tests.status_row("crossover", "all_reduce", "complete", "ran to its footer", "Ring"),
-            _nccl_tests.status_row("crossover", "all_reduce", "missing", "all_reduce_perf not found", "Tree")]
+    rows = [
+        _nccl_tests.status_row("crossover", "all_reduce", "complete", "ran to its footer", "Ring"),
+        _nccl_tests.status_row("crossover", "all_reduce", "missing", "all_reduce_perf not found", "Tree"),
+    ]
     v = by_id(crossover.judge(rows, [], GPU_FACTS))
     assert v["crossover.nccl_tests.Ring"].status == "pass"
-    assert v["crossover.nccl_tests.Tree"].status == "skip" and "not found" in v["crossover.nccl_tests.Tree"].reason
+    assert (
+        v["crossover.nccl_tests.Tree"].status == "skip"
+        and "not found" in v["crossover.nccl_tests.Tree"].reason
+    )
 
 
 def test_a_fit_with_infinite_beta_is_not_published():
@@ -380,8 +517,8 @@ def test_one_rank_sweep_is_complete_without_sendrecv():
 
 
 def test_mpirun_on_one_box_as_root_asks_for_open_mpis_consent(tmp_path, monkeypatch):
-    """Open MPI refuses root ("mpirun has detected an attempt to run as root") unless told; a root login on a host
-    run (RUNTIME=host: a container pod, a VM) has no OMPI_ALLOW_RUN_AS_ROOT as the CUDA image has."""
+    """Open MPI refuses root ("mpirun has detected an attempt to run as root") unless told; a root login on a
+    host run (RUNTIME=host: a container pod, a VM) has no OMPI_ALLOW_RUN_AS_ROOT as the CUDA image has."""
     tools = tmp_path / "tools"
     tools.mkdir()
     stand_in_mpirun(tools)

@@ -1,7 +1,8 @@
-"""Captures as they come off real machines: the same kernel log (a real XID 119 capture from an H100 box) gzipped
-by logrotate, saved as UTF-16 by a Windows editor, with a UTF-8 BOM or CRLF line ends, or with a hole of NUL bytes
-where the machine crashed mid-write — each read by `suite ingest` to the same XID events as the plain file, and
-a file that only claims a dress (the gzip magic and garbage) named in one line, never a traceback."""
+"""Captures as they come off real machines: the same kernel log (a real XID 119 capture from an H100 box)
+gzipped by logrotate, saved as UTF-16 by a Windows editor, with a UTF-8 BOM or CRLF line ends, or with a hole
+of NUL bytes where the machine crashed mid-write — each read by `suite ingest` to the same XID events as the
+plain file, and a file that only claims a dress (the gzip magic and garbage) named in one line, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -60,8 +61,10 @@ def test_each_dress_reads_to_the_plain_captures_xid_events(tmp_path, dress):
 
 def test_the_events_on_both_sides_of_a_nul_hole_are_found():
     lines = KERNEL_LOG.split(b"\n")
-    before, after = _events(b"\n".join(lines[: len(lines) // 2]).decode()), _events(
-        b"\n".join(lines[len(lines) // 2:]).decode())
+    before, after = (
+        _events(b"\n".join(lines[: len(lines) // 2]).decode()),
+        _events(b"\n".join(lines[len(lines) // 2 :]).decode()),
+    )
     assert before and after
     decoded = decode(_with_nul_hole(KERNEL_LOG))
     assert decoded.note == "1 NUL hole(s) of 4096 bytes closed"
@@ -70,7 +73,9 @@ def test_the_events_on_both_sides_of_a_nul_hole_are_found():
 
 def test_decode_says_what_it_undid():
     assert decode(b"plain\n").note == ""
-    assert decode(gzip.compress("é\n".encode("utf-16"))) == decode(b"\xc3\xa9\n").__class__("é\n", "gzip, UTF-16")
+    assert decode(gzip.compress("é\n".encode("utf-16"))) == decode(b"\xc3\xa9\n").__class__(
+        "é\n", "gzip, UTF-16"
+    )
 
 
 def test_binary_data_is_not_taken_for_text_in_a_dress():
@@ -80,13 +85,23 @@ def test_binary_data_is_not_taken_for_text_in_a_dress():
     assert not looks_binary(KERNEL_LOG.decode().encode("utf-16-le"))
 
 
-@pytest.mark.parametrize("content, why", [(b"\x1f\x8bnot gzip at all", "gzip data that does not inflate"),
-                                          (gzip.compress(KERNEL_LOG)[:400], None)])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"\x1f\x8bnot gzip at all", "gzip data that does not inflate"),
+        (gzip.compress(KERNEL_LOG)[:400], None),
+    ],
+)
 def test_a_false_or_cut_gzip_is_named_in_one_line(tmp_path, content, why):
     path = tmp_path / "kern.log.gz"
     path.write_bytes(content)
-    done = subprocess.run([sys.executable, "-m", "suite", "ingest", str(path), "--out", str(tmp_path / "runs")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "ingest", str(path), "--out", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert "Traceback" not in done.stderr
     if why:  # refused: nothing else was given, so nothing usable (exit 2), the file named with its reason
         assert done.returncode == 2

@@ -1,13 +1,15 @@
-"""Each sized stage's footprint on every GPU of suite/hardware/gpus.py, held under the card's memory (suite/hardware/card_fit.py).
+"""Each sized stage's footprint on every GPU of suite/hardware/gpus.py, held under the card's memory
+(suite/hardware/card_fit.py).
 
 The card memories below are the smallest SKU's datasheet capacity (GB = 1e9 bytes), taken at 93% so that the
-figure is below what `nvidia-smi -q` reports as FB Memory Total on every real card (a 24 GB A10G reports
-23028 MiB = 24.1e9 B; 0.93 × 24e9 = 22.3e9): the test holds the stages to less than the cards have.
-Sources: NVIDIA's datasheets for each part (GB200/GB300 NVL72: 13.4 TB / 20.7 TB HBM3e over 72 GPUs; HGX B200
-1.44 TB and HGX B300 2.3 TB over 8; H200 141 GB; H100 NVL 94 GB; H100 80 GB; GH200 96 GB HBM3 (its 480 GB is
-the Grace CPU's LPDDR5X with it); H20 96 GB; A100 and A800 40 GB (PCIe and SXM4 40GB SKUs); V100 16/32 GB;
-P100 PCIe 12 GB; L40S/L40 48 GB; L4 24 GB; A10 24 GB; RTX 6000 Ada 48 GB; GeForce RTX 5090 32 GB and 4090 24 GB; T4 16 GB; P4 8 GB).
-A10G (AWS G5, 24 GB: aws.amazon.com/ec2/instance-types/g5) is not in suite/hardware/gpus.py here: it is added to the table.
+figure is below what `nvidia-smi -q` reports as FB Memory Total on every real card (a 24 GB A10G reports 23028
+MiB = 24.1e9 B; 0.93 × 24e9 = 22.3e9): the test holds the stages to less than the cards have. Sources:
+NVIDIA's datasheets for each part (GB200/GB300 NVL72: 13.4 TB / 20.7 TB HBM3e over 72 GPUs; HGX B200 1.44 TB
+and HGX B300 2.3 TB over 8; H200 141 GB; H100 NVL 94 GB; H100 80 GB; GH200 96 GB HBM3 (its 480 GB is the Grace
+CPU's LPDDR5X with it); H20 96 GB; A100 and A800 40 GB (PCIe and SXM4 40GB SKUs); V100 16/32 GB; P100 PCIe 12
+GB; L40S/L40 48 GB; L4 24 GB; A10 24 GB; RTX 6000 Ada 48 GB; GeForce RTX 5090 32 GB and 4090 24 GB; T4 16 GB;
+P4 8 GB). A10G (AWS G5, 24 GB: aws.amazon.com/ec2/instance-types/g5) is not in suite/hardware/gpus.py here: it
+is added to the table.
 """
 
 import dataclasses
@@ -15,19 +17,48 @@ import json
 
 import pytest
 
-from suite.hardware import card_fit
 from suite.config import NCCL_GPU
 from suite.costmodel.sizing import parameter_count
+from suite.hardware import card_fit
 from suite.hardware.gpus import GPUS
 from suite.workloads.collective_sweep import COLLECTIVES, FREE_SHARE, RESERVE_BYTES, fit_to_memory
 
 from .test_bandwidth_crossover_stages import DATA as NCCL_DATA
 
-CARD_GB = {"GB200": 186, "B200 (HGX)": 180, "GB300": 288, "B300": 288, "H200 NVL": 141, "H200 SXM": 141,
-           "H100 NVL": 94, "H100 PCIe": 80, "H100 SXM": 80, "H800 PCIe": 80, "H800 SXM": 80, "GH200": 96,
-           "H20": 96, "A100 PCIe": 40, "A100 SXM": 40, "A800 PCIe": 40, "A800 SXM": 80, "V100 SXM3": 32,
-           "V100 PCIe": 16, "V100 SXM2": 16, "P100 PCIe": 12, "P100 SXM2": 16, "L40S": 48, "L40": 48, "L4": 24,
-           "A10": 24, "A10G": 24, "GeForce RTX 5090": 32, "RTX 6000 Ada": 48, "GeForce RTX 4090": 24, "T4": 16, "P4": 8}
+CARD_GB = {
+    "GB200": 186,
+    "B200 (HGX)": 180,
+    "GB300": 288,
+    "B300": 288,
+    "H200 NVL": 141,
+    "H200 SXM": 141,
+    "H100 NVL": 94,
+    "H100 PCIe": 80,
+    "H100 SXM": 80,
+    "H800 PCIe": 80,
+    "H800 SXM": 80,
+    "GH200": 96,
+    "H20": 96,
+    "A100 PCIe": 40,
+    "A100 SXM": 40,
+    "A800 PCIe": 40,
+    "A800 SXM": 80,
+    "V100 SXM3": 32,
+    "V100 PCIe": 16,
+    "V100 SXM2": 16,
+    "P100 PCIe": 12,
+    "P100 SXM2": 16,
+    "L40S": 48,
+    "L40": 48,
+    "L4": 24,
+    "A10": 24,
+    "A10G": 24,
+    "GeForce RTX 5090": 32,
+    "RTX 6000 Ada": 48,
+    "GeForce RTX 4090": 24,
+    "T4": 16,
+    "P4": 8,
+}
 REPORTED_SHARE = 0.93
 
 
@@ -49,17 +80,26 @@ def test_nccl_tests_fits_every_card(model):
     top, basis = card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card(model))
     assert card_fit.nccl_tests_footprint(top) <= card_fit.usable_bytes(card(model)) < card(model)
     assert top in NCCL_GPU.sweep.sizes()  # a step of the sweep, so nccl-tests' -e lands on its own sizes
-    assert top * NCCL_GPU.sweep.factor > card_fit.usable_bytes(card(model)) // 3 or top == NCCL_GPU.sweep.max_bytes
+    assert (
+        top * NCCL_GPU.sweep.factor > card_fit.usable_bytes(card(model)) // 3
+        or top == NCCL_GPU.sweep.max_bytes
+    )
     assert "send + receive + expected" in basis and f"-e {top} B" in basis
 
 
 def test_a_24_gb_card_runs_nccl_tests_to_4_gib_and_says_why():
     top, basis = card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("GeForce RTX 4090"))
-    assert top == 4 << 30 and "would need 24 GiB" in basis  # -e 8G: 3 × 8 GiB on a 24 GB card, the reported OOM
+    assert (
+        top == 4 << 30 and "would need 24 GiB" in basis
+    )  # -e 8G: 3 × 8 GiB on a 24 GB card, the reported OOM
     assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("H100 SXM"))[0] == 8 << 30  # 80 GB keeps -e 8G
-    assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("A100 SXM"))[0] == 8 << 30  # 40 GB: 24 GiB of 31
-    assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, None) == (NCCL_GPU.sweep.max_bytes,
-                                                                    "the card's memory is not known: the profile's -e unchanged")
+    assert (
+        card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("A100 SXM"))[0] == 8 << 30
+    )  # 40 GB: 24 GiB of 31
+    assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, None) == (
+        NCCL_GPU.sweep.max_bytes,
+        "the card's memory is not known: the profile's -e unchanged",
+    )
 
 
 @pytest.mark.parametrize("model", CARDS)
@@ -77,15 +117,22 @@ def test_the_torch_sweep_fits_every_card(model, world):
 
 @pytest.mark.parametrize("model", ["GeForce RTX 4090", "L4", "A10G", "A100 SXM", "L40S"])
 def test_the_scaling_stages_model_fits_the_24_and_40_gb_cards(model):
-    """tp, dp, zero, baseline at degree 1 train the model sized to the card whole on one GPU: the memory stage's
-    formula (16Ψ state, its activations per block) plus the logits (bf16, and fp32 for the loss)."""
+    """tp, dp, zero, baseline at degree 1 train the model sized to the card whole on one GPU: the memory
+    stage's formula (16Ψ state, its activations per block) plus the logits (bf16, and fp32 for the loss)."""
     from suite.hardware.stage_fit import scaling_model
 
     m = scaling_model(NCCL_GPU, facts_of(model))
     logits = m.batch * m.seq_len * m.vocab * (2 + 4)
-    need = card_fit.training_bytes(parameter_count(m), seq=m.seq_len, batch=m.batch, hidden=m.hidden, heads=m.heads,
-                                   layers=m.layers) + logits
-    assert need <= card_fit.usable_bytes(card(model)), (need / 2**30, card_fit.usable_bytes(card(model)) / 2**30)
+    need = (
+        card_fit.training_bytes(
+            parameter_count(m), seq=m.seq_len, batch=m.batch, hidden=m.hidden, heads=m.heads, layers=m.layers
+        )
+        + logits
+    )
+    assert need <= card_fit.usable_bytes(card(model)), (
+        need / 2**30,
+        card_fit.usable_bytes(card(model)) / 2**30,
+    )
 
 
 def test_the_card_is_read_from_nvidia_smi_q():
@@ -104,7 +151,9 @@ def test_the_nccl_tests_sweep_runs_the_binaries_at_the_cards_e(tmp_path, monkeyp
 
     bins, raw, tools = tmp_path / "build", tmp_path / "raw", tmp_path / "tools"
     bins.mkdir(), raw.mkdir(), tools.mkdir()
-    stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")  # a 4 × RTX 4090 box's run
+    stand_in(
+        bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt"
+    )  # a 4 × RTX 4090 box's run
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
@@ -114,7 +163,10 @@ def test_the_nccl_tests_sweep_runs_the_binaries_at_the_cards_e(tmp_path, monkeyp
     args = (bins / "all_reduce_perf.args").read_text().split("\n")[0].split()
     assert args[args.index("-e") + 1] == str(4 << 30)
     status = next(r.text for r in rows if r.metric == "status")
-    assert "sized: -e 4294967296 B: send + receive + expected buffers" in status and "would need 24 GiB" in status
+    assert (
+        "sized: -e 4294967296 B: send + receive + expected buffers" in status
+        and "would need 24 GiB" in status
+    )
 
 
 def facts_of(model: str) -> dict:
@@ -126,9 +178,9 @@ SMALL_AND_MID = ["GeForce RTX 4090", "L4", "A10G", "A100 SXM", "A100 PCIe", "L40
 
 @pytest.mark.parametrize("model", CARDS)
 def test_pp_sizes_its_gpt_to_every_card(model):
-    """pp's heaviest rank (the float32 reference trained whole, the golden pipeline, the timed one) at the model the
-    stage picks for the card, at its smallest degree (the largest share of the model): within the headroom; the
-    next larger model (hidden doubled) would not fit unless it is the profile's own."""
+    """pp's heaviest rank (the float32 reference trained whole, the golden pipeline, the timed one) at the
+    model the stage picks for the card, at its smallest degree (the largest share of the model): within the
+    headroom; the next larger model (hidden doubled) would not fit unless it is the profile's own."""
     from suite.hardware.stage_fit import pp_footprint
     from suite.stages import pp
 
@@ -136,10 +188,17 @@ def test_pp_sizes_its_gpt_to_every_card(model):
     cfg, degree = pp.pp_model(NCCL_GPU, facts), min(pp.pp_degrees(NCCL_GPU))
     phases = pp_footprint(cfg, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch)
     assert max(phases.values()) <= usable, (cfg, {k: v / 2**30 for k, v in phases.items()})
-    assert cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks  # a unit per stage
+    assert (
+        cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks
+    )  # a unit per stage
     if cfg.hidden < NCCL_GPU.model.hidden:
         bigger = dataclasses.replace(cfg, hidden=cfg.hidden * 2)
-        assert max(pp_footprint(bigger, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch).values()) > usable
+        assert (
+            max(
+                pp_footprint(bigger, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch).values()
+            )
+            > usable
+        )
     args = pp.worker_args(NCCL_GPU, facts=facts)
     assert json.loads(args[args.index("--model") + 1])["hidden"] == cfg.hidden
     sizing = [e for e in pp.expect(NCCL_GPU, facts) if e.case == "sizing"]
@@ -158,8 +217,8 @@ def test_pp_on_24_40_and_80_gb_cards():
 
 @pytest.mark.parametrize("model", CARDS)
 def test_cp_drops_the_lengths_whose_scores_pass_every_card(model):
-    """cp's timed lengths: each kept one's scores (Ulysses' B·H/P·S², the ring's B·H·S²/P) within the headroom at
-    every degree it runs; each dropped one named with what it needed."""
+    """cp's timed lengths: each kept one's scores (Ulysses' B·H/P·S², the ring's B·H·S²/P) within the headroom
+    at every degree it runs; each dropped one named with what it needed."""
     from suite.hardware.stage_fit import cp_footprint
     from suite.stages import cp
 
@@ -170,7 +229,9 @@ def test_cp_drops_the_lengths_whose_scores_pass_every_card(model):
             assert cp_footprint(c.batch, c.heads, c.head_dim, s, d) <= card_fit.usable_bytes(card(model))
     for s in c.seq_lens:
         assert (s in kept) != (f"S={s} (" in said)
-    assert [e.value for e in cp.expect(NCCL_GPU, facts) if e.case == "sizing"] == [float(max(kept, default=0))]
+    assert [e.value for e in cp.expect(NCCL_GPU, facts) if e.case == "sizing"] == [
+        float(max(kept, default=0))
+    ]
 
 
 def test_cp_at_16384_fits_80_gb_only():
@@ -205,16 +266,27 @@ def test_the_fixed_size_stages_fit_the_24_and_40_gb_cards(model):
     usable = card_fit.usable_bytes(card(model))
     assert ONE_CARD.budget_gib * 2**30 <= usable  # the memory stage holds itself to its budget
     p = NCCL_GPU.precision.model()
-    assert card_fit.training_bytes(parameter_count(p), seq=p.seq_len, batch=p.batch, hidden=p.hidden, heads=p.heads,
-                                   layers=p.layers, copies=4) < usable
+    assert (
+        card_fit.training_bytes(
+            parameter_count(p),
+            seq=p.seq_len,
+            batch=p.batch,
+            hidden=p.hidden,
+            heads=p.heads,
+            layers=p.layers,
+            copies=4,
+        )
+        < usable
+    )
     assert activation_bytes_per_layer(p.seq_len, p.batch, p.hidden, p.heads) < 2**20
 
 
 @pytest.mark.parametrize("model", CARDS)
 def test_the_scaling_stages_size_one_model_to_every_card(model):
-    """baseline, tp, dp, zero, overlap and profile: the float32 reference trained whole (dp, zero) and the measured
-    model beside its kept parameters, at degree 1 — the heaviest: TP = d holds 1/d of the blocks, DP = d 1/d of the
-    batch, ZeRO shards the state — within the headroom; every stage passes its workers the same width."""
+    """baseline, tp, dp, zero, overlap and profile: the float32 reference trained whole (dp, zero) and the
+    measured model beside its kept parameters, at degree 1 — the heaviest: TP = d holds 1/d of the blocks, DP
+    = d 1/d of the batch, ZeRO shards the state — within the headroom; every stage passes its workers the same
+    width."""
     from suite.hardware.stage_fit import scaling_dp_model, scaling_footprint, scaling_model
     from suite.stages import profile as profile_stage
     from suite.workloads.worker_cli import model_args
@@ -240,16 +312,21 @@ def test_the_scaling_model_on_24_40_and_80_gb_cards():
 
 
 def test_the_rehearsal_sizes_nothing():
-    """gloo-cpu's topology publishes no card memory: every stage keeps its profile's sizes and adds no expectation,
-    so the rehearsal's verdicts and speed are those of the profile as written."""
+    """gloo-cpu's topology publishes no card memory: every stage keeps its profile's sizes and adds no
+    expectation, so the rehearsal's verdicts and speed are those of the profile as written."""
     from suite.config import GLOO_CPU
     from suite.hardware.stage_fit import scaling_dp_model, scaling_model
     from suite.stages import baseline, cp, ep, pp
 
     facts = {"topology": {"gpus": []}}
-    assert pp.pp_model(GLOO_CPU, facts) == dataclasses.replace(GLOO_CPU.model, layers=GLOO_CPU.pp.layers or GLOO_CPU.model.layers)
+    assert pp.pp_model(GLOO_CPU, facts) == dataclasses.replace(
+        GLOO_CPU.model, layers=GLOO_CPU.pp.layers or GLOO_CPU.model.layers
+    )
     assert cp.timed_lengths(GLOO_CPU, facts)[0] == GLOO_CPU.cp.seq_lens
     assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.ep.tokens
-    assert scaling_model(GLOO_CPU, facts) == GLOO_CPU.model and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model
+    assert (
+        scaling_model(GLOO_CPU, facts) == GLOO_CPU.model
+        and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model
+    )
     for stage in (baseline, cp, ep, pp):
         assert not [e for e in stage.expect(GLOO_CPU, facts) if "sizing" in (e.case, e.metric)], stage.NAME

@@ -12,8 +12,14 @@ from tests.report_synthetic import build_run
 
 
 def verdict(stage: str, status: str) -> Verdict:
-    return Verdict(id=f"{stage}.check", stage=stage, status=status, expected="e", observed="o",
-                   reason=f"{status} reason\nsecond line")
+    return Verdict(
+        id=f"{stage}.check",
+        stage=stage,
+        status=status,
+        expected="e",
+        observed="o",
+        reason=f"{status} reason\nsecond line",
+    )
 
 
 GPU_PROFILE = {"name": "nccl-gpu", "device": "cuda", "judge_performance": True}
@@ -21,9 +27,16 @@ GPU_PROFILE = {"name": "nccl-gpu", "device": "cuda", "judge_performance": True}
 
 def make_run(tmp_path, statuses: dict[str, str], finished: bool = True, profile: dict = GPU_PROFILE):
     """A GPU run whose every selected stage completed with one verdict of the given status."""
-    run = RunDir.create(tmp_path / "run", {"stages_selected": list(statuses), "stages": {}, "facts": {},
-                                           "profile": profile,
-                                           "finished": "2026-11-29T17:00:00+00:00" if finished else None})
+    run = RunDir.create(
+        tmp_path / "run",
+        {
+            "stages_selected": list(statuses),
+            "stages": {},
+            "facts": {},
+            "profile": profile,
+            "finished": "2026-11-29T17:00:00+00:00" if finished else None,
+        },
+    )
     for stage, status in statuses.items():
         run.replace_stage_verdicts(stage, [verdict(stage, status)])
         run.stage_state(stage).update(status="complete")
@@ -31,16 +44,19 @@ def make_run(tmp_path, statuses: dict[str, str], finished: bool = True, profile:
     return run
 
 
-@pytest.mark.parametrize("statuses, fail_on, code", [
-    ({"topology": "pass", "bandwidth": "pass"}, "fail", 0),
-    ({"topology": "pass", "bandwidth": "skip"}, "fail", 3),  # a planned check skipped: never a pass
-    ({"topology": "pass", "bandwidth": "warn"}, "fail", 0),
-    ({"topology": "pass", "bandwidth": "warn"}, "warn", 1),
-    ({"topology": "fail", "bandwidth": "pass"}, "fail", 1),
-    ({"topology": "fail", "bandwidth": "skip"}, "fail", 1),  # a fail rejects whatever else is open
-    ({"topology": "fail", "bandwidth": "pass"}, "warn", 1),
-    ({"topology": "skip", "bandwidth": "skip"}, "warn", 3),
-])
+@pytest.mark.parametrize(
+    "statuses, fail_on, code",
+    [
+        ({"topology": "pass", "bandwidth": "pass"}, "fail", 0),
+        ({"topology": "pass", "bandwidth": "skip"}, "fail", 3),  # a planned check skipped: never a pass
+        ({"topology": "pass", "bandwidth": "warn"}, "fail", 0),
+        ({"topology": "pass", "bandwidth": "warn"}, "warn", 1),
+        ({"topology": "fail", "bandwidth": "pass"}, "fail", 1),
+        ({"topology": "fail", "bandwidth": "skip"}, "fail", 1),  # a fail rejects whatever else is open
+        ({"topology": "fail", "bandwidth": "pass"}, "warn", 1),
+        ({"topology": "skip", "bandwidth": "skip"}, "warn", 3),
+    ],
+)
 def test_exit_status_follows_fail_on(tmp_path, capsys, statuses, fail_on, code):
     run = make_run(tmp_path, statuses)
     assert main(["check", "-v", str(run.path), "--fail-on", fail_on]) == code
@@ -73,9 +89,16 @@ def test_an_interrupted_run_is_never_accepted(tmp_path, capsys):
 
 def test_a_skip_is_listed_with_its_reason_and_one_that_does_not_apply_is_not(tmp_path, capsys):
     from suite.verdicts import verdicts_for
+
     run = make_run(tmp_path, {"topology": "pass", "bandwidth": "skip"})
-    run.replace_stage_verdicts("topology", [verdicts_for("topology").not_applicable(
-        "links", expected="GPU pairs", observed="1 GPU", why="one GPU: there is no GPU pair to judge")])
+    run.replace_stage_verdicts(
+        "topology",
+        [
+            verdicts_for("topology").not_applicable(
+                "links", expected="GPU pairs", observed="1 GPU", why="one GPU: there is no GPU pair to judge"
+            )
+        ],
+    )
     run.save_manifest()
     assert main(["check", str(run.path)]) == 3
     out = capsys.readouterr().out
@@ -83,8 +106,11 @@ def test_a_skip_is_listed_with_its_reason_and_one_that_does_not_apply_is_not(tmp
 
 
 def test_a_rehearsal_is_rehearsal_whatever_passed(tmp_path, capsys):
-    run = make_run(tmp_path, {"topology": "pass", "bandwidth": "skip"},
-                   profile={"name": "gloo-cpu", "device": "cpu", "judge_performance": False})
+    run = make_run(
+        tmp_path,
+        {"topology": "pass", "bandwidth": "skip"},
+        profile={"name": "gloo-cpu", "device": "cpu", "judge_performance": False},
+    )
     assert main(["check", str(run.path)]) == 0
     assert "box verdict: REHEARSAL" in capsys.readouterr().out
     run.replace_stage_verdicts("topology", [verdict("topology", "fail")])
@@ -99,8 +125,12 @@ def test_json_output_for_machines(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == {"pass": 2, "warn": 1, "fail": 3, "skip": 1}
     assert data["unfinished"] == ["dp"]
-    assert data["rejected"] == ["bandwidth.peak.all_gather", "bandwidth.peak.all_reduce", "fault.run",
-                                "topology.gpu_name"]
+    assert data["rejected"] == [
+        "bandwidth.peak.all_gather",
+        "bandwidth.peak.all_reduce",
+        "fault.run",
+        "topology.gpu_name",
+    ]
     assert data["box"] == "REJECT" and "dp" in [o["id"] for o in data["open"]]
     assert [v["status"] for v in data["verdicts"]] == ["fail", "fail", "fail", "warn", "pass", "pass", "skip"]
 
@@ -115,12 +145,14 @@ def test_an_unreadable_run_is_a_usage_error(tmp_path, capsys):
 
 
 def test_check_is_concise_by_default_and_lists_every_verdict_with_v(tmp_path, capsys):
-    """By default the failures and warnings, a line saying how many passed or skipped and how to list them, what is
-    open and the box verdict; -v every verdict with what was expected."""
+    """By default the failures and warnings, a line saying how many passed or skipped and how to list them,
+    what is open and the box verdict; -v every verdict with what was expected."""
     run = make_run(tmp_path, {"topology": "pass", "bandwidth": "fail", "crossover": "warn"})
     main(["check", str(run.path)])
     short = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in short[1:3]] == ["FAIL", "WARN"] and not any(l.startswith("PASS") for l in short)
+    assert [line.split()[0] for line in short[1:3]] == ["FAIL", "WARN"] and not any(
+        l.startswith("PASS") for l in short
+    )
     assert "1 verdicts passed or skipped: python -m suite check -v" in short[3]
     main(["check", "-v", str(run.path)])
     assert any(line.startswith("PASS    topology.check") for line in capsys.readouterr().out.splitlines())

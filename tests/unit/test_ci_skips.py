@@ -1,4 +1,5 @@
-"""Skips CI cannot hide (tests/ci_skips.py) and the probes that declare what a machine lacks (.ci/capabilities.sh).
+"""Skips CI cannot hide (tests/ci_skips.py) and the probes that declare what a machine lacks
+(.ci/capabilities.sh).
 
 The plugin is tried for real: pytest runs a small generated test file in a subprocess, with and
 without CI=true and a declaration, and the outcome of every generated test is read from pytest's -v lines.
@@ -17,7 +18,7 @@ from tests.ci_skips import CAPABILITIES, MISSING_ENV
 REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / ".ci" / "capabilities.sh"
 
-GENERATED = '''
+GENERATED = """
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -45,15 +46,15 @@ def test_unmarked():
 @pytest.mark.needs("chromium")
 def test_browser():
     pass
-'''
+"""
 
-GENERATED_NOT_E2E = '''
+GENERATED_NOT_E2E = """
 import pytest
 
 @pytest.mark.gpu
 def test_gpu():
     pytest.skip("needs CUDA")
-'''
+"""
 
 
 def run_pytest(tmp_path: Path, files: dict[str, str], env: dict[str, str]) -> tuple[int, dict[str, str], str]:
@@ -62,9 +63,24 @@ def run_pytest(tmp_path: Path, files: dict[str, str], env: dict[str, str]) -> tu
         (tmp_path / name).write_text(text)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: end to end\n    gpu: needs CUDA\n")
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", MISSING_ENV, "PYTEST_ADDOPTS")}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.ci_skips", "-p", "no:cacheprovider", "-v",
-                          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**clean, "PYTHONPATH": str(REPO), **env})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.ci_skips",
+            "-p",
+            "no:cacheprovider",
+            "-v",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, "PYTHONPATH": str(REPO), **env},
+    )
     text = out.stdout + out.stderr
     outcomes = {}
     for test, status in re.findall(r"^\S+::(test_\w+) (PASSED|FAILED|ERROR|SKIPPED)", text, re.M):
@@ -75,17 +91,31 @@ def run_pytest(tmp_path: Path, files: dict[str, str], env: dict[str, str]) -> tu
 def test_in_ci_an_undeclared_e2e_skip_fails_the_run(tmp_path):
     code, outcomes, text = run_pytest(tmp_path, {"test_gen.py": GENERATED}, {"CI": "true"})
     assert code == 1, text
-    assert outcomes == {"test_image": "FAILED", "test_image_present": "PASSED", "test_remote": "ERROR",
-                        "test_unmarked": "FAILED", "test_browser": "ERROR"}, text
-    assert "did not declare capability docker missing" in text and "no Docker engine: dockerd did not start" in text
+    assert outcomes == {
+        "test_image": "FAILED",
+        "test_image_present": "PASSED",
+        "test_remote": "ERROR",
+        "test_unmarked": "FAILED",
+        "test_browser": "ERROR",
+    }, text
+    assert (
+        "did not declare capability docker missing" in text
+        and "no Docker engine: dockerd did not start" in text
+    )
     assert "names no capability it needs" in text
 
 
 def test_in_ci_a_skip_whose_capability_is_declared_missing_stays_a_skip(tmp_path):
-    code, outcomes, text = run_pytest(tmp_path, {"test_gen.py": GENERATED},
-                                      {"CI": "true", MISSING_ENV: "docker sshd chromium"})
-    assert outcomes == {"test_image": "SKIPPED", "test_image_present": "PASSED", "test_remote": "SKIPPED",
-                        "test_unmarked": "FAILED", "test_browser": "SKIPPED"}, text
+    code, outcomes, text = run_pytest(
+        tmp_path, {"test_gen.py": GENERATED}, {"CI": "true", MISSING_ENV: "docker sshd chromium"}
+    )
+    assert outcomes == {
+        "test_image": "SKIPPED",
+        "test_image_present": "PASSED",
+        "test_remote": "SKIPPED",
+        "test_unmarked": "FAILED",
+        "test_browser": "SKIPPED",
+    }, text
     assert code == 1, text  # the unmarked skip still fails: no declaration can cover it
     assert "CI: capabilities .ci/run declared missing: chromium, docker, sshd" in text
 
@@ -96,15 +126,28 @@ def test_a_declaration_of_another_capability_does_not_cover_a_skip(tmp_path):
 
 
 def test_outside_ci_skips_are_skips_and_listed_at_the_end(tmp_path):
-    code, outcomes, text = run_pytest(tmp_path, {"test_gen.py": GENERATED, "test_gpu.py": GENERATED_NOT_E2E}, {})
+    code, outcomes, text = run_pytest(
+        tmp_path, {"test_gen.py": GENERATED, "test_gpu.py": GENERATED_NOT_E2E}, {}
+    )
     assert code == 0, text
-    assert outcomes == {"test_image": "SKIPPED", "test_image_present": "PASSED", "test_remote": "SKIPPED",
-                        "test_unmarked": "SKIPPED", "test_browser": "SKIPPED", "test_gpu": "SKIPPED"}, text
+    assert outcomes == {
+        "test_image": "SKIPPED",
+        "test_image_present": "PASSED",
+        "test_remote": "SKIPPED",
+        "test_unmarked": "SKIPPED",
+        "test_browser": "SKIPPED",
+        "test_gpu": "SKIPPED",
+    }, text
     listed = re.findall(r"^SKIP  \S+::(test_\w+): (.*)$", text, re.M)
-    assert sorted(listed) == sorted([("test_image", "no Docker engine: dockerd did not start"),
-                                     ("test_remote", "needs openssh-server"),
-                                     ("test_unmarked", "something is not here"),
-                                     ("test_browser", "chromium is not installed"), ("test_gpu", "needs CUDA")]), text
+    assert sorted(listed) == sorted(
+        [
+            ("test_image", "no Docker engine: dockerd did not start"),
+            ("test_remote", "needs openssh-server"),
+            ("test_unmarked", "something is not here"),
+            ("test_browser", "chromium is not installed"),
+            ("test_gpu", "needs CUDA"),
+        ]
+    ), text
     assert "skipped: 5 test(s)" in text
 
 
@@ -117,14 +160,20 @@ def test_in_ci_an_e2e_module_skipped_at_import_fails(tmp_path):
     e2e = tmp_path / "e2e"
     e2e.mkdir()
     module = 'import pytest\n\npytest.skip("no engine", allow_module_level=True)\n\ndef test_x():\n    pass\n'
-    code, _, text = run_pytest(tmp_path, {"e2e/test_module.py": module}, {"CI": "true", MISSING_ENV: "docker"})
-    assert code == 2 and "skipped in CI at import (no engine)" in text, text  # pytest's "errors in collection"
+    code, _, text = run_pytest(
+        tmp_path, {"e2e/test_module.py": module}, {"CI": "true", MISSING_ENV: "docker"}
+    )
+    assert code == 2 and "skipped in CI at import (no engine)" in text, (
+        text
+    )  # pytest's "errors in collection"
     code, _, text = run_pytest(tmp_path, {"e2e/test_module.py": module}, {})
     assert code == 5 and "no engine" in text, text  # outside CI: a skip (and so no test ran)
 
 
 def test_an_unknown_capability_name_is_refused_in_one_line(tmp_path):
-    code, _, text = run_pytest(tmp_path, {"test_gen.py": GENERATED.replace('needs("sshd")', 'needs("ssh")')}, {})
+    code, _, text = run_pytest(
+        tmp_path, {"test_gen.py": GENERATED.replace('needs("sshd")', 'needs("ssh")')}, {}
+    )
     assert code == 4, text  # pytest's usage error
     assert "unknown capability ssh in pytest.mark.needs" in text and "Traceback" not in text
 
@@ -134,8 +183,14 @@ def test_an_unknown_capability_name_is_refused_in_one_line(tmp_path):
 
 def probe(env: dict[str, str]) -> tuple[dict[str, str], list[str], str]:
     """({name: "present …"/"missing because …"}, the exported missing list, output) of the probe script."""
-    out = subprocess.run(["bash", str(PROBES)], cwd=REPO, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, **env})
+    out = subprocess.run(
+        ["bash", str(PROBES)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
     assert out.returncode == 0, out.stderr
     lines = re.findall(r"^capability ([\w-]+): (present \(.*\)|missing because .*)$", out.stdout, re.M)
     names = [name for name, _ in lines]
@@ -146,7 +201,8 @@ def probe(env: dict[str, str]) -> tuple[dict[str, str], list[str], str]:
 
 
 def unreachable_mirror(tmp_path: Path) -> dict[str, str]:
-    """A cache with no tarball and a mirror on a closed loopback port: debian-base is missing, whatever the host."""
+    """A cache with no tarball and a mirror on a closed loopback port: debian-base is missing, whatever the
+    host."""
     return {"CARDTIME_CACHE": str(tmp_path / "cache"), "MIRROR": "http://127.0.0.1:9/debian"}
 
 
@@ -176,10 +232,17 @@ def test_an_engine_that_does_not_answer_is_missing_with_dockerds_last_words(tmp_
     client.chmod(0o755)
     log = tmp_path / "dockerd.log"
     log.write_text("starting\nfailed to start daemon: Error initializing network controller\n")
-    found, exported, text = probe({**unreachable_mirror(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}",
-                                   "CARDTIME_DOCKERD_LOG": str(log)})
-    assert found["docker"] == ("missing because no engine answers; dockerd's last words "
-                               f"({log}): failed to start daemon: Error initializing network controller"), text
+    found, exported, text = probe(
+        {
+            **unreachable_mirror(tmp_path),
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "CARDTIME_DOCKERD_LOG": str(log),
+        }
+    )
+    assert found["docker"] == (
+        "missing because no engine answers; dockerd's last words "
+        f"({log}): failed to start daemon: Error initializing network controller"
+    ), text
     assert "docker" in exported
 
 
@@ -189,4 +252,3 @@ def test_ci_run_probes_after_the_installs_and_before_the_tests():
     steps = [text.index(s) for s in ("apt-get install", "nohup dockerd", "probe_capabilities", "make test")]
     assert steps == sorted(steps), steps
     assert "export CI=true" in text
-

@@ -40,11 +40,20 @@ def test_the_check_compares_slice_by_slice_and_counts_every_wrong_element(monkey
 
 
 def test_a_budget_drops_exactly_the_cases_over_it():
-    plan = [("all_reduce", 1 << 30, "ip"), ("all_to_all", 1 << 30, "oop"), ("all_gather", 1 << 30, "oop"),
-            ("all_gather", 1 << 30, "ip"), ("broadcast", 8, "ip")]
+    plan = [
+        ("all_reduce", 1 << 30, "ip"),
+        ("all_to_all", 1 << 30, "oop"),
+        ("all_gather", 1 << 30, "oop"),
+        ("all_gather", 1 << 30, "ip"),
+        ("broadcast", 8, "ip"),
+    ]
     # 24 GB card, 8 ranks: budget 1.5 GiB — all_to_all holds 2 GiB, all_gather out of place 1.125 GiB
     kept, dropped = fit_to_memory(plan, 8, 4, 3 << 29)
-    assert [(c, p) for c, _, p in kept] == [("all_reduce", "ip"), ("all_gather", "oop"), ("all_gather", "ip"),
-                                            ("broadcast", "ip")]
+    assert [(c, p) for c, _, p in kept] == [
+        ("all_reduce", "ip"),
+        ("all_gather", "oop"),
+        ("all_gather", "ip"),
+        ("broadcast", "ip"),
+    ]
     assert dropped == [("all_to_all", 1 << 30, "oop", 1 << 30, 2 << 30)]
     assert fit_to_memory(plan, 8, 4, None) == (plan, [])  # CPU: no budget, nothing dropped

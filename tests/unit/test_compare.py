@@ -1,4 +1,5 @@
-"""Comparing runs: what is comparable, when a ratio is marked as beyond the noise, overlaid figures, the CLI."""
+"""Comparing runs: what is comparable, when a ratio is marked as beyond the noise, overlaid figures, the
+CLI."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from tests.report_synthetic import (
 
 @pytest.fixture(autouse=True)
 def _figures_of_these_tests_only(monkeypatch):
-    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests' own."""
+    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests'
+    own."""
     only_installed_figures(monkeypatch)
 
 
@@ -59,7 +61,9 @@ def test_a_run_against_itself_marks_nothing(tmp_path):
     a = build_run(tmp_path / "a")
     b = build_run(tmp_path / "b")
     comparison = compare.compare([a, b])
-    assert len(comparison.stages) >= 2 and [s.marked for s in comparison.stages] == [0] * len(comparison.stages)
+    assert len(comparison.stages) >= 2 and [s.marked for s in comparison.stages] == [0] * len(
+        comparison.stages
+    )
     ratios = [r[-1] for r in metric_rows(comparison, "bandwidth").values()]
     assert len(ratios) >= 1 and set(ratios) == {"1"}, ratios
 
@@ -132,10 +136,17 @@ def test_lines_of_the_other_run_are_drawn_into_the_first_runs_axes(tmp_path):
     [(merged, how)] = overlay.overlay(figs[0], [figs[1]], ["a", "b"])
     ax = merged.get_axes()[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["all_gather (a)", "all_reduce (a)", "70% of peak (a)", "all_gather (b)", "all_reduce (b)"]
+    assert labels == [
+        "all_gather (a)",
+        "all_reduce (a)",
+        "70% of peak (a)",
+        "all_gather (b)",
+        "all_reduce (b)",
+    ]
     b_reduce = ax.get_lines()[4]
     assert max(b_reduce.get_ydata()) == pytest.approx(
-        sorted(busbw(SIZES[-1], "all_reduce", 1.3, r) for r in range(3))[1])  # the median over b's repeats
+        sorted(busbw(SIZES[-1], "all_reduce", 1.3, r) for r in range(3))[1]
+    )  # the median over b's repeats
     assert "b: thick translucent" in how
 
 
@@ -171,4 +182,6 @@ def test_compare_html_inlines_the_overlaid_figures(tmp_path, monkeypatch):
     by_stage = {s.heading: s for s in comparison.stages}
     assert len(by_stage["bandwidth"].figures) == 1  # one overlaid figure
     assert len(by_stage["topology"].figures) == 2  # the matrices side by side
-    assert all(f.src.startswith("data:image/svg+xml;charset=utf-8,<svg") for f in by_stage["bandwidth"].figures)
+    assert all(
+        f.src.startswith("data:image/svg+xml;charset=utf-8,<svg") for f in by_stage["bandwidth"].figures
+    )

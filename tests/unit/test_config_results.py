@@ -36,13 +36,17 @@ def test_sweep_sizes_are_powers_of_the_factor():
 
 def test_rows_expectations_verdicts_round_trip(tmp_path):
     run = RunDir.create(tmp_path / "r", {"run_id": "r"})
-    rows = [Row(stage="s", case="c", metric="busbw", value=1.5, unit="GB/s", size_bytes=2**33, rank=0),
-            Row(stage="s", case="c", metric="error", value=float("nan"), unit="", text="RuntimeError: x")]
+    rows = [
+        Row(stage="s", case="c", metric="busbw", value=1.5, unit="GB/s", size_bytes=2**33, rank=0),
+        Row(stage="s", case="c", metric="error", value=float("nan"), unit="", text="RuntimeError: x"),
+    ]
     run.replace_stage_rows("s", rows)
     back = RunDir.load(run.path).rows()
     assert back[0] == rows[0]
     assert back[1].text == "RuntimeError: x" and math.isnan(back[1].value)
-    e = Expectation(stage="s", case="c", metric="busbw", value=2.0, unit="GB/s", basis="ring α-β", size_bytes=8)
+    e = Expectation(
+        stage="s", case="c", metric="busbw", value=2.0, unit="GB/s", basis="ring α-β", size_bytes=8
+    )
     run.replace_stage_expectations("s", [e])
     assert run.expectations() == [e]
     v = Verdict(id="s.x", stage="s", status="warn", expected="a", observed="b", reason="<b>markup</b>")

@@ -1,4 +1,5 @@
-"""Profiles through a manifest and back: rebuilt generically from the dataclasses' fields, nested sections included."""
+"""Profiles through a manifest and back: rebuilt generically from the dataclasses' fields, nested sections
+included."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 
 from suite import stages
 from suite.config import GLOO_CPU, NCCL_GPU, ConfigSection, Profile, ProfileError, profile_from_dict
-from suite.sections import declare_sections, declared_sections
 from suite.fromjson import from_plain
+from suite.sections import declare_sections, declared_sections
 from suite.stages.fault import FaultConfig
 
 
@@ -67,16 +68,25 @@ def test_a_new_nested_sub_config_needs_no_hand_written_line(monkeypatch):
     saved = declared_sections()
     owners = {name: m.CONFIG for name, m in stages.REGISTRY.modules.items() if m.CONFIG is not None}
     monkeypatch.setattr("suite.sections._SECTIONS", dict(saved))
-    declare_sections({**owners, "newstage": ConfigSection("outer", Outer, {
-        "nccl-gpu": Outer(inner=Inner(depth=3, names=("a", "b")), steps=(("x", 1.5),), port=29500)})})
+    declare_sections(
+        {
+            **owners,
+            "newstage": ConfigSection(
+                "outer",
+                Outer,
+                {"nccl-gpu": Outer(inner=Inner(depth=3, names=("a", "b")), steps=(("x", 1.5),), port=29500)},
+            ),
+        }
+    )
     try:
         assert NCCL_GPU.outer.inner.depth == 3 and GLOO_CPU.outer == Outer()
         for profile in (GLOO_CPU, NCCL_GPU, NCCL_GPU.with_overrides(outer=Outer(inner=Inner(names=("z",))))):
             back = through_json(profile)
             assert back == profile and isinstance(back.outer.inner, Inner)
             assert_no_json_leftovers(back.outer)
-        assert from_plain(Outer, {"inner": {"depth": 2}, "steps": [["y", 2]], "port": None}) == \
-            Outer(inner=Inner(depth=2), steps=(("y", 2),))
+        assert from_plain(Outer, {"inner": {"depth": 2}, "steps": [["y", 2]], "port": None}) == Outer(
+            inner=Inner(depth=2), steps=(("y", 2),)
+        )
     finally:
         declare_sections(owners)
 

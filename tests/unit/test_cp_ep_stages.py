@@ -42,15 +42,36 @@ def test_cp_tolerance_is_derived_and_recorded():
 
 def test_cp_judge_fails_missing_and_wrong_rows():
     verdicts = {v.id: v for v in cp_stage.judge([], [], FACTS)}
-    assert verdicts["cp.golden.ring.cp2"].status == "fail" and "not compared" in verdicts["cp.golden.ring.cp2"].reason
+    assert (
+        verdicts["cp.golden.ring.cp2"].status == "fail"
+        and "not compared" in verdicts["cp.golden.ring.cp2"].reason
+    )
     assert verdicts["cp.comm_volume.ulysses.cp4"].status == "fail"
     assert verdicts["cp.overlap"].status == "skip"
     tol = cp_stage.tolerances(GLOO_CPU.cp, 2)
-    rows = [Row(stage="cp", case=f"{m}.{q}", metric="max_abs_error", value=tol[q].bound / 2, unit="abs", algo="ring",
-                world=2) for m in cp_stage.MASKS for q in cp_stage.QUANTITIES]
+    rows = [
+        Row(
+            stage="cp",
+            case=f"{m}.{q}",
+            metric="max_abs_error",
+            value=tol[q].bound / 2,
+            unit="abs",
+            algo="ring",
+            world=2,
+        )
+        for m in cp_stage.MASKS
+        for q in cp_stage.QUANTITIES
+    ]
     assert {v.id: v.status for v in cp_stage.judge(rows, [], FACTS)}["cp.golden.ring.cp2"] == "pass"
-    rows[3] = Row(stage="cp", case=rows[3].case, metric="max_abs_error", value=tol["dk"].bound * 2, unit="abs",
-                  algo="ring", world=2)
+    rows[3] = Row(
+        stage="cp",
+        case=rows[3].case,
+        metric="max_abs_error",
+        value=tol["dk"].bound * 2,
+        unit="abs",
+        algo="ring",
+        world=2,
+    )
     verdict = {v.id: v for v in cp_stage.judge(rows, [], FACTS)}["cp.golden.ring.cp2"]
     assert verdict.status == "fail" and "full.dk" in verdict.reason
 
@@ -65,7 +86,8 @@ def test_capacity_keeps_first_choices_before_second_choices():
     experts = torch.tensor([[0, 1], [0, 1], [1, 0]])
     assert capacity_of(0.5, 3, 2, 2) == 2  # ⌈0.5·3·2/2⌉
     kept = within_capacity(experts, 2, capacity=2)
-    # slot-major order: (t0,e0) (t1,e0) (t2,e1) | (t0,e1) (t1,e1) (t2,e0): expert 0 full after t0, t1; expert 1 after t2, t0
+    # slot-major order: (t0,e0) (t1,e0) (t2,e1) | (t0,e1) (t1,e1) (t2,e0): expert 0 full after t0, t1; expert
+    # 1 after t2, t0
     assert kept.tolist() == [[True, True], [True, False], [True, False]]
     assert within_capacity(experts, 2, capacity=capacity_of(0, 3, 2, 2)).all()
 
@@ -73,12 +95,19 @@ def test_capacity_keeps_first_choices_before_second_choices():
 def test_ep_judge_fails_token_mismatches_and_missing_rows():
     assert {v.id: v.status for v in ep_stage.judge([], [], FACTS)}["ep.golden.uniform"] == "fail"
     tols = ep_stage.tolerances(GLOO_CPU.ep, 4)
-    rows = [Row(stage="ep", case=f"uniform.{q}", metric="max_abs_error", value=0.0, unit="abs") for q in ep_stage.QUANTITIES]
+    rows = [
+        Row(stage="ep", case=f"uniform.{q}", metric="max_abs_error", value=0.0, unit="abs")
+        for q in ep_stage.QUANTITIES
+    ]
     counts = {"token_set_mismatches": 0, "assignments": 250, "dropped": 6, "dropped_reference": 6}
     rows += [Row(stage="ep", case="uniform", metric=m, value=v, unit="count") for m, v in counts.items()]
     assert ep_stage.golden_verdict(rows, "uniform", tols).status == "pass"
-    wrong = [Row(stage="ep", case="uniform", metric="token_set_mismatches", value=4, unit="count") if
-             r.metric == "token_set_mismatches" else r for r in rows]
+    wrong = [
+        Row(stage="ep", case="uniform", metric="token_set_mismatches", value=4, unit="count")
+        if r.metric == "token_set_mismatches"
+        else r
+        for r in rows
+    ]
     verdict = ep_stage.golden_verdict(wrong, "uniform", tols)
     assert verdict.status == "fail" and "4 tokens at the wrong expert" in verdict.reason
 
@@ -90,14 +119,16 @@ def test_the_plan_estimates_both_on_eight_gpus():
 
 
 def test_comparing_plain_tensors_does_not_import_dtensor():
-    # The drills' workers compare plain tensors; importing torch.distributed.tensor just to ask isinstance cost
-    # each rank ~0.9 s of CPU (measured on gloo).
+    # The drills' workers compare plain tensors; importing torch.distributed.tensor just to ask isinstance
+    # cost each rank ~0.9 s of CPU (measured on gloo).
     import subprocess
     import sys
 
-    code = ("import sys, torch\nfrom suite.workloads.golden import max_abs_error, full\n"
-            "assert max_abs_error(full(torch.ones(3)), torch.zeros(3)) == 1.0\n"
-            "print('torch.distributed.tensor' in sys.modules)")
+    code = (
+        "import sys, torch\nfrom suite.workloads.golden import max_abs_error, full\n"
+        "assert max_abs_error(full(torch.ones(3)), torch.zeros(3)) == 1.0\n"
+        "print('torch.distributed.tensor' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

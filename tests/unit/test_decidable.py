@@ -1,5 +1,5 @@
-"""`make plan HOST=` and make remote's preflight list, before any billed stage, each planned check that depends on
-the box and whether this box can decide it, and why not — on the kinds of box people rent."""
+"""`make plan HOST=` and make remote's preflight list, before any billed stage, each planned check that
+depends on the box and whether this box can decide it, and why not — on the kinds of box people rent."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ H100 = ["GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5269b708-a8a1-4d8d-8bd1-0f1b5a8
 
 
 def box(**changes) -> preflight.HostFacts:
-    facts = preflight.HostFacts(gpus=list(H100), box_tools={"kernel_log": "dmesg", "dcgmi": "/usr/bin/dcgmi",
-                                                             "ib_tool": "/usr/sbin/ibstat"})
+    facts = preflight.HostFacts(
+        gpus=list(H100),
+        box_tools={"kernel_log": "dmesg", "dcgmi": "/usr/bin/dcgmi", "ib_tool": "/usr/sbin/ibstat"},
+    )
     for key, value in changes.items():
         setattr(facts, key, value)
     return facts
@@ -25,8 +27,14 @@ def verdicts(facts, runtime) -> dict[str, bool]:
 
 def test_a_docker_vm_cannot_read_the_hosts_kernel_log_nor_run_dcgm_in_the_image():
     found = verdicts(box(), "docker")
-    assert found == {"health.kernel_log": False, "health.dcgm": False, "health.network": True,
-                     "bandwidth (nccl-tests)": True, "peaks (link, GEMM)": True, "burnin.links.hbm.sku": True}
+    assert found == {
+        "health.kernel_log": False,
+        "health.dcgm": False,
+        "health.network": True,
+        "bandwidth (nccl-tests)": True,
+        "peaks (link, GEMM)": True,
+        "burnin.links.hbm.sku": True,
+    }
     text = "\n".join(lines(box(), "docker"))
     assert "4 of 6" in text and "sudo dmesg -T" in text and "dcgmi diag -r 1" in text
 
@@ -36,7 +44,9 @@ def test_a_pod_without_dmesg_dcgm_or_nccl_tests_says_each_and_how_to_fix_it():
     said = {d.check: d for d in decidable(pod, "host")}
     assert not said["health.kernel_log"].can and "adm group" in said["health.kernel_log"].why
     assert not said["health.dcgm"].can and "datacenter-gpu-manager" in said["health.dcgm"].why
-    assert not said["bandwidth (nccl-tests)"].can and said["health.network"].can  # no IB device: not applicable
+    assert (
+        not said["bandwidth (nccl-tests)"].can and said["health.network"].can
+    )  # no IB device: not applicable
     healthy = box(nccl_tests="/opt/nccl-tests/bin")
     assert all(verdicts(healthy, "host").values())
 
@@ -52,8 +62,12 @@ def test_a_gvisor_sandbox_log_is_never_the_hosts_and_sizes_and_models_are_named(
 
 
 def test_the_probe_reads_the_box_tools_for_real(tmp_path):
-    done = subprocess.run(["sh", "-c", preflight.probe_command(str(tmp_path / "base"))], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["sh", "-c", preflight.probe_command(str(tmp_path / "base"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     facts = preflight.parse_probe(done.stdout)
     assert facts.box_tools["kernel_log"] in ("dmesg", "sudo", "journalctl", "gvisor", "none")
     assert set(facts.box_tools) == {"kernel_log", "dcgmi", "ib_tool"}

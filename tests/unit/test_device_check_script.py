@@ -27,8 +27,11 @@ def plan(tmp_path) -> tuple[list[tuple[str, int, str]], str]:
     result = run("--dry-run", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    steps = [(m[1], int(m[2]), lines[i + 1].strip()) for i, line in enumerate(lines)
-             if (m := re.match(r"step (\S+)\s+≤\s*(\d+)s", line))]
+    steps = [
+        (m[1], int(m[2]), lines[i + 1].strip())
+        for i, line in enumerate(lines)
+        if (m := re.match(r"step (\S+)\s+≤\s*(\d+)s", line))
+    ]
     return steps, result.stdout
 
 
@@ -90,8 +93,13 @@ def test_the_cpu_mode_finds_the_pinned_torch_and_skips_the_gpu_steps(tmp_path):
     env = {**os.environ, "PYTHON": str(python)}
     out = tmp_path / "out"
     # Only these steps (DEVICE_CHECK_STEPS); a full --cpu run takes minutes.
-    steps = subprocess.run(["bash", str(SCRIPT), "--cpu", str(out)], capture_output=True, text=True, timeout=600,
-                           env={**env, "DEVICE_CHECK_STEPS": "torch,captures"})
+    steps = subprocess.run(
+        ["bash", str(SCRIPT), "--cpu", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "DEVICE_CHECK_STEPS": "torch,captures"},
+    )
     summary = (out / "summary.txt").read_text().splitlines()
     assert [line.split()[:2] for line in summary] == [["ok", "torch"], ["skip", "captures"]], steps.stdout
     assert (out / "python.txt").read_text().strip() == str(python)
@@ -99,11 +107,15 @@ def test_the_cpu_mode_finds_the_pinned_torch_and_skips_the_gpu_steps(tmp_path):
 
 
 def test_each_stage_limit_is_at_least_the_suites_own_estimate():
-    """A limit below the stage's own estimate (nccl1gpu had 40 s against 85) fails a healthy card by the clock."""
+    """A limit below the stage's own estimate (nccl1gpu had 40 s against 85) fails a healthy card by the
+    clock."""
     from suite.config import get_profile
     from suite.plan.hours import PlanAssumptions, estimate
 
-    own = {s.stage: s.seconds for s in estimate(get_profile("nccl-1gpu"), PlanAssumptions(gpu_name="NVIDIA H200")).stages}
+    own = {
+        s.stage: s.seconds
+        for s in estimate(get_profile("nccl-1gpu"), PlanAssumptions(gpu_name="NVIDIA H200")).stages
+    }
     text = SCRIPT.read_text()
     for timeouts in ("ONECARD_TIMEOUTS", "LINKS_TIMEOUTS"):
         for stage, limit in re.findall(r"(\w+)=(\d+)", re.search(rf"^{timeouts}=(\S+)", text, re.M)[1]):
@@ -111,14 +123,19 @@ def test_each_stage_limit_is_at_least_the_suites_own_estimate():
 
 
 def test_a_torch_other_than_the_pin_is_taken_and_an_older_one_refused(tmp_path):
-    """The lent H200 brings torch 2.11.0+cu130: the first step takes it (the pin is 2.13.0) and records it; a torch
-    older than MIN_TORCH is refused. Stand-in torch packages carry only the version fields the step reads."""
+    """The lent H200 brings torch 2.11.0+cu130: the first step takes it (the pin is 2.13.0) and records it; a
+    torch older than MIN_TORCH is refused. Stand-in torch packages carry only the version fields the step
+    reads."""
     for version, cuda, code in (("2.11.0+cu130", "13.0", 0), ("2.8.0+cu126", "12.6", 1)):
         site = tmp_path / version / "torch"
         site.mkdir(parents=True)
-        (site / "__init__.py").write_text(f"__version__ = {version!r}\n"
-                                          f"class version:\n    cuda = {cuda!r}\n")
-        env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(site.parent), "DEVICE_CHECK_STEPS": "torch"}
+        (site / "__init__.py").write_text(f"__version__ = {version!r}\nclass version:\n    cuda = {cuda!r}\n")
+        env = {
+            **os.environ,
+            "PYTHON": sys.executable,
+            "PYTHONPATH": str(site.parent),
+            "DEVICE_CHECK_STEPS": "torch",
+        }
         result = run(str(tmp_path / version / "out"), env=env)
         assert result.returncode == code, result.stdout
         log = (tmp_path / version / "out" / "steps" / "torch.log").read_text()

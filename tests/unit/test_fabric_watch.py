@@ -1,6 +1,7 @@
-"""Fabric error counters across every load stage (suite/fabric_watch.py): IB ports read from a sysfs tree laid out as
-the kernel lays it out, around two load stages of a real run directory; growth named per port and attributed to the
-stage it grew in, or to the gap between two load stages; the rehearsal and ingest read nothing."""
+"""Fabric error counters across every load stage (suite/fabric_watch.py): IB ports read from a sysfs tree laid
+out as the kernel lays it out, around two load stages of a real run directory; growth named per port and
+attributed to the stage it grew in, or to the gap between two load stages; the rehearsal and ingest read
+nothing."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def counters(root, device: str, **values: int) -> None:
 def staged(run, name: str) -> None:
     """What the runner leaves for a finished stage: its rows and verdicts in the run directory."""
     run.replace_stage_rows(name, [Row(stage=name, case="x", metric="m", value=1.0, unit="count")])
-    run.replace_stage_verdicts(name, [verdicts_for(name).passed("own", expected="e", observed="o", reason="r")])
+    run.replace_stage_verdicts(
+        name, [verdicts_for(name).passed("own", expected="e", observed="o", reason="r")]
+    )
 
 
 def test_growth_is_named_per_port_and_attributed_to_its_window(tmp_path):
@@ -38,16 +41,19 @@ def test_growth_is_named_per_port_and_attributed_to_its_window(tmp_path):
         watch.before(name)
         staged(run, name)
         if name == "bandwidth":
-            counters(ib, "mlx5_0", symbol_error=3)          # during bandwidth
+            counters(ib, "mlx5_0", symbol_error=3)  # during bandwidth
         watch.after(name)
         if name == "bandwidth":
-            counters(ib, "mlx5_1", symbol_error=6)          # after bandwidth, before burnin
+            counters(ib, "mlx5_1", symbol_error=6)  # after bandwidth, before burnin
     verdicts = {v.id: v for v in run.verdicts()}
-    assert "health.fabric_window" not in verdicts          # not a load stage: no reading, no verdict
-    assert verdicts["bandwidth.own"].status == "pass"      # the stage's own verdicts are kept
+    assert "health.fabric_window" not in verdicts  # not a load stage: no reading, no verdict
+    assert verdicts["bandwidth.own"].status == "pass"  # the stage's own verdicts are kept
     bw, burn = verdicts["bandwidth.fabric_window"], verdicts["burnin.fabric_window"]
     assert bw.status == "fail" and bw.observed == "mlx5_0 port 1 symbol_error +3"
-    assert burn.status == "fail" and burn.observed == "mlx5_1 port 1 symbol_error between bandwidth and burnin +1"
+    assert (
+        burn.status == "fail"
+        and burn.observed == "mlx5_1 port 1 symbol_error between bandwidth and burnin +1"
+    )
     rows = [r for r in run.rows() if r.stage == "burnin"]
     assert {r.case for r in rows} == {"x", "fabric_window", "fabric_between"}
     assert (run.path / "raw" / "bandwidth").is_dir()
@@ -64,11 +70,15 @@ def test_quiet_counters_pass_and_a_host_without_any_gets_no_verdict(tmp_path):
         staged(run, "bandwidth")
         watch.after("bandwidth")
         got = [v for v in run.verdicts() if v.id == "bandwidth.fabric_window"]
-        assert [(v.status, v.observed) for v in got] == ([("pass", "1 counters, none grew")] if root == ib else [])
+        assert [(v.status, v.observed) for v in got] == (
+            [("pass", "1 counters, none grew")] if root == ib else []
+        )
 
 
 def test_the_rehearsal_and_ingest_read_nothing(tmp_path):
     run = runner.start_run(GLOO_CPU, STAGES, tmp_path / "runs")
     assert FabricWatch.for_run(run, GLOO_CPU, None, ["bandwidth"]).load_stages == frozenset()
-    assert FabricWatch.for_run(run, NCCL_GPU, {"bandwidth": object()}, ["bandwidth"]).load_stages == frozenset()
+    assert (
+        FabricWatch.for_run(run, NCCL_GPU, {"bandwidth": object()}, ["bandwidth"]).load_stages == frozenset()
+    )
     assert FabricWatch.for_run(run, NCCL_GPU, None, ["bandwidth"]).load_stages == {"bandwidth"}

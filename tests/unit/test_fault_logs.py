@@ -21,9 +21,13 @@ def test_watchdog_timeout_lines_give_rank_severity_time_and_message():
     assert (first.severity, first.rank, first.month, first.day) == ("E", 1, 6, 26)
     assert first.seconds_of_day == pytest.approx(6 * 3600 + 24 * 60 + 44.903881913)
     assert first.source == "ProcessGroupNCCL.cpp:616"
-    assert first.message.startswith("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808")
+    assert first.message.startswith(
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808"
+    )
     pg = parse_line(lines("nccl-watchdog-timeout-basicsr-737.log")[1])
-    assert pg.message.startswith("[PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout)")
+    assert pg.message.startswith(
+        "[PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout)"
+    )
 
 
 def test_a_month_without_zero_padding_and_a_line_number_in_front():
@@ -60,8 +64,10 @@ def test_epoch_picks_the_year_nearest_the_fault():
 
 
 def test_the_first_failure_line_of_a_log_is_found_and_ordinary_lines_are_not():
-    text = "rank 0/8 up: backend=nccl\nNCCL INFO Bootstrap : Using eth0\n" + \
-        (DATA / "nccl-blocking-wait-diffusers-12422.log").read_text()
+    text = (
+        "rank 0/8 up: backend=nccl\nNCCL INFO Bootstrap : Using eth0\n"
+        + (DATA / "nccl-blocking-wait-diffusers-12422.log").read_text()
+    )
     record, line = first_nccl_failure(text)
     assert record.rank == 1 and "Watchdog caught collective operation timeout" in line
     assert first_nccl_failure("rank 0/2 up\nTraceback (most recent call last):\n") is None
@@ -69,8 +75,14 @@ def test_the_first_failure_line_of_a_log_is_found_and_ordinary_lines_are_not():
     assert parse_line("rank 0/2 up: backend=gloo device=cpu attempt=1") is None
 
 
-@pytest.mark.parametrize("name", ["nccl-watchdog-terminate-instructlab-520.log", "nccl-blocking-wait-diffusers-12422.log",
-                                  "nccl-watchdog-old-format-ofa-271.log"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nccl-watchdog-terminate-instructlab-520.log",
+        "nccl-blocking-wait-diffusers-12422.log",
+        "nccl-watchdog-old-format-ofa-271.log",
+    ],
+)
 def test_every_captured_failure_is_recognised(name):
     assert any(is_nccl_failure(line) for line in lines(name))
     assert first_nccl_failure((DATA / name).read_text()) is not None

@@ -17,20 +17,29 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.launch import procs
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
-from suite.stages.fault import FaultConfig
 from suite.context import StageContext
+from suite.launch import procs
 from suite.progress import Progress
 from suite.results import Row, rows_to_frame
 from suite.stages import fault
+from suite.stages.fault import FaultConfig
 from suite.stages.fault.timeline import build_timeline, reference_rows, timeline_rows
 from suite.stages.fault.watch import WORKER, DrillWatch, is_drill_process
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fault"
-REFERENCE = [5.534308433532715, 5.539229869842529, 5.552480697631836, 5.558701038360596,
-             5.555050373077393, 5.536541938781738, 5.567831993103027, 5.5308966636657715]
-"""The stage's single-process reference of the drill that wrote the captured events (raw/fault/reference_losses.json)."""
+REFERENCE = [
+    5.534308433532715,
+    5.539229869842529,
+    5.552480697631836,
+    5.558701038360596,
+    5.555050373077393,
+    5.536541938781738,
+    5.567831993103027,
+    5.5308966636657715,
+]
+"""The stage's single-process reference of the drill that wrote the captured events
+(raw/fault/reference_losses.json)."""
 TOL = GLOO_CPU.fault.loss_tolerance
 PG = GLOO_CPU.fault.pg_timeout_s
 CAPTURED_PROFILE = GLOO_CPU.with_overrides(fault=dataclasses.replace(GLOO_CPU.fault, steps=8))
@@ -71,10 +80,19 @@ def test_hang_timeline_counts_from_the_fault():
     assert v["detect_s"] >= PG  # a stopped rank is only noticed at the process-group timeout
     assert "Timed out waiting 5000ms for recv" in v["error"]
     assert v["nudge_s"] == pytest.approx(first(events, "nudge")["t"] - t_fault)
-    assert v["restart_s"] == pytest.approx(min(e["t"] for e in events if e["event"] == "spawn" and e["attempt"] == 1) - t_fault)
-    assert v["regroup_s"] == pytest.approx(max(e["t"] for e in events if e["event"] == "group_up" and e["attempt"] == 1) - t_fault)
+    assert v["restart_s"] == pytest.approx(
+        min(e["t"] for e in events if e["event"] == "spawn" and e["attempt"] == 1) - t_fault
+    )
+    assert v["regroup_s"] == pytest.approx(
+        max(e["t"] for e in events if e["event"] == "group_up" and e["attempt"] == 1) - t_fault
+    )
     assert v["detect_s"] < v["nudge_s"] < v["restart_s"] < v["regroup_s"] < v["resume_s"] < v["done_s"]
-    assert (v["last_checkpoint_step"], v["resumed_from_step"], v["steps_lost"], v["steps_done"]) == (4, 4, 1, 8)
+    assert (v["last_checkpoint_step"], v["resumed_from_step"], v["steps_lost"], v["steps_done"]) == (
+        4,
+        4,
+        1,
+        8,
+    )
     assert "30 s" in v["restart_note"]
 
 
@@ -110,7 +128,10 @@ def test_a_crash_whose_survivor_torchrun_stopped_first_still_passes_detection():
 def test_every_real_drill_is_judged_a_pass():
     rows = [r for s in ("crash", "hang", "exception") for r in rows_of(s, captured(s))]
     assert {k: v.status for k, v in verdicts(rows).items()} == {
-        f"fault.{check}.{s}": "pass" for s in ("crash", "hang", "exception") for check in ("detect", "resume", "loss")}
+        f"fault.{check}.{s}": "pass"
+        for s in ("crash", "hang", "exception")
+        for check in ("detect", "resume", "loss")
+    }
 
 
 # ---------------------------------------------------------------- what wrong looks like
@@ -121,7 +142,10 @@ def test_no_error_and_no_restart_is_a_hang():
     v = verdicts(rows_of("hang", events), ("hang",))
     assert v["fault.detect.hang"].status == "fail"
     assert "hangs without an error" in v["fault.detect.hang"].reason
-    assert v["fault.resume.hang"].status == "fail" and v["fault.resume.hang"].observed == "training did not resume"
+    assert (
+        v["fault.resume.hang"].status == "fail"
+        and v["fault.resume.hang"].observed == "training did not resume"
+    )
     assert v["fault.loss.hang"].status == "fail"
 
 
@@ -142,13 +166,22 @@ def test_resuming_from_an_older_checkpoint_fails():
 
 
 def test_not_finishing_the_steps_fails_the_resume():
-    events = [e for e in captured("crash") if not (e["attempt"] == 1 and e["event"] in ("done",) or
-                                                   (e["event"] == "step" and e["attempt"] == 1 and e["step"] >= 6))]
+    events = [
+        e
+        for e in captured("crash")
+        if not (
+            e["attempt"] == 1
+            and e["event"] in ("done",)
+            or (e["event"] == "step" and e["attempt"] == 1 and e["step"] >= 6)
+        )
+    ]
     v = verdicts(rows_of("crash", events), ("crash",))["fault.resume.crash"]
     assert v.status == "fail" and "6/8 steps done" in v.observed
 
 
-@pytest.mark.parametrize("step, what", [(6, "left the uninterrupted trajectory"), (4, "redone after resuming")])
+@pytest.mark.parametrize(
+    "step, what", [(6, "left the uninterrupted trajectory"), (4, "redone after resuming")]
+)
 def test_a_resumed_loss_off_the_trajectory_fails(step, what):
     events = copy.deepcopy(captured("exception"))
     for e in events:
@@ -165,25 +198,38 @@ def test_a_scenario_without_rows_fails():
 def test_a_drill_cut_short_says_so():
     rows = timeline_rows(build_timeline("hang", 2, []), REFERENCE, PG, TOL, launch_error="not run: 12 s left")
     v = verdicts(rows, ("hang",))["fault.detect.hang"]
-    assert v.status == "fail" and v.observed == "the fault never happened" and "not run: 12 s left" in v.reason
+    assert (
+        v.status == "fail" and v.observed == "the fault never happened" and "not run: 12 s left" in v.reason
+    )
 
 
 def test_nccl_watchdog_settings_become_rows():
     events = copy.deepcopy(captured("crash"))
     first(events, "settings")["backend"] = "nccl"
-    first(events, "settings")["env"] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_BLOCKING_WAIT": None}
+    first(events, "settings")["env"] = {
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "TORCH_NCCL_BLOCKING_WAIT": None,
+    }
     v = values(rows_of("crash", events))
     assert v["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and v["TORCH_NCCL_BLOCKING_WAIT"] == "unset"
-    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in values(rows_of("crash", captured("crash")))  # gloo: not recorded
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in values(
+        rows_of("crash", captured("crash"))
+    )  # gloo: not recorded
 
 
 def test_nccl_drills_run_under_torchs_default_and_under_1_as_a_labelled_second_case():
     cases = fault.drill_cases(("crash", "hang"), "nccl")
     assert [(c.name, c.scenario, c.async_error_handling) for c in cases] == [
-        ("crash", "crash", None), ("hang", "hang", None), ("crash.async1", "crash", "1"), ("hang.async1", "hang", "1")]
+        ("crash", "crash", None),
+        ("hang", "hang", None),
+        ("crash.async1", "crash", "1"),
+        ("hang.async1", "hang", "1"),
+    ]
     default, one = cases[0], cases[2]
     # the default case removes a value the caller's environment holds: torch's own default (3) is measured
-    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in default.env({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "A": "b"})
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in default.env(
+        {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "A": "b"}
+    )
     assert one.env({"A": "b"}) == {"A": "b", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
     assert "default 3" in default.label and one.label.startswith("TORCH_NCCL_ASYNC_ERROR_HANDLING=1")
     assert [c.name for c in fault.drill_cases(("crash",), "gloo")] == ["crash"]  # gloo ignores the variable
@@ -193,8 +239,17 @@ def test_both_watchdog_settings_are_judged_and_labelled():
     rows = []
     for case in fault.drill_cases(("crash",), "nccl"):
         rows += rows_of(case.name, captured("crash"))
-        rows.append(Row(stage="fault", case=case.name, metric="async_error_handling", value=math.nan,
-                              unit="text", world=2, text=case.label))
+        rows.append(
+            Row(
+                stage="fault",
+                case=case.name,
+                metric="async_error_handling",
+                value=math.nan,
+                unit="text",
+                world=2,
+                text=case.label,
+            )
+        )
     facts = copy.deepcopy(FACTS)  # the captured drill's settings, judged as an NCCL run's
     facts["profile"]["fault"]["scenarios"] = ["crash"]
     facts["profile"]["backend"] = "nccl"
@@ -205,8 +260,14 @@ def test_both_watchdog_settings_are_judged_and_labelled():
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in got["fault.detect.crash.async1"].observed
     facts["profile"]["backend"] = "gloo"  # one case per scenario there: the .async1 rows are not judged
     assert {v.id for v in fault.judge(rows, [], facts)} == {k for k in got if "async1" not in k}
-    assert {e.case for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})} == {"crash", "hang", "exception", "crash.async1",
-                                                                "hang.async1", "exception.async1"}
+    assert {e.case for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})} == {
+        "crash",
+        "hang",
+        "exception",
+        "crash.async1",
+        "hang.async1",
+        "exception.async1",
+    }
 
 
 # ---------------------------------------------------------------- expectations and profile
@@ -215,27 +276,48 @@ def test_both_watchdog_settings_are_judged_and_labelled():
 def test_expectations_state_detection_resume_step_and_steps_lost():
     got = {(e.case, e.metric): e.value for e in fault.expect(GLOO_CPU, FACTS)}
     assert got[("hang", "detect_s")] == PG and got[("crash", "detect_s")] == 0.0
-    assert got[("crash", "resumed_from_step")] == 4 and got[("crash", "steps_lost")] == 1  # fault at 5, every 2
+    assert (
+        got[("crash", "resumed_from_step")] == 4 and got[("crash", "steps_lost")] == 1
+    )  # fault at 5, every 2
     gpu = {(e.case, e.metric): e.value for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})}
-    assert gpu[("crash", "detect_s")] == 60.0 and gpu[("crash", "resumed_from_step")] == 20  # fault at 25, every 10
+    assert (
+        gpu[("crash", "detect_s")] == 60.0 and gpu[("crash", "resumed_from_step")] == 20
+    )  # fault at 25, every 10
 
 
 def test_drill_ranks_fit_the_profile_and_the_batch():
     assert fault.drill_ranks(GLOO_CPU) == 2
     assert fault.drill_ranks(NCCL_GPU) == 8
-    assert fault.drill_ranks(NCCL_GPU.with_overrides(nproc=3, degrees=(1,))) == 2  # 8 sequences do not split 3 ways
+    assert (
+        fault.drill_ranks(NCCL_GPU.with_overrides(nproc=3, degrees=(1,))) == 2
+    )  # 8 sequences do not split 3 ways
 
 
-@pytest.mark.parametrize("bad", [dict(scenarios=("melt",)), dict(fault_step=8), dict(checkpoint_every=0),
-                                 dict(ranks=1), dict(ranks=2, fault_rank=2)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(scenarios=("melt",)),
+        dict(fault_step=8),
+        dict(checkpoint_every=0),
+        dict(ranks=1),
+        dict(ranks=2, fault_rank=2),
+    ],
+)
 def test_fault_config_refuses_what_cannot_run(bad):
     with pytest.raises(ProfileError):
         FaultConfig(**bad)
 
 
 def test_a_drill_without_enough_time_left_is_not_started(tmp_path):
-    ctx = StageContext(stage="fault", profile=GLOO_CPU, run_path=tmp_path, raw_dir=tmp_path, facts={},
-                       progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")), deadline=time.monotonic() + 12)
+    ctx = StageContext(
+        stage="fault",
+        profile=GLOO_CPU,
+        run_path=tmp_path,
+        raw_dir=tmp_path,
+        facts={},
+        progress=Progress(tmp_path, 1, stream=open(os.devnull, "w")),
+        deadline=time.monotonic() + 12,
+    )
     events, error = fault.drill(GLOO_CPU, ctx, fault.DrillCase("crash", "crash", None), 2)
     assert events == [] and error.startswith("not run:") and "--stage-timeout fault=" in error
 
@@ -252,9 +334,14 @@ def write_events(folder: Path, name: str, *events: dict) -> None:
 
 def test_a_watchdog_line_in_a_survivors_log_is_its_error_with_the_logs_time(tmp_path):
     t_fault = time.mktime((2026, 6, 26, 6, 14, 44, 0, 0, -1))  # 10 min before the captured timeout line
-    write_events(tmp_path, "events.rank2.jsonl",
-                 {"event": "fault", "t": t_fault, "rank": 2, "attempt": 0, "step": 25, "kind": "crash", "pid": 1})
-    (tmp_path / "rank1.log").write_text("rank 1/8 up\n" + (DATA / "nccl-watchdog-timeout-basicsr-737.log").read_text())
+    write_events(
+        tmp_path,
+        "events.rank2.jsonl",
+        {"event": "fault", "t": t_fault, "rank": 2, "attempt": 0, "step": 25, "kind": "crash", "pid": 1},
+    )
+    (tmp_path / "rank1.log").write_text(
+        "rank 1/8 up\n" + (DATA / "nccl-watchdog-timeout-basicsr-737.log").read_text()
+    )
     watch = DrillWatch(tmp_path, fault_rank=2, ranks=8)
     watch.poll()
     tl = build_timeline("crash", 8, watch.events())
@@ -272,14 +359,27 @@ def test_the_watcher_ends_a_stopped_drill_rank_once_a_survivor_raised(tmp_path):
             assert time.monotonic() < deadline, "the stand-in never showed the drill's command line"
             time.sleep(0.01)
         os.kill(stopped.pid, signal.SIGSTOP)
-        write_events(tmp_path, "events.rank1.jsonl",
-                     {"event": "fault", "t": time.time(), "rank": 1, "attempt": 0, "step": 5, "kind": "hang",
-                      "pid": stopped.pid})
+        write_events(
+            tmp_path,
+            "events.rank1.jsonl",
+            {
+                "event": "fault",
+                "t": time.time(),
+                "rank": 1,
+                "attempt": 0,
+                "step": 5,
+                "kind": "hang",
+                "pid": stopped.pid,
+            },
+        )
         watch = DrillWatch(tmp_path, fault_rank=1, ranks=2)
         watch.poll()
         assert stopped.poll() is None  # nobody raised yet: leave it
-        write_events(tmp_path, "events.rank0.jsonl",
-                     {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"})
+        write_events(
+            tmp_path,
+            "events.rank0.jsonl",
+            {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"},
+        )
         watch.poll()
         assert stopped.wait(timeout=10) == -signal.SIGKILL
         assert [e["event"] for e in watch.events() if e["event"] == "nudge"] == ["nudge"]
@@ -289,8 +389,8 @@ def test_the_watcher_ends_a_stopped_drill_rank_once_a_survivor_raised(tmp_path):
 
 
 def test_a_rank_forked_warm_is_known_by_its_start_time_not_its_command_line(tmp_path):
-    """A rank forked from the zygote runs under the zygote's command line: the fault event's start time names it, and
-    the same pid with another start time (recycled) is left alone."""
+    """A rank forked from the zygote runs under the zygote's command line: the fault event's start time names
+    it, and the same pid with another start time (recycled) is left alone."""
     stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         deadline = time.monotonic() + 30
@@ -301,13 +401,29 @@ def test_a_rank_forked_warm_is_known_by_its_start_time_not_its_command_line(tmp_
         assert started is not None and not is_drill_process(stopped.pid)  # its command line does not say
         assert is_drill_process(stopped.pid, started) and not is_drill_process(stopped.pid, started - 1)
         os.kill(stopped.pid, signal.SIGSTOP)
-        fault = {"event": "fault", "t": time.time(), "rank": 1, "attempt": 0, "step": 5, "kind": "hang",
-                 "pid": stopped.pid}
+        fault = {
+            "event": "fault",
+            "t": time.time(),
+            "rank": 1,
+            "attempt": 0,
+            "step": 5,
+            "kind": "hang",
+            "pid": stopped.pid,
+        }
         write_events(tmp_path / "recycled", "events.rank1.jsonl", {**fault, "started": started + 1})
         write_events(tmp_path / "warm", "events.rank1.jsonl", {**fault, "started": started})
         for folder in ("recycled", "warm"):
-            write_events(tmp_path / folder, "events.rank0.jsonl",
-                         {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"})
+            write_events(
+                tmp_path / folder,
+                "events.rank0.jsonl",
+                {
+                    "event": "error",
+                    "t": time.time(),
+                    "rank": 0,
+                    "attempt": 0,
+                    "first_line": "RuntimeError: x",
+                },
+            )
         DrillWatch(tmp_path / "recycled", fault_rank=1, ranks=2).poll()
         time.sleep(0.2)
         assert stopped.poll() is None
@@ -321,12 +437,24 @@ def test_a_rank_forked_warm_is_known_by_its_start_time_not_its_command_line(tmp_
 def test_the_watcher_never_signals_a_process_that_is_not_the_drill(tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        write_events(tmp_path, "events.rank1.jsonl",
-                     {"event": "fault", "t": time.time(), "rank": 1, "attempt": 0, "step": 5, "kind": "hang",
-                      "pid": other.pid},
-                     )
-        write_events(tmp_path, "events.rank0.jsonl",
-                     {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"})
+        write_events(
+            tmp_path,
+            "events.rank1.jsonl",
+            {
+                "event": "fault",
+                "t": time.time(),
+                "rank": 1,
+                "attempt": 0,
+                "step": 5,
+                "kind": "hang",
+                "pid": other.pid,
+            },
+        )
+        write_events(
+            tmp_path,
+            "events.rank0.jsonl",
+            {"event": "error", "t": time.time(), "rank": 0, "attempt": 0, "first_line": "RuntimeError: x"},
+        )
         DrillWatch(tmp_path, fault_rank=1, ranks=2).poll()
         time.sleep(0.2)
         assert other.poll() is None
@@ -340,6 +468,7 @@ def test_the_watcher_never_signals_a_process_that_is_not_the_drill(tmp_path):
 
 def test_figures_draw_each_timeline_with_its_numbers_and_the_losses():
     from suite.stages.fault import figure as figures
+
     rows = [r for s in ("crash", "hang", "exception") for r in rows_of(s, captured(s))]
     rows += reference_rows(REFERENCE)
     frame = rows_to_frame(rows)
@@ -348,6 +477,8 @@ def test_figures_draw_each_timeline_with_its_numbers_and_the_losses():
     assert len(made) == 2
     texts = [t.get_text() for t in made[0].axes[0].texts]
     hang = values(rows_of("hang", captured("hang")))
-    assert any(f"detected {hang['detect_s']:.2f} s" in t and f"resumed {hang['resume_s']:.2f} s" in t for t in texts)
+    assert any(
+        f"detected {hang['detect_s']:.2f} s" in t and f"resumed {hang['resume_s']:.2f} s" in t for t in texts
+    )
     assert any("detected: not reached" in t for t in texts)  # the crash whose survivor torchrun stopped first
     assert made[1].axes[1].get_yscale() == "log"

@@ -1,4 +1,5 @@
-"""suite.launch.procs.fork_call: the one supervised child the runner's stages and the fault drill's supervisors share."""
+"""suite.launch.procs.fork_call: the one supervised child the runner's stages and the fault drill's
+supervisors share."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ def failed(error: BaseException) -> dict:
 
 
 def test_the_child_returns_its_dict_or_its_error_and_exits_accordingly(tmp_path):
-    ok = procs.fork_call(lambda: {"pid": os.getpid(), "parent": os.getppid()}, tmp_path / "ok.json", on_error=failed)
+    ok = procs.fork_call(
+        lambda: {"pid": os.getpid(), "parent": os.getppid()}, tmp_path / "ok.json", on_error=failed
+    )
     bad = procs.fork_call(lambda: 1 / 0, tmp_path / "bad.json", on_error=failed)
     assert ok.wait() and bad.wait()
     assert ok.exit_code == 0 and ok.result() == {"pid": ok.pid, "parent": os.getpid()}
@@ -25,7 +28,9 @@ def test_the_child_returns_its_dict_or_its_error_and_exits_accordingly(tmp_path)
 
 def test_a_child_that_dies_leaves_no_result_and_says_how_it_died(tmp_path):
     (tmp_path / "dead.json").write_text('{"stale": true}')  # a previous attempt's result must not be read
-    dead = procs.fork_call(lambda: os.kill(os.getpid(), signal.SIGKILL), tmp_path / "dead.json", on_error=failed)
+    dead = procs.fork_call(
+        lambda: os.kill(os.getpid(), signal.SIGKILL), tmp_path / "dead.json", on_error=failed
+    )
     assert dead.wait()
     assert dead.result() is None and dead.died() == "exit -9, signal SIGKILL"
 
@@ -54,14 +59,18 @@ def test_past_the_deadline_the_whole_tree_is_killed(tmp_path):
 
 
 def test_own_group_makes_the_child_a_group_leader(tmp_path):
-    led = procs.fork_call(lambda: {"pgid": os.getpgid(0)}, tmp_path / "led.json", on_error=failed, own_group=True)
+    led = procs.fork_call(
+        lambda: {"pgid": os.getpgid(0)}, tmp_path / "led.json", on_error=failed, own_group=True
+    )
     shared = procs.fork_call(lambda: {"pgid": os.getpgid(0)}, tmp_path / "shared.json", on_error=failed)
     assert led.wait() and shared.wait()
     assert led.result() == {"pgid": led.pid} and shared.result() == {"pgid": os.getpgid(0)}
 
 
 def test_wait_first_returns_the_child_that_ends_first(tmp_path):
-    slow = procs.fork_call(lambda: (time.sleep(1.0), {"who": "slow"})[1], tmp_path / "slow.json", on_error=failed)
+    slow = procs.fork_call(
+        lambda: (time.sleep(1.0), {"who": "slow"})[1], tmp_path / "slow.json", on_error=failed
+    )
     fast = procs.fork_call(lambda: {"who": "fast"}, tmp_path / "fast.json", on_error=failed)
     first = procs.wait_first([slow, fast])
     assert first is fast and fast.result() == {"who": "fast"} and slow.exit_code is None

@@ -1,15 +1,17 @@
-"""`cardtime`, the console script: the main job (testing a rented box) listed first, each word handed to the command
-that does the work with its own options and exit codes, `--version`, and one line for a word it does not know."""
+"""`cardtime`, the console script: the main job (testing a rented box) listed first, each word handed to the
+command that does the work with its own options and exit codes, `--version`, and one line for a word it does
+not know."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import io
+import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from cardtime.__main__ import main
 
@@ -28,9 +30,21 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 def test_help_lists_the_main_job_first_and_every_command():
     code, out, _ = run("--help")
-    commands = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    commands = [
+        line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")
+    ]
     assert code == 0 and commands[0] == "remote"
-    assert {"remote", "plan", "slurm", "rehearse", "ingest", "check", "report", "compare", "--version"} <= set(commands)
+    assert {
+        "remote",
+        "plan",
+        "slurm",
+        "rehearse",
+        "ingest",
+        "check",
+        "report",
+        "compare",
+        "--version",
+    } <= set(commands)
     assert run()[0] == 2
 
 
@@ -43,7 +57,9 @@ def test_version_is_the_projects_and_the_console_script_is_installed():
 
 
 def test_each_word_reaches_its_command_with_its_options_and_exit_codes(tmp_path):
-    code, _, err = run("remote", "u@127.0.0.1:1", "--master-port", "99999")  # HOST first, as a renter types it
+    code, _, err = run(
+        "remote", "u@127.0.0.1:1", "--master-port", "99999"
+    )  # HOST first, as a renter types it
     assert code == 2 and "MASTER_PORT='99999'" in err and "cannot connect" not in err
     code, out, _ = run("plan", "--tier", "quick", "--gpus", "8", "--rate", "24")
     assert code == 0 and "billed" in out and "$" in out
@@ -59,14 +75,17 @@ def test_an_unknown_word_is_one_line():
 
 
 def test_suite_run_on_a_gpu_box_says_it_rehearses_on_cpu_and_how_to_test_the_gpus(tmp_path, monkeypatch):
-    """`python -m suite run` with no --profile is the CPU rehearsal; where `nvidia-smi -L` lists GPUs (a stand-in
-    printing a real 2-GPU listing here) the run says so before it starts, naming the profile that tests them."""
+    """`python -m suite run` with no --profile is the CPU rehearsal; where `nvidia-smi -L` lists GPUs (a
+    stand-in printing a real 2-GPU listing here) the run says so before it starts, naming the profile that
+    tests them."""
     from suite.commands.run import gpus_listed
 
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
-    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5269b708-a8a1-4d8d-8bd1-0f1b5a8c7e01)'\n"
-                   "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-8e1a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8)'\n")
+    smi.write_text(
+        "#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5269b708-a8a1-4d8d-8bd1-0f1b5a8c7e01)'\n"
+        "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-8e1a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8)'\n"
+    )
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
     assert gpus_listed() == 2
@@ -76,5 +95,7 @@ def test_suite_run_on_a_gpu_box_says_it_rehearses_on_cpu_and_how_to_test_the_gpu
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         suite_main(["run", "--stages", "topology", "--out", str(tmp_path / "runs")])
     err = err.getvalue()
-    assert "note: this machine lists 2 GPU(s) (nvidia-smi -L); running the CPU rehearsal (gloo-cpu): " \
-           "--profile nccl-gpu tests the GPUs" in err
+    assert (
+        "note: this machine lists 2 GPU(s) (nvidia-smi -L); running the CPU rehearsal (gloo-cpu): "
+        "--profile nccl-gpu tests the GPUs" in err
+    )

@@ -1,4 +1,5 @@
-"""The one git lookup: a checkout's HEAD, or nothing outside one; the image's commit where there is no .git."""
+"""The one git lookup: a checkout's HEAD, or nothing outside one; the image's commit where there is no
+.git."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from suite import gitinfo
 
 
 def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def make_repo(path):

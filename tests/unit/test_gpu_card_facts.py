@@ -1,5 +1,6 @@
-"""tests/gpu/card_facts.py: the GPU tests get the card's facts the way a live run does (the topology stage's own
-nvidia-smi capture), here from a stand-in nvidia-smi replaying a real A10 `-q` (23028 MiB, tests/data/health)."""
+"""tests/gpu/card_facts.py: the GPU tests get the card's facts the way a live run does (the topology stage's
+own nvidia-smi capture), here from a stand-in nvidia-smi replaying a real A10 `-q` (23028 MiB,
+tests/data/health)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ PROFILE = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
 
 
 def replayed_facts(tmp_path, monkeypatch):
-    fake_smi(tmp_path / "bin", DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt", A10_Q,
-             DATA / "smi" / "quadro-rtx4000-2gpu-L.txt")
+    fake_smi(
+        tmp_path / "bin",
+        DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt",
+        A10_Q,
+        DATA / "smi" / "quadro-rtx4000-2gpu-L.txt",
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     return live_facts(PROFILE, tmp_path / "run")
 
@@ -40,8 +45,9 @@ def test_the_stages_size_themselves_to_that_card_as_in_a_run(tmp_path, monkeypat
     assert top < PROFILE.sweep.max_bytes and "23028" not in basis and "22.5 GiB" in basis
     sized, unsized = pp.pp_model(PROFILE, facts), pp.pp_model(PROFILE, {})
     assert sized != unsized
-    assert max(pp_footprint(sized, 2, PROFILE.pp.timed_microbatches, PROFILE.pp.micro_batch).values()) \
-        <= usable_bytes(card_bytes(facts))
+    assert max(
+        pp_footprint(sized, 2, PROFILE.pp.timed_microbatches, PROFILE.pp.micro_batch).values()
+    ) <= usable_bytes(card_bytes(facts))
     assert cp.timed_lengths(PROFILE, facts)[0] != cp.timed_lengths(PROFILE, {})[0]
     assert ep.timed_tokens(PROFILE, facts)[0] <= ep.timed_tokens(PROFILE, {})[0]
 

@@ -1,5 +1,6 @@
-"""The sampler's parsers on real captures (tests/data/smi-sampling/, their sources in its README) and its rule:
-hardware slowdown and power-brake throttling in a real H100 capture fail naming every GPU; idle captures pass."""
+"""The sampler's parsers on real captures (tests/data/smi-sampling/, their sources in its README) and its
+rule: hardware slowdown and power-brake throttling in a real H100 capture fail naming every GPU; idle captures
+pass."""
 
 from __future__ import annotations
 
@@ -26,7 +27,14 @@ def test_per_reason_columns_read_into_one_mask():
     first = samples[0]
     assert first["power.draw"] == 75.10 and first["clocks.gr"] == 1695.0 and first["clocks.mem"] == 6250.0
     assert first["temperature.gpu"] == 71.0 and first["reasons"] == REASON_BITS["GPU Idle"]
-    assert [s["t"] for s in samples] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # no timestamp column: the sample's number
+    assert [s["t"] for s in samples] == [
+        0.0,
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+        5.0,
+    ]  # no timestamp column: the sample's number
 
 
 def test_a_loop_without_reason_columns():
@@ -34,7 +42,9 @@ def test_a_loop_without_reason_columns():
     assert len(samples) == 13 and all(s["reasons"] is None for s in samples)
     assert [s["clocks.sm"] for s in samples[:3]] == [1320.0, 1470.0, 1470.0]
     assert min(s["power.draw"] for s in samples) == 76.64 and samples[0]["pstate"] == "P3"
-    rows = gpu_sampler.rows_from_query_csv(read(SAMPLING / "query-csv-02-rtx-loop-ksysguard-27.csv"), "burnin")
+    rows = gpu_sampler.rows_from_query_csv(
+        read(SAMPLING / "query-csv-02-rtx-loop-ksysguard-27.csv"), "burnin"
+    )
     assert {r.metric for r in rows} == {"power_W", "sm_MHz", "mem_MHz", "temp_C"}
     assert [r.t for r in rows if r.metric == "sm_MHz"] == [float(i) for i in range(13)]
     [v] = gpu_sampler.throttle_verdicts(rows, stage="burnin", on_gpu=True)
@@ -45,24 +55,32 @@ def test_performance_capture_idle_passes():
     [gpu] = parse_performance(read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"))
     assert gpu["bus_id"] == "00000000:0E:00.0" and gpu["reasons"]["GPU Idle"] is True
     assert named_reasons(gpu["mask"]) == ["GPU Idle"]
-    rows = gpu_sampler.rows_from_performance(read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"), "burnin")
+    rows = gpu_sampler.rows_from_performance(
+        read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"), "burnin"
+    )
     [v] = gpu_sampler.throttle_verdicts(rows, stage="burnin", on_gpu=True)
     assert v.status == "pass" and v.id == "burnin.throttle"
 
 
 def test_a_real_throttled_h100_fails_naming_each_gpu():
     gpus = parse_performance(read(THROTTLED))
-    assert len(gpus) == 8 and all(g["reasons"]["HW Power Brake Slowdown"] and g["reasons"]["HW Slowdown"] for g in gpus)
+    assert len(gpus) == 8 and all(
+        g["reasons"]["HW Power Brake Slowdown"] and g["reasons"]["HW Slowdown"] for g in gpus
+    )
     rows = gpu_sampler.rows_from_performance(read(THROTTLED), "dp")
     [v] = gpu_sampler.throttle_verdicts(rows, stage="dp", on_gpu=True)
     assert v.status == "fail" and v.id == "dp.throttle"
     for g in gpus:
-        assert f"GPU {g['index']} ({g['bus_id']}): HW Power Brake Slowdown, HW Slowdown" in v.observed, v.observed
+        assert f"GPU {g['index']} ({g['bus_id']}): HW Power Brake Slowdown, HW Slowdown" in v.observed, (
+            v.observed
+        )
 
 
 def test_software_power_cap_is_reported_not_failed():
     text = read(SAMPLING / "query-csv-01-a10-1ms-throttle-flags.csv").replace(
-        "Not Active, Not Active, Not Active, Not Active, Active", "Not Active, Not Active, Active, Not Active, Active")
+        "Not Active, Not Active, Not Active, Not Active, Active",
+        "Not Active, Not Active, Active, Not Active, Active",
+    )
     rows = gpu_sampler.rows_from_query_csv(text, "burnin")
     [v] = gpu_sampler.throttle_verdicts(rows, stage="burnin", on_gpu=True)
     assert v.status == "pass" and "SW Power Cap 6/6 samples" in v.observed

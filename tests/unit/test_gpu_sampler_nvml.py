@@ -1,6 +1,6 @@
-"""The NVML sampler path: without nvidia-ml-py it does not start and the sampler falls back to nvidia-smi (or says
-why none ran); its JSON lines read into the same rows, metrics and units the nvidia-smi CSV gives, so the throttle
-rules judge either. No GPU here: the NVML thread itself runs on a GPU box only."""
+"""The NVML sampler path: without nvidia-ml-py it does not start and the sampler falls back to nvidia-smi (or
+says why none ran); its JSON lines read into the same rows, metrics and units the nvidia-smi CSV gives, so the
+throttle rules judge either. No GPU here: the NVML thread itself runs on a GPU box only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from suite.hardware import gpu_sampler, gpu_sampler_nvml as nvml
+from suite.hardware import gpu_sampler
+from suite.hardware import gpu_sampler_nvml as nvml
 from suite.parsers.smi_sampling import REASON_BITS
 
 
@@ -24,9 +25,21 @@ def test_without_the_binding_nothing_starts_and_the_sampler_says_why(tmp_path):
 
 def test_lines_read_into_the_nvidia_smi_rows_and_a_thermal_brake_fails(tmp_path):
     mask = REASON_BITS["HW Thermal Slowdown"]
-    lines = [{"t": t, "index": i, "bus_id": f"00000000:{18 + i:02X}:00.0", "power_W": 690.5, "power_limit_W": 700.0,
-              "sm_MHz": 1980.0 - 100 * t * i, "mem_MHz": 2619.0, "temp_C": 60.0 + t,
-              "reasons": float(mask if i == 1 and t >= 2 else 0)} for t in range(4) for i in range(2)]
+    lines = [
+        {
+            "t": t,
+            "index": i,
+            "bus_id": f"00000000:{18 + i:02X}:00.0",
+            "power_W": 690.5,
+            "power_limit_W": 700.0,
+            "sm_MHz": 1980.0 - 100 * t * i,
+            "mem_MHz": 2619.0,
+            "temp_C": 60.0 + t,
+            "reasons": float(mask if i == 1 and t >= 2 else 0),
+        }
+        for t in range(4)
+        for i in range(2)
+    ]
     text = "\n".join(json.dumps(x) for x in lines) + '\n{"t": 4, "ind'  # the last line cut by a kill
     rows = nvml.rows_from_jsonl(text, "burnin")
     assert len(rows) == len(lines) * len(nvml.FIELDS)

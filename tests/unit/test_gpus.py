@@ -1,4 +1,5 @@
-"""The one GPU table (suite/hardware/gpus.py): one matching rule, no entry shadowing a later one, sourced figures."""
+"""The one GPU table (suite/hardware/gpus.py): one matching rule, no entry shadowing a later one, sourced
+figures."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ def test_no_entry_can_shadow_a_later_one():
     # First match wins, and an entry matches when all its markers are words of the name: an earlier entry
     # whose markers are a subset of a later one's would match every name the later one does.
     assert len(GPUS) >= 2
-    shadowed = [(early.model, late.model) for i, early in enumerate(GPUS) for late in GPUS[i + 1:]
-                if set(early.markers) <= set(late.markers)]
+    shadowed = [
+        (early.model, late.model)
+        for i, early in enumerate(GPUS)
+        for late in GPUS[i + 1 :]
+        if set(early.markers) <= set(late.markers)
+    ]
     assert shadowed == []
 
 
@@ -28,10 +33,17 @@ def test_every_example_name_finds_its_own_entry(gpu):
         assert gpu_for(name) is gpu, name
 
 
-@pytest.mark.parametrize("name,model", [
-    ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200 NVL", "H200 NVL"),
-    ("NVIDIA A100-PCIE-40GB", "A100 PCIe"), ("NVIDIA A100 80GB PCIe", "A100 PCIe"), ("Tesla V100-PCIE-16GB", "V100 PCIe"),
-])
+@pytest.mark.parametrize(
+    "name,model",
+    [
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA A100-PCIE-40GB", "A100 PCIe"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe"),
+        ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+    ],
+)
 def test_pcie_and_nvl_cards_are_not_matched_as_sxm(name, model):
     gpu = gpu_for(name)
     assert gpu.model == model
@@ -48,29 +60,51 @@ def test_words_keep_short_markers_out_of_longer_names():
 
 
 def test_the_gpus_renters_get_have_an_entry_with_its_source():
-    """A10G, L4, H20, GH200, RTX 5090, RTX 6000 Ada: each named, with a figure and its datasheet, or none and why."""
-    for name, peak in (("NVIDIA A10G", None), ("NVIDIA L4", 121.0), ("NVIDIA H20", None),
-                       ("NVIDIA GH200 480GB", 989.5), ("NVIDIA GeForce RTX 5090", None),
-                       ("NVIDIA RTX 6000 Ada Generation", 364.2)):
+    """A10G, L4, H20, GH200, RTX 5090, RTX 6000 Ada: each named, with a figure and its datasheet, or none and
+    why."""
+    for name, peak in (
+        ("NVIDIA A10G", None),
+        ("NVIDIA L4", 121.0),
+        ("NVIDIA H20", None),
+        ("NVIDIA GH200 480GB", 989.5),
+        ("NVIDIA GeForce RTX 5090", None),
+        ("NVIDIA RTX 6000 Ada Generation", 364.2),
+    ):
         entry = gpu_for(name)
         assert entry is not None and entry.bf16_dense_tflops == peak, name
-        assert entry.peak_source and (peak is None) == ("no " in entry.peak_source.split(":")[0]), entry.peak_source
+        assert entry.peak_source and (peak is None) == ("no " in entry.peak_source.split(":")[0]), (
+            entry.peak_source
+        )
     assert gpu_for("Quadro RTX 6000") is None  # Turing, not the Ada card
     assert gpu_for("Mystery Accelerator") is None and gpu_for(None) is None and gpu_for("cpu") is None
 
 
 def test_gb200_gets_its_own_dense_peak_not_b200s():
     gb200, b200 = gpu_for("NVIDIA GB200"), gpu_for("NVIDIA B200")
-    assert gb200.bf16_dense_tflops == 2500.0 and "1,200 W" in gb200.peak_source and "5 PFLOPS" in gb200.peak_source
+    assert (
+        gb200.bf16_dense_tflops == 2500.0
+        and "1,200 W" in gb200.peak_source
+        and "5 PFLOPS" in gb200.peak_source
+    )
     assert b200.bf16_dense_tflops == 2250.0
     assert gb200.bf16_dense_flops == 2.5e15
 
 
-@pytest.mark.parametrize("name,tflops", [
-    ("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA H100 NVL", 835.5), ("NVIDIA H100 PCIe", 756.5), ("NVIDIA H200", 989.4),
-    ("NVIDIA H200 NVL", 835.5), ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA L40S", 362.05), ("NVIDIA L4", 121.0),
-    ("NVIDIA GeForce RTX 4090", 165.2), ("Tesla V100-SXM2-32GB", None),
-])
+@pytest.mark.parametrize(
+    "name,tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 989.4),
+        ("NVIDIA H100 NVL", 835.5),
+        ("NVIDIA H100 PCIe", 756.5),
+        ("NVIDIA H200", 989.4),
+        ("NVIDIA H200 NVL", 835.5),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA L40S", 362.05),
+        ("NVIDIA L4", 121.0),
+        ("NVIDIA GeForce RTX 4090", 165.2),
+        ("Tesla V100-SXM2-32GB", None),
+    ],
+)
 def test_dense_peaks_and_their_sources(name, tflops):
     gpu = gpu_for(name)
     assert gpu.bf16_dense_tflops == tflops
@@ -98,4 +132,7 @@ def test_memory_bandwidth_figures_are_sourced_and_only_where_one_figure_holds():
         if g.memory_GBps:
             assert "datasheet" in g.memory_source or "whitepaper" in g.memory_source, g.model
     # one name, two memory sizes of different bandwidth: no figure, never the lower one as a guess
-    assert gpu_for("NVIDIA A100-SXM4-80GB").memory_GBps is None and gpu_for("NVIDIA GH200 480GB").memory_GBps is None
+    assert (
+        gpu_for("NVIDIA A100-SXM4-80GB").memory_GBps is None
+        and gpu_for("NVIDIA GH200 480GB").memory_GBps is None
+    )

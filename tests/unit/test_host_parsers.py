@@ -1,4 +1,5 @@
-"""`nvidia-smi -q`/`-L`, `lscpu` and `numactl -H` parsers on real captures (tests/data/smi, tests/data/cpu)."""
+"""`nvidia-smi -q`/`-L`, `lscpu` and `numactl -H` parsers on real captures (tests/data/smi,
+tests/data/cpu)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ def test_query_full_capture():
     gpu = q["gpus"][0]
     assert gpu["bus_id"] == "00000000:01:00.0" and gpu["product_name"] == "NVIDIA GeForce RTX 4070 Laptop GPU"
     # "PCIe Generation / Max : 4", "Link Width / Max : 8x" under PCI / GPU Link Info
-    assert (gpu["pcie_gen_max"], gpu["pcie_gen_current"], gpu["link_width_max"], gpu["link_width_current"]) == (4, 4, 8, 8)
+    assert (
+        gpu["pcie_gen_max"],
+        gpu["pcie_gen_current"],
+        gpu["link_width_max"],
+        gpu["link_width_current"],
+    ) == (4, 4, 8, 8)
     assert gpu["fabric_state"] is None  # "State : N/A"
 
 
@@ -38,8 +44,13 @@ def test_query_with_a_foreign_log_line_and_the_2018_layout():
 
 def test_query_fabric_state_and_the_r610_banner_names():
     text = read("smi", "rtx4070-laptop-q.txt")
-    text = text.replace("        State                             : N/A", "        State                             : In Progress")
-    text = text.replace("Driver Version   ", "KMD Version      ").replace("CUDA Version     ", "CUDA UMD Version ")
+    text = text.replace(
+        "        State                             : N/A",
+        "        State                             : In Progress",
+    )
+    text = text.replace("Driver Version   ", "KMD Version      ").replace(
+        "CUDA Version     ", "CUDA UMD Version "
+    )
     q = parse_query(text)
     assert q["gpus"][0]["fabric_state"] == "In Progress"
     assert (q["driver_version"], q["cuda_version"]) == ("566.36", "12.7")
@@ -61,14 +72,22 @@ def test_list():
 def test_lscpu_two_sockets_interleaved_numa():
     info = parse_lscpu(read("cpu", "xeon-8562y-2socket-lscpu.txt"))
     assert info["model"] == "INTEL(R) XEON(R) PLATINUM 8562Y+"
-    assert (info["cpus"], info["sockets"], info["cores_per_socket"], info["threads_per_core"]) == (128, 2, 32, 2)
+    assert (info["cpus"], info["sockets"], info["cores_per_socket"], info["threads_per_core"]) == (
+        128,
+        2,
+        32,
+        2,
+    )
     assert info["numa_nodes"] == 2
     assert cpulist_count(info["numa_cpus"]["node0"]) == 64 and info["numa_cpus"]["node1"].startswith("1,3,5,")
 
 
 def test_numactl_hardware():
     nodes = parse_numactl_hardware(read("cpu", "k80-2node-numactl-H.txt"))
-    assert nodes == {"node0": {"cpus": "0-11", "size_mb": 32663}, "node1": {"cpus": "12-23", "size_mb": 32768}}
+    assert nodes == {
+        "node0": {"cpus": "0-11", "size_mb": 32663},
+        "node1": {"cpus": "12-23", "size_mb": 32768},
+    }
 
 
 def test_cpulists():

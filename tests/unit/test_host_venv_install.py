@@ -1,5 +1,6 @@
-"""hostruntime.ENSURE_VENV, the host's venv install, run for real by /bin/sh with a stand-in Python that logs what
-it is asked to do: two set-ups reaching one venv at once install it once, the second waiting and then reusing it."""
+"""hostruntime.ENSURE_VENV, the host's venv install, run for real by /bin/sh with a stand-in Python that logs
+what it is asked to do: two set-ups reaching one venv at once install it once, the second waiting and then
+reusing it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 
 from provisioning.runtime import hostruntime
 
-# The stand-in for the host's python3 (and, copied into the venv, the venv's): `-m venv DIR` makes DIR/bin/python,
-# `-m pip install` takes a while (the window two installs would overlap in), each step logged with the set-up's tag.
+# The stand-in for the host's python3 (and, copied into the venv, the venv's): `-m venv DIR` makes
+# DIR/bin/python, `-m pip install` takes a while (the window two installs would overlap in), each step logged
+# with the set-up's tag.
 FAKE_PYTHON = r"""#!/bin/sh
 log={log}
 case "$1 $2" in
@@ -39,8 +41,13 @@ def host(tmp_path: Path) -> dict[str, Path]:
 
 def start_setup(host: dict[str, Path], tag: str) -> subprocess.Popen:
     script = hostruntime.setup_script(str(host["venv"]), str(host["code"]), python=str(host["python"]))
-    return subprocess.Popen(["sh", "-c", script], env={"PATH": "/usr/bin:/bin", "TAG": tag},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        ["sh", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "TAG": tag},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_two_setups_at_once_install_the_venv_once(host):
@@ -56,8 +63,8 @@ def test_two_setups_at_once_install_the_venv_once(host):
 
 
 def test_a_setup_reusing_a_ready_venv_does_not_wait_for_the_lock_holder(host):
-    """The lock is the install's alone: a set-up that finds the venv ready goes on while another set-up holds the
-    lock file (as a job would, had the lock outlived its install)."""
+    """The lock is the install's alone: a set-up that finds the venv ready goes on while another set-up holds
+    the lock file (as a job would, had the lock outlived its install)."""
     done = start_setup(host, "a")
     assert done.communicate(timeout=60)[0] and done.returncode == 0
     holder = subprocess.Popen(["flock", str(host["venv"]) + ".lock", "sleep", "30"])

@@ -1,9 +1,10 @@
 """Captures from a box the user does not control, and outputs that cannot take what is written: names carrying
-terminal escapes never reach the terminal, the files or the page as control characters; no output option writes
-onto a run's records or the command's inputs; a closed pipe or a full disk is one line and exit 2.
+terminal escapes never reach the terminal, the files or the page as control characters; no output option
+writes onto a run's records or the command's inputs; a closed pipe or a full disk is one line and exit 2.
 
 One hostile ingest (real captures: a 4×RTX 4090 nccl-tests run, an H200's `nvidia-smi -q`, an 8-GPU `topo -m`,
-with escape sequences planted in the GPU name, the host name and the file name) serves every test that reads it."""
+with escape sequences planted in the GPU name, the host name and the file name) serves every test that reads
+it."""
 
 from __future__ import annotations
 
@@ -24,13 +25,16 @@ from suite.results import Row, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-# Erase the line above, write a green PASS, retitle the window, return to the line's start, reverse what follows.
+# Erase the line above, write a green PASS, retitle the window, return to the line's start, reverse what
+# follows.
 FORGERY = "\x1b[1A\x1b[2K\x1b[32mPASS\x1b]0;owned\x07\r\u202e"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _cli(*argv: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,9 @@ def hostile(tmp_path_factory):
     captures = sorted(str(p) for p in folder.glob("*.txt"))
     ingest = _cli("-m", "suite", "ingest", *captures, "--out", str(runs), "--record-last", str(last))
     run = Path(last.read_text().strip())
-    check = _cli("-m", "suite", "check", "-v", str(run))  # every verdict printed: every hostile name reaches it
+    check = _cli(
+        "-m", "suite", "check", "-v", str(run)
+    )  # every verdict printed: every hostile name reaches it
     report = _cli("-m", "reports", str(run))
     return {"run": run, "folder": folder, "ingest": ingest, "check": check, "report": report}
 
@@ -87,10 +93,18 @@ def test_inert_shows_each_control_as_its_escape_and_leaves_text_alone():
 
 
 def test_rows_and_verdicts_built_from_a_capture_are_inert():
-    v = Verdict(id="health.x", stage="health", status="fail", expected="A100\x1b[2K", observed="ok\rPASS",
-                reason="line\nnext")
+    v = Verdict(
+        id="health.x",
+        stage="health",
+        status="fail",
+        expected="A100\x1b[2K",
+        observed="ok\rPASS",
+        reason="line\nnext",
+    )
     assert (v.expected, v.observed, v.reason) == ("A100\\x1b[2K", "ok\\x0dPASS", "line\nnext")
-    row = Row(stage="topology", case="gpu\x1b", metric="name", value=float("nan"), unit="", text="H200\x1b]0;t\x07")
+    row = Row(
+        stage="topology", case="gpu\x1b", metric="name", value=float("nan"), unit="", text="H200\x1b]0;t\x07"
+    )
     assert (row.case, row.text) == ("gpu\\x1b", "H200\\x1b]0;t\\x07")
 
 
@@ -110,14 +124,26 @@ def test_a_stream_keeps_the_callers_own_sequence_and_escapes_the_rest(tmp_path):
 # ---------------------------------------------------------------- outputs
 
 
-@pytest.mark.parametrize("name", ["manifest.json", "results.parquet", "results.csv", "verdicts.json",
-                                  "expectations.csv", "raw/health/smi-q.txt", "raw/new-file.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "manifest.json",
+        "results.parquet",
+        "results.csv",
+        "verdicts.json",
+        "expectations.csv",
+        "raw/health/smi-q.txt",
+        "raw/new-file.txt",
+    ],
+)
 def test_the_report_is_never_written_onto_a_record_of_its_run(hostile, name):
     run = hostile["run"]
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     done = _cli("-m", "reports", str(run), "-o", str(run / name))
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "never overwritten" in done.stderr and str(run / name) in done.stderr
+    assert (
+        done.stderr.count("\n") == 1 and "never overwritten" in done.stderr and str(run / name) in done.stderr
+    )
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
@@ -125,10 +151,29 @@ def test_compare_and_record_last_refuse_a_run_record_and_an_input(hostile, tmp_p
     run, folder = hostile["run"], hostile["folder"]
     before = (run / "results.parquet").read_bytes(), (folder / "topo.txt").read_bytes()
     compare = _cli("-m", "reports", "compare", str(run), str(run), "-o", str(run / "results.parquet"))
-    ingest = _cli("-m", "suite", "ingest", str(folder / "topo.txt"), "--out", str(tmp_path / "runs"),
-                  "--record-last", str(folder / "topo.txt"))
-    rehearse = _cli("-m", "suite", "run", "--profile", "gloo-cpu", "--stages", "topology", "--out",
-                    str(tmp_path / "runs"), "--record-last", str(run / "manifest.json"))
+    ingest = _cli(
+        "-m",
+        "suite",
+        "ingest",
+        str(folder / "topo.txt"),
+        "--out",
+        str(tmp_path / "runs"),
+        "--record-last",
+        str(folder / "topo.txt"),
+    )
+    rehearse = _cli(
+        "-m",
+        "suite",
+        "run",
+        "--profile",
+        "gloo-cpu",
+        "--stages",
+        "topology",
+        "--out",
+        str(tmp_path / "runs"),
+        "--record-last",
+        str(run / "manifest.json"),
+    )
     for done in (compare, ingest, rehearse):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "is one of this command's inputs" in ingest.stderr
@@ -145,11 +190,19 @@ def test_the_report_beside_its_run_and_files_outside_runs_are_allowed(hostile, t
     assert "manifest.json" in overwrite_problem(tmp_path / "link.html", [run])
 
 
-@pytest.mark.parametrize("argv", [("-m", "suite", "check", "--json"), ("-m", "suite", "check"), ("-m", "reports")])
+@pytest.mark.parametrize(
+    "argv", [("-m", "suite", "check", "--json"), ("-m", "suite", "check"), ("-m", "reports")]
+)
 def test_a_full_output_is_one_error_line_and_exit_2(hostile, argv):
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, *argv, str(hostile["run"])], stdout=full, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, timeout=120)
+        done = subprocess.run(
+            [sys.executable, *argv, str(hostile["run"])],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == "error: cannot write stdout: No space left on device"
     assert "Traceback" not in done.stderr
@@ -158,8 +211,14 @@ def test_a_full_output_is_one_error_line_and_exit_2(hostile, argv):
 def test_a_pipe_closed_early_is_one_error_line_and_exit_2(hostile):
     reader, writer = os.pipe()
     os.close(reader)  # nobody reads: the first write meets a closed pipe
-    done = subprocess.run([sys.executable, "-m", "suite", "check", str(hostile["run"])], stdout=writer,
-                          stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "check", str(hostile["run"])],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     os.close(writer)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: stdout was closed before everything was written"

@@ -1,6 +1,6 @@
-"""Settings that are not what they should be — from the environment, from make's options, names that are not UTF-8 —
-each refused in one line naming the setting, exit 2, before any connection and with nothing written; `--json`
-output is JSON whatever a figure came out as."""
+"""Settings that are not what they should be — from the environment, from make's options, names that are not
+UTF-8 — each refused in one line naming the setting, exit 2, before any connection and with nothing written;
+`--json` output is JSON whatever a figure came out as."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from suite.cluster import hostlist
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data"
 NOBODY = "u@127.0.0.1:1"
-"""A HOST on loopback that nothing answers: a command that connects fails with "cannot connect", never hangs."""
+"""A HOST on loopback that nothing answers: a command that connects fails with "cannot connect", never
+hangs."""
 LATIN1 = os.fsdecode(b"caf\xe9")
 
 
@@ -45,24 +46,39 @@ def one_error(code: int, text: str, *names: str) -> None:
     assert "Traceback" not in text and all(name in lines[-1] for name in names), text
 
 
-@pytest.mark.parametrize("name, value, shown", [
-    ("BURNIN_MIN", "nan", "above 0"), ("BURNIN_MIN", "inf", "above 0"), ("BURNIN_MIN", "1e400", "above 0"),
-    ("BURNIN_MIN", "-5", "above 0"), ("BURNIN_MIN", "ninety", "not a number"),
-    ("SLURM_JOB_NODELIST", "n[1-99999999999]", "more than 4096"), ("SLURM_JOB_NODELIST", "n[1-3,x", "'[' with no ']'"),
-    ("SLURM_NODELIST", "n[9-2]", "backwards"), ("SLURM_JOB_NODELIST", "n[1-2]]", "']' with no '['"),
-    ("CARDTIME_SRUN_ARGS", '--container-image "nvcr.io/x', "no closing quotation"),
-    ("AWS_ENDPOINT_URL", "minio:9000 extra", "endpoint URL"), ("AWS_ENDPOINT_URL_S3", "ftp://x", "endpoint URL"),
-    ("XDG_CACHE_HOME", "relative/cache", "absolute"), ("HOME", "home", "absolute"),
-    ("CARDTIME_PREDRAW", "maybe", "on or off"), ("BURNIN_MIN", "9" * 70000, "characters"),
-])
+@pytest.mark.parametrize(
+    "name, value, shown",
+    [
+        ("BURNIN_MIN", "nan", "above 0"),
+        ("BURNIN_MIN", "inf", "above 0"),
+        ("BURNIN_MIN", "1e400", "above 0"),
+        ("BURNIN_MIN", "-5", "above 0"),
+        ("BURNIN_MIN", "ninety", "not a number"),
+        ("SLURM_JOB_NODELIST", "n[1-99999999999]", "more than 4096"),
+        ("SLURM_JOB_NODELIST", "n[1-3,x", "'[' with no ']'"),
+        ("SLURM_NODELIST", "n[9-2]", "backwards"),
+        ("SLURM_JOB_NODELIST", "n[1-2]]", "']' with no '['"),
+        ("CARDTIME_SRUN_ARGS", '--container-image "nvcr.io/x', "no closing quotation"),
+        ("AWS_ENDPOINT_URL", "minio:9000 extra", "endpoint URL"),
+        ("AWS_ENDPOINT_URL_S3", "ftp://x", "endpoint URL"),
+        ("XDG_CACHE_HOME", "relative/cache", "absolute"),
+        ("HOME", "home", "absolute"),
+        ("CARDTIME_PREDRAW", "maybe", "on or off"),
+        ("BURNIN_MIN", "9" * 70000, "characters"),
+    ],
+)
 def test_an_unusable_variable_is_named_before_any_work(tmp_path, monkeypatch, name, value, shown):
     monkeypatch.setenv(name, value)
     start = time.monotonic()
-    for main, argv in ((suite_main, ["run", "--profile", "gloo-cpu", "--stages", "topology",
-                                     "--out", str(tmp_path / "runs")]),
-                       (suite_main, ["plan", "--tier", "standard"]),
-                       (provisioning_main, ["remote", "--host", NOBODY]),
-                       (reports_main, [str(tmp_path / "runs")])):
+    for main, argv in (
+        (
+            suite_main,
+            ["run", "--profile", "gloo-cpu", "--stages", "topology", "--out", str(tmp_path / "runs")],
+        ),
+        (suite_main, ["plan", "--tier", "standard"]),
+        (provisioning_main, ["remote", "--host", NOBODY]),
+        (reports_main, [str(tmp_path / "runs")]),
+    ):
         code, text = said(main, argv)
         one_error(code, text, name, shown)
         assert "cannot connect" not in text
@@ -71,7 +87,13 @@ def test_an_unusable_variable_is_named_before_any_work(tmp_path, monkeypatch, na
 
 
 def test_a_host_list_is_counted_before_it_is_expanded():
-    assert hostlist.expand("rack[1-2]-n[01-02],login") == ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02", "login"]
+    assert hostlist.expand("rack[1-2]-n[01-02],login") == [
+        "rack1-n01",
+        "rack1-n02",
+        "rack2-n01",
+        "rack2-n02",
+        "login",
+    ]
     assert hostlist.count("n[1-4096]") == 4096
     start = time.monotonic()
     with pytest.raises(hostlist.HostListError, match="more than 4096"):
@@ -91,21 +113,30 @@ def test_json_output_stays_json_when_a_figure_overflows():
     assert code == 0
     rows = strict_json.loads(out.getvalue())  # no NaN, no Infinity
     assert rows and any(value is None for row in rows for value in row.values())
-    assert strict_json.dumps({"a": [float("nan"), 1.5, {"b": float("-inf")}]}) == '{"a": [null, 1.5, {"b": null}]}'
+    assert (
+        strict_json.dumps({"a": [float("nan"), 1.5, {"b": float("-inf")}]})
+        == '{"a": [null, 1.5, {"b": null}]}'
+    )
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["remote", "--host", NOBODY, "--tier", "standard", "--burnin-min", "nan"], ["BURNIN_MIN"]),
-    (["remote", "--host", NOBODY, "--archive", "ftp://bucket/x"], ["ARCHIVE"]),
-    (["remote", "--host", NOBODY, "--archive", "s3://Bad_Bucket/x"], ["ARCHIVE", "bucket name"]),
-    (["remote", "--host", NOBODY, "--archive", "s3://bucket/x", "--endpoint-url", "not a url"], ["ENDPOINT_URL"]),
-    (["remote", "--host", NOBODY, "--master-port", "99999"], ["MASTER_PORT"]),
-    (["remote", "--host", NOBODY, "--cuda-line", "cu99"], ["cu99"]),
-    (["remote", "--host", NOBODY, "--tier", "weekly"], ["--tier"]),
-    (["plan", "--host", NOBODY, "--rate", "nan"], ["--rate"]),
-    (["plan", "--host", NOBODY, "--rate", "-3"], ["--rate"]),
-    (["slurm", "--host", NOBODY, "--partition", "gpu", "--archive", "gopher://x"], ["ARCHIVE"]),
-])
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["remote", "--host", NOBODY, "--tier", "standard", "--burnin-min", "nan"], ["BURNIN_MIN"]),
+        (["remote", "--host", NOBODY, "--archive", "ftp://bucket/x"], ["ARCHIVE"]),
+        (["remote", "--host", NOBODY, "--archive", "s3://Bad_Bucket/x"], ["ARCHIVE", "bucket name"]),
+        (
+            ["remote", "--host", NOBODY, "--archive", "s3://bucket/x", "--endpoint-url", "not a url"],
+            ["ENDPOINT_URL"],
+        ),
+        (["remote", "--host", NOBODY, "--master-port", "99999"], ["MASTER_PORT"]),
+        (["remote", "--host", NOBODY, "--cuda-line", "cu99"], ["cu99"]),
+        (["remote", "--host", NOBODY, "--tier", "weekly"], ["--tier"]),
+        (["plan", "--host", NOBODY, "--rate", "nan"], ["--rate"]),
+        (["plan", "--host", NOBODY, "--rate", "-3"], ["--rate"]),
+        (["slurm", "--host", NOBODY, "--partition", "gpu", "--archive", "gopher://x"], ["ARCHIVE"]),
+    ],
+)
 def test_make_remote_checks_every_setting_before_the_first_connection(argv, names):
     one_error(*said(provisioning_main, argv), *names)
 
@@ -126,23 +157,29 @@ def test_an_archive_without_credentials_or_endpoint_is_one_line(tmp_path, monkey
     with pytest.raises(ArchiveError, match="cannot reach s3://cardtime-runs/") as caught:
         archive_run(run, "s3://cardtime-runs/x", endpoint_url="http://127.0.0.1:1")  # nothing listens there
     assert "\n" not in str(caught.value) and time.monotonic() - start < 60
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["20261207T0000Z-box-nccl-gpu"]  # the run kept as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "20261207T0000Z-box-nccl-gpu"
+    ]  # the run kept as it was
 
 
 def test_resume_with_recheck_or_tier_is_refused(tmp_path):
     (tmp_path / "run").mkdir()
     for extra in (["--recheck", str(tmp_path / "run")], ["--tier", "quick"]):
-        one_error(*said(suite_main, ["run", "--resume", str(tmp_path / "run"), *extra]), "--resume", "--recheck")
+        one_error(
+            *said(suite_main, ["run", "--resume", str(tmp_path / "run"), *extra]), "--resume", "--recheck"
+        )
 
 
 def test_names_that_are_not_utf8_are_refused_before_anything_is_written(tmp_path):
     latin = tmp_path / LATIN1
     latin.mkdir()
-    for main, argv in ((suite_main, ["run", "--profile", "gloo-cpu", "--stages", "topology", "--out", str(latin / "runs")]),
-                       (suite_main, ["ingest", str(FIXTURES / "topo"), "--out", str(latin / "runs")]),
-                       (suite_main, ["check", str(latin / "run")]),
-                       (reports_main, [str(latin / "run")]),
-                       (reports_main, ["compare", str(latin / "run"), str(latin / "run")])):
+    for main, argv in (
+        (suite_main, ["run", "--profile", "gloo-cpu", "--stages", "topology", "--out", str(latin / "runs")]),
+        (suite_main, ["ingest", str(FIXTURES / "topo"), "--out", str(latin / "runs")]),
+        (suite_main, ["check", str(latin / "run")]),
+        (reports_main, [str(latin / "run")]),
+        (reports_main, ["compare", str(latin / "run"), str(latin / "run")]),
+    ):
         one_error(*said(main, argv), "caf\\xe9", "not UTF-8", "rename")
     assert list(latin.iterdir()) == []
 
@@ -152,10 +189,16 @@ def test_a_capture_whose_name_is_not_utf8_is_named_unused_and_the_rest_ingested(
     pile.mkdir()
     shutil.copy(FIXTURES / "health" / "nvsmi-q-08-h200-550-healthy.txt", pile / "q.txt")
     shutil.copy(FIXTURES / "topo" / "11-h100-4gpu-nv18-8nic-phb.txt", pile / f"topo-{LATIN1}.txt")
-    code, text = said(suite_main, ["ingest", str(pile), "--out", str(tmp_path / "runs"), "--record-last",
-                                   str(tmp_path / "LAST")])
+    code, text = said(
+        suite_main,
+        ["ingest", str(pile), "--out", str(tmp_path / "runs"), "--record-last", str(tmp_path / "LAST")],
+    )
     assert code in (0, 3), text
-    assert "not used: " in text and "topo-caf\\xe9.txt: its name is not UTF-8" in text and "Traceback" not in text
+    assert (
+        "not used: " in text
+        and "topo-caf\\xe9.txt: its name is not UTF-8" in text
+        and "Traceback" not in text
+    )
     run = Path((tmp_path / "LAST").read_text().strip())
     manifest = json.loads((run / "manifest.json").read_text())
     assert [f["kept_as"] for f in manifest["ingested"]["files"]] == ["raw/topology/q.txt", "raw/health/q.txt"]
@@ -171,8 +214,12 @@ def test_a_host_without_user_says_whom_it_logs_in_as_before_connecting(tmp_path)
     config.write_text("Host gpu-box\n  HostName 127.0.0.1\n  User ubuntu\n")
     assert unnamed_user_note(parse_host("root@127.0.0.1")) is None
     mine = unnamed_user_note(parse_host("127.0.0.1:1"))
-    assert f"logging in as {getpass.getuser()!r} (this laptop's user)" in mine and "HOST=user@127.0.0.1" in mine
-    assert "logging in as 'ubuntu' (the User in your ssh_config)" in unnamed_user_note(parse_host("gpu-box"), str(config))
+    assert (
+        f"logging in as {getpass.getuser()!r} (this laptop's user)" in mine and "HOST=user@127.0.0.1" in mine
+    )
+    assert "logging in as 'ubuntu' (the User in your ssh_config)" in unnamed_user_note(
+        parse_host("gpu-box"), str(config)
+    )
     code, text = said(provisioning_main, ["plan", "--host", "127.0.0.1:1"])
     assert code == 2 and text.index("names no user") < text.index("cannot connect")
 
@@ -182,9 +229,13 @@ def test_a_fifo_or_a_folder_as_hostfile_or_record_last_is_refused_without_blocki
     os.mkfifo(fifo)
     start = time.monotonic()
     for path, kind in ((fifo, "FIFO"), (tmp_path, "directory")):
-        for main, argv in ((suite_main, ["run", "--hostfile", str(path), "--out", str(tmp_path / "runs")]),
-                           (provisioning_main, ["remote", "--host", "", "--hostfile", str(path)]),
-                           (suite_main, ["run", "--stages", "topology", "--record-last", str(path),
-                                         "--out", str(tmp_path / "runs")])):
+        for main, argv in (
+            (suite_main, ["run", "--hostfile", str(path), "--out", str(tmp_path / "runs")]),
+            (provisioning_main, ["remote", "--host", "", "--hostfile", str(path)]),
+            (
+                suite_main,
+                ["run", "--stages", "topology", "--record-last", str(path), "--out", str(tmp_path / "runs")],
+            ),
+        ):
             one_error(*said(main, argv), kind)
     assert time.monotonic() - start < 30 and not (tmp_path / "runs").exists()

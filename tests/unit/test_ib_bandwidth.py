@@ -1,5 +1,6 @@
-"""The ib_write_bw check: ports from a sysfs tree laid out as the kernel lays it out, each GPU's nearest NIC from a
-real `nvidia-smi topo -m` (tests/data/topo), the rule on figures from real perftest captures, the box verdict."""
+"""The ib_write_bw check: ports from a sysfs tree laid out as the kernel lays it out, each GPU's nearest NIC
+from a real `nvidia-smi topo -m` (tests/data/topo), the rule on figures from real perftest captures, the box
+verdict."""
 
 from __future__ import annotations
 
@@ -30,19 +31,23 @@ def test_ports_read_with_rate_and_state(tmp_path):
     port(tmp_path, "mlx5_0", 1, "400 Gb/sec (4X NDR)")
     port(tmp_path, "mlx5_1", 1, "100 Gb/sec (2X NDR)", "1: DOWN")
     ports = ib.read_ports(tmp_path)
-    assert [(p.name, p.rate_gbps, p.active) for p in ports] == [("mlx5_0 port 1", 400.0, True),
-                                                              ("mlx5_1 port 1", 100.0, False)]
+    assert [(p.name, p.rate_gbps, p.active) for p in ports] == [
+        ("mlx5_0 port 1", 400.0, True),
+        ("mlx5_1 port 1", 100.0, False),
+    ]
 
 
 def test_nearest_nic_from_real_matrices():
-    """8×H100 with a NIC per GPU (tests/data/topo/30): GPU n → mlx5_n. 8×A100 with 10 NICs (29): each pair of GPUs
-    shares the two NICs on its PCIe switch. DGX-1 with one NIC (01): every GPU's nearest is that one."""
+    """8×H100 with a NIC per GPU (tests/data/topo/30): GPU n → mlx5_n. 8×A100 with 10 NICs (29): each pair of
+    GPUs shares the two NICs on its PCIe switch. DGX-1 with one NIC (01): every GPU's nearest is that one."""
+
     def nearest(name: str) -> dict[str, list[str]]:
         return ib.nearest_nics(json.loads((DATA / "topo" / f"{name}.json").read_text()))
 
     assert nearest("30-h100-8gpu-nv18-8nic-env-dump") == {f"mlx5_{n}": [f"GPU{n}"] for n in range(8)}
-    assert nearest("29-a100-8gpu-nv12-10nic-4numa") == {f"mlx5_{n}": [f"GPU{n // 2 * 2}", f"GPU{n // 2 * 2 + 1}"]
-                                                        for n in range(8)}
+    assert nearest("29-a100-8gpu-nv12-10nic-4numa") == {
+        f"mlx5_{n}": [f"GPU{n // 2 * 2}", f"GPU{n // 2 * 2 + 1}"] for n in range(8)
+    }
     assert nearest("01-dgx1-v100-8gpu-mlx5") == {"mlx5_0": [f"GPU{n}" for n in range(8)]}
 
 
@@ -52,15 +57,23 @@ def test_pairs_serve_each_tested_port_from_the_next_and_one_nic_from_itself(tmp_
     ports = ib.read_ports(tmp_path)
     got = [(c.device, s.device, g) for c, s, g in ib.pairs(ports, {"mlx5_0": ["GPU0"], "mlx5_2": ["GPU1"]})]
     assert got == [("mlx5_0", "mlx5_1", ["GPU0"]), ("mlx5_2", "mlx5_0", ["GPU1"])]
-    assert [(c.device, s.device) for c, s, _ in ib.pairs(ports[:1], {})] == [("mlx5_0", "mlx5_0")]  # HCA loopback
+    assert [(c.device, s.device) for c, s, _ in ib.pairs(ports[:1], {})] == [
+        ("mlx5_0", "mlx5_0")
+    ]  # HCA loopback
     client = ib.command(ports[0], 18515, 5, "localhost")
-    assert client[:3] == ["ib_write_bw", "-d", "mlx5_0"] and client[-1] == "localhost" and "--report_gbits" in client
+    assert (
+        client[:3] == ["ib_write_bw", "-d", "mlx5_0"]
+        and client[-1] == "localhost"
+        and "--report_gbits" in client
+    )
 
 
 def measured(name: str, avg: float, rate: float) -> list[Row]:
     base = dict(stage="burnin", case="ib_write_bw", source="perftest", unit="Gb/s")
-    return [Row(**base, metric="rate_Gbps", value=rate, text=name),
-            Row(**base, metric="avg_Gbps", value=avg, text=f"{name} (nearest to GPU0; server mlx5_1 port 1)")]
+    return [
+        Row(**base, metric="rate_Gbps", value=rate, text=name),
+        Row(**base, metric="avg_Gbps", value=avg, text=f"{name} (nearest to GPU0; server mlx5_1 port 1)"),
+    ]
 
 
 def capture_gbps(name: str) -> float:
@@ -86,7 +99,9 @@ def test_without_perftest_the_check_stays_open_with_the_install_line(tmp_path):
     verdict = ib.ib_verdict(rows, on_gpu=True, stage="burnin")
     assert verdict.status == "skip" and "apt-get install perftest" in verdict.reason
     box = box_verdict(GPU_RUN, [verdict])
-    assert box.word == INCONCLUSIVE and [(o.id, o.why) for o in box.open] == [("burnin.ib_write_bw", verdict.reason)]
+    assert box.word == INCONCLUSIVE and [(o.id, o.why) for o in box.open] == [
+        ("burnin.ib_write_bw", verdict.reason)
+    ]
 
 
 def test_no_hca_does_not_apply_and_the_rehearsal_says_why(tmp_path):

@@ -8,13 +8,13 @@ import ast
 from suite.stagecode import SUITE_ROOT as SUITE
 from suite.stagecode import imported_names, module_name
 
-
 MODULES = {module_name(p): p for p in sorted(SUITE.rglob("*.py"))}
 
 
 def imports(name: str) -> set[str]:
-    """Every suite module `name` imports (suite/stagecode.py's reading of its source), its own packages left out:
-    `from . import _nccl_tests` imports suite.cluster.nccl_tests, and suite.stages only as Python always does."""
+    """Every suite module `name` imports (suite/stagecode.py's reading of its source), its own packages left
+    out: `from . import _nccl_tests` imports suite.cluster.nccl_tests, and suite.stages only as Python always
+    does."""
     own_packages = {name.rsplit(".", k)[0] for k in range(1, name.count(".") + 1)}
     return {m for m in imported_names(MODULES[name]) if m in MODULES and m != name and m not in own_packages}
 
@@ -30,7 +30,7 @@ def cycles() -> list[list[str]]:
         state[node] = "open"
         for nxt in sorted(GRAPH[node]):
             if state.get(nxt) == "open":
-                found.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"
@@ -67,14 +67,25 @@ def test_the_cost_model_takes_numbers_only():
     costmodel = [m for m in MODULES if m.startswith("suite.costmodel.")]
     assert len(costmodel) >= 4
     allowed = {"suite.costmodel", "suite.dtypes", "suite.config"}  # config: GptConfig's shape for sizing
-    reaching = sorted((m, dep) for m in costmodel for dep in GRAPH[m]
-                      if not dep.startswith("suite.costmodel.") and dep not in allowed)
+    reaching = sorted(
+        (m, dep)
+        for m in costmodel
+        for dep in GRAPH[m]
+        if not dep.startswith("suite.costmodel.") and dep not in allowed
+    )
     assert reaching == []
-    profiles = [m for m in costmodel if "Profile" in {n.id for n in ast.walk(ast.parse(MODULES[m].read_text()))
-                                                      if isinstance(n, ast.Name)}]
+    profiles = [
+        m
+        for m in costmodel
+        if "Profile" in {n.id for n in ast.walk(ast.parse(MODULES[m].read_text())) if isinstance(n, ast.Name)}
+    ]
     assert profiles == []  # no Profile in the cost model: numbers in, numbers out
-    takes_facts = [f"{m}.{f.name}" for m in costmodel for f in ast.walk(ast.parse(MODULES[m].read_text()))
-                   if isinstance(f, ast.FunctionDef) and any(a.arg in ("facts", "profile") for a in f.args.args)]
+    takes_facts = [
+        f"{m}.{f.name}"
+        for m in costmodel
+        for f in ast.walk(ast.parse(MODULES[m].read_text()))
+        if isinstance(f, ast.FunctionDef) and any(a.arg in ("facts", "profile") for a in f.args.args)
+    ]
     assert takes_facts == []  # nor a facts dict: suite/facts.py reads them and passes the numbers on
 
 

@@ -1,10 +1,11 @@
-"""`python -m suite ingest` on real captures (tests/data/): verdicts from the stages' own code, exit codes as run's."""
+"""`python -m suite ingest` on real captures (tests/data/): verdicts from the stages' own code, exit codes as
+run's."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -50,14 +51,18 @@ def ingest(tmp_path: Path, *files: Path, args: tuple[str, ...] = ()):
 
 
 def test_a_healthy_nvswitch_box_passes_its_nvlink_peak(tmp_path):
-    done, run, v = ingest(tmp_path, H100_NVSWITCH_TOPO, H100_NVSWITCH_ALL_REDUCE,
-                          args=("--gpu-model", "NVIDIA H100 80GB HBM3"))
+    done, run, v = ingest(
+        tmp_path, H100_NVSWITCH_TOPO, H100_NVSWITCH_ALL_REDUCE, args=("--gpu-model", "NVIDIA H100 80GB HBM3")
+    )
     assert done.returncode == 3, done.stderr
     peak = v["bandwidth.peak.all_reduce"]
     assert peak.status == "pass" and "NVLink 4" in peak.expected and "315.0 GB/s" in peak.expected
     assert peak.observed.startswith("468.6 GB/s")
     assert v["topology.links"].status == "pass" and v["topology.gpu_count"].status == "pass"
-    assert v["topology.tools"].status == "skip" and v["topology.tools"].observed == "read from captures: nvidia-smi-topo-m"
+    assert (
+        v["topology.tools"].status == "skip"
+        and v["topology.tools"].observed == "read from captures: nvidia-smi-topo-m"
+    )
     assert v["bandwidth.fit"].status == "skip"  # one size: no line to fit, not a failure
     assert run.manifest["stages_selected"] == ["topology", "bandwidth"]
     assert not [x for x in v.values() if x.status == "fail"]
@@ -68,7 +73,9 @@ def test_a_pcie_box_is_held_to_pcie(tmp_path):
     done, run, v = ingest(tmp_path, RTX4090_PCIE)
     peak = v["bandwidth.peak.all_reduce"]
     assert "PCIe Gen4 x16" in peak.expected and "31.5 GB/s" in peak.expected and "NVLink" not in peak.expected
-    assert peak.status == "fail" and peak.observed.startswith("2.6 GB/s")  # 8% of the link: the reason says so
+    assert peak.status == "fail" and peak.observed.startswith(
+        "2.6 GB/s"
+    )  # 8% of the link: the reason says so
     assert "8% of the link" in peak.reason
     assert done.returncode == 1
     assert run.facts()["topology"]["gpus"] == ["NVIDIA GeForce RTX 4090"] * 4  # from nccl-tests' rank lines
@@ -80,7 +87,10 @@ def test_wrong_elements_fail_with_the_counts(tmp_path):
     wrong = v["bandwidth.wrong.nccl-tests.all_reduce"]
     assert wrong.status == "fail" and "524288 B oop: 237858" in wrong.observed
     # the capture stops without its footer and without an error line: the end of the run is open, not a fail
-    assert v["bandwidth.nccl_tests.all_reduce"].status == "skip" and "no footer" in v["bandwidth.nccl_tests.all_reduce"].reason
+    assert (
+        v["bandwidth.nccl_tests.all_reduce"].status == "skip"
+        and "no footer" in v["bandwidth.nccl_tests.all_reduce"].reason
+    )
     assert done.returncode == 1
 
 
@@ -100,7 +110,9 @@ def test_an_unrecognised_file_is_listed_and_skipped_and_inputs_kept_untouched(tm
     kept = run.manifest["ingested"]["files"]
     assert [k["stage"] for k in kept] == ["bandwidth"]
     assert (run.path / kept[0]["kept_as"]).read_bytes() == RTX4090_PCIE.read_bytes()
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [run.path.name]  # nothing written elsewhere
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        run.path.name
+    ]  # nothing written elsewhere
     assert done.returncode == 1  # the verdicts decide, not the skipped file
 
 
@@ -108,7 +120,9 @@ def test_nothing_recognised_is_exit_2_and_no_run(tmp_path):
     done, run, _ = ingest(tmp_path, REPO / "tests/data/cpu", tmp_path / "missing.txt")
     assert done.returncode == 2 and run is None
     lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
-    assert len(lines) == 4 and any("no such file" in line for line in lines)  # 3 files in tests/data/cpu + missing
+    assert len(lines) == 4 and any(
+        "no such file" in line for line in lines
+    )  # 3 files in tests/data/cpu + missing
     assert done.stderr.strip().splitlines()[-1].startswith("error: nothing usable among 3 file(s)")
 
 
@@ -126,8 +140,9 @@ def test_every_capture_in_tests_data_is_claimed_by_its_own_kind():
     topo = sorted(TOPO.glob("*.txt"))
     nccl = sorted(NCCL.glob("*.txt"))
     assert len(topo) >= 15 and len(nccl) >= 13
-    for path, kind in [(p, "nvidia-smi-topo-p2p" if "-p2p-" in p.name else "nvidia-smi-topo-m") for p in topo] + \
-            [(p, "nccl-tests") for p in nccl]:
+    for path, kind in [
+        (p, "nvidia-smi-topo-p2p" if "-p2p-" in p.name else "nvidia-smi-topo-m") for p in topo
+    ] + [(p, "nccl-tests") for p in nccl]:
         got = inputs.read(path)
         claimed = got.why if isinstance(got, inputs.Unused) else got[0].kind
         assert claimed == kind or "does not parse" in claimed, (path.name, claimed)
@@ -151,19 +166,40 @@ def test_an_nsys_export_feeds_the_profile_stage(tmp_path):
 
 
 def test_the_command_line_exit_code_and_lines(tmp_path):
-    """Once through a real process: the exit code reaches the shell, and the unused file's line is on stderr."""
-    done = subprocess.run([sys.executable, "-m", "suite", "ingest", str(ABORTED), str(NCCL / "README.md"),
-                           "--out", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    """Once through a real process: the exit code reaches the shell, and the unused file's line is on
+    stderr."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "ingest",
+            str(ABORTED),
+            str(NCCL / "README.md"),
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stderr
     assert "not used: " in done.stderr and "Traceback" not in done.stderr
 
 
 def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
     smi = REPO / "tests/data/smi"
-    kinds = {p.name: inputs.read(p)[0].kind for p in sorted(smi.glob("*.txt"))}  # every capture there is claimed
-    expected = {"quadro-m1000m-q-2018-head.txt": "nvidia-smi-q", "quadro-rtx4000-2gpu-L.txt": "nvidia-smi-L",
-                "rtx4070-laptop-L.txt": "nvidia-smi-L", "rtx4070-laptop-q.txt": "nvidia-smi-q",
-                "v100-pcie-q-hami-interleaved-head.txt": "nvidia-smi-q"}
+    kinds = {
+        p.name: inputs.read(p)[0].kind for p in sorted(smi.glob("*.txt"))
+    }  # every capture there is claimed
+    expected = {
+        "quadro-m1000m-q-2018-head.txt": "nvidia-smi-q",
+        "quadro-rtx4000-2gpu-L.txt": "nvidia-smi-L",
+        "rtx4070-laptop-L.txt": "nvidia-smi-L",
+        "rtx4070-laptop-q.txt": "nvidia-smi-q",
+        "v100-pcie-q-hami-interleaved-head.txt": "nvidia-smi-q",
+    }
     assert {name: kinds[name] for name in expected} == expected
     assert set(kinds.values()) == {"nvidia-smi-q", "nvidia-smi-L"}
     done, run, v = ingest(tmp_path, smi / "rtx4070-laptop-q.txt", smi / "rtx4070-laptop-L.txt")
@@ -176,7 +212,8 @@ def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
 
 
 def test_a_torch_profiler_trace_feeds_the_profile_stage_whatever_its_name(tmp_path):
-    """The real Kineto trace of tests/data/traces (rank 0 of a 128-rank NCCL job), renamed: read by content."""
+    """The real Kineto trace of tests/data/traces (rank 0 of a 128-rank NCCL job), renamed: read by
+    content."""
     trace = tmp_path / "capture.bin"
     shutil.copyfile(REPO / "tests/data/traces/hta-sampled_rank-0.json.gz", trace)
     done, run, v = ingest(tmp_path, trace, REPO / "tests/data/traces/hta-sampled_rank-0.hta.json")
@@ -193,8 +230,14 @@ def test_nccl_tests_names_map_onto_the_stages_collectives():
     from suite.ingest.feed import OUR_NAME
     from suite.parsers.nccl_tests import PROGRAMS
 
-    assert OUR_NAME == {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-                        "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "sendrecv"}
+    assert OUR_NAME == {
+        "all_reduce": "all_reduce",
+        "all_gather": "all_gather",
+        "reduce_scatter": "reduce_scatter",
+        "alltoall": "all_to_all",
+        "broadcast": "broadcast",
+        "sendrecv": "sendrecv",
+    }
     assert set(OUR_NAME) <= set(PROGRAMS)  # every key is a name the parser gives
 
 
@@ -226,7 +269,9 @@ def test_a_cut_gzip_trace_and_an_unwritable_out_are_one_line_each(tmp_path):
     cut = tmp_path / "rank0.trace.json.gz"
     cut.write_bytes((REPO / "tests/data/traces/gloo-cpu-ddp_rank0.trace.json.gz").read_bytes()[:4000])
     got = inputs.read(cut)
-    assert isinstance(got, inputs.Unused) and got.why.startswith("looks like torch profiler trace but does not parse")
+    assert isinstance(got, inputs.Unused) and got.why.startswith(
+        "looks like torch profiler trace but does not parse"
+    )
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     done, _, _ = ingest(tmp_path, RTX4090_PCIE, args=("--out", str(blocker / "runs")))
@@ -247,9 +292,15 @@ def test_a_file_of_several_tests_gives_one_capture_each(tmp_path):
 # ---------------------------------------------------------------- the health stage's captures (issue 15)
 
 HEALTH = REPO / "tests/data/health"
-HEALTH_KIND = {"nvsmi-q": "nvidia-smi-q", "nvlink-s": "nvidia-smi nvlink", "dcgmi-nvlink": "nvidia-smi nvlink",
-               "ibstat": "ibstat",
-               "ibv-devinfo": "ibv_devinfo", "dcgmi-diag": "dcgmi diag", "xid": "kernel log"}
+HEALTH_KIND = {
+    "nvsmi-q": "nvidia-smi-q",
+    "nvlink-s": "nvidia-smi nvlink",
+    "dcgmi-nvlink": "nvidia-smi nvlink",
+    "ibstat": "ibstat",
+    "ibv-devinfo": "ibv_devinfo",
+    "dcgmi-diag": "dcgmi diag",
+    "xid": "kernel log",
+}
 
 
 def health_verdicts(v: dict) -> dict:
@@ -263,17 +314,24 @@ def test_every_health_capture_is_claimed_by_its_own_kind():
         kind = next(k for prefix, k in HEALTH_KIND.items() if path.name.startswith(prefix))
         got = inputs.read(path)
         assert not isinstance(got, inputs.Unused), (path.name, got.why)
-        if "-cut-" in path.name and kind == "dcgmi diag":  # a table cut mid-row: health reads it, marked partial
+        if (
+            "-cut-" in path.name and kind == "dcgmi diag"
+        ):  # a table cut mid-row: health reads it, marked partial
             assert got[0].kind == kind and "closing border" in got[0].facts["partial"], got
             continue
-        if "-cut-" in path.name:  # the truncated -q: topology reads it, health every block (a cut one marked) and the line
+        if (
+            "-cut-" in path.name
+        ):  # the truncated -q: topology reads it, health every block (a cut one marked) and the line
             assert got[1].data["complete"] is False and all(g["cut"] for g in got[1].data["gpus"]), got
             assert "line 91" in got[1].facts["why"] and got[1].facts["partial"], got
             continue
         assert {c.kind for c in got} == {kind}, path.name
         assert "health" in {c.stage for c in got}, path.name
     # -q feeds both stages from the one file
-    assert [c.stage for c in inputs.read(HEALTH / "nvsmi-q-08-h200-550-healthy.txt")] == ["topology", "health"]
+    assert [c.stage for c in inputs.read(HEALTH / "nvsmi-q-08-h200-550-healthy.txt")] == [
+        "topology",
+        "health",
+    ]
 
 
 def test_a_pending_row_remap_fails_naming_the_gpu(tmp_path):
@@ -304,19 +362,33 @@ def test_an_xid_capture_fails_and_what_it_lacks_skips(tmp_path):
     for check in ("measured", "network"):  # a live-only measurement; InfiniBand on a single node
         assert hv[f"health.{check}"].reason.startswith("does not apply to this box: "), check
     assert "health.nvidia_smi" not in hv
-    assert (run.path / "raw/health/xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes() == \
-        (HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes()
+    assert (run.path / "raw/health/xid-01-h100-xe9680-xid119-gsp-timeout.txt").read_bytes() == (
+        HEALTH / "xid-01-h100-xe9680-xid119-gsp-timeout.txt"
+    ).read_bytes()
 
 
 def test_a_healthy_h200_passes_and_a_port_down_fails_naming_it(tmp_path):
-    done, run, v = ingest(tmp_path, HEALTH / "nvsmi-q-08-h200-550-healthy.txt",
-                          HEALTH / "nvlink-s-01-a100x8-sxm4-12links-25gbs.txt",
-                          HEALTH / "ibstat-02-h100-node-roce-port-down-polling.txt",
-                          HEALTH / "dcgmi-diag-03-a10g-4gpu-dcgm339-r3-targeted-power-fail.txt")
+    done, run, v = ingest(
+        tmp_path,
+        HEALTH / "nvsmi-q-08-h200-550-healthy.txt",
+        HEALTH / "nvlink-s-01-a100x8-sxm4-12links-25gbs.txt",
+        HEALTH / "ibstat-02-h100-node-roce-port-down-polling.txt",
+        HEALTH / "dcgmi-diag-03-a10g-4gpu-dcgm339-r3-targeted-power-fail.txt",
+    )
     assert done.returncode == 1, done.stderr
     hv = health_verdicts(v)
-    smi_checks = ("pcie_link", "ecc", "remapped_rows", "clock_brakes", "power_limit", "modes", "persistence",
-                  "temperature", "fabric", "processes")
+    smi_checks = (
+        "pcie_link",
+        "ecc",
+        "remapped_rows",
+        "clock_brakes",
+        "power_limit",
+        "modes",
+        "persistence",
+        "temperature",
+        "fabric",
+        "processes",
+    )
     assert {c: hv[f"health.{c}"].status for c in smi_checks} == dict.fromkeys(smi_checks, "pass")
     net = hv["health.network"]
     assert net.status == "fail"
@@ -325,31 +397,46 @@ def test_a_healthy_h200_passes_and_a_port_down_fails_naming_it(tmp_path):
     dcgm_v = hv["health.dcgm"]
     assert dcgm_v.status == "fail" and "Fail - GPU: 1" in dcgm_v.observed
     assert sorted(x for x, y in hv.items() if y.status == "fail") == ["health.dcgm", "health.network"]
-    assert set(run.facts()["ingest"]["sources"]) >= {"nvidia-smi -q", "nvidia-smi nvlink", "ibstat", "dcgmi diag"}
+    assert set(run.facts()["ingest"]["sources"]) >= {
+        "nvidia-smi -q",
+        "nvidia-smi nvlink",
+        "ibstat",
+        "dcgmi diag",
+    }
 
 
 def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_path):
-    done, run, v = ingest(tmp_path, HEALTH / "ibv-devinfo-01-deepep-cx6dx-port-down.txt",
-                          HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt",
-                          HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt")
-    assert v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed  # a program's XID
+    done, run, v = ingest(
+        tmp_path,
+        HEALTH / "ibv-devinfo-01-deepep-cx6dx-port-down.txt",
+        HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt",
+        HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt",
+    )
+    assert (
+        v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed
+    )  # a program's XID
     lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
     assert len(lines) == 1 and "xid-03" in lines[0] and "a second kernel log output for health" in lines[0]
-    net = v["health.network"]  # its only adapter type has no port up: an unused one, as the live rule reads it
+    net = v[
+        "health.network"
+    ]  # its only adapter type has no port up: an unused one, as the live rule reads it
     assert net.status == "pass" and "1 port(s) of unused adapter types down" in net.observed, net
     assert run.facts()["health"]["network"]["tool"] == "ibv_devinfo"
     assert done.returncode == 3  # a warning, a pass, checks open: INCONCLUSIVE
 
 
 def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
-    """`nvidia-smi -q -i 0` of an 8-GPU node ('Attached GPUs : 8', one block): the block is judged, the capture is
-    partial (exit 1 without --allow-partial), health.nvidia_smi names file and line, the box is not decided."""
+    """`nvidia-smi -q -i 0` of an 8-GPU node ('Attached GPUs : 8', one block): the block is judged, the
+    capture is partial (exit 1 without --allow-partial), health.nvidia_smi names file and line, the box is not
+    decided."""
     cut = REPO / "tests/data/smi/a100-sxm4-525-q-one-process.txt"
     done, run, v = ingest(tmp_path, cut)
     smi_v = v["health.nvidia_smi"]
     assert smi_v.status == "skip" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
     assert "ingest the whole `nvidia-smi -q` output" in smi_v.reason
-    assert v["health.processes"].status == "fail" and "22374" in v["health.processes"].observed  # the hung rank
+    assert (
+        v["health.processes"].status == "fail" and "22374" in v["health.processes"].observed
+    )  # the hung rank
     assert v["health.pcie_link"].status != "skip"  # judged on the block it holds
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "partial: " in done.stderr and "--allow-partial" in done.stderr
@@ -357,15 +444,20 @@ def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
 
 
 def test_resuming_an_interrupted_ingest_judges_its_kept_captures_never_this_machine(tmp_path):
-    """An ingest killed in its last stage, then `suite run --resume`d: its stages would run live here and judge this
-    laptop as the box (seen: an H100 box REJECTED on topology.gpu_count, the laptop having no GPU). The resume judges
-    the unfinished stage from the captures kept under raw/ (the same verdicts as the whole ingest gave), and a
-    resume whose captures are gone is refused in one line naming the stage, changing nothing."""
-    done, run, _ = ingest(tmp_path, TOPO / "11-h100-4gpu-nv18-8nic-phb.txt",
-                          HEALTH / "nvsmi-q-08-h200-550-healthy.txt")
+    """An ingest killed in its last stage, then `suite run --resume`d: its stages would run live here and
+    judge this laptop as the box (seen: an H100 box REJECTED on topology.gpu_count, the laptop having no GPU).
+    The resume judges the unfinished stage from the captures kept under raw/ (the same verdicts as the whole
+    ingest gave), and a resume whose captures are gone is refused in one line naming the stage, changing
+    nothing."""
+    done, run, _ = ingest(
+        tmp_path, TOPO / "11-h100-4gpu-nv18-8nic-phb.txt", HEALTH / "nvsmi-q-08-h200-550-healthy.txt"
+    )
     assert done.returncode in (0, 3), done.stderr
+
     def verdicts():
-        return {(v["id"], v["status"]) for v in json.loads((run.path / "verdicts.json").read_text())["verdicts"]}
+        return {
+            (v["id"], v["status"]) for v in json.loads((run.path / "verdicts.json").read_text())["verdicts"]
+        }
 
     whole = verdicts()
     manifest = json.loads((run.path / "manifest.json").read_text())
@@ -392,6 +484,9 @@ def test_resuming_an_interrupted_ingest_judges_its_kept_captures_never_this_mach
     manifest = json.loads((run.path / "manifest.json").read_text())
     assert manifest["stages"]["topology"]["status"] == "complete"
     assert verdicts() == whole and len(whole) > 10
-    assert "NVIDIA H200" in json.dumps(manifest["facts"]) and not any(p.name == "zygote.log" for p in run.path.rglob("*"))
+    assert "NVIDIA H200" in json.dumps(manifest["facts"]) and not any(
+        p.name == "zygote.log" for p in run.path.rglob("*")
+    )
     assert (run.path / "raw" / "topology" / "11-h100-4gpu-nv18-8nic-phb.txt").read_bytes() == before[
-        run.path / "raw" / "topology" / "11-h100-4gpu-nv18-8nic-phb.txt"]
+        run.path / "raw" / "topology" / "11-h100-4gpu-nv18-8nic-phb.txt"
+    ]

@@ -11,14 +11,16 @@ from provisioning.job import jobs
 
 
 def status_of(base) -> jobs.JobStatus:
-    out = subprocess.run(["python3", "-c", jobs.STATUS_PROGRAM, str(base), "0"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["python3", "-c", jobs.STATUS_PROGRAM, str(base), "0"], capture_output=True, text=True, check=True
+    ).stdout
     return jobs.JobStatus(**json.loads(out))
 
 
 def test_a_laptop_a_minute_ahead_does_not_keep_a_dead_job_starting(tmp_path):
-    """job.json written (the laptop a minute ahead: started_epoch in the host's future), the job never started:
-    once the grace has passed by the host's clock it is `died`, not `starting` — the host program run for real."""
+    """job.json written (the laptop a minute ahead: started_epoch in the host's future), the job never
+    started: once the grace has passed by the host's clock it is `died`, not `starting` — the host program run
+    for real."""
     job = tmp_path / "jobs" / "J1"
     job.mkdir(parents=True)
     ahead = time.time() + 60.0

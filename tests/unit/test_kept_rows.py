@@ -1,4 +1,5 @@
-"""Rows kept as measured (suite/kept_rows.py): what a killed stage leaves is read back whole, each row once."""
+"""Rows kept as measured (suite/kept_rows.py): what a killed stage leaves is read back whole, each row
+once."""
 
 import json
 
@@ -9,8 +10,15 @@ from suite.runner import ROWS_FILE
 
 
 def row(i: int, case: str = "all_reduce") -> Row:
-    return Row(stage="bandwidth", case=case, metric="busbw", value=float(i), unit="GB/s", size_bytes=8 << i,
-               source="torch")
+    return Row(
+        stage="bandwidth",
+        case=case,
+        metric="busbw",
+        value=float(i),
+        unit="GB/s",
+        size_bytes=8 << i,
+        source="torch",
+    )
 
 
 def test_the_ledger_is_the_runners_rows_file():

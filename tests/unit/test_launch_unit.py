@@ -32,7 +32,9 @@ def test_a_held_port_is_named_with_its_holder():
         s.listen()
         port = s.getsockname()[1]
         assert port_holder(port) == f"pid {os.getpid()} ({open('/proc/self/comm').read().strip()})"
-        with pytest.raises(LaunchError, match=f"port {port} on 127.0.0.1 is held by pid {os.getpid()}.*--master-port"):
+        with pytest.raises(
+            LaunchError, match=f"port {port} on 127.0.0.1 is held by pid {os.getpid()}.*--master-port"
+        ):
             choose_port(GLOO_CPU.with_overrides(master_port=port))
     assert choose_port(GLOO_CPU.with_overrides(master_port=port)) == port  # free again
 
@@ -42,8 +44,8 @@ def test_free_port_when_none_is_fixed():
 
 
 def test_a_launch_on_the_first_node_alone_leaves_the_rendezvous_port_to_the_nodes():
-    """A multi-node run's fixed port (29400) is the rendezvous's across the nodes; launches on one node at once (the
-    fault stage's concurrent drills) each take a free port, even while the fixed one is held."""
+    """A multi-node run's fixed port (29400) is the rendezvous's across the nodes; launches on one node at
+    once (the fault stage's concurrent drills) each take a free port, even while the fixed one is held."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

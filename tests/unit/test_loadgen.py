@@ -1,6 +1,6 @@
-"""The load generator (tests/loadgen.py) and make test-load's comparison (tests/load_verdicts.py): the loops run,
-spin, end by themselves after max_s, and are gone when the block exits, even on an error; the comparison names
-every verdict whose status is not the same in every run."""
+"""The load generator (tests/loadgen.py) and make test-load's comparison (tests/load_verdicts.py): the loops
+run, spin, end by themselves after max_s, and are gone when the block exits, even on an error; the comparison
+names every verdict whose status is not the same in every run."""
 
 from __future__ import annotations
 
@@ -44,8 +44,13 @@ def test_bad_settings_are_refused():
 
 
 def test_differences_name_each_verdict_not_the_same_in_every_run():
-    runs = [{"pp.bubble.1f1b": "pass", "bandwidth.fit": "skip", "a": "pass"},
-            {"pp.bubble.1f1b": "fail", "bandwidth.fit": "skip", "a": "pass"},
-            {"pp.bubble.1f1b": "pass", "a": "pass"}]
-    assert differences(runs) == {"bandwidth.fit": ["skip", "skip", "-"], "pp.bubble.1f1b": ["pass", "fail", "pass"]}
+    runs = [
+        {"pp.bubble.1f1b": "pass", "bandwidth.fit": "skip", "a": "pass"},
+        {"pp.bubble.1f1b": "fail", "bandwidth.fit": "skip", "a": "pass"},
+        {"pp.bubble.1f1b": "pass", "a": "pass"},
+    ]
+    assert differences(runs) == {
+        "bandwidth.fit": ["skip", "skip", "-"],
+        "pp.bubble.1f1b": ["pass", "fail", "pass"],
+    }
     assert differences(runs[:1]) == {} and differences([]) == {}

@@ -10,13 +10,13 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from suite.stages.memory import figure
 from suite.config import GLOO_CPU
 from suite.costmodel.memory_formula import activation_bytes_per_layer, korthikanti_bytes_per_layer
 from suite.stages import memory as stage
-from suite.workloads.gpt import build_model, synthetic_batch
-from suite.stages.memory.worker import forward_loss, memory_rows, search_rows
+from suite.stages.memory import figure
 from suite.stages.memory.search import CpuCap, largest_batch
+from suite.stages.memory.worker import forward_loss, memory_rows, search_rows
+from suite.workloads.gpt import build_model, synthetic_batch
 
 MC = GLOO_CPU.memory
 FACTS = {"profile": GLOO_CPU.to_dict()}
@@ -36,18 +36,25 @@ def test_every_term_matches_the_formula(rows):
     verdicts = by_id(stage.judge(rows, stage.expect(GLOO_CPU, {}), FACTS))
     assert len(verdicts) == 10
     assert verdicts.pop("memory.fragmentation").status == "skip"
-    assert {v.status for v in verdicts.values()} == {"pass"}, [v for v in verdicts.values() if v.status != "pass"]
+    assert {v.status for v in verdicts.values()} == {"pass"}, [
+        v for v in verdicts.values() if v.status != "pass"
+    ]
     per_layer = next(r.value for r in rows if r.case == "activations" and r.metric == "bytes_per_layer")
     assert per_layer == activation_bytes_per_layer(MC.seq_len, MC.batch, MC.hidden, MC.heads)  # exact on CPU
 
 
 def test_a_wrong_memory_formula_is_caught(rows):
-    """Korthikanti's formula (another block) and a state priced at 12Ψ are both refused against the measurement."""
+    """Korthikanti's formula (another block) and a state priced at 12Ψ are both refused against the
+    measurement."""
     s, b, h, a = MC.seq_len, MC.batch, MC.hidden, MC.heads
-    wrong = [dataclasses.replace(e, value=korthikanti_bytes_per_layer(s, b, h, a))
-             if (e.case, e.metric) == ("activations", "bytes_per_layer") else
-             dataclasses.replace(e, value=e.value / 2) if (e.case, e.metric) == ("state", "optimizer") else e
-             for e in stage.expect(GLOO_CPU, {})]
+    wrong = [
+        dataclasses.replace(e, value=korthikanti_bytes_per_layer(s, b, h, a))
+        if (e.case, e.metric) == ("activations", "bytes_per_layer")
+        else dataclasses.replace(e, value=e.value / 2)
+        if (e.case, e.metric) == ("state", "optimizer")
+        else e
+        for e in stage.expect(GLOO_CPU, {})
+    ]
     verdicts = by_id(stage.judge(rows, wrong, FACTS))
     assert verdicts["memory.activations.per_layer"].status == "fail"
     assert verdicts["memory.state.optimizer"].status == "fail"
@@ -64,13 +71,19 @@ def test_the_search_finds_the_threshold_under_a_cap(rows):
 
 def test_a_search_that_never_hits_the_cap_or_strays_from_linear_is_flagged(rows):
     def replaced(metric, value):
-        return [dataclasses.replace(r, value=value) if (r.case, r.metric) == ("search", metric) else r for r in rows]
+        return [
+            dataclasses.replace(r, value=value) if (r.case, r.metric) == ("search", metric) else r
+            for r in rows
+        ]
 
     largest = next(r.value for r in rows if r.metric == "largest_batch")
     unconverged = by_id(stage.search_verdicts(replaced("smallest_oom", float("nan")), MC, FACTS))
     assert unconverged["memory.search.threshold"].status == "fail"
     strayed = by_id(stage.search_verdicts(replaced("predicted_batch", 3 * largest), MC, FACTS))
-    assert strayed["memory.search.linear"].status == "warn" and strayed["memory.search.threshold"].status == "pass"
+    assert (
+        strayed["memory.search.linear"].status == "warn"
+        and strayed["memory.search.threshold"].status == "pass"
+    )
 
 
 def test_a_tensor_leaked_by_a_step_is_caught():

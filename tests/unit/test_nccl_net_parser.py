@@ -1,4 +1,5 @@
-"""NCCL_DEBUG=INFO's network lines (suite/parsers/nccl_net.py) on real captures (tests/data/nccl-net/README.md)."""
+"""NCCL_DEBUG=INFO's network lines (suite/parsers/nccl_net.py) on real captures
+(tests/data/nccl-net/README.md)."""
 
 from __future__ import annotations
 
@@ -28,22 +29,31 @@ def test_socket_fallback_without_an_ib_device():
 def test_socket_run_in_an_nccl_tests_capture():
     text = (DATA / "nccl-tests" / "17-rtx5090-all_reduce-2gpu-aborted-ncclwarn-test-failure.txt").read_text()
     net = parse_nccl_net(text)
-    assert net.transport == "Socket" and not net.ib_missing and net.socket_interfaces[0] == "enp227s0f0:192.168.1.250<0>"
+    assert (
+        net.transport == "Socket"
+        and not net.ib_missing
+        and net.socket_interfaces[0] == "enp227s0f0:192.168.1.250<0>"
+    )
     assert "IB not tried or disabled" in net.why_sockets()
     assert parse_nccl_net("no nccl lines\n").transport is None
 
 
 def test_a_missed_inter_node_floor_over_sockets_says_so(tmp_path):
-    """The debug files of a run (here the real socket capture, as NCCL_DEBUG_FILE would hold it) → the transport
-    row → the inter-node floor's reason names sockets, not the fabric; an IB run keeps the generic reason."""
+    """The debug files of a run (here the real socket capture, as NCCL_DEBUG_FILE would hold it) → the
+    transport row → the inter-node floor's reason names sockets, not the fabric; an IB run keeps the generic
+    reason."""
     from suite.cluster import nccl_net as _nccl_net
     from suite.stages.bandwidth import intra_judges as _intra_judges
 
-    facts = {"node_nics": {n: {"nics": 1, "line_gbps": 400.0, "total_gbps": 400.0} for n in ("a", "b")},
-             "profile": {"nodes": ["a", "b"]}}
+    facts = {
+        "node_nics": {n: {"nics": 1, "line_gbps": 400.0, "total_gbps": 400.0} for n in ("a", "b")},
+        "profile": {"nodes": ["a", "b"]},
+    }
     curve = {"all_reduce": {1 << 30: 3.0}}
-    for name, says in (("02-socket-no-ib-device-oneflow-pr9115.txt", "NCCL used sockets: over eno1"),
-                       ("01-ib-4hca-rccl-issue419.txt", "NCCL on TCP instead of IB/RoCE/EFA")):
+    for name, says in (
+        ("02-socket-no-ib-device-oneflow-pr9115.txt", "NCCL used sockets: over eno1"),
+        ("01-ib-4hca-rccl-issue419.txt", "NCCL on TCP instead of IB/RoCE/EFA"),
+    ):
         raw = tmp_path / name
         raw.mkdir()
         (raw / "all_reduce_perf.nccl-debug.gpu-a.4242").write_text((DATA / "nccl-net" / name).read_text())

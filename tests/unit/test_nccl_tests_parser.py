@@ -84,7 +84,8 @@ def test_oldest_format_reads_time_in_ms_and_the_op_column():
     assert "no footer" in got["reason"]
 
 
-# ---------------------------------------------------------------- formats from nccl-tests' source (constructed)
+# ---------------------------------------------------------------- formats from nccl-tests' source
+# (constructed)
 
 HEADER_219 = """# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803
 # Collective test starting: alltoall_perf
@@ -94,11 +95,13 @@ HEADER_219 = """# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=2280
 #  Rank  0 Group  0 Pid  100 on       box device  0 [0000:19:00] NVIDIA H200
 #  Rank  1 Group  0 Pid  100 on       box device  1 [0000:3b:00] NVIDIA H200
 #
-"""
+"""  # noqa: E501
 
 
 def test_per_iteration_columns_and_nan_and_e_notation():
-    text = HEADER_219 + """#                                                              out-of-place (+ per-iteration)                                in-place (+ per-iteration)
+    text = (
+        HEADER_219
+        + """#                                                              out-of-place (+ per-iteration)                                in-place (+ per-iteration)
 #       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)
           16             4     float    none      -1    10.50    0.00    0.00       0     9.90    12.00    12.00     5.10    10.20    0.00    0.00     N/A     9.80    11.00    11.00     4.00
@@ -107,13 +110,22 @@ def test_per_iteration_columns_and_nan_and_e_notation():
 # Avg bus bandwidth    : nan 
 #
 # Collective test concluded: alltoall_perf
-"""
+"""  # noqa: E501
+    )
     got = parse(text)
     assert got["collective"] == "alltoall" and got["nranks"] == 2
     assert got["version"].startswith("nccl-tests version 2.19.6")
     a, b = got["rows"]
-    assert a["oop"] == {"time_us": 10.5, "algbw": 0.0, "busbw": 0.0, "wrong": 0, "i_min_us": 9.9, "i_max_us": 12.0,
-                        "i_p99_us": 12.0, "i_cv_pct": 5.1}
+    assert a["oop"] == {
+        "time_us": 10.5,
+        "algbw": 0.0,
+        "busbw": 0.0,
+        "wrong": 0,
+        "i_min_us": 9.9,
+        "i_max_us": 12.0,
+        "i_p99_us": 12.0,
+        "i_cv_pct": 5.1,
+    }
     assert a["ip"]["wrong"] is None and a["redop"] == "none" and a["root"] == -1
     assert b["oop"]["time_us"] is None and b["oop"]["busbw"] is None
     assert b["oop"]["wrong"] == 268435000
@@ -131,7 +143,7 @@ def test_old_alltoall_with_a_blank_redop_field():
           16             4     float             13.50    0.00    0.00  0e+00    13.40    0.00    0.00    N/A
 # Out of bounds values : 0 OK
 # Avg bus bandwidth    : 0
-"""
+"""  # noqa: E501
     got = parse(text, name_hint="alltoall_perf.out")
     assert got["collective"] == "alltoall"
     assert [r["redop"] for r in got["rows"]] == [None, None]
@@ -139,16 +151,28 @@ def test_old_alltoall_with_a_blank_redop_field():
 
 
 def test_hang_after_header_and_abort_mid_row():
-    header = HEADER_219 + """#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+    header = (
+        HEADER_219
+        + """#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-"""
+"""  # noqa: E501
+    )
     hung = parse(header)
     assert hung["complete"] is False and "after the table header" in hung["reason"] and hung["rows"] == []
-    cut = parse(header + "           8             2     float    none      -1    10.50    0.00    0.00      0    10.20    0.00    0.00    N/A\n"
-                         "          16             4     float    none      -1box: Test CUDA failure common.cu:1000 'an illegal memory access'\n")
+    cut = parse(
+        header
+        + "           8             2     float    none      -1    10.50    0.00    0.00      0    10.20    "
+        "0.00    0.00    N/A\n"
+        "          16             4     float    none      -1box: Test CUDA failure common.cu:1000 'an "
+        "illegal memory access'\n"
+    )
     assert len(cut["rows"]) == 1 and cut["complete"] is False
     assert "Test CUDA failure" in cut["reason"]
-    no_footer = parse(header + "           8             2     float    none      -1    10.50    0.00    0.00      0    10.20    0.00    0.00    N/A\n")
+    no_footer = parse(
+        header
+        + "           8             2     float    none      -1    10.50    0.00    0.00      0    10.20    "
+        "0.00    0.00    N/A\n"
+    )
     assert no_footer["complete"] is False and "no footer after 1 rows" in no_footer["reason"]
 
 
@@ -158,29 +182,47 @@ def test_timestamp_column_is_dropped():
            8             2     float     sum      -1    10.50    0.00    0.00      0    10.20    0.00    0.00      0  2025-09-01 10:11:12
 # Out of bounds values : 0 OK
 # Avg bus bandwidth    : 0.001 OK
-"""
+"""  # noqa: E501
     row = parse(text)["rows"][0]
     assert row["ip"] == {"time_us": 10.2, "algbw": 0.0, "busbw": 0.0, "wrong": 0}
 
 
 def json_report(**changes) -> str:
     data = {
-        "version": 3, "start_time": "2025-09-01 10:00:00", "args": ["./build/all_gather_perf", "-b", "8", "-J", "x.json"],
-        "env": [], "nccl_version": 22803,
+        "version": 3,
+        "start_time": "2025-09-01 10:00:00",
+        "args": ["./build/all_gather_perf", "-b", "8", "-J", "x.json"],
+        "env": [],
+        "nccl_version": 22803,
         "config": {"nthreads": 1, "ngpus": 2, "devices": [{"rank": 0, "group": 0}, {"rank": 1, "group": 0}]},
         "results": [
-            {"size": 8, "count": 1, "type": "float", "redop": "none", "root": "    -1",
-             "out_of_place": {"time": 11.5, "alg_bw": 0.0007, "bus_bw": 0.00035, "nwrong": 0.0},
-             "in_place": {"time": 11.0, "alg_bw": 0.0007, "bus_bw": 0.00035, "nwrong": None},
-             "actual_iterations": 20, "experiment_name": ""},
-            {"size": 16, "count": 2, "type": "float", "redop": "none", "root": "    -1",
-             "out_of_place": {"time": "nan", "alg_bw": "nan", "bus_bw": "nan", "nwrong": 3.0},
-             "in_place": {"time": 11.0, "alg_bw": 0.0015, "bus_bw": 0.0007, "nwrong": 0.0},
-             "actual_iterations": 20, "experiment_name": ""},
+            {
+                "size": 8,
+                "count": 1,
+                "type": "float",
+                "redop": "none",
+                "root": "    -1",
+                "out_of_place": {"time": 11.5, "alg_bw": 0.0007, "bus_bw": 0.00035, "nwrong": 0.0},
+                "in_place": {"time": 11.0, "alg_bw": 0.0007, "bus_bw": 0.00035, "nwrong": None},
+                "actual_iterations": 20,
+                "experiment_name": "",
+            },
+            {
+                "size": 16,
+                "count": 2,
+                "type": "float",
+                "redop": "none",
+                "root": "    -1",
+                "out_of_place": {"time": "nan", "alg_bw": "nan", "bus_bw": "nan", "nwrong": 3.0},
+                "in_place": {"time": 11.0, "alg_bw": 0.0015, "bus_bw": 0.0007, "nwrong": 0.0},
+                "actual_iterations": 20,
+                "experiment_name": "",
+            },
         ],
         "out_of_bounds": {"count": 1, "okay": False},
         "average_bus_bandwidth": {"bandwidth": 0.0005, "okay": "unchecked"},
-        "errors": [], "end_time": "2025-09-01 10:00:01",
+        "errors": [],
+        "end_time": "2025-09-01 10:00:01",
     }
     data.update(changes)
     return json.dumps(data)
@@ -210,7 +252,7 @@ def test_program_names():
     assert program_name("notes.txt") is None
 
 
-@pytest.mark.parametrize("text", ["", "hello world\nnothing here\n", "{\"a\": 1}", "{not json"])
+@pytest.mark.parametrize("text", ["", "hello world\nnothing here\n", '{"a": 1}', "{not json"])
 def test_bad_input_is_a_parse_error(text):
     with pytest.raises(ParseError):
         parse(text)
@@ -218,18 +260,34 @@ def test_bad_input_is_a_parse_error(text):
 
 def test_cli_prints_json_and_exits_2_on_bad_input(tmp_path):
     capture = DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt"
-    ok = subprocess.run([sys.executable, "-m", "suite", "parse", "nccl-tests", str(capture), "--json"],
-                        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "nccl-tests", str(capture), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)
     assert {"collective", "nranks", "rows", "avg_busbw", "oob", "complete"} <= set(data)
-    assert data["rows"][0] == {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
-                               "oop": {"time_us": 18.9, "algbw": 0.0, "busbw": 0.0, "wrong": 0},
-                               "ip": {"time_us": 19.54, "algbw": 0.0, "busbw": 0.0, "wrong": 0}}
+    assert data["rows"][0] == {
+        "size": 8,
+        "count": 2,
+        "type": "float",
+        "redop": "sum",
+        "root": -1,
+        "oop": {"time_us": 18.9, "algbw": 0.0, "busbw": 0.0, "wrong": 0},
+        "ip": {"time_us": 19.54, "algbw": 0.0, "busbw": 0.0, "wrong": 0},
+    }
     bad = tmp_path / "bad.txt"
     bad.write_text("this is not an nccl-tests output\n")
-    out = subprocess.run([sys.executable, "-m", "suite", "parse", "nccl-tests", str(bad), "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "nccl-tests", str(bad), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and "not nccl-tests output" in out.stderr
 
@@ -244,7 +302,9 @@ def test_a_file_of_several_tests_is_read_up_to_the_second():
 
 def test_a_capture_cut_mid_table_keeps_its_rows_and_says_it_is_partial(tmp_path):
     """A real capture cut in the middle of its 9th data row, as a killed `tee` or a full disk leaves it."""
-    lines = (DATA / "10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt").read_text().splitlines(True)
+    lines = (
+        (DATA / "10-h100-all_reduce-2node-16rank-mpi-warnings-interleaved.txt").read_text().splitlines(True)
+    )
     first = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8"])
     cut = tmp_path / "all_reduce_perf.out"
     cut.write_text("".join(lines[: first + 8]) + lines[first + 8][:40])
@@ -264,7 +324,11 @@ def test_the_decision_is_made_on_the_first_lines(tmp_path):
         parse_file(buried)
     preceded = tmp_path / "preceded.txt"
     preceded.write_text(noise[: noise.index("[host:500]")] + capture)
-    assert len(parse_file(preceded)["rows"]) == len(parse_file(DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"]) > 0
+    assert (
+        len(parse_file(preceded)["rows"])
+        == len(parse_file(DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"])
+        > 0
+    )
 
 
 def test_an_overlong_line_is_cut_not_held(tmp_path):
@@ -276,8 +340,9 @@ def test_an_overlong_line_is_cut_not_held(tmp_path):
     assert next(bounded_lines(io.StringIO("y" * (3 * MAX_LINE) + "\nnext\n"))) == "y" * MAX_LINE
     assert list(bounded_lines(io.StringIO("y" * (3 * MAX_LINE) + "\nnext\n")))[1:] == ["next\n"]
     got = parse_file(blob)
-    assert got["complete"] is True and len(got["rows"]) == len(parse_file(
-        DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"])
+    assert got["complete"] is True and len(got["rows"]) == len(
+        parse_file(DATA / "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")["rows"]
+    )
 
 
 def test_a_json_file_is_read_up_to_a_bound(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""torch's NCCL and nccl-tests' NCCL are both recorded (suite/hardware/hostprobe.py) and the report says when they differ."""
+"""torch's NCCL and nccl-tests' NCCL are both recorded (suite/hardware/hostprobe.py) and the report says when
+they differ."""
 
 from __future__ import annotations
 
@@ -31,9 +32,18 @@ def test_versions_come_from_the_folder_the_image_names_or_from_path(tmp_path):
     assert nccl_tests_versions({"PATH": f"/usr/bin:{root / 'bin'}"}) == expected
     (root / "NCCL_VERSION").unlink()
     (root / "VERSION").unlink()  # built by hand: present, but its release and the NCCL it links are unknown
-    assert nccl_tests_versions({"PATH": str(root / "bin")}) == {"nccl_tests": "unknown", "nccl_tests_nccl": None}
-    assert nccl_tests_versions({"PATH": str(tmp_path / "empty")}) == {"nccl_tests": None, "nccl_tests_nccl": None}
-    assert nccl_tests_versions({"CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "empty"), "PATH": ""})["nccl_tests"] is None
+    assert nccl_tests_versions({"PATH": str(root / "bin")}) == {
+        "nccl_tests": "unknown",
+        "nccl_tests_nccl": None,
+    }
+    assert nccl_tests_versions({"PATH": str(tmp_path / "empty")}) == {
+        "nccl_tests": None,
+        "nccl_tests_nccl": None,
+    }
+    assert (
+        nccl_tests_versions({"CARDTIME_NCCL_TESTS_DIR": str(tmp_path / "empty"), "PATH": ""})["nccl_tests"]
+        is None
+    )
 
 
 def test_nccl_version_line_of_a_real_nccl_tests_capture_compares_with_torchs():
@@ -46,14 +56,22 @@ def test_nccl_version_line_of_a_real_nccl_tests_capture_compares_with_torchs():
 
 
 def view(versions: dict) -> RunView:
-    manifest = {"run_id": "r", "finished": "2026-12-01T10:00:00Z", "versions": versions,
-                "profile": {"device": "cuda", "judge_performance": True}}
-    return RunView(path=Path("r"), manifest=manifest, rows=pd.DataFrame(), expectations=pd.DataFrame(), verdicts=[])
+    manifest = {
+        "run_id": "r",
+        "finished": "2026-12-01T10:00:00Z",
+        "versions": versions,
+        "profile": {"device": "cuda", "judge_performance": True},
+    }
+    return RunView(
+        path=Path("r"), manifest=manifest, rows=pd.DataFrame(), expectations=pd.DataFrame(), verdicts=[]
+    )
 
 
 def test_report_says_when_the_two_nccls_differ():
     (banner,) = banners(view({"nccl": "2.29.7", "nccl_tests_nccl": "2.26.2"}))
-    assert banner.startswith("torch's NCCL (2.29.7) and the NCCL nccl-tests was built against (2.26.2) differ")
+    assert banner.startswith(
+        "torch's NCCL (2.29.7) and the NCCL nccl-tests was built against (2.26.2) differ"
+    )
     assert banners(view({"nccl": "2.29.7", "nccl_tests_nccl": "2.29.7"})) == []
     assert banners(view({"nccl": "2.29.7"})) == []
 

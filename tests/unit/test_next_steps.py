@@ -1,5 +1,5 @@
-"""Every open check carries the step that would decide it: a capture for an ingested run, what the box lacked for a
-live one; shared steps listed once; commands shown as code on the page, escaped."""
+"""Every open check carries the step that would decide it: a capture for an ingested run, what the box lacked
+for a live one; shared steps listed once; commands shown as code on the page, escaped."""
 
 from __future__ import annotations
 
@@ -16,15 +16,25 @@ def test_an_ingested_run_is_decided_by_capturing_more_and_a_live_one_by_what_the
     assert "datacenter-gpu-manager" in next_steps.step("health.dcgm", "dcgmi: not found", ingested=False)
     assert "topo -m" in next_steps.step("topology", "not captured", ingested=True)
     assert "gpus.py" in next_steps.step("burnin.links.hbm.sku", "no memory bandwidth figure", ingested=False)
-    assert next_steps.step("tp", "stage did not run to the end (resume: …)", ingested=False) == next_steps.STOPPED
+    assert (
+        next_steps.step("tp", "stage did not run to the end (resume: …)", ingested=False)
+        == next_steps.STOPPED
+    )
 
 
 def test_checks_sharing_a_step_are_listed_under_it_once():
-    opened = [Open("health.ecc", "x"), Open("topology.tools", "y"), Open("health.pcie_link", "z"),
-              Open("health.kernel_log", "w")]
+    opened = [
+        Open("health.ecc", "x"),
+        Open("topology.tools", "y"),
+        Open("health.pcie_link", "z"),
+        Open("health.kernel_log", "w"),
+    ]
     steps = next_steps.grouped(opened, {"ingested": {"files": []}})
-    assert [ids for _, ids in steps] == [["health.ecc", "health.pcie_link"], ["topology.tools"],
-                                         ["health.kernel_log"]]
+    assert [ids for _, ids in steps] == [
+        ["health.ecc", "health.pcie_link"],
+        ["topology.tools"],
+        ["health.kernel_log"],
+    ]
 
 
 def test_commands_are_code_and_the_rest_is_escaped():
@@ -41,8 +51,19 @@ def test_a_clean_rehearsal_offers_the_next_step_and_a_failed_one_does_not(tmp_pa
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = suite_main(["run", "--profile", "gloo-cpu", "--stages", "topology", "--out", str(tmp_path),
-                           "--record-last", str(tmp_path / "LAST")])
+        code = suite_main(
+            [
+                "run",
+                "--profile",
+                "gloo-cpu",
+                "--stages",
+                "topology",
+                "--out",
+                str(tmp_path),
+                "--record-last",
+                str(tmp_path / "LAST"),
+            ]
+        )
     assert code == 0 and f"next: {next_steps.AFTER_REHEARSAL}" in err.getvalue()
     from reports.report import render_path
 

@@ -1,5 +1,6 @@
 """Node addresses, the fixed rendezvous port and the connection preflight (suite/cluster/node_addrs.py,
-suite/cluster/node_ports.py); the NAT'd, firewalled lab they are made for: tests/e2e/test_two_nodes_hostile.py."""
+suite/cluster/node_ports.py); the NAT'd, firewalled lab they are made for:
+tests/e2e/test_two_nodes_hostile.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import pytest
 from provisioning.cluster.addrs import master_port_arg, node_addrs_arg
 from provisioning.cluster.driver import NodeRunSettings, suite_node_args
 from suite.cluster.multinode import NodesError, parse_nodes, read_hostfile, torchrun_node_command
-from suite.cluster.node_addrs import (DEFAULT_RDZV_PORT, hostfile_node_addrs, local_route_source, parse_node_addrs,
-                              rendezvous_plan, rendezvous_port, route_source)
+from suite.cluster.node_addrs import (
+    DEFAULT_RDZV_PORT,
+    hostfile_node_addrs,
+    local_route_source,
+    parse_node_addrs,
+    rendezvous_plan,
+    rendezvous_port,
+    route_source,
+)
 from suite.cluster.node_ports import CONNECT_PY, parse_connect_lines, refusal, targets_of
 
 NODES = parse_nodes("ubuntu@54.1.2.3,ubuntu@54.1.2.4:2222,gpu-c")
@@ -19,9 +27,11 @@ NODES = parse_nodes("ubuntu@54.1.2.3,ubuntu@54.1.2.4:2222,gpu-c")
 
 def test_node_addrs_one_per_node_no_loopback():
     assert parse_node_addrs("10.0.0.1, 10.0.0.2,10.0.0.3", NODES) == ("10.0.0.1", "10.0.0.2", "10.0.0.3")
-    for text, says in [("10.0.0.1,10.0.0.2", "2 node addresses for 3 nodes"),
-                       ("10.0.0.1,127.0.1.1,10.0.0.3", "node 54.1.2.4: node address 127.0.1.1 is a loopback"),
-                       ("10.0.0.1,,10.0.0.3", "node address '' is not")]:
+    for text, says in [
+        ("10.0.0.1,10.0.0.2", "2 node addresses for 3 nodes"),
+        ("10.0.0.1,127.0.1.1,10.0.0.3", "node 54.1.2.4: node address 127.0.1.1 is a loopback"),
+        ("10.0.0.1,,10.0.0.3", "node address '' is not"),
+    ]:
         with pytest.raises(NodesError) as e:
             parse_node_addrs(text, NODES)
         assert says in str(e.value) and "\n" not in str(e.value)
@@ -37,19 +47,27 @@ def test_hostfile_addr_column():
 
 
 def test_route_source_from_ip_and_from_python():
-    assert route_source("10.0.0.7\n") == "10.0.0.7" and route_source("") is None and route_source("junk") is None
+    assert (
+        route_source("10.0.0.7\n") == "10.0.0.7" and route_source("") is None and route_source("junk") is None
+    )
     assert local_route_source("127.0.0.1") == "127.0.0.1"  # asked of this machine for real
 
 
 def test_node_0_hosts_the_store_and_every_node_announces_its_address():
     endpoint, per_node = rendezvous_plan(NODES, ("10.0.0.1", "10.0.0.2", "10.0.0.3"), 29400)
     assert endpoint == "10.0.0.1:29400"
-    assert per_node == [{"is_host": True, "local_addr": "10.0.0.1"}, {"is_host": False, "local_addr": "10.0.0.2"},
-                        {"is_host": False, "local_addr": "10.0.0.3"}]
-    words = torchrun_node_command("py", "m", [], nproc=2, nnodes=3, endpoint=endpoint, rdzv_id="r", **per_node[1])
+    assert per_node == [
+        {"is_host": True, "local_addr": "10.0.0.1"},
+        {"is_host": False, "local_addr": "10.0.0.2"},
+        {"is_host": False, "local_addr": "10.0.0.3"},
+    ]
+    words = torchrun_node_command(
+        "py", "m", [], nproc=2, nnodes=3, endpoint=endpoint, rdzv_id="r", **per_node[1]
+    )
     assert "--rdzv-conf=join_timeout=120,is_host=0" in words and "--local-addr=10.0.0.2" in words
-    assert "is_host" not in " ".join(torchrun_node_command("py", "m", [], nproc=1, nnodes=2, endpoint="a:1",
-                                                           rdzv_id="r"))
+    assert "is_host" not in " ".join(
+        torchrun_node_command("py", "m", [], nproc=1, nnodes=2, endpoint="a:1", rdzv_id="r")
+    )
     assert rendezvous_plan(NODES, (), 29400)[0] == "54.1.2.3:29400"  # no addresses: the name, as before
 
 
@@ -65,7 +83,11 @@ def test_fixed_port_default_and_taken():
 def test_what_each_node_must_reach():
     addrs = ("10.0.0.1", "10.0.0.2", "10.0.0.3")
     assert targets_of(0, NODES, addrs, 29400) == [(1, "10.0.0.2", 2222), (2, "10.0.0.3", 22)]
-    assert targets_of(2, NODES, addrs, 29400) == [(0, "10.0.0.1", 29400), (0, "10.0.0.1", 22), (1, "10.0.0.2", 2222)]
+    assert targets_of(2, NODES, addrs, 29400) == [
+        (0, "10.0.0.1", 29400),
+        (0, "10.0.0.1", 22),
+        (1, "10.0.0.2", 2222),
+    ]
 
 
 def test_connect_lines_parsed_from_the_real_probe(tmp_path):
@@ -76,17 +98,28 @@ def test_connect_lines_parsed_from_the_real_probe(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as open_one, socket.socket() as closed_one:
         closed_one.bind(("127.0.0.1", 0))
         good, bad = (f"127.0.0.1:{s.getsockname()[1]}" for s in (open_one, closed_one))
-        said = subprocess.run([sys.executable, "-c", CONNECT_PY, good, bad], capture_output=True, text=True).stdout
+        said = subprocess.run(
+            [sys.executable, "-c", CONNECT_PY, good, bad], capture_output=True, text=True
+        ).stdout
     results = parse_connect_lines(said)
     assert results[good] == "" and "refused" in results[bad].lower()
 
 
 def test_refusal_is_one_line_naming_node_address_port_and_fix():
     line = refusal(NODES, 2, 0, "10.0.0.1", 29400, "timed out", 29400)
-    assert line.startswith("node gpu-c cannot connect to node 54.1.2.3 at 10.0.0.1:29400, the rendezvous port")
-    assert "(timed out)" in line and "open TCP 29400 on it" in line and "MASTER_PORT=" in line and "\n" not in line
+    assert line.startswith(
+        "node gpu-c cannot connect to node 54.1.2.3 at 10.0.0.1:29400, the rendezvous port"
+    )
+    assert (
+        "(timed out)" in line
+        and "open TCP 29400 on it" in line
+        and "MASTER_PORT=" in line
+        and "\n" not in line
+    )
     ssh_line = refusal(NODES, 0, 1, "10.0.0.2", 2222, "No route to host", 29400)
-    assert ", ssh (No route to host)" in ssh_line and "NODE_ADDRS=" in ssh_line and "MASTER_PORT" not in ssh_line
+    assert (
+        ", ssh (No route to host)" in ssh_line and "NODE_ADDRS=" in ssh_line and "MASTER_PORT" not in ssh_line
+    )
 
 
 def test_make_remote_passes_node_addrs_and_port(tmp_path):
@@ -104,8 +137,8 @@ def test_make_remote_passes_node_addrs_and_port(tmp_path):
 
 
 def test_make_remotes_node_addrs_and_master_port_reach_the_nodes_settings(tmp_path):
-    """NODE_ADDRS= and MASTER_PORT= as make remote passes them, through the real parser to the settings every node
-    gets; a bad one refused on the laptop, before any node is reached (options() connects to nothing)."""
+    """NODE_ADDRS= and MASTER_PORT= as make remote passes them, through the real parser to the settings every
+    node gets; a bad one refused on the laptop, before any node is reached (options() connects to nothing)."""
     from provisioning.__main__ import build_parser
     from provisioning.remote import options
 
@@ -113,12 +146,16 @@ def test_make_remotes_node_addrs_and_master_port_reach_the_nodes_settings(tmp_pa
     hostfile.write_text("ubuntu@a addr=10.0.0.1\nubuntu@b addr=10.0.0.2\n")
 
     def settings(*flags):
-        return options(build_parser().parse_args(["remote", "--host", "", "--hosts", "ubuntu@a,ubuntu@b", *flags])).nodes_run
+        return options(
+            build_parser().parse_args(["remote", "--host", "", "--hosts", "ubuntu@a,ubuntu@b", *flags])
+        ).nodes_run
 
     given = settings("--node-addrs", "10.9.0.1,10.9.0.2", "--master-port", "29555")
     assert (given.node_addrs, given.master_port) == ("10.9.0.1,10.9.0.2", 29555)
     assert (settings().node_addrs, settings().master_port) == ("", 0)  # asked of the nodes; the default port
-    from_file = options(build_parser().parse_args(["remote", "--host", "", "--hostfile", str(hostfile)])).nodes_run
+    from_file = options(
+        build_parser().parse_args(["remote", "--host", "", "--hostfile", str(hostfile)])
+    ).nodes_run
     assert from_file.node_addrs == "10.0.0.1,10.0.0.2"
     with pytest.raises(ValueError, match="MASTER_PORT='70000' is not a port"):
         settings("--master-port", "70000")
@@ -127,20 +164,23 @@ def test_make_remotes_node_addrs_and_master_port_reach_the_nodes_settings(tmp_pa
 
 
 def test_elastic_srun_keeps_the_survivors_and_forgives_the_lost_node(tmp_path):
-    """The elastic per-node wrapper run for real by sh as each node would: --kill-on-bad-exit=0; the expendable
-    node's SIGKILLed torchrun (a shell killing itself, as the drill's agent is killed) exits 0, another node's
-    failure keeps its code."""
+    """The elastic per-node wrapper run for real by sh as each node would: --kill-on-bad-exit=0; the
+    expendable node's SIGKILLed torchrun (a shell killing itself, as the drill's agent is killed) exits 0,
+    another node's failure keeps its code."""
     import os
     import subprocess
 
     from suite.cluster.slurm import srun_launch_command
 
-    argv = srun_launch_command(2, str(tmp_path), "t.log", ["sh", "-c", "kill -9 $$"], elastic=True,
-                               expendable=["gpu-b"])
+    argv = srun_launch_command(
+        2, str(tmp_path), "t.log", ["sh", "-c", "kill -9 $$"], elastic=True, expendable=["gpu-b"]
+    )
     assert "--kill-on-bad-exit=0" in argv and "--kill-on-bad-exit=1" not in argv
-    task = argv[argv.index("sh"):]
+    task = argv[argv.index("sh") :]
     for node, code in (("gpu-b", 0), ("gpu-a", 137)):
-        done = subprocess.run(task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": node})
+        done = subprocess.run(
+            task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": node}
+        )
         assert done.returncode == code and (tmp_path / node).is_dir(), (node, done)
 
 
@@ -149,6 +189,7 @@ def test_node_addrs_survive_the_manifest_for_resume():
 
     from suite.config import GLOO_CPU, profile_from_dict
 
-    two = GLOO_CPU.with_overrides(nproc=1, degrees=(1,), nodes=("a", "b"), node_addrs=("10.0.0.1", "10.0.0.2"),
-                                  master_port=29400)
+    two = GLOO_CPU.with_overrides(
+        nproc=1, degrees=(1,), nodes=("a", "b"), node_addrs=("10.0.0.1", "10.0.0.2"), master_port=29400
+    )
     assert profile_from_dict(json.loads(json.dumps(two.to_dict()))) == two

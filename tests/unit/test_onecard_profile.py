@@ -1,9 +1,10 @@
-"""The nccl-1gpu profile: one process, NCCL, CUDA; the stages that declare it, and only those, run and plan."""
+"""The nccl-1gpu profile: one process, NCCL, CUDA; the stages that declare it, and only those, run and
+plan."""
 
 from __future__ import annotations
 
-import json
 import dataclasses
+import json
 
 import pytest
 
@@ -42,8 +43,11 @@ def test_plan_counts_only_the_profiles_stages():
 
 def test_a_stage_naming_an_unknown_profile_is_refused():
     memory = stages.declaration("memory")
-    with pytest.raises(stages.StageDeclarationError, match=r"profiles=\('gloo-cpu', 'nccl-8gpu'\) must name .* "
-                                                          r"each one of gloo-cpu, nccl-gpu"):
+    with pytest.raises(
+        stages.StageDeclarationError,
+        match=r"profiles=\('gloo-cpu', 'nccl-8gpu'\) must name .* "
+        r"each one of gloo-cpu, nccl-gpu",
+    ):
         dataclasses.replace(memory, profiles=("gloo-cpu", "nccl-8gpu"))
     with pytest.raises(stages.StageDeclarationError, match="profiles='nccl-1gpu' must be a tuple of names"):
         dataclasses.replace(memory, profiles="nccl-1gpu")

@@ -10,14 +10,20 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from suite.stages.overlap import figure as overlap_figures
-from suite.stages.profile import figure as profile_figures
 from suite.config import GLOO_CPU, NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s
-from suite.costmodel.buckets import MIB, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from suite.costmodel.buckets import (
+    MIB,
+    caps_for,
+    ddp_bucket_layout,
+    no_overlap_prediction,
+    overlap_prediction,
+)
 from suite.parsers import traces
 from suite.results import Row
 from suite.stages import overlap, profile
+from suite.stages.overlap import figure as overlap_figures
+from suite.stages.profile import figure as profile_figures
 from suite.stages.profile import worker as profile_run
 from suite.workloads.ddp_modes import OverlapMode
 
@@ -75,25 +81,58 @@ def test_expectations_per_mode():
     assert by[("bucket_100MB", "buckets")].value < by[("bucket_25MB", "buckets")].value < 50
     assert by[("bucket_1MB", "predicted_comm_s")].value > by[("bucket_100MB", "predicted_comm_s")].value
     assert "α = 5 µs" in by[("bucket_25MB", "predicted_comm_s")].basis
-    fitted = overlap.expect(NCCL_GPU, {"alpha_beta": {"alpha_s": 1e-5, "beta_Bps": 1e11, "source": "nccl-tests"}})
-    assert {e.basis for e in fitted if e.metric == "predicted_comm_s"} != {e.basis for e in exp if e.metric == "predicted_comm_s"}
+    fitted = overlap.expect(
+        NCCL_GPU, {"alpha_beta": {"alpha_s": 1e-5, "beta_Bps": 1e11, "source": "nccl-tests"}}
+    )
+    assert {e.basis for e in fitted if e.metric == "predicted_comm_s"} != {
+        e.basis for e in exp if e.metric == "predicted_comm_s"
+    }
 
 
 # ---------------------------------------------------------------- overlap judge
 
 
-def overlap_rows(steps: dict[str, float], diff: float = 1e-8, buckets: dict[str, str] | None = None) -> list[Row]:
+def overlap_rows(
+    steps: dict[str, float], diff: float = 1e-8, buckets: dict[str, str] | None = None
+) -> list[Row]:
     rows = []
     for label, step in steps.items():
-        rows += [Row(stage="overlap", case="ddp", metric="step_time_s", value=step, unit="s", overlap=label),
-                 Row(stage="overlap", case="ddp", metric="max_grad_diff", value=diff, unit="ratio", overlap=label,
-                     dtype="float32"),
-                 Row(stage="overlap", case="ddp", metric="max_grad_diff_vs_no_overlap", value=diff, unit="ratio",
-                     overlap=label, dtype="float32")]
+        rows += [
+            Row(stage="overlap", case="ddp", metric="step_time_s", value=step, unit="s", overlap=label),
+            Row(
+                stage="overlap",
+                case="ddp",
+                metric="max_grad_diff",
+                value=diff,
+                unit="ratio",
+                overlap=label,
+                dtype="float32",
+            ),
+            Row(
+                stage="overlap",
+                case="ddp",
+                metric="max_grad_diff_vs_no_overlap",
+                value=diff,
+                unit="ratio",
+                overlap=label,
+                dtype="float32",
+            ),
+        ]
     for label, text in (buckets or {}).items():
-        rows.append(Row(stage="overlap", case="ddp", metric="buckets", value=len(text.split()), unit="count",
-                        overlap=label, text=text))
-    rows.append(Row(stage="overlap", case="ddp", metric="compute_s", value=0.06, unit="s", overlap="no_overlap"))
+        rows.append(
+            Row(
+                stage="overlap",
+                case="ddp",
+                metric="buckets",
+                value=len(text.split()),
+                unit="count",
+                overlap=label,
+                text=text,
+            )
+        )
+    rows.append(
+        Row(stage="overlap", case="ddp", metric="compute_s", value=0.06, unit="s", overlap="no_overlap")
+    )
     return rows
 
 
@@ -103,7 +142,9 @@ def by_id(verdicts):
 
 def test_overlap_judge_warns_on_gpu_when_overlap_is_slower_naming_the_bucket_size():
     exp = overlap.expect(NCCL_GPU, {})
-    rows = overlap_rows({"no_overlap": 0.100, "bucket_1MB": 0.120, "bucket_25MB": 0.080, "bucket_100MB": 0.085})
+    rows = overlap_rows(
+        {"no_overlap": 0.100, "bucket_1MB": 0.120, "bucket_25MB": 0.080, "bucket_100MB": 0.085}
+    )
     v = by_id(overlap.judge(rows, exp, GPU_FACTS))
     assert v["overlap.speed.bucket_1MB"].status == "warn"
     assert "buckets too small: communication fragmented" in v["overlap.speed.bucket_1MB"].reason
@@ -124,8 +165,9 @@ def test_overlap_judge_skips_speed_on_cpu_and_fails_unequal_gradients():
 
 
 def test_derived_rows_use_the_measured_layout_and_backward():
-    rows = overlap_rows({"no_overlap": 0.100, "bucket_0.01MB": 0.090},
-                        buckets={"bucket_0.01MB": f"{MIB} {MIB} {MIB}"})
+    rows = overlap_rows(
+        {"no_overlap": 0.100, "bucket_0.01MB": 0.090}, buckets={"bucket_0.01MB": f"{MIB} {MIB} {MIB}"}
+    )
     out = {r.metric: r for r in overlap.derived_rows(rows, 4, 30e-6, 2e9)}
     assert out["step_time_saving_s"].value == pytest.approx(0.010)
     one = ring_allreduce_s(MIB, 4, 30e-6, 2e9)
@@ -137,8 +179,12 @@ def test_derived_rows_use_the_measured_layout_and_backward():
 
 
 def test_nsys_wraps_each_rank_with_a_cuda_profiler_api_capture_range():
-    cmd = profile_run.nsys_command("/opt/nsys/bin/nsys", "/run/raw/profile/rank_3", "/usr/bin/python3",
-                                   ["--model", "{}", "--capture", "cuda-profiler-api"])
+    cmd = profile_run.nsys_command(
+        "/opt/nsys/bin/nsys",
+        "/run/raw/profile/rank_3",
+        "/usr/bin/python3",
+        ["--model", "{}", "--capture", "cuda-profiler-api"],
+    )
     assert cmd[:2] == ["/opt/nsys/bin/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
     assert "--output=/run/raw/profile/rank_3" in cmd
@@ -146,9 +192,16 @@ def test_nsys_wraps_each_rank_with_a_cuda_profiler_api_capture_range():
     assert "--sample=none" in cmd and "--cpuctxsw=none" in cmd
     trace = next(a for a in cmd if a.startswith("--trace="))
     assert {"cuda", "nvtx"} <= set(trace.removeprefix("--trace=").split(","))
-    tail = cmd[cmd.index("/usr/bin/python3"):]
-    assert tail == ["/usr/bin/python3", "-m", "suite.stages.profile.worker", "--model", "{}",
-                    "--capture", "cuda-profiler-api"]
+    tail = cmd[cmd.index("/usr/bin/python3") :]
+    assert tail == [
+        "/usr/bin/python3",
+        "-m",
+        "suite.stages.profile.worker",
+        "--model",
+        "{}",
+        "--capture",
+        "cuda-profiler-api",
+    ]
     assert profile_run.strip_nsys(["--nsys", "/x/nsys", "--steps", "3", "--nsys=/y"]) == ["--steps", "3"]
 
 
@@ -214,8 +267,12 @@ def test_profile_judge_on_cpu_and_with_missing_ranks_or_fallback():
 
 
 def test_timeline_window_is_about_one_step_ending_with_the_last_all_reduce():
-    t = traces.RankTimeline(rank=0, source="kineto-cpu",
-                            compute=[(0, 80), (100, 180), (200, 280)], comm=[(70, 95), (170, 195), (270, 295)])
+    t = traces.RankTimeline(
+        rank=0,
+        source="kineto-cpu",
+        compute=[(0, 80), (100, 180), (200, 280)],
+        comm=[(70, 95), (170, 195), (270, 295)],
+    )
     (w,) = profile.timeline_windows([t], steps=3)["ranks"]
     assert 95 <= w["length_us"] <= 105  # (295 − 0) / 3 ≈ 98 µs, plus 5% after the last all-reduce
     assert w["comm"][-1][1] == pytest.approx(w["length_us"])
@@ -226,18 +283,31 @@ def test_timeline_window_is_about_one_step_ending_with_the_last_all_reduce():
 
 
 def test_figures_draw_from_rows_and_facts():
-    rows = pd.DataFrame([r.to_dict() for r in overlap_rows(
-        {"no_overlap": 0.1, "bucket_1MB": 0.12, "bucket_25MB": 0.08}, buckets={"bucket_1MB": "1 2 3"})
-        + overlap.derived_rows(overlap_rows({"no_overlap": 0.1, "bucket_1MB": 0.12}, buckets={"bucket_1MB": "1 2 3"}),
-                               4, 5e-6, 2e11)])
+    rows = pd.DataFrame(
+        [
+            r.to_dict()
+            for r in overlap_rows(
+                {"no_overlap": 0.1, "bucket_1MB": 0.12, "bucket_25MB": 0.08}, buckets={"bucket_1MB": "1 2 3"}
+            )
+            + overlap.derived_rows(
+                overlap_rows({"no_overlap": 0.1, "bucket_1MB": 0.12}, buckets={"bucket_1MB": "1 2 3"}),
+                4,
+                5e-6,
+                2e11,
+            )
+        ]
+    )
     figs = overlap_figures.figures(rows, pd.DataFrame(), GPU_FACTS)
     assert len(figs) == 2 and all(isinstance(f, Figure) for f in figs)
     heights = [p.get_height() for p in figs[0].axes[0].patches]
     assert heights == pytest.approx([100.0, 120.0, 80.0])  # no overlap first, then by bucket size
 
     prow = pd.DataFrame([r.to_dict() for r in profile.analysis_rows(timelines(True)[:2], "nsys", 2)])
-    facts = {**GPU_FACTS, "trace_capture": {"tool": "nsys"},
-             "trace_timeline": profile.timeline_windows(timelines(True)[:2], 1)}
+    facts = {
+        **GPU_FACTS,
+        "trace_capture": {"tool": "nsys"},
+        "trace_timeline": profile.timeline_windows(timelines(True)[:2], 1),
+    }
     figs = profile_figures.figures(prow, pd.DataFrame(), facts)
     assert len(figs) == 2
     assert "Timeline per rank (nsys)" in figs[0].axes[0].get_title()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from suite.stages.overlap import figure as overlap_figures
 from suite.config import GLOO_CPU
 from suite.costmodel.buckets import OverlapMode, ddp_bucket_members
 from suite.results import Row
-from suite.stages.overlap import watch
 from suite.stages import overlap
+from suite.stages.overlap import figure as overlap_figures
+from suite.stages.overlap import watch
 
 CPU_FACTS = {"profile": GLOO_CPU.to_dict()}
 GPU_LIKE_FACTS = {"profile": {**GLOO_CPU.to_dict(), "judge_performance": True}}
@@ -21,21 +21,30 @@ LABEL = SMALL.label
 CFG = GLOO_CPU.model
 
 
-def watched_rows(buckets: list[list[str]], *, ms_per_bucket: float = 1.0, comm_ms: float = 0.5,
-                 launch_lag_ms: float = 0.05) -> list[Row]:
-    """Bucket i's last gradient at (i+1) ms, launched launch_lag later, done comm_ms after that; one layer per bucket."""
+def watched_rows(
+    buckets: list[list[str]], *, ms_per_bucket: float = 1.0, comm_ms: float = 0.5, launch_lag_ms: float = 0.05
+) -> list[Row]:
+    """Bucket i's last gradient at (i+1) ms, launched launch_lag later, done comm_ms after that; one layer per
+    bucket."""
     common = dict(stage="overlap", overlap=LABEL, world=4, dtype="float32", unit="s", source="measured")
     sizes = dict(watch.named_gradient_sizes(CFG))
     rows = []
     for i, params in enumerate(buckets):
         ready = (i + 1) * ms_per_bucket / 1e3
         case = f"watch.bucket.{i}"
-        rows += [Row(case=case, metric="bucket_bytes", value=float(sum(sizes[p] for p in params)),
-                     **{**common, "unit": "bytes"}, text=" ".join(params)),
-                 Row(case=case, metric="bucket_ready_s", value=ready, **common),
-                 Row(case=case, metric="bucket_launch_s", value=ready + launch_lag_ms / 1e3, **common),
-                 Row(case=case, metric="bucket_done_s", value=ready + (launch_lag_ms + comm_ms) / 1e3, **common),
-                 Row(case=f"watch.layer.{i}", metric="layer_grad_last_s", value=ready, **common, text=f"layer{i}")]
+        rows += [
+            Row(
+                case=case,
+                metric="bucket_bytes",
+                value=float(sum(sizes[p] for p in params)),
+                **{**common, "unit": "bytes"},
+                text=" ".join(params),
+            ),
+            Row(case=case, metric="bucket_ready_s", value=ready, **common),
+            Row(case=case, metric="bucket_launch_s", value=ready + launch_lag_ms / 1e3, **common),
+            Row(case=case, metric="bucket_done_s", value=ready + (launch_lag_ms + comm_ms) / 1e3, **common),
+            Row(case=f"watch.layer.{i}", metric="layer_grad_last_s", value=ready, **common, text=f"layer{i}"),
+        ]
     return rows
 
 
@@ -101,7 +110,8 @@ def test_hidden_share_counts_the_part_under_backward():
 def test_the_stage_judge_includes_the_watch_and_the_figure_draws_it():
     rows = watched_rows(watch.predicted_buckets(CFG, SMALL)) + [
         Row(stage="overlap", case="ddp", metric="step_time_s", value=v, unit="s", overlap=label)
-        for label, v in (("no_overlap", 0.1), (LABEL, 0.12))]
+        for label, v in (("no_overlap", 0.1), (LABEL, 0.12))
+    ]
     ids = {v.id for v in overlap.judge(rows, [], CPU_FACTS)}
     assert {f"overlap.membership.{LABEL}", f"overlap.launch.{LABEL}", f"overlap.hidden.{LABEL}"} <= ids
     figs = overlap_figures.figures(pd.DataFrame([r.to_dict() for r in rows]), pd.DataFrame(), CPU_FACTS)
@@ -114,4 +124,7 @@ def test_the_stage_judge_includes_the_watch_and_the_figure_draws_it():
 
 def test_rows_without_a_watch_draw_no_timeline():
     rows = [Row(stage="overlap", case="ddp", metric="step_time_s", value=0.1, unit="s", overlap="no_overlap")]
-    assert len(overlap_figures.figures(pd.DataFrame([r.to_dict() for r in rows]), pd.DataFrame(), CPU_FACTS)) == 2
+    assert (
+        len(overlap_figures.figures(pd.DataFrame([r.to_dict() for r in rows]), pd.DataFrame(), CPU_FACTS))
+        == 2
+    )

@@ -1,5 +1,5 @@
-"""tests/parallel_groups.py: which serial line each end-to-end file joins (the collection hook refuses a file in the
-wrong one; this holds the lists themselves to the files)."""
+"""tests/parallel_groups.py: which serial line each end-to-end file joins (the collection hook refuses a file
+in the wrong one; this holds the lists themselves to the files)."""
 
 from __future__ import annotations
 

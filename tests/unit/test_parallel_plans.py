@@ -6,7 +6,12 @@ import dataclasses
 
 import pytest
 from torch.distributed.tensor import Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+)
 
 from suite.config import GLOO_CPU
 from suite.workloads.gpt import GPT
@@ -33,7 +38,9 @@ def test_mistakes_change_exactly_what_they_name():
     assert plan_without_mistake_differs("wrong_dim") == {"embed"}
     changed = plan_without_mistake_differs("missing_reduction")
     assert changed == {f"blocks.{i}.{n}" for i in range(CFG.layers) for n in ("attn.o", "mlp.down")}
-    assert isinstance(tp_plan(GPT(CFG), mistake="missing_reduction")["blocks.0.attn.o"], _RowwiseWithoutReduction)
+    assert isinstance(
+        tp_plan(GPT(CFG), mistake="missing_reduction")["blocks.0.attn.o"], _RowwiseWithoutReduction
+    )
     assert seed_for_rank(CFG, 3, "per_rank_seed").seed == CFG.seed + 3
     assert seed_for_rank(CFG, 3, None).seed == CFG.seed
 

@@ -1,7 +1,7 @@
-"""suite/plan/hours.py: stage durations on the GPU profile from sweep sizes, iterations, the α-β model and link peaks."""
+"""suite/plan/hours.py: stage durations on the GPU profile from sweep sizes, iterations, the α-β model and
+link peaks."""
 
 from __future__ import annotations
-
 
 import pytest
 
@@ -32,12 +32,17 @@ def test_sweep_time_is_the_alpha_beta_model_summed_over_sizes():
 
 
 def test_bandwidth_stage_adds_launches_to_the_bus_time():
-    tiny = NCCL_GPU.with_overrides(sweep=SweepConfig(min_bytes=8, max_bytes=32, factor=2, warmup_iters=1, iters=1))
+    tiny = NCCL_GPU.with_overrides(
+        sweep=SweepConfig(min_bytes=8, max_bytes=32, factor=2, warmup_iters=1, iters=1)
+    )
     a = PlanAssumptions(nccl_tests_launch_s=10.0, torchrun_launch_s=20.0)
     bw = next(s for s in estimate(tiny, a).stages if s.stage == "bandwidth")
     beta = gpu_for("NVIDIA H100 80GB HBM3").nvlink_full_GBps * 1e9  # 450 GB/s
-    bus = sum(sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2) + sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2, placements=1)
-              for c in BANDWIDTH_COLLECTIVES)
+    bus = sum(
+        sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2)
+        + sweep_time_s(c, [8, 16, 32], 8, 5e-6, beta, 2, placements=1)
+        for c in BANDWIDTH_COLLECTIVES
+    )
     assert bw.seconds == pytest.approx(6 * 10.0 + 20.0 + bus)
 
 
@@ -77,6 +82,8 @@ def test_cli_plan(capsys):
     assert "plan for nccl-gpu on 8 × H100 SXM" in out and "cost at $30/hour: $" in out
     for stage in ORDER:
         assert f"\n{stage:<10}" in out
-    with pytest.raises(SystemExit) as refused:  # argparse's own usage error: the price is checked as it is read
+    with pytest.raises(
+        SystemExit
+    ) as refused:  # argparse's own usage error: the price is checked as it is read
         suite_main(["plan", "--rate", "-1"])
     assert refused.value.code == 2

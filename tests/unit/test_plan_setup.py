@@ -1,4 +1,5 @@
-"""Issue 12 item 14: `make plan` counts the set-up minutes the renter pays for (arithmetic checked by hand)."""
+"""Issue 12 item 14: `make plan` counts the set-up minutes the renter pays for (arithmetic checked by
+hand)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ def lines(items):
 
 
 def test_pull_is_its_size_over_the_download_rate_plus_unpacking():
-    got = lines(before(SetupAssumptions(image="pull", download_Bps=100 * MB, download_basis="measured by preflight")))
+    got = lines(
+        before(SetupAssumptions(image="pull", download_Bps=100 * MB, download_basis="measured by preflight"))
+    )
     # (0.05 base + 0.144 debs + 0.31 CUDA wheels + 2.8 torch + 0.5 nsys) GB = 3.804 GB / 100 MB/s = 38.04 s;
     # 9 GB / 200 MB/s = 45 s
     assert got["image pull"].seconds == pytest.approx(83.04)
@@ -33,7 +36,8 @@ def test_build_is_its_steps():
 
 
 def test_the_set_up_goals_hold_at_the_assumed_rate():
-    """The image from wheels: ≤ 5 minutes of set-up pulling a pushed image (IMAGE=), ≤ 10 building on the box."""
+    """The image from wheels: ≤ 5 minutes of set-up pulling a pushed image (IMAGE=), ≤ 10 building on the
+    box."""
     for image, goal_s in (("pull", 5 * 60), ("build", 10 * 60)):
         billed = sum(line.seconds for line in before(SetupAssumptions(image=image)) if line.billed)
         assert billed <= goal_s, (image, billed)
@@ -61,25 +65,38 @@ def test_the_bill_adds_set_up_stages_and_fetch():
     text = render(plan)
     for step in ("image pull", "code sync", "venv", "fetch", "archive", "billed"):
         assert any(line.startswith(step) for line in text.splitlines()), step
-    assert f"{plan.billed_s / 60:8.1f}" in next(line for line in text.splitlines() if line.startswith("billed"))
+    assert f"{plan.billed_s / 60:8.1f}" in next(
+        line for line in text.splitlines() if line.startswith("billed")
+    )
 
 
 def test_bad_set_up_assumptions_are_refused():
-    for bad in (SetupAssumptions(image="copy"), SetupAssumptions(runtime="vm"), SetupAssumptions(download_Bps=0)):
+    for bad in (
+        SetupAssumptions(image="copy"),
+        SetupAssumptions(runtime="vm"),
+        SetupAssumptions(download_Bps=0),
+    ):
         with pytest.raises(ValueError):
             check(bad)
 
 
 def test_make_plan_gpu_names_the_model_planned_for():
-    """`make plan GPU=A100` once planned 8×H100 without a word: GPU= reaches --gpu, an unknown model is refused."""
+    """`make plan GPU=A100` once planned 8×H100 without a word: GPU= reaches --gpu, an unknown model is
+    refused."""
     import os
     import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "GPU": "A100", "GPUS": "4"}
-    done = subprocess.run(["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.startswith("plan for nccl-gpu on 4 × A100 SXM"), done.stdout[:200]
+    done = subprocess.run(
+        ["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.startswith("plan for nccl-gpu on 4 × A100 SXM"), done.stdout[
+        :200
+    ]
     env["GPU"] = "B9000"
-    done = subprocess.run(["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["make", "-s", "plan"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode != 0 and "GPU 'B9000'" in done.stderr

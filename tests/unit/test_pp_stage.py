@@ -1,5 +1,6 @@
 """The pp stage's pure parts: the bubble formula, the model's cut into stages and their placement per
-schedule, the verdicts on given rows (pass, a bubble off the formula, a missing case), the plan and the figures."""
+schedule, the verdicts on given rows (pass, a bubble off the formula, a missing case), the plan and the
+figures."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from suite.stages.pp import figure as pp_figures
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError, get_profile
 from suite.costmodel.bubble import bubble_fraction, runs_at
 from suite.results import Row
 from suite.stages import pp
+from suite.stages.pp import figure as pp_figures
 from suite.stages.pp.split import stage_indices, stage_units
 
 
@@ -49,13 +50,32 @@ def test_stage_placement_per_schedule():
 
 
 def golden_rows(value=1e-8, schedules=None, degree=2):
-    return [Row(stage="pp", case=c, metric="max_abs_error", value=value, unit="abs", world=degree, algo=s, count=4)
-            for s in (schedules or GLOO_CPU.pp.schedules) for c in pp.GOLDEN_CASES]
+    return [
+        Row(
+            stage="pp", case=c, metric="max_abs_error", value=value, unit="abs", world=degree, algo=s, count=4
+        )
+        for s in (schedules or GLOO_CPU.pp.schedules)
+        for c in pp.GOLDEN_CASES
+    ]
 
 
 def bubble_rows(expectations, offset=0.0, ranks=2):
-    return [Row(stage="pp", case=e.case, metric="bubble", value=e.value + offset, unit="ratio", world=e.world,
-                algo=e.algo, count=e.count, rank=r) for e in expectations if e.metric == "bubble" for r in range(ranks)]
+    return [
+        Row(
+            stage="pp",
+            case=e.case,
+            metric="bubble",
+            value=e.value + offset,
+            unit="ratio",
+            world=e.world,
+            algo=e.algo,
+            count=e.count,
+            rank=r,
+        )
+        for e in expectations
+        if e.metric == "bubble"
+        for r in range(ranks)
+    ]
 
 
 def verdicts(rows, profile=GLOO_CPU):
@@ -77,7 +97,9 @@ def test_judge_passes_on_the_formula_and_fails_off_it():
     # one slot waited for out of order at M = 3 (a step of 12 slot units becomes 13): ≥ 0.05 off, a fail
     assert GLOO_CPU.pp.schedule_tolerance < (1 - 9 / 13) - 0.25
     # idle moved from one rank to the other: the pipeline's bubble is the mean
-    shifted = [dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.06)) for r in bubble_rows(want)]
+    shifted = [
+        dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.06)) for r in bubble_rows(want)
+    ]
     assert verdicts(golden_rows() + shifted)["pp.bubble.gpipe"] == "pass"
     # the wall-clock rows beside them, however far off, are shown, not judged
     wall = [dataclasses.replace(r, metric="wall_bubble", value=r.value + 0.2) for r in bubble_rows(want)]
@@ -89,12 +111,24 @@ def test_judge_passes_on_the_formula_and_fails_off_it():
 def test_judge_fails_a_missing_or_wrong_case():
     want = pp.expect(GLOO_CPU, {})
     rows = [r for r in golden_rows() if not (r.algo == "zbv" and r.case == "grads")] + bubble_rows(want)
-    rows.append(Row(stage="pp", case="grads", metric="max_abs_error", value=math.inf, unit="abs", world=2,
-                    algo="zbv_typo", count=4))
+    rows.append(
+        Row(
+            stage="pp",
+            case="grads",
+            metric="max_abs_error",
+            value=math.inf,
+            unit="abs",
+            world=2,
+            algo="zbv_typo",
+            count=4,
+        )
+    )
     got = verdicts(rows)
     assert got["pp.golden.zbv.pp2"] == "fail" and got["pp.golden.gpipe.pp2"] == "pass"
-    wrong = [r if not (r.algo == "1f1b" and r.case == "grads") else dataclasses.replace(r, value=math.inf)
-             for r in golden_rows()]
+    wrong = [
+        r if not (r.algo == "1f1b" and r.case == "grads") else dataclasses.replace(r, value=math.inf)
+        for r in golden_rows()
+    ]
     assert verdicts(wrong + bubble_rows(want))["pp.golden.1f1b.pp2"] == "fail"
     largest_m = max(GLOO_CPU.pp.bubble_microbatches)
     missing_m = [r for r in bubble_rows(want) if not (r.algo == "gpipe" and r.count == largest_m)]
@@ -118,8 +152,12 @@ def test_a_golden_m_torch_would_refuse_is_refused_before_the_run():
 
 
 def test_the_section_refuses_what_cannot_run():
-    for bad in ({"schedules": ("gpipe", "zigzag")}, {"timed_schedules": ("hand_1f1b",)}, {"degrees": (1, 2)},
-                {"forward_ms": 0.0}):
+    for bad in (
+        {"schedules": ("gpipe", "zigzag")},
+        {"timed_schedules": ("hand_1f1b",)},
+        {"degrees": (1, 2)},
+        {"forward_ms": 0.0},
+    ):
         with pytest.raises(ProfileError, match="pp"):
             pp.PpConfig(**bad)
 
@@ -149,7 +187,19 @@ def test_figures_draw_the_measured_points_on_the_curve():
     # one curve for GPipe, 1F1B and the hand-written 1F1B, one for interleaved; the points of each schedule
     assert len(sleep_axes.lines) == 2 + len(GLOO_CPU.pp.bubble_schedules)
     assert pp_figures.figures(pd.DataFrame(), expectations, {}) == []
-    memory = [Row(stage="pp", case="gpt", metric="activation_memory_bytes", value=2.0**30 * (r + 1), unit="bytes",
-                  world=2, algo="1f1b", count=8, rank=r) for r in range(2)]
+    memory = [
+        Row(
+            stage="pp",
+            case="gpt",
+            metric="activation_memory_bytes",
+            value=2.0**30 * (r + 1),
+            unit="bytes",
+            world=2,
+            algo="1f1b",
+            count=8,
+            rank=r,
+        )
+        for r in range(2)
+    ]
     with_memory = pd.DataFrame([r.to_dict() for r in golden_rows() + bubble_rows(want) + memory])
     assert len(pp_figures.figures(with_memory, expectations, {"profile": GLOO_CPU.to_dict()})) == 4

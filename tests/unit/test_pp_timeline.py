@@ -1,10 +1,10 @@
-"""The bubble replayed from the schedule's slots (suite/stages/pp/timeline.py): a correct 1F1B or GPipe replays
-to exactly (P−1)/(M+P−1) however its slots are stretched and its hand-offs delayed (what a loaded machine does);
-an extra barrier, or a stage held until its neighbour's slot ends, replays to more.
+"""The bubble replayed from the schedule's slots (suite/stages/pp/timeline.py): a correct 1F1B or GPipe
+replays to exactly (P−1)/(M+P−1) however its slots are stretched and its hand-offs delayed (what a loaded
+machine does); an extra barrier, or a stage held until its neighbour's slot ends, replays to more.
 
-The timelines are made by a small event simulation of the schedule on P ranks: each slot starts when its rank's
-previous slot and its data dependency (and, for the mistakes, what the mistake makes it wait for) have ended,
-plus a random hand-off delay; it lasts its nominal length times a random stretch."""
+The timelines are made by a small event simulation of the schedule on P ranks: each slot starts when its
+rank's previous slot and its data dependency (and, for the mistakes, what the mistake makes it wait for) have
+ended, plus a random hand-off delay; it lasts its nominal length times a random stretch."""
 
 from __future__ import annotations
 
@@ -31,8 +31,15 @@ def order(schedule: str, stage: int, ranks: int, microbatches: int) -> list[tupl
     return out + [("B", m) for m in range(microbatches - warmup, microbatches)]
 
 
-def simulate(schedule: str, ranks: int, microbatches: int, rng: random.Random, stretch: float = 0.0,
-             delay_s: float = 0.0, mistake: str | None = None) -> tuple[list[list[Slot]], list[float]]:
+def simulate(
+    schedule: str,
+    ranks: int,
+    microbatches: int,
+    rng: random.Random,
+    stretch: float = 0.0,
+    delay_s: float = 0.0,
+    mistake: str | None = None,
+) -> tuple[list[list[Slot]], list[float]]:
     """Every rank's slots on one clock (start 100 s, as time.monotonic() is never 0)."""
     plans = [order(schedule, s, ranks, microbatches) for s in range(ranks)]
     done: dict[tuple[int, str, int], Slot] = {}
@@ -45,7 +52,13 @@ def simulate(schedule: str, ranks: int, microbatches: int, rng: random.Random, s
             if len(timelines[r]) == len(plans[r]):
                 continue
             kind, m = plans[r][len(timelines[r])]
-            dep = (r - 1, "F", m) if kind == "F" and r > 0 else (r + 1, "B", m) if kind == "B" and r < ranks - 1 else None
+            dep = (
+                (r - 1, "F", m)
+                if kind == "F" and r > 0
+                else (r + 1, "B", m)
+                if kind == "B" and r < ranks - 1
+                else None
+            )
             if dep and dep not in done:
                 continue
             waits = [done[dep].end] if dep else []
@@ -115,16 +128,25 @@ def test_a_slot_held_past_its_neighbours_next_slot_counts_one_wait_more():
 
 
 def test_slot_kinds_and_refusals():
-    assert [slot_kind(n) for n in ("forward", "forward_one_chunk", "backward", "backward_one_chunk",
-                                   "backward_weight_one_chunk", "step", "<lambda>")] == ["F", "F", "B", "B", "W",
-                                                                                         None, None]
+    assert [
+        slot_kind(n)
+        for n in (
+            "forward",
+            "forward_one_chunk",
+            "backward",
+            "backward_one_chunk",
+            "backward_weight_one_chunk",
+            "step",
+            "<lambda>",
+        )
+    ] == ["F", "F", "B", "B", "W", None, None]
     with pytest.raises(ValueError, match="timelines"):
         replay([[Slot("F", 0, 1)]], [], UNITS)
 
 
 def test_the_wall_clock_records_slots_with_their_stage_and_micro_batch():
-    """BusyClock's slots: a forward/backward call is a slot (torch's chunk id as its micro-batch, else the count of
-    its kind), any other call is timed for its busy time only."""
+    """BusyClock's slots: a forward/backward call is a slot (torch's chunk id as its micro-batch, else the
+    count of its kind), any other call is timed for its busy time only."""
     import torch
 
     clock = BusyClock("wall", torch.device("cpu"))
@@ -135,7 +157,13 @@ def test_the_wall_clock_records_slots_with_their_stage_and_micro_batch():
     def backward_one_chunk(chunk_id):
         return chunk_id
 
-    f, b, other = clock.timed(forward, stage=1), clock.timed(backward_one_chunk, stage=1), clock.timed(lambda: None)
+    f, b, other = (
+        clock.timed(forward, stage=1),
+        clock.timed(backward_one_chunk, stage=1),
+        clock.timed(lambda: None),
+    )
     f(torch.ones(1)), f(torch.ones(1)), b(5), other()
     assert [(s.kind, s.stage, s.microbatch) for s in clock.slots] == [("F", 1, 0), ("F", 1, 1), ("B", 1, 5)]
-    assert all(s.start <= s.end for s in clock.slots) and clock.busy_s() >= sum(s.end - s.start for s in clock.slots)
+    assert all(s.start <= s.end for s in clock.slots) and clock.busy_s() >= sum(
+        s.end - s.start for s in clock.slots
+    )

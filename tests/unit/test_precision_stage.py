@@ -9,9 +9,9 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from suite.stages.precision import figure
 from suite.config import GLOO_CPU
 from suite.stages import precision as stage
+from suite.stages.precision import figure
 from suite.stages.precision.worker import precision_rows, train
 
 PC = GLOO_CPU.precision
@@ -39,7 +39,9 @@ def replaced(rows, case, metric, dtype, value):
 def test_every_check_passes_on_the_real_run(rows):
     verdicts = by_id(stage.judge(rows, stage.expect(GLOO_CPU, {}), FACTS))
     assert len(verdicts) == 9
-    assert {v.status for v in verdicts.values()} == {"pass"}, [v for v in verdicts.values() if v.status != "pass"]
+    assert {v.status for v in verdicts.values()} == {"pass"}, [
+        v for v in verdicts.values() if v.status != "pass"
+    ]
     losses = [r for r in rows if r.metric == "loss"]
     assert len(losses) == 4 * PC.steps
 
@@ -48,7 +50,9 @@ def test_the_probe_counts_real_losses(rows):
     def count(case, metric, dtype):
         return next(r.value for r in rows if (r.case, r.metric, r.dtype) == (case, metric, dtype))
 
-    assert count("probe.underflow", "grads_zeroed", "fp16") > 0.5 * count("probe.underflow", "grads_total", "fp16")
+    assert count("probe.underflow", "grads_zeroed", "fp16") > 0.5 * count(
+        "probe.underflow", "grads_total", "fp16"
+    )
     assert count("probe.overflow", "grads_nonfinite", "fp16") > 0
     assert count("probe.underflow", "grads_zeroed", "bf16") == 0
     assert count("probe.overflow", "grads_nonfinite", "bf16") == 0

@@ -1,5 +1,6 @@
 """The primitive probe's rows summed over ranks and judged (suite/stages/_probe.py), and `python -m suite
-probe`'s refusals of unusable input (no launch). The probe run for real on gloo: tests/dist/test_collective_sweep.py."""
+probe`'s refusals of unusable input (no launch). The probe run for real on gloo:
+tests/dist/test_collective_sweep.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from suite.stages._probe import PRIMITIVES, probe_verdicts, summarize
 N = 3
 
 
-def probe_rows(texts: dict[tuple[str, int], str] | None = None, wrong: dict[tuple[str, int], float] | None = None,
-               drop: set[tuple[str, int]] = frozenset(), world: int = N) -> list[Row]:
+def probe_rows(
+    texts: dict[tuple[str, int], str] | None = None,
+    wrong: dict[tuple[str, int], float] | None = None,
+    drop: set[tuple[str, int]] = frozenset(),
+    world: int = N,
+) -> list[Row]:
     """Rows as every rank of suite/workloads/probe.py writes them; all right unless told otherwise."""
     texts, wrong = texts or {}, wrong or {}
     rows = []
@@ -25,8 +30,19 @@ def probe_rows(texts: dict[tuple[str, int], str] | None = None, wrong: dict[tupl
                 continue
             text = texts.get((name, rank), "ok: 16 elements checked, 0 wrong")
             value = math.nan if text.startswith(("error", "not run")) else wrong.get((name, rank), 0.0)
-            rows.append(Row(stage="bandwidth", case=f"probe.{name}", metric="wrong", value=value, unit="count",
-                            rank=rank, world=world, source="torch", text=text))
+            rows.append(
+                Row(
+                    stage="bandwidth",
+                    case=f"probe.{name}",
+                    metric="wrong",
+                    value=value,
+                    unit="count",
+                    rank=rank,
+                    world=world,
+                    source="torch",
+                    text=text,
+                )
+            )
     return rows
 
 
@@ -55,10 +71,19 @@ def test_an_unsupported_primitive_warns_with_its_error_line():
 
 
 def test_point_to_point_on_one_rank_is_skipped():
-    rows = probe_rows(texts={(p, 0): "not run: point-to-point needs 2 ranks"
-                             for p in ("send_recv", "isend_irecv", "batch_isend_irecv")}, world=1)
+    rows = probe_rows(
+        texts={
+            (p, 0): "not run: point-to-point needs 2 ranks"
+            for p in ("send_recv", "isend_irecv", "batch_isend_irecv")
+        },
+        world=1,
+    )
     v = statuses(rows)
-    assert {k for k, x in v.items() if x.status == "skip"} == {"send_recv", "isend_irecv", "batch_isend_irecv"}
+    assert {k for k, x in v.items() if x.status == "skip"} == {
+        "send_recv",
+        "isend_irecv",
+        "batch_isend_irecv",
+    }
     assert {x.status for k, x in v.items() if x.status != "skip"} == {"pass"}
 
 
@@ -68,15 +93,22 @@ def test_a_rank_without_a_row_fails():
 
 
 def test_no_probe_rows_no_verdicts():
-    assert probe_verdicts("bandwidth", [Row(stage="bandwidth", case="all_reduce", metric="wrong", value=0.0,
-                                            unit="count")]) == []
+    assert (
+        probe_verdicts(
+            "bandwidth", [Row(stage="bandwidth", case="all_reduce", metric="wrong", value=0.0, unit="count")]
+        )
+        == []
+    )
     assert [r.status for r in summarize([])] == ["missing"] * len(PRIMITIVES)  # nothing reported is not "ok"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["probe", "--mistakes", "wrong.gossip"], "unknown mistake(s) ['wrong.gossip']"),
-    (["probe", "--nproc", "0"], "--nproc must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["probe", "--mistakes", "wrong.gossip"], "unknown mistake(s) ['wrong.gossip']"),
+        (["probe", "--nproc", "0"], "--nproc must be at least 1"),
+    ],
+)
 def test_the_command_refuses_unusable_input_in_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -49,12 +49,15 @@ def test_join_quotes_every_word():
     assert join(["git", "-C", "my dir", "x;y"]) == "git -C 'my dir' 'x;y'"
 
 
-@pytest.mark.parametrize("text, user, host, port", [
-    ("root@203.0.113.7:2222", "root", "203.0.113.7", 2222),
-    ("ubuntu@gpu-box.example.com", "ubuntu", "gpu-box.example.com", None),
-    ("box", None, "box", None),
-    ("me@[2001:db8::1]:22", "me", "2001:db8::1", 22),
-])
+@pytest.mark.parametrize(
+    "text, user, host, port",
+    [
+        ("root@203.0.113.7:2222", "root", "203.0.113.7", 2222),
+        ("ubuntu@gpu-box.example.com", "ubuntu", "gpu-box.example.com", None),
+        ("box", None, "box", None),
+        ("me@[2001:db8::1]:22", "me", "2001:db8::1", 22),
+    ],
+)
 def test_parse_host(text, user, host, port):
     spec = parse_host(text)
     assert (spec.user, spec.host, spec.port) == (user, host, port)
@@ -65,7 +68,9 @@ def test_known_hosts_name_brackets_non_default_ports():
     assert parse_host("root@127.0.0.1:22").known_hosts_name == "127.0.0.1"
 
 
-@pytest.mark.parametrize("bad", ["", "root@", "root@host:99999", "root@ho st", "root@host;id", "a@b@c", "root@$(id)"])
+@pytest.mark.parametrize(
+    "bad", ["", "root@", "root@host:99999", "root@ho st", "root@host;id", "a@b@c", "root@$(id)"]
+)
 def test_parse_host_refuses(bad):
     with pytest.raises(HostSpecError, match="user@host"):
         parse_host(bad)
@@ -73,12 +78,16 @@ def test_parse_host_refuses(bad):
 
 # ---------------------------------------------------------------- preflight
 
+
 def loopback_probe() -> str:
     return (DATA / "remote" / "probe-loopback-container-docker-no-gpu.txt").read_text()
 
 
-def gpu_probe(docker_runtimes: str = '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}',
-              python: str = "3.10.12", gpus_file: str = "quadro-rtx4000-2gpu-L.txt") -> str:
+def gpu_probe(
+    docker_runtimes: str = '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}',
+    python: str = "3.10.12",
+    gpus_file: str = "quadro-rtx4000-2gpu-L.txt",
+) -> str:
     """The loopback capture with the GPU sections of a GPU host (real `nvidia-smi -L` lines)."""
     gpus = "\n".join(l for l in (DATA / "smi" / gpus_file).read_text().splitlines() if l.startswith("GPU "))
     text = loopback_probe()
@@ -112,14 +121,19 @@ def test_gpu_profile_on_a_host_without_gpus_is_refused_in_one_line_each():
     d = preflight.decide(preflight.parse_probe(loopback_probe()), runtime=None, needs_gpu=True)
     assert d.runtime is None
     assert any(p.startswith("no NVIDIA GPU visible") and "PROFILE=gloo-cpu" in p for p in d.problems)
-    assert "docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host" in d.problems
+    assert (
+        "docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host"
+        in d.problems
+    )
     assert all("\n" not in p for p in d.problems)
 
 
 def test_gpu_host_with_nvidia_runtime_defaults_to_docker():
     f = preflight.parse_probe(gpu_probe())
-    assert f.gpus == ["GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)",
-                      "GPU 1: Quadro RTX 4000 (UUID: GPU-d6de6afc-bdfe-75c4-5273-0544439153fc)"]
+    assert f.gpus == [
+        "GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)",
+        "GPU 1: Quadro RTX 4000 (UUID: GPU-d6de6afc-bdfe-75c4-5273-0544439153fc)",
+    ]
     assert f.driver == "550.54.15" and f.nvidia_runtime
     d = preflight.decide(f, runtime=None, needs_gpu=True)
     assert (d.runtime, d.problems) == ("docker", [])
@@ -129,13 +143,18 @@ def test_gpu_host_with_nvidia_runtime_defaults_to_docker():
 def test_gpu_host_without_nvidia_runtime_names_the_fix():
     f = preflight.parse_probe(gpu_probe(docker_runtimes='{"runc":{"path":"runc"}}'))
     d = preflight.decide(f, runtime=None, needs_gpu=True)
-    assert d.problems == ["docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host"]
+    assert d.problems == [
+        "docker present but no NVIDIA runtime: install nvidia-container-toolkit or use RUNTIME=host"
+    ]
 
 
 def test_host_runtime_needs_python_3_11():
     f = preflight.parse_probe(gpu_probe(python="3.10.12"))
     d = preflight.decide(f, runtime="host", needs_gpu=True)
-    assert d.runtime is None and any("no Python ≥ 3.11 on the host (found python3 3.10.12)" in p and "RUNTIME=docker" in p for p in d.problems)
+    assert d.runtime is None and any(
+        "no Python ≥ 3.11 on the host (found python3 3.10.12)" in p and "RUNTIME=docker" in p
+        for p in d.problems
+    )
 
 
 def test_too_little_disk_is_refused():
@@ -148,13 +167,16 @@ def test_too_little_disk_is_refused():
 def test_unknown_runtime_is_refused():
     f = preflight.parse_probe(loopback_probe())
     assert preflight.decide(f, runtime="podman", needs_gpu=False).problems == [
-        "RUNTIME=podman unknown: use RUNTIME=docker or RUNTIME=host"]
+        "RUNTIME=podman unknown: use RUNTIME=docker or RUNTIME=host"
+    ]
 
 
 def test_probe_runs_in_a_real_shell_and_quotes_its_directory(tmp_path):
     marker = tmp_path / "pwned"
     base = tmp_path / f"dir with 'quote' ;$(touch {marker})"
-    out = subprocess.run(["sh", "-c", sh_command(preflight.probe_command(str(base)))], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", sh_command(preflight.probe_command(str(base)))], capture_output=True, text=True
+    ).stdout
     f = preflight.parse_probe(out)
     assert f.base == str(base) and base.is_dir()
     assert not marker.exists()
@@ -162,14 +184,20 @@ def test_probe_runs_in_a_real_shell_and_quotes_its_directory(tmp_path):
 
 # ---------------------------------------------------------------- the detached job
 
+
 def test_job_script_runs_the_argv_and_records_pid_log_and_exit(tmp_path):
     # Folder names cannot hold "/", so the injected commands touch a relative name: sh runs in tmp_path.
     job_dir = tmp_path / "job ;$(touch pwned) 'x'"
     code_dir = tmp_path / 'code `touch pwned` "q"'
     job_dir.mkdir()
     code_dir.mkdir()
-    argv = ["python3", "-c", "import os, sys; print(os.getcwd()); print(sys.argv[1:]); print(os.environ['X']); sys.exit(1)",
-            "a;b", "$(touch pwned)"]
+    argv = [
+        "python3",
+        "-c",
+        "import os, sys; print(os.getcwd()); print(sys.argv[1:]); print(os.environ['X']); sys.exit(1)",
+        "a;b",
+        "$(touch pwned)",
+    ]
     script = jobs.job_script(str(job_dir), str(code_dir), argv, {"X": "v w; $(touch pwned)"})
     (job_dir / "job.sh").write_text(script)
     subprocess.run(["sh", str(job_dir / "job.sh")], check=False, timeout=60, cwd=tmp_path)
@@ -187,17 +215,41 @@ def test_status_program_on_a_real_job_folder(tmp_path):
     run_dir = base / "runs" / "R1"
     run_dir.mkdir(parents=True)
     (base / "jobs" / "current").write_text("J1\n")
-    (job / "job.json").write_text(json.dumps({"job_id": "J1", "commit": "c" * 40, "profile": "gloo-cpu", "stages": "",
-                                              "runtime": "host", "started_epoch": time.time()}))
+    (job / "job.json").write_text(
+        json.dumps(
+            {
+                "job_id": "J1",
+                "commit": "c" * 40,
+                "profile": "gloo-cpu",
+                "stages": "",
+                "runtime": "host",
+                "started_epoch": time.time(),
+            }
+        )
+    )
     (job / "LAST").write_text(str(run_dir) + "\n")
     (job / "log").write_text("line one\nline two\n")
-    (run_dir / "progress.json").write_text(json.dumps({"stage": "bandwidth", "index": 2, "total": 10,
-                                                       "stage_elapsed_s": 4.0, "message": "all_reduce 4 MiB",
-                                                       "done": 3, "of": 9}))
+    (run_dir / "progress.json").write_text(
+        json.dumps(
+            {
+                "stage": "bandwidth",
+                "index": 2,
+                "total": 10,
+                "stage_elapsed_s": 4.0,
+                "message": "all_reduce 4 MiB",
+                "done": 3,
+                "of": 9,
+            }
+        )
+    )
 
     def run(offset: int) -> jobs.JobStatus:
-        out = subprocess.run(["python3", "-c", jobs.STATUS_PROGRAM, str(base), str(offset)], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["python3", "-c", jobs.STATUS_PROGRAM, str(base), str(offset)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return jobs.JobStatus(**json.loads(out))
 
     st = run(0)
@@ -227,12 +279,25 @@ def test_job_key_matches_only_the_same_run():
 def test_docker_run_line_gives_gpus_and_same_path_mounts():
     from provisioning.runtime.remote_docker import run_argv
 
-    argv = run_argv("cardtime:abc", job_id="J", job_dir="/b/jobs/J", runs_dir="/b/runs",
-                    suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"], gpus=True)
+    argv = run_argv(
+        "cardtime:abc",
+        job_id="J",
+        job_dir="/b/jobs/J",
+        runs_dir="/b/runs",
+        suite_args=["run", "--profile", "nccl-gpu", "--out", "/b/runs"],
+        gpus=True,
+    )
     assert argv[:3] == ["docker", "run", "--rm"]
     assert argv[argv.index("--gpus") + 1] == "all"
     assert "/b/runs:/b/runs:rw" in argv and "/b/jobs/J:/b/jobs/J:rw" in argv
-    assert argv[argv.index("cardtime:abc"):] == ["cardtime:abc", "run", "--profile", "nccl-gpu", "--out", "/b/runs"]
+    assert argv[argv.index("cardtime:abc") :] == [
+        "cardtime:abc",
+        "run",
+        "--profile",
+        "nccl-gpu",
+        "--out",
+        "/b/runs",
+    ]
     assert not any("AWS" in a for a in argv)
     assert argv[argv.index("memlock=-1") - 1] == "--ulimit"
     cpu = run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=False)

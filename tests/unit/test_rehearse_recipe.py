@@ -1,6 +1,6 @@
-"""`make rehearse` as a user types it, into a runs folder of the test's own (RUNS=): two at once each report their own
-run; a refused one (a bad PROFILE) prints one error line and no report, and leaves the run before it as it was.
-And the run folder itself: two runs started in the same minute never share one."""
+"""`make rehearse` as a user types it, into a runs folder of the test's own (RUNS=): two at once each report
+their own run; a refused one (a bad PROFILE) prints one error line and no report, and leaves the run before it
+as it was. And the run folder itself: two runs started in the same minute never share one."""
 
 from __future__ import annotations
 
@@ -14,8 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _make_rehearse(runs: Path, *variables: str) -> subprocess.Popen:
-    return subprocess.Popen(["make", "-s", "-C", str(ROOT), "rehearse", f"RUNS={runs}", *variables],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "rehearse", f"RUNS={runs}", *variables],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_rehearsals_at_once_each_report_their_own_run(tmp_path):
@@ -42,7 +46,9 @@ def test_a_refused_rehearsal_prints_one_error_and_no_older_report(tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert errors == ["error: PROFILE='bogus' is no profile: choose from gloo-cpu, nccl-1gpu, nccl-gpu"]
     assert "report:" not in out + err and "usage:" not in err
-    assert (runs / "LAST").read_text() == f"{older}\n" and (older / "report.html").read_text() == "the older run's page"
+    assert (runs / "LAST").read_text() == f"{older}\n" and (
+        older / "report.html"
+    ).read_text() == "the older run's page"
     assert sorted(p.name for p in runs.iterdir()) == ["20261201T0000Z-box-gloo-cpu", "LAST"]
 
 
@@ -60,4 +66,7 @@ def test_runs_started_in_the_same_minute_each_claim_a_folder_of_their_own(tmp_pa
     for t in threads:
         t.join()
     assert len(set(claimed)) == 16 and all(p.is_dir() for p in claimed)
-    assert sorted(p.name for p in claimed)[:2] == ["20261207T0500Z-box-gloo-cpu", "20261207T0500Z-box-gloo-cpu-10"]
+    assert sorted(p.name for p in claimed)[:2] == [
+        "20261207T0500Z-box-gloo-cpu",
+        "20261207T0500Z-box-gloo-cpu-10",
+    ]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from reports import report as report_module
-from reports.__main__ import main as reports_main
 from reports import tables
+from reports.__main__ import main as reports_main
 from reports.report import render_path
 from tests.report_synthetic import (
     HOSTILE_GPU,
@@ -25,8 +25,8 @@ from tests.report_synthetic import (
     busbw,
     busbw_lines,
     install_figure_module,
-    only_installed_figures,
     link_matrix,
+    only_installed_figures,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,12 +34,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _figures_of_these_tests_only(monkeypatch):
-    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests' own."""
+    """The stages' own figure modules are exercised on the real rehearsal (tests/e2e); here only the tests'
+    own."""
     only_installed_figures(monkeypatch)
 
 
 class Elements(HTMLParser):
-    """Every start tag with its attributes, the text inside each element id'd section, and the document's text."""
+    """Every start tag with its attributes, the text inside each element id'd section, and the document's
+    text."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -94,7 +96,9 @@ def test_markup_from_the_run_renders_as_text(gpu_run):
     assert HOSTILE_HOST in text and HOSTILE_GPU in text  # shown, as text, where a person looks for them
     assert not doc.of("script"), "the report must run no script"
     assert len(doc.tags) > 50  # the whole document was parsed, so the next line looked at every element
-    assert all(not any(k.startswith("on") for k in attrs) for _, attrs in doc.tags), "no event-handler attribute"
+    assert all(not any(k.startswith("on") for k in attrs) for _, attrs in doc.tags), (
+        "no event-handler attribute"
+    )
 
 
 def test_report_is_self_contained(gpu_run, monkeypatch):
@@ -109,7 +113,9 @@ def test_report_is_self_contained(gpu_run, monkeypatch):
     assert not doc.of("link") and not doc.of("script") and not doc.of("iframe")
     for attrs in doc.of("a"):
         assert not attrs["href"].startswith(("http:", "https:", "//")), attrs["href"]
-    page = re.sub(r'src="data:image/svg\+xml;[^"]*"', "", html)  # the figures were checked above (url(#clip) is theirs)
+    page = re.sub(
+        r'src="data:image/svg\+xml;[^"]*"', "", html
+    )  # the figures were checked above (url(#clip) is theirs)
     assert len(page) < len(html) and "@import" not in page and "url(" not in page
 
 
@@ -191,13 +197,17 @@ def test_raw_files_are_linked_relative_and_quoted(gpu_run):
 def test_long_tables_are_cut_with_a_note_saying_where_the_rest_is(gpu_run, monkeypatch):
     monkeypatch.setattr(tables, "MAX_TABLE_ROWS", 10)
     _, doc = render(gpu_run)
-    assert "first 10 of 132 rows shown; all of them are in results.csv / results.parquet" in doc.in_section("stage-bandwidth")
+    assert "first 10 of 132 rows shown; all of them are in results.csv / results.parquet" in doc.in_section(
+        "stage-bandwidth"
+    )
 
 
 def test_cli_prints_the_path_and_the_summary(gpu_run, capsys):
     assert reports_main([str(gpu_run)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"report: {gpu_run / 'report.html'}",
-                                                    "summary: 2 passed, 1 warned, 3 failed, 1 skipped"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"report: {gpu_run / 'report.html'}",
+        "summary: 2 passed, 1 warned, 3 failed, 1 skipped",
+    ]
     assert (gpu_run / "report.html").stat().st_size > 10_000
 
 
@@ -213,16 +223,25 @@ def test_cli_refuses_another_schema_with_what_to_do(gpu_run, tmp_path, capsys):
 
 def test_python_m_reports_runs_the_same_entry_point(tmp_path):
     """`python -m reports` as a user types it (the in-process tests above cover what it prints)."""
-    result = subprocess.run([sys.executable, "-m", "reports", str(tmp_path / "nothing")], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "not a run directory" in result.stderr and "Traceback" not in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "reports", str(tmp_path / "nothing")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        result.returncode == 2 and "not a run directory" in result.stderr and "Traceback" not in result.stderr
+    )
 
 
 def test_a_stage_without_a_module_in_this_checkout_still_gets_its_section(gpu_run):
     from suite.results import Row, RunDir
 
     run = RunDir.load(gpu_run)
-    run.replace_stage_rows("future_stage", [Row(stage="future_stage", case="x", metric="m", value=1.0, unit="count")])
+    run.replace_stage_rows(
+        "future_stage", [Row(stage="future_stage", case="x", metric="m", value=1.0, unit="count")]
+    )
     _, doc = render(gpu_run)
     ids = [a["id"] for a in doc.of("section") if a.get("class") == "stage"]
     assert ids[-1] == "stage-future_stage"

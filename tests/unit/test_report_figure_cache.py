@@ -27,7 +27,7 @@ def test_a_second_rendering_reads_the_figures_back(tmp_path, cache, monkeypatch)
     run = build_run(tmp_path / "run")
     first = render_path(run, tmp_path / "first.html")[0].read_text()
     entries = sorted(cache.glob("*.json"))
-    assert len(entries) == 5 and first.count("<img src=\"data:image/svg+xml") >= 2  # one entry per stage
+    assert len(entries) == 5 and first.count('<img src="data:image/svg+xml') >= 2  # one entry per stage
     monkeypatch.setattr(figure_modules, "stage_figures", drawn_none)
     second = render_path(run, tmp_path / "second.html")[0].read_text()
     assert second == first

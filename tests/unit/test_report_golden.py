@@ -1,4 +1,5 @@
-"""The report's structure pinned against checked-in golden text (tests/report_structure.py says what it holds).
+"""The report's structure pinned against checked-in golden text (tests/report_structure.py says what it
+holds).
 
 The test only compares: a missing golden file fails, and no environment variable makes it write one
 (a test that writes its expectation and then compares with it cannot fail). After an intended change

@@ -1,6 +1,6 @@
-"""Figures drawn while the run goes on (reports/predraw.py) are the report's: each figure module reads only the
-facts it declares (its FACTS, the cache key's part), and a stage drawn by the drawer process is read back by
-the report without drawing it again."""
+"""Figures drawn while the run goes on (reports/predraw.py) are the report's: each figure module reads only
+the facts it declares (its FACTS, the cache key's part), and a stage drawn by the drawer process is read back
+by the report without drawing it again."""
 
 from __future__ import annotations
 
@@ -53,12 +53,16 @@ def test_every_figure_module_reads_only_the_facts_it_declares(view):
     drew = 0
     for stage in stages:
         module = importlib.import_module(module_name(stage))
-        assert isinstance(getattr(module, "FACTS", None), tuple), f"reports/figures/{stage}.py declares no FACTS"
+        assert isinstance(getattr(module, "FACTS", None), tuple), (
+            f"reports/figures/{stage}.py declares no FACTS"
+        )
         facts = ReadFacts(view.facts)
         made = module.figures(view.stage_rows(stage).copy(), view.stage_expectations(stage).copy(), facts)
         drew += len(made)
         undeclared = facts.looked_up - set(module.FACTS)
-        assert not undeclared, f"reports/figures/{stage}.py reads facts {sorted(undeclared)} it does not declare in FACTS"
+        assert not undeclared, (
+            f"reports/figures/{stage}.py reads facts {sorted(undeclared)} it does not declare in FACTS"
+        )
     assert drew >= 20  # the rehearsal's figures were made, so their lookups were seen
 
 
@@ -77,12 +81,20 @@ def test_a_stage_drawn_by_the_drawer_is_not_drawn_again_by_the_report(tmp_path, 
     cache = tmp_path / "cache"
     monkeypatch.setenv("CARDTIME_FIGURE_CACHE", str(cache))
     stages = ["memory", "fault"]  # one keyed on no facts, one on a fact its own stage published
-    drawer = subprocess.run([sys.executable, "-m", "reports.predraw", str(run)], input="\n".join(stages) + "\n",
-                            text=True, capture_output=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    drawer = subprocess.run(
+        [sys.executable, "-m", "reports.predraw", str(run)],
+        input="\n".join(stages) + "\n",
+        text=True,
+        capture_output=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert drawer.returncode == 0, drawer.stderr
     assert sorted(p.name.split("-")[0] for p in cache.glob("*.json")) == sorted(stages)
 
-    manifest = json.loads((run / "manifest.json").read_text())  # a later stage publishes after they were drawn
+    manifest = json.loads(
+        (run / "manifest.json").read_text()
+    )  # a later stage publishes after they were drawn
     manifest["facts"]["a_later_stage"] = {"published": "after memory and fault ended"}
     (run / "manifest.json").write_text(json.dumps(manifest))
 
@@ -95,17 +107,30 @@ def test_a_stage_drawn_by_the_drawer_is_not_drawn_again_by_the_report(tmp_path, 
         return real(stage, *args)
 
     monkeypatch.setattr(figure_modules, "stage_figures", counting)
-    images = {stage: figure_modules.stage_images(stage, later.stage_rows(stage), later.stage_expectations(stage),
-                                                 later.facts)[0] for stage in (*stages, "crossover")}
-    assert drawn == ["crossover"]  # the report's call for the drawer's stages found them drawn; the other drew
+    images = {
+        stage: figure_modules.stage_images(
+            stage, later.stage_rows(stage), later.stage_expectations(stage), later.facts
+        )[0]
+        for stage in (*stages, "crossover")
+    }
+    assert drawn == [
+        "crossover"
+    ]  # the report's call for the drawer's stages found them drawn; the other drew
     assert all(images[stage] for stage in images)  # and each came with its figures
 
 
 def test_the_drawer_says_how_it_is_used_and_survives_an_unknown_stage(tmp_path):
-    usage = subprocess.run([sys.executable, "-m", "reports.predraw"], capture_output=True, text=True, timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "reports.predraw"], capture_output=True, text=True, timeout=60
+    )
     assert usage.returncode == 2 and "RUN_DIR" in usage.stderr
-    done = subprocess.run([sys.executable, "-m", "reports.predraw", str(tmp_path / "missing")], input="memory\n",
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "reports.predraw", str(tmp_path / "missing")],
+        input="memory\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and "predraw: memory:" in done.stderr
 
 

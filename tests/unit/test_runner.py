@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.launch import procs
 from suite import runner, stages
 from suite.config import GLOO_CPU
+from suite.launch import procs
 from suite.results import Expectation, Row, RunDir, SchemaError, Verdict
 from suite.stage_contract import Stage
 
@@ -40,6 +40,7 @@ def make_stage(name: str, behaviour: str = "ok", calls: Path | None = None) -> t
             time.sleep(600)
         if behaviour == "segv":
             import signal
+
             os.kill(os.getpid(), signal.SIGSEGV)
         ctx.publish(f"{name}_fact", {"seen": facts_seen(ctx)})
         (ctx.raw_dir / "tool-output.txt").write_text("untouched\n")
@@ -49,11 +50,29 @@ def make_stage(name: str, behaviour: str = "ok", calls: Path | None = None) -> t
         if behaviour == "judge-crash":
             raise KeyError("missing")
         ok = len(rows) == 3 and all(r.value == expectations[0].value for r in rows)
-        return [Verdict(id=f"{name}.value", stage=name, status="pass" if ok else "fail", expected="2",
-                        observed=str([r.value for r in rows]), reason="all ranks agree")]
+        return [
+            Verdict(
+                id=f"{name}.value",
+                stage=name,
+                status="pass" if ok else "fail",
+                expected="2",
+                observed=str([r.value for r in rows]),
+                reason="all ranks agree",
+            )
+        ]
 
-    module.STAGE = Stage(row=99, title=name, measures=f"{name} things", wrong="anything", rehearsal="yes", config=None,
-                         estimate=lambda p: (0.0, ""), expect=expect, run=run, judge=judge)
+    module.STAGE = Stage(
+        row=99,
+        title=name,
+        measures=f"{name} things",
+        wrong="anything",
+        rehearsal="yes",
+        config=None,
+        estimate=lambda p: (0.0, ""),
+        expect=expect,
+        run=run,
+        judge=judge,
+    )
     return module
 
 
@@ -77,8 +96,13 @@ def execute(run, profile=GLOO_CPU):
 
 
 def test_failures_become_verdicts_and_the_run_goes_on(tmp_path, fake_stages):
-    fake_stages.update(a=make_stage("a"), b=make_stage("b", "crash"), c=make_stage("c", "segv"),
-                       d=make_stage("d", "judge-crash"), e=make_stage("e"))
+    fake_stages.update(
+        a=make_stage("a"),
+        b=make_stage("b", "crash"),
+        c=make_stage("c", "segv"),
+        d=make_stage("d", "judge-crash"),
+        e=make_stage("e"),
+    )
     run = start(tmp_path, list("abcde"))
     outcome = execute(run)
     verdicts = {v.id: v for v in RunDir.load(run.path).verdicts()}
@@ -90,7 +114,12 @@ def test_failures_become_verdicts_and_the_run_goes_on(tmp_path, fake_stages):
     assert outcome.exit_code == 1
     manifest = json.loads((run.path / "manifest.json").read_text())
     assert {k: v["status"] for k, v in manifest["stages"].items()} == {
-        "a": "complete", "b": "error", "c": "error", "d": "complete", "e": "complete"}
+        "a": "complete",
+        "b": "error",
+        "c": "error",
+        "d": "complete",
+        "e": "complete",
+    }
     # Facts flow forward: e saw a's fact but not b's (b crashed before publishing).
     assert manifest["facts"]["e_fact"]["seen"] == ["a_fact", "d_fact"]
     assert (run.path / "raw" / "a" / "tool-output.txt").read_text() == "untouched\n"

@@ -1,6 +1,7 @@
 """dp and zero on a multi-node profile (issue 14): the whole-node degrees, the α-β each degree is held to (the
 intra-node fit within node 0, the inter-node fit across nodes, each falling back when absent), the cross-node
-all-reduce against CHECKLIST.md's ring, the verdicts, headlines and figures naming the degrees that crossed."""
+all-reduce against CHECKLIST.md's ring, the verdicts, headlines and figures naming the degrees that
+crossed."""
 
 from __future__ import annotations
 
@@ -18,10 +19,22 @@ from suite.workloads.node_ranks import nodes_rows
 
 TWO_BY_EIGHT = NCCL_GPU.with_overrides(nodes=("gpu-a", "gpu-b"))
 TWO_BY_TWO = get_profile("gloo-cpu", 2).with_overrides(nodes=("node-a", "node-b"))
-INTRA = {"alpha_s": 4e-6, "beta_Bps": 400e9, "rms_rel_residual": 0.03, "source": "nccl-tests", "world": 8,
-         "points": 20}
-INTER = {"alpha_s": 12e-6, "beta_Bps": 45e9, "rms_rel_residual": 0.04, "source": "nccl-tests", "world": 16,
-         "points": 20}
+INTRA = {
+    "alpha_s": 4e-6,
+    "beta_Bps": 400e9,
+    "rms_rel_residual": 0.03,
+    "source": "nccl-tests",
+    "world": 8,
+    "points": 20,
+}
+INTER = {
+    "alpha_s": 12e-6,
+    "beta_Bps": 45e9,
+    "rms_rel_residual": 0.04,
+    "source": "nccl-tests",
+    "world": 16,
+    "points": 20,
+}
 
 # ---------------------------------------------------------------- the degrees (suite/config.py)
 
@@ -39,11 +52,17 @@ def test_whole_node_degrees_only_on_a_multi_node_profile():
 
 
 def test_degrees_above_nproc_stay_refused_and_say_more_across_nodes():
-    with pytest.raises(ProfileError, match=r"^degrees \[8\] exceed nproc 4: lower --nproc's degrees or raise "
-                                           r"--nproc$"):
+    with pytest.raises(
+        ProfileError,
+        match=r"^degrees \[8\] exceed nproc 4: lower --nproc's degrees or raise "
+        r"--nproc$",
+    ):
         GLOO_CPU.with_overrides(degrees=(1, 8))
-    with pytest.raises(ProfileError, match=r"degrees \[16\] exceed nproc 8: .* dp and zero add the whole-node "
-                                           r"degrees 16 by themselves"):
+    with pytest.raises(
+        ProfileError,
+        match=r"degrees \[16\] exceed nproc 8: .* dp and zero add the whole-node "
+        r"degrees 16 by themselves",
+    ):
         TWO_BY_EIGHT.with_overrides(degrees=(1, 16))
     with pytest.raises(ProfileError, match=r"degrees \[12\] exceed nproc 8: .* whole-node degrees 16 by"):
         TWO_BY_EIGHT.with_overrides(degrees=(1, 12))
@@ -56,21 +75,27 @@ def test_cross_node_all_reduce_is_checklists_ring_at_the_inter_node_beta():
     size = 1 << 30
     intra, inter = (5e-6, 450e9), (12e-6, 45e9)
     assert allreduce_across_nodes_s(size, 8, 8, intra, inter) == ring_allreduce_s(size, 8, *intra)
-    assert allreduce_across_nodes_s(size, 16, 8, intra, inter) == pytest.approx(2 * 15 * (12e-6 + size / (16 * 45e9)))
-    # One β everywhere: CHECKLIST.md's ring at every degree, within a node or across (8 cards, 1 GB: 9465.2 µs).
+    assert allreduce_across_nodes_s(size, 16, 8, intra, inter) == pytest.approx(
+        2 * 15 * (12e-6 + size / (16 * 45e9))
+    )
+    # One β everywhere: CHECKLIST.md's ring at every degree, within a node or across (8 cards, 1 GB: 9465.2
+    # µs).
     same = (5e-6, 200e9)
     assert allreduce_across_nodes_s(1 << 30, 8, 4, same, same) * 1e6 == pytest.approx(9465.2, abs=0.05)
     assert allreduce_across_nodes_s(4 << 20, 4, 2, same, same) * 1e6 == pytest.approx(61.5, abs=0.05)
     assert [nodes_spanned(n, 8) for n in (1, 8, 9, 16, 24)] == [1, 1, 2, 2, 3]
 
 
-# ---------------------------------------------------------------- which α-β a degree is held to (suite/facts.py)
+# ---------------------------------------------------------------- which α-β a degree is held to
+# (suite/facts.py)
 
 
 @pytest.mark.parametrize("fits", ["both", "inter only", "intra only", "none"])
 def test_each_degree_takes_its_own_fit_and_falls_back_alone(fits):
-    facts = {**({"alpha_beta": INTER} if fits in ("both", "inter only") else {}),
-             **({"alpha_beta_intra": INTRA} if fits in ("both", "intra only") else {})}
+    facts = {
+        **({"alpha_beta": INTER} if fits in ("both", "inter only") else {}),
+        **({"alpha_beta_intra": INTRA} if fits in ("both", "intra only") else {}),
+    }
     within, across = alpha_beta_at(facts, TWO_BY_EIGHT, 8), alpha_beta_at(facts, TWO_BY_EIGHT, 16)
     assert not within.across_nodes and across.across_nodes
     if "intra" in fits or fits == "both":
@@ -81,7 +106,10 @@ def test_each_degree_takes_its_own_fit_and_falls_back_alone(fits):
         assert within.source.startswith("no intra-node fit: CHECKLIST.md's worked example")
     if "inter" in fits or fits == "both":
         assert (across.alpha_s, across.beta_Bps, across.fitted) == (12e-6, 45e9, True)
-        assert "the inter-node fit over all 2 nodes" in across.source and "nccl-tests all_reduce" in across.source
+        assert (
+            "the inter-node fit over all 2 nodes" in across.source
+            and "nccl-tests all_reduce" in across.source
+        )
     else:  # the NICs' usual rate, not the NVLink default
         assert (across.alpha_s, across.beta_Bps, across.fitted) == (5e-6, 50e9, False)
         assert across.source.startswith("no inter-node fit:") and "400 Gb/s NICs" in across.source
@@ -100,8 +128,12 @@ def test_the_cpu_rehearsal_across_namespaces_falls_back_to_the_gloo_defaults():
 
 
 def test_dp_predicts_within_node_degrees_with_the_intra_fit_and_the_cross_node_degree_with_the_inter():
-    facts = {"profile": TWO_BY_EIGHT.to_dict(), "baseline": {"step_time_s": 0.07}, "alpha_beta": INTER,
-             "alpha_beta_intra": INTRA}
+    facts = {
+        "profile": TWO_BY_EIGHT.to_dict(),
+        "baseline": {"step_time_s": 0.07},
+        "alpha_beta": INTER,
+        "alpha_beta_intra": INTRA,
+    }
     exp = {e.world: e for e in dp.expect(TWO_BY_EIGHT, facts) if e.metric == "efficiency"}
     assert sorted(exp) == [1, 2, 4, 8, 16]
     g = dp.grad_bytes(TWO_BY_EIGHT)
@@ -114,7 +146,9 @@ def test_dp_predicts_within_node_degrees_with_the_intra_fit_and_the_cross_node_d
     golden = [e for e in dp.expect(TWO_BY_EIGHT, facts) if e.metric == "max_abs_error"]
     assert sorted(e.world for e in golden) == [1, 2, 4, 8, 16]
     # A single-node profile's expectations are what they were: the one fit, no place named.
-    one = [e for e in dp.expect(NCCL_GPU, {**facts, "profile": NCCL_GPU.to_dict()}) if e.metric == "efficiency"]
+    one = [
+        e for e in dp.expect(NCCL_GPU, {**facts, "profile": NCCL_GPU.to_dict()}) if e.metric == "efficiency"
+    ]
     assert sorted(e.world for e in one) == [1, 2, 4, 8]
     assert all("node" not in e.basis and "baseline step 70 ms;" in e.basis for e in one)
 
@@ -134,10 +168,14 @@ def test_zero_across_nodes_expects_a_step_time_per_degree_only_on_a_multi_node_p
 
 
 def dp_rows(efficiency: dict[int, float], names=("node-a",) * 2 + ("node-b",) * 2) -> list[Row]:
-    rows = [Row(stage="dp", case="params_after_training", metric="max_abs_error", value=1e-8, unit="abs", world=d)
-            for d in efficiency]
-    rows += [Row(stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", world=d)
-             for d, v in efficiency.items()]
+    rows = [
+        Row(stage="dp", case="params_after_training", metric="max_abs_error", value=1e-8, unit="abs", world=d)
+        for d in efficiency
+    ]
+    rows += [
+        Row(stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", world=d)
+        for d, v in efficiency.items()
+    ]
     return rows + nodes_rows(list(names), list(efficiency), "dp")
 
 
@@ -147,12 +185,23 @@ def by_id(verdicts):
 
 def test_dp_verdicts_name_the_degree_that_crossed_and_the_beta_it_was_held_to():
     gpu = TWO_BY_TWO.with_overrides(judge_performance=True)
-    facts = {"profile": gpu.to_dict(), "alpha_beta": {**INTER, "world": 4}, "alpha_beta_intra": {**INTRA, "world": 2}}
-    predicted = [Expectation(stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", basis="α-β",
-                             world=d) for d, v in {1: 1.0, 2: 0.9, 4: 0.6}.items()]
+    facts = {
+        "profile": gpu.to_dict(),
+        "alpha_beta": {**INTER, "world": 4},
+        "alpha_beta_intra": {**INTRA, "world": 2},
+    }
+    predicted = [
+        Expectation(
+            stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", basis="α-β", world=d
+        )
+        for d, v in {1: 1.0, 2: 0.9, 4: 0.6}.items()
+    ]
     got = by_id(dp.judge(dp_rows({1: 1.0, 2: 0.88, 4: 0.3}), predicted, facts))
-    assert sorted(k for k in got if k.startswith("dp.golden")) == ["dp.golden.world1", "dp.golden.world2",
-                                                                   "dp.golden.world4"]
+    assert sorted(k for k in got if k.startswith("dp.golden")) == [
+        "dp.golden.world1",
+        "dp.golden.world2",
+        "dp.golden.world4",
+    ]
     assert "DDP over 4 ranks across 2 nodes trains exactly" in got["dp.golden.world4"].reason
     decay = got["dp.decay"]
     assert decay.status == "warn" and "4 ranks across 2 nodes: 0.30 (α-β 0.60)" in decay.observed
@@ -162,9 +211,13 @@ def test_dp_verdicts_name_the_degree_that_crossed_and_the_beta_it_was_held_to():
     assert got["dp.nodes"].status == "pass" and "4 ranks on node-a,node-b" in got["dp.nodes"].observed
     # Ranks not numbered node by node: degree 2 spread over both nodes is named.
     mixed = by_id(dp.judge(dp_rows({1: 1.0, 2: 0.9, 4: 0.6}, ("node-a", "node-b") * 2), predicted, facts))
-    assert mixed["dp.nodes"].status == "warn" and mixed["dp.nodes"].reason.startswith("2 ranks ran on other nodes")
+    assert mixed["dp.nodes"].status == "warn" and mixed["dp.nodes"].reason.startswith(
+        "2 ranks ran on other nodes"
+    )
     # The CPU rehearsal skips the decay but still says where each degree ran and what it was held to.
-    cpu = by_id(dp.judge(dp_rows({1: 1.0, 2: 0.9, 4: 0.6}), predicted, {**facts, "profile": TWO_BY_TWO.to_dict()}))
+    cpu = by_id(
+        dp.judge(dp_rows({1: 1.0, 2: 0.9, 4: 0.6}), predicted, {**facts, "profile": TWO_BY_TWO.to_dict()})
+    )
     assert cpu["dp.decay"].status == "skip" and "4 ranks across 2 nodes" in cpu["dp.decay"].observed
     assert "inter-node β" in cpu["dp.decay"].expected
     # One node: no node verdict, no place in the text (as before).
@@ -175,32 +228,73 @@ def test_dp_verdicts_name_the_degree_that_crossed_and_the_beta_it_was_held_to():
 def zero_rows(steps: dict[tuple[int, int], float]) -> list[Row]:
     rows = []
     for (n, z), t in steps.items():
-        rows += [Row(stage="zero", case="params_after_training", metric="max_abs_error", value=1e-8, unit="abs",
-                     world=n, zero=z),
-                 Row(stage="zero", case="train_step", metric="step_time_s", value=t, unit="s", world=n, zero=z),
-                 Row(stage="zero", case="train_step", metric="peak_memory_bytes", value=4e9 - z * 1e9, unit="bytes",
-                     world=n, zero=z),
-                 Row(stage="zero", case="train_step", metric="state_memory_bytes", value=4e9 - z * 1e9,
-                     unit="bytes", world=n, zero=z)]
+        rows += [
+            Row(
+                stage="zero",
+                case="params_after_training",
+                metric="max_abs_error",
+                value=1e-8,
+                unit="abs",
+                world=n,
+                zero=z,
+            ),
+            Row(stage="zero", case="train_step", metric="step_time_s", value=t, unit="s", world=n, zero=z),
+            Row(
+                stage="zero",
+                case="train_step",
+                metric="peak_memory_bytes",
+                value=4e9 - z * 1e9,
+                unit="bytes",
+                world=n,
+                zero=z,
+            ),
+            Row(
+                stage="zero",
+                case="train_step",
+                metric="state_memory_bytes",
+                value=4e9 - z * 1e9,
+                unit="bytes",
+                world=n,
+                zero=z,
+            ),
+        ]
     return rows + nodes_rows(["node-a", "node-a", "node-b", "node-b"], [2, 4], "zero")
 
 
 def test_zero_verdicts_per_degree_and_the_cross_node_degree_held_to_the_inter_node_beta():
     gpu = TWO_BY_TWO.with_overrides(judge_performance=True)
     facts = {"profile": gpu.to_dict(), "alpha_beta": {**INTER, "world": 4}}
-    predicted = [Expectation(stage="zero", case="train_step", metric="step_time_s", value=0.1, unit="s", basis="α-β",
-                             world=n, zero=z) for n in (2, 4) for z in range(4)]
+    predicted = [
+        Expectation(
+            stage="zero",
+            case="train_step",
+            metric="step_time_s",
+            value=0.1,
+            unit="s",
+            basis="α-β",
+            world=n,
+            zero=z,
+        )
+        for n in (2, 4)
+        for z in range(4)
+    ]
     steps = {(n, z): 0.1 for n in (2, 4) for z in range(4)}
     got = by_id(zero.judge(zero_rows({**steps, (4, 3): 0.2}), predicted, facts))
     golden = sorted(k for k in got if k.startswith("zero.golden"))
-    assert golden == sorted([f"zero.golden.zero{z}" for z in range(4)] + [f"zero.golden.zero{z}.world4"
-                                                                          for z in range(4)])
+    assert golden == sorted(
+        [f"zero.golden.zero{z}" for z in range(4)] + [f"zero.golden.zero{z}.world4" for z in range(4)]
+    )
     assert all(got[k].status == "pass" for k in golden)
     assert "ZeRO-3 over 4 ranks across 2 nodes trains exactly" in got["zero.golden.zero3.world4"].reason
-    assert got["zero.zero3_time"].status == "warn" and "at 4 ranks across 2 nodes" in got["zero.zero3_time"].reason
+    assert (
+        got["zero.zero3_time"].status == "warn"
+        and "at 4 ranks across 2 nodes" in got["zero.zero3_time"].reason
+    )
     assert "2 ranks: 1.00×; 4 ranks across 2 nodes: 2.00×" in got["zero.zero3_time"].observed
     across = got["zero.across_nodes"]
-    assert across.status == "warn" and across.reason.startswith("ZeRO-3 at 4 ranks across 2 nodes slower than")
+    assert across.status == "warn" and across.reason.startswith(
+        "ZeRO-3 at 4 ranks across 2 nodes slower than"
+    )
     assert "4 ranks across 2 nodes held to the inter-node β = 45 GB/s" in across.expected
     assert "ZeRO-3 200 ms (α-β 100)" in across.observed
     assert got["zero.nodes"].status == "pass" and got["zero.memory"].status == "pass"
@@ -211,12 +305,16 @@ def test_zero_verdicts_per_degree_and_the_cross_node_degree_held_to_the_inter_no
 
 
 def test_headlines_name_the_cross_node_degree():
-    assert dp.headline(dp_rows({1: 1.0, 2: 0.9, 4: 0.55}), [], []) == "DP=4 across 2 nodes scaling efficiency 55%"
+    assert (
+        dp.headline(dp_rows({1: 1.0, 2: 0.9, 4: 0.55}), [], [])
+        == "DP=4 across 2 nodes scaling efficiency 55%"
+    )
     one = [r for r in dp_rows({1: 1.0, 2: 0.9, 4: 0.55}, ("node-a",) * 4)]
     assert dp.headline(one, [], []) == "DP=4 scaling efficiency 55%"
     steps = {(n, z): 0.1 * (1 + z / 10) * (n / 2) for n in (2, 4) for z in range(4)}
-    assert zero.headline(zero_rows(steps), [], []) == ("ZeRO-3 step 1.3× DDP, model-state memory 0.25× DDP at 4 "
-                                                        "ranks across 2 nodes")
+    assert zero.headline(zero_rows(steps), [], []) == (
+        "ZeRO-3 step 1.3× DDP, model-state memory 0.25× DDP at 4 ranks across 2 nodes"
+    )
 
 
 def frames(rows, expectations):
@@ -229,10 +327,15 @@ def node_lines(fig) -> list:
 
 def test_figures_mark_the_node_boundary_only_where_the_degrees_crossed_it():
     rows = dp_rows({1: 1.0, 2: 0.9, 4: 0.5})
-    rows += [Row(stage="dp", case="train_step", metric="tokens_per_s_per_rank", value=900 / d, unit="x", world=d)
-             for d in (1, 2, 4)]
-    model = [Expectation(stage="dp", case="train_step", metric=m, value=v, unit="x", basis="b", world=d)
-             for d in (1, 2, 4) for m, v in (("efficiency", 1.0 / d), ("tokens_per_s_per_rank", 1000 / d))]
+    rows += [
+        Row(stage="dp", case="train_step", metric="tokens_per_s_per_rank", value=900 / d, unit="x", world=d)
+        for d in (1, 2, 4)
+    ]
+    model = [
+        Expectation(stage="dp", case="train_step", metric=m, value=v, unit="x", basis="b", world=d)
+        for d in (1, 2, 4)
+        for m, v in (("efficiency", 1.0 / d), ("tokens_per_s_per_rank", 1000 / d))
+    ]
     made = stage_figures("dp", *frames(rows, model), {})
     assert not made.notes
     lines = node_lines(made.figures[0])
@@ -241,11 +344,27 @@ def test_figures_mark_the_node_boundary_only_where_the_degrees_crossed_it():
     assert not node_lines(stage_figures("dp", *frames(single, model), {}).figures[0])
 
     steps = {(n, z): 0.1 for n in (2, 4) for z in range(4)}
-    zmodel = [Expectation(stage="zero", case="train_step", metric="step_time_s", value=0.12, unit="s", basis="b",
-                          world=n, zero=z) for n in (2, 4) for z in range(4)]
+    zmodel = [
+        Expectation(
+            stage="zero",
+            case="train_step",
+            metric="step_time_s",
+            value=0.12,
+            unit="s",
+            basis="b",
+            world=n,
+            zero=z,
+        )
+        for n in (2, 4)
+        for z in range(4)
+    ]
     made = stage_figures("zero", *frames(zero_rows(steps), zmodel), {})
-    assert not made.notes and len(made.figures) == 3  # memory and step at node 0's degree, across degrees, golden
+    assert (
+        not made.notes and len(made.figures) == 3
+    )  # memory and step at node 0's degree, across degrees, golden
     memory = made.figures[0].axes[0]
     assert len(memory.patches) == 12  # 4 stages × (peak, state, expected) at one degree, not both
     across = made.figures[1]
-    assert len(node_lines(across)) == 1 and "ZeRO-3 α-β" in [line.get_label() for line in across.axes[0].get_lines()]
+    assert len(node_lines(across)) == 1 and "ZeRO-3 α-β" in [
+        line.get_label() for line in across.axes[0].get_lines()
+    ]

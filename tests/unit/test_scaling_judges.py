@@ -23,8 +23,11 @@ def status(verdicts, vid):
 
 
 def tp_rows(errors=1e-7, speedups=None, shares=None, degrees=(2, 4, 8)):
-    rows = [Row(stage="tp", case=c, metric="max_abs_error", value=errors, unit="abs", tp=d, world=d)
-            for d in degrees for c in tp.GOLDEN_CASES]
+    rows = [
+        Row(stage="tp", case=c, metric="max_abs_error", value=errors, unit="abs", tp=d, world=d)
+        for d in degrees
+        for c in tp.GOLDEN_CASES
+    ]
     for d, s in (speedups or {}).items():
         rows.append(Row(stage="tp", case="train_step", metric="speedup", value=s, unit="ratio", tp=d))
     for d, s in (shares or {}).items():
@@ -65,8 +68,10 @@ def test_tp_performance_skipped_on_cpu():
 
 
 def test_tp_speedup_rows_use_the_baseline_then_tp1():
-    rows = [Row(stage="tp", case="train_step", metric="step_time_s", value=v, unit="s", tp=d)
-            for d, v in ((1, 0.1), (2, 0.05), (4, 0.04))]
+    rows = [
+        Row(stage="tp", case="train_step", metric="step_time_s", value=v, unit="s", tp=d)
+        for d, v in ((1, 0.1), (2, 0.05), (4, 0.04))
+    ]
     by_baseline = {r.tp: r.value for r in tp.speedup_rows(rows, {"step_time_s": 0.08})}
     assert by_baseline == pytest.approx({1: 0.8, 2: 1.6, 4: 2.0})
     by_tp1 = {r.tp: r.value for r in tp.speedup_rows(rows, {})}
@@ -77,16 +82,24 @@ def test_tp_speedup_rows_use_the_baseline_then_tp1():
 
 
 def dp_rows(error=1e-7, efficiency=None):
-    rows = [Row(stage="dp", case="params_after_training", metric="max_abs_error", value=error, unit="abs", world=d)
-            for d in NCCL_GPU.degrees]
+    rows = [
+        Row(
+            stage="dp", case="params_after_training", metric="max_abs_error", value=error, unit="abs", world=d
+        )
+        for d in NCCL_GPU.degrees
+    ]
     for d, e in (efficiency or {}).items():
         rows.append(Row(stage="dp", case="train_step", metric="efficiency", value=e, unit="ratio", world=d))
     return rows
 
 
 def dp_expectations(predicted):
-    return [Expectation(stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", basis="α-β",
-                        world=d) for d, v in predicted.items()]
+    return [
+        Expectation(
+            stage="dp", case="train_step", metric="efficiency", value=v, unit="ratio", basis="α-β", world=d
+        )
+        for d, v in predicted.items()
+    ]
 
 
 def test_dp_golden_fail_and_pass():
@@ -126,13 +139,32 @@ def test_dp_expectations_follow_the_alpha_beta_fit():
 def zero_rows(errors=None, steps=None, peaks=None):
     rows = []
     for z in (0, 1, 2, 3):
-        rows.append(Row(stage="zero", case="params_after_training", metric="max_abs_error",
-                        value=(errors or {}).get(z, 1e-7), unit="abs", zero=z, world=8))
+        rows.append(
+            Row(
+                stage="zero",
+                case="params_after_training",
+                metric="max_abs_error",
+                value=(errors or {}).get(z, 1e-7),
+                unit="abs",
+                zero=z,
+                world=8,
+            )
+        )
         if steps:
-            rows.append(Row(stage="zero", case="train_step", metric="step_time_s", value=steps[z], unit="s", zero=z))
+            rows.append(
+                Row(stage="zero", case="train_step", metric="step_time_s", value=steps[z], unit="s", zero=z)
+            )
         if peaks:
-            rows.append(Row(stage="zero", case="train_step", metric="peak_memory_bytes", value=peaks[z], unit="bytes",
-                            zero=z))
+            rows.append(
+                Row(
+                    stage="zero",
+                    case="train_step",
+                    metric="peak_memory_bytes",
+                    value=peaks[z],
+                    unit="bytes",
+                    zero=z,
+                )
+            )
     return rows
 
 
@@ -155,8 +187,13 @@ def test_zero3_slowdown_and_memory_warn():
 
 
 def test_zero_performance_skipped_on_cpu():
-    verdicts = zero.judge(zero_rows(steps={0: 0.1, 1: 0.1, 2: 0.4, 3: 0.5}, peaks={0: 1, 1: 2, 2: 3, 3: 4}), [], CPU)
-    assert status(verdicts, "zero.zero3_time").status == "skip" and status(verdicts, "zero.memory").status == "skip"
+    verdicts = zero.judge(
+        zero_rows(steps={0: 0.1, 1: 0.1, 2: 0.4, 3: 0.5}, peaks={0: 1, 1: 2, 2: 3, 3: 4}), [], CPU
+    )
+    assert (
+        status(verdicts, "zero.zero3_time").status == "skip"
+        and status(verdicts, "zero.memory").status == "skip"
+    )
 
 
 def test_zero_expectations_state_the_model():
@@ -169,9 +206,19 @@ def test_zero_expectations_state_the_model():
 
 
 def baseline_rows(mfu=None, device="NVIDIA H100 80GB HBM3"):
-    rows = [Row(stage="baseline", case="train_step", metric="step_time_s", value=0.07, unit="s", tp=1),
-            Row(stage="baseline", case="train_step", metric="tokens_per_s", value=117_000, unit="tokens/s", tp=1),
-            Row(stage="baseline", case="train_step", metric="device", value=float("nan"), unit="", text=device, tp=1)]
+    rows = [
+        Row(stage="baseline", case="train_step", metric="step_time_s", value=0.07, unit="s", tp=1),
+        Row(stage="baseline", case="train_step", metric="tokens_per_s", value=117_000, unit="tokens/s", tp=1),
+        Row(
+            stage="baseline",
+            case="train_step",
+            metric="device",
+            value=float("nan"),
+            unit="",
+            text=device,
+            tp=1,
+        ),
+    ]
     if mfu is not None:
         rows.append(Row(stage="baseline", case="train_step", metric="mfu", value=mfu, unit="ratio", tp=1))
     return rows

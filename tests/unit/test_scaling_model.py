@@ -47,7 +47,9 @@ def test_mfu_is_model_flops_per_second_over_peak():
     flops = training_flops_per_token(NCCL_GPU.model)
     assert flops == pytest.approx(3.0203e9, rel=1e-4)
     achieved = flops * 120_000  # 362.4 TFLOP/s
-    assert mfu(flops, 120_000, gpu_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(achieved / 989.4e12)
+    assert mfu(flops, 120_000, gpu_for("NVIDIA H100 80GB HBM3").bf16_dense_flops) == pytest.approx(
+        achieved / 989.4e12
+    )
     assert mfu(1e9, 1e3, 1e13) == pytest.approx(0.1)
 
 
@@ -61,8 +63,9 @@ def test_flops_per_token_reproduces_palm_540b_published_mfu():
 
 
 def test_training_flops_leave_the_input_embedding_out_and_keep_an_untied_head():
-    # nccl-gpu: N = 536,940,544 of which V·d = 32768 × 2048 = 67,108,864 is the input embedding (a lookup):
-    # 6 × 469,831,680 + 12 × 8 × 2048 × 1024 = 2.819 G + 0.201 G = 3.0203 GFLOP (6N would say 3.4228 G, 13 % high).
+    # nccl-gpu: N = 536,940,544 of which V·d = 32768 × 2048 = 67,108,864 is the input embedding (a lookup): 6
+    # × 469,831,680 + 12 × 8 × 2048 × 1024 = 2.819 G + 0.201 G = 3.0203 GFLOP (6N would say 3.4228 G, 13 %
+    # high).
     cfg = NCCL_GPU.model
     assert training_flops_per_token(cfg) == 6 * (536_940_544 - 67_108_864) + 12 * 8 * 2048 * 1024
     # a tied head: the one V·d matrix is the output matmul, so nothing is left out: 6N + 12·L·d·T
@@ -119,13 +122,18 @@ def test_communication_from_a_real_gloo_trace():
     names = {e["name"] for e in events if e.get("ph") == "X" and is_communication(e)}
     assert names and all(n.startswith("gloo:") for n in names)
     span = max(e["ts"] + e.get("dur", 0) for e in events if e.get("ph") == "X") - min(
-        e["ts"] for e in events if e.get("ph") == "X")
+        e["ts"] for e in events if e.get("ph") == "X"
+    )
     assert 0 < communication_us(events) < span
 
 
 def test_peak_from_memory_events_reads_the_running_total():
     def ev(ts, nbytes, total):
-        return {"name": "[memory]", "ts": ts, "args": {"Bytes": nbytes, "Total Allocated": total, "Device Type": 0}}
+        return {
+            "name": "[memory]",
+            "ts": ts,
+            "args": {"Bytes": nbytes, "Total Allocated": total, "Device Type": 0},
+        }
 
     # 1000 bytes already tracked from an earlier region: +400, +600, −400, +100 → peak 1000 above the start.
     events = [ev(1, 400, 1400), ev(2, 600, 2000), ev(3, -400, 1600), ev(4, 100, 1700)]
@@ -179,10 +187,14 @@ def test_golden_tolerance_follows_model_size_dtype_and_steps():
     # nccl-gpu after 3 + 10 steps: depth 18, K = 32768 (the vocabulary) → 2.7e-3
     big = golden_tolerance(gpu, 13)
     assert big.bound == pytest.approx(18 * math.sqrt(32768) * 2**-24 * (14 + 13e-3))
-    assert big.bound > 50 * small.bound  # the 41 K-parameter calibration would hold 537 M parameters far too tight
+    assert (
+        big.bound > 50 * small.bound
+    )  # the 41 K-parameter calibration would hold 537 M parameters far too tight
     assert golden_tolerance(cpu, 4, dtype="bfloat16").bound == pytest.approx(small.bound * 2**16)
     assert golden_tolerance(cpu, 10).bound > small.bound > golden_tolerance(cpu, 0).bound
-    assert golden_tolerance(cpu, 0, scale=math.log(256)).bound == pytest.approx(golden_tolerance(cpu, 0).rtol * math.log(256))
+    assert golden_tolerance(cpu, 0, scale=math.log(256)).bound == pytest.approx(
+        golden_tolerance(cpu, 0).rtol * math.log(256)
+    )
     assert "K = 256" in small.describe() and "4 steps" in small.describe() and "rtol" in small.describe()
     with pytest.raises(ValueError, match="UNIT_ROUNDOFF"):
         golden_tolerance(cpu, 1, dtype="int8")
@@ -192,22 +204,31 @@ def test_each_golden_verdict_records_the_tolerance_it_used():
     from suite.stages import dp, tp, zero
 
     def params_row(stage, value, **key):
-        return Row(stage=stage, case="params_after_training", metric="max_abs_error", value=value, unit="abs", **key)
+        return Row(
+            stage=stage, case="params_after_training", metric="max_abs_error", value=value, unit="abs", **key
+        )
 
     gpu = {"profile": NCCL_GPU.to_dict()}
     cpu = {"profile": GLOO_CPU.to_dict()}
-    # 1e-3 after 13 float32 AdamW steps of the 537 M model is rounding; after 4 steps of the 41 K model it is a mistake
+    # 1e-3 after 13 float32 AdamW steps of the 537 M model is rounding; after 4 steps of the 41 K model it is
+    # a mistake
     v = {x.id: x for x in dp.judge([params_row("dp", 1e-3, world=d) for d in NCCL_GPU.degrees], [], gpu)}
     assert v["dp.golden.world8"].status == "pass" and "K = 32768" in v["dp.golden.world8"].expected
     v = {x.id: x for x in dp.judge([params_row("dp", 1e-3, world=d) for d in GLOO_CPU.degrees], [], cpu)}
     assert v["dp.golden.world4"].status == "fail" and "atol" in v["dp.golden.world4"].expected
     v = {x.id: x for x in zero.judge([params_row("zero", 1e-6, zero=z) for z in zero.ZERO_STAGES], [], cpu)}
     assert all("rtol" in x.expected and x.status == "pass" for k, x in v.items() if ".golden." in k)
-    rows = [Row(stage="tp", case=c, metric="max_abs_error", value=2e-5, unit="abs", tp=2, world=2)
-            for c in tp.GOLDEN_CASES]
+    rows = [
+        Row(stage="tp", case=c, metric="max_abs_error", value=2e-5, unit="abs", tp=2, world=2)
+        for c in tp.GOLDEN_CASES
+    ]
     got = {x.id: x for x in tp.judge(rows, [], {"profile": GLOO_CPU.to_dict()})}["tp.golden.tp2"]
     assert got.status == "fail" and "0 steps" in got.expected  # one forward and backward: 5.7e-6
     loss_only = [Row(**{**r.to_dict(), "value": 2e-5 if r.case == "loss" else 1e-7}) for r in rows]
-    assert {x.id: x for x in tp.judge(loss_only, [], cpu)}["tp.golden.tp2"].status == "pass"  # the loss scales by ln V
+    assert {x.id: x for x in tp.judge(loss_only, [], cpu)}[
+        "tp.golden.tp2"
+    ].status == "pass"  # the loss scales by ln V
     exp = {(e.case, e.world): e for e in dp.expect(NCCL_GPU, gpu) if e.metric == "max_abs_error"}
-    assert exp[("params_after_training", 8)].value == pytest.approx(golden_tolerance(NCCL_GPU.model, 13).bound)
+    assert exp[("params_after_training", 8)].value == pytest.approx(
+        golden_tolerance(NCCL_GPU.model, 13).bound
+    )

@@ -1,5 +1,5 @@
-"""The sweeps' time box (suite/costmodel/size_budget.py): the next size predicted from the one before it, the time left
-shared among the series still to run, and a sweep that stops growing once a size is dropped."""
+"""The sweeps' time box (suite/costmodel/size_budget.py): the next size predicted from the one before it, the
+time left shared among the series still to run, and a sweep that stops growing once a size is dropped."""
 
 from suite.costmodel.size_budget import SizeBudget, size_text
 
@@ -45,6 +45,8 @@ def test_series_share_the_time_left_and_pass_on_what_they_leave():
     box.after("c", 8, wall_s=1.0, elapsed_s=12.0)
     box.after("c", 64, wall_s=1.0, elapsed_s=13.0)
     assert box.before("c", 1 << 20) is None  # latency-bound: the line is flat
+
+
 def test_size_text():
     assert [size_text(b) for b in (8, 4096, 3 << 20, 8 << 30)] == ["8 B", "4 KiB", "3 MiB", "8 GiB"]
 

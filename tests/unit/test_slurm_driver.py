@@ -1,5 +1,6 @@
-"""make slurm's CUDA line from a compute node's driver (provisioning/slurm/cuda_probe.py); the drivers are those of
-real captures (tests/data/health/, each with its source), printed the way `--format=csv,noheader` prints them."""
+"""make slurm's CUDA line from a compute node's driver (provisioning/slurm/cuda_probe.py); the drivers are
+those of real captures (tests/data/health/, each with its source), printed the way `--format=csv,noheader`
+prints them."""
 
 from __future__ import annotations
 
@@ -19,14 +20,21 @@ def captured_driver(name: str) -> str:
 def test_probe_is_one_immediate_task_on_the_partition():
     argv = probe_argv("gpu", "proj")
     assert argv[:5] == ["srun", "--nodes=1", "--ntasks=1", "--partition=gpu", "--account=proj"]
-    assert "--immediate=120" in argv and argv[-3:] == ["nvidia-smi", "--query-gpu=driver_version",
-                                                        "--format=csv,noheader"]
-    assert probe_command("gpu", slurm_conf="/x/slurm.conf").startswith("export SLURM_CONF=/x/slurm.conf; srun ")
+    assert "--immediate=120" in argv and argv[-3:] == [
+        "nvidia-smi",
+        "--query-gpu=driver_version",
+        "--format=csv,noheader",
+    ]
+    assert probe_command("gpu", slurm_conf="/x/slurm.conf").startswith(
+        "export SLURM_CONF=/x/slurm.conf; srun "
+    )
 
 
 def test_a_550_or_535_node_gets_cu126_and_a_580_node_cu130():
-    h200, a10 = captured_driver("nvsmi-q-08-h200-550-healthy.json"), captured_driver(
-        "nvsmi-q-02-a10-remapped-rows-pending-535.json")
+    h200, a10 = (
+        captured_driver("nvsmi-q-08-h200-550-healthy.json"),
+        captured_driver("nvsmi-q-02-a10-remapped-rows-pending-535.json"),
+    )
     assert (h200, a10) == ("550.90.12", "535.129.03")
     line, driver = line_from_probe("gpu", 0, f"{h200}\n{h200}\n", "")
     assert line.name == "cu126" and driver == h200
@@ -37,18 +45,24 @@ def test_a_550_or_535_node_gets_cu126_and_a_580_node_cu130():
 
 
 def test_no_answer_or_too_old_is_refused_in_one_line():
-    line, said = line_from_probe("gpu", 1, "", "srun: error: Unable to allocate resources: Invalid partition name")
+    line, said = line_from_probe(
+        "gpu", 1, "", "srun: error: Unable to allocate resources: Invalid partition name"
+    )
     assert line is None and "\n" not in said
-    assert said.startswith("a compute node of PARTITION=gpu did not tell its NVIDIA driver (srun nvidia-smi: srun: "
-                           "error: Unable to allocate resources: Invalid partition name): pass CUDA_LINE=cu130")
+    assert said.startswith(
+        "a compute node of PARTITION=gpu did not tell its NVIDIA driver (srun nvidia-smi: srun: "
+        "error: Unable to allocate resources: Invalid partition name): pass CUDA_LINE=cu130"
+    )
     line, said = line_from_probe("gpu", 0, "470.57.02\n", "")
-    assert line is None and said.startswith("PARTITION=gpu's compute node: driver 470.57.02 is older than every")
+    assert line is None and said.startswith(
+        "PARTITION=gpu's compute node: driver 470.57.02 is older than every"
+    )
 
 
 def test_pyxis_words_in_the_batch_script_expand_per_job(tmp_path):
-    """The batch script's CARDTIME_SRUN_ARGS line run by bash for real (SLURM_JOB_ID set as Slurm sets it), then
-    split as suite/cluster/multilaunch.py splits it: the image, one container name per job, the checkout and the runs
-    folder mounted at their own paths, the checkout the workdir."""
+    """The batch script's CARDTIME_SRUN_ARGS line run by bash for real (SLURM_JOB_ID set as Slurm sets it),
+    then split as suite/cluster/multilaunch.py splits it: the image, one container name per job, the checkout
+    and the runs folder mounted at their own paths, the checkout the workdir."""
     import os
     import shlex
     import subprocess
@@ -56,34 +70,57 @@ def test_pyxis_words_in_the_batch_script_expand_per_job(tmp_path):
     from suite.cluster.slurm import SRUN_ARGS_ENV, sbatch_script
     from suite.cluster.slurm_pyxis import node_python, srun_mpi_words
 
-    script = sbatch_script(checkout="/shared/a/code/c1", python="/shared/a/venvs/v/bin/python", nodes=2,
-                           gpus_per_node=8, partition="gpu", out="/shared/a/runs",
-                           container_image="nvcr.io#nvidia/pytorch:25.01-py3")
+    script = sbatch_script(
+        checkout="/shared/a/code/c1",
+        python="/shared/a/venvs/v/bin/python",
+        nodes=2,
+        gpus_per_node=8,
+        partition="gpu",
+        out="/shared/a/runs",
+        container_image="nvcr.io#nvidia/pytorch:25.01-py3",
+    )
     (line,) = [line for line in script.splitlines() if line.startswith(f"export {SRUN_ARGS_ENV}=")]
-    shown = subprocess.run(["bash", "-c", f'SLURM_JOB_ID=4242\n{line}\nprintf %s "${SRUN_ARGS_ENV}"'],
-                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]}).stdout
+    shown = subprocess.run(
+        ["bash", "-c", f'SLURM_JOB_ID=4242\n{line}\nprintf %s "${SRUN_ARGS_ENV}"'],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout
     words = shlex.split(shown)
-    assert words == ["--container-image=nvcr.io#nvidia/pytorch:25.01-py3", "--container-name=cardtime-4242",
-                     "--container-mounts=/shared/a/code/c1:/shared/a/code/c1,/shared/a/runs:/shared/a/runs",
-                     "--container-workdir=/shared/a/code/c1"]
+    assert words == [
+        "--container-image=nvcr.io#nvidia/pytorch:25.01-py3",
+        "--container-name=cardtime-4242",
+        "--container-mounts=/shared/a/code/c1:/shared/a/code/c1,/shared/a/runs:/shared/a/runs",
+        "--container-workdir=/shared/a/code/c1",
+    ]
     assert node_python(words, "/shared/a/venvs/v/bin/python") == "python"
     assert node_python([], "/v/bin/python") == "/v/bin/python"
-    assert srun_mpi_words(2, 8, words)[:6] == ["srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8",
-                                               "--mpi=pmix", "--kill-on-bad-exit=1"]
+    assert srun_mpi_words(2, 8, words)[:6] == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=16",
+        "--ntasks-per-node=8",
+        "--mpi=pmix",
+        "--kill-on-bad-exit=1",
+    ]
 
 
 def test_a_chosen_cuda_line_is_held_to_the_compute_nodes_driver():
-    """CUDA_LINE=cu130 on a node whose driver (a real capture's) is 550: refused in one line before the venv is
-    built or the job queued; a driver that runs it, or a probe that told nothing, lets the choice stand."""
+    """CUDA_LINE=cu130 on a node whose driver (a real capture's) is 550: refused in one line before the venv
+    is built or the job queued; a driver that runs it, or a probe that told nothing, lets the choice stand."""
     from provisioning.slurm.cuda_probe import chosen_line_problem
     from suite.hardware.cuda_lines import line_named
 
     h200 = captured_driver("nvsmi-q-08-h200-550-healthy.json")
     said = chosen_line_problem("gpu", line_named("cu130"), 0, f"{h200}\n")
-    assert said.startswith(f"CUDA_LINE=cu130 on PARTITION=gpu's compute node: driver {h200} is too old for CUDA 13")
+    assert said.startswith(
+        f"CUDA_LINE=cu130 on PARTITION=gpu's compute node: driver {h200} is too old for CUDA 13"
+    )
     assert "use CUDA_LINE=cu126" in said and "\n" not in said
     assert chosen_line_problem("gpu", line_named("cu126"), 0, f"{h200}\n") is None
     assert chosen_line_problem("gpu", line_named("cu130"), 0, "580.95.05\n") is None
-    assert chosen_line_problem("gpu", line_named("cu130"), 1, "") is None  # no answer: the job's GPU check decides
+    assert (
+        chosen_line_problem("gpu", line_named("cu130"), 1, "") is None
+    )  # no answer: the job's GPU check decides
     old = chosen_line_problem("gpu", line_named("cu126"), 0, "470.57.02\n")
     assert "470.57.02 is older than every CUDA line" in old

@@ -1,6 +1,6 @@
-"""Under Slurm every node runs one srun's argv: its per-node shell (suite/cluster/slurm.py) must make node 0 the
-c10d store's host and every node announce its own address. The shell is run for real by sh, as each node's task
-would run it (SLURMD_NODENAME set), on 1, 2 and 4 nodes; the batch script on the same counts."""
+"""Under Slurm every node runs one srun's argv: its per-node shell (suite/cluster/slurm.py) must make node 0
+the c10d store's host and every node announce its own address. The shell is run for real by sh, as each node's
+task would run it (SLURMD_NODENAME set), on 1, 2 and 4 nodes; the batch script on the same counts."""
 
 from __future__ import annotations
 
@@ -13,24 +13,49 @@ import pytest
 
 from suite.cluster.multinode import parse_nodes, torchrun_node_command
 from suite.cluster.slurm import IS_HOST_MARK, NODE_ADDR_MARK, sbatch_script, srun_launch_command
-from suite.cluster.slurm_network import (connect_argv, connect_results, node_plan, parse_node_addrs_shown,
-                                         slurm_node_addrs)
+from suite.cluster.slurm_network import (
+    connect_argv,
+    connect_results,
+    node_plan,
+    parse_node_addrs_shown,
+    slurm_node_addrs,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
 
-def each_nodes_argv(tmp_path: Path, names: list[str], addrs: list[str], elastic: bool = False) -> dict[str, list[str]]:
+def each_nodes_argv(
+    tmp_path: Path, names: list[str], addrs: list[str], elastic: bool = False
+) -> dict[str, list[str]]:
     """The argv each node's task would exec, printed one word a line instead of exec'd."""
     nodes = parse_nodes(names)
-    torchrun = torchrun_node_command("py", "suite.workloads.x", ["--a", "1"], nproc=2, nnodes=len(names),
-                                     endpoint=f"{addrs[0]}:29400", rdzv_id="r", is_host=IS_HOST_MARK,
-                                     local_addr=NODE_ADDR_MARK, min_nodes=len(names) - 1 if elastic else None)
-    argv = srun_launch_command(len(names), str(tmp_path), "t.log", ["printf", "%s\\n", *torchrun], elastic=elastic,
-                               expendable=names[-1:] if elastic else (), plan=node_plan(nodes, addrs))
-    task = argv[argv.index("-c") - 1:]
+    torchrun = torchrun_node_command(
+        "py",
+        "suite.workloads.x",
+        ["--a", "1"],
+        nproc=2,
+        nnodes=len(names),
+        endpoint=f"{addrs[0]}:29400",
+        rdzv_id="r",
+        is_host=IS_HOST_MARK,
+        local_addr=NODE_ADDR_MARK,
+        min_nodes=len(names) - 1 if elastic else None,
+    )
+    argv = srun_launch_command(
+        len(names),
+        str(tmp_path),
+        "t.log",
+        ["printf", "%s\\n", *torchrun],
+        elastic=elastic,
+        expendable=names[-1:] if elastic else (),
+        plan=node_plan(nodes, addrs),
+    )
+    task = argv[argv.index("-c") - 1 :]
     out = {}
     for name in names:
-        done = subprocess.run(task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": name})
+        done = subprocess.run(
+            task, capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": name}
+        )
         assert done.returncode == 0, done.stderr
         out[name] = done.stdout.splitlines()
     return out
@@ -39,16 +64,21 @@ def each_nodes_argv(tmp_path: Path, names: list[str], addrs: list[str], elastic:
 @pytest.mark.parametrize("count", [1, 2, 4])
 def test_only_node_0_hosts_the_store_and_each_node_announces_its_own_address(tmp_path, count):
     names = [f"gpu-{i:02d}" for i in range(count)]
-    addrs = [f"10.9.0.{11 + i}" for i in range(count)]  # not the names: torch cannot match them to a host name
+    addrs = [
+        f"10.9.0.{11 + i}" for i in range(count)
+    ]  # not the names: torch cannot match them to a host name
     got = each_nodes_argv(tmp_path, names, addrs)
     for i, name in enumerate(names):
         words = got[name]
         assert f"--rdzv-conf=join_timeout=120,is_host={int(i == 0)}" in words, words
         assert f"--local-addr={addrs[i]}" in words and "--rdzv-endpoint=10.9.0.11:29400" in words
         assert not [w for w in words if "@CARDTIME_" in w]  # every mark filled in
-        assert words[-3:] == ["suite.workloads.x", "--a", "1"] and words[0].startswith("$ printf")  # the log's line
+        assert words[-3:] == ["suite.workloads.x", "--a", "1"] and words[0].startswith(
+            "$ printf"
+        )  # the log's line
         assert [w for w in words if "is_host" not in w and "--local-addr" not in w] == [
-            w for w in got[names[0]] if "is_host" not in w and "--local-addr" not in w]  # the rest: one argv
+            w for w in got[names[0]] if "is_host" not in w and "--local-addr" not in w
+        ]  # the rest: one argv
 
 
 def test_the_elastic_launch_fills_the_marks_too_and_a_node_outside_the_plan_hosts_nothing(tmp_path):
@@ -56,19 +86,34 @@ def test_the_elastic_launch_fills_the_marks_too_and_a_node_outside_the_plan_host
     assert "--rdzv-conf=join_timeout=120,is_host=1" in got["a"] and "--local-addr=10.9.0.2" in got["b"]
     assert "--nnodes=1:2" in got["b"] and "--rdzv-conf=join_timeout=120,is_host=0" in got["b"]
     nodes = parse_nodes(["a", "b"])
-    argv = srun_launch_command(2, str(tmp_path), "t.log", ["printf", "%s\\n", f"--local-addr={NODE_ADDR_MARK}",
-                                                           f"is_host={IS_HOST_MARK}"],
-                               plan=node_plan(nodes, ["10.9.0.1", "10.9.0.2"]))
-    done = subprocess.run(argv[argv.index("-c") - 1:], capture_output=True, text=True,
-                          env={**os.environ, "SLURMD_NODENAME": "c"})  # a node the plan does not name
-    assert done.stdout.splitlines() == ["$ printf %s\\n --local-addr=c is_host=0", "--local-addr=c", "is_host=0"]
+    argv = srun_launch_command(
+        2,
+        str(tmp_path),
+        "t.log",
+        ["printf", "%s\\n", f"--local-addr={NODE_ADDR_MARK}", f"is_host={IS_HOST_MARK}"],
+        plan=node_plan(nodes, ["10.9.0.1", "10.9.0.2"]),
+    )
+    done = subprocess.run(
+        argv[argv.index("-c") - 1 :],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLURMD_NODENAME": "c"},
+    )  # a node the plan does not name
+    assert done.stdout.splitlines() == [
+        "$ printf %s\\n --local-addr=c is_host=0",
+        "--local-addr=c",
+        "is_host=0",
+    ]
 
 
 def test_node_addrs_come_from_slurmctlds_nodeaddr():
     shown = (DATA / "scontrol-o-show-node.txt").read_text()  # captured: README.md beside it
     assert parse_node_addrs_shown(shown) == {"node-a": "10.176.149.1", "node-b": "10.176.149.2"}
     assert parse_node_addrs_shown("") == {}
-    assert node_plan(parse_nodes(["node-a", "node-b"]), ["10.176.149.1", ""]) == "node-a=10.176.149.1,node-b=node-b"
+    assert (
+        node_plan(parse_nodes(["node-a", "node-b"]), ["10.176.149.1", ""])
+        == "node-a=10.176.149.1,node-b=node-b"
+    )
 
 
 def test_without_scontrol_each_node_keeps_its_name(monkeypatch):
@@ -85,10 +130,24 @@ def test_the_connection_check_each_node_runs_says_which_node_reached_the_port():
         said = {}
         for node, sock in (("gpu-01", listening), ("gpu-02", closed)):
             argv = connect_argv(2, f"127.0.0.1:{sock.getsockname()[1]}", ["--container-image=img"])
-            assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-                                "--export=ALL"] and argv[6] == "--container-image=img"
-            done = subprocess.run(argv[argv.index("sh"):], capture_output=True, text=True,
-                                  env={**os.environ, "SLURMD_NODENAME": node})
+            assert (
+                argv[:6]
+                == [
+                    "srun",
+                    "--nodes=2",
+                    "--ntasks=2",
+                    "--ntasks-per-node=1",
+                    "--kill-on-bad-exit=0",
+                    "--export=ALL",
+                ]
+                and argv[6] == "--container-image=img"
+            )
+            done = subprocess.run(
+                argv[argv.index("sh") :],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "SLURMD_NODENAME": node},
+            )
             said.update(connect_results(done.stdout + "srun: a line of srun's own\n"))
     assert said["gpu-01"] == "" and "refused" in said["gpu-02"].lower() and len(said) == 2
 
@@ -96,15 +155,44 @@ def test_the_connection_check_each_node_runs_says_which_node_reached_the_port():
 @pytest.mark.parametrize("count", [1, 2, 4])
 def test_the_batch_script_passes_node_addrs_on_and_refuses_a_count_that_differs(count):
     addrs = ",".join(f"10.9.0.{i + 1}" for i in range(count))
-    script = sbatch_script(checkout="/c", python="/v/bin/python", nodes=count, gpus_per_node=1, partition="debug",
-                           profile="gloo-cpu", gpus=False, node_addrs=addrs)
+    script = sbatch_script(
+        checkout="/c",
+        python="/v/bin/python",
+        nodes=count,
+        gpus_per_node=1,
+        partition="debug",
+        profile="gloo-cpu",
+        gpus=False,
+        node_addrs=addrs,
+    )
     run = next(line for line in script.splitlines() if " -m suite run " in line)
     assert f"#SBATCH --nodes={count}\n" in script and f"--node-addrs {addrs} " in run
-    assert "--node-addrs" not in sbatch_script(checkout="/c", python="p", nodes=count, gpus_per_node=1,
-                                               partition="debug", profile="gloo-cpu", gpus=False)
+    assert "--node-addrs" not in sbatch_script(
+        checkout="/c",
+        python="p",
+        nodes=count,
+        gpus_per_node=1,
+        partition="debug",
+        profile="gloo-cpu",
+        gpus=False,
+    )
     with pytest.raises(ValueError, match=f"NODE_ADDRS= names {count + 1} addresses for NODES={count}"):
-        sbatch_script(checkout="/c", python="p", nodes=count, gpus_per_node=1, partition="debug", gpus=False,
-                      node_addrs=addrs + ",10.9.0.99")
+        sbatch_script(
+            checkout="/c",
+            python="p",
+            nodes=count,
+            gpus_per_node=1,
+            partition="debug",
+            gpus=False,
+            node_addrs=addrs + ",10.9.0.99",
+        )
     with pytest.raises(ValueError, match="NODE_ADDRS='10.9.0.1;reboot' cannot go into the batch script"):
-        sbatch_script(checkout="/c", python="p", nodes=1, gpus_per_node=1, partition="debug", gpus=False,
-                      node_addrs="10.9.0.1;reboot")
+        sbatch_script(
+            checkout="/c",
+            python="p",
+            nodes=1,
+            gpus_per_node=1,
+            partition="debug",
+            gpus=False,
+            node_addrs="10.9.0.1;reboot",
+        )

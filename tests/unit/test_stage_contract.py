@@ -1,4 +1,5 @@
-"""Every stage keeps the contract the runner relies on (docs/stages.md); everything about a stage comes from its module."""
+"""Every stage keeps the contract the runner relies on (docs/stages.md); everything about a stage comes from
+its module."""
 
 import pkgutil
 import subprocess
@@ -24,9 +25,20 @@ def test_every_stage_module_is_in_the_registry_in_an_order_its_declarations_allo
         assert all(position[b] > position[name] for b in declared.before), name
     rows = [stages.CHECKLIST_ROW[name] for name in stages.ORDER]
     assert len(set(rows)) == len(rows)
-    # The checklist's ten, in its run order (rows 6 and 7, 8 swap: the scaling experiments run together first),
-    # whatever stages are added around them.
-    ten = ["topology", "bandwidth", "crossover", "baseline", "tp", "dp", "zero", "overlap", "fault", "profile"]
+    # The checklist's ten, in its run order (rows 6 and 7, 8 swap: the scaling experiments run together
+    # first), whatever stages are added around them.
+    ten = [
+        "topology",
+        "bandwidth",
+        "crossover",
+        "baseline",
+        "tp",
+        "dp",
+        "zero",
+        "overlap",
+        "fault",
+        "profile",
+    ]
     assert [n for n in stages.ORDER if n in ten] == ten
     assert [stages.CHECKLIST_ROW[n] for n in ten] == [1, 2, 3, 4, 5, 7, 8, 6, 9, 10]
 
@@ -36,7 +48,9 @@ def test_stage_has_the_three_functions_and_its_words(name):
     declared = stages.declaration(name)
     module = stages.load(name)
     for fn in ("expect", "run", "judge", "estimate"):
-        assert getattr(declared, fn) is getattr(module, fn)  # the declaration names the folder's own functions
+        assert getattr(declared, fn) is getattr(
+            module, fn
+        )  # the declaration names the folder's own functions
     assert declared.measures.strip() and declared.wrong.strip() and declared.title.strip()
     assert isinstance(declared.rehearsal, str)
     assert declared.config is None or isinstance(declared.config, ConfigSection)
@@ -63,9 +77,7 @@ def test_the_readme_stage_table_is_the_registry():
 def test_loading_the_stages_does_not_import_torch():
     # The runner forks a child per stage; keeping torch out of the parent keeps `run --list` quick and the
     # fork free of torch's threads.
-    code = ("import sys, suite.stages as s\n"
-            "[s.load(n) for n in s.available()]\n"
-            "print('torch' in sys.modules)")
+    code = "import sys, suite.stages as s\n[s.load(n) for n in s.available()]\nprint('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

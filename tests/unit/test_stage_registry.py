@@ -1,7 +1,7 @@
-"""Adding a stage is writing one folder: a throwaway stage, dropped into the stages package the way a real one is,
-appears in the run order, in `make plan`, in the profile (and its round trip through a manifest), is run by the
-runner through its own worker, judged, and drawn in the report by its own figure module; a stage that misdeclares
-fails discovery with a message naming it."""
+"""Adding a stage is writing one folder: a throwaway stage, dropped into the stages package the way a real one
+is, appears in the run order, in `make plan`, in the profile (and its round trip through a manifest), is run
+by the runner through its own worker, judged, and drawn in the report by its own figure module; a stage that
+misdeclares fails discovery with a message naming it."""
 
 from __future__ import annotations
 
@@ -80,13 +80,14 @@ def judge(rows, expectations, facts):
 STAGE = Stage(row=99, after=("bandwidth",), title="an echo of its own config section",
               measures="nothing: it reports its config section back", wrong="a value other than the one configured",
               rehearsal="the same echo on CPU", config=CONFIG, estimate=estimate, expect=expect, run=run, judge=judge)
-'''
+'''  # noqa: E501
 PLACE = 'row=99, after=("bandwidth",)'  # what the tests below replace to misdeclare or reorder the stage
 
 
 @pytest.fixture
 def add_stage_module(tmp_path):
-    """Put modules into the stages package (a folder on its __path__) and discover again; undone afterwards."""
+    """Put modules into the stages package (a folder on its __path__) and discover again; undone
+    afterwards."""
     folder = tmp_path / "more_stages"
     folder.mkdir()
     stages.__path__.append(str(folder))
@@ -103,8 +104,9 @@ def add_stage_module(tmp_path):
     stages.rediscover()
 
 
-# The same stage as a folder, as docs/stages.md tells a newcomer to write one: the declaration in __init__.py runs
-# its worker (worker.py, beside it) and the report draws figure.py. Nothing outside the folder is touched.
+# The same stage as a folder, as docs/stages.md tells a newcomer to write one: the declaration in __init__.py
+# runs its worker (worker.py, beside it) and the report draws figure.py. Nothing outside the folder is
+# touched.
 FOLDER_WORKER = '''
 """The throwaway stage's worker: the rows of a measurement that counts."""
 from suite.results import Row
@@ -125,13 +127,13 @@ def figures(rows, expectations, facts):
     fig = Figure(figsize=(4, 3))
     fig.add_subplot(1, 1, 1).plot(list(rows["repeat"]), list(rows["value"]))
     return [finish(fig, "throwaway echo", "Good: every repeat reads the configured turns, drawn by the folder.")]
-'''
-INLINE_RUN = '''    cfg = profile.echo
+'''  # noqa: E501
+INLINE_RUN = """    cfg = profile.echo
     return [Row(stage="throwaway", case="echo", metric="turns", value=cfg.knob.turns, unit="count", repeat=i)
-            for i in range(cfg.repeats)]'''
-WORKER_RUN = '''    from suite.stages.throwaway.worker import measure
+            for i in range(cfg.repeats)]"""
+WORKER_RUN = """    from suite.stages.throwaway.worker import measure
 
-    return measure(profile.echo.repeats, profile.echo.knob.turns)'''
+    return measure(profile.echo.repeats, profile.echo.knob.turns)"""
 
 
 def test_a_new_stage_folder_is_planned_run_judged_and_drawn(tmp_path):
@@ -171,13 +173,16 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
     add_stage_module("throwaway", THROWAWAY.replace("{name}", "throwaway"))
     stages.rediscover()
 
-    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 99 is last).
+    # The registry: its row, after everything whose row is lower (it declares AFTER bandwidth; row 99 is
+    # last).
     assert stages.available() == before + ["throwaway"]
     assert stages.CHECKLIST_ROW["throwaway"] == 99 and stages.ORDER[-1] == "throwaway"
 
     # make plan: its own estimate, in run order.
     plan = estimate(NCCL_GPU)
-    assert [s.stage for s in plan.stages] == [n for n in before if stages.runs_on(n, "nccl-gpu")] + ["throwaway"]
+    assert [s.stage for s in plan.stages] == [n for n in before if stages.runs_on(n, "nccl-gpu")] + [
+        "throwaway"
+    ]
     assert plan.stages[-1].seconds == 7 * 60.0 and plan.stages[-1].basis == "7 minutes of echo"
 
     # The profile: its section on both profiles, through a manifest's JSON and back as dataclasses.
@@ -199,15 +204,21 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
     assert resumed == profile and resumed.echo.knob == module.Knob(turns=9)
 
 
-@pytest.mark.parametrize("declaration, complaint", [
-    ("row=2, after=()", r"row=2, which stage bandwidth already has"),
-    ("row=12, after=('bandwith',)", r"runs after bandwith, which is no other stage"),
-    ("row=12, after=(), before=('warp',)", r"runs before warp"),
-    ("row=12, after='topology'", r"after='topology' must be a tuple of names"),
-    ("row=True, after=()", r"row=True must be its CHECKLIST.md row"),
-    ("row=12, after=(), profiles=('gloo-gpu',)", r"profiles=\('gloo-gpu',\) must name at least one profile"),
-    ("row=12, after=(), headline='best'", r"headline='best' must be a function or None"),
-])
+@pytest.mark.parametrize(
+    "declaration, complaint",
+    [
+        ("row=2, after=()", r"row=2, which stage bandwidth already has"),
+        ("row=12, after=('bandwith',)", r"runs after bandwith, which is no other stage"),
+        ("row=12, after=(), before=('warp',)", r"runs before warp"),
+        ("row=12, after='topology'", r"after='topology' must be a tuple of names"),
+        ("row=True, after=()", r"row=True must be its CHECKLIST.md row"),
+        (
+            "row=12, after=(), profiles=('gloo-gpu',)",
+            r"profiles=\('gloo-gpu',\) must name at least one profile",
+        ),
+        ("row=12, after=(), headline='best'", r"headline='best' must be a function or None"),
+    ],
+)
 def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module, declaration, complaint):
     source = THROWAWAY.replace("{name}", "misdeclared").replace(PLACE, declaration)
     assert declaration in source
@@ -219,21 +230,28 @@ def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module,
 
 def test_a_stage_missing_its_declarations_is_refused(add_stage_module):
     add_stage_module("bare", "MEASURES = 'x'\n")
-    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.bare .*declares no STAGE = Stage"):
+    with pytest.raises(
+        stages.StageDeclarationError, match=r"suite\.stages\.bare .*declares no STAGE = Stage"
+    ):
         stages.rediscover()
 
 
 def test_a_cycle_through_after_is_refused(add_stage_module):
     for name, other in (("ping", "pong"), ("pong", "ping")):
-        source = THROWAWAY.replace("{name}", name).replace(PLACE, f"row={20 if name == 'ping' else 21}, "
-                                                                    f"after=({other!r},)")
+        source = THROWAWAY.replace("{name}", name).replace(
+            PLACE, f"row={20 if name == 'ping' else 21}, after=({other!r},)"
+        )
         add_stage_module(name, source.replace('ConfigSection("echo"', f'ConfigSection("echo_{name}"'))
-    with pytest.raises(stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"):
+    with pytest.raises(
+        stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"
+    ):
         stages.rediscover()
 
 
 def test_a_stage_may_put_itself_first_with_before(add_stage_module):
-    first = stages.ORDER[0]  # whichever stage runs first today (health): "early" declares it runs before that one
+    first = stages.ORDER[
+        0
+    ]  # whichever stage runs first today (health): "early" declares it runs before that one
     source = THROWAWAY.replace("{name}", "early").replace(PLACE, f"row=99, after=(), before=({first!r},)")
     add_stage_module("early", source)
     assert stages.rediscover().order[0] == "early"

@@ -1,5 +1,6 @@
-"""stage_code: the version `reports compare` uses to refuse comparing numbers made by different code — the hash of
-the stage's folder, or the version it declares — and whether a stage starts ranks (the warm launcher's cue)."""
+"""stage_code: the version `reports compare` uses to refuse comparing numbers made by different code — the
+hash of the stage's folder, or the version it declares — and whether a stage starts ranks (the warm launcher's
+cue)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def tree(tmp_path, monkeypatch) -> Path:
         "__init__.py": "",
         "stages/__init__.py": "",
         "stages/sweep/__init__.py": "from suite.costmodel import alphabeta\n"
-                                    "def run(p, ctx):\n    ctx.torchrun('suite.stages.sweep.worker', [])\n",
+        "def run(p, ctx):\n    ctx.torchrun('suite.stages.sweep.worker', [])\n",
         "stages/sweep/worker.py": "from suite.workloads.worker import worker_session\n",
         "stages/other/__init__.py": "def run(p, ctx):\n    pass\n",
         "costmodel/__init__.py": "",
@@ -44,7 +45,9 @@ def test_the_version_covers_the_stage_folder_and_nothing_else(tree):
     (tree / "workloads/worker.py").write_text("X = 2\n")  # a shared library: not the stage's version
     (tree / "costmodel/alphabeta.py").write_text("ALPHA = 6e-6\n")
     assert stagecode.stage_code("sweep") == before
-    (tree / "stages/sweep/worker.py").write_text("from suite.workloads.worker import worker_session  # edited\n")
+    (tree / "stages/sweep/worker.py").write_text(
+        "from suite.workloads.worker import worker_session  # edited\n"
+    )
     assert stagecode.stage_code("sweep") != before
     (tree / "stages/sweep/rules.py").write_text("FLOOR = 0.7\n")  # a new file in the folder counts too
     changed = stagecode.stage_code("sweep")

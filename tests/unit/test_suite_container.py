@@ -40,11 +40,16 @@ def flags_as_settings(flags: list[str]) -> dict:
 
 
 def test_docker_run_flags_and_sdk_arguments_are_the_same_settings():
-    for settings in (RunSettings(gpus=True, mounts=("/b/runs", "/b/jobs/J"), user="1000:1000"),
-                     RunSettings(gpus=False, mounts=("/r",))):
+    for settings in (
+        RunSettings(gpus=True, mounts=("/b/runs", "/b/jobs/J"), user="1000:1000"),
+        RunSettings(gpus=False, mounts=("/r",)),
+    ):
         flags = flags_as_settings(settings.docker_flags())
         sdk = settings.sdk_create_kwargs()
-        assert flags["ipc_mode"] == sdk["ipc_mode"] == "host" and flags["network_mode"] == sdk["network_mode"] == "host"
+        assert (
+            flags["ipc_mode"] == sdk["ipc_mode"] == "host"
+            and flags["network_mode"] == sdk["network_mode"] == "host"
+        )
         assert flags["ulimits"] == {u["Name"]: u["Hard"] for u in sdk["ulimits"]}
         assert all(u["Soft"] == u["Hard"] for u in sdk["ulimits"])
         assert flags["volumes"] == sdk["volumes"] and len(sdk["volumes"]) == len(settings.mounts)
@@ -59,7 +64,9 @@ def test_gpus_add_memlock_and_a_cpu_run_pins_nothing():
 
 def test_documented_docker_run_lines_are_the_settings():
     """The guide's and the Dockerfile's `docker run … --gpus all …` show exactly the GPU settings' flags."""
-    shown = " ".join(RunSettings(gpus=True).docker_flags()[:-2])  # less -e PYTHONUNBUFFERED=1 (the image sets it)
+    shown = " ".join(
+        RunSettings(gpus=True).docker_flags()[:-2]
+    )  # less -e PYTHONUNBUFFERED=1 (the image sets it)
     assert shown == "--gpus all --ipc=host --network=host --ulimit memlock=-1 --ulimit stack=67108864"
     for doc in (ROOT / "docs" / "guide.md", ROOT / "Dockerfile"):
         lines = [ln for ln in doc.read_text().splitlines() if re.search(r"docker run( --rm)? --gpus", ln)]
@@ -71,11 +78,23 @@ def test_documented_docker_run_lines_are_the_settings():
 def test_non_root_host_user_runs_the_container_as_itself():
     assert host_user(0, 0) is None and host_user(None, 1000) is None
     assert host_user(1000, 1001) == "1000:1001"
-    argv = remote_docker.run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=True,
-                                  user=host_user(1000, 1000))
+    argv = remote_docker.run_argv(
+        "img",
+        job_id="J",
+        job_dir="/j",
+        runs_dir="/r",
+        suite_args=["run"],
+        gpus=True,
+        user=host_user(1000, 1000),
+    )
     assert argv[argv.index("--user") + 1] == "1000:1000"
     env = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
     assert "HOME=/tmp" in env  # a uid the image does not know has no home to write caches into
-    root = remote_docker.run_argv("img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=True)
+    root = remote_docker.run_argv(
+        "img", job_id="J", job_dir="/j", runs_dir="/r", suite_args=["run"], gpus=True
+    )
     assert "--user" not in root and "HOME=/tmp" not in " ".join(root)
-    assert suite_container.docker_run_argv("img", RunSettings(gpus=False), ["run"], name="n")[-2:] == ["img", "run"]
+    assert suite_container.docker_run_argv("img", RunSettings(gpus=False), ["run"], name="n")[-2:] == [
+        "img",
+        "run",
+    ]

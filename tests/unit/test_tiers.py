@@ -6,16 +6,19 @@ from __future__ import annotations
 import pytest
 
 from suite import stages
-from suite.plan import tiers
 from suite.config import GLOO_CPU, get_profile
+from suite.plan import tiers
 from suite.plan.hours import PlanAssumptions, estimate, render
 from suite.results import RunDir, Verdict
 
 
 def plan_for(tier: str, environ=None):
     profile, chosen = tiers.apply(get_profile("nccl-gpu", 8), tier, environ or {})
-    return profile, chosen, estimate(profile, PlanAssumptions(gpu_name="NVIDIA H100 80GB HBM3"), only=tuple(chosen),
-                                     tier=tier)
+    return (
+        profile,
+        chosen,
+        estimate(profile, PlanAssumptions(gpu_name="NVIDIA H100 80GB HBM3"), only=tuple(chosen), tier=tier),
+    )
 
 
 def test_quick_fits_ten_minutes_on_eight_h100():
@@ -36,7 +39,10 @@ def test_soak_is_an_hour_or_burnin_min():
     profile, chosen, _ = plan_for("soak")
     assert chosen == ["health", "topology", "burnin"] and profile.burnin.seconds == 3600.0
     profile, _, plan = plan_for("soak", {"BURNIN_MIN": "240"})
-    assert profile.burnin.seconds == 240 * 60 and profile.timeout_for("burnin") == 240 * 60 + tiers.TIMEOUT_MARGIN_S
+    assert (
+        profile.burnin.seconds == 240 * 60
+        and profile.timeout_for("burnin") == 240 * 60 + tiers.TIMEOUT_MARGIN_S
+    )
     assert "OVER the one-hour goal" not in render(plan)
     for bad in ("ten", "0", "-5"):
         with pytest.raises(tiers.TierError, match="BURNIN_MIN"):
@@ -50,12 +56,25 @@ def test_the_rehearsal_keeps_its_own_burn_in():
 
 def test_recheck_reruns_only_what_failed(tmp_path):
     selected = ["health", "topology", "bandwidth", "burnin"]
-    run = RunDir.create(tmp_path / "run", {"stages_selected": selected, "profile": {}, "facts": {}, "host": {},
-                                           "stages": {s: {"status": "complete", "attempt": 1} for s in selected}})
+    run = RunDir.create(
+        tmp_path / "run",
+        {
+            "stages_selected": selected,
+            "profile": {},
+            "facts": {},
+            "host": {},
+            "stages": {s: {"status": "complete", "attempt": 1} for s in selected},
+        },
+    )
     run.manifest["stages"]["bandwidth"]["status"] = "error"
     run.save_manifest()
-    run.write_verdicts_all([
-        Verdict(id="burnin.sdc.bfloat16", stage="burnin", status="fail", expected="", observed="", reason=""),
-        Verdict(id="health.ecc", stage="health", status="warn", expected="", observed="", reason=""),
-        Verdict(id="topology.gpus", stage="topology", status="pass", expected="", observed="", reason="")])
+    run.write_verdicts_all(
+        [
+            Verdict(
+                id="burnin.sdc.bfloat16", stage="burnin", status="fail", expected="", observed="", reason=""
+            ),
+            Verdict(id="health.ecc", stage="health", status="warn", expected="", observed="", reason=""),
+            Verdict(id="topology.gpus", stage="topology", status="pass", expected="", observed="", reason=""),
+        ]
+    )
     assert tiers.failed_stages(run.path) == ["bandwidth", "burnin"]

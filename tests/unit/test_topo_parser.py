@@ -1,4 +1,5 @@
-"""`nvidia-smi topo -m` parser on real captures (tests/data/topo/, sources in its README.md), edge cases, bad input."""
+"""`nvidia-smi topo -m` parser on real captures (tests/data/topo/, sources in its README.md), edge cases, bad
+input."""
 
 from __future__ import annotations
 
@@ -13,9 +14,21 @@ from suite.parsers.topo import nvlink_count, parse, parse_file
 from suite.stages.topology.rules import verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
-CAPTURES = sorted(p for p in DATA.glob("*.txt") if "-p2p-" not in p.name)  # `topo -p2p` ones: tests of suite/parsers/p2p.py
-PARSE_KEYS = ("gpus", "num_gpus", "links", "nics", "nic_legend", "gpu_nic_links", "cpu_affinity",
-              "numa_affinity", "gpu_numa_id", "trailing_columns")
+CAPTURES = sorted(
+    p for p in DATA.glob("*.txt") if "-p2p-" not in p.name
+)  # `topo -p2p` ones: tests of suite/parsers/p2p.py
+PARSE_KEYS = (
+    "gpus",
+    "num_gpus",
+    "links",
+    "nics",
+    "nic_legend",
+    "gpu_nic_links",
+    "cpu_affinity",
+    "numa_affinity",
+    "gpu_numa_id",
+    "trailing_columns",
+)
 
 
 def capture(stem: str) -> str:
@@ -74,7 +87,10 @@ def test_markdown_indented_capture():
     t = parse(capture("24-markdown-indented-2gpu-node"))
     assert t.links == {"GPU0-GPU1": "NODE"}
     assert (t.cpu_affinity, t.numa_affinity, t.gpu_numa_id) == (
-        {"GPU0": "0-15", "GPU1": "0-15"}, {"GPU0": "0", "GPU1": "0"}, {"GPU0": "N/A", "GPU1": "N/A"})
+        {"GPU0": "0-15", "GPU1": "0-15"},
+        {"GPU0": "0", "GPU1": "0"},
+        {"GPU0": "N/A", "GPU1": "N/A"},
+    )
 
 
 def test_nic_legend_maps_nic_columns_to_devices():
@@ -88,7 +104,8 @@ def test_nvlink_count():
     assert [nvlink_count(x) for x in ("NV18", "NV1", "SYS", "X", "NV#")] == [18, 1, 0, 0, 0]
 
 
-# ---------------------------------------------------------------- the real variety, derived from real captures
+# ---------------------------------------------------------------- the real variety, derived from real
+# captures
 
 
 def _same_parse(a: str, b: str) -> None:
@@ -106,7 +123,7 @@ def test_header_missing_its_leading_tab_and_a_prompt_before_it():
     text = capture("20-della-a100-2gpu-sys-cross-numa-2nic")
     lines = text.splitlines(keepends=True)
     header = next(i for i, l in enumerate(lines) if "CPU Affinity" in l)
-    stripped = "".join(lines[:header] + [lines[header].lstrip("\t")] + lines[header + 1:])
+    stripped = "".join(lines[:header] + [lines[header].lstrip("\t")] + lines[header + 1 :])
     _same_parse(text, stripped)
     _same_parse(text, "user@box:~$ nvidia-smi topo -m\n" + stripped)
 
@@ -119,7 +136,9 @@ def test_space_aligned_and_crlf_copies_of_a_tab_capture():
 
 def test_p2p_matrix_after_the_topology_is_not_read_as_topology():
     # The club-3090 capture continues with `topo -p2p rw`; the table ends at the blank line.
-    text = capture("23-rtx5090-2gpu-phb-gpu-numa-id") + "\n \tGPU0\tGPU1\t\n GPU0\tX\tGNS\t\n GPU1\tGNS\tX\t\n"
+    text = (
+        capture("23-rtx5090-2gpu-phb-gpu-numa-id") + "\n \tGPU0\tGPU1\t\n GPU0\tX\tGNS\t\n GPU1\tGNS\tX\t\n"
+    )
     assert parse(text).links == {"GPU0-GPU1": "PHB"}
 
 
@@ -153,8 +172,9 @@ def test_cut_short_names_the_missing_row():
 
 
 def test_short_row_names_its_line():
-    text = capture("05-a100-pcie-2gpu-node-1nic").replace("GPU1    NODE     X      NODE    32-63   1",
-                                                            "GPU1    NODE     X")
+    text = capture("05-a100-pcie-2gpu-node-1nic").replace(
+        "GPU1    NODE     X      NODE    32-63   1", "GPU1    NODE     X"
+    )
     message = _error(text)
     assert re.search(r"line 4: row GPU1 has 2 link cells but the header names 3 devices", message), message
 

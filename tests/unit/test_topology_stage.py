@@ -29,11 +29,19 @@ TWO_GPU = NCCL_GPU.with_overrides(nproc=2, degrees=(1, 2))
 def run_stage(profile, tmp_path: Path):
     raw = tmp_path / "raw" / "topology"
     raw.mkdir(parents=True)
-    ctx = StageContext(stage="topology", profile=profile, run_path=tmp_path, raw_dir=raw, facts={},
-                       progress=Progress(tmp_path, 1, stream=io.StringIO()))
+    ctx = StageContext(
+        stage="topology",
+        profile=profile,
+        run_path=tmp_path,
+        raw_dir=raw,
+        facts={},
+        progress=Progress(tmp_path, 1, stream=io.StringIO()),
+    )
     rows = topology.run(profile, ctx)
     expectations = topology.expect(profile, {})
-    verdicts = {v.id: v for v in topology.judge(rows, expectations, {"profile": profile.to_dict(), **ctx.published})}
+    verdicts = {
+        v.id: v for v in topology.judge(rows, expectations, {"profile": profile.to_dict(), **ctx.published})
+    }
     return rows, ctx, verdicts, raw
 
 
@@ -91,8 +99,9 @@ def test_cpu_judge_skips_gpu_checks_with_the_reason(cpu_run):
 
 
 def fake_smi(bin_dir: Path, topo: str, query: str, listing: str, p2p: dict[str, Path] | None = None) -> None:
-    """An `nvidia-smi` on PATH that prints real captured outputs for topo -m, -q and -L, and for `topo -p2p r|w`
-    the files given (any other command, `-p2p` without a file included, exits 9 as an unknown option does)."""
+    """An `nvidia-smi` on PATH that prints real captured outputs for topo -m, -q and -L, and for `topo -p2p
+    r|w` the files given (any other command, `-p2p` without a file included, exits 9 as an unknown option
+    does)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "nvidia-smi"
     p2p_lines = "".join(f'  "topo -p2p {mode}") cat "{path}";;\n' for mode, path in (p2p or {}).items())
@@ -104,7 +113,8 @@ def fake_smi(bin_dir: Path, topo: str, query: str, listing: str, p2p: dict[str, 
         f'  "-L") cat "{listing}";;\n'
         f"{p2p_lines}"
         '  *) echo "unexpected: $*" >&2; exit 9;;\n'
-        "esac\n")
+        "esac\n"
+    )
     script.chmod(0o755)
 
 
@@ -130,7 +140,10 @@ def test_gpu_face_on_replayed_nvidia_smi(tmp_path, monkeypatch):
     published = ctx.published["topology"]
     assert published["gpu_model"] == "Quadro RTX 4000" and published["link_class"] == "PCIe"
     assert published["links"] == {"GPU0-GPU1": "PHB"} and published["pcie"] == {
-        "gen_max": 4, "width_max": 8, "per_gpu": {"GPU0": {"gen": 4, "width": 8}}}  # per GPU for the ring's hops
+        "gen_max": 4,
+        "width_max": 8,
+        "per_gpu": {"GPU0": {"gen": 4, "width": 8}},
+    }  # per GPU for the ring's hops
     assert ctx.published["versions"]["driver"] == "566.36"
     json.dumps(ctx.published)
     # verdicts
@@ -171,16 +184,22 @@ TOPO_5090 = DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt"
 
 
 def replay(tmp_path, monkeypatch, p2p: dict[str, Path]):
-    fake_smi(tmp_path / "bin", TOPO_5090, DATA / "smi" / "rtx4070-laptop-q.txt",
-             DATA / "smi" / "quadro-rtx4000-2gpu-L.txt", p2p)
+    fake_smi(
+        tmp_path / "bin",
+        TOPO_5090,
+        DATA / "smi" / "rtx4070-laptop-q.txt",
+        DATA / "smi" / "quadro-rtx4000-2gpu-L.txt",
+        p2p,
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     return run_stage(TWO_GPU, tmp_path / "run")
 
 
 def test_live_p2p_is_read_kept_and_judged_as_ingest_judges_it(tmp_path, monkeypatch):
     """`topo -p2p r` and `-p2p w` answered with the real GNS capture: both kept untouched, the pair published
-    without P2P, topology.p2p warns; the facts bandwidth's floor reads are those `suite ingest` builds from the
-    same captures, so the ring over that pair is held to the host-staged floor live exactly as ingested."""
+    without P2P, topology.p2p warns; the facts bandwidth's floor reads are those `suite ingest` builds from
+    the same captures, so the ring over that pair is held to the host-staged floor live exactly as
+    ingested."""
     from suite.facts import link_peak_or_why
     from suite.ingest.feed import topology_rows
     from suite.ingest.inputs import Capture
@@ -192,20 +211,31 @@ def test_live_p2p_is_read_kept_and_judged_as_ingest_judges_it(tmp_path, monkeypa
     assert live["p2p"] == {"GPU0-GPU1": "GNS"} and "p2p_why" not in live
     assert v["topology.p2p"].status == "warn" and "GPU0-GPU1 GNS" in v["topology.p2p"].observed
     assert "host memory" in v["topology.p2p"].reason and v["topology.tools"].status == "pass"
-    caps = [Capture(path, kind, "topology", path.read_text()) for kind, path in [
-        ("nvidia-smi-topo-p2p", P2P_GNS), ("nvidia-smi-topo-m", TOPO_5090),
-        ("nvidia-smi-q", DATA / "smi" / "rtx4070-laptop-q.txt"), ("nvidia-smi-L", DATA / "smi" / "quadro-rtx4000-2gpu-L.txt")]]
+    caps = [
+        Capture(path, kind, "topology", path.read_text())
+        for kind, path in [
+            ("nvidia-smi-topo-p2p", P2P_GNS),
+            ("nvidia-smi-topo-m", TOPO_5090),
+            ("nvidia-smi-q", DATA / "smi" / "rtx4070-laptop-q.txt"),
+            ("nvidia-smi-L", DATA / "smi" / "quadro-rtx4000-2gpu-L.txt"),
+        ]
+    ]
     ingested = topology_rows(caps)[1]["topology"]
-    assert ingested == {k: val for k, val in live.items() if k not in ("cpu_model", "logical_cpus", "usable_cpus",
-                                                                       "numa_nodes")}  # the GPU facts, all alike
-    model = "NVIDIA GeForce RTX 5090"  # the p2p capture's box (this -L names another card: the model is set alike)
+    assert ingested == {
+        k: val
+        for k, val in live.items()
+        if k not in ("cpu_model", "logical_cpus", "usable_cpus", "numa_nodes")
+    }  # the GPU facts, all alike
+    # the p2p capture's box (this -L names another card: the model is set alike)
+    model = "NVIDIA GeForce RTX 5090"
     peaks = [link_peak_or_why({"topology": {**facts, "gpu_model": model}}) for facts in (live, ingested)]
     assert peaks[0] == peaks[1] and peaks[0][0].staged and "no P2P (GPU0-GPU1 GNS)" in peaks[0][0].basis
 
 
 def test_p2p_merges_read_and_write_and_says_what_it_could_not_read(tmp_path, monkeypatch):
     """Read P2P OK but write GNS: the pair is without P2P (its writes are staged). Only `-p2p r` answering:
-    its pairs judged, the `w` failure said beside them. A `-p2p` printing something else: open, `unreadable`."""
+    its pairs judged, the `w` failure said beside them. A `-p2p` printing something else: open,
+    `unreadable`."""
     ok = tmp_path / "ok.txt"
     ok.write_text(P2P_GNS.read_text().replace("GNS\t", "OK\t"))
     rows, ctx, v, _ = replay(tmp_path / "a", monkeypatch, {"r": ok, "w": P2P_GNS})
@@ -219,13 +249,24 @@ def test_p2p_merges_read_and_write_and_says_what_it_could_not_read(tmp_path, mon
 
 
 def test_fabric_not_up_fails(tmp_path, monkeypatch):
-    query = (DATA / "smi" / "rtx4070-laptop-q.txt").read_text().replace(
-        "        State                             : N/A\n        Status                            : N/A",
-        "        State                             : In Progress\n        Status                            : N/A")
+    query = (
+        (DATA / "smi" / "rtx4070-laptop-q.txt")
+        .read_text()
+        .replace(
+            "        State                             : N/A\n        Status                            : "
+            "N/A",
+            "        State                             : In Progress\n        Status                         "
+            "   : N/A",
+        )
+    )
     assert "In Progress" in query
     (tmp_path / "q.txt").write_text(query)
-    fake_smi(tmp_path / "bin", DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt", tmp_path / "q.txt",
-             DATA / "smi" / "quadro-rtx4000-2gpu-L.txt")
+    fake_smi(
+        tmp_path / "bin",
+        DATA / "topo" / "23-rtx5090-2gpu-phb-gpu-numa-id.txt",
+        tmp_path / "q.txt",
+        DATA / "smi" / "quadro-rtx4000-2gpu-L.txt",
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     _, _, v, _ = run_stage(TWO_GPU, tmp_path / "run")
     assert v["topology.fabric"].status == "fail" and "nvidia-fabricmanager" in v["topology.fabric"].reason
@@ -236,9 +277,26 @@ def test_fabric_not_up_fails(tmp_path, monkeypatch):
 
 def test_runner_records_the_topology_stage(tmp_path):
     last = tmp_path / "LAST"
-    proc = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--stages", "topology",
-                           "--out", str(tmp_path), "--record-last", str(last)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "run",
+            "--profile",
+            "gloo-cpu",
+            "--stages",
+            "topology",
+            "--out",
+            str(tmp_path),
+            "--record-last",
+            str(last),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_dir = Path(last.read_text().strip())
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -254,19 +312,35 @@ def test_runner_records_the_topology_stage(tmp_path):
 
 def test_parse_cli_prints_json_and_rejects_bad_input(tmp_path):
     good = DATA / "topo" / "01-dgx1-v100-8gpu-mlx5.txt"
-    proc = subprocess.run([sys.executable, "-m", "suite", "parse", "topo", str(good), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "topo", str(good), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["links"]["GPU0-GPU3"] == "NV2" and data["cpu_affinity"]["GPU4"] == "12-23,36-47"
     # DGX-1: the pairs without NVLink cross the CPUs (SYS): a warning to place groups by, never a fail
-    assert {v["id"]: v["status"] for v in data["verdicts"]} == {"topology.links": "pass", "topology.numa": "warn"}
+    assert {v["id"]: v["status"] for v in data["verdicts"]} == {
+        "topology.links": "pass",
+        "topology.numa": "warn",
+    }
 
     bad = tmp_path / "bad.txt"
-    bad.write_text((DATA / "topo" / "05-a100-pcie-2gpu-node-1nic.txt").read_text().replace(
-        "GPU1    NODE     X      NODE    32-63   1", "GPU1    NODE     X"))
-    proc = subprocess.run([sys.executable, "-m", "suite", "parse", "topo", str(bad), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    bad.write_text(
+        (DATA / "topo" / "05-a100-pcie-2gpu-node-1nic.txt")
+        .read_text()
+        .replace("GPU1    NODE     X      NODE    32-63   1", "GPU1    NODE     X")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "topo", str(bad), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -275,19 +349,25 @@ def test_parse_cli_prints_json_and_rejects_bad_input(tmp_path):
 
 
 def test_figure_is_the_link_matrix_and_empty_on_cpu(cpu_run):
-    from suite.stages.topology.figure import figures
     from suite.parsers.topo import nvlink_count, parse
     from suite.results import Row
+    from suite.stages.topology.figure import figures
 
     rows, _, _, _ = cpu_run
     assert figures(rows_to_frame(rows), pd.DataFrame(), {}) == []
 
     t = parse((DATA / "topo" / "01-dgx1-v100-8gpu-mlx5.txt").read_text())
-    link_rows = [Row(stage="topology", case=p, metric="link", value=nvlink_count(l), unit="count", text=l)
-                 for p, l in t.links.items()]
-    figs = figures(rows_to_frame(link_rows), pd.DataFrame(), {"topology": {"gpu_model": "Tesla V100-SXM2-16GB"}})
+    link_rows = [
+        Row(stage="topology", case=p, metric="link", value=nvlink_count(l), unit="count", text=l)
+        for p, l in t.links.items()
+    ]
+    figs = figures(
+        rows_to_frame(link_rows), pd.DataFrame(), {"topology": {"gpu_model": "Tesla V100-SXM2-16GB"}}
+    )
     assert len(figs) == 1
     ax = figs[0].axes[0]
     cells = {(round(txt.get_position()[1]), round(txt.get_position()[0])): txt.get_text() for txt in ax.texts}
-    assert cells[(0, 3)] == "NV2" and cells[(3, 0)] == "NV2" and cells[(0, 5)] == "SYS" and cells[(7, 7)] == "X"
+    assert (
+        cells[(0, 3)] == "NV2" and cells[(3, 0)] == "NV2" and cells[(0, 5)] == "SYS" and cells[(7, 7)] == "X"
+    )
     assert "Tesla V100-SXM2-16GB" in ax.get_title()

@@ -1,4 +1,5 @@
-"""Topology verdicts (suite/stages/topology/rules.py) on real captures and on broken boxes derived from them."""
+"""Topology verdicts (suite/stages/topology/rules.py) on real captures and on broken boxes derived from
+them."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def gpu_slice(stem: str, keep: list[int]):
     t = topo(stem)
     names = {f"GPU{old}": f"GPU{i}" for i, old in enumerate(keep)}
     olds = list(names)
-    t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(olds) for b in olds[i + 1:]}
+    t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(olds) for b in olds[i + 1 :]}
     t.gpus = list(names.values())
     t.numa_affinity = t.cpu_affinity = None
     return t
@@ -50,7 +51,12 @@ def gpu_slice(stem: str, keep: list[int]):
 
 
 def test_healthy_nvswitch_boxes_pass():
-    for stem in (SWITCHED, "30-h100-8gpu-nv18-8nic-env-dump", "11-h100-4gpu-nv18-8nic-phb", "26-gb200-4gpu-nv18"):
+    for stem in (
+        SWITCHED,
+        "30-h100-8gpu-nv18-8nic-env-dump",
+        "11-h100-4gpu-nv18-8nic-phb",
+        "26-gb200-4gpu-nv18",
+    ):
         v = verdicts(topo(stem))["topology.links"]
         assert v.status == "pass", (stem, v)
 
@@ -92,15 +98,22 @@ def test_four_gpu_slice_losing_one_gpu_fails():
     assert v.status == "fail" and "GPU2-GPU3 SYS" in v.reason
 
 
-# ---------------------------------------------------------------- meshes are decided by differing counts (issue 12 item 12)
+# ---------------------------------------------------------------- meshes are decided by differing counts
+# (issue 12 item 12)
 
 
 def test_v100_sxm2_partial_mesh_passes_with_its_node_pairs_noted():
     # GPUs 0, 1, 4, 5 of a V100 SXM2 hybrid cube mesh: NV2/NV1 pairs and two NODE pairs. Before, each GPU's
     # 2 = n−2 NVLink peers marked it "switched" and it failed with "NVLinks are down".
     t = gpu_slice("33-v100-8gpu-hybrid-cube-mesh-node", [0, 1, 4, 5])
-    assert t.links == {"GPU0-GPU1": "NV2", "GPU0-GPU2": "NV1", "GPU0-GPU3": "NODE",
-                       "GPU1-GPU2": "NODE", "GPU1-GPU3": "NV1", "GPU2-GPU3": "NV2"}
+    assert t.links == {
+        "GPU0-GPU1": "NV2",
+        "GPU0-GPU2": "NV1",
+        "GPU0-GPU3": "NODE",
+        "GPU1-GPU2": "NODE",
+        "GPU1-GPU3": "NV1",
+        "GPU2-GPU3": "NV2",
+    }
     for names in (None, ["Tesla V100-SXM2-32GB"] * 4):
         assert classify(t.gpus, t.links, names and names[0]).kind == "nvlink-mesh"
         v = verdicts(t, names)["topology.links"]
@@ -126,8 +139,14 @@ def test_uniform_count_on_every_pair_is_switched():
 # ---------------------------------------------------------------- point-to-point meshes: SYS by design
 
 
-@pytest.mark.parametrize("stem", ["01-dgx1-v100-8gpu-mlx5", "27-dgx1-p100-8gpu-soc-nv1-mangled-header",
-                                  "21-traverse-v100-4gpu-nv3-pairs-power9"])
+@pytest.mark.parametrize(
+    "stem",
+    [
+        "01-dgx1-v100-8gpu-mlx5",
+        "27-dgx1-p100-8gpu-soc-nv1-mangled-header",
+        "21-traverse-v100-4gpu-nv3-pairs-power9",
+    ],
+)
 def test_point_to_point_meshes_pass(stem):
     t = topo(stem)
     assert classify(t.gpus, t.links).kind == "nvlink-mesh"
@@ -156,13 +175,16 @@ def test_nvlink_bridge_leaving_one_gpu_out_warns():
 # ---------------------------------------------------------------- PCIe boxes
 
 
-@pytest.mark.parametrize("stem,crossing", [
-    ("14-rtx4090-8gpu-sys-2nic", 28),
-    ("20-della-a100-2gpu-sys-cross-numa-2nic", 1),
-    ("22-tf-gdr-4gpu-soc-legend-mlx4", 4),
-    ("05-a100-pcie-2gpu-node-1nic", 0),
-    ("31-l40s-2gpu-node-vllm-collect-env", 0),
-])
+@pytest.mark.parametrize(
+    "stem,crossing",
+    [
+        ("14-rtx4090-8gpu-sys-2nic", 28),
+        ("20-della-a100-2gpu-sys-cross-numa-2nic", 1),
+        ("22-tf-gdr-4gpu-soc-legend-mlx4", 4),
+        ("05-a100-pcie-2gpu-node-1nic", 0),
+        ("31-l40s-2gpu-node-vllm-collect-env", 0),
+    ],
+)
 def test_pcie_boxes_pass_with_cross_numa_pairs_noted(stem, crossing):
     v = verdicts(topo(stem))
     assert v["topology.links"].status == "pass"
@@ -193,20 +215,38 @@ def test_single_gpu_skips():
     assert v["topology.links"].status == "skip" and v["topology.numa"].status == "skip"
 
 
-@pytest.mark.parametrize("name,full", [
-    ("NVIDIA H100 80GB HBM3", True), ("NVIDIA H100 PCIe", False), ("NVIDIA H100 NVL", False),
-    ("NVIDIA H200", True), ("NVIDIA H200 NVL", False), ("NVIDIA A100-SXM4-80GB", True),
-    ("NVIDIA A100-PCIE-40GB", False), ("Tesla V100-SXM2-16GB", False), ("NVIDIA B200", True),
-    ("NVIDIA GeForce RTX 4090", False), ("NVIDIA GB200", True), ("NVIDIA H800", True), (None, False),
-])
+@pytest.mark.parametrize(
+    "name,full",
+    [
+        ("NVIDIA H100 80GB HBM3", True),
+        ("NVIDIA H100 PCIe", False),
+        ("NVIDIA H100 NVL", False),
+        ("NVIDIA H200", True),
+        ("NVIDIA H200 NVL", False),
+        ("NVIDIA A100-SXM4-80GB", True),
+        ("NVIDIA A100-PCIE-40GB", False),
+        ("Tesla V100-SXM2-16GB", False),
+        ("NVIDIA B200", True),
+        ("NVIDIA GeForce RTX 4090", False),
+        ("NVIDIA GB200", True),
+        ("NVIDIA H800", True),
+        (None, False),
+    ],
+)
 def test_which_models_link_every_pair(name, full):
     assert expects_full_nvlink(name) is full
 
 
-@pytest.mark.parametrize("stem,klass", [
-    ("30-h100-8gpu-nv18-8nic-env-dump", "NV18"), ("29-a100-8gpu-nv12-10nic-4numa", "NV12"),
-    ("01-dgx1-v100-8gpu-mlx5", "NVLink mesh"), ("14-rtx4090-8gpu-sys-2nic", "PCIe"), ("16-tesla-p4-1gpu", "single"),
-])
+@pytest.mark.parametrize(
+    "stem,klass",
+    [
+        ("30-h100-8gpu-nv18-8nic-env-dump", "NV18"),
+        ("29-a100-8gpu-nv12-10nic-4numa", "NV12"),
+        ("01-dgx1-v100-8gpu-mlx5", "NVLink mesh"),
+        ("14-rtx4090-8gpu-sys-2nic", "PCIe"),
+        ("16-tesla-p4-1gpu", "single"),
+    ],
+)
 def test_link_class_for_the_bandwidth_stage(stem, klass):
     t = topo(stem)
     assert link_class(t.links, t.gpus) == klass

@@ -37,7 +37,9 @@ def test_gpu_trace_classification_follows_kernel_names():
     timeline = traces.kineto_timeline(data, traces.rank_of(data, GPU_TRACE))
     assert timeline.source == "kineto-gpu"
     # The trace's only NCCL kernels are ncclKernel_SendRecv: the communication lane is built from them alone.
-    nccl = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")]
+    nccl = [
+        e for e in data["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")
+    ]
     nccl_spans = {(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in nccl}
     assert timeline.comm and set(timeline.comm) <= nccl_spans
     assert not nccl_spans & set(timeline.compute)
@@ -47,8 +49,13 @@ def test_the_last_profiler_step_is_left_out():
     data = traces.load_json_trace(GPU_TRACE)
     steps = [e for e in data["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
     assert len(steps) == 2
-    with_last = traces.kineto_timeline({"traceEvents": [e for e in data["traceEvents"]
-                                                        if not str(e.get("name", "")).startswith("ProfilerStep#")]})
+    with_last = traces.kineto_timeline(
+        {
+            "traceEvents": [
+                e for e in data["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")
+            ]
+        }
+    )
     without_last = traces.kineto_timeline(data)
     # Every kernel launched in the second step drops out: fewer kernels, less communication.
     assert len(without_last.comm) < len(with_last.comm)
@@ -64,14 +71,19 @@ def test_cpu_trace_sets_gloo_spans_against_main_thread_ops():
     timeline = traces.kineto_timeline(data, 0)
     assert timeline.source == "kineto-cpu"
     events = [e for e in data["traceEvents"] if e.get("ph") == "X"]
-    gloo = {(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events if e["name"].startswith("gloo:")}
+    gloo = {
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events if e["name"].startswith("gloo:")
+    }
     assert timeline.comm and set(timeline.comm) <= gloo
     # Compute lies on the main thread only, and never inside an enqueue op (c10d::allreduce_).
     main = traces.main_thread(events, [e for e in events if e.get("cat") == "cpu_op"])
     gloo_tids = {e["tid"] for e in events if e["name"].startswith("gloo:")}
     assert main[1] not in gloo_tids
-    enqueue = traces.merge((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
-                           if e.get("cat") == "cpu_op" and e["name"].startswith("c10d::"))
+    enqueue = traces.merge(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"].startswith("c10d::")
+    )
     assert enqueue
     assert traces.intersection(traces.merge(timeline.compute), enqueue) == 0.0
     o = timeline.overlap()
@@ -81,8 +93,13 @@ def test_cpu_trace_sets_gloo_spans_against_main_thread_ops():
 
 
 def test_parse_command_prints_per_rank_json_for_a_torch_trace():
-    done = subprocess.run([sys.executable, "-m", "suite", "parse", "trace", str(CPU_TRACE), "--json"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "trace", str(CPU_TRACE), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     ranks = json.loads(done.stdout)["ranks"]
     assert set(ranks[0]) == {"rank", "comm_us", "compute_us", "overlap_us", "overlap_pct"}
@@ -105,8 +122,13 @@ def test_not_a_trace_is_a_parse_error(tmp_path):
     bad.write_text('{"hello": 1}')
     with pytest.raises(ParseError, match="traceEvents"):
         traces.parse_file(bad)
-    done = subprocess.run([sys.executable, "-m", "suite", "parse", "trace", str(bad)],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "trace", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
 
 
@@ -118,10 +140,12 @@ def nsys_db(path: Path, kernels: list[tuple[int, int, int, int, str]], *, schema
     conn = sqlite3.connect(path)
     if schema == "ids":
         conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-        conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
-                     "deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER NOT NULL, "
-                     "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, "
-                     "shortName INTEGER NOT NULL, mangledName INTEGER)")
+        conn.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+            "deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER NOT NULL, "
+            "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, "
+            "shortName INTEGER NOT NULL, mangledName INTEGER)"
+        )
         names: dict[str, int] = {}
         for i, (start, end, dev, stream, name) in enumerate(kernels):
             short = re.split(r"[<(]", name.removeprefix("void "))[0].split("::")[-1]
@@ -129,11 +153,15 @@ def nsys_db(path: Path, kernels: list[tuple[int, int, int, int, str]], *, schema
                 if text not in names:
                     names[text] = len(names) + 1
                     conn.execute("INSERT INTO StringIds VALUES (?, ?)", (names[text], text))
-            conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?)",
-                         (start, end, dev, 1, stream, i, 100, names[name], names[short], None))
+            conn.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (start, end, dev, 1, stream, i, 100, names[name], names[short], None),
+            )
     else:  # very old exports: the name as text in a `name` column
-        conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
-                     "streamId INTEGER, name TEXT)")
+        conn.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+            "streamId INTEGER, name TEXT)"
+        )
         conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?)", kernels)
     conn.commit()
     conn.close()
@@ -148,8 +176,13 @@ NCCL_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, 
 
 # Device 0, in µs: compute [0, 100] and [50, 150] (merged [0, 150]) and [400, 500]; communication
 # [120, 300] and [250, 420] (merged [120, 420]). comm 300, compute 250, overlap [120,150] + [400,420] = 50.
-DEVICE0 = [(0, 100_000, 0, 7, GEMM), (50_000, 150_000, 0, 7, ELEMENTWISE), (400_000, 500_000, 0, 7, GEMM),
-           (120_000, 300_000, 0, 20, NCCL_NEW), (250_000, 420_000, 0, 20, NCCL_SYM)]
+DEVICE0 = [
+    (0, 100_000, 0, 7, GEMM),
+    (50_000, 150_000, 0, 7, ELEMENTWISE),
+    (400_000, 500_000, 0, 7, GEMM),
+    (120_000, 300_000, 0, 20, NCCL_NEW),
+    (250_000, 420_000, 0, 20, NCCL_SYM),
+]
 # Device 1: communication strictly after compute: overlap 0.
 DEVICE1 = [(0, 200_000, 1, 7, GEMM), (200_000, 260_000, 1, 21, NCCL_OLD)]
 
@@ -157,9 +190,20 @@ DEVICE1 = [(0, 200_000, 1, 7, GEMM), (200_000, 260_000, 1, 21, NCCL_OLD)]
 def test_nsys_export_per_device_with_hand_computed_overlap(tmp_path):
     db = nsys_db(tmp_path / "report.sqlite", DEVICE0 + DEVICE1)
     ranks = {r["rank"]: r for r in traces.parse_file(db)["ranks"]}
-    assert ranks[0] == {"rank": 0, "comm_us": 300.0, "compute_us": 250.0, "overlap_us": 50.0,
-                        "overlap_pct": pytest.approx(100 * 50 / 300, abs=1e-3)}
-    assert ranks[1] == {"rank": 1, "comm_us": 60.0, "compute_us": 200.0, "overlap_us": 0.0, "overlap_pct": 0.0}
+    assert ranks[0] == {
+        "rank": 0,
+        "comm_us": 300.0,
+        "compute_us": 250.0,
+        "overlap_us": 50.0,
+        "overlap_pct": pytest.approx(100 * 50 / 300, abs=1e-3),
+    }
+    assert ranks[1] == {
+        "rank": 1,
+        "comm_us": 60.0,
+        "compute_us": 200.0,
+        "overlap_us": 0.0,
+        "overlap_pct": 0.0,
+    }
 
 
 def test_a_per_rank_report_takes_its_rank_from_the_file_name(tmp_path):
@@ -175,7 +219,9 @@ def test_old_exports_with_a_name_column(tmp_path):
 
 def test_missing_tables(tmp_path):
     empty = tmp_path / "empty.sqlite"
-    sqlite3.connect(empty).execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER)").connection.commit()
+    sqlite3.connect(empty).execute(
+        "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER)"
+    ).connection.commit()
     assert traces.parse_file(empty) == {"ranks": []}  # no kernel captured: the table is never created
 
     no_strings = nsys_db(tmp_path / "nostrings.sqlite", DEVICE0)
@@ -203,8 +249,13 @@ def test_an_unexported_nsys_report_names_the_export_command(tmp_path):
 
 def test_parse_command_reads_an_nsys_export(tmp_path):
     db = nsys_db(tmp_path / "rank_2.sqlite", [(s, e, 0, st, n) for s, e, _, st, n in DEVICE0])
-    done = subprocess.run([sys.executable, "-m", "suite", "parse", "trace", str(db), "--json"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "parse", "trace", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ranks"][0]["overlap_us"] == 50.0
 

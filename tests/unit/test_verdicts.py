@@ -18,23 +18,31 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_builder_names_the_stage_and_the_status():
     v = verdicts_for("bandwidth")
-    made = [v.passed("fit", expected="e", observed="o", reason="r"), v.warn("dip.torch", expected="e", observed="o",
-                                                                           reason="r"),
-            v.fail("peak.all_reduce", expected="e", observed="o", reason="r"),
-            v.skip("nccl_tests", expected="e", observed="o", reason="r"),
-            v.verdict("nccl_tests.all_gather", "skip", expected="e", observed="o", reason="r")]
+    made = [
+        v.passed("fit", expected="e", observed="o", reason="r"),
+        v.warn("dip.torch", expected="e", observed="o", reason="r"),
+        v.fail("peak.all_reduce", expected="e", observed="o", reason="r"),
+        v.skip("nccl_tests", expected="e", observed="o", reason="r"),
+        v.verdict("nccl_tests.all_gather", "skip", expected="e", observed="o", reason="r"),
+    ]
     assert [(m.id, m.stage, m.status) for m in made] == [
-        ("bandwidth.fit", "bandwidth", "pass"), ("bandwidth.dip.torch", "bandwidth", "warn"),
-        ("bandwidth.peak.all_reduce", "bandwidth", "fail"), ("bandwidth.nccl_tests", "bandwidth", "skip"),
-        ("bandwidth.nccl_tests.all_gather", "bandwidth", "skip")]
-    assert made[0] == Verdict(id="bandwidth.fit", stage="bandwidth", status="pass", expected="e", observed="o",
-                              reason="r")
+        ("bandwidth.fit", "bandwidth", "pass"),
+        ("bandwidth.dip.torch", "bandwidth", "warn"),
+        ("bandwidth.peak.all_reduce", "bandwidth", "fail"),
+        ("bandwidth.nccl_tests", "bandwidth", "skip"),
+        ("bandwidth.nccl_tests.all_gather", "bandwidth", "skip"),
+    ]
+    assert made[0] == Verdict(
+        id="bandwidth.fit", stage="bandwidth", status="pass", expected="e", observed="o", reason="r"
+    )
 
 
 def test_check_picks_the_status_and_the_reason():
     v = verdicts_for("tp")
     ok = v.check("scaling", True, bad="warn", expected="e", observed="o", reason_ok="good", reason_bad="bad")
-    worse = v.check("scaling", False, bad="warn", expected="e", observed="o", reason_ok="good", reason_bad="bad")
+    worse = v.check(
+        "scaling", False, bad="warn", expected="e", observed="o", reason_ok="good", reason_bad="bad"
+    )
     failed = v.check("golden.tp2", False, expected="e", observed="o", reason="same either way")
     assert (ok.status, ok.reason) == ("pass", "good")
     assert (worse.status, worse.reason) == ("warn", "bad")
@@ -63,16 +71,22 @@ def test_one_severity_order_for_check_and_the_report():
     assert sorted(SEVERITY) == sorted(VERDICT_STATUSES)
     assert check.ORDER is SEVERITY_RANK
     assert not hasattr(report, "BOARD_ORDER")
-    verdicts = [verdicts_for("topology").verdict(f"c{i}", s, expected="", observed="", reason="")
-                for i, s in enumerate(("skip", "pass", "warn", "fail", "pass"))]
+    verdicts = [
+        verdicts_for("topology").verdict(f"c{i}", s, expected="", observed="", reason="")
+        for i, s in enumerate(("skip", "pass", "warn", "fail", "pass"))
+    ]
     assert [row.status for row in report.board(verdicts)] == ["fail", "warn", "pass", "pass", "skip"]
     table = report.verdict_table(verdicts)
     assert [row[1].text for row in table.rows] == ["fail", "warn", "pass", "pass", "skip"]
 
 
 def test_one_summary_line_for_the_runner_the_report_and_check(tmp_path):
-    counts = status_counts([verdicts_for("x").verdict(str(i), s, expected="", observed="", reason="")
-                            for i, s in enumerate(("pass", "pass", "warn", "skip", "skip", "skip"))])
+    counts = status_counts(
+        [
+            verdicts_for("x").verdict(str(i), s, expected="", observed="", reason="")
+            for i, s in enumerate(("pass", "pass", "warn", "skip", "skip", "skip"))
+        ]
+    )
     line = "2 passed, 1 warned, 0 failed, 3 skipped"
     assert summary_line(counts) == line
     assert RunOutcome(run=None, counts=counts, seconds=0.0).summary() == line

@@ -1,12 +1,13 @@
-"""The run's processes come from the GPUs preflight counted, NPROC= chooses fewer, and the plan agrees (suite/world.py)."""
+"""The run's processes come from the GPUs preflight counted, NPROC= chooses fewer, and the plan agrees
+(suite/world.py)."""
 
 import pytest
 
 from provisioning.__main__ import build_parser as provisioning_parser
-from provisioning.remote import options
 from provisioning.cluster.driver import NodeRunSettings, node_world
-from provisioning.session.hosts import parse_host
 from provisioning.job.lifecycle import suite_args
+from provisioning.remote import options
+from provisioning.session.hosts import parse_host
 from provisioning.session.options import RemoteOptions, world_problem
 from suite import stages
 from suite.__main__ import build_parser as suite_parser
@@ -16,7 +17,8 @@ from suite.world import host_profile, run_nproc
 
 
 def run_profile(args: list[str]):
-    """The profile `python -m suite run <args>` would build (what suite/commands/run.py does before any stage)."""
+    """The profile `python -m suite run <args>` would build (what suite/commands/run.py does before any
+    stage)."""
     parsed = suite_parser().parse_args(args)
     return get_profile(parsed.profile, parsed.nproc)
 
@@ -30,7 +32,8 @@ POWER_OF_TWO = {1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 4, 8: 8}
 """The largest power of two within each count: the ranks zero/pp/cp/ep/overlap/profile run on."""
 PARALLEL = ("zero", "pp", "cp", "ep", "overlap", "profile")
 EVERY_GPU = ("bandwidth", "crossover", "burnin")
-"""Stages that run on every GPU the host lists, whatever their number (a ring and nccl-tests take any world)."""
+"""Stages that run on every GPU the host lists, whatever their number (a ring and nccl-tests take any
+world)."""
 
 
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
@@ -39,7 +42,8 @@ def test_the_run_on_a_counted_host_is_the_profile_its_plan_planned(gpus):
     run = run_profile(suite_args(remote_opts(), "/b", "/b/LAST", None, gpus=gpus))
     assert run == planned
     assert run.world == run.nproc == gpus  # the world is every GPU listed
-    # The degrees are the powers of two up to the GPUs: a 2-GPU box measures TP/DP 1 and 2, never 8; 6 → 1, 2, 4.
+    # The degrees are the powers of two up to the GPUs: a 2-GPU box measures TP/DP 1 and 2, never 8; 6 → 1, 2,
+    # 4.
     assert run.degrees == tuple(d for d in (1, 2, 4, 8) if d <= gpus)
     assert run.parallel_ranks == POWER_OF_TWO[gpus] and run.zero_degrees == (POWER_OF_TWO[gpus],)
     plan = estimate(planned, PlanAssumptions())
@@ -51,8 +55,9 @@ def test_the_run_on_a_counted_host_is_the_profile_its_plan_planned(gpus):
 
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
 def test_every_gpu_stage_plans_its_degrees_within_the_counted_gpus(gpus):
-    """Every expectation's world fits the GPUs; the parallel stages' worlds are powers of two within the largest
-    one that fits, and where that is fewer than the GPUs an expectation says so; the others run on every GPU."""
+    """Every expectation's world fits the GPUs; the parallel stages' worlds are powers of two within the
+    largest one that fits, and where that is fewer than the GPUs an expectation says so; the others run on
+    every GPU."""
     profile = host_profile("nccl-gpu", gpus)
     for name in stages.available(profile.name):
         want = stages.load(name).expect(profile, {})
@@ -64,7 +69,10 @@ def test_every_gpu_stage_plans_its_degrees_within_the_counted_gpus(gpus):
             said = [e for e in want if e.metric == "parallel_ranks"]
             if POWER_OF_TWO[gpus] < gpus and worlds:
                 assert [e.value for e in said] == [POWER_OF_TWO[gpus]], name
-                assert f"{gpus} ranks, one per GPU" in said[0].basis and f"ranks 0–{POWER_OF_TWO[gpus] - 1}" in said[0].basis
+                assert (
+                    f"{gpus} ranks, one per GPU" in said[0].basis
+                    and f"ranks 0–{POWER_OF_TWO[gpus] - 1}" in said[0].basis
+                )
             else:
                 assert said == [], name
         if name in EVERY_GPU and worlds:
@@ -113,9 +121,9 @@ def test_make_passes_nproc_to_both_remote_and_plan(command):
 
 
 def test_three_ranks_run_ep_and_cp_on_two_as_the_plan_says(tmp_path):
-    """A real run on 3 processes (gloo, the rehearsal's launcher): 8 experts do not split over 3, CP = 2 does not
-    divide 3 — both ran nothing or refused before; now each runs on ranks 0–1, every row at world 2, its golden
-    checks pass, and the expectations say why 2 of the 3."""
+    """A real run on 3 processes (gloo, the rehearsal's launcher): 8 experts do not split over 3, CP = 2 does
+    not divide 3 — both ran nothing or refused before; now each runs on ranks 0–1, every row at world 2, its
+    golden checks pass, and the expectations say why 2 of the 3."""
     import csv
     import json
     import subprocess
@@ -123,9 +131,28 @@ def test_three_ranks_run_ep_and_cp_on_two_as_the_plan_says(tmp_path):
     from pathlib import Path
 
     last = tmp_path / "LAST"
-    proc = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "gloo-cpu", "--nproc", "3",
-                           "--stages", "ep,cp", "--out", str(tmp_path), "--record-last", str(last)],
-                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "run",
+            "--profile",
+            "gloo-cpu",
+            "--nproc",
+            "3",
+            "--stages",
+            "ep,cp",
+            "--out",
+            str(tmp_path),
+            "--record-last",
+            str(last),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "EP = 2 on 2 of the 3 ranks (the largest power of two)" in proc.stderr  # progress goes to stderr
     run = Path(last.read_text().strip())

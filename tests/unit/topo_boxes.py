@@ -1,4 +1,5 @@
-"""Facts as the topology stage publishes them, built from the real `nvidia-smi topo -m` captures in tests/data/topo."""
+"""Facts as the topology stage publishes them, built from the real `nvidia-smi topo -m` captures in
+tests/data/topo."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def box_facts(stem: str, model: str, per_gpu: dict | None = None, keep: list[str
     t = parse((TOPO / f"{stem}.txt").read_text(encoding="utf-8"))
     if keep is not None:
         names = {old: f"GPU{i}" for i, old in enumerate(keep)}
-        t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(keep) for b in keep[i + 1:]}
+        t.links = {f"{names[a]}-{names[b]}": t.link(a, b) for i, a in enumerate(keep) for b in keep[i + 1 :]}
         t.gpus = list(names.values())
     topo = {"gpus": [model] * len(t.gpus), "gpu_model": model, **matrix_facts(t, model)}
     if per_gpu is not None:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from suite.stages.bandwidth.intra_judges import SOURCES  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
-from suite.cluster.intra_node import split_case as node_of  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
-
 from reports.figures._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
+from suite.cluster.intra_node import (
+    split_case as node_of,
+)  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
+from suite.stages.bandwidth.intra_judges import (
+    SOURCES,
+)  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "sendrecv")
 STYLE = {"torch": "-", "nccl-tests": "--"}
@@ -35,32 +39,57 @@ def figures(rows, expectations, facts) -> list[Figure]:
 
 
 def busbw_figure(busbw, expectations) -> Figure:
-    """A panel per collective measured (an ingest of one all_reduce capture draws one, not five empty beside it)."""
+    """A panel per collective measured (an ingest of one all_reduce capture draws one, not five empty beside
+    it)."""
     present = [coll for coll in COLLECTIVES if (busbw["case"] == coll).any()]
     cols, grid_rows = min(3, len(present)), (len(present) + 2) // 3
     fig, axes = new_figure(max(4 * cols, 7.5), 3.5 * grid_rows, grid_rows, cols, sharex=True, squeeze=False)
     axes = axes.flatten()
-    for ax in axes[len(present):]:  # the grid's spare cells (5 collectives on 2 × 3): not drawn
+    for ax in axes[len(present) :]:  # the grid's spare cells (5 collectives on 2 × 3): not drawn
         ax.set_visible(False)
     for i, (ax, coll) in enumerate(zip(axes, present)):
         part = busbw[busbw["case"] == coll]
         for (source, placement), curve in part.groupby(["source", "placement"], dropna=False):
             curve = curve.sort_values("size_bytes")
             # the colour says the source, the marker the placement (out of place: x, in place: dot)
-            measured(ax, (curve["size_bytes"].astype(float), curve["value"]), f"{source} {placement}",
-                     linestyle=STYLE.get(source, ":"), marker="x" if placement == "oop" else ".",
-                     color=source_colour(source), alpha=0.7 if placement == "oop" else 1.0)
-        floor = expectations[(expectations["case"] == coll) & (expectations["metric"] == "busbw_min")] \
-            if len(expectations) else expectations
+            measured(
+                ax,
+                (curve["size_bytes"].astype(float), curve["value"]),
+                f"{source} {placement}",
+                linestyle=STYLE.get(source, ":"),
+                marker="x" if placement == "oop" else ".",
+                color=source_colour(source),
+                alpha=0.7 if placement == "oop" else 1.0,
+            )
+        floor = (
+            expectations[(expectations["case"] == coll) & (expectations["metric"] == "busbw_min")]
+            if len(expectations)
+            else expectations
+        )
         if floor is not None and len(floor):
             inter = str(floor["basis"].iloc[0]).startswith("inter-node")
-            limit(ax, float(floor["value"].iloc[0]), "verdict floor: 70% of the inter-node ceiling" if inter
-                  else "verdict floor: 70% of link peak")
-        style(ax, title=coll, xlabel="message size" if i >= len(present) - cols else None, ylabel="busbw (GB/s)", logx=2,
-              xunit="bytes", legend=7 if len(part) else None)
-    return finish(fig, "Bus bandwidth by message size (torch solid, nccl-tests dashed)",
-                  "Good: each curve rises with the message size and flattens above the red 70%-of-link-peak "
-                  "floor, torch close to nccl-tests, no dip.")
+            limit(
+                ax,
+                float(floor["value"].iloc[0]),
+                "verdict floor: 70% of the inter-node ceiling"
+                if inter
+                else "verdict floor: 70% of link peak",
+            )
+        style(
+            ax,
+            title=coll,
+            xlabel="message size" if i >= len(present) - cols else None,
+            ylabel="busbw (GB/s)",
+            logx=2,
+            xunit="bytes",
+            legend=7 if len(part) else None,
+        )
+    return finish(
+        fig,
+        "Bus bandwidth by message size (torch solid, nccl-tests dashed)",
+        "Good: each curve rises with the message size and flattens above the red 70%-of-link-peak "
+        "floor, torch close to nccl-tests, no dip.",
+    )
 
 
 def fit_figure(rows, facts) -> Figure | None:
@@ -72,22 +101,49 @@ def fit_figure(rows, facts) -> Figure | None:
     for i, (source, part) in enumerate(fits.groupby("source")):
         got = dict(zip(part["metric"], part["value"]))
         placement = "oop" if source == "nccl-tests" else "ip"
-        pts = rows[(rows["case"] == "all_reduce") & (rows["metric"] == "time_us") & (rows["source"] == source)
-                   & (rows["placement"] == placement) & rows["algo"].isna()].sort_values("size_bytes")
+        pts = rows[
+            (rows["case"] == "all_reduce")
+            & (rows["metric"] == "time_us")
+            & (rows["source"] == source)
+            & (rows["placement"] == placement)
+            & rows["algo"].isna()
+        ].sort_values("size_bytes")
         if not len(pts):
             continue
         n = int(part["world"].iloc[0])
         sizes = pts["size_bytes"].astype(float)
         # t = 2(n−1)(α + S/(nβ)); α in µs, β in GB/s = 1e3 bytes/µs
         model = [2 * (n - 1) * (got["alpha"] + s / (n * got["beta"] * 1e3)) for s in sizes]
-        measured_vs_model(ax, (sizes, pts["value"]), (sizes, model), label=f"{source} measured",
-                          model_label=f"{source} α-β fit", color=source_colour(source, f"C{i}"), points=True)
-        notes.append(f"{source}: α = {got['alpha']:.3g} µs, β = {got['beta']:.3g} GB/s, "
-                     f"rms residual {got['rms_rel_residual']:.0%}")
-    style(ax, xlabel="message size", ylabel="all_reduce time", logx=2, logy=True, xunit="bytes", yunit="us", legend=8)
+        measured_vs_model(
+            ax,
+            (sizes, pts["value"]),
+            (sizes, model),
+            label=f"{source} measured",
+            model_label=f"{source} α-β fit",
+            color=source_colour(source, f"C{i}"),
+            points=True,
+        )
+        notes.append(
+            f"{source}: α = {got['alpha']:.3g} µs, β = {got['beta']:.3g} GB/s, "
+            f"rms residual {got['rms_rel_residual']:.0%}"
+        )
+    style(
+        ax,
+        xlabel="message size",
+        ylabel="all_reduce time",
+        logx=2,
+        logy=True,
+        xunit="bytes",
+        yunit="us",
+        legend=8,
+    )
     ax.set_title("all_reduce time and the fitted ring α-β model\n" + "\n".join(notes), fontsize=9)
-    return finish(fig, "α-β fit of all_reduce", "Good: the measured points lie on their dashed α-β line "
-                                                "(a small rms residual); α is the latency, β the bandwidth.")
+    return finish(
+        fig,
+        "α-β fit of all_reduce",
+        "Good: the measured points lie on their dashed α-β line "
+        "(a small rms residual); α is the latency, β the bandwidth.",
+    )
 
 
 def best_curve(part):
@@ -102,27 +158,40 @@ def split_figure(rows, expectations) -> Figure | None:
     named = busbw["case"].astype(str).map(node_of)
     if not named.notna().any():
         return None
-    intra = busbw[named.notna()].assign(coll=named[named.notna()].map(lambda t: t[0]),
-                                        node=named[named.notna()].map(lambda t: t[1]))
+    intra = busbw[named.notna()].assign(
+        coll=named[named.notna()].map(lambda t: t[0]), node=named[named.notna()].map(lambda t: t[1])
+    )
     intra = intra[intra["coll"].isin(COLLECTIVES)]
     if not len(intra):
         return None
     colls = [c for c in COLLECTIVES if c in set(intra["coll"])]
     cols = min(3, len(colls))
-    fig, axes = new_figure(4 * cols, 3.5 * ((len(colls) + cols - 1) // cols), (len(colls) + cols - 1) // cols, cols,
-                           sharex=True, squeeze=False)
+    fig, axes = new_figure(
+        4 * cols,
+        3.5 * ((len(colls) + cols - 1) // cols),
+        (len(colls) + cols - 1) // cols,
+        cols,
+        sharex=True,
+        squeeze=False,
+    )
     axes = axes.flatten()
-    for ax in axes[len(colls):]:
+    for ax in axes[len(colls) :]:
         ax.set_visible(False)
     for i, (ax, coll) in enumerate(zip(axes, colls)):
-        source = next((s for s in SOURCES if ((intra["coll"] == coll) & (intra["source"] == s)).any()), SOURCES[-1])
+        source = next(
+            (s for s in SOURCES if ((intra["coll"] == coll) & (intra["source"] == s)).any()), SOURCES[-1]
+        )
         across = busbw[(busbw["case"] == coll) & (busbw["source"] == source)]
         if len(across):
             curve = best_curve(across)
             measured(ax, (curve.index.astype(float), curve.values), f"inter-node ({source})", color="black")
-        for j, (node, part) in enumerate(intra[(intra["coll"] == coll) & (intra["source"] == source)].groupby("node")):
+        for j, (node, part) in enumerate(
+            intra[(intra["coll"] == coll) & (intra["source"] == source)].groupby("node")
+        ):
             curve = best_curve(part)
-            measured(ax, (curve.index.astype(float), curve.values), f"intra {node}", color=f"C{j}", marker=".")
+            measured(
+                ax, (curve.index.astype(float), curve.values), f"intra {node}", color=f"C{j}", marker="."
+            )
         floors = expectations[expectations["metric"] == "busbw_min"] if len(expectations) else expectations
         if floors is not None and len(floors):
             inter = floors[floors["case"] == coll]
@@ -131,9 +200,19 @@ def split_figure(rows, expectations) -> Figure | None:
             own = floors[floors["case"].map(lambda c: (node_of(c) or ("",))[0] == coll)]
             if len(own):
                 limit(ax, float(own["value"].min()), "intra-node floor", color="red")
-        style(ax, title=coll, xlabel="message size" if i >= len(colls) - cols else None,
-              ylabel="busbw (GB/s)" if i % cols == 0 else None, logx=2, xunit="bytes", legend=7)
-    return finish(fig, "Intra-node (each node) vs inter-node bus bandwidth",
-                  "Good: every node's own curve reaches the red intra-node floor (70% of the link peak), the curve "
-                  "across nodes the black inter-node floor (70% of min(link peak, NICs × line rate)); a node whose "
-                  "curve lies below the others' is the suspect.")
+        style(
+            ax,
+            title=coll,
+            xlabel="message size" if i >= len(colls) - cols else None,
+            ylabel="busbw (GB/s)" if i % cols == 0 else None,
+            logx=2,
+            xunit="bytes",
+            legend=7,
+        )
+    return finish(
+        fig,
+        "Intra-node (each node) vs inter-node bus bandwidth",
+        "Good: every node's own curve reaches the red intra-node floor (70% of the link peak), the curve "
+        "across nodes the black inter-node floor (70% of min(link peak, NICs × line rate)); a node whose "
+        "curve lies below the others' is the suspect.",
+    )

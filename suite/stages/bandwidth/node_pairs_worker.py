@@ -1,6 +1,7 @@
 """The inter-node point-to-point matrix: send/recv between every ordered pair of nodes, one pair at a time.
 
-    ctx.torchrun("suite.stages.bandwidth.node_pairs_worker", ["--bytes", "4194304", "--iters", "5"], tag="pairs")
+    ctx.torchrun("suite.stages.bandwidth.node_pairs_worker", ["--bytes", "4194304", "--iters", "5"],
+    tag="pairs")
 
 Each node's first rank (LOCAL_RANK 0) speaks for its node; the pairs run one after another (every rank
 waits at a barrier between them) so a pair has the link to itself and a slow node or link shows in its
@@ -30,7 +31,12 @@ STAGE = "bandwidth"
 
 def node_leaders(w: Worker) -> list[tuple[str, int]]:
     """(node name, global rank of its LOCAL_RANK 0) for every node, in node-rank order."""
-    me = (int(os.environ.get("GROUP_RANK", "0")), w.local_rank, os.environ.get("CARDTIME_NODE_NAME", "node"), w.rank)
+    me = (
+        int(os.environ.get("GROUP_RANK", "0")),
+        w.local_rank,
+        os.environ.get("CARDTIME_NODE_NAME", "node"),
+        w.rank,
+    )
     everyone: list = [None] * w.world
     dist.all_gather_object(everyone, me)
     return [(name, rank) for _, local, name, rank in sorted(everyone) if local == 0]
@@ -58,11 +64,20 @@ def measure_pair(w: Worker, leaders, i: int, j: int, count: int, iters: int) -> 
         w.synchronize()
         seconds = (time.perf_counter() - t0) / iters
         nbytes = count * 4
-        common = dict(stage=STAGE, case=arrow(src_name, dst_name), source="p2p", size_bytes=nbytes, world=2,
-                      rank=w.rank, dtype="float32")
-        rows = [Row(metric="busbw", value=nbytes / seconds / 1e9, unit="GB/s", **common),
-                Row(metric="time_us", value=seconds * 1e6, unit="us", **common),
-                Row(metric="wrong", value=float(wrong), unit="count", **common)]
+        common = dict(
+            stage=STAGE,
+            case=arrow(src_name, dst_name),
+            source="p2p",
+            size_bytes=nbytes,
+            world=2,
+            rank=w.rank,
+            dtype="float32",
+        )
+        rows = [
+            Row(metric="busbw", value=nbytes / seconds / 1e9, unit="GB/s", **common),
+            Row(metric="time_us", value=seconds * 1e6, unit="us", **common),
+            Row(metric="wrong", value=float(wrong), unit="count", **common),
+        ]
     dist.barrier()
     return rows
 

@@ -1,8 +1,9 @@
-"""The bandwidth stage across several nodes, one module for each of its phases: the point-to-point matrix between
-every pair of nodes (node_pairs), every node's own sweep and fit (intra_node), their floors and verdicts
-(intra_judges). On one node each function adds nothing, so the stage calls them unconditionally:
+"""The bandwidth stage across several nodes, one module for each of its phases: the point-to-point matrix
+between every pair of nodes (node_pairs), every node's own sweep and fit (intra_node), their floors and
+verdicts (intra_judges). On one node each function adds nothing, so the stage calls them unconditionally:
 
-    seconds, parts = bandwidth_nodes.estimate(p)          # make plan: the matrix and the nodes' sweeps, and what
+    seconds, parts = bandwidth_nodes.estimate(p)          # make plan: the matrix and the nodes' sweeps, and
+                                                          # what
     out += bandwidth_nodes.expect(profile, facts)         # floors across nodes and each node's own
     rows += bandwidth_nodes.measure(ctx, sweep_args)      # the matrix, then every node's sweep at once
     rows, intra = bandwidth_nodes.with_fit(rows, form)    # each node's α-β fit (facts['alpha_beta_intra'])
@@ -14,9 +15,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from suite.cluster import intra_node
-from suite.stages.bandwidth import intra_judges, node_pairs
 from suite.config import Profile
 from suite.results import Expectation, Row, Verdict
+from suite.stages.bandwidth import intra_judges, node_pairs
 
 
 def across(profile_or_facts: Profile | dict) -> bool:
@@ -27,16 +28,22 @@ def across(profile_or_facts: Profile | dict) -> bool:
 
 
 def estimate(p) -> tuple[float, list[str]]:
-    """make plan's seconds for the matrix and every node's own sweep (all nodes at once), and the plan's words."""
+    """make plan's seconds for the matrix and every node's own sweep (all nodes at once), and the plan's
+    words."""
     pairs, intra = node_pairs.estimate_s(p), intra_node.estimate_s(p)
-    words = (["the node-pair matrix"] if pairs else []) + (["each node's intra-node sweep (all nodes at once)"]
-                                                          if intra else [])
+    words = (["the node-pair matrix"] if pairs else []) + (
+        ["each node's intra-node sweep (all nodes at once)"] if intra else []
+    )
     return pairs + intra, words
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     """Across nodes the sweep is held to the NICs and each node's own sweep to its link; the matrix exact."""
-    out = intra_judges.inter_floors(profile, facts) + intra_judges.expect(profile, facts) if across(profile) else []
+    out = (
+        intra_judges.inter_floors(profile, facts) + intra_judges.expect(profile, facts)
+        if across(profile)
+        else []
+    )
     return out + node_pairs.expect(profile)
 
 

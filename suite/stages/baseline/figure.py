@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from suite.values import is_finite_number
-
 from reports.figures._plot import finish, limit, new_figure, style
 from reports.figures._scaling import series
+from suite.values import is_finite_number
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -36,12 +36,27 @@ def figures(rows, expectations, facts) -> list[Figure]:
         right.bar(["MFU"], [mfu * 100], color="tab:green")
         if mfu_floor:
             limit(right, mfu_floor * 100, f"floor {mfu_floor:.0%}")
-        style(right, title="Model FLOPs utilisation", ylabel="% of bf16 dense peak", grid=None,
-              legend=7 if mfu_floor else None)
+        style(
+            right,
+            title="Model FLOPs utilisation",
+            ylabel="% of bf16 dense peak",
+            grid=None,
+            legend=7 if mfu_floor else None,
+        )
     else:
         right.axis("off")
-        right.text(0.0, 0.5, f"step {step * 1e3:.3g} ms\n{tokens:,.0f} tokens/s\n(no MFU: no GPU peak)",
-                   fontsize=11, va="center")
-    return [finish(fig, f"Baseline, TP=1: {step * 1e3:.3g} ms per step, {tokens:,.0f} tokens/s",
-                   "Good: on a GPU an MFU at or above the red 20% floor (of the card's bf16 dense peak); this "
-                   "one-card step is what every scaling figure divides by.")]
+        right.text(
+            0.0,
+            0.5,
+            f"step {step * 1e3:.3g} ms\n{tokens:,.0f} tokens/s\n(no MFU: no GPU peak)",
+            fontsize=11,
+            va="center",
+        )
+    return [
+        finish(
+            fig,
+            f"Baseline, TP=1: {step * 1e3:.3g} ms per step, {tokens:,.0f} tokens/s",
+            "Good: on a GPU an MFU at or above the red 20% floor (of the card's bf16 dense peak); this "
+            "one-card step is what every scaling figure divides by.",
+        )
+    ]

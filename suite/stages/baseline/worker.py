@@ -14,9 +14,9 @@ import torch
 
 from suite.config import GptConfig
 from suite.costmodel.mfu import mfu
+from suite.costmodel.sizing import FLOPS_FORMULA
 from suite.hardware.gpus import gpu_for
 from suite.results import Row
-from suite.costmodel.sizing import FLOPS_FORMULA
 from suite.workloads.gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
 from suite.workloads.measure import PeakMemory, time_steps, typical
 from suite.workloads.training import make_optimizer, train_step
@@ -41,7 +41,9 @@ def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
         for s in range(cfg.warmup_steps):
             train_step(model, optimizer, *batches[s])
     counter = iter(range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps))
-    step_s = typical(time_steps(lambda: train_step(model, optimizer, *batches[next(counter)]), cfg.steps, device))
+    step_s = typical(
+        time_steps(lambda: train_step(model, optimizer, *batches[next(counter)]), cfg.steps, device)
+    )
     tokens_per_s = cfg.batch * cfg.seq_len / step_s
     flops = training_flops_per_token(cfg)
     name = device_name(device)
@@ -58,16 +60,29 @@ def measure_baseline(cfg: GptConfig, device: torch.device) -> list[Row]:
     if device.type == "cuda":
         gpu = gpu_for(name)
         peak = gpu.bf16_dense_tflops if gpu and gpu.bf16_dense_tflops else None
-        rows.append(Row(metric="peak_tflops", value=peak if peak else float("nan"), unit="TFLOP/s",
-                        text=gpu.peak_source if gpu else f"{name}: not in suite/hardware/gpus.py", **common))
-        rows.append(Row(metric="mfu", value=mfu(flops, tokens_per_s, peak * 1e12 if peak else float("nan")),
-                        unit="ratio", **common))
+        rows.append(
+            Row(
+                metric="peak_tflops",
+                value=peak if peak else float("nan"),
+                unit="TFLOP/s",
+                text=gpu.peak_source if gpu else f"{name}: not in suite/hardware/gpus.py",
+                **common,
+            )
+        )
+        rows.append(
+            Row(
+                metric="mfu",
+                value=mfu(flops, tokens_per_s, peak * 1e12 if peak else float("nan")),
+                unit="ratio",
+                **common,
+            )
+        )
     return rows
 
 
 def main() -> None:
-    from suite.workloads.worker_cli import model_from, parser
     from suite.workloads.worker import worker_session
+    from suite.workloads.worker_cli import model_from, parser
 
     args = parser(__doc__.splitlines()[0]).parse_args()
     with worker_session() as w:

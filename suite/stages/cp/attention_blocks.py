@@ -17,8 +17,9 @@ import math
 import torch
 
 
-def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                    q_start: int = 0, k_start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def block_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, q_start: int = 0, k_start: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ/√D) v over this block of keys, and lse = log Σ exp(scores) per query (float32)."""
     scores = torch.matmul(q, k.transpose(-1, -2)).float() * (1.0 / math.sqrt(q.shape[-1]))
     if causal:
@@ -30,18 +31,22 @@ def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     return torch.matmul(probs, v), lse
 
 
-def merge_partials(out: torch.Tensor, lse: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_partials(
+    out: torch.Tensor, lse: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention over the union of two disjoint key blocks from each block's own (out, lse):
     lse' = log(e^lse + e^lse_b), out' = e^(lse−lse')·out + e^(lse_b−lse')·out_b."""
     merged = torch.logaddexp(lse, lse_b)
-    out = (torch.exp(lse - merged).unsqueeze(-1) * out.float()
-           + torch.exp(lse_b - merged).unsqueeze(-1) * out_b.float()).to(out.dtype)
+    out = (
+        torch.exp(lse - merged).unsqueeze(-1) * out.float()
+        + torch.exp(lse_b - merged).unsqueeze(-1) * out_b.float()
+    ).to(out.dtype)
     return out, merged
 
 
-def averaged_partials(out: torch.Tensor, lse: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor,
-                      blocks_so_far: int) -> tuple[torch.Tensor, torch.Tensor]:
+def averaged_partials(
+    out: torch.Tensor, lse: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor, blocks_so_far: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The `lse_average` mistake: partial outputs and LSEs averaged as if every block weighed the same."""
     n = blocks_so_far
     return (out * n + out_b) / (n + 1), (lse * n + lse_b) / (n + 1)

@@ -1,7 +1,8 @@
 """The cp stage's golden comparison: a sequence split over a group, attended by ring attention or
 Ulysses, against full attention in one process — output, log-sum-exp, and the gradients of q, k, v.
 
-    errors = cp_errors(shape, group, "ring", causal=True)     # {"output": …, "lse": …, "dq": …, "dk": …, "dv": …}
+    errors = cp_errors(shape, group, "ring", causal=True)     # {"output": …, "lse": …, "dq": …, "dk": …,
+                                                              # "dv": …}
 
 Every rank builds the same full q, k, v (seeded), takes its contiguous sequence shard, and backpropagates
 Σ out·g + Σ lse·h with seeded g and h, so the LSE's own gradient path (the ring's merge) is checked too.
@@ -16,9 +17,9 @@ import torch
 import torch.distributed as dist
 
 from suite.stages.cp.attention_blocks import block_attention
-from suite.workloads.golden import group_max, max_abs_error
 from suite.stages.cp.ring_attention import CommLedger, ring_attention
 from suite.stages.cp.ulysses import ulysses_attention
+from suite.workloads.golden import group_max, max_abs_error
 
 QUANTITIES = ("output", "lse", "dq", "dk", "dv")
 
@@ -47,8 +48,14 @@ def reference(inputs: dict[str, torch.Tensor], causal: bool) -> dict[str, torch.
     return {"output": out.detach(), "lse": lse.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
 
 
-def partitioned(inputs: dict[str, torch.Tensor], group, algo: str, causal: bool, mistake: str | None = None,
-                ledger: CommLedger | None = None) -> dict[str, torch.Tensor]:
+def partitioned(
+    inputs: dict[str, torch.Tensor],
+    group,
+    algo: str,
+    causal: bool,
+    mistake: str | None = None,
+    ledger: CommLedger | None = None,
+) -> dict[str, torch.Tensor]:
     """This rank's shards of the same five quantities, computed by `algo` (ring or ulysses) over `group`."""
     me, n = dist.get_rank(group), dist.get_world_size(group)
     shard = {name: t.chunk(n, dim=2)[me] for name, t in inputs.items()}
@@ -62,9 +69,13 @@ def partitioned(inputs: dict[str, torch.Tensor], group, algo: str, causal: bool,
 def shard_errors(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], group) -> dict[str, float]:
     """max |got − want's shard of this rank| per quantity, the maximum over the group."""
     me, n = dist.get_rank(group), dist.get_world_size(group)
-    return {name: group_max(max_abs_error(got[name], want[name].chunk(n, dim=2)[me]), group) for name in QUANTITIES}
+    return {
+        name: group_max(max_abs_error(got[name], want[name].chunk(n, dim=2)[me]), group)
+        for name in QUANTITIES
+    }
 
 
-def cp_errors(inputs, ref, group, algo: str, causal: bool, mistake: str | None = None,
-              ledger: CommLedger | None = None) -> dict[str, float]:
+def cp_errors(
+    inputs, ref, group, algo: str, causal: bool, mistake: str | None = None, ledger: CommLedger | None = None
+) -> dict[str, float]:
     return shard_errors(partitioned(inputs, group, algo, causal, mistake, ledger), ref, group)

@@ -81,9 +81,18 @@ def _exchange(group, send: tuple, recv: tuple, step: int) -> list:
     return dist.batch_isend_irecv(ops)
 
 
-def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group, *, causal: bool,
-                   ledger: CommLedger | None = None, rotate: bool = True, compute: bool = True,
-                   mistake: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def ring_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    group,
+    *,
+    causal: bool,
+    ledger: CommLedger | None = None,
+    rotate: bool = True,
+    compute: bool = True,
+    mistake: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's output and LSE shards of attention over the whole sequence.
 
     rotate=False computes every block on the rank's own K/V (the compute alone, for the overlap
@@ -100,8 +109,14 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group, *, 
         source = (me - step) % n  # whose shard of K/V this rank holds now
         if compute and not (causal and source > me):
             q_start, k_start = (0, 0) if mistake == "mask_offset" else (me * length, source * length)
-            out_b, lse_b = block_attention(q, held[0], held[1], causal=causal and (source == me or mistake == "mask_offset"),
-                                           q_start=q_start, k_start=k_start)
+            out_b, lse_b = block_attention(
+                q,
+                held[0],
+                held[1],
+                causal=causal and (source == me or mistake == "mask_offset"),
+                q_start=q_start,
+                k_start=k_start,
+            )
             if out is None:
                 out, lse = out_b, lse_b
             elif mistake == "lse_average":

@@ -15,10 +15,10 @@ import torch
 
 from suite.results import Row
 from suite.stages.cp.golden import AttentionShape, full_inputs
-from suite.workloads.golden import group_max
-from suite.workloads.measure import time_steps, typical
 from suite.stages.cp.ring_attention import ring_attention
 from suite.stages.cp.ulysses import ulysses_attention
+from suite.workloads.golden import group_max
+from suite.workloads.measure import time_steps, typical
 
 STAGE = "cp"
 ATTEND = {"ring": ring_attention, "ulysses": ulysses_attention}
@@ -32,7 +32,9 @@ def _shards(shape: AttentionShape, group, seed: int, device, dtype):
     return {k: t.chunk(n, dim=2)[me].contiguous() for k, t in full.items()}
 
 
-def layer_times(w, group, degree: int, shape: AttentionShape, reps: int, dtype, causal: bool = True) -> list[Row]:
+def layer_times(
+    w, group, degree: int, shape: AttentionShape, reps: int, dtype, causal: bool = True
+) -> list[Row]:
     """Seconds per forward+backward of one attention layer, ring and Ulysses, the slowest rank's median."""
     shard = _shards(shape, group, 0, w.device, dtype)
     out = []
@@ -45,12 +47,27 @@ def layer_times(w, group, degree: int, shape: AttentionShape, reps: int, dtype, 
 
         step()  # warm-up
         seconds = group_max(typical(time_steps(step, reps, w.device)), group)
-        out.append(Row(stage=STAGE, case="layer", metric="time_s", value=seconds, unit="s", algo=algo, world=degree,
-                       count=shape.seq_len, dtype=str(dtype).removeprefix("torch."), source="hand", rank=w.rank))
+        out.append(
+            Row(
+                stage=STAGE,
+                case="layer",
+                metric="time_s",
+                value=seconds,
+                unit="s",
+                algo=algo,
+                world=degree,
+                count=shape.seq_len,
+                dtype=str(dtype).removeprefix("torch."),
+                source="hand",
+                rank=w.rank,
+            )
+        )
     return out
 
 
-def overlap_times(w, group, degree: int, shape: AttentionShape, reps: int, dtype, causal: bool = True) -> list[Row]:
+def overlap_times(
+    w, group, degree: int, shape: AttentionShape, reps: int, dtype, causal: bool = True
+) -> list[Row]:
     """The ring's forward as is, compute alone and rotation alone, and the hidden fraction of the rotation."""
     shard = _shards(shape, group, 1, w.device, dtype)
     q, k, v = shard["q"], shard["k"], shard["v"]
@@ -62,9 +79,20 @@ def overlap_times(w, group, degree: int, shape: AttentionShape, reps: int, dtype
             step()
             seconds[name] = group_max(typical(time_steps(step, reps, w.device)), group)
     rotation = seconds["rotation_only"]
-    hidden = (seconds["compute_only"] + rotation - seconds["ring"]) / rotation if rotation > 0 else float("nan")
-    common = dict(stage=STAGE, case="overlap", world=degree, count=shape.seq_len,
-                  dtype=str(dtype).removeprefix("torch."), source="hand", rank=w.rank)
+    hidden = (
+        (seconds["compute_only"] + rotation - seconds["ring"]) / rotation if rotation > 0 else float("nan")
+    )
+    common = dict(
+        stage=STAGE,
+        case="overlap",
+        world=degree,
+        count=shape.seq_len,
+        dtype=str(dtype).removeprefix("torch."),
+        source="hand",
+        rank=w.rank,
+    )
     rows = [Row(metric="forward_s", value=s, unit="s", algo=name, **common) for name, s in seconds.items()]
-    rows.append(Row(metric="rotation_hidden", value=min(1.0, max(0.0, hidden)), unit="ratio", algo="ring", **common))
+    rows.append(
+        Row(metric="rotation_hidden", value=min(1.0, max(0.0, hidden)), unit="ratio", algo="ring", **common)
+    )
     return rows

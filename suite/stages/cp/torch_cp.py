@@ -25,7 +25,9 @@ QUANTITIES = ("output", "dq", "dk", "dv")
 
 def torch_cp_errors(inputs: dict[str, torch.Tensor], mesh, causal: bool) -> dict[str, float]:
     from torch.distributed.tensor.experimental import context_parallel
-    from torch.distributed.tensor.experimental._attention import context_parallel_unshard  # where torch's CP tutorial takes it
+    from torch.distributed.tensor.experimental._attention import (
+        context_parallel_unshard,
+    )  # where torch's CP tutorial takes it
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q0, k0, v0 = (inputs[n].detach().clone().requires_grad_(True) for n in "qkv")
@@ -35,7 +37,9 @@ def torch_cp_errors(inputs: dict[str, torch.Tensor], mesh, causal: bool) -> dict
 
     buffers = [inputs[n].detach().clone() for n in ("q", "k", "v", "g")]
     # no_restore: putting the full values back in place would write into leaves that now require grad.
-    with context_parallel(mesh, buffers=buffers, buffer_seq_dims=[2, 2, 2, 2], no_restore_buffers=set(buffers)):
+    with context_parallel(
+        mesh, buffers=buffers, buffer_seq_dims=[2, 2, 2, 2], no_restore_buffers=set(buffers)
+    ):
         q, k, v = (b.requires_grad_(True) for b in buffers[:3])
         # On CUDA the memory-efficient kernel: it takes float32 (flash does not) and context_parallel()
         # intercepts it. On CPU torch refuses here (no sharding strategy for the CPU kernels: FACTS.md).

@@ -21,12 +21,12 @@ import torch.distributed as dist
 
 from suite.results import Row
 from suite.stages.cp.golden import AttentionShape, cp_errors, full_inputs, reference
-from suite.stages.cp.timing import layer_times, overlap_times
-from suite.workloads.golden import CHECK_DTYPE, group_max
-from suite.workloads.gpt import torch_dtype
 from suite.stages.cp.ring_attention import MISTAKES as RING_MISTAKES
 from suite.stages.cp.ring_attention import CommLedger
+from suite.stages.cp.timing import layer_times, overlap_times
 from suite.stages.cp.ulysses import MISTAKES as ULYSSES_MISTAKES
+from suite.workloads.golden import CHECK_DTYPE, group_max
+from suite.workloads.gpt import torch_dtype
 from suite.workloads.worker import Worker, worker_session
 from suite.workloads.worker_cli import degrees_from, log, mistakes_from
 
@@ -46,15 +46,37 @@ def golden_rows(w: Worker, cfg: dict, d: int, group, mistakes: list[str]) -> lis
         for algo in ALGOS:
             ledger = CommLedger()
             errors = cp_errors(inputs, ref, group, algo, causal, ledger=ledger)
-            rows += [Row(case=f"{mask}.{q}", metric="max_abs_error", value=group_max(v), algo=algo, **common)
-                     for q, v in errors.items()]
+            rows += [
+                Row(case=f"{mask}.{q}", metric="max_abs_error", value=group_max(v), algo=algo, **common)
+                for q, v in errors.items()
+            ]
             if not causal:
-                rows.append(Row(stage=STAGE, case="comm.forward", metric="bytes_sent", value=group_max(ledger.bytes_sent),
-                                unit="bytes", algo=algo, world=d, dtype=CHECK_DTYPE, source="hand", count=shape.seq_len))
+                rows.append(
+                    Row(
+                        stage=STAGE,
+                        case="comm.forward",
+                        metric="bytes_sent",
+                        value=group_max(ledger.bytes_sent),
+                        unit="bytes",
+                        algo=algo,
+                        world=d,
+                        dtype=CHECK_DTYPE,
+                        source="hand",
+                        count=shape.seq_len,
+                    )
+                )
         for m in mistakes:
             errors = cp_errors(inputs, ref, group, MISTAKE_ALGO[m], causal, mistake=m)
-            rows += [Row(case=f"mistake.{m}.{mask}.{q}", metric="max_abs_error", value=group_max(v),
-                         algo=MISTAKE_ALGO[m], **common) for q, v in errors.items()]
+            rows += [
+                Row(
+                    case=f"mistake.{m}.{mask}.{q}",
+                    metric="max_abs_error",
+                    value=group_max(v),
+                    algo=MISTAKE_ALGO[m],
+                    **common,
+                )
+                for q, v in errors.items()
+            ]
         if w.device.type == "cuda":
             rows += torch_cp_rows(w, inputs, d, mask, causal, common)
     return rows
@@ -62,24 +84,37 @@ def golden_rows(w: Worker, cfg: dict, d: int, group, mistakes: list[str]) -> lis
 
 def torch_cp_rows(w: Worker, inputs, d: int, mask: str, causal: bool, common: dict) -> list[Row]:
     """torch's context_parallel() against the same reference; a failure is a row saying so (judged fail)."""
+    from suite.stages.cp.torch_cp import QUANTITIES as TORCH_QUANTITIES
+    from suite.stages.cp.torch_cp import torch_cp_errors
     from suite.workloads.parallel_plans import tp_submesh
-    from suite.stages.cp.torch_cp import QUANTITIES as TORCH_QUANTITIES, torch_cp_errors
 
     try:
         errors = torch_cp_errors(inputs, tp_submesh(w.device.type, w.world, d), causal)
     except Exception as error:  # noqa: BLE001 - reported as a failed comparison with its message
-        return [Row(case=f"{mask}.{q}", metric="max_abs_error", value=float("nan"), algo="torch_cp",
-                    text=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300], **common)
-                for q in TORCH_QUANTITIES]
-    return [Row(case=f"{mask}.{q}", metric="max_abs_error", value=group_max(v), algo="torch_cp", **common)
-            for q, v in errors.items()]
+        return [
+            Row(
+                case=f"{mask}.{q}",
+                metric="max_abs_error",
+                value=float("nan"),
+                algo="torch_cp",
+                text=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300],
+                **common,
+            )
+            for q in TORCH_QUANTITIES
+        ]
+    return [
+        Row(case=f"{mask}.{q}", metric="max_abs_error", value=group_max(v), algo="torch_cp", **common)
+        for q, v in errors.items()
+    ]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cp", required=True, help="the profile's cp section as JSON")
     p.add_argument("--degrees", default="2,4")
-    p.add_argument("--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)")
+    p.add_argument(
+        "--mistakes", default="", help="comma-separated deliberate mistakes to check as well (tests)"
+    )
     args = p.parse_args()
     cfg = json.loads(args.cp)
     degrees = degrees_from(args.degrees)
@@ -96,7 +131,10 @@ def main() -> None:
             rows = golden_rows(w, cfg, d, group, mistakes)
             if w.rank == 0:
                 w.emit(rows)
-            log(t0, f"CP={d} golden: worst {max((r.value for r in rows if r.metric == 'max_abs_error' and not r.case.startswith('mistake.')), default=float('nan')):.3g}")
+            errors = [
+                r.value for r in rows if r.metric == "max_abs_error" and not r.case.startswith("mistake.")
+            ]
+            log(t0, f"CP={d} golden: worst {max(errors, default=float('nan')):.3g}")
         dtype = torch_dtype(cfg["dtype"])
         for d, group in groups.items():
             for i, seq_len in enumerate(cfg["seq_lens"]):

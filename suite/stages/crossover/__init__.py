@@ -20,18 +20,23 @@ from __future__ import annotations
 import math
 import os
 
-from suite.config import Profile
-from suite.stage_contract import Stage
-from suite.context import StageContext
-from suite.costmodel.alphabeta import (crossover_bytes, ring_allreduce_bytes, ring_allreduce_s, tree_allreduce_bytes,
-                               tree_allreduce_s)
-from suite.results import Expectation, Row, Verdict
-from suite.facts import alpha_beta
-from suite.verdicts import judges_performance, not_captured, verdicts_for
+from suite import headlines as hl
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.cluster.alphabeta_fit import fit_rows
+from suite.config import Profile
+from suite.context import StageContext
+from suite.costmodel.alphabeta import (
+    crossover_bytes,
+    ring_allreduce_bytes,
+    ring_allreduce_s,
+    tree_allreduce_bytes,
+    tree_allreduce_s,
+)
+from suite.facts import alpha_beta
 from suite.launch.rows import launch_rows, launch_verdicts
-from suite import headlines as hl
+from suite.results import Expectation, Row, Verdict
+from suite.stage_contract import Stage
+from suite.verdicts import judges_performance, not_captured, verdicts_for
 
 NAME = "crossover"
 
@@ -59,15 +64,38 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     out = []
     for size in profile.sweep.sizes():
         for algo, model in (("ring", ring_allreduce_s), ("tree", tree_allreduce_s)):
-            out.append(Expectation(stage=NAME, case=algo, metric="time_us", value=model(size, n, alpha, beta) * 1e6,
-                                   unit="us", basis=f"{algo} α-β; {basis}", size_bytes=size, world=n, algo=algo,
-                                   source="model"))
+            out.append(
+                Expectation(
+                    stage=NAME,
+                    case=algo,
+                    metric="time_us",
+                    value=model(size, n, alpha, beta) * 1e6,
+                    unit="us",
+                    basis=f"{algo} α-β; {basis}",
+                    size_bytes=size,
+                    world=n,
+                    algo=algo,
+                    source="model",
+                )
+            )
     cross = crossover_bytes(n, alpha, beta)
-    out.append(Expectation(stage=NAME, case="crossover", metric="crossover_bytes",
-                           value=float("nan") if cross is None else cross, unit="bytes", world=n, source="model",
-                           basis=(f"S* = αβ(L−(n−1))/((n−1)/n−L), L=⌈log₂{n}⌉, α={alpha * 1e6:.3g} µs, "
-                                  f"β={beta / 1e9:.3g} GB/s ({basis})" if cross else
-                                  f"no crossover for n = {n}: the ring never loses")))
+    out.append(
+        Expectation(
+            stage=NAME,
+            case="crossover",
+            metric="crossover_bytes",
+            value=float("nan") if cross is None else cross,
+            unit="bytes",
+            world=n,
+            source="model",
+            basis=(
+                f"S* = αβ(L−(n−1))/((n−1)/n−L), L=⌈log₂{n}⌉, α={alpha * 1e6:.3g} µs, "
+                f"β={beta / 1e9:.3g} GB/s ({basis})"
+                if cross
+                else f"no crossover for n = {n}: the ring never loses"
+            ),
+        )
+    )
     return out
 
 
@@ -77,18 +105,25 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     common = ["--warmup", str(s.warmup_iters), "--iters", str(s.iters), "--dtype", s.dtype, "--stage", NAME]
     hand_sizes = [x for x in s.sizes() if x <= HAND_MAX_BYTES]
     ctx.say(f"hand ring and tree all-reduce × {len(hand_sizes)} sizes")
-    rows = launch_rows(ctx, "suite.stages.crossover.hand_allreduce",
-                       ["--sizes", ",".join(map(str, hand_sizes)), *common, "--library"], tag="hand")
+    rows = launch_rows(
+        ctx,
+        "suite.stages.crossover.hand_allreduce",
+        ["--sizes", ",".join(map(str, hand_sizes)), *common, "--library"],
+        tag="hand",
+    )
     ctx.keep(rows, tag="hand")  # in the run directory now: a kill later in the stage loses none of them
-    if profile.device == "cuda":  # each tool runs whatever became of the others: a failure never hides their data
+    if (
+        profile.device == "cuda"
+    ):  # each tool runs whatever became of the others: a failure never hides their data
         for algo in NCCL_ALGOS:
             ctx.say(f"torch all_reduce with NCCL_ALGO={algo}")
             env = {**os.environ, "NCCL_ALGO": algo}
             args = ["--sizes", sizes, *common, "--collectives", "all_reduce", "--algo", algo]
             swept = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag=f"torch-{algo}", env=env)
             ctx.keep(swept, tag=f"torch-{algo}")
-            rows += swept + _nccl_tests.sweep(profile, ctx, ["all_reduce"], algo=algo, env={"NCCL_ALGO": algo},
-                                              on_binary=ctx.keep)
+            rows += swept + _nccl_tests.sweep(
+                profile, ctx, ["all_reduce"], algo=algo, env={"NCCL_ALGO": algo}, on_binary=ctx.keep
+            )
     rows += analysis_rows(rows, profile.nproc)
     return rows
 
@@ -106,16 +141,24 @@ def times(rows: list[Row], source: str, algo: str) -> dict[int, float]:
 
 
 def measured_crossover(tree: dict[int, float], ring: dict[int, float]) -> tuple[float | None, str]:
-    """The first size where the ring overtakes the tree (geometric mean of the sizes either side), and what happened."""
+    """The first size where the ring overtakes the tree (geometric mean of the sizes either side), and what
+    happened."""
     sizes = sorted(set(tree) & set(ring))
     if not sizes:
         return None, "no common sizes"
     tree_wins = [tree[s] < ring[s] for s in sizes]
     for i in range(1, len(sizes)):
         if tree_wins[i - 1] and not tree_wins[i]:
-            return math.sqrt(sizes[i - 1] * sizes[i]), f"tree faster up to {sizes[i - 1]} B, ring from {sizes[i]} B"
-    return None, ("tree faster at every size" if all(tree_wins) else
-                  "ring faster at every size" if not any(tree_wins) else "ring faster first, then tree")
+            return math.sqrt(
+                sizes[i - 1] * sizes[i]
+            ), f"tree faster up to {sizes[i - 1]} B, ring from {sizes[i]} B"
+    return None, (
+        "tree faster at every size"
+        if all(tree_wins)
+        else "ring faster at every size"
+        if not any(tree_wins)
+        else "ring faster first, then tree"
+    )
 
 
 def fitted_crossover(rows: list[Row], source: str) -> float | None:
@@ -146,18 +189,39 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
     for algo in ALGOS:  # hand rows: case = algo
         out += fit_rows(rows, world, stage=NAME, case=algo, algo=algo, match_algo=algo)
     for nccl_algo in NCCL_ALGOS:  # NCCL_ALGO rows: case all_reduce, algo Ring/Tree; fits labelled ring/tree
-        out += fit_rows(rows, world, stage=NAME, case="all_reduce", algo=nccl_algo.lower(), match_algo=nccl_algo)
+        out += fit_rows(
+            rows, world, stage=NAME, case="all_reduce", algo=nccl_algo.lower(), match_algo=nccl_algo
+        )
     for source, tree, ring in PAIRS:
         t, r = times(rows, source, tree), times(rows, source, ring)
         if not t or not r:
             continue
         size, what = measured_crossover(t, r)
-        out.append(Row(stage=NAME, case="crossover", metric="crossover_bytes", unit="bytes", source=source,
-                       value=float("nan") if size is None else size, world=world, text=what))
+        out.append(
+            Row(
+                stage=NAME,
+                case="crossover",
+                metric="crossover_bytes",
+                unit="bytes",
+                source=source,
+                value=float("nan") if size is None else size,
+                world=world,
+                text=what,
+            )
+        )
         fitted = fitted_crossover(out, source)
-        out.append(Row(stage=NAME, case="crossover", metric="crossover_bytes_fit", unit="bytes", source=source,
-                       value=float("nan") if fitted is None else fitted, world=world,
-                       text="where the fitted ring and tree lines cross"))
+        out.append(
+            Row(
+                stage=NAME,
+                case="crossover",
+                metric="crossover_bytes_fit",
+                unit="bytes",
+                source=source,
+                value=float("nan") if fitted is None else fitted,
+                world=world,
+                text="where the fitted ring and tree lines cross",
+            )
+        )
     return out
 
 
@@ -167,9 +231,14 @@ VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    if not_captured(facts, "hand"):  # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
-        verdicts = [VERDICTS.live_only_skip(f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
-                    for check in ("correct", "bytes") for algo in ALGOS]
+    if not_captured(
+        facts, "hand"
+    ):  # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
+        verdicts = [
+            VERDICTS.live_only_skip(f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
+            for check in ("correct", "bytes")
+            for algo in ALGOS
+        ]
     else:
         verdicts = [judge_correct(rows, algo) for algo in ALGOS] + [judge_bytes(rows, algo) for algo in ALGOS]
     verdicts += judge_nccl_runs(rows) + launch_verdicts(NAME, rows)
@@ -177,24 +246,37 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     measured = {r.source: r for r in rows if r.metric == "crossover_bytes"}
     # The model describes the hand-written ring and binomial tree: they, not NCCL's, are held to it.
     hand = measured.get("hand")
-    observed = (f"measured {hand.value:.3g} B (hand: {hand.text}); predicted {predicted:.3g} B" if hand
-                else f"no hand ring/tree crossover rows; predicted {predicted:.3g} B")
+    observed = (
+        f"measured {hand.value:.3g} B (hand: {hand.text}); predicted {predicted:.3g} B"
+        if hand
+        else f"no hand ring/tree crossover rows; predicted {predicted:.3g} B"
+    )
     if not judges_performance(facts):
-        return verdicts + [VERDICTS.cpu_skip("crossover", f"within {FAR:g}× of the α-β prediction", observed),
-                           VERDICTS.cpu_skip("nccl", "NCCL's Ring/Tree crossover, measured", "")]
-    return verdicts + [judge_crossover(hand, predicted, [r for r in rows if r.source == "hand"]),
-                       nccl_crossover(measured, predicted)]
+        return verdicts + [
+            VERDICTS.cpu_skip("crossover", f"within {FAR:g}× of the α-β prediction", observed),
+            VERDICTS.cpu_skip("nccl", "NCCL's Ring/Tree crossover, measured", ""),
+        ]
+    return verdicts + [
+        judge_crossover(hand, predicted, [r for r in rows if r.source == "hand"]),
+        nccl_crossover(measured, predicted),
+    ]
 
 
 def judge_correct(rows: list[Row], algo: str) -> Verdict:
     wrong = [r for r in rows if r.source == "hand" and r.case == algo and r.metric == "wrong"]
     bad = [f"{r.size_bytes} B: {r.value:g}" for r in wrong if r.value != 0]
     return VERDICTS.check(
-        f"correct.{algo}", bool(wrong) and not bad, expected="equal to dist.all_reduce elementwise at every size",
+        f"correct.{algo}",
+        bool(wrong) and not bad,
+        expected="equal to dist.all_reduce elementwise at every size",
         observed="; ".join(bad[:6]) or (f"{len(wrong)} sizes, 0 wrong" if wrong else "no rows"),
         reason_ok=f"hand {algo} equals dist.all_reduce everywhere",
-        reason_bad=(f"the hand {algo} differs from dist.all_reduce: see raw/crossover/hand.rank0.log" if bad else
-                    f"no {algo} results: the launch produced no rows"))
+        reason_bad=(
+            f"the hand {algo} differs from dist.all_reduce: see raw/crossover/hand.rank0.log"
+            if bad
+            else f"no {algo} results: the launch produced no rows"
+        ),
+    )
 
 
 def judge_bytes(rows: list[Row], algo: str) -> Verdict:
@@ -208,10 +290,17 @@ def judge_bytes(rows: list[Row], algo: str) -> Verdict:
             bad.append(f"rank {r.rank} {r.size_bytes} B {r.metric} {r.value:g} ≠ {want}")
     formula = "2(n−1)·S/n per rank" if algo == "ring" else "S × (children + parent) per rank, 2(n−1)·S in all"
     return VERDICTS.check(
-        f"bytes.{algo}", bool(counted) and not bad, expected=formula,
-        observed="; ".join(bad[:4]) or f"{len(counted)} counts match", reason_ok="every rank's bytes match",
-        reason_bad=(f"the hand {algo} moves other bytes than its formula: a step sends the wrong chunk"
-                    if bad else "no byte counts recorded"))
+        f"bytes.{algo}",
+        bool(counted) and not bad,
+        expected=formula,
+        observed="; ".join(bad[:4]) or f"{len(counted)} counts match",
+        reason_ok="every rank's bytes match",
+        reason_bad=(
+            f"the hand {algo} moves other bytes than its formula: a step sends the wrong chunk"
+            if bad
+            else "no byte counts recorded"
+        ),
+    )
 
 
 def judge_nccl_runs(rows: list[Row]) -> list[Verdict]:
@@ -220,15 +309,25 @@ def judge_nccl_runs(rows: list[Row]) -> list[Verdict]:
     for r in rows:
         if r.metric == "status" and r.source == "nccl-tests":
             kind, _, text = (r.text or "").partition(": ")
-            status = {"complete": "pass", "missing": "skip", "cut": "skip"}.get(kind, "fail")  # cut: rows_from_output
-            out.append(VERDICTS.verdict(f"nccl_tests.{r.algo}", status,
-                                        expected=f"all_reduce_perf with NCCL_ALGO={r.algo} runs to its footer",
-                                        observed=kind, reason=text))
+            status = {"complete": "pass", "missing": "skip", "cut": "skip"}.get(
+                kind, "fail"
+            )  # cut: rows_from_output
+            out.append(
+                VERDICTS.verdict(
+                    f"nccl_tests.{r.algo}",
+                    status,
+                    expected=f"all_reduce_perf with NCCL_ALGO={r.algo} runs to its footer",
+                    observed=kind,
+                    reason=text,
+                )
+            )
     return out
 
 
-NCCL_TREE_NOTE = ("NCCL's intra-node Tree is a chain through the GPUs, not the binomial tree the α-β model "
-                  "describes (NVIDIA/nccl#919, #672): its crossover is reported beside the model's, not held to it")
+NCCL_TREE_NOTE = (
+    "NCCL's intra-node Tree is a chain through the GPUs, not the binomial tree the α-β model "
+    "describes (NVIDIA/nccl#919, #672): its crossover is reported beside the model's, not held to it"
+)
 
 
 def nccl_crossover(measured: dict[str, Row], predicted: float) -> Verdict:
@@ -236,34 +335,52 @@ def nccl_crossover(measured: dict[str, Row], predicted: float) -> Verdict:
     source = next((s for s in ("nccl-tests", "torch") if s in measured), None)
     expected = f"NCCL's Ring/Tree crossover, measured (the binomial model predicts {predicted:.3g} B)"
     if source is None:
-        return VERDICTS.skip("nccl", expected=expected, observed="no NCCL_ALGO=Ring/Tree curves",
-                             reason="the NCCL_ALGO-pinned all_reduce runs produced no times: "
-                                    "see the nccl_tests verdicts")
+        return VERDICTS.skip(
+            "nccl",
+            expected=expected,
+            observed="no NCCL_ALGO=Ring/Tree curves",
+            reason="the NCCL_ALGO-pinned all_reduce runs produced no times: see the nccl_tests verdicts",
+        )
     row = measured[source]
     where = f"{row.value:.3g} B" if math.isfinite(row.value) else "no crossing"
-    return VERDICTS.passed("nccl", expected=expected, observed=f"{where} ({source}: {row.text})", reason=NCCL_TREE_NOTE)
+    return VERDICTS.passed(
+        "nccl", expected=expected, observed=f"{where} ({source}: {row.text})", reason=NCCL_TREE_NOTE
+    )
 
 
 def judge_crossover(measured: Row | None, predicted: float, rows: list[Row]) -> Verdict:
     if not math.isfinite(predicted):
-        return VERDICTS.skip("crossover", expected="a predicted crossover", observed="none predicted",
-                             reason="the model predicts no crossover for this world size (n ≤ 2)")
+        return VERDICTS.skip(
+            "crossover",
+            expected="a predicted crossover",
+            observed="none predicted",
+            reason="the model predicts no crossover for this world size (n ≤ 2)",
+        )
     sizes = sorted({r.size_bytes for r in rows if r.metric == "time_us" and r.size_bytes})
     if measured is None or not math.isfinite(measured.value):
         inside = bool(sizes) and sizes[0] <= predicted <= sizes[-1]
         what = measured.text if measured is not None else "no ring/tree curves"
         return VERDICTS.check(
-            "crossover", not inside, bad="warn", expected=f"crossover near {predicted:.3g} B", observed=what,
+            "crossover",
+            not inside,
+            bad="warn",
+            expected=f"crossover near {predicted:.3g} B",
+            observed=what,
             reason_ok="the predicted crossover lies outside the sweep, and none was measured inside it",
             reason_bad="the model puts a crossover inside the sweep but none was measured: α or β is off, "
-                       "or NCCL_ALGO was not honoured")
+            "or NCCL_ALGO was not honoured",
+        )
     ratio = max(measured.value / predicted, predicted / measured.value)
     return VERDICTS.check(
-        "crossover", ratio <= FAR, bad="warn", expected=f"within {FAR:g}× of {predicted:.3g} B",
+        "crossover",
+        ratio <= FAR,
+        bad="warn",
+        expected=f"within {FAR:g}× of {predicted:.3g} B",
         observed=f"{measured.value:.3g} B ({measured.source}), {ratio:.1f}× away",
         reason_ok="the α-β model places the crossover",
         reason_bad="the crossover is far from the model: the fitted α/β do not describe this algorithm "
-                   "(NVLS/CollNet in play, or a latency-bound protocol) — compare the per-algorithm fits")
+        "(NVLS/CollNet in play, or a latency-bound protocol) — compare the per-algorithm fits",
+    )
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
@@ -272,8 +389,9 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     predicted = hl.matching(expectations, "crossover", "crossover_bytes")
     if not measured:
         return None
-    return (f"Ring/Tree crossover at {hl.size(measured[0].value)}"
-            + (f" · α-β predicts {hl.size(predicted[0].value)}" if predicted else ""))
+    return f"Ring/Tree crossover at {hl.size(measured[0].value)}" + (
+        f" · α-β predicts {hl.size(predicted[0].value)}" if predicted else ""
+    )
 
 
 STAGE = Stage(
@@ -281,9 +399,16 @@ STAGE = Stage(
     after=("bandwidth",),  # α and β fitted by the bandwidth stage
     title="all_reduce pinned to `NCCL_ALGO=Ring` then `Tree`",
     measures="all-reduce time of a ring and a tree over message sizes, and the size where they cross",
-    wrong="the hand ring/tree crossover more than 10× away from the α-β model's prediction (α, β fitted by the "
-          "bandwidth stage); NCCL's own Ring/Tree crossover is reported, not judged (its intra-node Tree is a chain)",
-    rehearsal="hand-written ring and tree all-reduce over isend/irecv, byte-counted, checked against dist.all_reduce",
+    wrong="the hand ring/tree crossover more than 10× away from the α-β model's prediction (α, β fitted by "
+    "the "
+    "bandwidth stage); NCCL's own Ring/Tree crossover is reported, not judged (its intra-node Tree is a "
+    "chain)",
+    rehearsal="hand-written ring and tree all-reduce over isend/irecv, byte-counted, checked against "
+    "dist.all_reduce",
     config=CONFIG,
-    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+    estimate=estimate,
+    expect=expect,
+    run=run,
+    judge=judge,
+    headline=headline,
 )

@@ -1,6 +1,8 @@
-"""Hand-written ring and binomial-tree all-reduce over isend/irecv, byte-counted, checked against dist.all_reduce.
+"""Hand-written ring and binomial-tree all-reduce over isend/irecv, byte-counted, checked against
+dist.all_reduce.
 
-    ctx.torchrun("suite.stages.crossover.hand_allreduce", ["--sizes", "8,64,4096", "--warmup", "2", "--iters", "5"])
+    ctx.torchrun("suite.stages.crossover.hand_allreduce", ["--sizes", "8,64,4096", "--warmup", "2", "--iters",
+    "5"])
 
 Ring (reduce-scatter then all-gather): 2(n−1) steps, each rank sends chunk (r−s) mod n to r+1 and
 receives from r−1 in one batch_isend_irecv (send and receive together, so no rank waits for its
@@ -20,7 +22,8 @@ max_abs_diff; bytes_sent, bytes_received per rank.
 
 Deliberate mistakes (`--mistakes`, for the tests: the check must catch each), real bugs of a hand-written
 all-reduce that run without an error and keep every rank's sends and receives paired:
-  ring_chunk_offset   the reduce-scatter adds each received chunk into the slot it just sent (index off by one)
+  ring_chunk_offset   the reduce-scatter adds each received chunk into the slot it just sent (index off by
+                      one)
   ring_missing_step   the reduce-scatter stops one step short (n−2 steps): the all-gather spreads partial sums
   tree_overwrite      a parent receives its child's partial sum over its own buffer instead of adding it
 Each is run untimed after the correct algorithms; rows case `mistake.<name>`: wrong, max_abs_diff.
@@ -59,7 +62,9 @@ class ByteCounter:
         return ops
 
 
-def exchange(counter: ByteCounter, send: torch.Tensor | None, dst: int, recv: torch.Tensor | None, src: int) -> None:
+def exchange(
+    counter: ByteCounter, send: torch.Tensor | None, dst: int, recv: torch.Tensor | None, src: int
+) -> None:
     ops = counter.ops(send, dst, recv, src)
     if ops:
         for request in dist.batch_isend_irecv(ops):
@@ -139,29 +144,66 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
     reference = data.clone()
     dist.all_reduce(reference)
     rows: list[Row] = []
-    base = dict(stage=args.stage, size_bytes=size, count=count, dtype=args.dtype, redop="sum", root=-1,
-                placement="ip", source="hand", world=w.world)
+    base = dict(
+        stage=args.stage,
+        size_bytes=size,
+        count=count,
+        dtype=args.dtype,
+        redop="sum",
+        root=-1,
+        placement="ip",
+        source="hand",
+        world=w.world,
+    )
     for algo in args.algorithms:
         fn = ALGORITHMS[algo]
         counter = ByteCounter()
         out = fn(data.clone(), counter)
-        if args.save_results:  # for tests: the result itself, to compare with a single-process sum of the inputs
+        if (
+            args.save_results
+        ):  # for tests: the result itself, to compare with a single-process sum of the inputs
             torch.save(out.cpu(), w.out_dir / f"result.{algo}.{size}.rank{w.rank}.pt")
         wrong, worst = difference(out, reference)
         del out
-        rows += [Row(case=f"{algo}.bytes", metric="bytes_sent", value=counter.sent, unit="bytes", algo=algo,
-                     rank=w.rank, **base),
-                 Row(case=f"{algo}.bytes", metric="bytes_received", value=counter.received, unit="bytes", algo=algo,
-                     rank=w.rank, **base)]
+        rows += [
+            Row(
+                case=f"{algo}.bytes",
+                metric="bytes_sent",
+                value=counter.sent,
+                unit="bytes",
+                algo=algo,
+                rank=w.rank,
+                **base,
+            ),
+            Row(
+                case=f"{algo}.bytes",
+                metric="bytes_received",
+                value=counter.received,
+                unit="bytes",
+                algo=algo,
+                rank=w.rank,
+                **base,
+            ),
+        ]
         work = torch.zeros_like(data)  # zeros: a sum repeated over the timed iterations stays finite
-        seconds, wrong = group_stats(w, timed(w, lambda: fn(work, ByteCounter()), args.warmup, args.iters), wrong)
+        seconds, wrong = group_stats(
+            w, timed(w, lambda: fn(work, ByteCounter()), args.warmup, args.iters), wrong
+        )
         worst = group_stats(w, worst, 0.0)[0]
         if w.rank == 0:
             rows += [
                 Row(case=algo, metric="time_us", value=seconds * 1e6, unit="us", algo=algo, **base),
-                Row(case=algo, metric="algbw", value=algbw_GBps(size, seconds), unit="GB/s", algo=algo, **base),
-                Row(case=algo, metric="busbw", value=busbw_GBps("all_reduce", size, seconds, w.world), unit="GB/s",
-                    algo=algo, **base),
+                Row(
+                    case=algo, metric="algbw", value=algbw_GBps(size, seconds), unit="GB/s", algo=algo, **base
+                ),
+                Row(
+                    case=algo,
+                    metric="busbw",
+                    value=busbw_GBps("all_reduce", size, seconds, w.world),
+                    unit="GB/s",
+                    algo=algo,
+                    **base,
+                ),
                 Row(case=algo, metric="wrong", value=wrong, unit="count", algo=algo, **base),
                 Row(case=algo, metric="max_abs_diff", value=worst, unit="ratio", algo=algo, **base),
             ]
@@ -169,20 +211,44 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         out = ALGORITHMS[MISTAKES[mistake]](data.clone(), ByteCounter(), mistake)
         wrong, worst = difference(out, reference)
         del out
-        worst, wrong = group_stats(w, worst, wrong)  # the largest difference on any rank, the wrong elements of all
+        worst, wrong = group_stats(
+            w, worst, wrong
+        )  # the largest difference on any rank, the wrong elements of all
         if w.rank == 0:
-            rows += [Row(case=f"mistake.{mistake}", metric="wrong", value=wrong, unit="count", algo=MISTAKES[mistake],
-                         **base),
-                     Row(case=f"mistake.{mistake}", metric="max_abs_diff", value=worst, unit="ratio",
-                         algo=MISTAKES[mistake], **base)]
+            rows += [
+                Row(
+                    case=f"mistake.{mistake}",
+                    metric="wrong",
+                    value=wrong,
+                    unit="count",
+                    algo=MISTAKES[mistake],
+                    **base,
+                ),
+                Row(
+                    case=f"mistake.{mistake}",
+                    metric="max_abs_diff",
+                    value=worst,
+                    unit="ratio",
+                    algo=MISTAKES[mistake],
+                    **base,
+                ),
+            ]
     if args.library:  # dist.all_reduce itself, timed the same way, for the same curve
         work = torch.zeros_like(data)
         seconds, _ = group_stats(w, timed(w, lambda: dist.all_reduce(work), args.warmup, args.iters), 0.0)
         if w.rank == 0:
             lib = {**base, "source": "torch"}
-            rows += [Row(case="library", metric="time_us", value=seconds * 1e6, unit="us", algo="library", **lib),
-                     Row(case="library", metric="busbw", value=busbw_GBps("all_reduce", size, seconds, w.world),
-                         unit="GB/s", algo="library", **lib)]
+            rows += [
+                Row(case="library", metric="time_us", value=seconds * 1e6, unit="us", algo="library", **lib),
+                Row(
+                    case="library",
+                    metric="busbw",
+                    value=busbw_GBps("all_reduce", size, seconds, w.world),
+                    unit="GB/s",
+                    algo="library",
+                    **lib,
+                ),
+            ]
     return rows
 
 
@@ -196,9 +262,14 @@ def parse_args(argv=None):
     p.add_argument("--library", action="store_true", help="also time dist.all_reduce at every size")
     p.add_argument("--stage", default="crossover", help="stage name the rows carry")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--save-results", action="store_true", help="save every rank's ring/tree result next to its rows")
-    p.add_argument("--mistakes", default="", help=f"comma-separated deliberate mistakes to check as well (tests): "
-                                                 f"{', '.join(MISTAKES)}")
+    p.add_argument(
+        "--save-results", action="store_true", help="save every rank's ring/tree result next to its rows"
+    )
+    p.add_argument(
+        "--mistakes",
+        default="",
+        help=f"comma-separated deliberate mistakes to check as well (tests): {', '.join(MISTAKES)}",
+    )
     args = p.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.algorithms = [a for a in args.algorithms.split(",") if a]

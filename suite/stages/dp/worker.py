@@ -20,11 +20,11 @@ import torch.distributed as dist
 
 from suite.results import Row
 from suite.workloads.data_parallel import train_data_parallel
-from suite.workloads.node_ranks import node_names, nodes_rows
 from suite.workloads.golden import CHECK_DTYPE, check_config
-from suite.workloads.worker_cli import degrees_from, log, mistakes_from, model_from, parser
+from suite.workloads.node_ranks import node_names, nodes_rows
 from suite.workloads.training import train_single_process
 from suite.workloads.worker import worker_session
+from suite.workloads.worker_cli import degrees_from, log, mistakes_from, model_from, parser
 
 STAGE = "dp"
 
@@ -32,7 +32,9 @@ STAGE = "dp"
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--degrees", default="1,2,4")
-    p.add_argument("--record-nodes", action="store_true", help="a row per degree naming the nodes its ranks ran on")
+    p.add_argument(
+        "--record-nodes", action="store_true", help="a row per degree naming the nodes its ranks ran on"
+    )
     args = p.parse_args()
     cfg, degrees, mistakes = model_from(args), degrees_from(args.degrees), mistakes_from(args)
     t0 = time.monotonic()
@@ -49,9 +51,13 @@ def main() -> None:
                 w.emit(nodes_rows(names, degrees, STAGE))
             log(t0, f"ranks on nodes {names}")
         for d in degrees:
-            group = dist.new_group(list(range(d)))  # every rank takes part in making it; ranks 0..d−1 are in it
+            group = dist.new_group(
+                list(range(d))
+            )  # every rank takes part in making it; ranks 0..d−1 are in it
             if w.rank < d:
-                rows = run_degree(w, cfg, check_cfg, d, group, reference, mistakes if d == max(degrees) else [])
+                rows = run_degree(
+                    w, cfg, check_cfg, d, group, reference, mistakes if d == max(degrees) else []
+                )
                 if w.rank == 0:
                     w.emit(rows)
                 log(t0, f"DP={d} {[(r.case, r.metric, r.value) for r in rows]}")
@@ -69,12 +75,28 @@ def run_degree(w, cfg, check_cfg, d, group, reference, mistakes) -> list[Row]:
     else:
         error = train_data_parallel(check_cfg, 0, reference=reference, measure=False, **kwargs).max_abs_error
         result = train_data_parallel(cfg, 0, **kwargs)
-    rows.append(Row(case="params_after_training", metric="max_abs_error", value=error, unit="abs",
-                    dtype=CHECK_DTYPE, **common))
+    rows.append(
+        Row(
+            case="params_after_training",
+            metric="max_abs_error",
+            value=error,
+            unit="abs",
+            dtype=CHECK_DTYPE,
+            **common,
+        )
+    )
     for mistake in mistakes:
         bad = train_data_parallel(check_cfg, 0, reference=reference, measure=False, mistake=mistake, **kwargs)
-        rows.append(Row(case=f"mistake.{mistake}.params_after_training", metric="max_abs_error",
-                        value=bad.max_abs_error, unit="abs", dtype=CHECK_DTYPE, **common))
+        rows.append(
+            Row(
+                case=f"mistake.{mistake}.params_after_training",
+                metric="max_abs_error",
+                value=bad.max_abs_error,
+                unit="abs",
+                dtype=CHECK_DTYPE,
+                **common,
+            )
+        )
     tokens = cfg.batch * cfg.seq_len  # the fixed global batch, tokens per step
     step = result.step_time_s
     timing = dict(case="train_step", dtype=cfg.dtype, **common)

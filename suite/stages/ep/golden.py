@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from suite.workloads.golden import group_max, max_abs_error
 from suite.stages.ep.moe_layer import MoeShape, moe_expert_parallel, moe_single_process, moe_weights
 from suite.stages.ep.moe_routing import route, skew_bias
+from suite.workloads.golden import group_max, max_abs_error
 
 QUANTITIES = ("output", "dx", "dw1", "dw2", "drouter")
 
@@ -68,28 +68,41 @@ def ep_case(device, shape: MoeShape, seed: int, skew: float, group, mistake: str
     y_ref, seen_ref, dropped_ref = moe_single_process(x_ref, ref, shape, bias, groups=n)
     (y_ref * g_all).sum().backward()
 
-    router = moe_weights(shape, seed + me, device)["router"] if mistake == "router_unsynchronised" else weights["router"]
-    local = {"router": router.clone().requires_grad_(True),
-             "w1": weights["w1"][experts_here].clone().requires_grad_(True),
-             "w2": weights["w2"][experts_here].clone().requires_grad_(True)}
+    router = (
+        moe_weights(shape, seed + me, device)["router"]
+        if mistake == "router_unsynchronised"
+        else weights["router"]
+    )
+    local = {
+        "router": router.clone().requires_grad_(True),
+        "w1": weights["w1"][experts_here].clone().requires_grad_(True),
+        "w2": weights["w2"][experts_here].clone().requires_grad_(True),
+    }
     x = x_all[mine].clone().requires_grad_(True)
     y, seen, dropped, (send, recv) = moe_expert_parallel(x, local, shape, group, bias, mistake)
     (y * g_all[mine]).sum().backward()
     router_grad = local["router"].grad.clone()
     dist.all_reduce(router_grad, group=group)
 
-    errors = {"output": max_abs_error(y, y_ref[mine]), "dx": max_abs_error(x.grad, x_ref.grad[mine]),
-              "dw1": max_abs_error(local["w1"].grad, ref["w1"].grad[experts_here]),
-              "dw2": max_abs_error(local["w2"].grad, ref["w2"].grad[experts_here]),
-              "drouter": max_abs_error(router_grad, ref["router"].grad)}
+    errors = {
+        "output": max_abs_error(y, y_ref[mine]),
+        "dx": max_abs_error(x.grad, x_ref.grad[mine]),
+        "dw1": max_abs_error(local["w1"].grad, ref["w1"].grad[experts_here]),
+        "dw2": max_abs_error(local["w2"].grad, ref["w2"].grad[experts_here]),
+        "drouter": max_abs_error(router_grad, ref["router"].grad),
+    }
     mismatches = sum(len(set(seen[e]) ^ set(seen_ref[e])) for e in seen)
-    routed = torch.bincount(route(x.detach(), local["router"].detach(), shape.top_k, bias)[0].reshape(-1),
-                            minlength=shape.experts)
+    routed = torch.bincount(
+        route(x.detach(), local["router"].detach(), shape.top_k, bias)[0].reshape(-1), minlength=shape.experts
+    )
     dist.all_reduce(routed, group=group)
-    return EpResult(errors={q: group_max(v, group) for q, v in errors.items()},
-                    token_set_mismatches=_sum(mismatches, group, device),
-                    assignments=sum(len(t) for t in seen_ref.values()),
-                    dropped=_sum(dropped, group, device), dropped_reference=dropped_ref,
-                    routed_per_expert=routed.tolist(),
-                    kept_per_expert=_gather([len(seen[e]) for e in sorted(seen)], group, device),
-                    received_per_rank=_gather([sum(recv)], group, device))
+    return EpResult(
+        errors={q: group_max(v, group) for q, v in errors.items()},
+        token_set_mismatches=_sum(mismatches, group, device),
+        assignments=sum(len(t) for t in seen_ref.values()),
+        dropped=_sum(dropped, group, device),
+        dropped_reference=dropped_ref,
+        routed_per_expert=routed.tolist(),
+        kept_per_expert=_gather([len(seen[e]) for e in sorted(seen)], group, device),
+        received_per_rank=_gather([sum(recv)], group, device),
+    )

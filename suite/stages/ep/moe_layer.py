@@ -1,6 +1,7 @@
 """A top-k routed mixture of experts, in one process and with its experts spread over ranks.
 
-    weights = moe_weights(shape, seed, device)                       # router [d, E], w1 [E, d, f], w2 [E, f, d]
+    weights = moe_weights(shape, seed, device)                       # router [d, E], w1 [E, d, f], w2 [E, f,
+                                                                     # d]
     y, seen = moe_single_process(x, weights, shape, bias)            # every expert here; seen[e]: its tokens
     y, seen = moe_expert_parallel(x, local, shape, bias, group)      # this rank's experts; x: its own tokens
 
@@ -23,7 +24,12 @@ import torch
 import torch.distributed as dist
 
 from suite.stages.ep.moe_routing import capacity_of, route, within_capacity
-from suite.stages.ep.moe_transport import exchange_counts, fit_rows, mismatched_all_to_all, variable_all_to_all
+from suite.stages.ep.moe_transport import (
+    exchange_counts,
+    fit_rows,
+    mismatched_all_to_all,
+    variable_all_to_all,
+)
 
 MISTAKES = ("splits_not_exchanged", "combine_forward_splits", "router_unsynchronised")
 
@@ -42,9 +48,11 @@ class MoeShape:
 def moe_weights(shape: MoeShape, seed: int, device, dtype=torch.float32) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     d, f, e = shape.hidden, shape.ffn, shape.experts
-    return {"router": torch.randn(d, e, generator=gen).to(device, dtype),
-            "w1": (torch.randn(e, d, f, generator=gen) / d**0.5).to(device, dtype),
-            "w2": (torch.randn(e, f, d, generator=gen) / f**0.5).to(device, dtype)}
+    return {
+        "router": torch.randn(d, e, generator=gen).to(device, dtype),
+        "w1": (torch.randn(e, d, f, generator=gen) / d**0.5).to(device, dtype),
+        "w2": (torch.randn(e, f, d, generator=gen) / f**0.5).to(device, dtype),
+    }
 
 
 def expert_mlp(rows: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -54,8 +62,9 @@ def expert_mlp(rows: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.
 def kept_assignments(x, router, shape: MoeShape, bias):
     """(token index, expert, gate) of every kept assignment, sorted by expert (stable: token order within)."""
     experts, gates = route(x, router, shape.top_k, bias)
-    kept = within_capacity(experts, shape.experts, capacity_of(shape.capacity_factor, x.shape[0], shape.top_k,
-                                                               shape.experts))
+    kept = within_capacity(
+        experts, shape.experts, capacity_of(shape.capacity_factor, x.shape[0], shape.top_k, shape.experts)
+    )
     token = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(experts)[kept]
     expert, gate = experts[kept], gates[kept]
     order = torch.argsort(expert, stable=True)
@@ -80,7 +89,9 @@ def moe_single_process(x: torch.Tensor, weights: dict, shape: MoeShape, bias=Non
     return y, {e: sorted(t) for e, t in seen.items()}, dropped
 
 
-def moe_expert_parallel(x: torch.Tensor, local: dict, shape: MoeShape, group, bias=None, mistake: str | None = None):
+def moe_expert_parallel(
+    x: torch.Tensor, local: dict, shape: MoeShape, group, bias=None, mistake: str | None = None
+):
     """This rank's output for its own tokens, what its experts saw, and how many assignments it dropped.
     `local`: the router (whole) and this rank's slices w1, w2 of [E/P, …]."""
     me, n = dist.get_rank(group), dist.get_world_size(group)
@@ -88,14 +99,14 @@ def moe_expert_parallel(x: torch.Tensor, local: dict, shape: MoeShape, group, bi
     token, expert, gate, dropped = kept_assignments(x, local["router"], shape, bias)
     send_counts = torch.bincount(expert // per_rank, minlength=n)
     if mistake == "splits_not_exchanged":
-        recv_counts = send_counts.clone()       # assumed, never asked
+        recv_counts = send_counts.clone()  # assumed, never asked
     else:
         recv_counts = exchange_counts(send_counts, group)
     send, recv = send_counts.tolist(), recv_counts.tolist()
     move = mismatched_all_to_all if mistake == "splits_not_exchanged" else variable_all_to_all
     rows = move(x[token], recv, send, group)
     ids = move(torch.stack([expert, token + me * shape.tokens], dim=1), recv, send, group)
-    local_expert = ids[:, 0] % per_rank                                  # rows that are not mine land on my first
+    local_expert = ids[:, 0] % per_rank  # rows that are not mine land on my first
     out = torch.zeros_like(rows)
     seen = {}
     for e in range(per_rank):
@@ -107,6 +118,6 @@ def moe_expert_parallel(x: torch.Tensor, local: dict, shape: MoeShape, group, bi
     elif mistake == "splits_not_exchanged":
         back = mismatched_all_to_all(out, send, recv, group)
     else:
-        back = variable_all_to_all(out, send, recv, group)                # the reverse: splits swapped
+        back = variable_all_to_all(out, send, recv, group)  # the reverse: splits swapped
     y = torch.zeros_like(x).index_add(0, token, back * gate[:, None])
     return y, seen, dropped, (send, recv)

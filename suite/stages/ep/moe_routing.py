@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 
-def route(x: torch.Tensor, router: torch.Tensor, top_k: int, bias: torch.Tensor | None = None
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    x: torch.Tensor, router: torch.Tensor, top_k: int, bias: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     logits = x @ router
     if bias is not None:
         logits = logits + bias
@@ -26,7 +27,8 @@ def route(x: torch.Tensor, router: torch.Tensor, top_k: int, bias: torch.Tensor 
 
 
 def capacity_of(capacity_factor: float, tokens: int, top_k: int, n_experts: int) -> int:
-    """Assignments an expert accepts from one group of `tokens`: ⌈factor·tokens·k/E⌉; factor 0: all of them."""
+    """Assignments an expert accepts from one group of `tokens`: ⌈factor·tokens·k/E⌉; factor 0: all of
+    them."""
     if capacity_factor <= 0:
         return tokens * top_k
     return math.ceil(capacity_factor * tokens * top_k / n_experts)
@@ -34,7 +36,7 @@ def capacity_of(capacity_factor: float, tokens: int, top_k: int, n_experts: int)
 
 def within_capacity(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
     tokens, k = experts.shape
-    slot_major = experts.t().reshape(-1)                       # every first choice, then every second choice
+    slot_major = experts.t().reshape(-1)  # every first choice, then every second choice
     onehot = F.one_hot(slot_major, n_experts)
     position = (onehot.cumsum(0) - 1).gather(1, slot_major[:, None]).squeeze(1)
     return (position < capacity).reshape(k, tokens).t()

@@ -24,7 +24,9 @@ def exchange_counts(send_counts: torch.Tensor, group) -> torch.Tensor:
     return recv
 
 
-def variable_all_to_all(rows: torch.Tensor, recv_counts: list[int], send_counts: list[int], group) -> torch.Tensor:
+def variable_all_to_all(
+    rows: torch.Tensor, recv_counts: list[int], send_counts: list[int], group
+) -> torch.Tensor:
     """rows split by send_counts go to each rank; recv_counts rows arrive from each (differentiable)."""
     if rows.requires_grad:
         got = all_to_all_single_autograd(rows.contiguous(), recv_counts, send_counts, group)
@@ -41,7 +43,9 @@ def fit_rows(rows: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat([rows, rows.new_zeros((n - rows.shape[0], *rows.shape[1:]))])
 
 
-def mismatched_all_to_all(rows: torch.Tensor, recv_counts: list[int], send_counts: list[int], group) -> torch.Tensor:
+def mismatched_all_to_all(
+    rows: torch.Tensor, recv_counts: list[int], send_counts: list[int], group
+) -> torch.Tensor:
     """What arrives when the sender splits by send_counts and the receiver by its own recv_counts, which the
     other side never agreed to (the mistakes' transport; equal to variable_all_to_all when they agree)."""
     n = dist.get_world_size(group)
@@ -49,11 +53,11 @@ def mismatched_all_to_all(rows: torch.Tensor, recv_counts: list[int], send_count
     dist.all_reduce(slot, op=dist.ReduceOp.MAX, group=group)
     slot = int(slot.item())
     chunks = fit_rows(rows, sum(send_counts)).split(send_counts)
-    packed = torch.stack([fit_rows(c, slot) for c in chunks])                         # [P, slot, …]
+    packed = torch.stack([fit_rows(c, slot) for c in chunks])  # [P, slot, …]
     if packed.requires_grad:
         got = all_to_all_single_autograd(packed.flatten(0, 1).contiguous(), None, None, group) * 1
     else:
         got = torch.empty_like(packed.flatten(0, 1))
         dist.all_to_all_single(got, packed.flatten(0, 1).contiguous(), group=group)
     got = got.reshape(n, slot, *rows.shape[1:])
-    return torch.cat([got[i, :recv_counts[i]] for i in range(n)])
+    return torch.cat([got[i, : recv_counts[i]] for i in range(n)])

@@ -14,11 +14,11 @@ import torch
 import torch.distributed as dist
 
 from suite.results import Row
-from suite.workloads.golden import group_max
-from suite.workloads.measure import time_steps, typical
 from suite.stages.ep.moe_layer import MoeShape, kept_assignments, moe_expert_parallel, moe_weights
 from suite.stages.ep.moe_routing import skew_bias
 from suite.stages.ep.moe_transport import exchange_counts, variable_all_to_all
+from suite.workloads.golden import group_max
+from suite.workloads.measure import time_steps, typical
 
 STAGE = "ep"
 
@@ -27,9 +27,11 @@ def _setup(w, group, shape: MoeShape, skew: float, dtype):
     me, n = dist.get_rank(group), dist.get_world_size(group)
     per_rank = shape.experts // n
     weights = moe_weights(shape, 0, w.device, dtype)
-    local = {"router": weights["router"].requires_grad_(True),
-             "w1": weights["w1"][me * per_rank:(me + 1) * per_rank].clone().requires_grad_(True),
-             "w2": weights["w2"][me * per_rank:(me + 1) * per_rank].clone().requires_grad_(True)}
+    local = {
+        "router": weights["router"].requires_grad_(True),
+        "w1": weights["w1"][me * per_rank : (me + 1) * per_rank].clone().requires_grad_(True),
+        "w2": weights["w2"][me * per_rank : (me + 1) * per_rank].clone().requires_grad_(True),
+    }
     gen = torch.Generator().manual_seed(100 + me)
     x = torch.randn(shape.tokens, shape.hidden, generator=gen).to(w.device, dtype).requires_grad_(True)
     bias = skew_bias(shape.experts, skew).to(w.device, dtype) if skew else None
@@ -49,9 +51,21 @@ def step_times(w, group, shape: MoeShape, router: str, skew: float, reps: int, d
 
     step()
     seconds = group_max(typical(time_steps(step, reps, w.device)), group)
-    return [Row(stage=STAGE, case=f"step.{cf_label(shape.capacity_factor)}", metric="time_s", value=seconds, unit="s",
-                algo=router, world=dist.get_world_size(group), count=shape.tokens, dtype=str(dtype).removeprefix("torch."),
-                source="hand", rank=w.rank)]
+    return [
+        Row(
+            stage=STAGE,
+            case=f"step.{cf_label(shape.capacity_factor)}",
+            metric="time_s",
+            value=seconds,
+            unit="s",
+            algo=router,
+            world=dist.get_world_size(group),
+            count=shape.tokens,
+            dtype=str(dtype).removeprefix("torch."),
+            source="hand",
+            rank=w.rank,
+        )
+    ]
 
 
 def dispatch_bandwidth(w, group, shape: MoeShape, router: str, skew: float, reps: int, dtype) -> list[Row]:
@@ -68,8 +82,23 @@ def dispatch_bandwidth(w, group, shape: MoeShape, router: str, skew: float, reps
         seconds = group_max(typical(time_steps(step, reps, w.device)), group)
     leaving = (sum(send) - send[me]) * shape.hidden * rows.element_size()
     leaving = group_max(float(leaving), group)
-    common = dict(stage=STAGE, case="dispatch", algo=router, world=n, size_bytes=int(leaving), count=shape.tokens,
-                  dtype=str(dtype).removeprefix("torch."), source="hand", rank=w.rank)
-    return [Row(metric="time_s", value=seconds, unit="s", **common),
-            Row(metric="algbw", value=leaving / seconds / 1e9 if seconds > 0 else float("nan"), unit="GB/s", **common)]
-
+    common = dict(
+        stage=STAGE,
+        case="dispatch",
+        algo=router,
+        world=n,
+        size_bytes=int(leaving),
+        count=shape.tokens,
+        dtype=str(dtype).removeprefix("torch."),
+        source="hand",
+        rank=w.rank,
+    )
+    return [
+        Row(metric="time_s", value=seconds, unit="s", **common),
+        Row(
+            metric="algbw",
+            value=leaving / seconds / 1e9 if seconds > 0 else float("nan"),
+            unit="GB/s",
+            **common,
+        ),
+    ]

@@ -19,17 +19,17 @@ stage supervises the launch (every 0.2 s):
     SIGTERM it (a stopped process cannot act on that), wait 30 s (PContext.close's default) and
     SIGKILL it; the drill does not pay those 30 s, and `restart_s` of the hang includes its own
     SIGKILL (row `nudge_s`, note `restart_note`).
-The uninterrupted reference is one process training the full global batch for the same steps
-with the same seed (suite/stages/fault/reference_worker.py, started beside concurrent drills, else
-first): DDP's averaged gradient of equal shares is the full batch's gradient, so the drill's losses before the fault must already agree with it
-(`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
-steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints
-are deleted after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
+The uninterrupted reference is one process training the full global batch for the same steps with the same
+seed (suite/stages/fault/reference_worker.py, started beside concurrent drills, else first): DDP's averaged
+gradient of equal shares is the full batch's gradient, so the drill's losses before the fault must already
+agree with it (`pre_fault_diff`), and after resuming must stay on it (`loss_diff`). A step run twice (the
+steps lost since the checkpoint) must give attempt 0's loss again (`replay_diff`). Checkpoints are deleted
+after each scenario (GBs on GPUs); `checkpoints.txt` lists what was there.
 
 On NCCL every scenario runs twice (`drill_cases`): under torch's default TORCH_NCCL_ASYNC_ERROR_HANDLING
-(unset, 3: on a timed-out collective the watchdog ends the process without ncclCommAbort) — what a
-production job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores the
-variable, so the rehearsal runs each scenario once.
+(unset, 3: on a timed-out collective the watchdog ends the process without ncclCommAbort) — what a production
+job sees — and under 1 (ncclCommAbort first, then the process ends), as case `<scenario>.async1`. gloo ignores
+the variable, so the rehearsal runs each scenario once.
 
 Under gloo-cpu's warm launcher (`--launcher fork`, suite/launch/forklaunch.py) each launch is still
 torchrun's own CLI — `torch.distributed.run`'s main with --max-restarts=1: its rendezvous, its
@@ -49,22 +49,23 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.launch import procs
-from suite.stage_contract import Stage
+from suite import headlines as hl
 from suite.config import ConfigSection, Profile, ProfileError
 from suite.context import StageContext
+from suite.hardware.stage_fit import scaling_model
+from suite.launch import procs
 from suite.launch.forklaunch import launch, warm_zygote
 from suite.launch.torchrun import LaunchError
 from suite.results import Expectation, Row, Verdict, atomic_write_text
-from suite.verdicts import verdicts_for
-from suite.stages.fault.timeline import STAGE as NAME, build_timeline, reference_rows, timeline_rows
-from suite.stages.fault.judges import judge_detection, judge_loss, judge_resume, text_of, too_few_ranks
-from suite.stages.fault.cases import DrillCase, drill_cases
-from suite.stages.fault.reference import finish_reference, start_reference
-from suite.stages.fault.watch import WORKER, DrillWatch, forget_checkpoints
+from suite.stage_contract import Stage
 from suite.stages.fault import node_loss as _node_loss
-from suite import headlines as hl
-from suite.hardware.stage_fit import scaling_model
+from suite.stages.fault.cases import DrillCase, drill_cases
+from suite.stages.fault.judges import judge_detection, judge_loss, judge_resume, text_of, too_few_ranks
+from suite.stages.fault.reference import finish_reference, start_reference
+from suite.stages.fault.timeline import STAGE as NAME
+from suite.stages.fault.timeline import build_timeline, reference_rows, timeline_rows
+from suite.stages.fault.watch import WORKER, DrillWatch, forget_checkpoints
+from suite.verdicts import verdicts_for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +87,8 @@ class FaultConfig:
     ranks: int = 0
     """Processes of the drill; 0 means every process of the profile (nproc)."""
     loss_tolerance: float = 1e-5
-    """Largest |loss − the uninterrupted reference's| after resuming, nats: beyond it the run left its trajectory."""
+    """Largest |loss − the uninterrupted reference's| after resuming, nats: beyond it the run left its
+    trajectory."""
     detect_warn_after_s: float = 10.0
     """Detection later than pg_timeout_s plus this, seconds, is a warning."""
     hang_after_s: float = 30.0
@@ -107,38 +109,60 @@ class FaultConfig:
         if self.checkpoint_every < 1:
             raise ProfileError(f"checkpoint_every {self.checkpoint_every} must be at least 1")
         if self.ranks == 1 or (self.ranks and self.fault_rank >= self.ranks):
-            raise ProfileError(f"the drill needs ≥ 2 ranks and fault_rank {self.fault_rank} < ranks {self.ranks}")
+            raise ProfileError(
+                f"the drill needs ≥ 2 ranks and fault_rank {self.fault_rank} < ranks {self.ranks}"
+            )
 
 
-CONFIG = ConfigSection("fault", FaultConfig, {
-    # 2 ranks: the drill needs only a survivor, and fewer processes share the 2 cores.
-    # 6 steps: checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4 replayed),
-    # then one new step; two steps and a checkpoint fewer than the default per restarted attempt and reference.
-    # A 3 s process-group timeout: the hang's detection waits for it, on the stage's critical path. It still tests
-    # what 60 s tests on GPUs: a stopped rank (sockets open) makes no error until the timeout, and the survivor's
-    # error then names it ("Timed out waiting 3000ms"); 3 s stays far above a step here (~0.1 s, also under the
-    # load of three drills on two cores), so no collective times out by chance, and far from the crash's and
-    # exception's detection (0.05–0.2 s: a closed socket), so a timeout and a closed socket cannot be confused.
-    "gloo-cpu": FaultConfig(ranks=2, steps=6, pg_timeout_s=3.0, concurrent=True),
-    # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet measured).
-    "nccl-gpu": FaultConfig(pg_timeout_s=60.0, steps=40, checkpoint_every=10, fault_step=25, loss_tolerance=5e-2,
-                            drill_timeout_s=420.0),
-})
+CONFIG = ConfigSection(
+    "fault",
+    FaultConfig,
+    {
+        # 2 ranks: the drill needs only a survivor, and fewer processes share the 2 cores. 6 steps:
+        # checkpoints after steps 2 and 4 before the fault in step 5 (resume from the newest, step 4
+        # replayed), then one new step; two steps and a checkpoint fewer than the default per restarted
+        # attempt and reference. A 3 s process-group timeout: the hang's detection waits for it, on the
+        # stage's critical path. It still tests what 60 s tests on GPUs: a stopped rank (sockets open) makes
+        # no error until the timeout, and the survivor's error then names it ("Timed out waiting 3000ms"); 3 s
+        # stays far above a step here (~0.1 s, also under the load of three drills on two cores), so no
+        # collective times out by chance, and far from the crash's and exception's detection (0.05–0.2 s: a
+        # closed socket), so a timeout and a closed socket cannot be confused.
+        "gloo-cpu": FaultConfig(ranks=2, steps=6, pg_timeout_s=3.0, concurrent=True),
+        # bf16 on 8 cards: DDP's all-reduce and the one-card reference sum in other orders (tolerance not yet
+        # measured).
+        "nccl-gpu": FaultConfig(
+            pg_timeout_s=60.0,
+            steps=40,
+            checkpoint_every=10,
+            fault_step=25,
+            loss_tolerance=5e-2,
+            drill_timeout_s=420.0,
+        ),
+    },
+)
 
 
 def estimate(p) -> tuple[float, str]:
-    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): per scenario two launches, the steps, detection."""
+    """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): per scenario two launches, the
+    steps, detection."""
     f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
-    cases = [c.scenario for c in drill_cases(f.scenarios, p.profile.backend)]  # NCCL: two watchdog settings each
-    seconds = sum(2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in cases)
-    return seconds, (f"{len(cases)} drills × (launch, restart, {f.steps} steps); a hang costs the "
-                     f"{f.pg_timeout_s:.0f} s process-group timeout + {wait:.0f} s")
+    cases = [
+        c.scenario for c in drill_cases(f.scenarios, p.profile.backend)
+    ]  # NCCL: two watchdog settings each
+    seconds = sum(
+        2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in cases
+    )
+    return seconds, (
+        f"{len(cases)} drills × (launch, restart, {f.steps} steps); a hang costs the "
+        f"{f.pg_timeout_s:.0f} s process-group timeout + {wait:.0f} s"
+    )
 
 
 TORCHRUN_STOP_WAIT_S = 30.0
-"""How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch 2.13)."""
+"""How long torchrun waits after SIGTERM before SIGKILLing a worker (PContext.close(timeout=30) in torch
+2.13)."""
 RESERVE_S = 5.0
 """Seconds of the stage's limit kept for writing rows after the last drill."""
 MIN_DRILL_S = 20.0
@@ -168,21 +192,41 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     for case in drill_cases(cfg.scenarios, profile.backend):
         scenario = case.scenario
         if scenario == "hang" or profile.backend == "nccl":
-            detect, basis = cfg.pg_timeout_s, (
-                "the process-group timeout: nothing fails before it" if scenario == "hang" else
-                "NCCL kernels wait for the dead peer until the watchdog's timeout (torchrun may stop them first)")
+            detect, basis = (
+                cfg.pg_timeout_s,
+                (
+                    "the process-group timeout: nothing fails before it"
+                    if scenario == "hang"
+                    else "NCCL kernels wait for the dead peer until the watchdog's timeout (torchrun may "
+                    "stop them first)"
+                ),
+            )
         else:
             detect, basis = 0.0, "immediate: the faulted process's sockets close (FACTS: 13–28 ms on gloo)"
         common = dict(stage=NAME, case=case.name, world=ranks)
         out += [
             Expectation(metric="detect_s", value=detect, unit="s", basis=basis, **common),
-            Expectation(metric="resumed_from_step", value=resumed, unit="count",
-                        basis=f"last checkpoint before step {cfg.fault_step}: every {cfg.checkpoint_every} steps",
-                        **common),
-            Expectation(metric="steps_lost", value=cfg.fault_step - resumed, unit="count",
-                        basis=f"steps done since that checkpoint: {cfg.fault_step} − {resumed}", **common),
-            Expectation(metric="loss_diff", value=0.0, unit="nats",
-                        basis=f"the same trajectory as the uninterrupted run, within {cfg.loss_tolerance:g}", **common),
+            Expectation(
+                metric="resumed_from_step",
+                value=resumed,
+                unit="count",
+                basis=f"last checkpoint before step {cfg.fault_step}: every {cfg.checkpoint_every} steps",
+                **common,
+            ),
+            Expectation(
+                metric="steps_lost",
+                value=cfg.fault_step - resumed,
+                unit="count",
+                basis=f"steps done since that checkpoint: {cfg.fault_step} − {resumed}",
+                **common,
+            ),
+            Expectation(
+                metric="loss_diff",
+                value=0.0,
+                unit="nats",
+                basis=f"the same trajectory as the uninterrupted run, within {cfg.loss_tolerance:g}",
+                **common,
+            ),
         ]
     return out
 
@@ -194,7 +238,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
-    if ranks < 2:  # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
+    if (
+        ranks < 2
+    ):  # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
         ctx.say(f"single-node drills not run: {too_few_ranks(profile.to_dict())}")
         rows = []
     else:
@@ -202,29 +248,46 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     if len(profile.nodes) > 1:  # a multi-node run: a whole node lost too (suite/stages/fault/node_loss.py)
         rows += _node_loss.run(profile, ctx)
     ctx.say("drills done", done=len(cases), of=len(cases))
-    ctx.publish("fault_drill", {
-        "ranks": ranks, "backend": profile.backend, "pg_timeout_s": cfg.pg_timeout_s,
-        "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
-        "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
-        "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone would "
-                         f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
-        "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
-        "torchrun": ("torchrun's own CLI, it and its workers forked from the warm zygote (suite/launch/warm_python.py)"
-                     if profile.launcher == "fork" else "python -m torch.distributed.run, as users launch it"),
-    })
+    ctx.publish(
+        "fault_drill",
+        {
+            "ranks": ranks,
+            "backend": profile.backend,
+            "pg_timeout_s": cfg.pg_timeout_s,
+            "concurrent": bool(cfg.concurrent and len(cfg.scenarios) > 1),
+            "torchrun_stop_wait_s": TORCHRUN_STOP_WAIT_S,
+            "hang_handling": "the stage SIGKILLs the stopped rank once a survivor has raised; torchrun alone "
+            "would "
+            f"SIGTERM it, wait {TORCHRUN_STOP_WAIT_S:.0f} s, then SIGKILL it",
+            "reference": f"one process, full global batch, {cfg.steps} steps, on {device}",
+            "torchrun": (
+                "torchrun's own CLI, it and its workers forked from the warm zygote "
+                "(suite/launch/warm_python.py)"
+                if profile.launcher == "fork"
+                else "python -m torch.distributed.run, as users launch it"
+            ),
+        },
+    )
     return rows
 
 
-def single_node_drills(profile: Profile, ctx: StageContext, cases: list[DrillCase], ranks: int,
-                       device: str) -> list[Row]:
+def single_node_drills(
+    profile: Profile, ctx: StageContext, cases: list[DrillCase], ranks: int, device: str
+) -> list[Row]:
     """Every case on this node beside the uninterrupted reference; their rows."""
     cfg = profile.fault
     if cfg.concurrent and len(cases) > 1:
         # Everything at once: the reference's process and every drill's torchrun, each on its own free port (a
-        # multi-node profile's fixed port, the nodes' rendezvous port, would be taken by the first, failing the rest).
+        # multi-node profile's fixed port, the nodes' rendezvous port, would be taken by the first, failing
+        # the rest).
         profile = profile.with_overrides(master_port=None)
-        ctx.say(f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}) and the uninterrupted reference: "
-                f"rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}", done=0, of=len(cases))
+        ctx.say(
+            f"{len(cases)} drills at once ({', '.join(c.name for c in cases)}) and the uninterrupted "
+            f"reference: "
+            f"rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
+            done=0,
+            of=len(cases),
+        )
         if profile.launcher == "fork":
             warm_zygote()  # one for every drill's torchrun and workers, not one started by each supervisor
         reference_proc = start_reference(profile, ctx, device)
@@ -237,33 +300,54 @@ def single_node_drills(profile: Profile, ctx: StageContext, cases: list[DrillCas
         reference = finish_reference(ctx, start_reference(profile, ctx, device), RESERVE_S)
         outcomes = {}
         for index, case in enumerate(cases):
-            ctx.say(f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
-                    done=index, of=len(cases))
+            ctx.say(
+                f"{case.name}: rank {cfg.fault_rank} of {ranks} faults at step {cfg.fault_step}",
+                done=index,
+                of=len(cases),
+            )
             outcomes[case.name] = drill(profile, ctx, case, ranks)[1]
     rows = reference_rows(reference)
     for case in cases:
         events = DrillWatch(ctx.raw_dir / case.name, cfg.fault_rank, ranks).events()
         timeline = build_timeline(case.name, ranks, events)
-        rows += timeline_rows(timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name))
-        rows.append(Row(stage=NAME, case=case.name, metric="async_error_handling", value=float("nan"), unit="text",
-                        world=ranks, text=case.label))
+        rows += timeline_rows(
+            timeline, reference, cfg.pg_timeout_s, cfg.loss_tolerance, outcomes.get(case.name)
+        )
+        rows.append(
+            Row(
+                stage=NAME,
+                case=case.name,
+                metric="async_error_handling",
+                value=float("nan"),
+                unit="text",
+                world=ranks,
+                text=case.label,
+            )
+        )
     return rows
 
 
-def start_drills(profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]) -> dict[str, procs.Forked]:
+def start_drills(
+    profile: Profile, ctx: StageContext, ranks: int, cases: list[DrillCase]
+) -> dict[str, procs.Forked]:
     """Fork one supervisor per case (each runs drill(), then exits); case name → its child.
 
     The children are the stage's descendants: the runner's timeout takes them and their torchruns
     down with the stage, and each dies with the stage if the stage is killed outright.
     """
+
     def supervisor(case: DrillCase):
         return lambda: {"launch_error": drill(profile, ctx, case, ranks)[1]}
 
     def failed(error: BaseException) -> dict:
         return {"launch_error": f"the drill's supervisor raised {type(error).__name__}: {error}"}
 
-    return {case.name: procs.fork_call(supervisor(case), ctx.raw_dir / f".{case.name}.result.json", on_error=failed)
-            for case in cases}
+    return {
+        case.name: procs.fork_call(
+            supervisor(case), ctx.raw_dir / f".{case.name}.result.json", on_error=failed
+        )
+        for case in cases
+    }
 
 
 def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dict[str, str | None]:
@@ -275,10 +359,14 @@ def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dic
         del waiting[scenario]
         result = child.result()
         child.result_path.unlink(missing_ok=True)
-        outcomes[scenario] = (result["launch_error"] if result is not None
-                              else f"the drill's supervisor died ({child.died()})")
-        ctx.say(f"{scenario} done; waiting for {', '.join(waiting) or 'nothing'}",
-                done=len(children) - len(waiting), of=len(children))
+        outcomes[scenario] = (
+            result["launch_error"] if result is not None else f"the drill's supervisor died ({child.died()})"
+        )
+        ctx.say(
+            f"{scenario} done; waiting for {', '.join(waiting) or 'nothing'}",
+            done=len(children) - len(waiting),
+            of=len(children),
+        )
     return outcomes
 
 
@@ -289,20 +377,47 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
     shutil.rmtree(folder, ignore_errors=True)  # a rerun of this stage starts its scenarios afresh
     folder.mkdir(parents=True)
     watch = DrillWatch(folder, cfg.fault_rank, ranks)
-    args = ["--scenario", case.scenario, "--steps", str(cfg.steps), "--checkpoint-every", str(cfg.checkpoint_every),
-            "--fault-step", str(cfg.fault_step), "--fault-rank", str(cfg.fault_rank),
-            "--pg-timeout", str(cfg.pg_timeout_s), "--join-timeout", str(profile.collective_timeout_s),
-            "--model", json.dumps(dataclasses.asdict(scaling_model(profile, ctx.facts)))]  # the card's (stage_fit)
+    args = [
+        "--scenario",
+        case.scenario,
+        "--steps",
+        str(cfg.steps),
+        "--checkpoint-every",
+        str(cfg.checkpoint_every),
+        "--fault-step",
+        str(cfg.fault_step),
+        "--fault-rank",
+        str(cfg.fault_rank),
+        "--pg-timeout",
+        str(cfg.pg_timeout_s),
+        "--join-timeout",
+        str(profile.collective_timeout_s),
+        "--model",
+        json.dumps(dataclasses.asdict(scaling_model(profile, ctx.facts))),
+    ]  # the card's (stage_fit)
     left = ctx.time_left()
     timeout = cfg.drill_timeout_s if left is None else min(cfg.drill_timeout_s, left - RESERVE_S)
     if timeout < MIN_DRILL_S:
-        return [], (f"not run: {left:.0f} s left of the stage's time limit, a drill needs {MIN_DRILL_S:.0f} s; "
-                    f"raise it with --stage-timeout fault=SECONDS")
+        return [], (
+            f"not run: {left:.0f} s left of the stage's time limit, a drill needs {MIN_DRILL_S:.0f} s; "
+            f"raise it with --stage-timeout fault=SECONDS"
+        )
     launch_error = None
     try:
-        launch(profile, WORKER, args, raw_dir=folder, nproc=ranks, max_restarts=1, timeout_s=timeout,
-               on_poll=watch.poll, env=case.env(dict(os.environ)))
-    except LaunchError as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
+        launch(
+            profile,
+            WORKER,
+            args,
+            raw_dir=folder,
+            nproc=ranks,
+            max_restarts=1,
+            timeout_s=timeout,
+            on_poll=watch.poll,
+            env=case.env(dict(os.environ)),
+        )
+    except (
+        LaunchError
+    ) as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
         launch_error = f"{error} (exit code {error.exit_code})"
         atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")
     watch.poll()
@@ -327,17 +442,34 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     for scenario in [c.name for c in drill_cases(cfg.get("scenarios", ()), backend)]:
         got = {r.metric: r for r in rows if r.case == scenario}
         if too_few:  # nothing to judge, and nothing wrong with the box: the run had one process per node
-            out += [VERDICTS.not_applicable(f"{check}.{scenario}", expected="a survivor beside the faulted rank",
-                                            observed="not run", why=too_few) for check in ("detect", "resume", "loss")]
+            out += [
+                VERDICTS.not_applicable(
+                    f"{check}.{scenario}",
+                    expected="a survivor beside the faulted rank",
+                    observed="not run",
+                    why=too_few,
+                )
+                for check in ("detect", "resume", "loss")
+            ]
             continue
         if not got:
-            out.append(VERDICTS.fail(f"drill.{scenario}", expected="the drill ran", observed="no rows",
-                                     reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/"))
+            out.append(
+                VERDICTS.fail(
+                    f"drill.{scenario}",
+                    expected="the drill ran",
+                    observed="no rows",
+                    reason=f"scenario {scenario} left no rows: see raw/fault/{scenario}/",
+                )
+            )
             continue
-        case = [judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
-                judge_resume(scenario, got, steps),
-                judge_loss(scenario, got)]
-        setting = text_of(got, "async_error_handling")  # which watchdog setting this case ran under, said in each
+        case = [
+            judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
+            judge_resume(scenario, got, steps),
+            judge_loss(scenario, got),
+        ]
+        setting = text_of(
+            got, "async_error_handling"
+        )  # which watchdog setting this case ran under, said in each
         out += [dataclasses.replace(v, observed=f"{v.observed} [{setting}]") if setting else v for v in case]
     return out + _node_loss.judge(rows, facts)  # none on one node
 
@@ -349,8 +481,10 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
         detect = hl.matching(rows, scenario, "detect_s")
         resume = hl.matching(rows, scenario, "resume_s")
         if detect:
-            parts.append(f"{scenario}: detected in {hl.seconds(detect[0].value)}"
-                         + (f", resumed in {hl.seconds(resume[0].value)}" if resume else ", not resumed"))
+            parts.append(
+                f"{scenario}: detected in {hl.seconds(detect[0].value)}"
+                + (f", resumed in {hl.seconds(resume[0].value)}" if resume else ", not resumed")
+            )
     return " · ".join(parts) or None
 
 
@@ -358,14 +492,21 @@ STAGE = Stage(
     row=9,
     after=("overlap",),  # needs no facts; the checklist drills faults after the measurements
     title="a rank killed, stopped, raising mid-training",
-    measures="a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to the "
-             "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
-             "the loss after resuming against an uninterrupted run",
-    wrong="hanging with no error (async error handling off / no timeout); resume losing steps or leaving the loss trajectory",
-    rehearsal="the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at once: a "
-              "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
-              "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
-              "torchrun's 30 s wait)",
+    measures="a DDP job under torchrun --max-restarts=1 losing one rank (crash, hang, exception): time to "
+    "the "
+    "first error and its text, to the restart, to training resumed from the last DCP checkpoint; "
+    "the loss after resuming against an uninterrupted run",
+    wrong="hanging with no error (async error handling off / no timeout); resume losing steps or leaving the "
+    "loss trajectory",
+    rehearsal="the same drill on gloo with 2 processes and a 3 s process-group timeout, the three drills at "
+    "once: a "
+    "real SIGKILL, SIGSTOP and exception, real detection, real torchrun restart and resume (torchrun and its "
+    "workers forked warm; the stopped rank is SIGKILLed by the drill once a survivor has raised, sparing "
+    "torchrun's 30 s wait)",
     config=CONFIG,
-    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+    estimate=estimate,
+    expect=expect,
+    run=run,
+    judge=judge,
+    headline=headline,
 )

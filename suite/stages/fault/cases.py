@@ -23,9 +23,12 @@ class DrillCase:
     @property
     def label(self) -> str:
         if self.async_error_handling is None:
-            return f"{ASYNC_ENV} unset: torch's default 3 (the watchdog ends the process without aborting NCCL)"
-        return f"{ASYNC_ENV}={self.async_error_handling}" + (" (the watchdog aborts NCCL, then ends the process)"
-                                                             if self.async_error_handling == "1" else "")
+            return (
+                f"{ASYNC_ENV} unset: torch's default 3 (the watchdog ends the process without aborting NCCL)"
+            )
+        return f"{ASYNC_ENV}={self.async_error_handling}" + (
+            " (the watchdog aborts NCCL, then ends the process)" if self.async_error_handling == "1" else ""
+        )
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """The launch's environment: the variable removed (torch's default) or set, whatever `base` holds."""

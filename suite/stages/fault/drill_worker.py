@@ -1,6 +1,7 @@
 """The fault drill's worker: DDP training with DCP checkpoints, one rank faulting at a chosen step.
 
-    python -m torch.distributed.run --nproc-per-node=2 --max-restarts=1 ... -m suite.stages.fault.drill_worker \
+    python -m torch.distributed.run --nproc-per-node=2 --max-restarts=1 ... -m suite.stages.fault.drill_worker
+    \
         --scenario crash --steps 8 --checkpoint-every 2 --fault-step 5 --fault-rank 1 --pg-timeout 5 \
         --model '{"vocab": 256, ...}'
 
@@ -37,8 +38,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from suite.launch import procs
 from suite import workloads
+from suite.launch import procs
 
 if __name__ == "__main__":
     # Before `import torch` (seconds): a worker whose torchrun is killed meanwhile must not linger.
@@ -57,7 +58,11 @@ from suite.workloads.worker import worker_session  # noqa: E402
 SCENARIOS = ("crash", "hang", "exception")
 CHECKPOINT_DIR = "ckpt"
 # The watchdog settings of ProcessGroupNCCL that decide whether a dead peer ends in an error or a hang.
-NCCL_WATCHDOG_ENV = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
+NCCL_WATCHDOG_ENV = (
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_BLOCKING_WAIT",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+)
 
 
 class InjectedFault(RuntimeError):
@@ -70,9 +75,9 @@ class InjectedFault(RuntimeError):
 def process_start_time() -> float:
     """When this process was created, wall-clock seconds: from /proc on Linux (10 ms ticks), else now.
 
-    The moment torchrun spawned a worker is what "torchrun restarted the group" means; the
-    interpreter and `import torch` take another second or more after it. A worker forked from the
-    warm launcher's zygote takes the start of the process torchrun spawned for it (suite/launch/warm_python.py).
+    The moment torchrun spawned a worker is what "torchrun restarted the group" means; the interpreter and
+    `import torch` take another second or more after it. A worker forked from the warm launcher's zygote takes
+    the start of the process torchrun spawned for it (suite/launch/warm_python.py).
     """
     if workloads.SPAWNED_AT is not None:
         return workloads.SPAWNED_AT
@@ -87,7 +92,8 @@ def process_start_time() -> float:
 
 
 class EventLog:
-    """Appends one JSON object per line to events.rank<N>.jsonl; each line is on disk before the next fault."""
+    """Appends one JSON object per line to events.rank<N>.jsonl; each line is on disk before the next
+    fault."""
 
     def __init__(self, folder: Path, rank: int, attempt: int):
         folder.mkdir(parents=True, exist_ok=True)
@@ -95,8 +101,13 @@ class EventLog:
         self.rank, self.attempt = rank, attempt
 
     def write(self, event: str, t: float | None = None, **fields) -> None:
-        record = {"event": event, "t": time.time() if t is None else t, "rank": self.rank, "attempt": self.attempt,
-                  **fields}
+        record = {
+            "event": event,
+            "t": time.time() if t is None else t,
+            "rank": self.rank,
+            "attempt": self.attempt,
+            **fields,
+        }
         # One write() of one line on an O_APPEND descriptor: the kernel keeps it whole even if we die next.
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -119,9 +130,7 @@ def checkpoint_path(folder: Path, done_steps: int) -> Path:
 
 def latest_checkpoint(folder: Path) -> tuple[int, Path] | None:
     """(steps done, path) of the newest checkpoint DCP finished writing; None when there is none."""
-    complete = [
-        (int(p.name.split("_")[1]), p) for p in folder.glob("step_*") if (p / ".metadata").exists()
-    ]
+    complete = [(int(p.name.split("_")[1]), p) for p in folder.glob("step_*") if (p / ".metadata").exists()]
     return max(complete) if complete else None
 
 
@@ -140,7 +149,8 @@ def load_checkpoint(model, optimizer, path: Path) -> None:
 
 
 def prune_checkpoints(folder: Path, keep: Path) -> None:
-    """Only the newest complete checkpoint is ever resumed from; older ones only fill the disk (GBs on GPUs)."""
+    """Only the newest complete checkpoint is ever resumed from; older ones only fill the disk (GBs on
+    GPUs)."""
     import shutil
 
     for old in folder.glob("step_*"):
@@ -179,10 +189,13 @@ def train(args, w, events: EventLog, group) -> None:
     for step in range(start, args.steps):
         tokens, targets = local_batch(cfg, step, w.rank, w.world, device=w.device)
         if w.restart_count == 0 and step == args.fault_step and w.rank == args.fault_rank:
-            # After the forward, before the backward: the others are then waiting in DDP's gradient all-reduce.
+            # After the forward, before the backward: the others are then waiting in DDP's gradient
+            # all-reduce.
             model.register_forward_hook(lambda *_: fault(args.scenario, events, step))
         mean = train_step(ddp, optimizer, tokens, targets).clone()
-        dist.all_reduce(mean, op=dist.ReduceOp.AVG, group=group)  # the global batch's loss: the mean of equal shares' means
+        dist.all_reduce(
+            mean, op=dist.ReduceOp.AVG, group=group
+        )  # the global batch's loss: the mean of equal shares' means
         events.write("step", step=step, loss=float(mean))  # float(): a CPU–GPU sync point on GPUs
         done = step + 1
         if done % args.checkpoint_every == 0 and done < args.steps:
@@ -201,10 +214,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-every", type=int, required=True)
     parser.add_argument("--fault-step", type=int, required=True)
     parser.add_argument("--fault-rank", type=int, required=True)
-    parser.add_argument("--pg-timeout", type=float, required=True,
-                        help="timeout of the training group (DDP's all-reduce), seconds")
-    parser.add_argument("--join-timeout", type=float, default=60.0,
-                        help="timeout of joining and of the default group (checkpoint coordination), seconds")
+    parser.add_argument(
+        "--pg-timeout",
+        type=float,
+        required=True,
+        help="timeout of the training group (DDP's all-reduce), seconds",
+    )
+    parser.add_argument(
+        "--join-timeout",
+        type=float,
+        default=60.0,
+        help="timeout of joining and of the default group (checkpoint coordination), seconds",
+    )
     parser.add_argument("--model", required=True, help="the GptConfig as JSON")
     args = parser.parse_args(argv)
 
@@ -218,8 +239,14 @@ def main(argv: list[str] | None = None) -> None:
         group = dist.new_group(timeout=timedelta(seconds=args.pg_timeout))
         events.write("group_up")
         if rank == 0 and attempt == 0:
-            events.write("settings", backend=w.backend, pg_timeout_s=args.pg_timeout, join_timeout_s=args.join_timeout,
-                         world=w.world, env={k: os.environ.get(k) for k in NCCL_WATCHDOG_ENV})
+            events.write(
+                "settings",
+                backend=w.backend,
+                pg_timeout_s=args.pg_timeout,
+                join_timeout_s=args.join_timeout,
+                world=w.world,
+                env={k: os.environ.get(k) for k in NCCL_WATCHDOG_ENV},
+            )
         try:
             train(args, w, events, group)
         except InjectedFault:

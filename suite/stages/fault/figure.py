@@ -1,20 +1,22 @@
-"""Fault figures: each scenario's timeline from the fault (detection, restart, regroup, resume, done) with
-the measured seconds written on it — on a multi-node run the node-loss drill's lane too — and the losses of the
+"""Fault figures: each scenario's timeline from the fault (detection, restart, regroup, resume, done) with the
+measured seconds written on it — on a multi-node run the node-loss drill's lane too — and the losses of the
 drill against the uninterrupted reference."""
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from reports.figures._plot import finish, limit, new_figure, style
 from suite.values import is_missing
 
-from reports.figures._plot import finish, limit, new_figure, style
-
 FACTS: tuple[str, ...] = ("fault_drill",)
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 SCENARIOS = ("crash", "hang", "exception")
-NODE_LOSS = "node_loss"  # a multi-node run's drill (suite/stages/fault/node_loss.py): a whole node's agent killed
+NODE_LOSS = (
+    "node_loss"  # a multi-node run's drill (suite/stages/fault/node_loss.py): a whole node's agent killed
+)
 # (from, to, label, colour): the phases between the timeline's marks, seconds after the fault.
 PHASES = (
     ("fault", "detect_s", "until a survivor raised", "#d62728"),
@@ -23,8 +25,13 @@ PHASES = (
     ("regroup_s", "resume_s", "checkpoint loaded, first step", "#2ca02c"),
     ("resume_s", "done_s", "training to the end", "#bbbbbb"),
 )
-MARKS = (("detect_s", "detected"), ("nudge_s", "drill SIGKILLs stopped rank"), ("restart_s", "restart"),
-         ("regroup_s", "group up"), ("resume_s", "resumed"))
+MARKS = (
+    ("detect_s", "detected"),
+    ("nudge_s", "drill SIGKILLs stopped rank"),
+    ("restart_s", "restart"),
+    ("regroup_s", "group up"),
+    ("resume_s", "resumed"),
+)
 ZERO_FLOOR = 1e-10
 """Loss differences of exactly 0 are drawn here on the log axis."""
 
@@ -34,7 +41,9 @@ def figures(rows, expectations, facts) -> list[Figure]:
         return []
     out = []
     cases = set(rows["case"])  # on NCCL each scenario also ran under TORCH_NCCL_ASYNC_ERROR_HANDLING=1
-    scenarios = [c for s in SCENARIOS for c in (s, f"{s}.async1") if c in cases] + [NODE_LOSS] * (NODE_LOSS in cases)
+    scenarios = [c for s in SCENARIOS for c in (s, f"{s}.async1") if c in cases] + [NODE_LOSS] * (
+        NODE_LOSS in cases
+    )
     if scenarios:
         out.append(timeline_figure(rows, scenarios, facts))
     if (rows["metric"] == "loss").any():
@@ -57,7 +66,9 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
         for start, end, label, colour in PHASES + _node_loss_phase(v):
             a, b = v.get(start), v.get(end)
             if not is_missing(a) and not is_missing(b) and b >= a:
-                ax.barh(y, b - a, left=a, height=0.4, color=colour, label=None if label in labelled else label)
+                ax.barh(
+                    y, b - a, left=a, height=0.4, color=colour, label=None if label in labelled else label
+                )
                 labelled.add(label)
                 longest = max(longest, b)
         reached = []
@@ -66,7 +77,9 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
             if not is_missing(x):
                 ax.plot([x], [y], "k|", markersize=16)
                 reached.append(f"{name.replace(chr(10), ' ')} {x:.2f} s")
-            elif key != "nudge_s" and not (scenario == NODE_LOSS and key == "regroup_s"):  # not measured there
+            elif key != "nudge_s" and not (
+                scenario == NODE_LOSS and key == "regroup_s"
+            ):  # not measured there
                 reached.append(f"{name.replace(chr(10), ' ')}: not reached")
         ax.annotate("fault → " + " → ".join(reached), (0, y + 0.24), fontsize=7.5, va="bottom")
         error = _error(rows, scenario)
@@ -76,13 +89,26 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
     ax.set_yticks(range(len(scenarios)), [_lane(rows, s) for s in reversed(scenarios)])
     ax.set_ylim(-0.75, len(scenarios) - 0.25)
     ax.set_xlim(-0.02 * max(longest, 1.0), 1.05 * max(longest, 1.0))
-    style(ax, xlabel="seconds after the fault", grid="x", legend=7 if labelled else None, loc="upper right",
-          ncols=len(labelled), bbox_to_anchor=(1.0, -0.12))
-    where = f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout " \
-            f"{drill.get('pg_timeout_s', '?')} s" + (", the scenarios run at once" if drill.get("concurrent") else "")
-    return finish(fig, f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun",
-                  "Good: each fault detected well inside the process-group timeout, and training resumed from the "
-                  "last checkpoint.")
+    style(
+        ax,
+        xlabel="seconds after the fault",
+        grid="x",
+        legend=7 if labelled else None,
+        loc="upper right",
+        ncols=len(labelled),
+        bbox_to_anchor=(1.0, -0.12),
+    )
+    where = (
+        f"{drill.get('ranks', '?')} {drill.get('backend', '')} ranks, process-group timeout "
+        f"{drill.get('pg_timeout_s', '?')} s"
+        + (", the scenarios run at once" if drill.get("concurrent") else "")
+    )
+    return finish(
+        fig,
+        f"Fault timeline per scenario ({where}); a stopped rank is SIGKILLed by the drill, not torchrun",
+        "Good: each fault detected well inside the process-group timeout, and training resumed from the "
+        "last checkpoint.",
+    )
 
 
 def _node_loss_phase(v: dict[str, float]) -> tuple:
@@ -131,17 +157,37 @@ def loss_figure(rows, scenarios: list[str]) -> Figure:
             if not len(points):
                 continue
             steps = points["repeat"].astype(int).tolist()
-            left.plot([s + 0.08 * (offset - 1) for s in steps], points["value"], marker, markersize=5,
-                      fillstyle="none", label=f"{scenario} {source.replace('attempt', 'attempt ')}")
+            left.plot(
+                [s + 0.08 * (offset - 1) for s in steps],
+                points["value"],
+                marker,
+                markersize=5,
+                fillstyle="none",
+                label=f"{scenario} {source.replace('attempt', 'attempt ')}",
+            )
             diffs = [max(abs(val - ref[s]), ZERO_FLOOR) for s, val in zip(steps, points["value"]) if s in ref]
-            right.plot([s for s in steps if s in ref], diffs, marker + "-" if source == "attempt1" else marker,
-                       fillstyle="none", label=f"{scenario} {source.replace('attempt', 'attempt ')}")
+            right.plot(
+                [s for s in steps if s in ref],
+                diffs,
+                marker + "-" if source == "attempt1" else marker,
+                fillstyle="none",
+                label=f"{scenario} {source.replace('attempt', 'attempt ')}",
+            )
         if not is_missing(v.get("fault_step")):
             left.axvline(v["fault_step"], color="#d62728", linestyle=":", linewidth=1)
     style(left, title="loss per step (fault step dotted)", xlabel="step", ylabel="loss (nats)", legend=6)
     if not is_missing(tolerance):
         limit(right, tolerance, f"tolerance {tolerance:g}", color="grey")
-    style(right, title=f"difference from the reference (0 drawn at {ZERO_FLOOR:g})", xlabel="step",
-          ylabel="|loss − reference| (nats)", logy=True, legend=6)
-    return finish(fig, "Resumed training against the uninterrupted run of the same seed",
-                  "Good: after the resume the loss matches the uninterrupted run (differences below the tolerance).")
+    style(
+        right,
+        title=f"difference from the reference (0 drawn at {ZERO_FLOOR:g})",
+        xlabel="step",
+        ylabel="|loss − reference| (nats)",
+        logy=True,
+        legend=6,
+    )
+    return finish(
+        fig,
+        "Resumed training against the uninterrupted run of the same seed",
+        "Good: after the resume the loss matches the uninterrupted run (differences below the tolerance).",
+    )

@@ -1,12 +1,13 @@
-"""The fault stage's three judgements of one drill case: detection (how, how fast), resume (from which step, how many
-lost) and loss (the resumed trajectory against the uninterrupted reference). Pure: rows in, verdicts out."""
+"""The fault stage's three judgements of one drill case: detection (how, how fast), resume (from which step,
+how many lost) and loss (the resumed trajectory against the uninterrupted reference). Pure: rows in, verdicts
+out."""
 
 from __future__ import annotations
 
 from suite.results import Row, Verdict
+from suite.stages.fault.timeline import STAGE
 from suite.values import is_missing
 from suite.verdicts import verdicts_for
-from suite.stages.fault.timeline import STAGE
 
 VERDICTS = verdicts_for(STAGE)
 
@@ -21,8 +22,14 @@ def text_of(got: dict[str, Row], metric: str) -> str | None:
     return row.text if row is not None else None
 
 
-def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_after: float,
-                    hang_after: float, fault_step: int) -> Verdict:
+def judge_detection(
+    scenario: str,
+    got: dict[str, Row],
+    pg_timeout: float,
+    warn_after: float,
+    hang_after: float,
+    fault_step: int,
+) -> Verdict:
     detect, restart = number_of(got, "detect_s"), number_of(got, "restart_s")
     error = text_of(got, "error")
     expected = f"a surviving rank raises within {hang_after:.0f} s (timeout {pg_timeout:g} s + margin)"
@@ -30,28 +37,47 @@ def judge_detection(scenario: str, got: dict[str, Row], pg_timeout: float, warn_
     if detect is None:
         if restart is not None and restart <= hang_after:
             return VERDICTS.passed(
-                check, expected=expected,
+                check,
+                expected=expected,
                 observed=f"no survivor raised; torchrun restarted the group {restart:.2f} s after the fault",
-                reason="torchrun saw the faulted process exit and stopped the others before they raised")
+                reason="torchrun saw the faulted process exit and stopped the others before they raised",
+            )
         launch = text_of(got, "launch_error")
         if number_of(got, "fault_step") is None:
-            return VERDICTS.fail(check, expected=expected, observed="the fault never happened",
-                                 reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
-                                        f"raw/fault/{scenario}/ holds torchrun's and every rank's log")
-        return VERDICTS.fail(check, expected=expected, observed="no surviving rank raised",
-                             reason="hangs without an error: set a timeout / enable async error handling "
-                                    "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
-                                    + (f"; {launch}" if launch else ""))
+            return VERDICTS.fail(
+                check,
+                expected=expected,
+                observed="the fault never happened",
+                reason=f"the drill did not reach step {fault_step}: {launch or 'see its rank logs'}; "
+                f"raw/fault/{scenario}/ holds torchrun's and every rank's log",
+            )
+        return VERDICTS.fail(
+            check,
+            expected=expected,
+            observed="no surviving rank raised",
+            reason="hangs without an error: set a timeout / enable async error handling "
+            "(init_process_group(timeout=…), TORCH_NCCL_ASYNC_ERROR_HANDLING=1)"
+            + (f"; {launch}" if launch else ""),
+        )
     observed = f"{detect:.3f} s: {error or '(no error text)'}"
     if detect > hang_after:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason="raised only after the timeout plus margin: effectively a hang; lower the "
-                                    "process-group timeout or enable async error handling")
-    return VERDICTS.check(check, detect <= warn_after, expected=expected, observed=observed,
-                          reason_ok="a surviving rank raised; torchrun could restart the group",
-                          reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
-                                     f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                          bad="warn")
+        return VERDICTS.fail(
+            check,
+            expected=expected,
+            observed=observed,
+            reason="raised only after the timeout plus margin: effectively a hang; lower the "
+            "process-group timeout or enable async error handling",
+        )
+    return VERDICTS.check(
+        check,
+        detect <= warn_after,
+        expected=expected,
+        observed=observed,
+        reason_ok="a surviving rank raised; torchrun could restart the group",
+        reason_bad=f"detection slower than the timeout + 10 s ({warn_after:.0f} s): check the "
+        f"process-group timeout and TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        bad="warn",
+    )
 
 
 def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
@@ -62,18 +88,33 @@ def judge_resume(scenario: str, got: dict[str, Row], steps: int) -> Verdict:
     check = f"resume.{scenario}"
     if resumed is None:
         launch = text_of(got, "launch_error")
-        return VERDICTS.fail(check, expected=expected, observed="training did not resume",
-                             reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
-                                    f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""))
-    observed = (f"resumed from step {resumed:.0f}, {number_of(got, 'steps_lost') or 0:.0f} step(s) redone, "
-                f"{(done or 0):.0f}/{steps} steps done")
+        return VERDICTS.fail(
+            check,
+            expected=expected,
+            observed="training did not resume",
+            reason="no restarted rank loaded a checkpoint and trained: see raw/fault/"
+            f"{scenario}/torchrun.log" + (f" ({launch})" if launch else ""),
+        )
+    observed = (
+        f"resumed from step {resumed:.0f}, {number_of(got, 'steps_lost') or 0:.0f} step(s) redone, "
+        f"{(done or 0):.0f}/{steps} steps done"
+    )
     if resumed < last:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
-                                    "the newest complete checkpoint was not found or not loaded")
-    return VERDICTS.check(check, done is not None and done >= steps, expected=expected,
-                          observed=observed, reason_ok="restarted from the newest checkpoint and trained to the end",
-                          reason_bad="the restarted group did not train to the last step: see its rank logs")
+        return VERDICTS.fail(
+            check,
+            expected=expected,
+            observed=observed,
+            reason=f"resumed from an earlier step than the last checkpoint ({last:.0f}): "
+            "the newest complete checkpoint was not found or not loaded",
+        )
+    return VERDICTS.check(
+        check,
+        done is not None and done >= steps,
+        expected=expected,
+        observed=observed,
+        reason_ok="restarted from the newest checkpoint and trained to the end",
+        reason_bad="the restarted group did not train to the last step: see its rank logs",
+    )
 
 
 def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
@@ -83,20 +124,31 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
     observed = ", ".join(f"{m} {v:.2e}" if v is not None else f"{m} n/a" for m, v in diffs.items())
     check = f"loss.{scenario}"
     if diffs["loss_diff"] is None:
-        return VERDICTS.fail(check, expected=expected, observed=observed,
-                             reason="no loss after resuming to compare: training did not resume")
+        return VERDICTS.fail(
+            check,
+            expected=expected,
+            observed=observed,
+            reason="no loss after resuming to compare: training did not resume",
+        )
     bad = [m for m, v in diffs.items() if v is not None and v > tolerance]
     reasons = {
-        "loss_diff": "the resumed run left the uninterrupted trajectory: model or optimizer state not restored "
-                     "(check what the checkpoint holds)",
+        "loss_diff": "the resumed run left the uninterrupted trajectory: model or optimizer state not "
+        "restored "
+        "(check what the checkpoint holds)",
         "replay_diff": "a step redone after resuming gave another loss than before the fault: the checkpoint "
-                       "does not hold the state of that step",
-        "pre_fault_diff": "the drill differs from the reference before any fault: DDP and one process disagree "
-                          "(data split or seed), so the comparison says nothing",
+        "does not hold the state of that step",
+        "pre_fault_diff": "the drill differs from the reference before any fault: DDP and one process "
+        "disagree "
+        "(data split or seed), so the comparison says nothing",
     }
-    return VERDICTS.check(check, not bad, expected=expected, observed=observed,
-                          reason_ok="the resumed run continues the same trajectory",
-                          reason_bad="; ".join(reasons[m] for m in bad))
+    return VERDICTS.check(
+        check,
+        not bad,
+        expected=expected,
+        observed=observed,
+        reason_ok="the resumed run continues the same trajectory",
+        reason_bad="; ".join(reasons[m] for m in bad),
+    )
 
 
 def too_few_ranks(profile: dict) -> str | None:
@@ -107,5 +159,7 @@ def too_few_ranks(profile: dict) -> str | None:
     if ranks >= 2:
         return None
     option = "GPUS_PER_NODE=" if len(profile.get("nodes") or ()) > 1 else "--nproc "
-    return (f"{ranks} process per node ({option}{nproc}): a rank lost on a node needs a survivor beside it; "
-            "2 processes per node run these drills")
+    return (
+        f"{ranks} process per node ({option}{nproc}): a rank lost on a node needs a survivor beside it; "
+        "2 processes per node run these drills"
+    )

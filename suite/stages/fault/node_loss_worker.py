@@ -1,18 +1,19 @@
 """The node-loss drill's worker: DDP training with checkpoints on every node, one whole node lost mid-step.
 
     torchrun --nnodes=1:2 --max-restarts=1 … -m suite.stages.fault.node_loss_worker --lose node-b --steps 6 \
-        --checkpoint-every 2 --fault-step 5 --pg-timeout 5 --checkpoint-dir RUN/raw/fault/node_loss/ckpt --model '{…}'
+        --checkpoint-every 2 --fault-step 5 --pg-timeout 5 --checkpoint-dir RUN/raw/fault/node_loss/ckpt
+        --model '{…}'
 
-The fault drill's training (suite/stages/fault/drill_worker.py: its event log), where the fault is a
-node: on the first attempt, in the middle of step --fault-step (after the forward, before the gradient
-all-reduce), the first rank of node --lose (CARDTIME_NODE_NAME) SIGKILLs its node's torchrun agent and then
-itself; the node's other ranks die with their agent (PR_SET_PDEATHSIG). The survivors are blocked in the
-all-reduce; their error is recorded and raised, their agents restart them (--max-restarts) and, the rendezvous
-being elastic, go on without the lost node: the global batch is split among fewer ranks, so the trajectory is the
-same, and the steps since the last checkpoint are computed again (`step` events of attempt 1).
-Checkpoints go to --checkpoint-dir on every node's own disk (suite/stages/fault/node_checkpoint.py: each node's
-first rank writes the whole replicated state there), so the survivors resume without the lost node's disk, with
-or without shared storage.
+The fault drill's training (suite/stages/fault/drill_worker.py: its event log), where the fault is a node: on
+the first attempt, in the middle of step --fault-step (after the forward, before the gradient all-reduce), the
+first rank of node --lose (CARDTIME_NODE_NAME) SIGKILLs its node's torchrun agent and then itself; the node's
+other ranks die with their agent (PR_SET_PDEATHSIG). The survivors are blocked in the all-reduce; their error
+is recorded and raised, their agents restart them (--max-restarts) and, the rendezvous being elastic, go on
+without the lost node: the global batch is split among fewer ranks, so the trajectory is the same, and the
+steps since the last checkpoint are computed again (`step` events of attempt 1). Checkpoints go to
+--checkpoint-dir on every node's own disk (suite/stages/fault/node_checkpoint.py: each node's first rank
+writes the whole replicated state there), so the survivors resume without the lost node's disk, with or
+without shared storage.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import torch.distributed as dist  # noqa: E402
 
 from suite.config import GptConfig  # noqa: E402
 from suite.stages.fault.drill_worker import EventLog, first_line, process_start_time  # noqa: E402
-from suite.workloads.gpt import build_model  # noqa: E402
 from suite.stages.fault.node_checkpoint import agreed_step, load_replica, save_replica  # noqa: E402
+from suite.workloads.gpt import build_model  # noqa: E402
 from suite.workloads.training import local_batch, make_optimizer, train_step, wrap_ddp  # noqa: E402
 from suite.workloads.worker import worker_session  # noqa: E402
 
@@ -81,19 +82,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fault-step", type=int, required=True)
     p.add_argument("--pg-timeout", type=float, required=True, help="timeout of the training group, seconds")
     p.add_argument("--join-timeout", type=float, default=60.0, help="timeout of joining, seconds")
-    p.add_argument("--checkpoint-dir", required=True, help="a folder on each node's own disk (or a shared one)")
+    p.add_argument(
+        "--checkpoint-dir", required=True, help="a folder on each node's own disk (or a shared one)"
+    )
     p.add_argument("--model", required=True, help="the GptConfig as JSON")
     args = p.parse_args(argv)
     node = os.environ.get("CARDTIME_NODE_NAME", "node")
-    events = EventLog(Path(os.environ.get("CARDTIME_RAW_DIR", ".")), int(os.environ["RANK"]),
-                      int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    events = EventLog(
+        Path(os.environ.get("CARDTIME_RAW_DIR", ".")),
+        int(os.environ["RANK"]),
+        int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+    )
     events.write("spawn", t=spawned, pid=os.getpid(), node=node)
     with worker_session(timeout_s=max(args.join_timeout, args.pg_timeout)) as w:
         group = dist.new_group(timeout=timedelta(seconds=args.pg_timeout))
         events.write("group_up", world=w.world, node=node)
         try:
             train(args, w, events, group, node)
-        except Exception as error:  # a survivor: record what it raised, then fail so that torchrun restarts it
+        except (
+            Exception
+        ) as error:  # a survivor: record what it raised, then fail so that torchrun restarts it
             events.write("error", type=type(error).__name__, first_line=first_line(error), node=node)
             raise
         events.write("done", t=time.time(), node=node)

@@ -1,6 +1,8 @@
-"""The fault drill's uninterrupted reference: one process training the full global batch, the loss of every step.
+"""The fault drill's uninterrupted reference: one process training the full global batch, the loss of every
+step.
 
-    python -m suite.stages.fault.reference_worker --model '{"vocab": 256, ...}' --steps 6 --device cpu --out FILE
+    python -m suite.stages.fault.reference_worker --model '{"vocab": 256, ...}' --steps 6 --device cpu --out
+    FILE
 
 DDP averages the ranks' gradients of equal shares, which is the full batch's gradient, so the
 drill follows this trajectory up to the order of floating-point sums. A process of its own (the

@@ -63,7 +63,8 @@ class Timeline:
 
 
 def build_timeline(scenario: str, world: int, events: Iterable[dict[str, Any]]) -> Timeline:
-    """Fold the events of one scenario (any order, every rank and attempt, the stage's too) into its timeline."""
+    """Fold the events of one scenario (any order, every rank and attempt, the stage's too) into its
+    timeline."""
     events = sorted(events, key=lambda e: e.get("t", 0.0))
     tl = Timeline(scenario=scenario, world=world)
     faults = [e for e in events if e["event"] == "fault"]
@@ -75,8 +76,13 @@ def build_timeline(scenario: str, world: int, events: Iterable[dict[str, Any]]) 
         fault_attempt = 0
     after = fault_attempt + 1
 
-    errors = [e for e in events if e["event"] in ("error", "log_error") and e.get("rank") != tl.fault_rank
-              and e.get("attempt", fault_attempt) == fault_attempt]
+    errors = [
+        e
+        for e in events
+        if e["event"] in ("error", "log_error")
+        and e.get("rank") != tl.fault_rank
+        and e.get("attempt", fault_attempt) == fault_attempt
+    ]
     if errors and tl.fault_t is not None:
         first = errors[0]
         tl.error_t, tl.error_rank = first["t"], first["rank"]
@@ -91,8 +97,11 @@ def build_timeline(scenario: str, world: int, events: Iterable[dict[str, Any]]) 
     tl.regroup_t = max(ups) if len(ups) == world else None
     resumed = [e for e in events if e["event"] == "resumed" and e["attempt"] == after]
     tl.resumed_from = resumed[0]["step"] if resumed else None
-    first_steps = [e["t"] for e in events if e["event"] == "step" and e["attempt"] == after
-                   and e["step"] == tl.resumed_from]
+    first_steps = [
+        e["t"]
+        for e in events
+        if e["event"] == "step" and e["attempt"] == after and e["step"] == tl.resumed_from
+    ]
     tl.resume_t = min(first_steps) if first_steps else None
     dones = [e["t"] for e in events if e["event"] == "done"]
     tl.done_t = max(dones) if dones else None
@@ -123,9 +132,15 @@ def max_abs_diff(a: dict[int, float], b: dict[int, float] | list[float]) -> floa
     return max(abs(a[s] - b[s]) for s in common)
 
 
-def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tolerance: float,
-                  launch_error: str | None = None) -> list[Row]:
-    """One scenario's measurements: intervals from the fault, steps, loss differences, settings, the error's first line."""
+def timeline_rows(
+    tl: Timeline,
+    reference: list[float],
+    pg_timeout_s: float,
+    tolerance: float,
+    launch_error: str | None = None,
+) -> list[Row]:
+    """One scenario's measurements: intervals from the fault, steps, loss differences, settings, the error's
+    first line."""
     case, world = tl.scenario, tl.world
 
     def row(metric: str, value: float | None, unit: str, **params) -> Row:
@@ -133,7 +148,9 @@ def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tol
         return Row(stage=STAGE, case=case, metric=metric, value=value, unit=unit, world=world, **params)
 
     def text(metric: str, value: str, **params) -> Row:
-        return Row(stage=STAGE, case=case, metric=metric, value=NAN, unit="text", world=world, text=value, **params)
+        return Row(
+            stage=STAGE, case=case, metric=metric, value=NAN, unit="text", world=world, text=value, **params
+        )
 
     resumed = tl.resumed_losses()
     attempt0 = tl.losses.get(0, {})
@@ -141,14 +158,22 @@ def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tol
         row("pg_timeout_s", pg_timeout_s, "s"),
         row("fault_step", tl.fault_step, "count", rank=tl.fault_rank),
         row("detect_s", tl.since_fault(tl.error_t), "s", rank=tl.error_rank, source=tl.error_via),
-        row("restart_s", tl.since_fault(tl.restart_t), "s", source="torchrun+drill" if tl.nudge_t else "torchrun"),
+        row(
+            "restart_s",
+            tl.since_fault(tl.restart_t),
+            "s",
+            source="torchrun+drill" if tl.nudge_t else "torchrun",
+        ),
         row("regroup_s", tl.since_fault(tl.regroup_t), "s"),
         row("resume_s", tl.since_fault(tl.resume_t), "s"),
         row("done_s", tl.since_fault(tl.done_t), "s"),
         row("last_checkpoint_step", tl.last_checkpoint, "count"),
         row("resumed_from_step", tl.resumed_from, "count"),
-        row("steps_lost", None if tl.fault_step is None or tl.resumed_from is None else tl.fault_step - tl.resumed_from,
-            "count"),
+        row(
+            "steps_lost",
+            None if tl.fault_step is None or tl.resumed_from is None else tl.fault_step - tl.resumed_from,
+            "count",
+        ),
         row("steps_done", tl.steps_done, "count"),
         row("loss_diff", max_abs_diff(resumed, reference), "nats", source="vs reference"),
         row("replay_diff", max_abs_diff(resumed, attempt0), "nats", source="vs attempt 0"),
@@ -156,12 +181,23 @@ def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tol
         row("loss_tolerance", tolerance, "nats"),
     ]
     if tl.checkpoint_seconds:
-        rows.append(row("checkpoint_s", sum(tl.checkpoint_seconds) / len(tl.checkpoint_seconds), "s",
-                        count=len(tl.checkpoint_seconds)))
+        rows.append(
+            row(
+                "checkpoint_s",
+                sum(tl.checkpoint_seconds) / len(tl.checkpoint_seconds),
+                "s",
+                count=len(tl.checkpoint_seconds),
+            )
+        )
     if tl.nudge_t is not None:
         rows.append(row("nudge_s", tl.since_fault(tl.nudge_t), "s", source="drill"))
-        rows.append(text("restart_note", "restart_s includes the drill's SIGKILL of the stopped rank at nudge_s; "
-                                         "torchrun alone SIGTERMs it, waits 30 s, then SIGKILLs it"))
+        rows.append(
+            text(
+                "restart_note",
+                "restart_s includes the drill's SIGKILL of the stopped rank at nudge_s; "
+                "torchrun alone SIGTERMs it, waits 30 s, then SIGKILLs it",
+            )
+        )
     if tl.error_line:
         rows.append(text("error", tl.error_line, rank=tl.error_rank, source=tl.error_via))
     if launch_error:
@@ -171,10 +207,24 @@ def timeline_rows(tl: Timeline, reference: list[float], pg_timeout_s: float, tol
         for name, value in env.items():
             rows.append(text(name, "unset" if value is None else str(value)))
     for attempt, losses in sorted(tl.losses.items()):
-        rows.extend(row("loss", loss, "nats", repeat=step, source=f"attempt{attempt}") for step, loss in sorted(losses.items()))
+        rows.extend(
+            row("loss", loss, "nats", repeat=step, source=f"attempt{attempt}")
+            for step, loss in sorted(losses.items())
+        )
     return rows
 
 
 def reference_rows(reference: list[float]) -> list[Row]:
-    return [Row(stage=STAGE, case="reference", metric="loss", value=loss, unit="nats", world=1, repeat=step,
-                source="single-process") for step, loss in enumerate(reference)]
+    return [
+        Row(
+            stage=STAGE,
+            case="reference",
+            metric="loss",
+            value=loss,
+            unit="nats",
+            world=1,
+            repeat=step,
+            source="single-process",
+        )
+        for step, loss in enumerate(reference)
+    ]

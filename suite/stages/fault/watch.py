@@ -1,4 +1,5 @@
-"""Watching a fault drill while it runs (the stage's on_poll): its events, a survivor's watchdog line, a stopped rank.
+"""Watching a fault drill while it runs (the stage's on_poll): its events, a survivor's watchdog line, a
+stopped rank.
 
 Every POLL_S the stage reads the drill's event files. A survivor that the NCCL watchdog tears down
 (TORCH_NCCL_ASYNC_ERROR_HANDLING 1 or 3) never records a Python exception: its log's first failure
@@ -28,7 +29,8 @@ POLL_S = 0.2
 
 
 class DrillWatch:
-    """Reads the drill's events while it runs; records a survivor's watchdog line; ends a stopped rank's hang."""
+    """Reads the drill's events while it runs; records a survivor's watchdog line; ends a stopped rank's
+    hang."""
 
     def __init__(self, folder: Path, fault_rank: int, ranks: int):
         self.folder, self.fault_rank, self.ranks = folder, fault_rank, ranks
@@ -58,16 +60,24 @@ class DrillWatch:
         if not self.log_error_seen:
             self.read_watchdog_lines(fault)
             events = self.events()
-        raised = any(e.get("event") in ("error", "log_error") and e.get("rank") != self.fault_rank for e in events)
+        raised = any(
+            e.get("event") in ("error", "log_error") and e.get("rank") != self.fault_rank for e in events
+        )
         if fault["kind"] == "hang" and raised and not self.nudged:
             self.nudged = True
             if is_drill_process(fault["pid"], fault.get("started")):
                 os.kill(fault["pid"], signal.SIGKILL)
-                self.record("nudge", rank=fault["rank"], attempt=fault["attempt"], pid=fault["pid"],
-                            why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait")
+                self.record(
+                    "nudge",
+                    rank=fault["rank"],
+                    attempt=fault["attempt"],
+                    pid=fault["pid"],
+                    why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait",
+                )
 
     def read_watchdog_lines(self, fault: dict[str, Any]) -> None:
-        """A survivor torn down by the NCCL watchdog leaves only its log: take the first failure line as its error."""
+        """A survivor torn down by the NCCL watchdog leaves only its log: take the first failure line as its
+        error."""
         for rank in range(self.ranks):
             if rank == self.fault_rank:
                 continue
@@ -81,19 +91,28 @@ class DrillWatch:
             now = time.time()
             when = record.epoch(near=fault["t"]) if record is not None and record.has_time else None
             # The log's own time where it has one; else when this poll saw it (at most POLL_S late).
-            self.record("log_error", t=now if when is None else when, rank=rank, attempt=fault["attempt"],
-                        first_line=line, seen_at=now, t_source="log time" if when is not None else "stage poll")
+            self.record(
+                "log_error",
+                t=now if when is None else when,
+                rank=rank,
+                attempt=fault["attempt"],
+                first_line=line,
+                seen_at=now,
+                t_source="log time" if when is not None else "stage poll",
+            )
             self.log_error_seen = True
             return
 
 
 def is_drill_process(pid: int, started: int | None = None) -> bool:
-    """Whether `pid` is still the faulted rank (never signal a recycled pid): the same start time where /proc tells
-    (a rank forked from the warm launcher runs under the zygote's command line), else its command line."""
+    """Whether `pid` is still the faulted rank (never signal a recycled pid): the same start time where /proc
+    tells (a rank forked from the warm launcher runs under the zygote's command line), else its command
+    line."""
     if started is not None and procs.start_ticks(pid) is not None:
         return procs.start_ticks(pid) == started
-    out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run(
+        ["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False
+    ).stdout
     return WORKER in out
 
 

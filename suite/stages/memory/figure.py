@@ -10,10 +10,16 @@ from matplotlib.figure import Figure
 from reports.figures._plot import finish, grouped_bars, log_axis
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
-TERMS = (("state", "parameters"), ("state", "gradients"), ("state", "optimizer"),
-         ("activations", "bytes_per_layer"), ("activations.checkpoint", "bytes_per_layer"))
+TERMS = (
+    ("state", "parameters"),
+    ("state", "gradients"),
+    ("state", "optimizer"),
+    ("activations", "bytes_per_layer"),
+    ("activations.checkpoint", "bytes_per_layer"),
+)
 
 
 def _value(frame, case, metric):
@@ -43,8 +49,12 @@ def figures(rows, expectations, facts) -> list[Figure]:
     baseline, cap = _value(rows, "search", "baseline_bytes"), _value(rows, "search", "cap_bytes")
     for _, r in tries.iterrows():
         b = int(r["count"])
-        search.scatter([b], [(r["value"] + baseline) / 2**20], color="tab:green" if ok.get(b) else "tab:red",
-                       marker="o" if ok.get(b) else "x")
+        search.scatter(
+            [b],
+            [(r["value"] + baseline) / 2**20],
+            color="tab:green" if ok.get(b) else "tab:red",
+            marker="o" if ok.get(b) else "x",
+        )
     if math.isfinite(cap):
         search.axhline(cap / 2**20, color="red", linestyle="--", label="cap")
         search.legend(fontsize=7)
@@ -53,5 +63,10 @@ def figures(rows, expectations, facts) -> list[Figure]:
     search.set_xlabel("batch (sequences)")
     search.set_ylabel("peak MiB (green fits, red OOM)")
     search.set_title(f"Largest batch that fits: {largest:.0f}")
-    return [finish(fig, caption="Good: each blue bar level with its grey formula bar, green dots (fits) below the red "
-                                "cap and red crosses (out of memory) above it.")]
+    return [
+        finish(
+            fig,
+            caption="Good: each blue bar level with its grey formula bar, green dots (fits) below the red "
+            "cap and red crosses (out of memory) above it.",
+        )
+    ]

@@ -1,4 +1,5 @@
-"""The largest batch that fits, found by a search that recovers from OutOfMemoryError and proves it leaked nothing.
+"""The largest batch that fits, found by a search that recovers from OutOfMemoryError and proves it leaked
+nothing.
 
     meter = CudaMeter(device, budget_bytes)          # the caching allocator, capped per process
     meter = CpuCap(cap_bytes)                         # on CPU: a dispatch mode that raises OOM past a cap
@@ -26,8 +27,9 @@ from torch.utils._pytree import tree_flatten
 
 class CpuCap(TorchDispatchMode):
     """Counts the bytes of every storage an op creates while active (freed ones subtracted through weak
-    references) and raises torch.OutOfMemoryError when the live total would pass `cap_bytes` — the CPU stand-in
-    for a card's memory. Only tensors made inside the mode count: enter it before building the model."""
+    references) and raises torch.OutOfMemoryError when the live total would pass `cap_bytes` — the CPU
+    stand-in for a card's memory. Only tensors made inside the mode count: enter it before building the
+    model."""
 
     def __init__(self, cap_bytes: int | None = None):
         super().__init__()
@@ -77,7 +79,8 @@ class CpuCap(TorchDispatchMode):
 
 
 class CudaMeter:
-    """The caching allocator's own numbers; `budget_bytes` caps this process (set_per_process_memory_fraction)."""
+    """The caching allocator's own numbers; `budget_bytes` caps this process
+    (set_per_process_memory_fraction)."""
 
     def __init__(self, device: torch.device, budget_bytes: int | None = None):
         self.device = device
@@ -105,7 +108,8 @@ class CudaMeter:
         self.after_oom()
 
     def after_oom(self) -> None:
-        """The cached blocks of the failed try back to the driver: the next try starts from an unfragmented pool."""
+        """The cached blocks of the failed try back to the driver: the next try starts from an unfragmented
+        pool."""
         torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
 
@@ -142,14 +146,16 @@ def try_batch(step: Callable[[int], None], meter, batch: int) -> Try:
         fits = False
     peak = meter.peak() - baseline
     if meter.allocated() != baseline:
-        meter.release()  # gc (~0.5 s with torch loaded) only when the try left something behind: a cycle, or a leak
+        # gc (~0.5 s with torch loaded) only when the try left something behind: a cycle, or a leak
+        meter.release()
     elif not fits:
         meter.after_oom()
     return Try(batch=batch, fits=fits, peak_bytes=peak, leaked_bytes=meter.allocated() - baseline)
 
 
 def largest_batch(step: Callable[[int], None], meter, max_batch: int) -> SearchResult:
-    """Double until a try fails (or max_batch fits), then bisect: the largest batch that fits and the first that does not."""
+    """Double until a try fails (or max_batch fits), then bisect: the largest batch that fits and the first
+    that does not."""
     result = SearchResult(largest_fit=0, smallest_oom=None)
 
     def fits(b: int) -> bool:
@@ -176,7 +182,8 @@ def largest_batch(step: Callable[[int], None], meter, max_batch: int) -> SearchR
 
 
 def predicted_largest(peaks: dict[int, int], headroom_bytes: int) -> int | None:
-    """From the peaks (above the baseline) of two fitting batches, linear in b: the largest b whose peak fits."""
+    """From the peaks (above the baseline) of two fitting batches, linear in b: the largest b whose peak
+    fits."""
     fitted = sorted(peaks.items())[:2]
     if len(fitted) < 2 or fitted[1][0] == fitted[0][0]:
         return None

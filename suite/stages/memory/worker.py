@@ -5,10 +5,11 @@ checkpointing), the largest batch that fits, and the allocator's fragmentation.
 
 On CUDA every figure is the caching allocator's: memory_allocated() before and after each phase,
 max_memory_allocated() for peaks, memory_stats() for reserved vs allocated. On CPU, where no allocator keeps
-books, torch's MemTracker (torch.distributed._tools.mem_tracker) counts parameters, gradients, optimizer
-state and activations by category; the batch search runs under suite/stages/memory/search.py's CpuCap.
-Training is bf16 autocast over fp32 parameters with AdamW (the state suite/costmodel/memory_formula.py prices at 16Ψ).
-Activations per block are the difference between a 2-block and a 1-block model: embedding, head and loss cancel.
+books, torch's MemTracker (torch.distributed._tools.mem_tracker) counts parameters, gradients, optimizer state
+and activations by category; the batch search runs under suite/stages/memory/search.py's CpuCap. Training is
+bf16 autocast over fp32 parameters with AdamW (the state suite/costmodel/memory_formula.py prices at 16Ψ).
+Activations per block are the difference between a 2-block and a 1-block model: embedding, head and loss
+cancel.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from torch.utils.checkpoint import checkpoint
 from suite.config import GptConfig
 from suite.costmodel.sizing import parameter_count
 from suite.results import Row
-from suite.workloads.gpt import build_model, loss_fn, synthetic_batch
 from suite.stages.memory.search import CpuCap, CudaMeter, largest_batch, predicted_largest
+from suite.workloads.gpt import build_model, loss_fn, synthetic_batch
 
 STAGE = "memory"
 
@@ -60,8 +61,11 @@ class Phases:
             forward_loss(model, tokens, targets).backward()
             opt.step()
             snap = tracker.get_tracker_snapshot("current")[torch.device("cpu")]
-        return {"parameters": snap[_MemRefType.PARAM], "gradients": snap[_MemRefType.GRAD],
-                "optimizer": snap[_MemRefType.OPT]}
+        return {
+            "parameters": snap[_MemRefType.PARAM],
+            "gradients": snap[_MemRefType.GRAD],
+            "optimizer": snap[_MemRefType.OPT],
+        }
 
     def _cuda_state(self, cfg: GptConfig) -> dict[str, int]:
         d = self.device
@@ -163,10 +167,18 @@ def search_rows(mc, device: torch.device, step_hook=None) -> list[Row]:
     out = [_row("search", "try_peak_bytes", t.peak_bytes, count=t.batch) for t in result.tries]
     out += [_row("search", "try_fits", float(t.fits), unit="count", count=t.batch) for t in result.tries]
     out += [_row("search", "try_leaked_bytes", t.leaked_bytes, count=t.batch) for t in result.tries]
-    out += [_row("search", "largest_batch", result.largest_fit, unit="count"),
-            _row("search", "smallest_oom", result.smallest_oom if result.smallest_oom else float("nan"), unit="count"),
-            _row("search", "predicted_batch", predicted if predicted is not None else float("nan"), unit="count"),
-            _row("search", "cap_bytes", cap), _row("search", "baseline_bytes", baseline)]
+    out += [
+        _row("search", "largest_batch", result.largest_fit, unit="count"),
+        _row(
+            "search",
+            "smallest_oom",
+            result.smallest_oom if result.smallest_oom else float("nan"),
+            unit="count",
+        ),
+        _row("search", "predicted_batch", predicted if predicted is not None else float("nan"), unit="count"),
+        _row("search", "cap_bytes", cap),
+        _row("search", "baseline_bytes", baseline),
+    ]
     if device.type == "cuda":
         out += fragmentation_rows(device)
     del model, opt
@@ -177,9 +189,16 @@ def search_rows(mc, device: torch.device, step_hook=None) -> list[Row]:
 def fragmentation_rows(device: torch.device) -> list[Row]:
     """Reserved vs allocated, at the search's peak and now, and the inactive split blocks (fragments)."""
     stats = torch.cuda.memory_stats(device)
-    rows = [_row("fragmentation", key.replace(".all.", "_"), stats.get(key, 0))
-            for key in ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-                        "allocated_bytes.all.current", "inactive_split_bytes.all.current")]
+    rows = [
+        _row("fragmentation", key.replace(".all.", "_"), stats.get(key, 0))
+        for key in (
+            "reserved_bytes.all.peak",
+            "allocated_bytes.all.peak",
+            "reserved_bytes.all.current",
+            "allocated_bytes.all.current",
+            "inactive_split_bytes.all.current",
+        )
+    ]
     torch.cuda.empty_cache()
     rows.append(_row("fragmentation", "reserved_after_empty_cache", torch.cuda.memory_reserved(device)))
     return rows

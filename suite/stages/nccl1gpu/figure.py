@@ -8,7 +8,8 @@ from matplotlib.figure import Figure
 from reports.figures._plot import finish, log_axis
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -20,8 +21,12 @@ def figures(rows, expectations, facts) -> list[Figure]:
         return []
     fig = Figure(figsize=(9, 3.4))
     left, right = fig.subplots(1, 2)
-    names = [("enqueue_s", "enqueue"), ("wait_host_s", "wait()"), ("sync_host_s", "synchronize()"),
-             ("gemm_device_s", "GEMM chain (device)")]
+    names = [
+        ("enqueue_s", "enqueue"),
+        ("wait_host_s", "wait()"),
+        ("sync_host_s", "synchronize()"),
+        ("gemm_device_s", "GEMM chain (device)"),
+    ]
     labels, values = [], []
     for metric, label in names:
         hit = asy[asy["metric"] == metric]["value"]
@@ -41,5 +46,10 @@ def figures(rows, expectations, facts) -> list[Figure]:
         right.set_title("gloo collectives on CUDA tensors")
     else:
         right.axis("off")
-    return [finish(fig, caption="Good: enqueue and wait() short, synchronize() as long as the GEMM chain; every gloo "
-                                "bar at the 1e-12 floor (CUDA and CPU results equal).")]
+    return [
+        finish(
+            fig,
+            caption="Good: enqueue and wait() short, synchronize() as long as the GEMM chain; every gloo "
+            "bar at the 1e-12 floor (CUDA and CPU results equal).",
+        )
+    ]

@@ -1,11 +1,11 @@
 """What NCCL and torch.distributed do on one card; run by the nccl1gpu stage, one launch per case:
 
-    --case duplicate   2 ranks, NCCL, both on cuda:0: NCCL ≥ 2.5 refuses ("Duplicate GPU detected"); the
-                       error's text is the row (NCCL_DEBUG=WARN adds its WARN line to the rank logs)
-    --case one_rank    1 rank, NCCL: communicator creation, new_group, async_op=True and work.wait() vs
-                       torch.cuda.synchronize() behind a GEMM chain the collective must wait for
-    --case gloo_cuda   N ranks, gloo, CUDA tensors on the one card: each collective's result against the same
-                       collective on CPU tensors (--device cpu runs the comparison code on CPU: a test's seam)
+--case duplicate   2 ranks, NCCL, both on cuda:0: NCCL ≥ 2.5 refuses ("Duplicate GPU detected"); the
+                   error's text is the row (NCCL_DEBUG=WARN adds its WARN line to the rank logs)
+--case one_rank    1 rank, NCCL: communicator creation, new_group, async_op=True and work.wait() vs
+                   torch.cuda.synchronize() behind a GEMM chain the collective must wait for
+--case gloo_cuda   N ranks, gloo, CUDA tensors on the one card: each collective's result against the same
+                   collective on CPU tensors (--device cpu runs the comparison code on CPU: a test's seam)
 """
 
 from __future__ import annotations
@@ -42,13 +42,24 @@ def duplicate(rank: int, world: int, timeout_s: float) -> list[Row]:
         dist.all_reduce(x)
         torch.cuda.synchronize(device)
     except Exception as e:  # the refusal is the measurement: record its text, whatever type torch gives it
-        return [row("duplicate", "refused", 1.0, text=f"{type(e).__name__}: {e}"[:4000], rank=rank, world=world)]
-    return [row("duplicate", "refused", 0.0, text=f"accepted: all_reduce of ones gave {x[0].item():g}", rank=rank,
-                world=world)]
+        return [
+            row("duplicate", "refused", 1.0, text=f"{type(e).__name__}: {e}"[:4000], rank=rank, world=world)
+        ]
+    return [
+        row(
+            "duplicate",
+            "refused",
+            0.0,
+            text=f"accepted: all_reduce of ones gave {x[0].item():g}",
+            rank=rank,
+            world=world,
+        )
+    ]
 
 
 def gemm_chain(device, n: int, count: int) -> tuple[torch.Tensor, torch.cuda.Event, torch.cuda.Event]:
-    """`count` n×n fp32 matmuls on the current stream, bracketed by CUDA events; returns a scalar that depends on them."""
+    """`count` n×n fp32 matmuls on the current stream, bracketed by CUDA events; returns a scalar that depends
+    on them."""
     a = torch.randn(n, n, device=device) / n**0.5
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -67,8 +78,10 @@ def one_rank(timeout_s: float, gemm_n: int, gemm_count: int) -> list[Row]:
     x = torch.arange(8, dtype=torch.float32, device=device)
     dist.all_reduce(x)
     torch.cuda.synchronize(device)
-    out = [row("init", "first_collective_s", time.perf_counter() - t0, unit="s"),
-           row("init", "identity_ok", float(torch.equal(x.cpu(), torch.arange(8, dtype=torch.float32))))]
+    out = [
+        row("init", "first_collective_s", time.perf_counter() - t0, unit="s"),
+        row("init", "identity_ok", float(torch.equal(x.cpu(), torch.arange(8, dtype=torch.float32)))),
+    ]
     group = dist.new_group([0], backend="nccl")
     y = torch.full((8,), 3.0, device=device)
     dist.all_reduce(y, group=group)
@@ -86,27 +99,35 @@ def one_rank(timeout_s: float, gemm_n: int, gemm_count: int) -> list[Row]:
     after = value * 2  # queued on the current stream: runs after the collective
     torch.cuda.synchronize(device)
     synced = time.perf_counter()
-    out += [row("async", "enqueue_s", enqueued - t, unit="s"), row("async", "wait_host_s", waited - enqueued, unit="s"),
-            row("async", "sync_host_s", synced - waited, unit="s"),
-            row("async", "gemm_device_s", start.elapsed_time(end) / 1e3, unit="s"),
-            row("async", "completed_after_wait", float(completed_after_wait)),
-            row("async", "completed_after_sync", float(work.is_completed())),
-            row("async", "value_ok", float(after.item() == 2.0))]
+    out += [
+        row("async", "enqueue_s", enqueued - t, unit="s"),
+        row("async", "wait_host_s", waited - enqueued, unit="s"),
+        row("async", "sync_host_s", synced - waited, unit="s"),
+        row("async", "gemm_device_s", start.elapsed_time(end) / 1e3, unit="s"),
+        row("async", "completed_after_wait", float(completed_after_wait)),
+        row("async", "completed_after_sync", float(work.is_completed())),
+        row("async", "value_ok", float(after.item() == 2.0)),
+    ]
     return out
 
 
 def gloo_collectives(rank: int, world: int, device: torch.device) -> list[Row]:
     """Each collective on `device` tensors against the same collective on CPU tensors, elementwise."""
+
     def base(n=4):
         return torch.arange(n * world, dtype=torch.float32) + 100 * rank
 
     cases = {
         "all_reduce_sum": lambda d: _inplace(lambda t: dist.all_reduce(t), base().to(d)),
-        "all_reduce_max": lambda d: _inplace(lambda t: dist.all_reduce(t, op=dist.ReduceOp.MAX), base().to(d)),
+        "all_reduce_max": lambda d: _inplace(
+            lambda t: dist.all_reduce(t, op=dist.ReduceOp.MAX), base().to(d)
+        ),
         "broadcast": lambda d: _inplace(lambda t: dist.broadcast(t, src=world - 1), base().to(d)),
         "reduce": lambda d: _at_root(_inplace(lambda t: dist.reduce(t, dst=0), base().to(d)), rank),
         "all_gather": lambda d: _gather(base().to(d), world),
-        "all_gather_into_tensor": lambda d: _into(dist.all_gather_into_tensor, base().to(d), world * 4 * world, d),
+        "all_gather_into_tensor": lambda d: _into(
+            dist.all_gather_into_tensor, base().to(d), world * 4 * world, d
+        ),
         "reduce_scatter_tensor": lambda d: _into(dist.reduce_scatter_tensor, base().to(d), 4, d),
         "all_to_all_single": lambda d: _into(dist.all_to_all_single, base().to(d), 4 * world, d),
     }
@@ -116,14 +137,25 @@ def gloo_collectives(rank: int, world: int, device: torch.device) -> list[Row]:
         try:
             got = fn(device).cpu()
         except (RuntimeError, ValueError, NotImplementedError) as e:
-            out.append(row(name, "supported", 0.0, text=f"{type(e).__name__}: {e}".splitlines()[0][:300], rank=rank,
-                           world=world, source="gloo"))
+            out.append(
+                row(
+                    name,
+                    "supported",
+                    0.0,
+                    text=f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                    rank=rank,
+                    world=world,
+                    source="gloo",
+                )
+            )
             dist.barrier()  # a collective the device refused must not leave the ranks out of step
             continue
         diff = float((got - reference).abs().max()) if got.shape == reference.shape else float("inf")
-        out += [row(name, "supported", 1.0, rank=rank, world=world, source="gloo"),
-                row(name, "max_abs_diff_vs_cpu", diff, unit="abs", rank=rank, world=world, source="gloo"),
-                row(name, "result", text=json.dumps(got.tolist()), rank=rank, world=world, source="gloo")]
+        out += [
+            row(name, "supported", 1.0, rank=rank, world=world, source="gloo"),
+            row(name, "max_abs_diff_vs_cpu", diff, unit="abs", rank=rank, world=world, source="gloo"),
+            row(name, "result", text=json.dumps(got.tolist()), rank=rank, world=world, source="gloo"),
+        ]
     return out
 
 
@@ -159,7 +191,9 @@ def main(argv=None) -> None:
     procs.die_with_parent(expected_parent=LAUNCHER_PID)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     out_dir = Path(os.environ.get("CARDTIME_OUT_DIR", "."))
-    redirect_output(Path(os.environ.get("CARDTIME_RAW_DIR", ".")), os.environ.get("CARDTIME_LOG_PREFIX", ""), rank)
+    redirect_output(
+        Path(os.environ.get("CARDTIME_RAW_DIR", ".")), os.environ.get("CARDTIME_LOG_PREFIX", ""), rank
+    )
     timeout_s = float(os.environ.get("CARDTIME_PG_TIMEOUT_S", "60"))
     if args.case == "duplicate":
         rows = duplicate(rank, world, timeout_s)  # the group is broken: no barrier, no destroy
@@ -167,7 +201,9 @@ def main(argv=None) -> None:
         rows = one_rank(timeout_s, args.gemm_n, args.gemm_count)
     else:
         device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
-        init_process_group("gloo", torch.device("cpu"), timeout_s)  # gloo: no device_id, CUDA tensors all the same
+        init_process_group(
+            "gloo", torch.device("cpu"), timeout_s
+        )  # gloo: no device_id, CUDA tensors all the same
         rows = gloo_collectives(rank, world, device)
     write_rows_jsonl(out_dir / f"rows.rank{rank}.jsonl", rows)
     if args.case != "duplicate":

@@ -27,17 +27,25 @@ import json
 
 from suite import headlines as hl
 from suite.config import GptConfig, Profile
-from suite.stage_contract import Stage
 from suite.context import StageContext
-from suite.costmodel.buckets import MIB, NO_OVERLAP, OverlapMode, caps_for, ddp_bucket_layout, no_overlap_prediction, overlap_prediction
+from suite.costmodel.buckets import (
+    MIB,
+    NO_OVERLAP,
+    OverlapMode,
+    caps_for,
+    ddp_bucket_layout,
+    no_overlap_prediction,
+    overlap_prediction,
+)
 from suite.facts import alpha_beta
-from suite.results import Expectation, Row, Verdict
-from suite.values import is_missing
-from suite.verdicts import judges_performance, verdicts_for
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import scaling_model, scaling_sized
-from suite.stages.overlap.watch import named_gradient_sizes, watch_verdicts
+from suite.results import Expectation, Row, Verdict
+from suite.stage_contract import Stage
 from suite.stages._parallel_ranks import subset_expectations, subset_note
+from suite.stages.overlap.watch import named_gradient_sizes, watch_verdicts
+from suite.values import is_missing
+from suite.verdicts import judges_performance, verdicts_for
 
 NAME = "overlap"
 
@@ -61,7 +69,8 @@ BACKWARD_SHARE = 2 / 3
 
 
 def gradient_sizes(cfg: GptConfig) -> list[int]:
-    """Bytes of every gradient in the order backward produces them (the reverse of registration), without allocating."""
+    """Bytes of every gradient in the order backward produces them (the reverse of registration), without
+    allocating."""
     return [nbytes for _, nbytes in named_gradient_sizes(cfg)]
 
 
@@ -98,7 +107,10 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             cap, first = caps_for(mode.bucket_cap_mb)
             layout = ddp_bucket_layout(sizes, cap, first)
             pred = overlap_prediction(layout, n, alpha, beta)
-            how = f"{len(layout)} buckets (cap {cap / MIB:g} MiB, first {first / MIB:g} MiB) of {grad_bytes:,} B"
+            how = (
+                f"{len(layout)} buckets (cap {cap / MIB:g} MiB, first {first / MIB:g} MiB) of "
+                f"{grad_bytes:,} B"
+            )
         else:
             pred = no_overlap_prediction(grad_bytes, n, alpha, beta)
             how = f"one all-reduce of {grad_bytes:,} B after backward"
@@ -107,9 +119,13 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
         out += [
             Expectation(metric="buckets", value=pred.buckets, unit="count", basis=how, **common),
             Expectation(metric="predicted_comm_s", value=pred.comm_s, unit="s", basis=b, **common),
-            Expectation(metric="predicted_hidden_comm_s", value=pred.hidden_s, unit="s",
-                        basis=b + "; every bucket but the last hides under backward (backward taken as long enough)",
-                        **common),
+            Expectation(
+                metric="predicted_hidden_comm_s",
+                value=pred.hidden_s,
+                unit="s",
+                basis=b + "; every bucket but the last hides under backward (backward taken as long enough)",
+                **common,
+            ),
         ]
     return out
 
@@ -120,8 +136,10 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     model = scaling_model(profile, ctx.facts)
     wanted = modes(model)
-    ctx.say(f"DDP modes {', '.join(mode_of(m).label for m in wanted)}{subset_note(profile)}: gradients checked, "
-            "steps timed")
+    ctx.say(
+        f"DDP modes {', '.join(mode_of(m).label for m in wanted)}{subset_note(profile)}: gradients checked, "
+        "steps timed"
+    )
     args = ["--model", json.dumps(dataclasses.asdict(model)), "--modes", ",".join(wanted)]
     rows = ctx.torchrun("suite.stages.overlap.worker", args, tag="ddp", nproc=profile.parallel_ranks).rows()
     alpha, beta, _ = alpha_beta(ctx.facts, profile.device)
@@ -147,12 +165,20 @@ def derived_rows(rows: list[Row], n: int, alpha_s: float, beta_Bps: float) -> li
             continue
         layout = [int(x) for x in r.text.split()]
         pred = overlap_prediction(layout, n, alpha_s, beta_Bps, backward_s=backward)
-        common = dict(stage=NAME, case="ddp", world=r.world, overlap=r.overlap, dtype=r.dtype, source="alpha-beta")
+        common = dict(
+            stage=NAME, case="ddp", world=r.world, overlap=r.overlap, dtype=r.dtype, source="alpha-beta"
+        )
         out.append(Row(metric="predicted_hidden_comm_s", value=pred.hidden_s, unit="s", **common))
         step = _value(rows, r.overlap, "step_time_s")
         if base is not None and step is not None:
-            out.append(Row(metric="step_time_saving_s", value=base - step, unit="s",
-                           **{**common, "source": "measured"}))
+            out.append(
+                Row(
+                    metric="step_time_saving_s",
+                    value=base - step,
+                    unit="s",
+                    **{**common, "source": "measured"},
+                )
+            )
     return out
 
 
@@ -169,25 +195,41 @@ def grad_tolerance(dtype: str | None) -> float:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     cfg = scaling_sized(GptConfig(**facts["profile"]["model"]), card_bytes(facts))[0]
-    labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [mode_of(m).label for m in modes(cfg)]
+    labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [
+        mode_of(m).label for m in modes(cfg)
+    ]
     out: list[Verdict] = []
     for label in labels:
         diff = _value(rows, label, "max_grad_diff")
-        vs_first = next((r.value for r in rows if r.overlap == label and r.metric.startswith("max_grad_diff_vs_")), None)
+        vs_first = next(
+            (r.value for r in rows if r.overlap == label and r.metric.startswith("max_grad_diff_vs_")), None
+        )
         dtype = next((r.dtype for r in rows if r.overlap == label and r.metric == "max_grad_diff"), None)
         tol = grad_tolerance(dtype)
         if diff is None:
-            out.append(VERDICTS.fail(f"grads.{label}", expected=f"≤ {tol:g}", observed="no gradient check row",
-                                     reason=f"mode {label} reported no gradient check: see raw/{NAME}/ddp.rank0.log"))
+            out.append(
+                VERDICTS.fail(
+                    f"grads.{label}",
+                    expected=f"≤ {tol:g}",
+                    observed="no gradient check row",
+                    reason=f"mode {label} reported no gradient check: see raw/{NAME}/ddp.rank0.log",
+                )
+            )
             continue
         worst = max(diff, vs_first or 0.0)
-        out.append(VERDICTS.check(
-            f"grads.{label}", worst <= tol,
-            expected=f"max |grad − one process's| ≤ {tol:g} ({dtype})",
-            observed=f"{diff:.3g} vs one process, {vs_first if vs_first is not None else float('nan'):.3g} vs {labels[0]}",
-            reason_ok="gradients after the step equal one process's and the other modes', elementwise",
-            reason_bad=f"{label} reduces different gradients: the same weights and batch must give the same "
-                       f"average; check how {label} reduces (bucketing, no_sync, the division by the world size)"))
+        out.append(
+            VERDICTS.check(
+                f"grads.{label}",
+                worst <= tol,
+                expected=f"max |grad − one process's| ≤ {tol:g} ({dtype})",
+                observed=f"{diff:.3g} vs one process, "
+                f"{vs_first if vs_first is not None else float('nan'):.3g} vs {labels[0]}",
+                reason_ok="gradients after the step equal one process's and the other modes', elementwise",
+                reason_bad=f"{label} reduces different gradients: the same weights and batch must give the "
+                f"same "
+                f"average; check how {label} reduces (bucketing, no_sync, the division by the world size)",
+            )
+        )
     out += performance_verdicts(rows, labels, facts)
     by_label = {mode_of(m).label: mode_of(m) for m in modes(cfg)}
     out += watch_verdicts(rows, {label: by_label[label] for label in labels if label in by_label}, cfg, facts)
@@ -205,22 +247,37 @@ def performance_verdicts(rows: list[Row], labels: list[str], facts: dict) -> lis
         hidden = _value(rows, label, "predicted_hidden_comm_s")
         expected = f"step ≤ no overlap's ({base * 1e3:.1f} ms)" if base is not None else "a step time"
         if step is None or base is None:
-            out.append(VERDICTS.fail(f"speed.{label}", expected=expected, observed="no step time",
-                                     reason=f"no step time for {label} or {NO_OVERLAP}: see raw/{NAME}/ddp.rank0.log"))
+            out.append(
+                VERDICTS.fail(
+                    f"speed.{label}",
+                    expected=expected,
+                    observed="no step time",
+                    reason=f"no step time for {label} or {NO_OVERLAP}: see raw/{NAME}/ddp.rank0.log",
+                )
+            )
             continue
-        observed = (f"{step * 1e3:.1f} ms vs {base * 1e3:.1f} ms without overlap "
-                    f"(saves {(base - step) * 1e3:.1f} ms; α-β hides {(hidden or 0.0) * 1e3:.2f} ms"
-                    f"{f'; {buckets:.0f} buckets' if buckets is not None else ''})")
+        observed = (
+            f"{step * 1e3:.1f} ms vs {base * 1e3:.1f} ms without overlap "
+            f"(saves {(base - step) * 1e3:.1f} ms; α-β hides {(hidden or 0.0) * 1e3:.2f} ms"
+            f"{f'; {buckets:.0f} buckets' if buckets is not None else ''})"
+        )
         if not judges_performance(facts):
             out.append(VERDICTS.cpu_skip(f"speed.{label}", expected, observed))
             continue
         cap = label.removeprefix("bucket_")
-        out.append(VERDICTS.check(
-            f"speed.{label}", step <= base, expected=expected, observed=observed,
-            reason_ok=f"overlap with {cap} buckets is no slower than communicating after backward",
-            reason_bad=f"buckets too small: communication fragmented (bucket_cap_mb {cap}"
-                       f"{f', {buckets:.0f} buckets' if buckets is not None else ''}): each all-reduce pays the "
-                       f"latency α; raise bucket_cap_mb", bad="warn"))
+        out.append(
+            VERDICTS.check(
+                f"speed.{label}",
+                step <= base,
+                expected=expected,
+                observed=observed,
+                reason_ok=f"overlap with {cap} buckets is no slower than communicating after backward",
+                reason_bad=f"buckets too small: communication fragmented (bucket_cap_mb {cap}"
+                f"{f', {buckets:.0f} buckets' if buckets is not None else ''}): each all-reduce pays the "
+                f"latency α; raise bucket_cap_mb",
+                bad="warn",
+            )
+        )
     return out
 
 
@@ -231,17 +288,24 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
     if not savings or not base:
         return None
     best = max(savings, key=lambda r: r.value)
-    return (f"best overlap ({best.overlap}) saves {hl.seconds(best.value)} of a {hl.seconds(base[0].value)} step "
-            f"({best.value / base[0].value:+.0%})")
+    return (
+        f"best overlap ({best.overlap}) saves {hl.seconds(best.value)} of a {hl.seconds(base[0].value)} step "
+        f"({best.value / base[0].value:+.0%})"
+    )
 
 
 STAGE = Stage(
     row=6,
     after=("bandwidth", "tp", "dp", "zero"),  # α-β; the checklist runs the scaling experiments together first
     title="DDP with communication overlapped vs not",
-    measures="DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and after it",
+    measures="DDP step time with the gradient all-reduce overlapped with backward (three bucket sizes) and "
+    "after it",
     wrong="a step slower with overlap on than off: buckets too small, communication fragmented",
     rehearsal="every mode on gloo, one launch; each mode's gradients equal one process's, elementwise",
     config=CONFIG,
-    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+    estimate=estimate,
+    expect=expect,
+    run=run,
+    judge=judge,
+    headline=headline,
 )

@@ -107,8 +107,12 @@ def comm_hook(watch, bucket):
     buffer = bucket.buffer()
     seen = None
     if watch.recording:
-        seen = BucketSeen(index=bucket.index(), params=[watch.names[id(p)] for p in bucket.parameters()],
-                          nbytes=buffer.numel() * buffer.element_size(), launched=watch.clock.mark())
+        seen = BucketSeen(
+            index=bucket.index(),
+            params=[watch.names[id(p)] for p in bucket.parameters()],
+            nbytes=buffer.numel() * buffer.element_size(),
+            launched=watch.clock.mark(),
+        )
         watch.buckets[seen.index] = seen
     buffer.div_(dist.get_world_size())
     future = dist.all_reduce(buffer, async_op=True).get_future()
@@ -174,16 +178,29 @@ def watch_rows(watch: Watch, label: str, world: int, dtype: str) -> list[Row]:
     for b in sorted(watch.buckets.values(), key=lambda b: b.index):
         case = f"{BUCKET_CASE}{b.index}"
         last = max((ready[p] for p in b.params if p in ready), default=float("nan"))
-        rows += [Row(case=case, metric="bucket_bytes", value=float(b.nbytes), **{**common, "unit": "bytes"},
-                     text=" ".join(b.params)),
-                 Row(case=case, metric="bucket_ready_s", value=last, **common),
-                 Row(case=case, metric="bucket_launch_s", value=s(b.launched), **common),
-                 Row(case=case, metric="bucket_done_s", value=s(b.done) if b.done is not None else float("nan"),
-                     **common)]
+        rows += [
+            Row(
+                case=case,
+                metric="bucket_bytes",
+                value=float(b.nbytes),
+                **{**common, "unit": "bytes"},
+                text=" ".join(b.params),
+            ),
+            Row(case=case, metric="bucket_ready_s", value=last, **common),
+            Row(case=case, metric="bucket_launch_s", value=s(b.launched), **common),
+            Row(
+                case=case,
+                metric="bucket_done_s",
+                value=s(b.done) if b.done is not None else float("nan"),
+                **common,
+            ),
+        ]
     layers: dict[str, list[float]] = {}
     for name, t in ready.items():
         layers.setdefault(layer_of(name), []).append(t)
     for i, (layer, times) in enumerate(sorted(layers.items(), key=lambda kv: max(kv[1]))):
-        rows += [Row(case=f"{LAYER_CASE}{i}", metric="layer_grad_first_s", value=min(times), **common, text=layer),
-                 Row(case=f"{LAYER_CASE}{i}", metric="layer_grad_last_s", value=max(times), **common, text=layer)]
+        rows += [
+            Row(case=f"{LAYER_CASE}{i}", metric="layer_grad_first_s", value=min(times), **common, text=layer),
+            Row(case=f"{LAYER_CASE}{i}", metric="layer_grad_last_s", value=max(times), **common, text=layer),
+        ]
     return rows

@@ -33,9 +33,16 @@ import torch
 
 from suite.config import GptConfig
 from suite.results import Row
-from suite.workloads import golden
-from suite.workloads.ddp_modes import OverlapMode, all_reduce_flat, bucket_sizes, forward_backward, train_step, wrap
 from suite.stages.overlap.ddp_watch import watch_backward, watch_rows
+from suite.workloads import golden
+from suite.workloads.ddp_modes import (
+    OverlapMode,
+    all_reduce_flat,
+    bucket_sizes,
+    forward_backward,
+    train_step,
+    wrap,
+)
 from suite.workloads.gpt import build_model, loss_fn, synthetic_batch
 from suite.workloads.training import local_batch, make_optimizer
 from suite.workloads.worker import worker_session
@@ -55,10 +62,11 @@ def reference_grads(cfg: GptConfig, device: torch.device) -> list[torch.Tensor]:
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def checked_grads(cfg: GptConfig, mode: OverlapMode, w,
-                  mistake: str | None = None) -> tuple[list[torch.Tensor], list[int], object]:
-    """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for timing);
-    with `mistake` (one of MISTAKES), the gradients that mistake produces instead."""
+def checked_grads(
+    cfg: GptConfig, mode: OverlapMode, w, mistake: str | None = None
+) -> tuple[list[torch.Tensor], list[int], object]:
+    """The mode's reduced gradients of the check batch, its bucket sizes, and the DDP model (reusable for
+    timing); with `mistake` (one of MISTAKES), the gradients that mistake produces instead."""
     ddp = wrap(build_model(cfg, w.device), mode, w.device)
     for step in range(REBUILD_STEPS):
         forward_backward(ddp, mode, *local_batch(cfg, CHECK_STEP - 1 - step, w.rank, w.world, w.device))
@@ -82,7 +90,9 @@ def timed_steps(cfg: GptConfig, mode: OverlapMode, ddp, w) -> dict[str, float]:
     optimizer = make_optimizer(ddp.parameters())
     timings = []
     for step in range(cfg.warmup_steps + cfg.steps):
-        t = train_step(ddp, mode, *local_batch(cfg, step, w.rank, w.world, w.device), optimizer, w.synchronize)
+        t = train_step(
+            ddp, mode, *local_batch(cfg, step, w.rank, w.world, w.device), optimizer, w.synchronize
+        )
         if step >= cfg.warmup_steps:
             timings.append(t)
     out = {"step_time_s": statistics.median(t.step_s for t in timings)}
@@ -110,10 +120,25 @@ def main() -> None:
         first: list[torch.Tensor] | None = None
         rows: list[Row] = []
 
-        def row(mode: OverlapMode, metric: str, value: float, unit: str, text: str | None = None,
-                dtype: str = cfg.dtype) -> Row:
-            return Row(stage=STAGE, case="ddp", metric=metric, value=value, unit=unit, overlap=mode.label,
-                       world=w.world, dtype=dtype, text=text)
+        def row(
+            mode: OverlapMode,
+            metric: str,
+            value: float,
+            unit: str,
+            text: str | None = None,
+            dtype: str = cfg.dtype,
+        ) -> Row:
+            return Row(
+                stage=STAGE,
+                case="ddp",
+                metric=metric,
+                value=value,
+                unit=unit,
+                overlap=mode.label,
+                world=w.world,
+                dtype=dtype,
+                text=text,
+            )
 
         for index, mode in enumerate(modes):
             w.progress(f"{mode.label}: gradient check", done=index, of=len(modes))
@@ -123,11 +148,15 @@ def main() -> None:
             if first is None:
                 first = grads
             diff_first = golden.group_max(golden.max_abs_error_many(zip(grads, first)))
-            rows += [row(mode, "max_grad_diff", diff, "ratio", dtype=check_cfg.dtype),
-                     row(mode, f"max_grad_diff_vs_{modes[0].label}", diff_first, "ratio", dtype=check_cfg.dtype)]
+            rows += [
+                row(mode, "max_grad_diff", diff, "ratio", dtype=check_cfg.dtype),
+                row(mode, f"max_grad_diff_vs_{modes[0].label}", diff_first, "ratio", dtype=check_cfg.dtype),
+            ]
             if buckets:
                 rows.append(row(mode, "buckets", len(buckets), "count", text=" ".join(map(str, buckets))))
-            if mode.overlap:  # a fresh wrapper with a communication hook: the check above stays on DDP's reducer
+            if (
+                mode.overlap
+            ):  # a fresh wrapper with a communication hook: the check above stays on DDP's reducer
                 w.progress(f"{mode.label}: buckets watched", done=index, of=len(modes))
                 rows += watch_rows(watch_backward(cfg, mode, w), mode.label, w.world, cfg.dtype)
             watched = time.perf_counter()
@@ -139,19 +168,45 @@ def main() -> None:
             for metric, seconds in timed_steps(cfg, mode, ddp, w).items():
                 rows.append(row(mode, metric, golden.group_max(seconds), "s"))
             del ddp
-            print(f"{mode.label}: buckets {buckets or '-'}; max |grad - reference| {diff:.3g}; "
-                  f"check and watch {watched - started:.2f} s, timing {time.perf_counter() - watched:.2f} s", flush=True)
+            print(
+                f"{mode.label}: buckets {buckets or '-'}; max |grad - reference| {diff:.3g}; "
+                f"check and watch {watched - started:.2f} s, timing {time.perf_counter() - watched:.2f} s",
+                flush=True,
+            )
         mistaken_mode = next((m for m in modes if m.overlap), modes[0])
-        for mistake in mistakes:  # after every real row: a reader looking up a mode's row finds the real one first
+        for (
+            mistake
+        ) in mistakes:  # after every real row: a reader looking up a mode's row finds the real one first
             w.progress(f"mistake {mistake}: gradient check", done=len(modes), of=len(modes))
             grads, _, ddp = checked_grads(check_cfg, mistaken_mode, w, mistake)
             del ddp
             diff = golden.group_max(golden.max_abs_error_many(zip(grads, reference)))
-            rows.append(Row(stage=STAGE, case=f"mistake.{mistake}", metric="max_grad_diff", value=diff, unit="ratio",
-                            overlap=mistaken_mode.label, world=w.world, dtype=check_cfg.dtype))
-            print(f"mistake {mistake} in {mistaken_mode.label}: max |grad - reference| {diff:.3g}", flush=True)
-        rows.append(Row(stage=STAGE, case="ddp", metric="grad_abs_max", value=grad_abs_max, unit="ratio",
-                        world=w.world, dtype=check_cfg.dtype))
+            rows.append(
+                Row(
+                    stage=STAGE,
+                    case=f"mistake.{mistake}",
+                    metric="max_grad_diff",
+                    value=diff,
+                    unit="ratio",
+                    overlap=mistaken_mode.label,
+                    world=w.world,
+                    dtype=check_cfg.dtype,
+                )
+            )
+            print(
+                f"mistake {mistake} in {mistaken_mode.label}: max |grad - reference| {diff:.3g}", flush=True
+            )
+        rows.append(
+            Row(
+                stage=STAGE,
+                case="ddp",
+                metric="grad_abs_max",
+                value=grad_abs_max,
+                unit="ratio",
+                world=w.world,
+                dtype=check_cfg.dtype,
+            )
+        )
         if w.rank == 0:
             w.emit(rows)
 

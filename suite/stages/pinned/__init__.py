@@ -1,6 +1,6 @@
 """The stage's folder: this declaration; beside it what only this stage runs (figure.py: its figures).
-Imported by suite.stages' discovery (runner, plan, ingest, reports); it imports no other stage.
-Pinned memory and copy/compute overlap on one card: pageable vs pinned both ways, a side-stream copy under a GEMM.
+Imported by suite.stages' discovery (runner, plan, ingest, reports); it imports no other stage. Pinned memory
+and copy/compute overlap on one card: pageable vs pinned both ways, a side-stream copy under a GEMM.
 
     python -m suite run --stages pinned --profile nccl-1gpu
 
@@ -17,11 +17,11 @@ import math
 from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
-from suite.stage_contract import Stage
 from suite.context import StageContext
 from suite.facts import TopologyFacts, gpu
-from suite.results import Expectation, Row, Verdict
 from suite.hardware.ring_peak import pcie_GBps
+from suite.results import Expectation, Row, Verdict
+from suite.stage_contract import Stage
 from suite.verdicts import verdicts_for
 
 NAME = "pinned"
@@ -62,7 +62,9 @@ def link_GBps(facts: dict) -> tuple[float | None, str]:
         return pcie_GBps(gen, width), f"PCIe Gen{gen} x{width or 16} (nvidia-smi -q)"
     entry = gpu(facts)
     if entry is not None and entry.pcie_gen:
-        return pcie_GBps(entry.pcie_gen, 16), f"PCIe Gen{entry.pcie_gen} x16 ({entry.model} in suite/hardware/gpus.py)"
+        return pcie_GBps(
+            entry.pcie_gen, 16
+        ), f"PCIe Gen{entry.pcie_gen} x16 ({entry.model} in suite/hardware/gpus.py)"
     return None, "no PCIe facts"
 
 
@@ -70,9 +72,20 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     rate, basis = link_GBps(facts)
     if rate is None:
         return []
-    return [Expectation(stage=NAME, case="bandwidth", metric="GBps", value=PINNED_FLOOR * rate, unit="GB/s",
-                        placement=d, source="model", size_bytes=profile.pinned.copy_bytes,
-                        basis=f"{PINNED_FLOOR:.0%} of {rate:g} GB/s per direction, {basis}") for d in ("h2d", "d2h")]
+    return [
+        Expectation(
+            stage=NAME,
+            case="bandwidth",
+            metric="GBps",
+            value=PINNED_FLOOR * rate,
+            unit="GB/s",
+            placement=d,
+            source="model",
+            size_bytes=profile.pinned.copy_bytes,
+            basis=f"{PINNED_FLOOR:.0%} of {rate:g} GB/s per direction, {basis}",
+        )
+        for d in ("h2d", "d2h")
+    ]
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
@@ -84,7 +97,9 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 
 def _rate(rows, direction, memory):
-    found = [r.value for r in rows if r.case == "bandwidth" and r.placement == direction and r.source == memory]
+    found = [
+        r.value for r in rows if r.case == "bandwidth" and r.placement == direction and r.source == memory
+    ]
     return found[0] if found else None
 
 
@@ -94,24 +109,51 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     for direction in ("h2d", "d2h"):
         pinned, pageable = _rate(rows, direction, "pinned"), _rate(rows, direction, "pageable")
         if pinned is None or pageable is None:
-            out.append(V.fail(f"bandwidth.{direction}", expected="pageable and pinned copies measured",
-                              observed="missing", reason="see raw/pinned/stage.log"))
+            out.append(
+                V.fail(
+                    f"bandwidth.{direction}",
+                    expected="pageable and pinned copies measured",
+                    observed="missing",
+                    reason="see raw/pinned/stage.log",
+                )
+            )
             continue
         if rate is None:
-            out.append(V.skip(f"bandwidth.{direction}", expected=f"pinned ≥ {PINNED_FLOOR:.0%} of the PCIe link",
-                              observed=f"pinned {pinned:.1f} GB/s", reason=f"{basis}: run the topology stage first"))
+            out.append(
+                V.skip(
+                    f"bandwidth.{direction}",
+                    expected=f"pinned ≥ {PINNED_FLOOR:.0%} of the PCIe link",
+                    observed=f"pinned {pinned:.1f} GB/s",
+                    reason=f"{basis}: run the topology stage first",
+                )
+            )
         else:
-            out.append(V.check(f"bandwidth.{direction}", pinned >= PINNED_FLOOR * rate, bad="warn",
-                               expected=f"pinned ≥ {PINNED_FLOOR * rate:.1f} GB/s ({PINNED_FLOOR:.0%} of {rate:g}, {basis})",
-                               observed=f"pinned {pinned:.1f} GB/s ({pinned / rate:.0%}), pageable {pageable:.1f} GB/s",
-                               reason_ok="the link delivers what its generation and width allow",
-                               reason_bad="below the link: a downtrained link (nvidia-smi -q: Link Gen/Width "
-                                          "current vs max), the card behind a switch shared with others, or the "
-                                          "host buffer on the far NUMA node"))
-        out.append(V.check(f"pinned_beats_pageable.{direction}", pinned > pageable, bad="warn",
-                           expected="pinned faster than pageable", observed=f"{pinned:.1f} vs {pageable:.1f} GB/s",
-                           reason_ok="pinning saves the staging copy", reason_bad="pageable as fast as pinned: "
-                           "the measurement is latency-bound (raise pinned.copy_bytes)"))
+            out.append(
+                V.check(
+                    f"bandwidth.{direction}",
+                    pinned >= PINNED_FLOOR * rate,
+                    bad="warn",
+                    expected=f"pinned ≥ {PINNED_FLOOR * rate:.1f} GB/s ({PINNED_FLOOR:.0%} of {rate:g}, "
+                    f"{basis})",
+                    observed=f"pinned {pinned:.1f} GB/s ({pinned / rate:.0%}), pageable {pageable:.1f} GB/s",
+                    reason_ok="the link delivers what its generation and width allow",
+                    reason_bad="below the link: a downtrained link (nvidia-smi -q: Link Gen/Width "
+                    "current vs max), the card behind a switch shared with others, or the "
+                    "host buffer on the far NUMA node",
+                )
+            )
+        out.append(
+            V.check(
+                f"pinned_beats_pageable.{direction}",
+                pinned > pageable,
+                bad="warn",
+                expected="pinned faster than pageable",
+                observed=f"{pinned:.1f} vs {pageable:.1f} GB/s",
+                reason_ok="pinning saves the staging copy",
+                reason_bad="pageable as fast as pinned: "
+                "the measurement is latency-bound (raise pinned.copy_bytes)",
+            )
+        )
     out += overlap_verdicts(rows)
     return out
 
@@ -120,28 +162,41 @@ def overlap_verdicts(rows: list[Row]) -> list[Verdict]:
     frac = {r.source: r.value for r in rows if r.case == "overlap" and r.metric == "overlap_fraction"}
     times = {(r.source, r.metric): r.value for r in rows if r.case == "overlap" and r.metric.startswith("t_")}
     if "pinned" not in frac:
-        return [V.fail("overlap", expected="overlap runs", observed="missing", reason="see raw/pinned/stage.log")]
+        return [
+            V.fail("overlap", expected="overlap runs", observed="missing", reason="see raw/pinned/stage.log")
+        ]
     f = frac["pinned"]
-    observed = (f"gemm {times.get(('pinned', 't_gemm'), math.nan) * 1e3:.2f} ms + copy "
-                f"{times.get(('pinned', 't_copy'), math.nan) * 1e3:.2f} ms → together "
-                f"{times.get(('pinned', 't_both'), math.nan) * 1e3:.2f} ms: overlap {f:.0%}; "
-                f"pageable source {frac.get('pageable', math.nan):.0%}")
-    return [V.check("overlap.pinned", math.isfinite(f) and f >= OVERLAP_FLOOR, bad="warn",
-                    expected=f"a pinned copy on a side stream hides under the GEMM: overlap ≥ {OVERLAP_FLOOR:.0%}",
-                    observed=observed, reason_ok="the copy engine runs beside the SMs",
-                    reason_bad="copy and GEMM serialised: the copy is not on its own stream, the source is not "
-                               "pinned, or CUDA_LAUNCH_BLOCKING is set")]
+    observed = (
+        f"gemm {times.get(('pinned', 't_gemm'), math.nan) * 1e3:.2f} ms + copy "
+        f"{times.get(('pinned', 't_copy'), math.nan) * 1e3:.2f} ms → together "
+        f"{times.get(('pinned', 't_both'), math.nan) * 1e3:.2f} ms: overlap {f:.0%}; "
+        f"pageable source {frac.get('pageable', math.nan):.0%}"
+    )
+    return [
+        V.check(
+            "overlap.pinned",
+            math.isfinite(f) and f >= OVERLAP_FLOOR,
+            bad="warn",
+            expected=f"a pinned copy on a side stream hides under the GEMM: overlap ≥ {OVERLAP_FLOOR:.0%}",
+            observed=observed,
+            reason_ok="the copy engine runs beside the SMs",
+            reason_bad="copy and GEMM serialised: the copy is not on its own stream, the source is not "
+            "pinned, or CUDA_LAUNCH_BLOCKING is set",
+        )
+    ]
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
-    """Pinned host↔device GB/s both ways against the PCIe floor and pageable; how much of the side-stream copy hid
-    under the GEMM."""
+    """Pinned host↔device GB/s both ways against the PCIe floor and pageable; how much of the side-stream copy
+    hid under the GEMM."""
     from suite import headlines as hl
 
     rate = {(r.placement, r.source): r.value for r in hl.matching(rows, "bandwidth", "GBps")}
     if not any(k[1] == "pinned" for k in rate):
         return None
-    pinned = " / ".join(f"{d} {hl.number(rate[(d, 'pinned')])}" for d in ("h2d", "d2h") if (d, "pinned") in rate)
+    pinned = " / ".join(
+        f"{d} {hl.number(rate[(d, 'pinned')])}" for d in ("h2d", "d2h") if (d, "pinned") in rate
+    )
     text = f"pinned {pinned} GB/s"
     pageable = [rate[(d, "pageable")] for d in ("h2d", "d2h") if (d, "pageable") in rate]
     if pageable:
@@ -164,7 +219,11 @@ STAGE = Stage(
     wrong="pinned copies far below the PCIe link; a pinned copy that does not overlap compute",
     rehearsal="",
     cpu_skip="host↔device copies and CUDA streams need a CUDA device: on gloo-cpu there is no PCIe link to "
-             "measure (nccl-1gpu runs it on one card)",
+    "measure (nccl-1gpu runs it on one card)",
     config=CONFIG,
-    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+    estimate=estimate,
+    expect=expect,
+    run=run,
+    judge=judge,
+    headline=headline,
 )

@@ -1,5 +1,6 @@
 """Pinned-memory figure: host↔device GB/s, pageable vs pinned, both ways, against the PCIe expectation; and
-the CUDA-event timeline of a GEMM on the default stream with a copy on a side stream (pinned, then pageable)."""
+the CUDA-event timeline of a GEMM on the default stream with a copy on a side stream (pinned, then
+pageable)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from matplotlib.figure import Figure
 from reports.figures._plot import finish
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 
 def figures(rows, expectations, facts) -> list[Figure]:
@@ -50,5 +52,10 @@ def figures(rows, expectations, facts) -> list[Figure]:
     timeline.set_yticks(range(len(lanes)), lanes, fontsize=7)
     timeline.set_xlabel("ms after the origin event")
     timeline.set_title("Copy (side stream) vs GEMM (default stream)")
-    return [finish(fig, caption="Good: pinned bars above pageable ones and above the red line; on the timeline the "
-                                "pinned copy runs under the GEMM, the pageable one after it.")]
+    return [
+        finish(
+            fig,
+            caption="Good: pinned bars above pageable ones and above the red line; on the timeline the "
+            "pinned copy runs under the GEMM, the pageable one after it.",
+        )
+    ]

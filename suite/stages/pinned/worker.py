@@ -6,9 +6,9 @@ overlapped with a GEMM on the default stream, with a CUDA-event timeline. Run in
 Bandwidth: `iters` copies of `copy_bytes`, timed on the host between two synchronize() calls (a pageable copy
 is staged through a driver buffer and returns only when done, so host time is the one clock both kinds share).
 Overlap: a GEMM chain calibrated to last about as long as one pinned H2D copy; each alone, then both at once
-(the copy on a side stream), every start and end a CUDA event against one origin event. overlap =
-(t_gemm + t_copy − t_both) / min(t_gemm, t_copy): 1 when the shorter hides entirely, 0 when they serialise.
-The same with a pageable source shows why pinning matters: cudaMemcpyAsync from pageable memory is synchronous.
+(the copy on a side stream), every start and end a CUDA event against one origin event. overlap = (t_gemm +
+t_copy − t_both) / min(t_gemm, t_copy): 1 when the shorter hides entirely, 0 when they serialise. The same
+with a pageable source shows why pinning matters: cudaMemcpyAsync from pageable memory is synchronous.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def overlap_case(device, cfg, pinned: bool, count: int) -> dict[str, float]:
     """t_gemm, t_copy alone and t_both together (ms, CUDA events' unit), and the together run's timeline (ms
     after the origin event)."""
     a = torch.randn(cfg.gemm_n, cfg.gemm_n, device=device, dtype=torch.bfloat16)
-    host, dev = host_buffer(cfg.copy_bytes, pinned), torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=device)
+    host, dev = (
+        host_buffer(cfg.copy_bytes, pinned),
+        torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=device),
+    )
     side = torch.cuda.Stream(device)
     main = torch.cuda.current_stream(device)
 
@@ -88,8 +91,12 @@ def overlap_case(device, cfg, pinned: bool, count: int) -> dict[str, float]:
 
     timed(True, True)  # warm
     both = timed(True, True)
-    return {"t_gemm": timed(True, False)["total"], "t_copy": timed(False, True)["total"], "t_both": both["total"],
-            **{k: v for k, v in both.items() if k != "total"}}
+    return {
+        "t_gemm": timed(True, False)["total"],
+        "t_copy": timed(False, True)["total"],
+        "t_both": both["total"],
+        **{k: v for k, v in both.items() if k != "total"},
+    }
 
 
 def calibrate_gemms(device, cfg) -> int:
@@ -105,8 +112,17 @@ def pinned_rows(device, cfg, say=lambda message: None) -> list[Row]:
         for direction in ("h2d", "d2h"):
             memory = "pinned" if pinned else "pageable"
             say(f"{direction} {memory}: {cfg.iters} × {cfg.copy_bytes / 2**20:.0f} MiB")
-            rows.append(_row("bandwidth", "GBps", copy_GBps(device, cfg.copy_bytes, pinned, direction, cfg.iters),
-                             "GB/s", size_bytes=cfg.copy_bytes, placement=direction, source=memory))
+            rows.append(
+                _row(
+                    "bandwidth",
+                    "GBps",
+                    copy_GBps(device, cfg.copy_bytes, pinned, direction, cfg.iters),
+                    "GB/s",
+                    size_bytes=cfg.copy_bytes,
+                    placement=direction,
+                    source=memory,
+                )
+            )
     count = calibrate_gemms(device, cfg)
     for pinned in (True, False):
         memory = "pinned" if pinned else "pageable"
@@ -114,10 +130,14 @@ def pinned_rows(device, cfg, say=lambda message: None) -> list[Row]:
         case = overlap_case(device, cfg, pinned, count)
         shorter = min(case["t_gemm"], case["t_copy"])
         overlap = (case["t_gemm"] + case["t_copy"] - case["t_both"]) / shorter if shorter > 0 else math.nan
-        rows += [_row("overlap", metric, case[metric] / 1e3, "s", source=memory, count=count)
-                 for metric in ("t_gemm", "t_copy", "t_both")]
+        rows += [
+            _row("overlap", metric, case[metric] / 1e3, "s", source=memory, count=count)
+            for metric in ("t_gemm", "t_copy", "t_both")
+        ]
         rows.append(_row("overlap", "overlap_fraction", overlap, "ratio", source=memory, count=count))
         for lane in ("gemm", "copy"):
-            rows += [_row("timeline", f"{edge}_s", case[f"{lane}_{edge}"] / 1e3, "s", source=memory, algo=lane)
-                     for edge in ("start", "end")]
+            rows += [
+                _row("timeline", f"{edge}_s", case[f"{lane}_{edge}"] / 1e3, "s", source=memory, algo=lane)
+                for edge in ("start", "end")
+            ]
     return rows

@@ -79,8 +79,9 @@ class BusyClock:
         self.window_start = 0.0
 
     def timed(self, fn: Callable, name: str | None = None, stage: int | None = None) -> Callable:
-        """`fn` timed. Its slots name `stage` and their micro-batch: torch's chunk id (the first argument), else
-        the count of this kind's calls so far (the hand-written schedule runs the micro-batches in order)."""
+        """`fn` timed. Its slots name `stage` and their micro-batch: torch's chunk id (the first argument),
+        else the count of this kind's calls so far (the hand-written schedule runs the micro-batches in
+        order)."""
         kind = slot_kind(name or fn.__name__)  # None: timed, not a slot (a call that is neither F nor B)
 
         def call(*args, **kwargs):
@@ -102,6 +103,7 @@ class BusyClock:
                 microbatch = args[0] if args and isinstance(args[0], int) else counted
                 self.slots.append(Slot(kind, t0, t1, stage, microbatch))
             return out
+
         return call
 
     def wrap_stages(self, stages: list) -> None:
@@ -122,8 +124,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def window_s(step: Callable[[], None], device: torch.device, group: dist.ProcessGroup | None,
-             clock: BusyClock | None = None) -> float:
+def window_s(
+    step: Callable[[], None],
+    device: torch.device,
+    group: dist.ProcessGroup | None,
+    clock: BusyClock | None = None,
+) -> float:
     """Seconds of `step` inside barrier … barrier on `group`, the device drained at both ends (so the host
     clock reads what the card did: the busy time inside it comes from CUDA events on GPUs). `clock`, if
     given, notes the window's start."""
@@ -138,16 +144,23 @@ def window_s(step: Callable[[], None], device: torch.device, group: dist.Process
     return time.monotonic() - t0
 
 
-def measure_idle(step: Callable[[], None], clock: BusyClock, device: torch.device,
-                 group: dist.ProcessGroup | None) -> tuple[float, float]:
+def measure_idle(
+    step: Callable[[], None], clock: BusyClock, device: torch.device, group: dist.ProcessGroup | None
+) -> tuple[float, float]:
     """(idle/total, window seconds) of one measured step on this rank."""
     clock.reset()
     total = window_s(step, device, group, clock)
     return max(0.0, 1.0 - clock.busy_s() / total), total
 
 
-def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, device: torch.device,
-              clock: BusyClock, extra_barrier: bool = False) -> None:
+def hand_1f1b(
+    module: nn.Module,
+    microbatches: int,
+    group: dist.ProcessGroup,
+    device: torch.device,
+    clock: BusyClock,
+    extra_barrier: bool = False,
+) -> None:
     """One step of 1F1B over isend/irecv, written out (Narayanan et al. 2021, fig. 4): rank r runs
     P − r − 1 warm-up forwards, then alternates one forward and one backward, then drains the backwards.
 
@@ -168,7 +181,7 @@ def hand_1f1b(module: nn.Module, microbatches: int, group: dist.ProcessGroup, de
         if recv_from is not None:
             got = torch.empty(shape, device=device)
             ops.append(dist.P2POp(dist.irecv, got, recv_from, group=group))
-        for work in (dist.batch_isend_irecv(ops) if ops else []):
+        for work in dist.batch_isend_irecv(ops) if ops else []:
             work.wait()
         return got
 

@@ -1,6 +1,7 @@
 """The GPT model cut into pipeline stages, and torch's schedules built over them.
 
-    units = stage_units(cfg.layers, n_stages)                 # [["embed", 0], [1, "head"]] for 2 layers, 2 stages
+    units = stage_units(cfg.layers, n_stages)                 # [["embed", 0], [1, "head"]] for 2 layers, 2
+                                                              # stages
     stages = local_stages(full_model, "interleaved_1f1b", group, chunks=2, device=dev)
     schedule = make_schedule("interleaved_1f1b", stages, microbatches=4, loss_fn=loss_fn)
 
@@ -22,16 +23,23 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from suite.costmodel.bubble import SINGLE, TORCH_SCHEDULES as SCHEDULES, V_SHAPED
+from suite.costmodel.bubble import SINGLE, V_SHAPED
+from suite.costmodel.bubble import TORCH_SCHEDULES as SCHEDULES
 from suite.workloads.gpt import GPT
 
 
 def _schedule_class(name: str):
     from torch.distributed.pipelining import schedules as s
 
-    return {"gpipe": s.ScheduleGPipe, "1f1b": s.Schedule1F1B, "interleaved_1f1b": s.ScheduleInterleaved1F1B,
-            "looped_bfs": s.ScheduleLoopedBFS, "interleaved_zb": s.ScheduleInterleavedZeroBubble,
-            "zbv": s.ScheduleZBVZeroBubble, "dualpipev": s.ScheduleDualPipeV}[name]
+    return {
+        "gpipe": s.ScheduleGPipe,
+        "1f1b": s.Schedule1F1B,
+        "interleaved_1f1b": s.ScheduleInterleaved1F1B,
+        "looped_bfs": s.ScheduleLoopedBFS,
+        "interleaved_zb": s.ScheduleInterleavedZeroBubble,
+        "zbv": s.ScheduleZBVZeroBubble,
+        "dualpipev": s.ScheduleDualPipeV,
+    }[name]
 
 
 def chunks_of(schedule: str, chunks: int) -> int:
@@ -57,8 +65,10 @@ def stage_units(layers: int, n_stages: int, drop_layer: bool = False) -> list[li
     """
     units: list = ["embed", *range(layers), "head"]
     if n_stages > len(units):
-        raise ValueError(f"{n_stages} pipeline stages but the model has only {len(units)} units "
-                         f"(embedding, {layers} blocks, head): give the pp section more layers or fewer stages")
+        raise ValueError(
+            f"{n_stages} pipeline stages but the model has only {len(units)} units "
+            f"(embedding, {layers} blocks, head): give the pp section more layers or fewer stages"
+        )
     base, extra = divmod(len(units), n_stages)
     out, start = [], 0
     for s in range(n_stages):
@@ -79,7 +89,9 @@ class GptStage(nn.Module):
     def __init__(self, model: GPT, units: list):
         super().__init__()
         self.embed = copy.deepcopy(model.embed) if "embed" in units else None
-        self.blocks = nn.ModuleDict({str(u): copy.deepcopy(model.blocks[u]) for u in units if isinstance(u, int)})
+        self.blocks = nn.ModuleDict(
+            {str(u): copy.deepcopy(model.blocks[u]) for u in units if isinstance(u, int)}
+        )
         self.norm = copy.deepcopy(model.norm) if "head" in units else None
         self.head = copy.deepcopy(model.head) if "head" in units else None
 
@@ -94,25 +106,37 @@ class GptStage(nn.Module):
         return x if x._base is None else x.clone()
 
 
-def local_stages(model: GPT, schedule: str, group: dist.ProcessGroup, chunks: int, device: torch.device,
-                 drop_layer: bool = False) -> list:
+def local_stages(
+    model: GPT,
+    schedule: str,
+    group: dist.ProcessGroup,
+    chunks: int,
+    device: torch.device,
+    drop_layer: bool = False,
+) -> list:
     """This rank's PipelineStages of `model` (on `device`) under `schedule` over `group`."""
     from torch.distributed.pipelining import PipelineStage
 
     if model.cfg.tied_head:
-        raise ValueError("the pp stage needs an untied head (tied_head=False): the embedding and the head "
-                         "live on different stages")
+        raise ValueError(
+            "the pp stage needs an untied head (tied_head=False): the embedding and the head "
+            "live on different stages"
+        )
     ranks, rank = dist.get_world_size(group), dist.get_rank(group)
     n_stages = ranks * chunks_of(schedule, chunks)
     units = stage_units(model.cfg.layers, n_stages, drop_layer)
-    return [PipelineStage(GptStage(model, units[i]).to(device), i, n_stages, device, group=group)
-            for i in stage_indices(schedule, rank, ranks, chunks)]
+    return [
+        PipelineStage(GptStage(model, units[i]).to(device), i, n_stages, device, group=group)
+        for i in stage_indices(schedule, rank, ranks, chunks)
+    ]
 
 
 def make_schedule(schedule: str, stages: list, microbatches: int, loss_fn, scale_grads: bool = True):
     """torch's schedule object over this rank's stages (a single stage for gpipe and 1f1b)."""
     cls = _schedule_class(schedule)
-    return cls(stages[0] if schedule in SINGLE else stages, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
+    return cls(
+        stages[0] if schedule in SINGLE else stages, microbatches, loss_fn=loss_fn, scale_grads=scale_grads
+    )
 
 
 def stage_modules(stages: list) -> list[nn.Module]:

@@ -1,6 +1,8 @@
-"""The pipeline bubble read from the schedule itself: every rank's compute slots on one clock, replayed in slot units.
+"""The pipeline bubble read from the schedule itself: every rank's compute slots on one clock, replayed in
+slot units.
 
-    slots = clock.slots                     # [(kind, start, end), ...] of this rank, kind F or B, time.monotonic()
+    slots = clock.slots                     # [(kind, start, end), ...] of this rank, kind F or B,
+                                            # time.monotonic()
     timelines = gather(slots)               # every rank's, on one host's monotonic clock
     idle = replay(timelines, starts, units={"F": 1.0, "B": 2.0})   # each rank's idle share in slot units
 
@@ -28,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS = {"forward": "F", "backward_weight": "W", "backward": "B"}
-"""Slot kinds by the compute call's name (the hand-written schedule's forward/backward, torch's *_one_chunk)."""
+"""Slot kinds by the compute call's name (the hand-written schedule's forward/backward, torch's
+*_one_chunk)."""
 
 
 @dataclass(frozen=True)
@@ -49,24 +52,31 @@ def slot_kind(name: str) -> str | None:
 
 def feeder(rank: int, ranks: int, kind: str) -> int:
     """The rank a slot's input comes from: a forward's from the stage before (around the loop: an interleaved
-    schedule's last rank feeds the first rank's next chunk), a backward's from the stage after. Only it can hold
-    the slot back in a correct schedule; a slot of the other side ending in the gap (the stage after running
-    ahead while this one waits for the stage before) ended there by chance."""
+    schedule's last rank feeds the first rank's next chunk), a backward's from the stage after. Only it can
+    hold the slot back in a correct schedule; a slot of the other side ending in the gap (the stage after
+    running ahead while this one waits for the stage before) ended there by chance."""
     return (rank - 1) % ranks if kind == "F" else (rank + 1) % ranks
 
 
 def data_dependency(slot: Slot, last_stage: int | None) -> tuple[str, int, int] | None:
     """The work whose output the slot consumes: a forward the stage before's forward of its micro-batch, a
     backward the stage after's backward (the last stage's its own forward). Kept whatever the clock says: a
-    rank running slow sees its input ready before it looks, and did not wait, but the schedule still orders it."""
+    rank running slow sees its input ready before it looks, and did not wait, but the schedule still orders
+    it."""
     if slot.stage is None or slot.microbatch is None or last_stage is None:
         return None
     if slot.kind == "F":
         return ("F", slot.stage - 1, slot.microbatch) if slot.stage > 0 else None
-    return ("B", slot.stage + 1, slot.microbatch) if slot.stage < last_stage else ("F", slot.stage, slot.microbatch)
+    return (
+        ("B", slot.stage + 1, slot.microbatch)
+        if slot.stage < last_stage
+        else ("F", slot.stage, slot.microbatch)
+    )
 
 
-def replay(timelines: list[list[Slot]], starts: list[float], units: dict[str, float]) -> tuple[list[float], float]:
+def replay(
+    timelines: list[list[Slot]], starts: list[float], units: dict[str, float]
+) -> tuple[list[float], float]:
     """(each rank's idle share, the step's length) in slot units. `timelines[r]` are rank r's slots in the
     order they ran, `starts[r]` the rank's window start (right after the opening barrier), `units` the
     length of a slot of each kind (F, B, W)."""
@@ -75,7 +85,9 @@ def replay(timelines: list[list[Slot]], starts: list[float], units: dict[str, fl
     ends: list[list[tuple[float, float]]] = [[] for _ in timelines]  # per rank: (physical end, logical end)
     by_work: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro-batch) → logical end
     last_stage = max((s.stage for slots in timelines for s in slots if s.stage is not None), default=None)
-    order = sorted((slot.start, rank, i) for rank, slots in enumerate(timelines) for i, slot in enumerate(slots))
+    order = sorted(
+        (slot.start, rank, i) for rank, slots in enumerate(timelines) for i, slot in enumerate(slots)
+    )
     logical_end = [0.0] * len(timelines)
     for _, rank, i in order:
         slot = timelines[rank][i]

@@ -8,7 +8,8 @@ from matplotlib.figure import Figure
 from reports.figures._plot import finish, grouped_bars
 
 FACTS: tuple[str, ...] = ()
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 RUNS = (("fp32", "black"), ("bf16", "tab:green"), ("fp16_unscaled", "tab:red"), ("fp16_scaler", "tab:blue"))
 
@@ -33,20 +34,30 @@ def figures(rows, expectations, facts) -> list[Figure]:
     for case in ("probe.underflow", "probe.overflow"):
         for dtype in ("fp32", "bf16", "fp16"):
             part = rows[(rows["case"] == case) & (rows["dtype"] == dtype)]
-            get = {m: float(part[part["metric"] == m]["value"].iloc[0]) for m in ("grads_zeroed", "grads_nonfinite")
-                   if len(part[part["metric"] == m])}
+            get = {
+                m: float(part[part["metric"] == m]["value"].iloc[0])
+                for m in ("grads_zeroed", "grads_nonfinite")
+                if len(part[part["metric"] == m])
+            }
             if get:
                 labels.append(f"{case.split('.')[1]}\n{dtype}")
                 zeroed.append(get.get("grads_zeroed", 0.0))
                 nonfinite.append(get.get("grads_nonfinite", 0.0))
     if labels:
         xs = range(len(labels))
-        grouped_bars(probe, xs, [("became 0", zeroed, "tab:orange"), ("inf/NaN", nonfinite, "tab:purple")], width=0.4)
+        grouped_bars(
+            probe, xs, [("became 0", zeroed, "tab:orange"), ("inf/NaN", nonfinite, "tab:purple")], width=0.4
+        )
         probe.set_xticks(list(xs), labels, fontsize=7)
         probe.set_ylabel("gradient elements")
         probe.set_title("Range probe: gradients lost without scaling")
         probe.legend(fontsize=7)
     else:
         probe.axis("off")
-    return [finish(fig, caption="Good: the bf16 and fp16+GradScaler loss curves on top of fp32's; the probe shows "
-                                "fp16 losing gradients without scaling and bf16 keeping them.")]
+    return [
+        finish(
+            fig,
+            caption="Good: the bf16 and fp16+GradScaler loss curves on top of fp32's; the probe shows "
+            "fp16 losing gradients without scaling and bf16 keeping them.",
+        )
+    ]

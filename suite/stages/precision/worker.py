@@ -28,14 +28,21 @@ from suite.results import Row
 from suite.workloads.gpt import build_model, loss_fn, synthetic_batch
 
 STAGE = "precision"
-AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16_unscaled": torch.float16, "fp16_scaler": torch.float16}
+AUTOCAST = {
+    "fp32": None,
+    "bf16": torch.bfloat16,
+    "fp16_unscaled": torch.float16,
+    "fp16_scaler": torch.float16,
+}
 """The training runs, by name → the autocast dtype (None: plain fp32)."""
 PROBE_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 FP16_MAX = 65504.0
 
 
 def _grads(model) -> list[torch.Tensor]:
-    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+    return [
+        p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()
+    ]
 
 
 def backward_grads(cfg, device, dtype, factor: float) -> list[torch.Tensor]:
@@ -52,22 +59,45 @@ def range_counts(reference: list[torch.Tensor], grads: list[torch.Tensor]) -> di
     """Elements zeroed (reference ≠ 0, here 0), non-finite, and in all."""
     zeroed = sum(int(((r != 0) & (g == 0)).sum()) for r, g in zip(reference, grads))
     nonfinite = sum(int((~torch.isfinite(g)).sum()) for g in grads)
-    return {"grads_zeroed": zeroed, "grads_nonfinite": nonfinite, "grads_total": sum(g.numel() for g in grads)}
+    return {
+        "grads_zeroed": zeroed,
+        "grads_nonfinite": nonfinite,
+        "grads_total": sum(g.numel() for g in grads),
+    }
 
 
 def probe_rows(cfg, device, pc) -> list[Row]:
     out = []
     for case, log2 in (("probe.underflow", pc.grad_shrink_log2), ("probe.overflow", pc.overflow_log2)):
-        reference = backward_grads(cfg, device, None, 2.0 ** log2)
+        reference = backward_grads(cfg, device, None, 2.0**log2)
         ref_max = max(float(r.abs().max()) for r in reference)
         # the factor's exponent is a row of its own: the `count` column is elements per buffer, never negative
-        out.append(Row(stage=STAGE, case=case, metric="grad_factor_log2", value=float(log2), unit="ratio", dtype="fp32"))
-        out.append(Row(stage=STAGE, case=case, metric="reference_max_abs_grad", value=ref_max, unit="ratio",
-                       dtype="fp32"))
+        out.append(
+            Row(
+                stage=STAGE,
+                case=case,
+                metric="grad_factor_log2",
+                value=float(log2),
+                unit="ratio",
+                dtype="fp32",
+            )
+        )
+        out.append(
+            Row(
+                stage=STAGE,
+                case=case,
+                metric="reference_max_abs_grad",
+                value=ref_max,
+                unit="ratio",
+                dtype="fp32",
+            )
+        )
         for name, dtype in PROBE_DTYPES.items():
-            grads = reference if dtype is None else backward_grads(cfg, device, dtype, 2.0 ** log2)
+            grads = reference if dtype is None else backward_grads(cfg, device, dtype, 2.0**log2)
             for metric, value in range_counts(reference, grads).items():
-                out.append(Row(stage=STAGE, case=case, metric=metric, value=float(value), unit="count", dtype=name))
+                out.append(
+                    Row(stage=STAGE, case=case, metric=metric, value=float(value), unit="count", dtype=name)
+                )
     return out
 
 
@@ -76,11 +106,15 @@ def train(cfg, device, pc, run: str, *, use_scaler: bool | None = None) -> list[
     unscaled fp16 run is caught."""
     dtype = AUTOCAST[run]
     use_scaler = run == "fp16_scaler" if use_scaler is None else use_scaler
-    shrink = 2.0 ** pc.grad_shrink_log2
+    shrink = 2.0**pc.grad_shrink_log2
     model = build_model(cfg, device)
     opt = torch.optim.AdamW(model.parameters(), lr=pc.lr, eps=1e-12, weight_decay=0.0)
-    scaler = torch.amp.GradScaler(device.type, init_scale=2.0 ** pc.init_scale_log2,
-                                  growth_interval=pc.growth_interval, enabled=use_scaler)
+    scaler = torch.amp.GradScaler(
+        device.type,
+        init_scale=2.0**pc.init_scale_log2,
+        growth_interval=pc.growth_interval,
+        enabled=use_scaler,
+    )
     rows: list[Row] = []
     skipped = clipped = zero_steps = 0
     ratio = ratio_scale = math.nan
@@ -94,7 +128,13 @@ def train(cfg, device, pc, run: str, *, use_scaler: bool | None = None) -> list[
             scaled_norm = float(torch.stack([g.float().norm() for g in _grads(model)]).norm())
         scaler.unscale_(opt)  # clip the true gradients: clipping scaled ones clips at clip_norm / scale
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), pc.clip_norm * shrink))
-        if use_scaler and math.isnan(ratio) and math.isfinite(scaled_norm) and math.isfinite(norm) and norm > 0:
+        if (
+            use_scaler
+            and math.isnan(ratio)
+            and math.isfinite(scaled_norm)
+            and math.isfinite(norm)
+            and norm > 0
+        ):
             ratio, ratio_scale = scaled_norm / norm, scale  # the first step whose scaled gradients are finite
         if math.isfinite(norm) and norm > pc.clip_norm * shrink:
             clipped += 1
@@ -105,19 +145,56 @@ def train(cfg, device, pc, run: str, *, use_scaler: bool | None = None) -> list[
         opt.zero_grad(set_to_none=True)
         if use_scaler and scaler.get_scale() < scale:
             skipped += 1
-        rows.append(Row(stage=STAGE, case="train", metric="loss", value=float(loss.detach()), unit="ratio", dtype=run,
-                        repeat=step))
-        rows.append(Row(stage=STAGE, case="train", metric="grad_norm", value=norm / shrink, unit="ratio",
-                        dtype=run, repeat=step))
-    for metric, value in (("skipped_steps", skipped), ("clipped_steps", clipped), ("zero_grad_steps", zero_steps),
-                          ("steps", pc.steps)):
-        rows.append(Row(stage=STAGE, case="train", metric=metric, value=float(value), unit="count", dtype=run))
+        rows.append(
+            Row(
+                stage=STAGE,
+                case="train",
+                metric="loss",
+                value=float(loss.detach()),
+                unit="ratio",
+                dtype=run,
+                repeat=step,
+            )
+        )
+        rows.append(
+            Row(
+                stage=STAGE,
+                case="train",
+                metric="grad_norm",
+                value=norm / shrink,
+                unit="ratio",
+                dtype=run,
+                repeat=step,
+            )
+        )
+    for metric, value in (
+        ("skipped_steps", skipped),
+        ("clipped_steps", clipped),
+        ("zero_grad_steps", zero_steps),
+        ("steps", pc.steps),
+    ):
+        rows.append(
+            Row(stage=STAGE, case="train", metric=metric, value=float(value), unit="count", dtype=run)
+        )
     if use_scaler:
-        rows.append(Row(stage=STAGE, case="train", metric="scaled_norm_ratio", value=ratio, unit="ratio", dtype=run))
-        rows.append(Row(stage=STAGE, case="train", metric="scale_at_ratio", value=ratio_scale, unit="ratio",
-                        dtype=run))
-        rows.append(Row(stage=STAGE, case="train", metric="final_scale", value=scaler.get_scale(), unit="ratio",
-                        dtype=run))
+        rows.append(
+            Row(stage=STAGE, case="train", metric="scaled_norm_ratio", value=ratio, unit="ratio", dtype=run)
+        )
+        rows.append(
+            Row(
+                stage=STAGE, case="train", metric="scale_at_ratio", value=ratio_scale, unit="ratio", dtype=run
+            )
+        )
+        rows.append(
+            Row(
+                stage=STAGE,
+                case="train",
+                metric="final_scale",
+                value=scaler.get_scale(),
+                unit="ratio",
+                dtype=run,
+            )
+        )
     return rows
 
 

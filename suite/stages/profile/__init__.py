@@ -24,18 +24,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from suite import headlines as hl
 from suite.config import Profile
-from suite.stage_contract import Stage
 from suite.context import StageContext
+from suite.facts import profile as profile_of
+from suite.hardware.stage_fit import scaling_model
 from suite.launch.torchrun import LaunchError
 from suite.parsers import traces
 from suite.results import Expectation, Row, Verdict
-from suite.values import is_missing
-from suite.facts import profile as profile_of
-from suite.verdicts import judges_performance, verdicts_for
+from suite.stage_contract import Stage
 from suite.stages._parallel_ranks import subset_expectations, subset_note
-from suite import headlines as hl
-from suite.hardware.stage_fit import scaling_model
+from suite.values import is_missing
+from suite.verdicts import judges_performance, verdicts_for
 
 NAME = "profile"
 
@@ -45,8 +45,10 @@ CONFIG = None
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs)."""
     step = p.step_s / p.parallel_ranks + p.dp_comm_s(p.parallel_ranks)
-    return (p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
-            f"nsys over {p.steps} DDP steps + export of every rank's report")
+    return (
+        p.assume.torchrun_launch_s + p.steps * step + p.assume.nsys_export_s,
+        f"nsys over {p.steps} DDP steps + export of every rank's report",
+    )
 
 
 MIN_OVERLAP_PCT = 10.0
@@ -74,16 +76,32 @@ def capture_tool(profile: Profile) -> tuple[str, str | None]:
 
 
 def worker_args(profile: Profile, trace_dir: Path, nsys: str | None, facts: dict | None = None) -> list[str]:
-    args = ["--model", json.dumps(dataclasses.asdict(scaling_model(profile, facts))), "--trace-dir", str(trace_dir),
-            "--steps", str(profiled_steps(profile)),
-            "--capture", "cuda-profiler-api" if nsys else "torch"]
+    args = [
+        "--model",
+        json.dumps(dataclasses.asdict(scaling_model(profile, facts))),
+        "--trace-dir",
+        str(trace_dir),
+        "--steps",
+        str(profiled_steps(profile)),
+        "--capture",
+        "cuda-profiler-api" if nsys else "torch",
+    ]
     return (["--nsys", nsys] if nsys else []) + args
 
 
 def nsys_export_command(nsys: str, report: Path) -> list[str]:
     """`nsys export --type sqlite` of one report, written beside it (rank_0.nsys-rep → rank_0.sqlite)."""
-    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-            "--output", str(report.with_suffix(".sqlite")), str(report)]
+    return [
+        nsys,
+        "export",
+        "--type",
+        "sqlite",
+        "--force-overwrite",
+        "true",
+        "--output",
+        str(report.with_suffix(".sqlite")),
+        str(report),
+    ]
 
 
 def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
@@ -97,8 +115,12 @@ def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
             f.flush()
             done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, timeout=EXPORT_TIMEOUT_S)
         if done.returncode != 0:
-            raise LaunchError(f"nsys export of {report.name} failed: see {log}", command=command,
-                              exit_code=done.returncode, log_tail=log.read_text(errors="replace")[-3000:])
+            raise LaunchError(
+                f"nsys export of {report.name} failed: see {log}",
+                command=command,
+                exit_code=done.returncode,
+                log_tail=log.read_text(errors="replace")[-3000:],
+            )
         out.append(report.with_suffix(".sqlite"))
     return out
 
@@ -109,9 +131,14 @@ def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
     common = dict(stage=NAME, case="ddp", world=profile.parallel_ranks)
     return subset_expectations(NAME, profile, "DDP's batch") + [
-        Expectation(metric="overlap_pct", value=MIN_OVERLAP_PCT, unit="%", **common,
-                    basis="at least this share of communication under compute whenever communication is more "
-                          f"than {MIN_COMM_SHARE_PCT:g}% of the captured span (DDP overlaps its buckets with backward)"),
+        Expectation(
+            metric="overlap_pct",
+            value=MIN_OVERLAP_PCT,
+            unit="%",
+            **common,
+            basis="at least this share of communication under compute whenever communication is more "
+            f"than {MIN_COMM_SHARE_PCT:g}% of the captured span (DDP overlaps its buckets with backward)",
+        ),
     ]
 
 
@@ -121,8 +148,12 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     tool, nsys = capture_tool(profile)
     ctx.say(f"DDP under {tool}: {profiled_steps(profile)} steps{subset_note(profile)}")
-    result = ctx.torchrun("suite.stages.profile.worker", worker_args(profile, ctx.raw_dir, nsys, ctx.facts), tag="ddp",
-                          nproc=profile.parallel_ranks)
+    result = ctx.torchrun(
+        "suite.stages.profile.worker",
+        worker_args(profile, ctx.raw_dir, nsys, ctx.facts),
+        tag="ddp",
+        nproc=profile.parallel_ranks,
+    )
     rows = result.rows()
     if nsys:
         ctx.say("nsys export --type sqlite")
@@ -133,17 +164,22 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     timelines = [t for path in files for t in traces.timelines_of(path)]
     source = "nsys" if nsys else "torch.profiler"
     rows += analysis_rows(timelines, source, profile.parallel_ranks)
-    for key, value in trace_facts(tool, files, profile.device == "cuda" and not nsys, timelines,
-                                  profiled_steps(profile) - 1).items():
+    for key, value in trace_facts(
+        tool, files, profile.device == "cuda" and not nsys, timelines, profiled_steps(profile) - 1
+    ).items():
         ctx.publish(key, value)
     return rows
 
 
-def trace_facts(tool: str, files: list[Path], fallback: bool, timelines: list[traces.RankTimeline],
-                steps: int) -> dict[str, Any]:
-    """What the stage publishes about its traces (run() and `suite ingest` alike): the capture and a timeline window."""
-    return {"trace_capture": {"tool": tool, "files": [p.name for p in files], "fallback": fallback},
-            "trace_timeline": timeline_windows(timelines, steps)}
+def trace_facts(
+    tool: str, files: list[Path], fallback: bool, timelines: list[traces.RankTimeline], steps: int
+) -> dict[str, Any]:
+    """What the stage publishes about its traces (run() and `suite ingest` alike): the capture and a timeline
+    window."""
+    return {
+        "trace_capture": {"tool": tool, "files": [p.name for p in files], "fallback": fallback},
+        "trace_timeline": timeline_windows(timelines, steps),
+    }
 
 
 def analysis_rows(timelines: list[traces.RankTimeline], source: str, world: int) -> list[Row]:
@@ -163,7 +199,8 @@ def analysis_rows(timelines: list[traces.RankTimeline], source: str, world: int)
 
 
 def timeline_windows(timelines: list[traces.RankTimeline], steps: int) -> dict[str, Any]:
-    """About one step of each rank's merged lanes, ending with its last communication, in µs from the window's start.
+    """About one step of each rank's merged lanes, ending with its last communication, in µs from the window's
+    start.
 
     Ranks are windowed separately: per-rank nsys reports do not share a time origin.
     """
@@ -180,11 +217,19 @@ def timeline_windows(timelines: list[traces.RankTimeline], steps: int) -> dict[s
         end = min(last, end + 0.05 * length)
 
         def lane(merged: list[traces.Interval]) -> list[list[float]]:
-            return [[round(s - start, 1), round(e - start, 1)]
-                    for s, e in traces.clip(merged, start, end)][:TIMELINE_MAX_INTERVALS]
+            return [[round(s - start, 1), round(e - start, 1)] for s, e in traces.clip(merged, start, end)][
+                :TIMELINE_MAX_INTERVALS
+            ]
 
-        ranks.append({"rank": t.rank, "source": t.source, "length_us": round(end - start, 1),
-                      "compute": lane(compute), "comm": lane(comm)})
+        ranks.append(
+            {
+                "rank": t.rank,
+                "source": t.source,
+                "length_us": round(end - start, 1),
+                "compute": lane(compute),
+                "comm": lane(comm),
+            }
+        )
     return {"ranks": sorted(ranks, key=lambda r: r["rank"])}
 
 
@@ -207,44 +252,73 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
 
     missing = [r for r in range(world) if r not in comm]
     empty = [r for r in sorted(comm) if not comm[r] > 0 or not compute.get(r, 0) > 0]
-    seen = ", ".join(f"rank {r}: {comm[r] / 1e3:.1f} ms comm, {compute.get(r, 0) / 1e3:.1f} ms compute" for r in sorted(comm))
-    out.append(VERDICTS.check(
-        "traces", not missing and not empty,
-        expected=f"{world} traces, each with communication and compute", observed=seen or "no trace analysed",
-        reason_ok="every rank's trace holds both communication and compute intervals",
-        reason_bad=(f"no trace for rank(s) {missing}" if missing
-                    else f"rank(s) {empty} show no communication or no compute")
-        + f": look in raw/{NAME}/ (the worker logs ddp.rank<N>.log; the traces); the communication pattern is "
-          f"{traces.COMM_PATTERN!r}"))
+    seen = ", ".join(
+        f"rank {r}: {comm[r] / 1e3:.1f} ms comm, {compute.get(r, 0) / 1e3:.1f} ms compute"
+        for r in sorted(comm)
+    )
+    out.append(
+        VERDICTS.check(
+            "traces",
+            not missing and not empty,
+            expected=f"{world} traces, each with communication and compute",
+            observed=seen or "no trace analysed",
+            reason_ok="every rank's trace holds both communication and compute intervals",
+            reason_bad=(
+                f"no trace for rank(s) {missing}"
+                if missing
+                else f"rank(s) {empty} show no communication or no compute"
+            )
+            + f": look in raw/{NAME}/ (the worker logs ddp.rank<N>.log; the traces); the communication "
+            f"pattern is "
+            f"{traces.COMM_PATTERN!r}",
+        )
+    )
 
     for rank in sorted(pct):
-        expected = (f"overlap ≥ {MIN_OVERLAP_PCT:g}% when communication > {MIN_COMM_SHARE_PCT:g}% of the span")
+        expected = f"overlap ≥ {MIN_OVERLAP_PCT:g}% when communication > {MIN_COMM_SHARE_PCT:g}% of the span"
         p, s = pct[rank], share.get(rank, float("nan"))
-        observed = f"overlap {p:.1f}% of {comm.get(rank, 0) / 1e3:.1f} ms communication ({s:.1f}% of the span)"
+        observed = (
+            f"overlap {p:.1f}% of {comm.get(rank, 0) / 1e3:.1f} ms communication ({s:.1f}% of the span)"
+        )
         check = f"overlap.rank{rank}"
         if not judges_performance(facts):
             out.append(VERDICTS.cpu_skip(check, expected, observed))
             continue
         serial = not is_missing(p) and p < MIN_OVERLAP_PCT and s > MIN_COMM_SHARE_PCT
-        out.append(VERDICTS.check(
-            check, not serial, bad="warn", expected=expected, observed=observed,
-            reason_ok="communication runs under compute",
-            reason_bad="communication and compute serial on the timeline: DDP's all-reduce waits for backward "
-                       "(one bucket? gradient hooks disabled? a sync point between kernels?); open the rank's "
-                       f"report in raw/{NAME}/"))
+        out.append(
+            VERDICTS.check(
+                check,
+                not serial,
+                bad="warn",
+                expected=expected,
+                observed=observed,
+                reason_ok="communication runs under compute",
+                reason_bad="communication and compute serial on the timeline: DDP's all-reduce waits for "
+                "backward "
+                "(one bucket? gradient hooks disabled? a sync point between kernels?); open the rank's "
+                f"report in raw/{NAME}/",
+            )
+        )
     return out
 
 
 def capture_verdict(capture: dict, device: str, ranks: list[int]) -> Verdict:
     tool = capture.get("tool", "?")
     if device == "cuda" and capture.get("fallback"):
-        return VERDICTS.warn("capture", expected="Nsight Systems (nsys)",
-                             observed=f"torch.profiler, {len(ranks)} ranks",
-                             reason="nsys is not on PATH: torch.profiler traces were analysed instead; "
-                                    "run inside the suite's image (it ships the Nsight Systems CLI) or install nsys")
+        return VERDICTS.warn(
+            "capture",
+            expected="Nsight Systems (nsys)",
+            observed=f"torch.profiler, {len(ranks)} ranks",
+            reason="nsys is not on PATH: torch.profiler traces were analysed instead; "
+            "run inside the suite's image (it ships the Nsight Systems CLI) or install nsys",
+        )
     expected = "Nsight Systems (nsys)" if device == "cuda" else "torch.profiler (Kineto) on CPU"
-    return VERDICTS.passed("capture", expected=expected, observed=f"{tool}, {len(ranks)} ranks",
-                           reason=f"traces captured with {tool}: {', '.join(capture.get('files', []))}")
+    return VERDICTS.passed(
+        "capture",
+        expected=expected,
+        observed=f"{tool}, {len(ranks)} ranks",
+        reason=f"traces captured with {tool}: {', '.join(capture.get('files', []))}",
+    )
 
 
 def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expectation]) -> str | None:
@@ -264,8 +338,14 @@ STAGE = Stage(
     after=("fault",),  # needs no facts; the checklist ends with it
     title="Nsight Systems over ~10 steps",
     measures="whether communication kernels overlap compute kernels on each rank's timeline (~10 DDP steps)",
-    wrong="overlap below 10% while communication is more than 10% of the step: communication and compute serial",
-    rehearsal="torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main thread)",
+    wrong="overlap below 10% while communication is more than 10% of the step: communication and compute "
+    "serial",
+    rehearsal="torch.profiler traces of DDP on gloo; the same overlap analysis (gloo thread against the main "
+    "thread)",
     config=CONFIG,
-    estimate=estimate, expect=expect, run=run, judge=judge, headline=headline,
+    estimate=estimate,
+    expect=expect,
+    run=run,
+    judge=judge,
+    headline=headline,
 )

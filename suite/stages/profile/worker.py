@@ -1,7 +1,8 @@
 """DDP training steps under a profiler: Nsight Systems (through the CUDA profiler API) or torch.profiler.
 
     ctx.torchrun("suite.stages.profile.worker", ["--model", json, "--capture", "torch", "--trace-dir", raw])
-    ctx.torchrun("suite.stages.profile.worker", ["--nsys", "/usr/bin/nsys", "--trace-dir", raw, "--model", json,
+    ctx.torchrun("suite.stages.profile.worker", ["--nsys", "/usr/bin/nsys", "--trace-dir", raw, "--model",
+    json,
                                                  "--capture", "cuda-profiler-api"])
 
 --nsys: before anything else (torch is not imported yet) the worker replaces itself with
@@ -27,13 +28,15 @@ NSYS_TRACE = "cuda,nvtx,osrt"
 
 
 def nsys_command(nsys: str, report: str, python: str, module_args: Sequence[str]) -> list[str]:
-    """`nsys profile` around this worker: capture range = the CUDA profiler API's start/stop, cuda+nvtx traced.
+    """`nsys profile` around this worker: capture range = the CUDA profiler API's start/stop, cuda+nvtx
+    traced.
 
     CPU sampling and context-switch tracing are off: with one profiler per GPU, eight samplers
     interrupting every core perturb the very timeline (kernel overlap, step time) being judged.
     """
     return [
-        nsys, "profile",
+        nsys,
+        "profile",
         f"--trace={NSYS_TRACE}",
         "--sample=none",
         "--cpuctxsw=none",
@@ -41,7 +44,10 @@ def nsys_command(nsys: str, report: str, python: str, module_args: Sequence[str]
         "--capture-range-end=stop",
         "--force-overwrite=true",
         f"--output={report}",
-        python, "-m", "suite.stages.profile.worker", *module_args,
+        python,
+        "-m",
+        "suite.stages.profile.worker",
+        *module_args,
     ]
 
 
@@ -105,8 +111,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         optimizer = make_optimizer(ddp.parameters())
 
         def step(index: int) -> float:
-            return train_step(ddp, mode, *local_batch(cfg, index, w.rank, w.world, w.device), optimizer,
-                              w.synchronize).step_s
+            return train_step(
+                ddp, mode, *local_batch(cfg, index, w.rank, w.world, w.device), optimizer, w.synchronize
+            ).step_s
 
         # Untraced: DDP rebuilds its buckets after the first step and syncs them in the second.
         warmup = max(cfg.warmup_steps, 2)
@@ -128,15 +135,31 @@ def main(argv: Sequence[str] | None = None) -> None:
             # A schedule makes the profiler mark each step (ProfilerStep#N); the trace is written
             # when the last active step ends. The untraced steps above were the warm-up.
             warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
-            with profile(activities=activities, schedule=schedule(wait=0, warmup=0, active=args.steps, repeat=1),
-                         on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+            with profile(
+                activities=activities,
+                schedule=schedule(wait=0, warmup=0, active=args.steps, repeat=1),
+                on_trace_ready=lambda p: p.export_chrome_trace(path),
+            ) as prof:
                 for index in range(args.steps):
                     times.append(step(warmup + index))
                     prof.step()
         w.progress("profiled steps", done=args.steps, of=args.steps)
-        w.emit([Row(stage="profile", case="ddp", metric="step_time_s", value=statistics.median(times), unit="s",
-                    rank=w.rank, world=w.world, overlap=mode.label, dtype=cfg.dtype,
-                    source="nsys" if args.capture == "cuda-profiler-api" else "torch.profiler")])
+        w.emit(
+            [
+                Row(
+                    stage="profile",
+                    case="ddp",
+                    metric="step_time_s",
+                    value=statistics.median(times),
+                    unit="s",
+                    rank=w.rank,
+                    world=w.world,
+                    overlap=mode.label,
+                    dtype=cfg.dtype,
+                    source="nsys" if args.capture == "cuda-profiler-api" else "torch.profiler",
+                )
+            ]
+        )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Topology figures: the GPU×GPU link matrix (and GPU×NIC paths) coloured by link type, as `nvidia-smi topo -m` reads.
+"""Topology figures: the GPU×GPU link matrix (and GPU×NIC paths) coloured by link type, as `nvidia-smi topo
+-m` reads.
 
-Colours run from fast to slow: NVLink in greens (darker = more bonded links), then PIX, PXB, PHB,
-NODE, SYS/SOC from blue to red — on a box with NVLink, where a pair off NVLink is wrong. On a PCIe box (no NV# pair)
-the paths across the CPU sockets (NODE, SYS) are how the board is built, and the topology check passes them: they are
-drawn in neutral greys, red kept for what is wrong. CPU runs have no link rows and get no figure.
+Colours run from fast to slow: NVLink in greens (darker = more bonded links), then PIX, PXB, PHB, NODE,
+SYS/SOC from blue to red — on a box with NVLink, where a pair off NVLink is wrong. On a PCIe box (no NV# pair)
+the paths across the CPU sockets (NODE, SYS) are how the board is built, and the topology check passes them:
+they are drawn in neutral greys, red kept for what is wrong. CPU runs have no link rows and get no figure.
 """
 
 from __future__ import annotations
@@ -17,11 +18,18 @@ from matplotlib.patches import Patch
 from reports.figures._plot import finish, new_figure
 
 FACTS: tuple[str, ...] = ("topology",)
-"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only these."""
+"""The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only
+these."""
 
 # Path types slowest last, with a colour each (NVLink shades are added per bonded count).
-PATH_COLOURS = {"PIX": "#9ecae1", "PXB": "#6baed6", "PHB": "#fdd49e", "NODE": "#fc8d59", "SYS": "#d7301f",
-                "SOC": "#d7301f"}
+PATH_COLOURS = {
+    "PIX": "#9ecae1",
+    "PXB": "#6baed6",
+    "PHB": "#fdd49e",
+    "NODE": "#fc8d59",
+    "SYS": "#d7301f",
+    "SOC": "#d7301f",
+}
 PCIE_BOX_COLOURS = {"PHB": "#c6dbef", "NODE": "#d9d9d9", "SYS": "#bdbdbd", "SOC": "#bdbdbd"}
 """A PCIe box's slower paths: normal for its board, so not drawn as alarms."""
 SELF_COLOUR = "#f0f0f0"
@@ -41,14 +49,26 @@ def figures(rows, expectations, facts) -> list[Figure]:
 
 
 def _order(names) -> list[str]:
-    return sorted(set(names), key=lambda n: (re.sub(r"\d+$", "", n), int(re.search(r"(\d+)$", n).group(1))
-                                            if re.search(r"(\d+)$", n) else 0))
+    return sorted(
+        set(names),
+        key=lambda n: (
+            re.sub(r"\d+$", "", n),
+            int(re.search(r"(\d+)$", n).group(1)) if re.search(r"(\d+)$", n) else 0,
+        ),
+    )
 
 
 def _colours(texts, pcie_box: bool = False) -> dict[str, str]:
     nv = sorted({t for t in texts if _NV.fullmatch(t)}, key=lambda t: int(t[2:]))
-    shade = {t: NV_SHADES[min(len(NV_SHADES) - 1, round(i * (len(NV_SHADES) - 1) / max(1, len(nv) - 1)) if len(nv) > 1
-                              else len(NV_SHADES) - 2)] for i, t in enumerate(nv)}
+    shade = {
+        t: NV_SHADES[
+            min(
+                len(NV_SHADES) - 1,
+                round(i * (len(NV_SHADES) - 1) / max(1, len(nv) - 1)) if len(nv) > 1 else len(NV_SHADES) - 2,
+            )
+        ]
+        for i, t in enumerate(nv)
+    }
     paths = {**PATH_COLOURS, **PCIE_BOX_COLOURS} if pcie_box else PATH_COLOURS
     other = {t: paths.get(t, "#bdbdbd") for t in texts if t not in shade}
     return {**shade, **other, "X": SELF_COLOUR}
@@ -90,16 +110,26 @@ def _matrix(pairs: dict[str, str], facts: dict, nics: bool) -> Figure:
     if nics:
         legend = topology.get("nic_legend") or {}
         if legend:
-            ax.set_xticks(range(len(top)), [f"{n}\n{legend.get(n, '')}" for n in top], rotation=90, fontsize=7)
+            ax.set_xticks(
+                range(len(top)), [f"{n}\n{legend.get(n, '')}" for n in top], rotation=90, fontsize=7
+            )
         ax.set_title("GPU → NIC paths (nvidia-smi topo -m)", fontsize=10)
     else:
         kind = topology.get("box")
-        ax.set_title(f"GPU × GPU links{f' — {model}' if model else ''}{f' ({kind})' if kind else ''}", fontsize=10)
+        ax.set_title(
+            f"GPU × GPU links{f' — {model}' if model else ''}{f' ({kind})' if kind else ''}", fontsize=10
+        )
     handles = [Patch(facecolor=colours[t], edgecolor="#999999", label=t) for t in texts if t != "X"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     if pcie_box:
-        return finish(fig, caption="A PCIe box (no NVLink): pairs on one PCIe switch (PIX/PXB) are fastest; pairs "
-                                   "across the CPU sockets (NODE/SYS, grey) are how the board is built, slower but not "
-                                   "wrong.")
-    return finish(fig, caption="Good: one link type between every GPU pair (NV# on an NVLink box), and each GPU's "
-                               "NIC on its own PCIe switch (PIX).")
+        return finish(
+            fig,
+            caption="A PCIe box (no NVLink): pairs on one PCIe switch (PIX/PXB) are fastest; pairs "
+            "across the CPU sockets (NODE/SYS, grey) are how the board is built, slower but not "
+            "wrong.",
+        )
+    return finish(
+        fig,
+        caption="Good: one link type between every GPU pair (NV# on an NVLink box), and each GPU's "
+        "NIC on its own PCIe switch (PIX).",
+    )

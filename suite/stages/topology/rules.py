@@ -43,46 +43,77 @@ class BoxKind:
 
 
 def expects_full_nvlink(model: str | None) -> bool:
-    """True for GPU models that ship only on boards linking every GPU pair over NVLink (suite/hardware/gpus.py)."""
+    """True for GPU models that ship only on boards linking every GPU pair over NVLink
+    (suite/hardware/gpus.py)."""
     gpu = gpu_for(model)
     return bool(gpu and gpu.switch_boards_only)
 
 
 def judge_p2p(pairs: Mapping[str, str] | None, why: str = "") -> list[Verdict]:
     """topology.p2p from `nvidia-smi topo -p2p r` (and `-p2p w` live), where it was read; no verdict where an
-    ingest holds no `-p2p` capture (optional) or one GPU has no pair. A pair without P2P (GeForce cards: GNS) is
-    staged through host memory by NCCL: it works, slower than its link, so it warns with the reason and
+    ingest holds no `-p2p` capture (optional) or one GPU has no pair. A pair without P2P (GeForce cards: GNS)
+    is staged through host memory by NCCL: it works, slower than its link, so it warns with the reason and
     bandwidth holds it to the staged floor, never the direct one. A live `-p2p` that did not answer (`why`)
     leaves the check open: bandwidth then cannot tell a staged pair from a slow direct one."""
     expected = "P2P between every GPU pair (`nvidia-smi topo -p2p r`/`w`: OK)"
     if pairs is None and why:
-        return [VERDICTS.skip("p2p", expected=expected, observed="not read", reason=(
-            f"{why}: which GPU pairs reach each other's memory directly is unknown, so bandwidth holds every pair "
-            "to its direct link; run `nvidia-smi topo -p2p r` on the box by hand (an old driver may lack the "
-            "option) and `suite ingest` its output with the run's other captures"))]
+        return [
+            VERDICTS.skip(
+                "p2p",
+                expected=expected,
+                observed="not read",
+                reason=(
+                    f"{why}: which GPU pairs reach each other's memory directly is unknown, so bandwidth "
+                    f"holds every pair "
+                    "to its direct link; run `nvidia-smi topo -p2p r` on the box by hand (an old driver may "
+                    "lack the "
+                    "option) and `suite ingest` its output with the run's other captures"
+                ),
+            )
+        ]
     if not pairs:
         return []
     without = {p: s for p, s in pairs.items() if s != "OK"}
     if not without:
-        return [VERDICTS.passed("p2p", expected=expected, observed=f"{len(pairs)} pair(s) OK",
-                                reason="every GPU pair reads the other's memory directly")]
+        return [
+            VERDICTS.passed(
+                "p2p",
+                expected=expected,
+                observed=f"{len(pairs)} pair(s) OK",
+                reason="every GPU pair reads the other's memory directly",
+            )
+        ]
     shown = ", ".join(f"{p} {s}" for p, s in list(without.items())[:6]) + (" …" if len(without) > 6 else "")
-    return [VERDICTS.warn("p2p", expected=expected, observed=f"{len(without)} of {len(pairs)} pair(s) without P2P: "
-                          f"{shown}", reason="no P2P between these GPUs: NCCL stages their traffic through host "
-                          "memory (SHM), so their bandwidth is bounded by the CPUs' memory and interconnect, not "
-                          "the PCIe link (GNS: GeForce cards have P2P off; CNS/TNS: the chipset or topology); "
-                          "bandwidth holds them to the staged floor")]
+    return [
+        VERDICTS.warn(
+            "p2p",
+            expected=expected,
+            observed=f"{len(without)} of {len(pairs)} pair(s) without P2P: {shown}",
+            reason="no P2P between these GPUs: NCCL stages their traffic through host "
+            "memory (SHM), so their bandwidth is bounded by the CPUs' memory and interconnect, not "
+            "the PCIe link (GNS: GeForce cards have P2P off; CNS/TNS: the chipset or topology); "
+            "bandwidth holds them to the staged floor",
+        )
+    ]
 
 
 def no_fabric_state(expected: str, model: str | None) -> Verdict:
     """topology.fabric where no GPU reports a fabric state: open on a part that ships on NVSwitch boards (its
     fabric must be up and was not shown), not applicable on any other (no NVSwitch fabric to bring up)."""
     if expects_full_nvlink(model):
-        return VERDICTS.skip("fabric", expected=expected, observed="not reported",
-                             reason=f"{model} runs on an NVSwitch board and no GPU reports its fabric state (an "
-                                    "older driver, or no `nvidia-smi -q` read)")
-    return VERDICTS.not_applicable("fabric", expected=expected, observed="not reported",
-                                   why=f"no NVSwitch fabric on {model or 'these GPUs'}")
+        return VERDICTS.skip(
+            "fabric",
+            expected=expected,
+            observed="not reported",
+            reason=f"{model} runs on an NVSwitch board and no GPU reports its fabric state (an "
+            "older driver, or no `nvidia-smi -q` read)",
+        )
+    return VERDICTS.not_applicable(
+        "fabric",
+        expected=expected,
+        observed="not reported",
+        why=f"no NVSwitch fabric on {model or 'these GPUs'}",
+    )
 
 
 def common_model(gpu_names: Iterable[str] | None) -> str | None:
@@ -113,7 +144,9 @@ def classify(gpus: list[str], links: Mapping[str, str], model: str | None = None
     if 0 not in counts and len(counts) == 1:
         return BoxKind("switched", f"every GPU pair has NVLink, all NV{counts.pop()}")
     if 0 not in counts:
-        return BoxKind("nvlink-mesh", "every GPU pair has NVLink but the counts differ: a point-to-point mesh")
+        return BoxKind(
+            "nvlink-mesh", "every GPU pair has NVLink but the counts differ: a point-to-point mesh"
+        )
     most = max(nvlink_degrees(gpus, links).values())
     return BoxKind("nvlink-mesh", f"at most {most} of {n - 1} NVLink peers per GPU: a point-to-point mesh")
 
@@ -139,9 +172,13 @@ def link_class(links: Mapping[str, str], gpus: list[str], model: str | None = No
     return {"nvlink-mesh": "NVLink mesh", "pcie": "PCIe", "single": "single"}[kind]
 
 
-def numa_groups(gpus: list[str], numa_affinity: Mapping[str, str | None] | None,
-                cpu_affinity: Mapping[str, str | None] | None) -> dict[str, str | None]:
-    """Each GPU's NUMA node ('node 1'), or its CPU set ('cpus 0-11,24-35') where the table has no NUMA column."""
+def numa_groups(
+    gpus: list[str],
+    numa_affinity: Mapping[str, str | None] | None,
+    cpu_affinity: Mapping[str, str | None] | None,
+) -> dict[str, str | None]:
+    """Each GPU's NUMA node ('node 1'), or its CPU set ('cpus 0-11,24-35') where the table has no NUMA
+    column."""
     out: dict[str, str | None] = {}
     for g in gpus:
         numa = (numa_affinity or {}).get(g)
@@ -156,7 +193,8 @@ def numa_groups(gpus: list[str], numa_affinity: Mapping[str, str | None] | None,
 
 
 def cross_numa_pairs(links: Mapping[str, str], groups: Mapping[str, str | None]) -> list[str]:
-    """GPU pairs whose traffic crosses the CPU interconnect: SYS/SOC, or PCIe between GPUs of different NUMA nodes."""
+    """GPU pairs whose traffic crosses the CPU interconnect: SYS/SOC, or PCIe between GPUs of different NUMA
+    nodes."""
     out = []
     for pair, link in links.items():
         if nvlink_count(link):
@@ -179,8 +217,12 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
     box = classify(gpus, links, model)
     summary = link_summary(links)
     if box.kind == "single":
-        return VERDICTS.not_applicable("links", expected="GPU pairs to judge", observed=f"{len(gpus)} GPU",
-                                       why="one GPU: there is no GPU pair to judge")
+        return VERDICTS.not_applicable(
+            "links",
+            expected="GPU pairs to judge",
+            observed=f"{len(gpus)} GPU",
+            why="one GPU: there is no GPU pair to judge",
+        )
     nv = {p: nvlink_count(v) for p, v in links.items() if nvlink_count(v)}
     if box.kind == "switched":
         not_nv = [p for p in links if p not in nv]
@@ -190,20 +232,29 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
         expected = f"every GPU pair NV{want if want else '#'}, one NVLink count ({box.why})"
         if not not_nv and not odd:
             return VERDICTS.passed(
-                "links", expected=expected, observed=summary,
-                reason=f"switched NVLink box: all {len(links)} GPU pairs on NVLink with the same count")
+                "links",
+                expected=expected,
+                observed=summary,
+                reason=f"switched NVLink box: all {len(links)} GPU pairs on NVLink with the same count",
+            )
         problems = []
         if not_nv:
-            problems.append(f"{', '.join(f'{p} {links[p]}' for p in not_nv[:6])}"
-                            f"{' …' if len(not_nv) > 6 else ''} without NVLink")
+            problems.append(
+                f"{', '.join(f'{p} {links[p]}' for p in not_nv[:6])}"
+                f"{' …' if len(not_nv) > 6 else ''} without NVLink"
+            )
         if odd:
             problems.append(f"{', '.join(f'{p} {links[p]}' for p in odd[:6])} with a different NVLink count")
         return VERDICTS.fail(
-            "links", expected=expected, observed=summary,
-            reason=("; ".join(problems) + ": on a switched box this means NVLinks are down or the GPUs are "
-                    "split across VMs/partitions. Check `nvidia-smi nvlink -s`, the fabric manager "
-                    "(`systemctl status nvidia-fabricmanager`) and `nvidia-smi -q` Fabric state; ask the "
-                    "provider for a healthy node before measuring"),
+            "links",
+            expected=expected,
+            observed=summary,
+            reason=(
+                "; ".join(problems) + ": on a switched box this means NVLinks are down or the GPUs are "
+                "split across VMs/partitions. Check `nvidia-smi nvlink -s`, the fabric manager "
+                "(`systemctl status nvidia-fabricmanager`) and `nvidia-smi -q` Fabric state; ask the "
+                "provider for a healthy node before measuring"
+            ),
         )
     if box.kind == "nvlink-mesh":
         degree = nvlink_degrees(gpus, links)
@@ -211,17 +262,29 @@ def judge_links(gpus: list[str], links: Mapping[str, str], gpu_names: Iterable[s
         expected = "point-to-point NVLink mesh: each GPU with at least one NVLink peer"
         if isolated:
             return VERDICTS.warn(
-                "links", expected=expected, observed=summary,
-                reason=(f"{', '.join(isolated)} {'has' if len(isolated) == 1 else 'have'} no NVLink peer while "
-                        f"other GPUs do: a bridge is missing or its links are down (`nvidia-smi nvlink -s`); "
-                        f"keep {', '.join(isolated)} out of tensor-parallel groups"),
+                "links",
+                expected=expected,
+                observed=summary,
+                reason=(
+                    f"{', '.join(isolated)} {'has' if len(isolated) == 1 else 'have'} no NVLink peer while "
+                    f"other GPUs do: a bridge is missing or its links are down (`nvidia-smi nvlink -s`); "
+                    f"keep {', '.join(isolated)} out of tensor-parallel groups"
+                ),
             )
-        return VERDICTS.passed("links", expected=expected, observed=summary,
-                               reason=f"{box.why}; {_pairs_without_nvlink(links, nv)}")
+        return VERDICTS.passed(
+            "links",
+            expected=expected,
+            observed=summary,
+            reason=f"{box.why}; {_pairs_without_nvlink(links, nv)}",
+        )
     # PCIe only
     expected = "PCIe between GPUs" + (f" ({model} is not an NVLink board)" if model else "")
-    return VERDICTS.passed("links", expected=expected, observed=summary,
-                           reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak")
+    return VERDICTS.passed(
+        "links",
+        expected=expected,
+        observed=summary,
+        reason="PCIe-only box: no NVLink expected; bandwidth is judged against the PCIe peak",
+    )
 
 
 def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> str:
@@ -230,28 +293,42 @@ def _pairs_without_nvlink(links: Mapping[str, str], nv: Mapping[str, int]) -> st
     if not off:
         return "every pair on NVLink"
     shown = ", ".join(off[:6]) + (" …" if len(off) > 6 else "")
-    return (f"{shown}: {len(off)} pair{'s' if len(off) > 1 else ''} without NVLink, by design (traffic between "
-            f"them rides PCIe; on an NVSwitch board this would mean links down: pass the GPU model to tell)")
+    return (
+        f"{shown}: {len(off)} pair{'s' if len(off) > 1 else ''} without NVLink, by design (traffic between "
+        f"them rides PCIe; on an NVSwitch board this would mean links down: pass the GPU model to tell)"
+    )
 
 
 def judge_numa(gpus: list[str], links: Mapping[str, str], groups: Mapping[str, str | None]) -> Verdict:
-    """topology.numa: warns of GPU pairs whose traffic crosses NUMA nodes (a SYS hop; never a failure by itself)."""
+    """topology.numa: warns of GPU pairs whose traffic crosses NUMA nodes (a SYS hop; never a failure by
+    itself)."""
     if len(gpus) < 2:
-        return VERDICTS.not_applicable("numa", expected="GPU pairs to place", observed=f"{len(gpus)} GPU",
-                                       why="one GPU: no GPU pair can cross NUMA nodes")
+        return VERDICTS.not_applicable(
+            "numa",
+            expected="GPU pairs to place",
+            observed=f"{len(gpus)} GPU",
+            why="one GPU: no GPU pair can cross NUMA nodes",
+        )
     crossing = cross_numa_pairs(links, groups)
     nodes = sorted({g for g in groups.values() if g})
     expected = "GPU pairs without NVLink kept inside one NUMA node where possible"
     if not crossing:
-        return VERDICTS.passed("numa", expected=expected, observed="no GPU pair crosses NUMA nodes",
-                               reason="every GPU pair is on NVLink or under one NUMA node")
+        return VERDICTS.passed(
+            "numa",
+            expected=expected,
+            observed="no GPU pair crosses NUMA nodes",
+            reason="every GPU pair is on NVLink or under one NUMA node",
+        )
     shown = ", ".join(crossing[:8]) + (" …" if len(crossing) > 8 else "")
     by_group = "; ".join(f"{grp}: {' '.join(g for g in gpus if groups.get(g) == grp)}" for grp in nodes)
     return VERDICTS.warn(  # a SYS hop works, slower: a warning to place groups by, never a failed box
-        "numa", expected=expected,
+        "numa",
+        expected=expected,
         observed=f"{len(crossing)} of {len(links)} GPU pairs cross NUMA nodes: {shown}",
-        reason=(f"these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
-                f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"),
+        reason=(
+            f"these pairs move data over the CPU interconnect (QPI/UPI/xGMI), slower than PCIe inside "
+            f"a node; keep tensor-parallel groups within one NUMA node ({by_group or 'NUMA nodes unknown'})"
+        ),
     )
 
 
@@ -272,6 +349,11 @@ def judge_fabric(rows: list, facts: dict) -> Verdict:
     bad = {g: s for g, s in known.items() if not s.startswith("Completed")}
     observed = ", ".join(f"{g} {s}" for g, s in list((bad or known).items())[:4])
     return VERDICTS.check(
-        "fabric", not bad, expected=expected, observed=observed, reason_ok="the NVSwitch fabric is up on every GPU",
+        "fabric",
+        not bad,
+        expected=expected,
+        observed=observed,
+        reason_ok="the NVSwitch fabric is up on every GPU",
         reason_bad="the NVSwitch fabric is not up: start the fabric manager (`systemctl start "
-                   "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring")
+        "nvidia-fabricmanager`, same version as the driver) and wait for 'Completed' before measuring",
+    )

@@ -22,13 +22,25 @@ import torch
 import torch.distributed as dist
 
 from suite.results import Row
-from suite.workloads.golden import CHECK_DTYPE, check_config, full, group_max, max_abs_error, max_abs_error_many
+from suite.workloads.golden import (
+    CHECK_DTYPE,
+    check_config,
+    full,
+    group_max,
+    max_abs_error,
+    max_abs_error_many,
+)
 from suite.workloads.gpt import Attention, build_model, loss_fn, synthetic_batch, torch_dtype
 from suite.workloads.measure import communication_per_step, time_steps, typical
-from suite.workloads.parallel_plans import apply_tensor_parallel, seed_for_rank, sequence_sharded_attention, tp_submesh
-from suite.workloads.worker_cli import degrees_from, log, mistakes_from, model_from, parser
+from suite.workloads.parallel_plans import (
+    apply_tensor_parallel,
+    seed_for_rank,
+    sequence_sharded_attention,
+    tp_submesh,
+)
 from suite.workloads.training import make_optimizer, train_step
 from suite.workloads.worker import Worker, worker_session
+from suite.workloads.worker_cli import degrees_from, log, mistakes_from, model_from, parser
 
 STAGE = "tp"
 
@@ -73,7 +85,9 @@ def sharded_attention_error(w: Worker, cfg, mesh, follow_shard: bool = True) -> 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         attn = Attention(cfg).to(device=w.device, dtype=torch_dtype(cfg.dtype))
-    x = torch.randn(cfg.batch, cfg.seq_len, cfg.hidden, generator=gen).to(device=w.device, dtype=torch_dtype(cfg.dtype))
+    x = torch.randn(cfg.batch, cfg.seq_len, cfg.hidden, generator=gen).to(
+        device=w.device, dtype=torch_dtype(cfg.dtype)
+    )
     with torch.no_grad():
         want = attn(x)
         n, r = mesh.size(), mesh.get_local_rank()
@@ -130,14 +144,23 @@ def main() -> None:
         meshes = {d: tp_submesh(w.device.type, w.world, d) for d in degrees if d > 1}
         log(t0, "meshes up")
         for d, mesh in meshes.items():
-            common = dict(stage=STAGE, metric="max_abs_error", unit="abs", tp=d, world=d, dtype=CHECK_DTYPE,
-                          algo="sequence_parallel", source="torch")
+            common = dict(
+                stage=STAGE,
+                metric="max_abs_error",
+                unit="abs",
+                tp=d,
+                world=d,
+                dtype=CHECK_DTYPE,
+                algo="sequence_parallel",
+                source="torch",
+            )
             errors = golden(w, check_cfg, mesh, ref)
             errors["sequence_sharded_attention"] = sharded_attention_error(w, check_cfg, mesh)
             for mistake in mistakes:
                 if mistake == "rope_positions":
                     errors[f"mistake.{mistake}.sequence_sharded_attention"] = sharded_attention_error(
-                        w, check_cfg, mesh, follow_shard=False)
+                        w, check_cfg, mesh, follow_shard=False
+                    )
                 else:
                     for what, value in golden(w, check_cfg, mesh, ref, mistake).items():
                         errors[f"mistake.{mistake}.{what}"] = value

@@ -1,5 +1,5 @@
-"""Test module run through suite/launch/warm_python.py: `--do kill|exit3|raise|wait` ends it one way; it first prints its
-pid, parent, argv, cwd, one environment variable and whether stdin is the one given."""
+"""Test module run through suite/launch/warm_python.py: `--do kill|exit3|raise|wait` ends it one way; it first
+prints its pid, parent, argv, cwd, one environment variable and whether stdin is the one given."""
 
 import argparse
 import json
@@ -11,8 +11,19 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--do", choices=("kill", "exit3", "raise", "wait"), required=True)
 args = parser.parse_args()
-print(json.dumps({"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(), "torch": "torch" in sys.modules,
-                  "marker": os.environ.get("CARDTIME_STAND_IN"), "stdin": sys.stdin.readline().strip()}), flush=True)
+print(
+    json.dumps(
+        {
+            "pid": os.getpid(),
+            "argv": sys.argv[1:],
+            "cwd": os.getcwd(),
+            "torch": "torch" in sys.modules,
+            "marker": os.environ.get("CARDTIME_STAND_IN"),
+            "stdin": sys.stdin.readline().strip(),
+        }
+    ),
+    flush=True,
+)
 if args.do == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 elif args.do == "exit3":
