@@ -161,9 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     from provisioning.slurm.cli import add_parser as add_slurm  # make slurm SLURM_HOST=…
 
     add_slurm(sub, add_connection_args)
+    # image-build, image-push, rehearse-docker (the Makefile's image targets)
     from provisioning.runtime.container_cli import (
         add_commands,
-    )  # image-build, image-push, rehearse-docker (the Makefile's image targets)
+    )
 
     add_commands(sub)
     return parser

@@ -74,9 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main_interruptible(argv: list[str] | None) -> int:
     try:
         return _main(argv)
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
+    # Ctrl-C: one line and the shell's 130, as `python -m suite` and provisioning answer
+    except KeyboardInterrupt:
         print(
             "interrupted: stopped at Ctrl-C before the page was written (an earlier one is left as it was)",
             file=sys.stderr,

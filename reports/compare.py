@@ -62,9 +62,8 @@ def open_run(label: str, path: Path) -> ComparedRun:
     except SchemaError as e:
         try:
             manifest = read_json_object(path / "manifest.json")
-        except (
-            RunDirError
-        ):  # the verdicts are of another schema and the manifest is damaged: show the path only
+        # the verdicts are of another schema and the manifest is damaged: show the path only
+        except RunDirError:
             manifest = {}
         return ComparedRun(label, path, manifest, None, unreadable=str(e).split(";")[0])
     return ComparedRun(label, path, view.manifest, view)

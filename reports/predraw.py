@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(NICENESS)
     except OSError:
         pass  # not allowed to lower itself (an odd container): it draws at the run's priority
+    # matplotlib and the figure modules imported once, before the first stage ends
     from reports.figures import (
         warm_up,
-    )  # matplotlib and the figure modules imported once, before the first stage ends
+    )
 
     warm_up([])
     for line in sys.stdin:

@@ -221,11 +221,12 @@ def all_sections(view: RunView, out_dir: Path) -> list[Section]:
     global _FORKED
     stages = view.stages()
     workers = min(PARALLEL, os.cpu_count() or 1, len(stages))
+    # a daemonic process may not start workers
     if (
         workers < 2
         or "fork" not in multiprocessing.get_all_start_methods()
         or multiprocessing.current_process().daemon
-    ):  # a daemonic process may not start workers
+    ):
         return [section(view, s, out_dir) for s in stages]
     figure_modules.warm_up(stages)  # imports and fonts loaded once, shared by the workers, not once in each
     _FORKED = (view, out_dir)

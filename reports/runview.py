@@ -153,9 +153,8 @@ def load_run(path: Path) -> RunView:
         manifest_read=manifest_ok,
     )
     view.problems += stages_never_finished(view)
-    if (
-        manifest_ok and rows_ok and verdicts_ok
-    ):  # each read as its type; do they agree (what `suite check` refuses)?
+    # each read as its type; do they agree (what `suite check` refuses)?
+    if manifest_ok and rows_ok and verdicts_ok:
         view.problems += consistency_problems(run, rows, verdicts)
     return view
 

@@ -33,16 +33,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if bad := env_settings.problem() or path_names.args_problem(
-        args
-    ):  # before any work: nothing started or written
+    # before any work: nothing started or written
+    if bad := env_settings.problem() or path_names.args_problem(args):
         print(f"error: {bad}", file=sys.stderr)
         return 2
     try:
         return args.func(args)
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)
+    # Ctrl-C: one line, the shell's 130; a run's complete stages are kept (--resume)
+    except KeyboardInterrupt:
         print(
             "interrupted: stopped at Ctrl-C (a run directory keeps its complete stages: --resume goes on)",
             file=sys.stderr,

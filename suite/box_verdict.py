@@ -58,9 +58,8 @@ class BoxVerdict:
 
     @property
     def exit_code(self) -> int:
-        if (
-            self.word == REHEARSAL
-        ):  # a failed check of the code, else a stage that did not run to its end: never 0
+        # a failed check of the code, else a stage that did not run to its end: never 0
+        if self.word == REHEARSAL:
             return 1 if self.rejected else EXIT_CODES[INCONCLUSIVE] if self.open else 0
         return EXIT_CODES[self.word]
 
@@ -128,9 +127,8 @@ def box_verdict(manifest: Mapping[str, Any], verdicts: list[Verdict], fail_on: s
         Open(s, "stage did not run to the end (resume: python -m suite run --resume RUN_DIR)")
         for s in unfinished(manifest, verdicts)
     ]
-    if not judges_performance(
-        manifest
-    ):  # a rehearsal's skips are its profile's; a stage that never ended is not
+    # a rehearsal's skips are its profile's; a stage that never ended is not
+    if not judges_performance(manifest):
         return BoxVerdict(REHEARSAL, rejected=rejected, open=stopped)
     open_ = [Open(v.id, first_line(v.reason) or "skipped") for v in verdicts if leaves_open(v)] + stopped
     open_ += [

@@ -37,6 +37,7 @@ class FigureDrawer:
         log = Path(run_dir) / "predraw.log"
         try:
             with log.open("ab") as out:
+                # a Ctrl-C meant for the run is the run's
                 process = subprocess.Popen(
                     [sys.executable, "-m", "reports.predraw", str(run_dir)],
                     env=env,
@@ -45,7 +46,7 @@ class FigureDrawer:
                     stderr=out,
                     text=True,
                     start_new_session=True,
-                )  # a Ctrl-C meant for the run is the run's
+                )
         except OSError:
             return cls(None)
         return cls(process)

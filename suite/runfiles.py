@@ -95,9 +95,8 @@ def read_json_object(file: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         cut = "; it ends mid-document: truncated" if not text.rstrip().endswith(("}", "]")) else ""
         raise RunDirError(file, f"not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}{cut})") from None
-    except (
-        ValueError
-    ) as e:  # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
+    # NaN, 1e400, a 5000-digit integer, 100 000-deep nesting: nothing the suite writes
+    except ValueError as e:
         raise RunDirError(file, f"holds what no run writes ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(file, f"holds a JSON {type(data).__name__}, not an object")

@@ -245,13 +245,14 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     ingested, produce = produce is not None, produce or run_isolated
     declared = stages.declaration(name)
     state = run.stage_state(name)
+    # reports compare: same code, comparable
     state.update(
         status="running",
         attempt=state.get("attempt", 0) + 1,
         start=utc_now().isoformat(timespec="seconds"),
         end=None,
         stage_code=stagecode.stage_code(name, declared.version),
-    )  # reports compare: same code, comparable
+    )
     run.save_manifest()
     progress.start_stage(index, name, "judging the captured outputs" if ingested else declared.measures)
     facts = stage_facts(run, profile)

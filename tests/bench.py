@@ -208,9 +208,8 @@ def report_render() -> None:
             ("this, cold", REPO, "off"),
             ("this, warm", REPO, str(Path(d) / "cache")),
         ]
-        _render(
-            REPO, run, Path(d) / "fill.html", str(Path(d) / "cache")
-        )  # the warm one's cache, filled first
+        # the warm one's cache, filled first
+        _render(REPO, run, Path(d) / "fill.html", str(Path(d) / "cache"))
         print(f"report render of {run.name}; load average {os.getloadavg()[0]:.1f} before")
         for i, (name, code, cache) in enumerate(renderers):
             if code is None:

@@ -26,10 +26,11 @@ from tests.ci_skips import is_e2e
 
 LABS = "serial-e2e-labs"
 LOCAL = "serial-e2e-local"
+# the order they are handed out: LABS is the longer (measured side by side: 789 s and 573 s)
 LINES = (
     LABS,
     LOCAL,
-)  # the order they are handed out: LABS is the longer (measured side by side: 789 s and 573 s)
+)
 # Test files outside tests/e2e that read the session's rehearsal; the collection hook refuses any other.
 SHARES_THE_REHEARSAL = ("tests/dist/test_overlap_profile_stages.py",)
 # The end-to-end files that make namespaces (pytest.mark.needs("netns")); the collection hook refuses any

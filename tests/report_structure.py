@@ -86,9 +86,8 @@ class Structure(HTMLParser):
                 status, stage, vid = self.board_cells[1], self.board_cells[0], self.board_cells[2]
                 self.lines.append(f"    board: {status} {stage} {vid}")
             self.rows += 1
-        if tag == "table" and (
-            self.headers or self.caption
-        ):  # the first screen's stage lines are listed above
+        # the first screen's stage lines are listed above
+        if tag == "table" and (self.headers or self.caption):
             folded = " folded" if self.folded else ""
             self.lines.append(
                 f"  table: {self.caption or '(board)'} | {' | '.join(self.headers)} | rows={self.rows - 1}"

@@ -62,9 +62,8 @@ class FetchReport:
 
 
 # An export that the laptop can make again from a file fetched beside it: (its suffix, the source's).
-REGENERABLE = (
-    (".sqlite", ".nsys-rep"),
-)  # `nsys export --type sqlite rank_0.nsys-rep`, often larger than the report
+# `nsys export --type sqlite rank_0.nsys-rep`, often larger than the report
+REGENERABLE = ((".sqlite", ".nsys-rep"),)
 
 
 def regenerable(files: list[RemoteFile]) -> list[RemoteFile]:

@@ -16,9 +16,8 @@ from provisioning.runtime import suite_container
 from provisioning.session.shell import join, quote
 from suite.hardware.cuda_lines import LINES
 
-HOST_PROGRAM = (
-    Path(__file__).parents[1] / "cuda_check_host.py"
-)  # at provisioning/: suite/cluster/slurm.py runs it by that path
+# at provisioning/: suite/cluster/slurm.py runs it by that path
+HOST_PROGRAM = Path(__file__).parents[1] / "cuda_check_host.py"
 REFUSED_FILE = "refused"
 
 

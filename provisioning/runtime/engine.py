@@ -57,9 +57,8 @@ class _SharedSessionAdapter(SSHHTTPAdapter):
     """
 
     def __init__(self, ssh_client, reopen: Callable[[], Any], label: str, timeout_s: float):
-        super().__init__(
-            f"ssh://{label}", timeout=int(timeout_s), shell_out=True
-        )  # shell_out: open no login of its own
+        # shell_out: open no login of its own
+        super().__init__(f"ssh://{label}", timeout=int(timeout_s), shell_out=True)
         self.ssh_client = ssh_client
         self._reopen = reopen
 

@@ -433,9 +433,8 @@ def decide(
         problems.append(
             "no python3 on the host (needed to list and checksum the run directory): install python3"
         )
-    if (
-        not facts.git
-    ):  # the code then travels as a laptop-side archive of HEAD (codesync.ship_files, the image)
+    # the code then travels as a laptop-side archive of HEAD (codesync.ship_files, the image)
+    if not facts.git:
         notes.append("no git on the host: the code is sent as an archive of HEAD's files")
     line = None
     if needs_gpu and facts.gpus:

@@ -113,9 +113,8 @@ def stage_images(stage: str, rows, expectations, facts: dict[str, Any]) -> tuple
         return images, notes
 
     def image(**saved) -> Image:
-        return Image(
-            **{**saved, "src": Markup(saved["src"])}
-        )  # stored as drawn: already safe in an attribute
+        # stored as drawn: already safe in an attribute
+        return Image(**{**saved, "src": Markup(saved["src"])})
 
     return cached_stage_images(
         stage, rows, expectations, read, getattr(module, "__file__", None), draw, image

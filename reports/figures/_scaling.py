@@ -37,9 +37,8 @@ def golden_panel(ax, rows, key: str, label: str, tolerance: float | None) -> boo
         for k in keys:
             hit = part[(part["case"] == case) & (part[key] == k)]["value"]
             v = float(hit.iloc[0]) if len(hit) else math.nan
-            values.append(
-                max(v, 1e-12) if math.isfinite(v) else math.nan
-            )  # 0 drawn at the floor of the log axis
+            # 0 drawn at the floor of the log axis
+            values.append(max(v, 1e-12) if math.isfinite(v) else math.nan)
         groups.append((case, values, None))
     grouped_bars(ax, range(len(keys)), groups, width=0.8 / max(len(cases), 1))
     if tolerance:

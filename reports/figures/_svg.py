@@ -108,9 +108,8 @@ def _hoist_font_family(svg: str) -> str:
 
 
 def compact_svg(svg: str) -> str:
-    svg = re.sub(
-        r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", svg
-    )  # UTF-8 is XML's default; no reader needs the DTD
+    # UTF-8 is XML's default; no reader needs the DTD
+    svg = re.sub(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", svg)
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r">\s+<", "><", svg)
     svg = re.sub(r'<g id="[^"]*">', "<g>", svg)  # group ids (line2d_8, xtick_5) that nothing refers to

@@ -120,9 +120,8 @@ def run_across_nodes(
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
             for node in nodes:
-                (raw_dir / node.name).mkdir(
-                    parents=True, exist_ok=True
-                )  # srun opens %N's log before the task runs
+                # srun opens %N's log before the task runs
+                (raw_dir / node.name).mkdir(parents=True, exist_ok=True)
             srun = srun_launch_command(
                 len(nodes),
                 str(raw_dir),
@@ -162,9 +161,8 @@ def run_across_nodes(
             kill_group(proc)
         raise
     finally:
-        for node, _, _ in (
-            started[1:] if profile.node_launcher == "ssh" else ()
-        ):  # under Slurm: shared storage
+        # under Slurm: shared storage
+        for node, _, _ in started[1:] if profile.node_launcher == "ssh" else ():
             _copy_back(node, profile.ssh_config, raw_dir, [node.name, out_dir.name])
     if failed:
         node, proc, failed_command = failed
@@ -202,9 +200,8 @@ def run_on_each_node(
             srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, ""))
             if argv and argv[0] == sys.executable:  # a Python probe: under pyxis the image's Python
                 argv = [node_python(srun_args, sys.executable), *argv[1:]]
-            srun = srun_launch_command(
-                len(nodes), str(raw_dir), log_name, argv, srun_args
-            )  # a probe: no marks
+            # a probe: no marks
+            srun = srun_launch_command(len(nodes), str(raw_dir), log_name, argv, srun_args)
             started.append((nodes[0], _start_local(srun, env, raw_dir / f"{log_name}.srun.log"), srun))
         for rank, node in enumerate(nodes if profile.node_launcher != "srun" else ()):
             (raw_dir / node.name).mkdir(parents=True, exist_ok=True)

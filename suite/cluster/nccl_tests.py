@@ -182,9 +182,10 @@ def run_binary(
     argv, lines_as_printed = line_buffered([str(binary), *args])
     boxed = budget_s if planned and lines_as_printed else None  # without stdbuf the lines come only at exit
     with open(out, "wb") as fo, open(err, "wb") as fe:
+        # mpirun's ranks share its new session's group
         proc = subprocess.Popen(
             [*(prefix or []), *argv], stdout=fo, stderr=fe, env=full_env, start_new_session=True
-        )  # mpirun's ranks share its new session's group
+        )
         code, dropped = watch(proc, out, planned or [], label, boxed, timeout_s)
     return code, out, dropped
 
@@ -283,9 +284,8 @@ def sweep(
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
         planned = [] if profile.sweep.nccl_tests_args or not profile.sweep.time_box else profile.sweep.sizes()
-        across = (
-            len(profile.nodes) > 1
-        )  # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
+        # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
+        across = len(profile.nodes) > 1
         run_env = {**(env or {}), **(_nccl_net.debug_env(ctx.raw_dir, program + suffix) if across else {})}
         code, out, dropped = run_binary(
             binary,
@@ -394,9 +394,8 @@ def rows_from_output(
                 algo,
             )
         ]
-    if (
-        stopped and parsed["rows"]
-    ):  # its own stop: whatever mpirun said of the TERM, the lines printed are whole
+    # its own stop: whatever mpirun said of the TERM, the lines printed are whole
+    if stopped and parsed["rows"]:
         return rows_from_parse(parsed, collective, stage, algo) + [
             status_row(stage, collective, "stopped", f"{what}: {stopped}" if what else stopped, algo)
         ]

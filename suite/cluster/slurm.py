@@ -31,6 +31,7 @@ NODE_ADDR_MARK = (
 # '' for a probe): the node's own raw folder and name, then the marks in the command replaced by what this
 # node is — torch would otherwise guess the host by matching the endpoint against the node's names, which a
 # second address defeats.
+# a launch's log opens with the node's own command
 _NODE_SETUP = (
     'node=${SLURMD_NODENAME:-$(hostname)}; export CARDTIME_RAW_DIR="$0/$node" CARDTIME_NODE_NAME="$node"; '
     'mkdir -p "$CARDTIME_RAW_DIR"; plan=$1; shift; is_host=0; addr=$node; first=1; '
@@ -40,7 +41,7 @@ _NODE_SETUP = (
     f'*{IS_HOST_MARK}) a="${{a%{IS_HOST_MARK}}}$is_host";; '
     f'*{NODE_ADDR_MARK}) a="${{a%{NODE_ADDR_MARK}}}$addr";; esac; set -- "$@" "$a"; done; '
     '[ -z "$plan" ] || printf "$ %s\\n" "$*"; '
-)  # a launch's log opens with the node's own command
+)
 _PER_NODE = _NODE_SETUP + 'exec "$@"'
 
 

@@ -55,9 +55,8 @@ def main(args) -> int:
     from suite.ingest import feed, inputs
 
     if args.record_last and (problem := record_last_problem(args.record_last, args.paths)):
-        return usage_error(
-            f"--record-last: {problem}"
-        )  # before any work: a FIFO there would block the last step
+        # before any work: a FIFO there would block the last step
+        return usage_error(f"--record-last: {problem}")
     files, unused = inputs.files_of(args.paths)
     captures = []
     for path in files:

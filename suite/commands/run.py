@@ -286,9 +286,8 @@ def main(args) -> int:
     try:
         timeouts = parse_timeouts(args.stage_timeout)
         if args.record_last and (problem := record_last_problem(args.record_last)):
-            return usage_error(
-                f"--record-last: {problem}"
-            )  # before any stage: a FIFO would block the last step
+            # before any stage: a FIFO would block the last step
+            return usage_error(f"--record-last: {problem}")
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
@@ -297,9 +296,8 @@ def main(args) -> int:
                     f"--resume continues {args.resume} as it was started; --recheck and --tier start "
                     "a new run: pass one or the other"
                 )
-            if (
-                args.resume.is_dir()
-            ):  # before reading it: the manifest may be mid-rewrite by the run holding it
+            # before reading it: the manifest may be mid-rewrite by the run holding it
+            if args.resume.is_dir():
                 run_lock.hold(args.resume)
             try:
                 run, profile = runner.resume_run(args.resume)
@@ -307,9 +305,8 @@ def main(args) -> int:
                 raise RunDirError(
                     args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}"
                 ) from None
-            if run.manifest.get(
-                "ingested"
-            ):  # its stages read captures: run here, they would measure this machine
+            # its stages read captures: run here, they would measure this machine
+            if run.manifest.get("ingested"):
                 from suite.ingest import resume
 
                 produce = resume.producers(run)
@@ -327,6 +324,7 @@ def main(args) -> int:
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
             run_lock.hold(run.path)  # a --resume of this directory from elsewhere waits for this run to end
+    # NodesError too
     except (
         ProfileError,
         stages.StageSelectionError,
@@ -334,7 +332,7 @@ def main(args) -> int:
         OSError,
         ValueError,
         run_lock.RunLockedError,
-    ) as e:  # NodesError too
+    ) as e:
         return usage_error(str(e))
     try:
         record_last(args.record_last, run.path)

@@ -49,10 +49,11 @@ def _binding():
 
 
 def _reading(nvml, handle) -> dict[str, float]:
+    # the newer name (R535+) where the binding has it
     reasons = (
         getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    )  # the newer name (R535+) where the binding has it
+    )
     return {
         "power_W": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         "power_limit_W": nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,

@@ -188,6 +188,7 @@ GPUS: tuple[Gpu, ...] = (
         5,
         True,
     ),
+    # Grace Hopper: alone, or four per node on an NV6 full mesh (capture 35's layout)
     Gpu(
         "GH200",
         ("GH200",),
@@ -197,7 +198,7 @@ GPUS: tuple[Gpu, ...] = (
         4,
         18,
         None,
-    ),  # Grace Hopper: alone, or four per node on an NV6 full mesh (capture 35's layout)
+    ),
     Gpu(
         "H20",
         ("H20",),

@@ -109,9 +109,8 @@ def pp_footprint(
     runs: its stages are the largest share)."""
     psi = parameter_count(cfg)
     stage_layers = -(-cfg.layers // degree)
-    stage = parameter_count(
-        dataclasses.replace(cfg, layers=stage_layers)
-    )  # with both ends: zbv's rank 0 holds them
+    # with both ends: zbv's rank 0 holds them
+    stage = parameter_count(dataclasses.replace(cfg, layers=stage_layers))
     kept = state_bytes(psi)["parameters"] + state_bytes(psi)["gradients"]  # the reference's params and grads
     in_flight = max(microbatches, default=1) * micro_batch
     return {

@@ -12,9 +12,11 @@ import zlib
 from dataclasses import dataclass
 
 from suite.parsers.traces import GZIP_MAGIC
+
+# as much as the suite reads of a plain file
 from suite.regular_files import (
     MAX_READ_BYTES as INFLATED_MAX_BYTES,
-)  # as much as the suite reads of a plain file
+)
 
 _NUL_RUN = re.compile(rb"\x00+")
 

@@ -108,9 +108,8 @@ def assign(captures: list[Capture]) -> Plan:
 def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     outputs = {c.kind: c.data for c in caps}
     rows, facts, _ = topology.rows_from_smi(outputs)  # each output parsed already in inputs.read
-    if (
-        "nvidia-smi-topo-p2p" in outputs
-    ):  # which pairs reach each other's memory directly, as live (topology.p2p)
+    # which pairs reach each other's memory directly, as live (topology.p2p)
+    if "nvidia-smi-topo-p2p" in outputs:
         facts["p2p"] = p2p_pairs({"nvidia-smi-topo-p2p": outputs["nvidia-smi-topo-p2p"]})[0]
     for tool in outputs:  # the judge's `tools` check: these outputs were read, the others not given
         rows.append(
@@ -132,9 +131,8 @@ def health_facts(caps: list[Capture], nproc: int) -> dict[str, Any]:
     runner's usable-GPU skip rule is left out: the other captures are judged whatever the box's state."""
     by_kind = {(c.kind, c.facts.get("view")): c.data for c in caps}
     smi_cap = next((c for c in caps if c.kind == "nvidia-smi-q"), None)
-    if (
-        smi_cap and smi_cap.facts.get("partial") and smi_cap.data.get("complete", True)
-    ):  # an excerpt of whole blocks
+    # an excerpt of whole blocks
+    if smi_cap and smi_cap.facts.get("partial") and smi_cap.data.get("complete", True):
         smi_cap.data = {**smi_cap.data, "complete": False, "reason": smi_cap.facts["partial"]}
         smi_cap.facts["why"] = f"{smi_cap.path.name}: {smi_cap.facts['partial']}"
     found = {

@@ -132,9 +132,8 @@ def read_nccl_tests(path: Path, text: str) -> list[Capture]:
         if not rest:
             return out
         lines = lines[rest - 1 :]
-        before = (
-            this[this.rfind("Avg bus bandwidth") :] if "Avg bus bandwidth" in this else ""
-        )  # the next command line
+        # the next command line
+        before = this[this.rfind("Avg bus bandwidth") :] if "Avg bus bandwidth" in this else ""
         text = "".join(lines)
 
 
@@ -153,9 +152,8 @@ def ranks_of(text: str) -> dict[str, Any]:
     """The GPU names and host nccl-tests prints per rank (`#  Rank  0 … on box device 0 [0x1a] NVIDIA …`)."""
     names, host = {}, None
     for raw in text.splitlines():
-        m = nccl_tests.RANK_LINE.match(
-            nccl_tests.MPI_TAG.sub("", raw.strip())
-        )  # indented as pasted in a list
+        # indented as pasted in a list
+        m = nccl_tests.RANK_LINE.match(nccl_tests.MPI_TAG.sub("", raw.strip()))
         if m and m.group("name"):
             names[int(m.group("rank"))] = m.group("name")
             host = host or m.group("host")
@@ -195,18 +193,20 @@ KINDS: tuple[tuple[str, Callable[[bytes], bool], Callable[[Path, str], list[Capt
     (dcgm.KIND, dcgm.sniff, read_health(dcgm.KIND, dcgm.parse)),
     (nccl_tests.KIND, nccl_tests.sniff, read_nccl_tests),
     (smi_query.KIND, smi_query.sniff, read_smi_q),
+    # before topo -m: both are GPU matrices
     (
         p2p.KIND,
         p2p.sniff,
         read_smi("nvidia-smi-topo-p2p", p2p.parse),
-    ),  # before topo -m: both are GPU matrices
+    ),
     (topo.KIND, topo.sniff, read_smi("nvidia-smi-topo-m", topo.parse)),
     (nvlink.KIND, nvlink.sniff, read_health(nvlink.KIND, nvlink.parse)),
+    # judged as nvlink -s
     (
         nvlink.DCGMI_KIND,
         nvlink.sniff_dcgmi,
         read_health(nvlink.KIND, nvlink.parse_dcgmi),
-    ),  # judged as nvlink -s
+    ),
     (smi_query.LIST_KIND, smi_query.sniff_list, read_smi("nvidia-smi-L", _names_listed)),
     (ibstat.KIND, ibstat.sniff, read_health(ibstat.KIND, ibstat.parse, lambda text, _: ibstat.kind_of(text))),
     (xid.KIND, xid.sniff, read_health(xid.KIND, xid.parse)),  # last: any log with a driver line in it

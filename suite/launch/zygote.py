@@ -141,9 +141,8 @@ def serve(path: str) -> None:
             listener.close()
             code = 1
             try:
-                if (
-                    request.get("op") == "exec"
-                ):  # one process: `python -m module` forked (suite/launch/warm_python.py)
+                # one process: `python -m module` forked (suite/launch/warm_python.py)
+                if request.get("op") == "exec":
                     code = relay(conn, request, fds)
                 else:
                     code = agent(conn, request)
@@ -327,9 +326,10 @@ def main(argv: list[str]) -> int:
         return 2
     folder = os.path.dirname(argv[0])
 
+    # the client's death (PR_SET_PDEATHSIG, armed before exec) or its stop(): remove the socket
     def leave(
         *_,
-    ):  # the client's death (PR_SET_PDEATHSIG, armed before exec) or its stop(): remove the socket
+    ):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)

@@ -61,9 +61,8 @@ def become(
         random.seed()  # a fresh process's own seed, not the zygote's copy
         from suite import workloads
 
-        workloads.LAUNCHER_PID = (
-            os.getppid()
-        )  # the agent: worker_session dies with it, as with torchrun's agent
+        # the agent: worker_session dies with it, as with torchrun's agent
+        workloads.LAUNCHER_PID = os.getppid()
         workloads.SPAWNED_AT = spawned_at
         sys.argv = [module, *args]
         sys.path.insert(0, cwd)  # what `python -m` puts first
@@ -118,13 +117,14 @@ def relay(conn: socket.socket, request: dict, fds: list[int]) -> int:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
+        # never returns
         become(
             request["module"],
             list(request["args"]),
             dict(request["env"]),
             request["cwd"],
             spawned_at=request.get("spawned_at"),
-        )  # never returns
+        )
     for fd in fds:
         os.close(fd)
     send(conn, {"started": pid})

@@ -85,9 +85,8 @@ def parse_text(text: str) -> dict[str, Any]:
         elif key == "" and last:
             if last[0] == "test":
                 tests[last[1]] += " | " + value
-            elif (
-                last[0] == "Warning"
-            ):  # wrapped at the column's edge: a leading space past the pad is a word break
+            # wrapped at the column's edge: a leading space past the pad is a word break
+            elif last[0] == "Warning":
                 cell = line.split("|")[2].rstrip()
                 warnings[int(last[1])] += cell[1:] if cell.startswith(" ") else cell
         elif category == "Metadata" and key in META:

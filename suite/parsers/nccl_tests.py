@@ -54,9 +54,8 @@ RANK_LINE = re.compile(
     r"\s+\[[^\]]*\]\s*(?P<name>.*?)\s*$"
 )
 PROGRAM_LINE = re.compile(r"Collective test (?:starting|concluded):\s*(\S+)")
-PROGRAM_WORD = re.compile(
-    r"(?:^|[/\s=])([a-z_]+?)_(?:perf|test)(?:_mpi)?\b"
-)  # NCCL 1's tests were `<name>_test`
+# NCCL 1's tests were `<name>_test`
+PROGRAM_WORD = re.compile(r"(?:^|[/\s=])([a-z_]+?)_(?:perf|test)(?:_mpi)?\b")
 NCCL1_DEVICE = re.compile(r"^#\s*Device\s+(\d+)\s+->\s+\d+")
 OOB_LINE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 AVG_LINE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
@@ -81,9 +80,8 @@ def parse_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     with open(path, encoding="utf-8") as f:
         try:
-            if (
-                _first_char(f) == "{"
-            ):  # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
+            # a -J report: one JSON document, read whole (nccl-tests writes a few KiB)
+            if _first_char(f) == "{":
                 from suite.parsers.nccl_tests_json import parse_json
 
                 text = f.read(MAX_JSON + 1)
@@ -176,9 +174,8 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         s = (MPI_TAG.sub("", raw) if raw[:1] == "[" else raw).strip()
         if not s:
             continue
-        if (
-            table is not None and s[0].isdigit() and "Collective test" not in s
-        ):  # the bulk of a sweep: a data row
+        # the bulk of a sweep: a data row
+        if table is not None and s[0].isdigit() and "Collective test" not in s:
             row = table.row(s)
             if row is not None:
                 rows.append(row)
@@ -241,9 +238,8 @@ def parse_lines(lines: Iterable[str], name_hint: str = "") -> dict[str, Any]:
         m = FAILURE.search(s)
         if m and failure is None:
             failure = m.group(1).strip()
-        if (
-            collective is None and not rows and not saw_footer
-        ):  # a command after the table names the next test
+        # a command after the table names the next test
+        if collective is None and not rows and not saw_footer:
             w = PROGRAM_WORD.search(s)
             if w and w.group(1) in PROGRAMS:
                 collective = w.group(1)

@@ -27,10 +27,11 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
             f"a JSON report that does not parse ({e.msg} at line {e.lineno}): "
             f"if the run died mid-way, parse its stdout instead"
         ) from None
+    # a 5000-digit integer; nesting deeper than the interpreter's stack
     except (
         ValueError,
         RecursionError,
-    ) as e:  # a 5000-digit integer; nesting deeper than the interpreter's stack
+    ) as e:
         what = "nested too deep" if isinstance(e, RecursionError) else str(e).split(";")[0]
         raise ParseError(f"a JSON document nccl-tests does not write ({what})") from None
     if not isinstance(data, dict) or "results" not in data and "config" not in data:
@@ -55,9 +56,8 @@ def parse_json(text: str, name_hint: str = "") -> dict[str, Any]:
         raise ParseError("'results' is not a list of objects: not an nccl-tests -J report")
     for i, r in enumerate(results):
         for key in ("size", "count"):
-            if not _is_size(r.get(key)) and (
-                key == "size" or r.get(key) is not None
-            ):  # a count may be left out
+            # a count may be left out
+            if not _is_size(r.get(key)) and (key == "size" or r.get(key) is not None):
                 raise ParseError(
                     f"results[{i}].{key} is {str(r.get(key))[:40]!r}, not a byte count from 0 to 2^60: "
                     "the report is damaged"

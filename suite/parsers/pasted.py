@@ -71,9 +71,8 @@ def clean(text: str) -> Pasted:
     prompts: list[int] = []
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         bare = line.rstrip("\r\n")
-        ending = line[
-            len(bare) :
-        ]  # a dropped line leaves its line break: the parsers' line numbers stay the file's
+        # a dropped line leaves its line break: the parsers' line numbers stay the file's
+        ending = line[len(bare) :]
         if EXCERPT_LINE.match(bare):
             marks.append(number)
             kept.append(ending)

@@ -72,9 +72,8 @@ def gpu_health(gpu: SmiGpu, index: int) -> dict[str, Any]:
         "active_clock_reasons": [k.rsplit("/", 1)[-1] for k, v in reasons.items() if v == "Active"],
         "gpu_temp_c": _float(gpu.get("Temperature/GPU Current Temp")),
         "slowdown_temp_c": _float(gpu.get("Temperature/GPU Slowdown Temp")),
-        "tlimit_margin_c": _float(
-            gpu.get("Temperature/GPU T.Limit Temp")
-        ),  # R550+: degrees left below the limit
+        # R550+: degrees left below the limit
+        "tlimit_margin_c": _float(gpu.get("Temperature/GPU T.Limit Temp")),
         "power_draw_w": _float(_first(gpu, f"{power}/Power Draw", f"{power}/Instantaneous Power Draw")),
         "power_limit_w": _float(
             _first(

@@ -134,9 +134,8 @@ def parse_query_csv(text: str) -> list[dict[str, Any]]:
             )
         row = {c: _value(c, v) for c, v in zip(columns, cells)}
         key = row.get("index", row.get("pci.bus_id"))
-        if (
-            key is None or key in seen_in_sample or sample_number < 0
-        ):  # a GPU seen again opens the next sample
+        # a GPU seen again opens the next sample
+        if key is None or key in seen_in_sample or sample_number < 0:
             sample_number += 1
             seen_in_sample = {}
         seen_in_sample[key] = len(seen_in_sample)

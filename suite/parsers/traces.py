@@ -419,9 +419,8 @@ def sniff_torch(head: bytes) -> bool:
     if head.startswith(GZIP_MAGIC):  # inflate what the head holds (a cut stream gives what it has)
         try:
             head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 64 * 1024)
-        except (
-            zlib.error
-        ):  # the magic and garbage after it: no trace (ingest names it "gzip data that does not …")
+        # the magic and garbage after it: no trace (ingest names it "gzip data that does not …")
+        except zlib.error:
             return False
     start = head.lstrip()[:1]
     return (start == b"{" and b'"traceEvents"' in head) or (start == b"[" and b'"ph"' in head[:4096])

@@ -263,9 +263,8 @@ def plan_inputs(profile: Profile, a: PlanAssumptions = PlanAssumptions()) -> Pla
             f"nodes {a.nodes} / inter-node β {a.inter_node_Bps:g} B/s: give ≥ 1 node and a positive rate"
         )
     peak = gpu_for(a.gpu_name)
-    link_GBps = (
-        (peak.nvlink_full_GBps or peak.pcie_x16_GBps) if peak else None
-    )  # a switched board's NVLink, else PCIe
+    # a switched board's NVLink, else PCIe
+    link_GBps = (peak.nvlink_full_GBps or peak.pcie_x16_GBps) if peak else None
     if a.beta_Bps is None and link_GBps is None:
         raise ValueError(f"GPU {a.gpu_name!r} has no known link peak: pass --beta (bytes/s) or a known --gpu")
     beta = a.beta_Bps if a.beta_Bps is not None else link_GBps * 1e9

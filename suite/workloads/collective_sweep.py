@@ -275,9 +275,8 @@ def measure(w: Worker, coll: Collective, size: int, placement: str, args, dtype)
     case = coll.build(count, w.rank, w.world, dtype, w.device, placement)
     case.op()
     w.synchronize()
-    if (
-        args.inject_wrong == coll.name and w.rank == w.world - 1
-    ):  # test hook: prove the check sees a bad element
+    # test hook: prove the check sees a bad element
+    if args.inject_wrong == coll.name and w.rank == w.world - 1:
         case.buffers[0].view(-1)[0] += 1
     wrong = case.check()
     for b in case.buffers:
@@ -501,9 +500,8 @@ def main(argv=None) -> None:
                 torch.cuda.empty_cache()  # give the next large case unfragmented memory
             return rows
 
-        run_steps(
-            w, plan, args.time_budget_s, args, step
-        )  # rows emitted as measured; sizes past the time dropped
+        # rows emitted as measured; sizes past the time dropped
+        run_steps(w, plan, args.time_budget_s, args, step)
         reduce_sizes = [size for name, size, _ in plan if name == "all_reduce"]
         if args.bare_repeats and reduce_sizes:  # the rehearsal's harness-overhead figure
             w.progress("harness vs bare all_reduce", done=len(plan), of=len(plan))

@@ -79,9 +79,8 @@ def smi_under_load(device: torch.device, n: int, path: str, limit_s: float = 20.
     try:
         with open(path, "wb") as out:
             proc = subprocess.Popen(["nvidia-smi", "-q"], stdout=out, stderr=subprocess.DEVNULL)
-    except (
-        OSError
-    ):  # no nvidia-smi here: the stage judges the idle capture alone (no file = no under-load view)
+    # no nvidia-smi here: the stage judges the idle capture alone (no file = no under-load view)
+    except OSError:
         Path(path).unlink(missing_ok=True)
         return
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)

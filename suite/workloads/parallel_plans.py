@@ -67,9 +67,8 @@ class _RowwiseWithoutReduction(RowwiseParallel):
     def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
         partial = outputs.to_local()
         placement = output_layouts[0] if isinstance(output_layouts, (tuple, list)) else output_layouts
-        if isinstance(
-            placement, Shard
-        ):  # scatter without the reduce: this rank's slice of its own partial sum
+        # scatter without the reduce: this rank's slice of its own partial sum
+        if isinstance(placement, Shard):
             rank = device_mesh.get_local_rank()
             partial = partial.chunk(device_mesh.size(), dim=placement.dim)[rank].contiguous()
         return partial

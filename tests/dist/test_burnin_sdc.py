@@ -44,9 +44,8 @@ def test_every_rank_ran_both_dtypes_in_step(rows):
     for dtype in burnin.DTYPES:
         repeats = rules.values(rows, "gemm", "repeats", dtype)
         assert sorted(repeats) == [0, 1, 2, 3], (dtype, repeats)
-        assert len(set(repeats.values())) == 1 and min(repeats.values()) > 4, (
-            repeats
-        )  # lockstep, past the flip
+        # lockstep, past the flip
+        assert len(set(repeats.values())) == 1 and min(repeats.values()) > 4, repeats
 
 
 def test_the_flip_is_named_with_rank_repeat_and_element(rows):
@@ -104,9 +103,8 @@ def test_links_measured_on_every_rank_and_judged_by_peers(rows):
         per_rank = {r.rank: r.value for r in rows if r.case == case and r.metric == metric}
         assert sorted(per_rank) == [0, 1, 2, 3] and all(v > 0 for v in per_rank.values()), (case, metric)
     on_cpu = [v for v in burnin.judge(rows, [], facts(False)) if v.id.startswith("burnin.links.")]
-    assert len(on_cpu) == len(rules.LINKS) + 1 and all(
-        v.status == "skip" for v in on_cpu
-    )  # + the HBM SKU check
+    # + the HBM SKU check
+    assert len(on_cpu) == len(rules.LINKS) + 1 and all(v.status == "skip" for v in on_cpu)
     assert "burnin.links.hbm.sku" in {v.id for v in on_cpu}
     made_slow = [
         r if not (r.case == "hbm" and r.rank == 3) else dataclasses.replace(r, value=r.value * 0.1)

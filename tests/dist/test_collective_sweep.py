@@ -115,9 +115,8 @@ def test_cases_over_the_memory_budget_become_rows_and_the_rest_still_runs(sweep)
         "holds 12288 B at once, over the 10000 B budget" in r.text and "not run" in r.text for r in dropped
     )
     assert not by(sweep, case="all_to_all", size_bytes=6144, metric="busbw")
-    assert by(
-        sweep, case="all_to_all", size_bytes=96, metric="busbw"
-    )  # smaller sizes of the same collective ran
+    # smaller sizes of the same collective ran
+    assert by(sweep, case="all_to_all", size_bytes=96, metric="busbw")
     assert by(sweep, case="all_gather", size_bytes=6144, placement="oop", metric="busbw")  # 8192 B fits
 
 
@@ -129,9 +128,8 @@ def test_the_probe_tries_every_primitive_on_every_rank_and_catches_the_wrong_one
     assert len(probed) == len(PRIMITIVES) * N  # every rank its own row per primitive
     assert {(r.case, r.rank) for r in probed} == {(f"probe.{p}", k) for p in PRIMITIVES for k in range(N)}
     wrong = {(r.case, r.rank): r.value for r in probed if r.value}
-    assert wrong == {
-        ("probe.all_gather_into_tensor", N - 1): 1.0
-    }  # the injected element, on the last rank only
+    # the injected element, on the last rank only
+    assert wrong == {("probe.all_gather_into_tensor", N - 1): 1.0}
     results = {r.name: r for r in summarize(sweep)}
     assert results["all_gather_into_tensor"].status == "wrong"
     assert {r.status for name, r in results.items() if name != "all_gather_into_tensor"} == {"ok"}

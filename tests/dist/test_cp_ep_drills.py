@@ -163,9 +163,8 @@ def test_ep_comparison_catches_the_mistake(ep_rows, mistake, router):
     mismatches = {r.case: r.value for r in ep_rows if r.metric == "token_set_mismatches"}[
         f"mistake.{mistake}.{router}"
     ]
-    assert (mismatches > 0) == (
-        mistake != "combine_forward_splits"
-    )  # its dispatch is right, its combine is not
+    # its dispatch is right, its combine is not
+    assert (mismatches > 0) == (mistake != "combine_forward_splits")
     verdict = ep_stage.golden_verdict(
         ep_rows, router, ep_stage.tolerances(EP, 4), prefix=f"mistake.{mistake}."
     )

@@ -209,18 +209,18 @@ def test_torchrun_and_its_workers_ran_forked_from_the_zygote_with_the_users_comm
     spawns = [
         json.loads(line) for line in (drilled["raw"] / "hang" / "events.rank0.jsonl").read_text().splitlines()
     ]
+    # TORCHELASTIC_RESTART_COUNT from torchrun
     assert [e["attempt"] for e in spawns if e["event"] == "spawn"] == [
         0,
         1,
-    ]  # TORCHELASTIC_RESTART_COUNT from torchrun
+    ]
 
 
 def test_no_process_of_the_drill_is_left_behind(drilled):
     assert drilled["zygote"] in drilled["before"]
     assert drilled["after"] == drilled["before"]
-    assert (
-        drilled["zygote_children"] == []
-    )  # every torchrun, worker and relay forked for the drill has exited
+    # every torchrun, worker and relay forked for the drill has exited
+    assert drilled["zygote_children"] == []
     assert processes_touching(drilled["base"]) == []
 
 

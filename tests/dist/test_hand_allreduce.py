@@ -136,6 +136,5 @@ def test_the_stage_verdict_fails_on_each_mistake(launch, mistake):
     as_if_real = rows + [dataclasses.replace(r, case=algo) for r in rows if r.case == f"mistake.{mistake}"]
     verdict = judge_correct(as_if_real, algo)
     assert verdict.status == "fail", verdict
-    assert (
-        judge_correct(result.rows(), algo).status == "pass"
-    )  # the real rows beside the mistakes' still pass
+    # the real rows beside the mistakes' still pass
+    assert judge_correct(result.rows(), algo).status == "pass"

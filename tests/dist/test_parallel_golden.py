@@ -123,9 +123,8 @@ def test_tp_timing_rows_with_communication_measured(tp_rows):
     for d in (1, 2, 4):
         assert timing[(d, "step_time_s")] > 0 and timing[(d, "tokens_per_s")] > 0
     assert timing[(1, "comm_share")] == 0.0
-    assert (
-        0 < timing[(2, "comm_share")] <= 1 and 0 < timing[(4, "comm_share")] <= 1
-    )  # gloo's collectives seen
+    # gloo's collectives seen
+    assert 0 < timing[(2, "comm_share")] <= 1 and 0 < timing[(4, "comm_share")] <= 1
 
 
 # ---------------------------------------------------------------- DP

@@ -85,9 +85,8 @@ def test_nccl_tests_and_torch_load_one_libnccl(torch_build):
     ldd = in_image("ldd", "/opt/nccl-tests/bin/all_reduce_perf")
     assert ldd.returncode == 0, ldd.stderr
     (resolved,) = re.findall(r"libnccl\.so\.2 => (\S+)", ldd.stdout)
-    assert "not found" not in ldd.stdout, (
-        ldd.stdout
-    )  # cudart and NCCL from the wheels, by the ld.so.conf.d entry
+    # cudart and NCCL from the wheels, by the ld.so.conf.d entry
+    assert "not found" not in ldd.stdout, ldd.stdout
     real = in_image("realpath", resolved).stdout.strip()
     # The wheel's file: site-packages/nvidia/nccl/lib/libnccl.so.2 of the venv, installed by nvidia-nccl-cu13.
     probe = in_image(

@@ -31,9 +31,8 @@ def demo_command(out: Path) -> list[str]:
         ["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
     )
     line = next(line for line in printed.stdout.splitlines() if " -m suite ingest " in line)
-    argv = shlex.split(
-        line.split(" || ")[0]
-    )  # the recipe takes ingest's 3 (INCONCLUSIVE) as the demo's success
+    # the recipe takes ingest's 3 (INCONCLUSIVE) as the demo's success
+    argv = shlex.split(line.split(" || ")[0])
     argv[0] = sys.executable
     argv[argv.index("--out") + 1] = str(out)
     argv[argv.index("--record-last") + 1] = str(out / "LAST")
@@ -54,9 +53,8 @@ def test_demo_report_in_chromium(tmp_path):
     wide, narrow = look(run.path / "report.html", shots_dir(tmp_path), "demo")
     assert wide["verdictRows"] == len(verdicts) > 10
     assert wide["sections"] == ["stage-topology", "stage-bandwidth"]
-    assert (
-        "468.6 GB/s" in wide["text"] and "NVLink 4" in wide["text"]
-    )  # the peak verdict, as a person reads it
+    # the peak verdict, as a person reads it
+    assert "468.6 GB/s" in wide["text"] and "NVLink 4" in wide["text"]
     assert "fail" not in {v.status for v in verdicts}
     assert any(
         b.startswith("Judged from 2 captured file(s)") and "21-h100-all_reduce" in b for b in wide["banners"]

@@ -217,9 +217,8 @@ def test_the_docker_run_line_and_the_sdk_ask_the_engine_for_the_same_container(e
     assert gpus[0] == gpus[1] == [(-1, [["gpu"]])]
     assert by_cli["Config"]["User"] == by_sdk["Config"]["User"] == "1000:1000"
     assert sorted(by_cli["Config"]["Env"]) == sorted(by_sdk["Config"]["Env"])
-    assert (
-        by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]
-    )  # --rm: the job's only
+    # --rm: the job's only
+    assert by_cli["HostConfig"]["AutoRemove"] and not by_sdk["HostConfig"]["AutoRemove"]
 
 
 def test_a_container_that_cannot_start_is_removed_and_the_error_says_what_to_do(engine, image, tmp_path):

@@ -52,9 +52,8 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     ):
         result = run_suite(*args, "--out", str(tmp_path))
         assert result.returncode == 2, (args, result.stderr)
-        lines = (
-            result.stderr.strip().splitlines()
-        )  # one error line; a wrong option's has argparse's usage above it
+        # one error line; a wrong option's has argparse's usage above it
+        lines = result.stderr.strip().splitlines()
         assert "Traceback" not in result.stderr and "error" in lines[-1], result.stderr
         assert len(lines) == 1 or lines[0].startswith("usage:"), result.stderr
 

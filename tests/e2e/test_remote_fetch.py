@@ -110,11 +110,12 @@ def test_follow_reconnects_after_the_connection_is_cut(remote, tmp_path, monkeyp
     base = tmp_path / "host"
     base.mkdir()
     key = jobs.JobKey(commit="c" * 40, profile="gloo-cpu", stages="", runtime="host")
+    # 3 s: the cut falls mid-job
     argv = [
         "sh",
         "-c",
         "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done",
-    ]  # 3 s: the cut falls mid-job
+    ]
     job_id = jobs.start(remote, str(base), key, str(tmp_path), argv, use_tmux=False)
     monkeypatch.setattr(follow_mod, "RECONNECT_WAITS_S", (1, 1, 2, 2, 4, 4))
     out = io.StringIO()
@@ -206,9 +207,8 @@ def test_a_poll_on_a_dead_link_is_a_lost_connection_in_bounded_time(far_remote, 
     from provisioning.session.connection import ConnectionLost
 
     monkeypatch.setattr(jobs, "POLL_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(
-        connection, "WATCHDOG_GRACE_S", 1.0
-    )  # the watchdog's grace after the timeout: 5 s by default
+    # the watchdog's grace after the timeout: 5 s by default
+    monkeypatch.setattr(connection, "WATCHDOG_GRACE_S", 1.0)
     base = far_remote.run(["mktemp", "-d"]).stdout.strip()
     assert jobs.status(far_remote, base).job is None
     far_remote.proxy.pause()

@@ -82,9 +82,8 @@ def world(tmp_path_factory):
     moto = start_moto(VENV / "bin")
     remote_dir = base / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
-    (remote_dir / "venvs").symlink_to(
-        host_venv_cache()
-    )  # the host keeps its venvs across runs; so do the tests
+    # the host keeps its venvs across runs; so do the tests
+    (remote_dir / "venvs").symlink_to(host_venv_cache())
     yield {
         "base": base,
         "sshd": sshd,

@@ -197,9 +197,8 @@ def test_make_remote_on_a_container_pod_runs_to_a_fetched_report(tmp_path):
         venv, _code, python = shlex.split(
             next(line for line in setup.read_text().splitlines() if line.startswith("set -- "))
         )[2:5]
-        assert python == f"{conda_bin}/python3.11", (
-            setup.read_text()
-        )  # the installer is handed the conda Python
+        # the installer is handed the conda Python
+        assert python == f"{conda_bin}/python3.11", setup.read_text()
         assert Path(venv).parent == remote_dir / "venvs" and venv.endswith("-py3.11")
         assert (Path(venv) / ".cardtime-ready").exists()
         (job_log,) = (remote_dir / "jobs").glob("*/log")

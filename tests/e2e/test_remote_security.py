@@ -462,9 +462,8 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         assert f"trusting [127.0.0.1]:{jump.port} on first use" in r.stderr, r.stdout + r.stderr
         assert "nothing was run here" in r.stdout, r.stdout + r.stderr
         assert kh.read_text() == sshd.known_hosts_line() + jump.known_hosts_line()
-        assert (
-            sshd.audit() != before and "CMD " not in jump.audit()
-        )  # commands on the box, the jump only relayed
+        # commands on the box, the jump only relayed
+        assert sshd.audit() != before and "CMD " not in jump.audit()
         assert "Accepted publickey" in (jump.folder / "sshd.log").read_text()
         r = provisioning(*base)  # both known now: no question, no trust message
         assert r.returncode == 1 and "trusting" not in r.stderr and "nothing was run here" in r.stdout
@@ -477,9 +476,8 @@ def test_host_is_resolved_by_ssh_and_the_jump_host_is_trusted_only_on_first_use(
         try:
             remote.connect()
             record = host_key_record(remote)
-            assert (
-                record["name"] == f"[127.0.0.1]:{sshd.port}"
-            )  # the alias's real name, as known_hosts files it
+            # the alias's real name, as known_hosts files it
+            assert record["name"] == f"[127.0.0.1]:{sshd.port}"
             assert [v["name"] for v in record["via"]] == [f"[127.0.0.1]:{jump.port}"]
             blob = base64.b64decode(jump.host_pub.split()[1])
             assert record["via"][0]["fingerprint"] == "SHA256:" + base64.b64encode(

@@ -160,9 +160,8 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         assert downloads.read_text().splitlines() == ["download"], "the install ran twice"
         log = job_log.read_text()
         assert log.count("fake install: downloading") == 1 and log.count("── set-up done") == 1
-        assert (
-            log.index("fake install") < log.index("── set-up done") < log.index("topology")
-        )  # set-up, then the run
+        # set-up, then the run
+        assert log.index("fake install") < log.index("── set-up done") < log.index("topology")
         assert "GPU check" not in log and not (job_dir / "refused").exists()  # a CPU profile checks no GPU
         assert (tmp_path / "runs" / run_dir.name / "report.html").is_file(), out
     finally:
@@ -218,9 +217,8 @@ def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
         assert "is a CPU build" in refused and "the host venv (" in refused and "-cu126/bin/python" in refused
         assert (job_dir / "exit").read_text().strip() == "2" and not (job_dir / "LAST").exists()
         said = run.stdout + run.stderr
-        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, (
-            said
-        )  # the line, on the laptop
+        # the line, on the laptop
+        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, said
         log = (job_dir / "log").read_text()
         assert (
             log.index("── set-up (")

@@ -109,10 +109,11 @@ def test_first_screen_of_a_gpu_run_from_real_captures(tmp_path):
     screens = first_screens(run.path / "report.html", shots_dir(tmp_path), "demo")
     for width, facts in screens.items():
         assert_answer_on_first_screen(facts, run, width)
+    # INCONCLUSIVE: what to capture next for each open check, above the fold
     for (
         width,
         facts,
-    ) in screens.items():  # INCONCLUSIVE: what to capture next for each open check, above the fold
+    ) in screens.items():
         steps = facts["next_steps"]
         assert steps and all(step["bottom"] <= SCREEN_HEIGHT for step in steps), (width, steps)
         said = " ".join(step["text"] for step in steps)
@@ -141,9 +142,8 @@ def test_first_screen_shows_every_failure_and_its_reason(tmp_path):
     assert reasons[0].startswith(
         "large-message busbw below 70% of the NVLink peak: check `nvidia-smi topo -m`"
     )
-    assert any(
-        r == "torchrun exited 1" for r in reasons
-    )  # the crash's first line; its log tail is in the section
+    # the crash's first line; its log tail is in the section
+    assert any(r == "torchrun exited 1" for r in reasons)
 
 
 def test_first_screen_of_the_rehearsal(rehearsal_run, tmp_path):

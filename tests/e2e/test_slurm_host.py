@@ -117,9 +117,8 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     laptop = make_repo(tmp_path / "laptop")
     shared = tmp_path / "shared" / "cardtime"
     shared.mkdir(parents=True)
-    (shared / "venvs").symlink_to(
-        host_venv_cache()
-    )  # the login node keeps its venvs across runs; so do the tests
+    # the login node keeps its venvs across runs; so do the tests
+    (shared / "venvs").symlink_to(host_venv_cache())
     sshd = start_sshd(tmp_path / "sshd")
     try:
         with slurm_cluster(tmp_path / "slurm") as (cluster, env):
@@ -136,9 +135,8 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
                 ]
                 assert "── code" not in done.stderr  # nothing shipped
             assert not (shared / "code").exists() and not list(shared.glob("runs/*.sbatch"))
-            second = second_addresses(
-                cluster
-            )  # the node addresses the run is told: not what the names resolve to
+            # the node addresses the run is told: not what the names resolve to
+            second = second_addresses(cluster)
             wrong, closed = network_refusals(cluster, env, second, tmp_path / "refusals")
             started = time.monotonic()
             first = tmp_path / "first-make-slurm.log"
@@ -176,9 +174,8 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     output = (run / f"slurm-{job}.out").read_text()  # the job's output, fetched beside its run
     assert "2 nodes × 1 processes" in output, output[-3000:]
     raw = run / "raw" / "bandwidth"
-    srun = (
-        (raw / "torch.srun.log").read_text().splitlines()[0]
-    )  # the one command; each node's output under %N
+    # the one command; each node's output under %N
+    srun = (raw / "torch.srun.log").read_text().splitlines()[0]
     # The endpoint is node-a's second address, which its name does not resolve to: torch's guess by host name
     # would leave the store unhosted; each node's shell filled in is_host and --local-addr (its log's first
     # line).
@@ -358,9 +355,8 @@ def assert_network_refused(
         assert done.returncode == 2 and len(errors) == 1, done.stderr[-3000:]
         assert f"node node-b cannot connect to node node-a at {addr}:29400, the rendezvous port" in errors[0]
         assert why in errors[0] and "open TCP 29400" in errors[0] and "NODE_ADDRS=" in errors[0], errors[0]
-        assert (
-            "without a run directory" in done.stderr and "  │ [ 1/1] topology" not in done.stderr
-        )  # no stage
+        # no stage
+        assert "without a run directory" in done.stderr and "  │ [ 1/1] topology" not in done.stderr
 
 
 def job_id(log: str) -> str:

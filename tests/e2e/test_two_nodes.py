@@ -86,9 +86,8 @@ def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts:
             len(list((raw / node).glob("intra.rank*.log"))) == 2
             and (raw / node / "intra-rows.jsonl").is_file()
         )
-        assert (
-            "fork launcher" in (raw / node / "intra.launcher.log").read_text()
-        )  # a one-node launch, as gloo-cpu's
+        # a one-node launch, as gloo-cpu's
+        assert "fork launcher" in (raw / node / "intra.launcher.log").read_text()
     assert "ssh" in (raw / "node-b" / "intra.log").read_text().splitlines()[0]
     intra: dict[tuple[str, str], list] = {}
     for r in rows:
@@ -106,9 +105,8 @@ def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts:
         wrong, busbw = intra[(node, "wrong")], intra[(node, "busbw")]
         assert {c for c, _ in wrong} == collectives and len(wrong) >= 12
         assert all(r["value"] == 0 and r["world"] == 2 for _, r in wrong), wrong
-        assert all(
-            r["value"] > 0 and r["world"] == 2 for _, r in busbw
-        )  # every size moved bytes inside the node
+        # every size moved bytes inside the node
+        assert all(r["value"] > 0 and r["world"] == 2 for _, r in busbw)
     across = [
         r for r in rows if r["case"] == "all_reduce" and r["source"] == "torch" and r["metric"] == "busbw"
     ]
@@ -128,9 +126,8 @@ def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts:
             for e in csv.DictReader(f)
             if e["stage"] == "bandwidth" and e["metric"] == "busbw_min"
         }
-    assert (
-        set(floors) == collectives and float(floors["all_reduce"]["value"]) == 0.875
-    )  # 70% × 10 Gb/s; no GPU peak
+    # 70% × 10 Gb/s; no GPU peak
+    assert set(floors) == collectives and float(floors["all_reduce"]["value"]) == 0.875
     assert verdicts["bandwidth.intra_sweep"] == "pass"
     assert {k: s for k, s in verdicts.items() if k.startswith("bandwidth.intra_wrong.")} == {
         f"bandwidth.intra_wrong.torch.{c}": "pass" for c in collectives
@@ -148,9 +145,8 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
     laptop = make_repo(tmp_path / "laptop")
     remote_dir = tmp_path / "remote"
     remote_dir.mkdir()
-    (remote_dir / "venvs").symlink_to(
-        host_venv_cache()
-    )  # the nodes keep their venvs across runs; so do the tests
+    # the nodes keep their venvs across runs; so do the tests
+    (remote_dir / "venvs").symlink_to(host_venv_cache())
     with two_node_cluster(tmp_path / "cluster") as cluster:
         namespaces, bridge_net = list(cluster.namespaces.values()), cluster.subnet
         refused = cluster.ssh(
@@ -210,9 +206,8 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
     assert done.returncode == 0, out[-5000:]
     assert "host      node-a" in out and "host      node-b" in out and "2 nodes agree" in out
     assert "node-a reaches node-b over ssh without a password" in out
-    assert (
-        "node node-b: " in out and "already there" in out
-    )  # node-a's shipping put the code on the shared disk
+    # node-a's shipping put the code on the shared disk
+    assert "node node-b: " in out and "already there" in out
     assert "[node-b] venv " in out and " reused" in out
     run = Path((tmp_path / "fetched" / "LAST").read_text().strip())
     assert run.parent == tmp_path / "fetched" and (run / "report.html").exists()
@@ -237,11 +232,12 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
         json.loads(line)
         for line in (run / "raw" / "bandwidth" / ".stage-rows.jsonl").read_text().splitlines()
     ]
+    # the nodes' own sweeps: assert_intra_and_inter_node_bandwidth
     sweep = [
         r
         for r in rows
         if r["source"] == "torch" and r["metric"] == "wrong" and not r["case"].startswith("intra.")
-    ]  # the nodes' own sweeps: assert_intra_and_inter_node_bandwidth
+    ]
     assert len(sweep) >= 6 and {r["world"] for r in sweep} == {4} and all(r["value"] == 0 for r in sweep)
     pairs = {(r["case"], r["metric"]): r["value"] for r in rows if r["source"] == "p2p"}
     assert {c for c, _ in pairs} == {"node-a→node-b", "node-b→node-a"}

@@ -267,9 +267,8 @@ def test_the_image_is_carried_to_node_b_and_its_gpu_check_refuses_naming_it(
     from provisioning.runtime.remote_docker import image_tag
     from suite.hardware.cuda_lines import line_named
 
-    tag = image_tag(
-        laptop_commit(laptop), line_named("cu126")
-    )  # what the job builds for the R550 driver, found on node-a
+    # what the job builds for the R550 driver, found on node-a
+    tag = image_tag(laptop_commit(laptop), line_named("cu126"))
     cluster.docker("node-a", "tag", STAND_IN, tag)
     assert image_id(cluster, "node-b", tag) == ""
     out, job, log = refused_make_remote(

@@ -212,9 +212,8 @@ def _write_ssh_files(
 def _start_sshd(folder: Path, ns: str, node: str, private: Path | None = None) -> subprocess.Popen:
     """sshd inside `ns`, in its own UTS and mount namespace: hostname `node`, /etc/hosts naming both nodes.
     ip netns exec, unshare (no --fork) and the shell's exec keep one PID: the Popen's is sshd's."""
-    hosts = (
-        folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"
-    )  # hostile: its own
+    # hostile: its own
+    hosts = folder / node / "hosts" if (folder / node / "hosts").exists() else folder / "hosts"
     inner = (
         f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname {node} && "
         + hostile_lab.private_disk_mount(folder / node / "disk", private)

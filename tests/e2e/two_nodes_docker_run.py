@@ -159,9 +159,8 @@ def main(folder: Path) -> int:
             t = time.monotonic()
         timings["teardown"] = time.monotonic() - t
     finally:
-        subprocess.run(
-            ["docker", "rmi", WITH_SSH], capture_output=True
-        )  # the layers stay cached; the tag goes
+        # the layers stay cached; the tag goes
+        subprocess.run(["docker", "rmi", WITH_SSH], capture_output=True)
         stop_engine(default)
     print(done.stderr[-6000:])
     print({k: round(v, 1) for k, v in timings.items()})

@@ -70,9 +70,8 @@ def test_bandwidth_stage_on_this_box(tmp_path):
     from tests.gpu.card_facts import live_facts, stage_context
 
     p = profile()
-    facts = live_facts(
-        p, tmp_path
-    )  # topology's card and P2P pairs: nccl-tests' -e and the floors as in a run
+    # topology's card and P2P pairs: nccl-tests' -e and the floors as in a run
+    facts = live_facts(p, tmp_path)
     ctx = stage_context(p, "bandwidth", tmp_path, facts)
     rows = bandwidth.run(p, ctx)
     statuses = {r.case: r.text for r in rows if r.metric == "status"}

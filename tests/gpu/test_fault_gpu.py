@@ -68,9 +68,8 @@ def test_the_drill_on_nccl_detects_restarts_resumes_and_leaves_nothing(tmp_path)
     settings = {r.metric: r.text for r in rows if r.case == "crash.async1" and r.unit == "text"}
     assert settings["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     hang = {r.metric: r.value for r in rows if r.case == "hang" and r.unit != "text"}
-    assert (
-        hang["detect_s"] > 10.0
-    )  # the watchdog fires at the 20 s timeout, counted from the survivor's all-reduce
+    # the watchdog fires at the 20 s timeout, counted from the survivor's all-reduce
+    assert hang["detect_s"] > 10.0
     left = [pid for pid in procs.descendants(os.getpid()) if pid not in before and procs.alive(pid)]
     assert [pid for pid in left if command_name(pid) not in ("ps", None)] == []
 

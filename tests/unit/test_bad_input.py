@@ -394,9 +394,8 @@ def test_bad_input_answers_in_one_line(inputs, outcomes, name):
     if got["code"] == 0:
         return
     assert case.says in got["err"], got["err"]
-    lines = [
-        line for line in got["err"].strip().splitlines() if not line.startswith("not used: ")
-    ]  # ingest's list
+    # ingest's list
+    lines = [line for line in got["err"].strip().splitlines() if not line.startswith("not used: ")]
     if case.usage:
         assert lines[0].startswith("usage:") and "error:" in lines[-1]
     else:
@@ -505,9 +504,8 @@ def test_ctrl_c_exits_130_in_one_line(tmp_path):
         text=True,
     )
     seen = []
-    while not any(
-        "cardtime run" in line for line in seen
-    ):  # the run's first progress line: the run has begun
+    # the run's first progress line: the run has begun
+    while not any("cardtime run" in line for line in seen):
         seen.append(child.stderr.readline())
         assert seen[-1], seen
     child.send_signal(signal.SIGINT)

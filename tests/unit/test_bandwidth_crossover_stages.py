@@ -125,12 +125,13 @@ def test_gpu_verdicts_on_a_healthy_sweep():
 
 
 def test_gpu_verdicts_catch_low_peak_dips_wrong_and_a_slow_harness():
+    # 200 → 140 is a 30% dip; 250 < 315
     slow = {
         1 << 20: 100.0,
         1 << 24: 200.0,
         1 << 28: 140.0,
         1 << 30: 250.0,
-    }  # 200 → 140 is a 30% dip; 250 < 315
+    }
     rows = sweep_rows(slow, wrong=0) + sweep_rows(GOOD, source="nccl-tests", wrong=3)
     v = by_id(bandwidth.judge(rows, [], GPU_FACTS))
     assert v["bandwidth.peak.all_reduce"].status == "pass"  # judged on nccl-tests, which reaches the link
@@ -214,9 +215,8 @@ def test_nccl_tests_sweep_runs_finds_parses_and_reports(tmp_path, monkeypatch):
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     stand_in(bins, "reduce_scatter_perf", "05-a100-reduce_scatter-2021fmt-validation0-zero-size-rows.txt")
-    stand_in(
-        bins, "broadcast_perf", "27-v100-broadcast-2node-tcp-validation0-cut.txt", code=1
-    )  # a real, cut broadcast
+    # a real, cut broadcast
+    stand_in(bins, "broadcast_perf", "27-v100-broadcast-2node-tcp-validation0-cut.txt", code=1)
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
@@ -299,9 +299,8 @@ def test_nccl_tests_single_process_form_and_what_goes_wrong_with_mpi(tmp_path, m
     bins.mkdir(), raw.mkdir(), tools.mkdir()
     stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
-    plain = (
-        tmp_path / "plain-bin"
-    )  # a PATH with the stand-ins' one tool and no mpirun, whatever this machine has
+    # a PATH with the stand-ins' one tool and no mpirun, whatever this machine has
+    plain = tmp_path / "plain-bin"
     plain.mkdir()
     (plain / "cat").symlink_to(__import__("shutil").which("cat"))
     monkeypatch.setenv("PATH", str(plain))

@@ -53,9 +53,8 @@ def test_4x_a10g_whose_gpu_1_misses_its_power_target_is_rejected(tmp_path):
     )
     assert box.word == REJECT and box.rejected == ["health.dcgm"]
     assert "Fail - GPU: 1" in v["health.dcgm"].reason
-    assert "topology" in [o.id for o in box.open] and "bandwidth" in [
-        o.id for o in box.open
-    ]  # listed all the same
+    # listed all the same
+    assert "topology" in [o.id for o in box.open] and "bandwidth" in [o.id for o in box.open]
     assert code == 1 and checked == 1 and "box verdict: REJECT: health.dcgm" in err
 
 
@@ -152,9 +151,8 @@ def test_2x_h100_nvl_with_every_nvlink_down_and_a_cut_diag_is_not_accepted(tmp_p
         HEALTH / "dcgmi-diag-04-h100nvl-x2-r2-cut-excerpt.txt",
     )
     assert v["health.dcgm"].status == "skip" and "partial" in v["health.dcgm"].reason  # never DCGM#198's pass
-    nvlink = v[
-        "health.nvlink"
-    ]  # the renter may have paid for the bridge: said, with the capture that decides
+    # the renter may have paid for the bridge: said, with the capture that decides
+    nvlink = v["health.nvlink"]
     assert nvlink.status == "warn" and "every NVLink of GPU 0, 1 down (36 link(s))" in nvlink.observed
     assert "topo -m" in nvlink.reason
     assert box.word == INCONCLUSIVE and {"health.dcgm", "topology", "bandwidth"} <= {o.id for o in box.open}
@@ -181,9 +179,8 @@ def test_the_same_dead_links_fail_where_topo_m_shows_the_bridge():
     }
     v = nvlink_verdict(down, links=links, model="NVIDIA H100 NVL")
     assert v.status == "fail" and "NV12" in v.observed
-    assert (
-        nvlink_verdict(down, links={"GPU0-GPU1": "SYS"}, model="NVIDIA H100 NVL").status == "pass"
-    )  # unbridged
+    # unbridged
+    assert nvlink_verdict(down, links={"GPU0-GPU1": "SYS"}, model="NVIDIA H100 NVL").status == "pass"
 
 
 def test_8x_h100_sxm_passes_what_it_shows_and_waits_for_health(tmp_path):
@@ -223,9 +220,8 @@ def test_make_demo_is_inconclusive_with_its_list(tmp_path):
     assert "health" in [o.id for o in box.open]
     html = (run.path / "report.html").read_text()
     header = html[html.index("<header") : html.index("</header>")]
-    assert header.index("Box verdict: INCONCLUSIVE") < header.index(
-        'class="idline"'
-    )  # under the title, first
+    # under the title, first
+    assert header.index("Box verdict: INCONCLUSIVE") < header.index('class="idline"')
     for o in box.open:
         assert f"<code>{o.id}</code>" in html
 

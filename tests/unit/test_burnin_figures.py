@@ -26,6 +26,5 @@ def test_one_clock_figure_per_gpu_from_real_captures():
     assert len(drawn) == 8 and all(isinstance(f, Figure) for f in drawn)  # GPUs 0–7 (0 from both captures)
     assert all(f.caption.startswith("Good:") for f in drawn)
     first = drawn[0].get_axes()[0]
-    assert (
-        first.get_title() == "GPU 0" and len(first.get_lines()[0].get_xdata()) == 13
-    )  # the 13 SM clock samples
+    # the 13 SM clock samples
+    assert first.get_title() == "GPU 0" and len(first.get_lines()[0].get_xdata()) == 13

@@ -36,9 +36,8 @@ def test_a_gpu_far_below_the_datasheet_fails_naming_it_even_when_its_peers_agree
         verdict.observed.startswith("GPU 0 (rank 0, ?) 2000 GB/s (60%)")
         and "GPU 3 (rank 3" in verdict.observed
     )
-    assert (
-        rules.hbm_sku_verdict(copies(2400.0), H100, on_gpu=True).status == "pass"
-    )  # 72 %: above the 70 % floor
+    # 72 %: above the 70 % floor
+    assert rules.hbm_sku_verdict(copies(2400.0), H100, on_gpu=True).status == "pass"
 
 
 def test_unknown_bandwidth_is_open_never_a_pass():
@@ -63,9 +62,8 @@ def test_a100_a800_and_gh200_are_held_to_the_line_their_memory_size_picks():
         memory_bandwidth(gpu_for("NVIDIA A100-SXM4-40GB"), "NVIDIA A100-SXM4-40GB", 40960 << 20)[0] == 1555.0
     )
     gh200 = gpu_for("NVIDIA GH200 480GB")
-    assert (
-        memory_bandwidth(gh200, "NVIDIA GH200 480GB", 97871 << 20)[0] == 4000.0
-    )  # 96 GB HBM3 as nvidia-smi says
+    # 96 GB HBM3 as nvidia-smi says
+    assert memory_bandwidth(gh200, "NVIDIA GH200 480GB", 97871 << 20)[0] == 4000.0
     assert memory_bandwidth(gh200, "NVIDIA GH200 144G HBM3e", 146831 << 20)[0] == 4900.0
     sheet = memory_bandwidth(a100, "NVIDIA A100-PCIE-40GB")
     healthy = rules.hbm_sku_verdict(copies(1300.0, 1310.0), a100, on_gpu=True, datasheet=sheet)

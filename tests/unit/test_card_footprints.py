@@ -89,13 +89,11 @@ def test_nccl_tests_fits_every_card(model):
 
 def test_a_24_gb_card_runs_nccl_tests_to_4_gib_and_says_why():
     top, basis = card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("GeForce RTX 4090"))
-    assert (
-        top == 4 << 30 and "would need 24 GiB" in basis
-    )  # -e 8G: 3 × 8 GiB on a 24 GB card, the reported OOM
+    # -e 8G: 3 × 8 GiB on a 24 GB card, the reported OOM
+    assert top == 4 << 30 and "would need 24 GiB" in basis
     assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("H100 SXM"))[0] == 8 << 30  # 80 GB keeps -e 8G
-    assert (
-        card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("A100 SXM"))[0] == 8 << 30
-    )  # 40 GB: 24 GiB of 31
+    # 40 GB: 24 GiB of 31
+    assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, card("A100 SXM"))[0] == 8 << 30
     assert card_fit.nccl_tests_max_bytes(NCCL_GPU.sweep, None) == (
         NCCL_GPU.sweep.max_bytes,
         "the card's memory is not known: the profile's -e unchanged",
@@ -151,9 +149,8 @@ def test_the_nccl_tests_sweep_runs_the_binaries_at_the_cards_e(tmp_path, monkeyp
 
     bins, raw, tools = tmp_path / "build", tmp_path / "raw", tmp_path / "tools"
     bins.mkdir(), raw.mkdir(), tools.mkdir()
-    stand_in(
-        bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt"
-    )  # a 4 × RTX 4090 box's run
+    # a 4 × RTX 4090 box's run
+    stand_in(bins, "all_reduce_perf", "15-rtx4090-all_reduce-4gpu-pcie-docker.txt")
     stand_in_mpirun(tools)
     monkeypatch.setenv(_nccl_tests.DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
@@ -188,9 +185,8 @@ def test_pp_sizes_its_gpt_to_every_card(model):
     cfg, degree = pp.pp_model(NCCL_GPU, facts), min(pp.pp_degrees(NCCL_GPU))
     phases = pp_footprint(cfg, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch)
     assert max(phases.values()) <= usable, (cfg, {k: v / 2**30 for k, v in phases.items()})
-    assert (
-        cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks
-    )  # a unit per stage
+    # a unit per stage
+    assert cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks
     if cfg.hidden < NCCL_GPU.model.hidden:
         bigger = dataclasses.replace(cfg, hidden=cfg.hidden * 2)
         assert (

@@ -163,9 +163,8 @@ def test_in_ci_an_e2e_module_skipped_at_import_fails(tmp_path):
     code, _, text = run_pytest(
         tmp_path, {"e2e/test_module.py": module}, {"CI": "true", MISSING_ENV: "docker"}
     )
-    assert code == 2 and "skipped in CI at import (no engine)" in text, (
-        text
-    )  # pytest's "errors in collection"
+    # pytest's "errors in collection"
+    assert code == 2 and "skipped in CI at import (no engine)" in text, text
     code, _, text = run_pytest(tmp_path, {"e2e/test_module.py": module}, {})
     assert code == 5 and "no engine" in text, text  # outside CI: a skip (and so no test ran)
 

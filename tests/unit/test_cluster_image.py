@@ -414,10 +414,11 @@ def test_every_other_nodes_gpu_check_runs_in_the_image_there(tmp_path):
     assert f"[gpu-b] {SEES.format(IMAGE=IMAGE, n=8).strip()}" in out.splitlines()
     assert f"[gpu-c] {SEES.format(IMAGE=IMAGE, n=4).strip()}" in out.splitlines()
     assert len(ran) == 2
+    # each node's own GPU count, in the image, with --gpus all
     for node, gpus in (
         ("gpu-b", "8"),
         ("gpu-c", "4"),
-    ):  # each node's own GPU count, in the image, with --gpus all
+    ):
         argv = ran[node]
         assert argv[:3] == ["docker", "run", "--rm"] and argv[argv.index("--gpus") + 1] == "all"
         assert argv[argv.index(IMAGE) + 1 : argv.index(IMAGE) + 3] == ["python", "-c"]

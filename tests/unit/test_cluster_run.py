@@ -112,12 +112,13 @@ def test_the_suites_node_arguments():
 def test_the_job_key_holds_the_nodes_and_still_matches_older_single_host_jobs():
     single = jobs.JobKey(commit="c" * 40, profile="nccl-gpu", stages="", runtime="host")
     multi = dataclasses.replace(single, nodes="root@a,root@b")
+    # job.json before nodes
     older = {
         "commit": "c" * 40,
         "profile": "nccl-gpu",
         "stages": "",
         "runtime": "host",
-    }  # job.json before nodes
+    }
     assert single.matches(older) and not multi.matches(older)
     assert multi.matches({**older, "nodes": "root@a,root@b"}) and not single.matches(
         {**older, "nodes": "root@a,root@b"}

@@ -144,9 +144,10 @@ def test_lines_of_the_other_run_are_drawn_into_the_first_runs_axes(tmp_path):
         "all_reduce (b)",
     ]
     b_reduce = ax.get_lines()[4]
+    # the median over b's repeats
     assert max(b_reduce.get_ydata()) == pytest.approx(
         sorted(busbw(SIZES[-1], "all_reduce", 1.3, r) for r in range(3))[1]
-    )  # the median over b's repeats
+    )
     assert "b: thick translucent" in how
 
 

@@ -225,9 +225,8 @@ def test_nccl_tests_gencode_covers_every_architecture_the_line_claims(name, cubi
         assert any(sm // 10 == cc[0] and sm % 10 <= cc[1] for sm in line.cubins), cc
     codes = re.findall(r"arch=compute_(\d+),code=(sm|compute)_(\d+)", line.nvcc_gencode)
     assert {int(a) for a, kind, _ in codes if kind == "sm"} == set(cubins)
-    assert [(int(a), kind) for a, kind, _ in codes if kind == "compute"] == [
-        (cubins[-1], "compute")
-    ]  # PTX: what's next
+    # PTX: what's next
+    assert [(int(a), kind) for a, kind, _ in codes if kind == "compute"] == [(cubins[-1], "compute")]
 
 
 # ---------------------------------------------------------------- the Dockerfile

@@ -44,9 +44,8 @@ def test_a_pod_without_dmesg_dcgm_or_nccl_tests_says_each_and_how_to_fix_it():
     said = {d.check: d for d in decidable(pod, "host")}
     assert not said["health.kernel_log"].can and "adm group" in said["health.kernel_log"].why
     assert not said["health.dcgm"].can and "datacenter-gpu-manager" in said["health.dcgm"].why
-    assert (
-        not said["bandwidth (nccl-tests)"].can and said["health.network"].can
-    )  # no IB device: not applicable
+    # no IB device: not applicable
+    assert not said["bandwidth (nccl-tests)"].can and said["health.network"].can
     healthy = box(nccl_tests="/opt/nccl-tests/bin")
     assert all(verdicts(healthy, "host").values())
 

@@ -375,8 +375,7 @@ def test_a_damaged_run_renders_what_it_can_and_says_what_is_missing(inputs, outc
     for v in readable:
         assert f">{v['id']}<" in html, v["id"]
     assert 'id="stage-topology"' in html and 'id="stage-bandwidth"' in html
-    if (
-        kind == "truncated-manifest"
-    ):  # profile and end time unknown: claim neither a CPU run nor an unfinished one
+    # profile and end time unknown: claim neither a CPU run nor an unfinished one
+    if kind == "truncated-manifest":
         assert "Rehearsal run on CPU" not in html and "has not finished" not in html
         assert "Rehearsal run on CPU" in (inputs / "cpu" / "report.html").read_text()  # as it would intact

@@ -17,12 +17,13 @@ def test_growth_is_named_per_port_and_counter(tmp_path):
     port(tmp_path, "mlx5_0", 1, symbol_error=0, link_downed=0, port_xmit_data=10)
     port(tmp_path, "mlx5_1", 1, symbol_error=3, port_rcv_errors=0)
     before = fabric.read_ib(tmp_path)
+    # no data counter
     assert before == {
         "mlx5_0 port 1 link_downed": 0,
         "mlx5_0 port 1 symbol_error": 0,
         "mlx5_1 port 1 port_rcv_errors": 0,
         "mlx5_1 port 1 symbol_error": 3,
-    }  # no data counter
+    }
     port(tmp_path, "mlx5_0", 1, symbol_error=0, link_downed=1, port_xmit_data=99999)
     port(tmp_path, "mlx5_1", 1, symbol_error=10, port_rcv_errors=0)
     rows = fabric.growth_rows(before, fabric.read_ib(tmp_path), stage="burnin")

@@ -26,33 +26,37 @@ from .topo_boxes import box_facts
     [
         ("30-h100-8gpu-nv18-8nic-env-dump", "NVIDIA H100 80GB HBM3", 450.0, "nvlink"),  # NVSwitch: 18 × 25
         ("29-a100-8gpu-nv12-10nic-4numa", "NVIDIA A100-SXM4-80GB", 300.0, "nvlink"),  # NVSwitch: 12 × 25
+        # 4-GPU slice, NV6 pairs
         (
             "25-h100-4gpu-nv6-4nic-numa-3175",
             "NVIDIA H100 80GB HBM3",
             150.0,
             "nvlink",
-        ),  # 4-GPU slice, NV6 pairs
+        ),
         ("26-gb200-4gpu-nv18", "NVIDIA GB200", 900.0, "nvlink"),  # 18 × 50
+        # NV6 mesh; model from its layout
         (
             "35-4gpu-nv6-full-mesh-numa-per-gpu",
             "NVIDIA GH200 120GB",
             150.0,
             "nvlink",
-        ),  # NV6 mesh; model from its layout
+        ),
         ("01-dgx1-v100-8gpu-mlx5", "Tesla V100-SXM2-16GB", 50.0, "nvlink"),  # an all-NV2 ring exists
         ("33-v100-8gpu-hybrid-cube-mesh-node", "Tesla V100-SXM2-32GB", 50.0, "nvlink"),
+        # bridged pair, ring crosses SYS
         (
             "32-a100-4gpu-nv12-bridge-pairs-sys",
             "NVIDIA A100-PCIE-40GB",
             31.5,
             "sys",
-        ),  # bridged pair, ring crosses SYS
+        ),
+        # 4 bridged pairs, 2 NUMA nodes
         (
             "34-h100-nvl-8gpu-nv12-pairs-sglang",
             "NVIDIA H100 NVL",
             63.0,
             "sys",
-        ),  # 4 bridged pairs, 2 NUMA nodes
+        ),
         ("14-rtx4090-8gpu-sys-2nic", "NVIDIA GeForce RTX 4090", 31.5, "sys"),
         ("05-a100-pcie-2gpu-node-1nic", "NVIDIA A100-PCIE-40GB", 31.5, "pcie"),
         ("31-l40s-2gpu-node-vllm-collect-env", "NVIDIA L40S", 31.5, "pcie"),
@@ -100,9 +104,8 @@ def test_eight_h100_nvl_are_held_to_pcie_not_the_nvswitch_peak():
     assert (
         (peak.per_gpu_GBps, peak.kind) == (63.0, "sys") and "SYS" in peak.basis and "Gen5 x16" in peak.basis
     )
-    assert (
-        F.alpha_beta(facts, "cuda").beta_Bps == 63e9
-    )  # later stages' default β is this box's, not NVSwitch's
+    # later stages' default β is this box's, not NVSwitch's
+    assert F.alpha_beta(facts, "cuda").beta_Bps == 63e9
     v = bandwidth.judge_peak({"all_reduce": {1 << 30: 20.0}}, "nccl-tests", [], facts)  # under 40% of 63
     assert [x.status for x in v] == ["warn"]
     assert [

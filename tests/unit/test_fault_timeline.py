@@ -212,9 +212,8 @@ def test_nccl_watchdog_settings_become_rows():
     }
     v = values(rows_of("crash", events))
     assert v["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and v["TORCH_NCCL_BLOCKING_WAIT"] == "unset"
-    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in values(
-        rows_of("crash", captured("crash"))
-    )  # gloo: not recorded
+    # gloo: not recorded
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in values(rows_of("crash", captured("crash")))
 
 
 def test_nccl_drills_run_under_torchs_default_and_under_1_as_a_labelled_second_case():
@@ -276,21 +275,18 @@ def test_both_watchdog_settings_are_judged_and_labelled():
 def test_expectations_state_detection_resume_step_and_steps_lost():
     got = {(e.case, e.metric): e.value for e in fault.expect(GLOO_CPU, FACTS)}
     assert got[("hang", "detect_s")] == PG and got[("crash", "detect_s")] == 0.0
-    assert (
-        got[("crash", "resumed_from_step")] == 4 and got[("crash", "steps_lost")] == 1
-    )  # fault at 5, every 2
+    # fault at 5, every 2
+    assert got[("crash", "resumed_from_step")] == 4 and got[("crash", "steps_lost")] == 1
     gpu = {(e.case, e.metric): e.value for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})}
-    assert (
-        gpu[("crash", "detect_s")] == 60.0 and gpu[("crash", "resumed_from_step")] == 20
-    )  # fault at 25, every 10
+    # fault at 25, every 10
+    assert gpu[("crash", "detect_s")] == 60.0 and gpu[("crash", "resumed_from_step")] == 20
 
 
 def test_drill_ranks_fit_the_profile_and_the_batch():
     assert fault.drill_ranks(GLOO_CPU) == 2
     assert fault.drill_ranks(NCCL_GPU) == 8
-    assert (
-        fault.drill_ranks(NCCL_GPU.with_overrides(nproc=3, degrees=(1,))) == 2
-    )  # 8 sequences do not split 3 ways
+    # 8 sequences do not split 3 ways
+    assert fault.drill_ranks(NCCL_GPU.with_overrides(nproc=3, degrees=(1,))) == 2
 
 
 @pytest.mark.parametrize(

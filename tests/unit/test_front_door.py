@@ -57,9 +57,8 @@ def test_version_is_the_projects_and_the_console_script_is_installed():
 
 
 def test_each_word_reaches_its_command_with_its_options_and_exit_codes(tmp_path):
-    code, _, err = run(
-        "remote", "u@127.0.0.1:1", "--master-port", "99999"
-    )  # HOST first, as a renter types it
+    # HOST first, as a renter types it
+    code, _, err = run("remote", "u@127.0.0.1:1", "--master-port", "99999")
     assert code == 2 and "MASTER_PORT='99999'" in err and "cannot connect" not in err
     code, out, _ = run("plan", "--tier", "quick", "--gpus", "8", "--rate", "24")
     assert code == 0 and "billed" in out and "$" in out

@@ -27,6 +27,7 @@ def test_per_reason_columns_read_into_one_mask():
     first = samples[0]
     assert first["power.draw"] == 75.10 and first["clocks.gr"] == 1695.0 and first["clocks.mem"] == 6250.0
     assert first["temperature.gpu"] == 71.0 and first["reasons"] == REASON_BITS["GPU Idle"]
+    # no timestamp column: the sample's number
     assert [s["t"] for s in samples] == [
         0.0,
         1.0,
@@ -34,7 +35,7 @@ def test_per_reason_columns_read_into_one_mask():
         3.0,
         4.0,
         5.0,
-    ]  # no timestamp column: the sample's number
+    ]
 
 
 def test_a_loop_without_reason_columns():

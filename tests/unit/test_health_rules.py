@@ -54,9 +54,8 @@ def test_idle_gen1_is_not_a_fault_but_gen1_under_load_is():
     idle = smi("nvsmi-q-13-rtx4090x8-535-idle-gen1.txt")
     assert rules.pcie_verdict(idle["gpus"], under_load=False).status == "pass"
     loaded = rules.pcie_verdict(idle["gpus"], under_load=True)
-    assert (
-        loaded.status == "fail" and "GPU 7 (00000000:E1:00.0)" not in loaded.reason
-    )  # four named, then "and 4 more"
+    # four named, then "and 4 more"
+    assert loaded.status == "fail" and "GPU 7 (00000000:E1:00.0)" not in loaded.reason
     assert "GPU 0 (00000000:01:00.0) PCIe Gen1 of Gen4" in loaded.reason and "and 4 more" in loaded.reason
 
 
@@ -114,9 +113,8 @@ def test_an_unreadable_kernel_log_is_a_skip_with_the_reason_and_a_clean_one_pass
     v = rules.kernel_log_verdict(None, "kernel log not readable (dmesg: exit 1: Operation not permitted)")
     assert v.status == "skip" and "Operation not permitted" in v.reason
     assert rules.kernel_log_verdict(xid.parse("[    0.000000] Linux version 6.8\n")).status == "pass"
-    gone = xid.parse(
-        "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.\n"
-    )  # the older one-line form
+    # the older one-line form
+    gone = xid.parse("[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.\n")
     assert gone["fallen_off_bus"] == ["0000:01:00"]
     assert rules.kernel_log_verdict(gone).status == "fail"
 

@@ -52,9 +52,8 @@ def hostile(tmp_path_factory):
     captures = sorted(str(p) for p in folder.glob("*.txt"))
     ingest = _cli("-m", "suite", "ingest", *captures, "--out", str(runs), "--record-last", str(last))
     run = Path(last.read_text().strip())
-    check = _cli(
-        "-m", "suite", "check", "-v", str(run)
-    )  # every verdict printed: every hostile name reaches it
+    # every verdict printed: every hostile name reaches it
+    check = _cli("-m", "suite", "check", "-v", str(run))
     report = _cli("-m", "reports", str(run))
     return {"run": run, "folder": folder, "ingest": ingest, "check": check, "report": report}
 

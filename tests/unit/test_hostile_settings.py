@@ -157,9 +157,8 @@ def test_an_archive_without_credentials_or_endpoint_is_one_line(tmp_path, monkey
     with pytest.raises(ArchiveError, match="cannot reach s3://cardtime-runs/") as caught:
         archive_run(run, "s3://cardtime-runs/x", endpoint_url="http://127.0.0.1:1")  # nothing listens there
     assert "\n" not in str(caught.value) and time.monotonic() - start < 60
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "20261207T0000Z-box-nccl-gpu"
-    ]  # the run kept as it was
+    # the run kept as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["20261207T0000Z-box-nccl-gpu"]
 
 
 def test_resume_with_recheck_or_tier_is_refused(tmp_path):

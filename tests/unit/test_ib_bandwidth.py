@@ -57,9 +57,8 @@ def test_pairs_serve_each_tested_port_from_the_next_and_one_nic_from_itself(tmp_
     ports = ib.read_ports(tmp_path)
     got = [(c.device, s.device, g) for c, s, g in ib.pairs(ports, {"mlx5_0": ["GPU0"], "mlx5_2": ["GPU1"]})]
     assert got == [("mlx5_0", "mlx5_1", ["GPU0"]), ("mlx5_2", "mlx5_0", ["GPU1"])]
-    assert [(c.device, s.device) for c, s, _ in ib.pairs(ports[:1], {})] == [
-        ("mlx5_0", "mlx5_0")
-    ]  # HCA loopback
+    # HCA loopback
+    assert [(c.device, s.device) for c, s, _ in ib.pairs(ports[:1], {})] == [("mlx5_0", "mlx5_0")]
     client = ib.command(ports[0], 18515, 5, "localhost")
     assert (
         client[:3] == ["ib_write_bw", "-d", "mlx5_0"]

@@ -73,9 +73,8 @@ def test_a_pcie_box_is_held_to_pcie(tmp_path):
     done, run, v = ingest(tmp_path, RTX4090_PCIE)
     peak = v["bandwidth.peak.all_reduce"]
     assert "PCIe Gen4 x16" in peak.expected and "31.5 GB/s" in peak.expected and "NVLink" not in peak.expected
-    assert peak.status == "fail" and peak.observed.startswith(
-        "2.6 GB/s"
-    )  # 8% of the link: the reason says so
+    # 8% of the link: the reason says so
+    assert peak.status == "fail" and peak.observed.startswith("2.6 GB/s")
     assert "8% of the link" in peak.reason
     assert done.returncode == 1
     assert run.facts()["topology"]["gpus"] == ["NVIDIA GeForce RTX 4090"] * 4  # from nccl-tests' rank lines
@@ -110,9 +109,8 @@ def test_an_unrecognised_file_is_listed_and_skipped_and_inputs_kept_untouched(tm
     kept = run.manifest["ingested"]["files"]
     assert [k["stage"] for k in kept] == ["bandwidth"]
     assert (run.path / kept[0]["kept_as"]).read_bytes() == RTX4090_PCIE.read_bytes()
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
-        run.path.name
-    ]  # nothing written elsewhere
+    # nothing written elsewhere
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [run.path.name]
     assert done.returncode == 1  # the verdicts decide, not the skipped file
 
 
@@ -120,9 +118,8 @@ def test_nothing_recognised_is_exit_2_and_no_run(tmp_path):
     done, run, _ = ingest(tmp_path, REPO / "tests/data/cpu", tmp_path / "missing.txt")
     assert done.returncode == 2 and run is None
     lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
-    assert len(lines) == 4 and any(
-        "no such file" in line for line in lines
-    )  # 3 files in tests/data/cpu + missing
+    # 3 files in tests/data/cpu + missing
+    assert len(lines) == 4 and any("no such file" in line for line in lines)
     assert done.stderr.strip().splitlines()[-1].startswith("error: nothing usable among 3 file(s)")
 
 
@@ -190,9 +187,8 @@ def test_the_command_line_exit_code_and_lines(tmp_path):
 
 def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
     smi = REPO / "tests/data/smi"
-    kinds = {
-        p.name: inputs.read(p)[0].kind for p in sorted(smi.glob("*.txt"))
-    }  # every capture there is claimed
+    # every capture there is claimed
+    kinds = {p.name: inputs.read(p)[0].kind for p in sorted(smi.glob("*.txt"))}
     expected = {
         "quadro-m1000m-q-2018-head.txt": "nvidia-smi-q",
         "quadro-rtx4000-2gpu-L.txt": "nvidia-smi-L",
@@ -314,14 +310,12 @@ def test_every_health_capture_is_claimed_by_its_own_kind():
         kind = next(k for prefix, k in HEALTH_KIND.items() if path.name.startswith(prefix))
         got = inputs.read(path)
         assert not isinstance(got, inputs.Unused), (path.name, got.why)
-        if (
-            "-cut-" in path.name and kind == "dcgmi diag"
-        ):  # a table cut mid-row: health reads it, marked partial
+        # a table cut mid-row: health reads it, marked partial
+        if "-cut-" in path.name and kind == "dcgmi diag":
             assert got[0].kind == kind and "closing border" in got[0].facts["partial"], got
             continue
-        if (
-            "-cut-" in path.name
-        ):  # the truncated -q: topology reads it, health every block (a cut one marked) and the line
+        # the truncated -q: topology reads it, health every block (a cut one marked) and the line
+        if "-cut-" in path.name:
             assert got[1].data["complete"] is False and all(g["cut"] for g in got[1].data["gpus"]), got
             assert "line 91" in got[1].facts["why"] and got[1].facts["partial"], got
             continue
@@ -412,14 +406,12 @@ def test_ibv_devinfo_and_a_program_xid_are_read_and_a_second_log_is_listed(tmp_p
         HEALTH / "xid-02-dmesg-iso-xid13-xid43.txt",
         HEALTH / "xid-03-h100-akash-dmesg-T-xid43-31-94.txt",
     )
-    assert (
-        v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed
-    )  # a program's XID
+    # a program's XID
+    assert v["health.kernel_log"].status == "warn" and "XID 13" in v["health.kernel_log"].observed
     lines = [line for line in done.stderr.splitlines() if line.startswith("not used:")]
     assert len(lines) == 1 and "xid-03" in lines[0] and "a second kernel log output for health" in lines[0]
-    net = v[
-        "health.network"
-    ]  # its only adapter type has no port up: an unused one, as the live rule reads it
+    # its only adapter type has no port up: an unused one, as the live rule reads it
+    net = v["health.network"]
     assert net.status == "pass" and "1 port(s) of unused adapter types down" in net.observed, net
     assert run.facts()["health"]["network"]["tool"] == "ibv_devinfo"
     assert done.returncode == 3  # a warning, a pass, checks open: INCONCLUSIVE
@@ -434,9 +426,8 @@ def test_a_cut_smi_q_is_judged_on_its_blocks_and_said_partial(tmp_path):
     smi_v = v["health.nvidia_smi"]
     assert smi_v.status == "skip" and "a100-sxm4-525-q-one-process.txt: line 188" in smi_v.reason
     assert "ingest the whole `nvidia-smi -q` output" in smi_v.reason
-    assert (
-        v["health.processes"].status == "fail" and "22374" in v["health.processes"].observed
-    )  # the hung rank
+    # the hung rank
+    assert v["health.processes"].status == "fail" and "22374" in v["health.processes"].observed
     assert v["health.pcie_link"].status != "skip"  # judged on the block it holds
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "partial: " in done.stderr and "--allow-partial" in done.stderr

@@ -65,9 +65,8 @@ def test_names_of_a_nodes_rows_and_who_runs_the_sweep():
         "nccl-tests.all_reduce",
         "10.0.0.2",
     )
-    assert (
-        _intra_node.intra_case("launch.intra", "gpu-b") == "launch.intra@gpu-b"
-    )  # bandwidth's launch verdicts
+    # bandwidth's launch verdicts
+    assert _intra_node.intra_case("launch.intra", "gpu-b") == "launch.intra@gpu-b"
     assert (
         _intra_node.split_case("all_reduce") is None and _intra_node.split_case("launch.intra@gpu-b") is None
     )
@@ -182,9 +181,8 @@ def test_nccl_tests_within_a_node_is_the_single_node_form(tmp_path, monkeypatch)
     )
     assert v["bandwidth.intra_nccl_tests.all_reduce"].status == "pass"
     assert v["bandwidth.intra_peak.all_reduce"].status == "pass"  # 468.6 ≥ 70% × 450 GB/s
-    assert (
-        bandwidth.judge_nccl_tests(rows, GPU2)[0].id == "bandwidth.nccl_tests"
-    )  # the nodes' rows are not its own
+    # the nodes' rows are not its own
+    assert bandwidth.judge_nccl_tests(rows, GPU2)[0].id == "bandwidth.nccl_tests"
     # the single-process form: no mpirun on the node, the binary drives all 8 GPUs
     single = TWO.with_overrides(sweep=dataclasses.replace(TWO.sweep, nccl_tests_form="single"))
     (tools / "mpirun.args").unlink()
@@ -233,9 +231,8 @@ def test_the_floors_within_and_across_nodes():
     assert {e.case for e in ex if e.metric == "wrong" and e.case.startswith("intra.")} == {
         f"intra.{c}@{n}" for c in _intra_node.COLLECTIVES for n in NODES
     }
-    one = bandwidth.expect(
-        NCCL_GPU, GPU_FACTS
-    )  # one node: exactly the link-peak floors of before, nothing per node
+    # one node: exactly the link-peak floors of before, nothing per node
+    one = bandwidth.expect(NCCL_GPU, GPU_FACTS)
     assert sorted(e.case for e in one if e.metric == "busbw_min") == sorted(_intra_node.COLLECTIVES)
     assert not [e for e in one if e.case.startswith("intra.")]
     # the CPU rehearsal across nodes: the NICs' floor is still computed (no GPU, so no link peak)
@@ -266,9 +263,8 @@ def test_inter_node_sweeps_of_real_clusters_against_their_nics():
     )
     p4d = {"node_nics": {n: {"nics": 4, "line_gbps": 100.0, "total_gbps": 400.0} for n in NODES}}
     (v,) = _intra_judges.judge_inter_peak(bandwidth.curves(efa, "nccl-tests"), "nccl-tests", p4d)
-    assert (
-        v.status == "fail" and v.observed == "32.8 GB/s at 1073741824 B across nodes (nccl-tests)"
-    )  # in place
+    # in place
+    assert v.status == "fail" and v.observed == "32.8 GB/s at 1073741824 B across nodes (nccl-tests)"
     assert "busbw ≥ 35.0 GB/s (70% × the NICs: 4 × 100 Gb/s on node gpu-a = 50 GB/s)" == v.expected
     assert "66% of its ceiling" in v.reason and "NCCL_IB_HCA" in v.reason
     assert _intra_judges.judge_inter_peak({}, "torch", {})[0].status == "skip"
@@ -348,9 +344,8 @@ def test_alpha_beta_intra_is_the_slowest_nodes_fit_shaped_as_alpha_beta():
     rows = timed(None, 20e-6, 10e9, 16) + timed("gpu-a", 5e-6, 400e9, 8) + timed("gpu-b", 6e-6, 300e9, 8)
     rows, across = bandwidth.with_fit(rows, 16)
     rows, intra = _intra_node.with_fit(rows, "mpirun -np 8, -g 1 (one process per GPU)")
-    assert (
-        across["alpha_beta"].beta_Bps == pytest.approx(10e9) and across["alpha_beta"].world == 16
-    )  # the whole world
+    # the whole world
+    assert across["alpha_beta"].beta_Bps == pytest.approx(10e9) and across["alpha_beta"].world == 16
     fit = intra["alpha_beta_intra"]
     assert (
         isinstance(fit, FittedAlphaBeta)
@@ -365,9 +360,8 @@ def test_alpha_beta_intra_is_the_slowest_nodes_fit_shaped_as_alpha_beta():
         "intra.fit.all_reduce@gpu-a",
         "intra.fit.all_reduce@gpu-b",
     }
-    assert (
-        bandwidth.judge_fit(rows).observed.count("β") == 1
-    )  # the stage's own fit verdict: the cross-node one
+    # the stage's own fit verdict: the cross-node one
+    assert bandwidth.judge_fit(rows).observed.count("β") == 1
     assert _intra_node.with_fit(timed(None, 5e-6, 1e9, 16))[1] == {}
 
 

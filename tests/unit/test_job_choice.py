@@ -92,9 +92,8 @@ def test_another_nproc_or_tier_on_the_same_commit_is_another_job():
     first = key_of(nproc=4, tier="quick")
     assert (first.nproc, first.tier) == ("4", "quick")
     running = recorded(first)
-    assert (
-        choose([running], key_of(nproc=4, tier="quick"), new_run=False).job.job["job_id"] == "J1"
-    )  # the same
+    # the same
+    assert choose([running], key_of(nproc=4, tier="quick"), new_run=False).job.job["job_id"] == "J1"
     for other in (
         key_of(nproc=2, tier="quick"),
         key_of(tier="quick"),

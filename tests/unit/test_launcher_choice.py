@@ -49,9 +49,8 @@ def test_a_launch_asking_for_torchruns_behaviour_gets_torchrun(
     monkeypatch, tmp_path, launcher, kwargs, expected
 ):
     used = []
-    zygote = types.SimpleNamespace(
-        pid=4321, socket_path="/tmp/z/sock", ping=lambda: {}
-    )  # no torch import here
+    # no torch import here
+    zygote = types.SimpleNamespace(pid=4321, socket_path="/tmp/z/sock", ping=lambda: {})
     monkeypatch.setattr(forklaunch, "warm_zygote", lambda *a: zygote)
     monkeypatch.setattr(forklaunch, "run_forked", lambda *a, **k: used.append("fork"))
     monkeypatch.setattr(

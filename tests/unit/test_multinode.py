@@ -188,12 +188,10 @@ def test_nccl_tests_across_nodes_dial_the_node_addresses_and_hold_open_mpi_to_th
         "oob_tcp_if_include 10.0.0.11/32,10.0.0.12/32",
     } <= pairs
     words, _ = _nccl_tests.launcher(two.with_overrides(socket_ifname="ens5"), {}, tmp_path / "raw")
-    assert "btl_tcp_if_include ens5" in {
-        f"{a} {b}" for a, b in zip(words, words[1:])
-    }  # a named interface wins
-    assert (
-        tcp_include("", ("gpu-a", "10.0.0.12")) == "" and tcp_include("", ()) == ""
-    )  # a name has no network
+    # a named interface wins
+    assert "btl_tcp_if_include ens5" in {f"{a} {b}" for a, b in zip(words, words[1:])}
+    # a name has no network
+    assert tcp_include("", ("gpu-a", "10.0.0.12")) == "" and tcp_include("", ()) == ""
     assert hostfile_text(parse_nodes("a,b"), 2, ("10.0.0.1",)) == "a slots=2\nb slots=2\n"  # not one per node
 
 
@@ -280,9 +278,8 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # bash parses it
     cpu = sbatch_script(checkout="/c", python="p", nodes=2, gpus_per_node=1, partition="debug", gpus=False)
-    assert (
-        "--gpus-per-node" not in cpu and "--nproc 1" in cpu
-    )  # a cluster without GPU gres refuses the option
+    # a cluster without GPU gres refuses the option
+    assert "--gpus-per-node" not in cpu and "--nproc 1" in cpu
     assert "cuda_check_host" not in cpu  # and a CPU profile checks no GPU
     with pytest.raises(ValueError, match="at least 1"):
         sbatch_script(checkout="/c", python="p", nodes=0, gpus_per_node=8, partition="gpu")

@@ -36,9 +36,8 @@ def take(base, job_id: str) -> dict:
 
 def test_a_node_on_the_first_nodes_storage_takes_the_same_jobs_lock_again(tmp_path):
     first = take(tmp_path, "20261201T130000Z-aaaa")
-    again = take(
-        tmp_path, "20261201T130000Z-aaaa"
-    )  # node b, whose folder is the first node's (shared storage)
+    # node b, whose folder is the first node's (shared storage)
+    again = take(tmp_path, "20261201T130000Z-aaaa")
     assert first["acquired"] and again["acquired"]
     assert (tmp_path / "jobs" / "lock" / "job_id").read_text() == "20261201T130000Z-aaaa\n"
 

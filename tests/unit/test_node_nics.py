@@ -156,9 +156,8 @@ def test_line_rates_and_the_node_pairs_held_to_them():
     from suite.results import Row
     from suite.stages.bandwidth import node_pairs as _node_pairs
 
-    host_ethernet = Nic(
-        "ens1", "ethernet", "up", 400.0
-    )  # faster than the A100's fabric, but not NCCL's path there
+    # faster than the A100's fabric, but not NCCL's path there
+    host_ethernet = Nic("ens1", "ethernet", "up", 400.0)
     rows = rows_for("h100", HEALTHY, []) + rows_for("a100", [*A100, host_ethernet], PANIC)
     rows += rows_for(
         "tcp", [Nic("eno1", "ethernet", "up", 100.0), Nic("eno2", "ethernet", "down", 400.0)], []

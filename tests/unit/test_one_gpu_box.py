@@ -51,8 +51,7 @@ def test_one_gpu_has_no_peers_and_no_fit_and_that_leaves_nothing_open():
 
 
 def test_a_rank_missing_on_a_larger_box_stays_open():
-    peers = rules.peer_verdict(
-        gemm(8, 700.0), "bfloat16", on_gpu=True
-    )  # seven of eight ranks reported nothing
+    # seven of eight ranks reported nothing
+    peers = rules.peer_verdict(gemm(8, 700.0), "bfloat16", on_gpu=True)
     assert peers.status == "skip" and not peers.reason.startswith(NOT_APPLICABLE)
     assert box_verdict(GPU_RUN, [peers]).word == INCONCLUSIVE

@@ -217,9 +217,8 @@ def pinned_rows(h2d=52.0, d2h=50.0, pageable=21.0, overlap=0.93):
 
 def test_the_link_comes_from_nvidia_smi_then_the_gpu_table():
     assert pinned.link_GBps(PCIE5) == (63.0, "PCIe Gen5 x16 (nvidia-smi -q)")
-    narrow = {
-        "topology": {"pcie": {"gen_max": 4, "width_max": 8}}
-    }  # one card: no matrix, box-wide figures only
+    # one card: no matrix, box-wide figures only
+    narrow = {"topology": {"pcie": {"gen_max": 4, "width_max": 8}}}
     assert pinned.link_GBps(narrow)[0] == pytest.approx(15.75)
     rate, basis = pinned.link_GBps({"topology": {"gpus": ["NVIDIA H100 80GB HBM3"]}})
     assert rate == 63.0 and "suite/hardware/gpus.py" in basis

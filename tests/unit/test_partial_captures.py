@@ -32,9 +32,8 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 def test_a_smi_q_cut_after_its_pci_section_passes_neither_ecc_nor_temperature(tmp_path):
     text = (HEALTH / "nvsmi-q-08-h200-550-healthy.txt").read_text()
-    cut = text[
-        : text.index("    Fan Speed")
-    ]  # the block stops after PCI: ECC, temperature, processes missing
+    # the block stops after PCI: ECC, temperature, processes missing
+    cut = text[: text.index("    Fan Speed")]
     (tmp_path / "cut.txt").write_text(cut)
     parsed = smi_health.parse(cut, partial_ok=True)
     assert parsed["complete"] is False and "has no Temperature section" in parsed["reason"]
@@ -94,9 +93,8 @@ def test_a_prompt_line_is_dropped_and_an_excerpt_is_partial(tmp_path):
     assert not isinstance(got, inputs.Unused) and "excerpt" in got[0].facts["partial"]
     code, out, err = run("parse", "nvlink", str(excerpt))
     data = json.loads(out)
-    assert (
-        code == 1 and data["complete"] is False and data["verdicts"][0]["status"] == "fail"
-    )  # SXM2: links wired
+    # SXM2: links wired
+    assert code == 1 and data["complete"] is False and data["verdicts"][0]["status"] == "fail"
 
 
 def test_an_excerpt_that_passes_is_left_open_in_ingest(tmp_path):
@@ -146,6 +144,5 @@ def test_one_unreadable_smi_q_is_not_a_box_without_gpus():
     assert "usable_gpus" not in published and published["health"]["usable"] == [0]
     v = {x.id: x for x in health.judge([], [], {**live, **published})}
     assert v["health.nvidia_smi"].status == "fail" and "Attached GPUs : 8" in v["health.nvidia_smi"].reason
-    assert (
-        v["health.clock_brakes"].status == "fail"
-    )  # the one block it holds is judged: its power brake is on
+    # the one block it holds is judged: its power brake is on
+    assert v["health.clock_brakes"].status == "fail"

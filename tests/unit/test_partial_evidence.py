@@ -54,17 +54,15 @@ def test_a_kernel_log_pasted_as_a_quote_still_shows_the_gpu_that_fell_off_the_bu
         and "fallen off the bus" in v["health.kernel_log"]["observed"]
     )
     assert "box verdict: REJECT: health.kernel_log" in err and code == 1
-    assert (
-        clean("> not a quote\nplain line\n").text == "> not a quote\nplain line\n"
-    )  # one unquoted line: as is
+    # one unquoted line: as is
+    assert clean("> not a quote\nplain line\n").text == "> not a quote\nplain line\n"
 
 
 def test_a_q_excerpt_with_a_remap_pending_rejects_though_its_block_is_cut(tmp_path):
     whole = (HEALTH / "nvsmi-q-02-a10-remapped-rows-pending-535.txt").read_text().splitlines(keepends=True)
     start = next(i for i, line in enumerate(whole) if line.strip() == "Remapped Rows")
-    excerpt = "".join(
-        whole[:9] + ["    ....\n"] + whole[start : start + 11]
-    )  # the header, the GPU line, the block
+    # the header, the GPU line, the block
+    excerpt = "".join(whole[:9] + ["    ....\n"] + whole[start : start + 11])
     parsed = smi_health.parse(excerpt, partial_ok=True)
     assert not parsed["complete"] and parsed["gpus"][0]["cut"] and "no PCI section" in parsed["reason"]
     code, v, err = ingested(tmp_path, "q-excerpt.txt", excerpt)

@@ -82,8 +82,7 @@ def test_cli_plan(capsys):
     assert "plan for nccl-gpu on 8 × H100 SXM" in out and "cost at $30/hour: $" in out
     for stage in ORDER:
         assert f"\n{stage:<10}" in out
-    with pytest.raises(
-        SystemExit
-    ) as refused:  # argparse's own usage error: the price is checked as it is read
+    # argparse's own usage error: the price is checked as it is read
+    with pytest.raises(SystemExit) as refused:
         suite_main(["plan", "--rate", "-1"])
     assert refused.value.code == 2

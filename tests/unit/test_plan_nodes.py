@@ -30,9 +30,8 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     from suite.cluster.intra_node import estimate_s as intra_estimate_s
     from suite.plan.hours import plan_inputs
 
-    intra = intra_estimate_s(
-        plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2))
-    )  # each node's own sweep
+    # each node's own sweep
+    intra = intra_estimate_s(plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2)))
     assert intra > 0  # tests/unit/test_intra_node.py checks its arithmetic
     extra = {"topology": PROBE_S, "bandwidth": pairs + intra}
     for mine, theirs in zip(two.stages, flat.stages):

@@ -129,9 +129,8 @@ def test_host_runtime_takes_the_containers_environment():
         "/opt/nvidia/nsight-systems/2025.3.1/bin",
     }
     plain = preflight.HostFacts(session_path="/usr/bin:/bin", nccl_tests="/usr/bin", nsys="/usr/bin/nsys")
-    assert hostruntime.host_job_environment(plain) == {
-        "CARDTIME_NCCL_TESTS_DIR": "/usr/bin"
-    }  # PATH left alone
+    # PATH left alone
+    assert hostruntime.host_job_environment(plain) == {"CARDTIME_NCCL_TESTS_DIR": "/usr/bin"}
 
 
 def test_host_runtime_without_nccl_tests_says_so():

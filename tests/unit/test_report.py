@@ -113,9 +113,8 @@ def test_report_is_self_contained(gpu_run, monkeypatch):
     assert not doc.of("link") and not doc.of("script") and not doc.of("iframe")
     for attrs in doc.of("a"):
         assert not attrs["href"].startswith(("http:", "https:", "//")), attrs["href"]
-    page = re.sub(
-        r'src="data:image/svg\+xml;[^"]*"', "", html
-    )  # the figures were checked above (url(#clip) is theirs)
+    # the figures were checked above (url(#clip) is theirs)
+    page = re.sub(r'src="data:image/svg\+xml;[^"]*"', "", html)
     assert len(page) < len(html) and "@import" not in page and "url(" not in page
 
 

@@ -75,9 +75,8 @@ def test_tp_headline_is_the_highest_degree_against_the_ideal():
             stage="tp", case="train_step", metric="speedup", value=4.0, unit="ratio", tp=4, basis="d×"
         )
     ]
-    assert (
-        tp.headline(rows, [], ideal) == "TP=4 speedup 3.1× · ideal 4×"
-    )  # TP=8 measured nothing: not the headline
+    # TP=8 measured nothing: not the headline
+    assert tp.headline(rows, [], ideal) == "TP=4 speedup 3.1× · ideal 4×"
 
 
 def test_a_stage_without_a_headline_gets_its_most_severe_verdict(monkeypatch):
@@ -175,9 +174,8 @@ def test_compact_svg_says_each_style_once_and_keeps_every_reference():
     )
     out = compact_svg(svg)
     assert out.count("text-anchor: end") == 1 and out.count("DejaVu Sans") == 1
-    assert (
-        "<text class='a'>1 KiB</text><text class='a'>1 MiB</text>" in out
-    )  # the most used style: the shortest name
+    # the most used style: the shortest name
+    assert "<text class='a'>1 KiB</text><text class='a'>1 MiB</text>" in out
     assert "<clipPath id='i0'>" in out and ".b{clip-path: url(#i0); stroke: #b0b0b0}" in out
     assert "text{font-family:'DejaVu Sans', sans-serif}" in out
     # the bare groups went with their closing tags; the translated one kept its own

@@ -92,9 +92,8 @@ def test_a_stage_drawn_by_the_drawer_is_not_drawn_again_by_the_report(tmp_path, 
     assert drawer.returncode == 0, drawer.stderr
     assert sorted(p.name.split("-")[0] for p in cache.glob("*.json")) == sorted(stages)
 
-    manifest = json.loads(
-        (run / "manifest.json").read_text()
-    )  # a later stage publishes after they were drawn
+    # a later stage publishes after they were drawn
+    manifest = json.loads((run / "manifest.json").read_text())
     manifest["facts"]["a_later_stage"] = {"published": "after memory and fault ended"}
     (run / "manifest.json").write_text(json.dumps(manifest))
 
@@ -113,9 +112,8 @@ def test_a_stage_drawn_by_the_drawer_is_not_drawn_again_by_the_report(tmp_path, 
         )[0]
         for stage in (*stages, "crossover")
     }
-    assert drawn == [
-        "crossover"
-    ]  # the report's call for the drawer's stages found them drawn; the other drew
+    # the report's call for the drawer's stages found them drawn; the other drew
+    assert drawn == ["crossover"]
     assert all(images[stage] for stage in images)  # and each came with its figures
 
 

@@ -28,10 +28,11 @@ def rehearsal_copy(tmp_path: Path) -> Path:
 def test_a_rehearsals_report_is_at_most_600_kb(tmp_path):
     run = rehearsal_copy(tmp_path)
     html = render_path(run)[0].read_text()
+    # every figure there
     assert (
         len(re.findall(r'<section[^>]*id="stage-', html)) == 18
         and html.count('<img src="data:image/svg+xml') >= 25
-    )  # every figure there
+    )
     assert len(html.encode()) <= LIMIT_BYTES, f"{len(html.encode()) / 1024:.0f} KB > 600 KB"
     # and every figure says what good looks like, its log ticks in plain text (no mathtext 10^{-8} left)
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)

@@ -289,9 +289,8 @@ def test_check_and_resume_refuse_in_one_line_naming_the_field(spoiled, outcomes,
         assert got["code"] == 2, f"{command} {name}: exit {got['code']}\n{got['err'][-3000:]}"
         lines = got["err"].strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], got["err"]
-    assert not (
-        spoiled / name.replace(" ", "-") / "raw" / "topology" / "rows.jsonl"
-    ).exists()  # resume ran nothing
+    # resume ran nothing
+    assert not (spoiled / name.replace(" ", "-") / "raw" / "topology" / "rows.jsonl").exists()
 
 
 @pytest.mark.parametrize("name", RENDERED)

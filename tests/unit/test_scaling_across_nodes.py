@@ -359,9 +359,8 @@ def test_figures_mark_the_node_boundary_only_where_the_degrees_crossed_it():
         for z in range(4)
     ]
     made = stage_figures("zero", *frames(zero_rows(steps), zmodel), {})
-    assert (
-        not made.notes and len(made.figures) == 3
-    )  # memory and step at node 0's degree, across degrees, golden
+    # memory and step at node 0's degree, across degrees, golden
+    assert not made.notes and len(made.figures) == 3
     memory = made.figures[0].axes[0]
     assert len(memory.patches) == 12  # 4 stages × (peak, state, expected) at one degree, not both
     across = made.figures[1]

@@ -187,9 +187,8 @@ def test_golden_tolerance_follows_model_size_dtype_and_steps():
     # nccl-gpu after 3 + 10 steps: depth 18, K = 32768 (the vocabulary) → 2.7e-3
     big = golden_tolerance(gpu, 13)
     assert big.bound == pytest.approx(18 * math.sqrt(32768) * 2**-24 * (14 + 13e-3))
-    assert (
-        big.bound > 50 * small.bound
-    )  # the 41 K-parameter calibration would hold 537 M parameters far too tight
+    # the 41 K-parameter calibration would hold 537 M parameters far too tight
+    assert big.bound > 50 * small.bound
     assert golden_tolerance(cpu, 4, dtype="bfloat16").bound == pytest.approx(small.bound * 2**16)
     assert golden_tolerance(cpu, 10).bound > small.bound > golden_tolerance(cpu, 0).bound
     assert golden_tolerance(cpu, 0, scale=math.log(256)).bound == pytest.approx(
@@ -225,9 +224,8 @@ def test_each_golden_verdict_records_the_tolerance_it_used():
     got = {x.id: x for x in tp.judge(rows, [], {"profile": GLOO_CPU.to_dict()})}["tp.golden.tp2"]
     assert got.status == "fail" and "0 steps" in got.expected  # one forward and backward: 5.7e-6
     loss_only = [Row(**{**r.to_dict(), "value": 2e-5 if r.case == "loss" else 1e-7}) for r in rows]
-    assert {x.id: x for x in tp.judge(loss_only, [], cpu)}[
-        "tp.golden.tp2"
-    ].status == "pass"  # the loss scales by ln V
+    # the loss scales by ln V
+    assert {x.id: x for x in tp.judge(loss_only, [], cpu)}["tp.golden.tp2"].status == "pass"
     exp = {(e.case, e.world): e for e in dp.expect(NCCL_GPU, gpu) if e.metric == "max_abs_error"}
     assert exp[("params_after_training", 8)].value == pytest.approx(
         golden_tolerance(NCCL_GPU.model, 13).bound

@@ -119,8 +119,7 @@ def test_a_chosen_cuda_line_is_held_to_the_compute_nodes_driver():
     assert "use CUDA_LINE=cu126" in said and "\n" not in said
     assert chosen_line_problem("gpu", line_named("cu126"), 0, f"{h200}\n") is None
     assert chosen_line_problem("gpu", line_named("cu130"), 0, "580.95.05\n") is None
-    assert (
-        chosen_line_problem("gpu", line_named("cu130"), 1, "") is None
-    )  # no answer: the job's GPU check decides
+    # no answer: the job's GPU check decides
+    assert chosen_line_problem("gpu", line_named("cu130"), 1, "") is None
     old = chosen_line_problem("gpu", line_named("cu126"), 0, "470.57.02\n")
     assert "470.57.02 is older than every CUDA line" in old

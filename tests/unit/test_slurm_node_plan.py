@@ -64,21 +64,20 @@ def each_nodes_argv(
 @pytest.mark.parametrize("count", [1, 2, 4])
 def test_only_node_0_hosts_the_store_and_each_node_announces_its_own_address(tmp_path, count):
     names = [f"gpu-{i:02d}" for i in range(count)]
-    addrs = [
-        f"10.9.0.{11 + i}" for i in range(count)
-    ]  # not the names: torch cannot match them to a host name
+    # not the names: torch cannot match them to a host name
+    addrs = [f"10.9.0.{11 + i}" for i in range(count)]
     got = each_nodes_argv(tmp_path, names, addrs)
     for i, name in enumerate(names):
         words = got[name]
         assert f"--rdzv-conf=join_timeout=120,is_host={int(i == 0)}" in words, words
         assert f"--local-addr={addrs[i]}" in words and "--rdzv-endpoint=10.9.0.11:29400" in words
         assert not [w for w in words if "@CARDTIME_" in w]  # every mark filled in
-        assert words[-3:] == ["suite.workloads.x", "--a", "1"] and words[0].startswith(
-            "$ printf"
-        )  # the log's line
+        # the log's line
+        assert words[-3:] == ["suite.workloads.x", "--a", "1"] and words[0].startswith("$ printf")
+        # the rest: one argv
         assert [w for w in words if "is_host" not in w and "--local-addr" not in w] == [
             w for w in got[names[0]] if "is_host" not in w and "--local-addr" not in w
-        ]  # the rest: one argv
+        ]
 
 
 def test_the_elastic_launch_fills_the_marks_too_and_a_node_outside_the_plan_hosts_nothing(tmp_path):
@@ -93,12 +92,13 @@ def test_the_elastic_launch_fills_the_marks_too_and_a_node_outside_the_plan_host
         ["printf", "%s\\n", f"--local-addr={NODE_ADDR_MARK}", f"is_host={IS_HOST_MARK}"],
         plan=node_plan(nodes, ["10.9.0.1", "10.9.0.2"]),
     )
+    # a node the plan does not name
     done = subprocess.run(
         argv[argv.index("-c") - 1 :],
         capture_output=True,
         text=True,
         env={**os.environ, "SLURMD_NODENAME": "c"},
-    )  # a node the plan does not name
+    )
     assert done.stdout.splitlines() == [
         "$ printf %s\\n --local-addr=c is_host=0",
         "--local-addr=c",

@@ -230,9 +230,8 @@ def test_scontrol_captures_parse_to_state_reason_and_nodes():
     assert (pending.describe(), pending.ended) == ("PENDING (Priority)", False)
     assert (completed.describe(), completed.ended) == ("COMPLETED on node-a,node-b", True)
     assert (failed.state, failed.reason, failed.ended) == ("FAILED", "NonZeroExitCode", True)
-    forgotten = parse_poll(
-        "scontrol=\nexit=0\nrun_dir=/r\nsize=10\n@@output\n"
-    )  # after MinJobAge: the exit file
+    # after MinJobAge: the exit file
+    forgotten = parse_poll("scontrol=\nexit=0\nrun_dir=/r\nsize=10\n@@output\n")
     assert forgotten.state == "" and forgotten.ended and forgotten.exit_code == 0
 
 
@@ -266,10 +265,11 @@ def test_the_follower_says_each_state_once_holds_partial_lines_and_waits_for_the
     ]
     # the partial "li" is asked for again from its line's start; the backlog at once, without a sleep
     assert asked == [0, 0, 9, 18] and final.state == "COMPLETED" and final.run_dir == "/r"
+    # after it, an exit file beside a RUNNING job: one more poll for the state that follows
     assert slept == [
         7,
         7,
-    ]  # after it, an exit file beside a RUNNING job: one more poll for the state that follows
+    ]
 
 
 def test_the_follower_reads_a_backlog_without_sleeping_and_gives_up_on_a_job_slurm_never_knew():
@@ -283,9 +283,8 @@ def test_the_follower_reads_a_backlog_without_sleeping_and_gives_up_on_a_job_slu
     gone = follow(poll, "9", lambda _: None, sleep=lambda _: None)
     assert len(asked) == GONE_POLLS and not gone.state
     poll, asked = scripted([JobPoll("COMPLETED", output_size=10_000, exit_code=0)])
-    follow(
-        poll, "3", lambda _: None, tail_only=True, sleep=lambda _: None
-    )  # a re-attach: the last 4000 bytes only
+    # a re-attach: the last 4000 bytes only
+    follow(poll, "3", lambda _: None, tail_only=True, sleep=lambda _: None)
     assert asked[:2] == [1 << 62, 6000]
 
 

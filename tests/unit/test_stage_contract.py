@@ -48,9 +48,8 @@ def test_stage_has_the_three_functions_and_its_words(name):
     declared = stages.declaration(name)
     module = stages.load(name)
     for fn in ("expect", "run", "judge", "estimate"):
-        assert getattr(declared, fn) is getattr(
-            module, fn
-        )  # the declaration names the folder's own functions
+        # the declaration names the folder's own functions
+        assert getattr(declared, fn) is getattr(module, fn)
     assert declared.measures.strip() and declared.wrong.strip() and declared.title.strip()
     assert isinstance(declared.rehearsal, str)
     assert declared.config is None or isinstance(declared.config, ConfigSection)

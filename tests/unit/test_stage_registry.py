@@ -249,9 +249,8 @@ def test_a_cycle_through_after_is_refused(add_stage_module):
 
 
 def test_a_stage_may_put_itself_first_with_before(add_stage_module):
-    first = stages.ORDER[
-        0
-    ]  # whichever stage runs first today (health): "early" declares it runs before that one
+    # whichever stage runs first today (health): "early" declares it runs before that one
+    first = stages.ORDER[0]
     source = THROWAWAY.replace("{name}", "early").replace(PLACE, f"row=99, after=(), before=({first!r},)")
     add_stage_module("early", source)
     assert stages.rediscover().order[0] == "early"

@@ -64,9 +64,8 @@ def test_gpus_add_memlock_and_a_cpu_run_pins_nothing():
 
 def test_documented_docker_run_lines_are_the_settings():
     """The guide's and the Dockerfile's `docker run … --gpus all …` show exactly the GPU settings' flags."""
-    shown = " ".join(
-        RunSettings(gpus=True).docker_flags()[:-2]
-    )  # less -e PYTHONUNBUFFERED=1 (the image sets it)
+    # less -e PYTHONUNBUFFERED=1 (the image sets it)
+    shown = " ".join(RunSettings(gpus=True).docker_flags()[:-2])
     assert shown == "--gpus all --ipc=host --network=host --ulimit memlock=-1 --ulimit stack=67108864"
     for doc in (ROOT / "docs" / "guide.md", ROOT / "Dockerfile"):
         lines = [ln for ln in doc.read_text().splitlines() if re.search(r"docker run( --rm)? --gpus", ln)]

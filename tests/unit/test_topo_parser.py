@@ -14,9 +14,8 @@ from suite.parsers.topo import nvlink_count, parse, parse_file
 from suite.stages.topology.rules import verdicts_for_parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "topo"
-CAPTURES = sorted(
-    p for p in DATA.glob("*.txt") if "-p2p-" not in p.name
-)  # `topo -p2p` ones: tests of suite/parsers/p2p.py
+# `topo -p2p` ones: tests of suite/parsers/p2p.py
+CAPTURES = sorted(p for p in DATA.glob("*.txt") if "-p2p-" not in p.name)
 PARSE_KEYS = (
     "gpus",
     "num_gpus",

@@ -139,11 +139,12 @@ def test_gpu_face_on_replayed_nvidia_smi(tmp_path, monkeypatch):
     assert r[("gpus", "gpu_count")].value == 2
     published = ctx.published["topology"]
     assert published["gpu_model"] == "Quadro RTX 4000" and published["link_class"] == "PCIe"
+    # per GPU for the ring's hops
     assert published["links"] == {"GPU0-GPU1": "PHB"} and published["pcie"] == {
         "gen_max": 4,
         "width_max": 8,
         "per_gpu": {"GPU0": {"gen": 4, "width": 8}},
-    }  # per GPU for the ring's hops
+    }
     assert ctx.published["versions"]["driver"] == "566.36"
     json.dumps(ctx.published)
     # verdicts
@@ -221,11 +222,12 @@ def test_live_p2p_is_read_kept_and_judged_as_ingest_judges_it(tmp_path, monkeypa
         ]
     ]
     ingested = topology_rows(caps)[1]["topology"]
+    # the GPU facts, all alike
     assert ingested == {
         k: val
         for k, val in live.items()
         if k not in ("cpu_model", "logical_cpus", "usable_cpus", "numa_nodes")
-    }  # the GPU facts, all alike
+    }
     # the p2p capture's box (this -L names another card: the model is set alike)
     model = "NVIDIA GeForce RTX 5090"
     peaks = [link_peak_or_why({"topology": {**facts, "gpu_model": model}}) for facts in (live, ingested)]

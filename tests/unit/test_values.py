@@ -52,6 +52,7 @@ def test_present(value):
     assert not is_missing(value)
 
 
+# ids the same in every process
 @pytest.mark.parametrize(
     "value, finite",
     [
@@ -68,7 +69,7 @@ def test_present(value):
         (object(), False),
     ],
     ids=lambda v: type(v).__name__ if type(v) is object else repr(v),
-)  # ids the same in every process
+)
 def test_finite_number(value, finite):
     assert is_finite_number(value) is finite
 

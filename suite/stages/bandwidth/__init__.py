@@ -39,9 +39,11 @@ from suite.launch.rows import launch_rows, launch_verdicts
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
 from suite.stages._probe import probe_verdicts
+
+# the link floors (70% NVLink, 40% PCIe), one node or many
 from suite.stages.bandwidth import (
     intra_judges as _intra_judges,
-)  # the link floors (70% NVLink, 40% PCIe), one node or many
+)
 from suite.stages.bandwidth import nodes as bandwidth_nodes
 from suite.verdicts import judges_performance, not_captured, verdicts_for
 
@@ -55,9 +57,8 @@ def estimate(p) -> tuple[float, str]:
     the torch sweep."""
     nccl = sum(p.assume.nccl_tests_launch_s + p.sweep_s(c) for c in COLLECTIVES)
     torch_sweep = p.assume.torchrun_launch_s + sum(p.sweep_s(c, placements=1) for c in COLLECTIVES)
-    nodes_s, nodes_words = bandwidth_nodes.estimate(
-        p
-    )  # across nodes: the pair matrix and every node's own sweep
+    # across nodes: the pair matrix and every node's own sweep
+    nodes_s, nodes_words = bandwidth_nodes.estimate(p)
     return nccl + torch_sweep + nodes_s, (
         f"{len(COLLECTIVES)} nccl-tests × {len(p.sizes)} sizes {p.sizes[0]} B–{p.sizes[-1] / 2**30:g} GiB × "
         f"{p.repeats} iterations × 2 placements, plus the torch sweep"
@@ -65,9 +66,8 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-COLLECTIVES = tuple(
-    _nccl_tests.PROGRAMS
-)  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
+# all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv
+COLLECTIVES = tuple(_nccl_tests.PROGRAMS)
 PEAK_SHARE = _intra_judges.PEAK_SHARE  # large-message busbw must reach 70% of the link's per-direction peak
 DIP = 0.25  # busbw falling by more than 25% from one large size to the next warns
 TORCH_LOSS = 0.15  # torch more than 15% below nccl-tests at the largest size warns
@@ -121,9 +121,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                     size_bytes=top,
                 )
             )
-    return out + bandwidth_nodes.expect(
-        profile, facts
-    )  # across nodes: held to the NICs, each node to its link
+    # across nodes: held to the NICs, each node to its link
+    return out + bandwidth_nodes.expect(profile, facts)
 
 
 def sweep_args(profile: Profile) -> list[str]:
@@ -169,12 +168,10 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     with sampling(ctx.raw_dir, NAME, period_ms=period_for(profile)) as samples:  # power and clocks meanwhile
         rows = launch_rows(ctx, "suite.workloads.collective_sweep", args, tag="torch")
         ctx.keep(rows, tag="torch")  # in the run directory now: a kill later in the stage loses none of them
-        rows += bandwidth_nodes.measure(
-            ctx, sweep_args(profile)
-        )  # across nodes: the pair matrix, each node's sweep
-        if (
-            profile.device == "cuda"
-        ):  # whatever became of the torch sweep: one tool's failure never hides the other's
+        # across nodes: the pair matrix, each node's sweep
+        rows += bandwidth_nodes.measure(ctx, sweep_args(profile))
+        # whatever became of the torch sweep: one tool's failure never hides the other's
+        if profile.device == "cuda":
             rows += _nccl_tests.sweep(profile, ctx, list(COLLECTIVES), on_binary=ctx.keep)
     rows += samples.rows()
     rows, published = with_fit(rows, profile.world, _nccl_tests.form_label(profile))
@@ -239,10 +236,11 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             )
         ]
     torch_c, nccl_c = curves(rows, "torch"), curves(rows, "nccl-tests")
+    # the library at its best, where it ran
     top, top_source = (
         nccl_c or torch_c,
         "nccl-tests" if nccl_c else "torch",
-    )  # the library at its best, where it ran
+    )
     verdicts += (
         bandwidth_nodes.judge_peak(top, top_source, facts, rows)
         if across  # held to the NICs, not the link
@@ -261,9 +259,8 @@ def judge_coverage(rows: list[Row], facts: dict | None = None) -> Verdict:
         )
     seen = {r.case for r in rows if r.source == "torch" and r.metric == "busbw" and r.case in COLLECTIVES}
     one_rank = {r.world for r in rows if r.source == "torch" and r.metric == "busbw"} == {1}
-    missing = [
-        c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")
-    ]  # no peer on one rank
+    # no peer on one rank
+    missing = [c for c in COLLECTIVES if c not in seen and not (one_rank and c == "sendrecv")]
     return VERDICTS.check(
         "torch_sweep",
         not missing,
@@ -328,6 +325,7 @@ def judge_wrong(rows: list[Row]) -> list[Verdict]:
 
 
 def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
+    # not the nodes' own (intra.nccl-tests.…@node: _intra_node)
     status = [
         r
         for r in rows
@@ -335,7 +333,7 @@ def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
         and r.source == "nccl-tests"
         and r.algo is None
         and r.case.startswith("nccl-tests.")
-    ]  # not the nodes' own (intra.nccl-tests.…@node: _intra_node)
+    ]
     if not status:
         on_gpu = facts.get("profile", {}).get("device") == "cuda"
         return [

@@ -7,12 +7,16 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from reports.figures._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
+
+# `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
 from suite.cluster.intra_node import (
     split_case as node_of,
-)  # `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
+)
+
+# the curve drawn: nccl-tests' where it ran, else torch's, as judged
 from suite.stages.bandwidth.intra_judges import (
     SOURCES,
-)  # the curve drawn: nccl-tests' where it ran, else torch's, as judged
+)
 
 FACTS: tuple[str, ...] = ()
 """The facts these figures read (of the manifest's facts and the profile): the figure cache's key holds only

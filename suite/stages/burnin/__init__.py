@@ -95,9 +95,8 @@ CONFIG = ConfigSection(
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds: the launch, the inputs drawn on the host and moved, the burn-in itself."""
     cfg: BurninConfig = p.profile.burnin
-    setup_s = (
-        10.0 + 2.0 * p.gpus
-    )  # seeded inputs drawn and moved once per dtype; the host links one GPU at a time
+    # seeded inputs drawn and moved once per dtype; the host links one GPU at a time
+    setup_s = 10.0 + 2.0 * p.gpus
     ib_s = (cfg.ib_seconds + 2.0) * p.gpus if cfg.ib_seconds else 0.0  # at most a NIC per GPU, a pair each
     ib = f"; ib_write_bw {cfg.ib_seconds:g} s per IB port (≤ {p.gpus})" if ib_s else ""
     return p.assume.torchrun_launch_s + setup_s + cfg.seconds + ib_s, (
@@ -170,9 +169,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
             "suite.stages.burnin.worker", worker_args(cfg), tag="burnin", nproc=profile.nproc, env=env
         ).rows()
     rows += samples.rows()
-    if (
-        cfg.ib_seconds and not profile.is_rehearsal
-    ):  # after the chain: the ports' own figure, its errors counted below
+    # after the chain: the ports' own figure, its errors counted below
+    if cfg.ib_seconds and not profile.is_rehearsal:
         ib_rows = ib.measure(
             ib.read_ports(),
             ctx.facts.get("topology") or {},
@@ -231,11 +229,12 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
 STAGE = Stage(
     row=16,
     after=("topology",),  # the GPU model (its bf16 peak) from facts["topology"]
+    # one rented card can compute wrong too (repeats are compared)
     profiles=(
         "gloo-cpu",
         "nccl-gpu",
         "nccl-1gpu",
-    ),  # one rented card can compute wrong too (repeats are compared)
+    ),
     title="seeded bf16/fp32 GEMM chain at full load for the tier's time: bits across GPUs and repeats, "
     "sustained TFLOP/s",
     measures="silent data corruption (bits across GPUs and repeats) and each GPU's sustained TFLOP/s against "

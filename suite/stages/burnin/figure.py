@@ -12,13 +12,13 @@ from reports.figures._plot import finish, limit, style
 FACTS: tuple[str, ...] = ("profile",)
 """The facts these figures read (the figure cache's key holds only these)."""
 
+# suite/stages/burnin/rules.py's marks (the report does not import the stages)
 PEER_WARN, PEER_FAIL = (
     0.10,
     0.25,
-)  # suite/stages/burnin/rules.py's marks (the report does not import the stages)
-BRAKE_MASK = (
-    0x8 | 0x20 | 0x40 | 0x80
-)  # HW slowdown, SW/HW thermal, HW power brake: suite/hardware/gpu_sampler.FAIL_MASK
+)
+# HW slowdown, SW/HW thermal, HW power brake: suite/hardware/gpu_sampler.FAIL_MASK
+BRAKE_MASK = 0x8 | 0x20 | 0x40 | 0x80
 MAX_GPU_FIGURES = 16
 
 

@@ -161,9 +161,8 @@ def peer_verdict(rows: list[Row], dtype: str, *, on_gpu: bool) -> Verdict:
         f"{who(slowest, names, on_gpu)} {per_rank[slowest]:.3g} TFLOP/s, {short:.1%} below the median "
         f"{median:.3g} (per rank {listed})"
     )
-    if (
-        not on_gpu
-    ):  # the rule ran on the CPU ranks' figures; on shared cores a shortfall is the machine's load
+    # the rule ran on the CPU ranks' figures; on shared cores a shortfall is the machine's load
+    if not on_gpu:
         status = "fail" if short > PEER_FAIL else "warn" if short > PEER_WARN else "pass"
         return V.skip(
             check, expected=expected, observed=f"{observed}; the rule says {status}", reason=CPU_SAYS_NOTHING

@@ -125,9 +125,8 @@ def burn(w, dtype_name: str, args, seconds: float, flip) -> list[Row]:
         digests = [(int(g[0]), int(g[1])) for g in gathered]
         keep, strict = majority(digests)
         agreed = w.rank in keep or not strict
-        had_reference = (
-            reference is not None
-        )  # a reference taken this repeat is not compared with this repeat
+        # a reference taken this repeat is not compared with this repeat
+        had_reference = reference is not None
         if len(keep) < w.world and strict and broadcasts < MAX_REPORTS:
             # someone differs from the majority: every rank sees it in the same digests, so all enter the
             # broadcast
@@ -153,9 +152,8 @@ def burn(w, dtype_name: str, args, seconds: float, flip) -> list[Row]:
                         else f"rank {w.rank} repeat {repeat}: digest differs, bits equal (digest fault)",
                     )
                 )
-                if (
-                    reference is None
-                ):  # this rank's reference is the majority's result, never its own wrong one
+                # this rank's reference is the majority's result, never its own wrong one
+                if reference is None:
                     reference, reference_digest = theirs, digests[source]
         if strict and w.rank not in keep:
             mismatched["sdc_ranks"] += 1
@@ -267,9 +265,8 @@ def main() -> None:
             ),
         ]
         w.emit(rows)
-        if (
-            args.hbm_bytes
-        ):  # before the chains: links measured cool, the chain then heats the GPU for the tier's time
+        # before the chains: links measured cool, the chain then heats the GPU for the tier's time
+        if args.hbm_bytes:
             w.emit(
                 links_phase(w, hbm_bytes=args.hbm_bytes, copy_bytes=args.copy_bytes, iters=args.copy_iters)
             )

@@ -25,9 +25,11 @@ QUANTITIES = ("output", "dq", "dk", "dv")
 
 def torch_cp_errors(inputs: dict[str, torch.Tensor], mesh, causal: bool) -> dict[str, float]:
     from torch.distributed.tensor.experimental import context_parallel
+
+    # where torch's CP tutorial takes it
     from torch.distributed.tensor.experimental._attention import (
         context_parallel_unshard,
-    )  # where torch's CP tutorial takes it
+    )
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q0, k0, v0 = (inputs[n].detach().clone().requires_grad_(True) for n in "qkv")

@@ -112,9 +112,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         tag="hand",
     )
     ctx.keep(rows, tag="hand")  # in the run directory now: a kill later in the stage loses none of them
-    if (
-        profile.device == "cuda"
-    ):  # each tool runs whatever became of the others: a failure never hides their data
+    # each tool runs whatever became of the others: a failure never hides their data
+    if profile.device == "cuda":
         for algo in NCCL_ALGOS:
             ctx.say(f"torch all_reduce with NCCL_ALGO={algo}")
             env = {**os.environ, "NCCL_ALGO": algo}
@@ -231,9 +230,8 @@ VERDICTS = verdicts_for(NAME)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    if not_captured(
-        facts, "hand"
-    ):  # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
+    # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
+    if not_captured(facts, "hand"):
         verdicts = [
             VERDICTS.live_only_skip(f"{check}.{algo}", "the hand-written ring and tree", "hand all-reduce")
             for check in ("correct", "bytes")
@@ -309,9 +307,8 @@ def judge_nccl_runs(rows: list[Row]) -> list[Verdict]:
     for r in rows:
         if r.metric == "status" and r.source == "nccl-tests":
             kind, _, text = (r.text or "").partition(": ")
-            status = {"complete": "pass", "missing": "skip", "cut": "skip"}.get(
-                kind, "fail"
-            )  # cut: rows_from_output
+            # cut: rows_from_output
+            status = {"complete": "pass", "missing": "skip", "cut": "skip"}.get(kind, "fail")
             out.append(
                 VERDICTS.verdict(
                     f"nccl_tests.{r.algo}",

@@ -159,9 +159,8 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         fn = ALGORITHMS[algo]
         counter = ByteCounter()
         out = fn(data.clone(), counter)
-        if (
-            args.save_results
-        ):  # for tests: the result itself, to compare with a single-process sum of the inputs
+        # for tests: the result itself, to compare with a single-process sum of the inputs
+        if args.save_results:
             torch.save(out.cpu(), w.out_dir / f"result.{algo}.{size}.rank{w.rank}.pt")
         wrong, worst = difference(out, reference)
         del out
@@ -211,9 +210,8 @@ def run_size(w: Worker, size: int, args, dtype: torch.dtype) -> list[Row]:
         out = ALGORITHMS[MISTAKES[mistake]](data.clone(), ByteCounter(), mistake)
         wrong, worst = difference(out, reference)
         del out
-        worst, wrong = group_stats(
-            w, worst, wrong
-        )  # the largest difference on any rank, the wrong elements of all
+        # the largest difference on any rank, the wrong elements of all
+        worst, wrong = group_stats(w, worst, wrong)
         if w.rank == 0:
             rows += [
                 Row(

@@ -51,9 +51,8 @@ def main() -> None:
                 w.emit(nodes_rows(names, degrees, STAGE))
             log(t0, f"ranks on nodes {names}")
         for d in degrees:
-            group = dist.new_group(
-                list(range(d))
-            )  # every rank takes part in making it; ranks 0..d−1 are in it
+            # every rank takes part in making it; ranks 0..d−1 are in it
+            group = dist.new_group(list(range(d)))
             if w.rank < d:
                 rows = run_degree(
                     w, cfg, check_cfg, d, group, reference, mistakes if d == max(degrees) else []

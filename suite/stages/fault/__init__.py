@@ -148,9 +148,8 @@ def estimate(p) -> tuple[float, str]:
     f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
-    cases = [
-        c.scenario for c in drill_cases(f.scenarios, p.profile.backend)
-    ]  # NCCL: two watchdog settings each
+    # NCCL: two watchdog settings each
+    cases = [c.scenario for c in drill_cases(f.scenarios, p.profile.backend)]
     seconds = sum(
         2 * p.assume.torchrun_launch_s + f.steps * step + detect.get(s, f.pg_timeout_s) for s in cases
     )
@@ -238,9 +237,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cfg, ranks = profile.fault, drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
-    if (
-        ranks < 2
-    ):  # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
+    # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
+    if ranks < 2:
         ctx.say(f"single-node drills not run: {too_few_ranks(profile.to_dict())}")
         rows = []
     else:
@@ -377,6 +375,7 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
     shutil.rmtree(folder, ignore_errors=True)  # a rerun of this stage starts its scenarios afresh
     folder.mkdir(parents=True)
     watch = DrillWatch(folder, cfg.fault_rank, ranks)
+    # the card's (stage_fit)
     args = [
         "--scenario",
         case.scenario,
@@ -394,7 +393,7 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
         str(profile.collective_timeout_s),
         "--model",
         json.dumps(dataclasses.asdict(scaling_model(profile, ctx.facts))),
-    ]  # the card's (stage_fit)
+    ]
     left = ctx.time_left()
     timeout = cfg.drill_timeout_s if left is None else min(cfg.drill_timeout_s, left - RESERVE_S)
     if timeout < MIN_DRILL_S:
@@ -415,9 +414,8 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
             on_poll=watch.poll,
             env=case.env(dict(os.environ)),
         )
-    except (
-        LaunchError
-    ) as error:  # the drill's outcome, judged from its events; the command and log stay in raw/
+    # the drill's outcome, judged from its events; the command and log stay in raw/
+    except LaunchError as error:
         launch_error = f"{error} (exit code {error.exit_code})"
         atomic_write_text(folder / "launch-error.txt", error.describe() + "\n")
     watch.poll()
@@ -467,9 +465,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             judge_resume(scenario, got, steps),
             judge_loss(scenario, got),
         ]
-        setting = text_of(
-            got, "async_error_handling"
-        )  # which watchdog setting this case ran under, said in each
+        # which watchdog setting this case ran under, said in each
+        setting = text_of(got, "async_error_handling")
         out += [dataclasses.replace(v, observed=f"{v.observed} [{setting}]") if setting else v for v in case]
     return out + _node_loss.judge(rows, facts)  # none on one node
 

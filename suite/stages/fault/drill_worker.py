@@ -193,9 +193,8 @@ def train(args, w, events: EventLog, group) -> None:
             # all-reduce.
             model.register_forward_hook(lambda *_: fault(args.scenario, events, step))
         mean = train_step(ddp, optimizer, tokens, targets).clone()
-        dist.all_reduce(
-            mean, op=dist.ReduceOp.AVG, group=group
-        )  # the global batch's loss: the mean of equal shares' means
+        # the global batch's loss: the mean of equal shares' means
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG, group=group)
         events.write("step", step=step, loss=float(mean))  # float(): a CPU–GPU sync point on GPUs
         done = step + 1
         if done % args.checkpoint_every == 0 and done < args.steps:

@@ -77,9 +77,8 @@ def timeline_figure(rows, scenarios: list[str], facts) -> Figure:
             if not is_missing(x):
                 ax.plot([x], [y], "k|", markersize=16)
                 reached.append(f"{name.replace(chr(10), ' ')} {x:.2f} s")
-            elif key != "nudge_s" and not (
-                scenario == NODE_LOSS and key == "regroup_s"
-            ):  # not measured there
+            # not measured there
+            elif key != "nudge_s" and not (scenario == NODE_LOSS and key == "regroup_s"):
                 reached.append(f"{name.replace(chr(10), ' ')}: not reached")
         ax.annotate("fault → " + " → ".join(reached), (0, y + 0.24), fontsize=7.5, va="bottom")
         error = _error(rows, scenario)

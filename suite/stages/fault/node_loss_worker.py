@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         events.write("group_up", world=w.world, node=node)
         try:
             train(args, w, events, group, node)
-        except (
-            Exception
-        ) as error:  # a survivor: record what it raised, then fail so that torchrun restarts it
+        # a survivor: record what it raised, then fail so that torchrun restarts it
+        except Exception as error:
             events.write("error", type=type(error).__name__, first_line=first_line(error), node=node)
             raise
         events.write("done", t=time.time(), node=node)

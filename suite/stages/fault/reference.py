@@ -22,9 +22,8 @@ REFERENCE = "suite.stages.fault.reference_worker"
 def start_reference(profile: Profile, ctx: StageContext, device: str) -> subprocess.Popen:
     """Start the uninterrupted run (suite/stages/fault/reference_worker.py) with the workers' environment and
     threads."""
-    model = scaling_model(
-        profile, ctx.facts
-    )  # the drills' model, sized to the card (suite/hardware/stage_fit.py)
+    # the drills' model, sized to the card (suite/hardware/stage_fit.py)
+    model = scaling_model(profile, ctx.facts)
     args = [
         "--model",
         json.dumps(dataclasses.asdict(model)),

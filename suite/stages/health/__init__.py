@@ -246,9 +246,8 @@ def published(found: dict[str, Any], *, on_gpu: bool, nproc: int, gate: bool = T
             **found,
         }
     }
-    if (
-        on_gpu and gate and whole
-    ):  # the runner's skip rule: GPU stages after this one need the GPUs it found fit
+    # the runner's skip rule: GPU stages after this one need the GPUs it found fit
+    if on_gpu and gate and whole:
         out["usable_gpus"] = {
             "count": len(usable),
             "need": nproc,
@@ -332,9 +331,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
             )
         except ParseError as e:
             found["smi_under_load_why"] = f"nvidia-smi -q under load unreadable: {e}"
-    if (
-        not profile.is_rehearsal
-    ):  # after the launch: this process then holds no CUDA context while the GPUs measure
+    # after the launch: this process then holds no CUDA context while the GPUs measure
+    if not profile.is_rehearsal:
         found["torch_cuda"] = torch_facts(want_cuda=True).get("cuda")
     for key, value in published(found, on_gpu=not profile.is_rehearsal, nproc=profile.nproc).items():
         ctx.publish(key, value)

@@ -20,10 +20,11 @@ PANELS = (
     ("h2d_GBps", "host → device (pinned)", "GB/s"),
     ("d2h_GBps", "device → host (pinned)", "GB/s"),
 )
+# suite/stages/health/rules.py's marks on GPUs / CPU ranks (the report
 PEER_FRACTION = {
     True: 0.90,
     False: 0.50,
-}  # suite/stages/health/rules.py's marks on GPUs / CPU ranks (the report
+}
 # does not import the stages)
 
 

@@ -335,10 +335,11 @@ def headline(rows: list[Row], verdicts: list[Verdict], expectations: list[Expect
 STAGE = Stage(
     row=33,
     after=("baseline",),
+    # a multi-card box has one rank per card: nothing of this to learn there
     profiles=(
         "gloo-cpu",
         "nccl-1gpu",
-    ),  # a multi-card box has one rank per card: nothing of this to learn there
+    ),
     title="NCCL on one card: two ranks refused (Duplicate GPU), one rank, async_op, gloo with CUDA tensors",
     measures="two NCCL ranks on one card refused as NCCL says; one-rank NCCL, async wait semantics, gloo on "
     "CUDA tensors",

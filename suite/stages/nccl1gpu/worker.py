@@ -201,9 +201,8 @@ def main(argv=None) -> None:
         rows = one_rank(timeout_s, args.gemm_n, args.gemm_count)
     else:
         device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
-        init_process_group(
-            "gloo", torch.device("cpu"), timeout_s
-        )  # gloo: no device_id, CUDA tensors all the same
+        # gloo: no device_id, CUDA tensors all the same
+        init_process_group("gloo", torch.device("cpu"), timeout_s)
         rows = gloo_collectives(rank, world, device)
     write_rows_jsonl(out_dir / f"rows.rank{rank}.jsonl", rows)
     if args.case != "duplicate":

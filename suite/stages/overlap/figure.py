@@ -149,9 +149,8 @@ def timeline_figure(rows, labels: list[str]) -> Figure:
         )
         layers = _watch(rows, label, LAYER_CASE, ("layer_grad_first_s", "layer_grad_last_s"))
         start = 0.0
-        for i, layer in enumerate(
-            layers
-        ):  # a layer's backward: from the previous layer's last gradient to its own
+        # a layer's backward: from the previous layer's last gradient to its own
+        for i, layer in enumerate(layers):
             end = layer.get("layer_grad_last_s", math.nan) * 1e3
             if not is_missing(end):
                 ax.axvspan(start, end, color="tab:grey", alpha=0.12 if i % 2 else 0.25, linewidth=0)

@@ -154,9 +154,8 @@ def main() -> None:
             ]
             if buckets:
                 rows.append(row(mode, "buckets", len(buckets), "count", text=" ".join(map(str, buckets))))
-            if (
-                mode.overlap
-            ):  # a fresh wrapper with a communication hook: the check above stays on DDP's reducer
+            # a fresh wrapper with a communication hook: the check above stays on DDP's reducer
+            if mode.overlap:
                 w.progress(f"{mode.label}: buckets watched", done=index, of=len(modes))
                 rows += watch_rows(watch_backward(cfg, mode, w), mode.label, w.world, cfg.dtype)
             watched = time.perf_counter()
@@ -174,9 +173,8 @@ def main() -> None:
                 flush=True,
             )
         mistaken_mode = next((m for m in modes if m.overlap), modes[0])
-        for (
-            mistake
-        ) in mistakes:  # after every real row: a reader looking up a mode's row finds the real one first
+        # after every real row: a reader looking up a mode's row finds the real one first
+        for mistake in mistakes:
             w.progress(f"mistake {mistake}: gradient check", done=len(modes), of=len(modes))
             grads, _, ddp = checked_grads(check_cfg, mistaken_mode, w, mistake)
             del ddp

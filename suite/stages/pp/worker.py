@@ -319,10 +319,11 @@ def run(args: argparse.Namespace) -> None:
     with worker_session() as w:
         torch.set_float32_matmul_precision("highest")  # the golden check in true float32 (no TF32)
         groups = {d: dist.new_group(list(range(d))) for d in sorted({*degrees, args.bubble_ranks})}
+        # a collective first: NCCL wants a group's first p2p batch to be whole
         for (
             d,
             group,
-        ) in groups.items():  # a collective first: NCCL wants a group's first p2p batch to be whole
+        ) in groups.items():
             if w.rank < d:
                 dist.barrier(group=group)
         check_cfg = check_config(cfg)

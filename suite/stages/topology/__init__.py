@@ -110,9 +110,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         nic_rows = _node_nics.measure(ctx)
         rows += nic_rows
         ctx.publish("node_line_gbps", _node_nics.line_rates(nic_rows))  # what bandwidth holds node pairs to
-        ctx.publish(
-            "node_nics", _node_nics.nic_totals(nic_rows)
-        )  # and the inter-node sweep (NICs × line rate)
+        # and the inter-node sweep (NICs × line rate)
+        ctx.publish("node_nics", _node_nics.nic_totals(nic_rows))
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
         ctx.say("nvidia-smi topo -m, -q, -L, -p2p r/w")
@@ -120,9 +119,8 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ctx.say("versions (torch, CUDA, NCCL)")
     versions = torch_facts(want_cuda=not profile.is_rehearsal)
     versions.update({k: v for k, v in gpu.get("smi_versions", {}).items() if v})
-    versions.update(
-        nccl_tests_versions()
-    )  # the NCCL nccl-tests links, beside torch's own (reports compare them)
+    # the NCCL nccl-tests links, beside torch's own (reports compare them)
+    versions.update(nccl_tests_versions())
     rows += _version_rows(versions)
     if not profile.is_rehearsal:
         rows.append(
@@ -304,9 +302,8 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             "rent the box the profile names, or pass --nproc with the number of GPUs it has",
         )
     )
-    if facts.get(
-        "ingest"
-    ):  # torch ran nowhere: the captured box's tools are judged, not this machine's torch
+    # torch ran nowhere: the captured box's tools are judged, not this machine's torch
+    if facts.get("ingest"):
         out.append(
             VERDICTS.live_only_skip(
                 "torch_cuda_devices", "torch sees the profile's GPUs", "torch device count"

@@ -54,10 +54,11 @@ def capture_gpu(ctx: StageContext, rows: list[Row], tools: dict) -> dict[str, An
         {name: runs[name].stdout if runs[name].ok else None for name, _ in SMI_TOOLS}
     )
     rows += gpu_rows
+    # an unreadable matrix is the tool's status; an unreadable -q a detail
     for (
         name,
         why,
-    ) in unreadable.items():  # an unreadable matrix is the tool's status; an unreadable -q a detail
+    ) in unreadable.items():
         if name == "nvidia-smi-topo-m":
             tools[name].update(status="unreadable", detail=why)
         else:

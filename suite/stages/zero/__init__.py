@@ -101,9 +101,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
                     f"gradients and AdamW moments; {NAMES[z]} over {n} ranks",
                 )
             )
-            if (
-                across and step_1
-            ):  # across nodes: the α-β step time each degree is held to (zero.across_nodes)
+            # across nodes: the α-β step time each degree is held to (zero.across_nodes)
+            if across and step_1:
                 out.append(
                     _step_expectation(profile, facts, step_1 * cfg.batch / profile.model.batch, params, n, z)
                 )

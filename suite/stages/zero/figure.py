@@ -28,10 +28,11 @@ def figures(rows, expectations, facts) -> list[Figure]:
         if "world" in rows
         else []
     )
+    # node 0's degree (the only one on a node)
     first, first_model = (
         _at(rows, worlds[:1]),
         _at(expectations, worlds[:1]),
-    )  # node 0's degree (the only one on a node)
+    )
     peak = series(first, "peak_memory_bytes", "zero")
     state = series(first, "state_memory_bytes", "zero")
     model = series(first_model, "state_memory_bytes", "zero")
