@@ -10,7 +10,7 @@ names the flag to change, so a wrong profile fails before any card time is spent
 
 The machine's fields and the sections several stages share (`sweep`, `model`) are here; a section
 that is one stage's own is declared by that stage's module (`CONFIG = ConfigSection(...)`, with its
-value on each profile) and read as `profile.<section>` like any field (docs/stages.md).
+value on each profile) and read as `profile.section(CONFIG)`, typed by its dataclass (docs/stages.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from suite.fromjson import from_plain
 from suite.power_of_two import parallel_ranks
-from suite.sections import RESERVED, ConfigSection, ProfileError, _sections
+from suite.sections import RESERVED, ConfigSection, ProfileError, T, declared_sections
 
 NCCL_TESTS_FORMS = ("mpi", "single")
 LAUNCHERS = ("torchrun", "fork")
@@ -170,7 +170,7 @@ class Profile:
     their names)."""
     sections: tuple[tuple[str, Any], ...] = ()
     """Values of stage-declared config sections (ConfigSection) that differ from the declared value for this
-    profile, as (section, value) pairs; read them as `profile.<section>`."""
+    profile, as (section, value) pairs; read them as `profile.section(CONFIG)`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sections", self._own_sections(self.sections))
@@ -210,11 +210,11 @@ class Profile:
         """Checked and in one form: only the values that differ from the declaration, sorted by name."""
         out = {}
         for name, value in pairs:
-            declared = _sections().get(name)
+            declared = declared_sections().get(name)
             if declared is None:
                 raise ProfileError(
                     f"config section {name!r} is declared by no stage: choose from "
-                    f"{', '.join(sorted(_sections())) or '(none)'}"
+                    f"{', '.join(sorted(declared_sections())) or '(none)'}"
                 )
             if not isinstance(value, declared.type):
                 raise ProfileError(
@@ -224,23 +224,20 @@ class Profile:
                 out[name] = value
         return tuple(sorted(out.items()))
 
-    def section(self, name: str) -> Any:
-        """A stage-declared config section's value on this profile."""
+    def section(self, which: ConfigSection[T] | str) -> T:
+        """A stage's config section on this profile: `profile.section(CONFIG)` in the stage's own folder
+        (typed as CONFIG's dataclass), or by its name elsewhere."""
+        name = which if isinstance(which, str) else which.name
         own = dict(self.sections)
         if name in own:
             return own[name]
-        if name not in _sections():
-            raise AttributeError(
+        declared = declared_sections().get(name) if isinstance(which, str) else which
+        if declared is None:
+            raise ProfileError(
                 f"profile has no config section {name!r}: no stage module declares it "
-                f"(declared: {', '.join(sorted(_sections())) or 'none'})"
+                f"(declared: {', '.join(sorted(declared_sections())) or 'none'})"
             )
-        return _sections()[name].value_for(self.name)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names that are not fields: the stage-declared sections.
-        if name.startswith("_") or name == "sections":
-            raise AttributeError(name)
-        return self.section(name)
+        return declared.value_for(self.name)
 
     @property
     def world(self) -> int:
@@ -289,9 +286,9 @@ class Profile:
     def with_overrides(self, **changes) -> "Profile":
         """A copy with fields or config sections replaced (validated again)."""
         fields = {f.name for f in dataclasses.fields(self)}
-        sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in _sections()}
+        sections = {k: changes.pop(k) for k in list(changes) if k not in fields and k in declared_sections()}
         if "name" in changes and "sections" not in changes:  # a renamed profile keeps its sections' values
-            sections = {**{n: self.section(n) for n in _sections()}, **sections}
+            sections = {**{n: self.section(n) for n in declared_sections()}, **sections}
         if sections:
             changes["sections"] = tuple({**dict(self.sections), **sections}.items())
         return dataclasses.replace(self, **changes)
@@ -300,7 +297,7 @@ class Profile:
         """Every field, and every declared config section under its name (as the manifest records it)."""
         data = dataclasses.asdict(self)
         del data["sections"]
-        data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(_sections())})
+        data.update({name: dataclasses.asdict(self.section(name)) for name in sorted(declared_sections())})
         return data
 
 
@@ -431,7 +428,7 @@ def profile_from_dict(data: dict) -> Profile:
     """
     if not isinstance(data, dict):
         raise ProfileError(f"the recorded profile is a {type(data).__name__}, not a mapping")
-    declared = _sections()
+    declared = declared_sections()
     profile = from_plain(Profile, {k: v for k, v in data.items() if k not in declared and k != "sections"})
     sections = {name: from_plain(declared[name].type, data[name]) for name in declared if name in data}
     return profile.with_overrides(**sections) if sections else profile

@@ -26,8 +26,7 @@ from typing import Any, Iterable
 
 from suite import run_schema
 from suite.inert import inert_fields, inert_texts
-from suite.run_schema import STAGE_STATES  # noqa: F401 - imported from here by the runner and suite check
-from suite.runfiles import (  # noqa: F401 - atomic_write_text is imported from here by the stages and reports
+from suite.runfiles import (
     RunDirError,
     atomic_write_text,
     atomic_write_with,

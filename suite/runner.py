@@ -48,6 +48,7 @@ from suite.results import (
 )
 from suite.run_consistency import load_checked
 from suite.run_id import new_run_id, unique_run_path, utc_now
+from suite.stage_contract import Stage
 from suite.verdicts import summary_line, verdicts_for
 
 RESULT_FILE = ".stage-result.json"
@@ -359,7 +360,7 @@ def failure_verdict(stage: str, failure: dict[str, Any]) -> Verdict:
 
 
 def run_isolated(
-    declared: stages.Stage,
+    declared: Stage,
     name: str,
     profile: Profile,
     run: RunDir,

@@ -1,17 +1,22 @@
 """The profile's config sections a stage module declares (`CONFIG = ConfigSection(...)`), and the table of
 them.
 
-The stage registry (suite.stages) declares every stage's section when it discovers the stages;
-suite/config.py's Profile reads the table. This module imports neither, so the registry and the profiles do
-not import each other.
+A stage reads its own section as `profile.section(CONFIG)`, typed by the section's dataclass, with no table at
+all. The table (every stage's section, by name) serves what needs them all: a profile's manifest form and its
+round trip, overrides by name. The stage registry (suite.stages) fills it as it discovers the stage folders,
+and the first reader that finds it empty has the registry discovered then (by name: the registry imports
+suite/config.py, which imports this module, so neither may import the registry itself).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class ProfileError(ValueError):
@@ -19,16 +24,16 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True)
-class ConfigSection:
+class ConfigSection(Generic[T]):
     """A stage's own part of the profile, declared by its module: `CONFIG = ConfigSection("drill",
     DrillConfig, {"gloo-cpu": DrillConfig(ranks=2), "nccl-gpu": DrillConfig()})`. The stage reads it as
-    `profile.drill`; a profile not named in `values` gets the dataclass's defaults."""
+    `profile.section(CONFIG)`; a profile not named in `values` gets the dataclass's defaults."""
 
     name: str
     """The attribute on Profile (and the key in the manifest's profile)."""
-    type: type
+    type: type[T]
     """A frozen dataclass."""
-    values: typing.Mapping[str, Any] = field(default_factory=dict)
+    values: typing.Mapping[str, T] = field(default_factory=dict)
     """Profile name → the section's value on that profile."""
 
     def __post_init__(self) -> None:
@@ -41,7 +46,7 @@ class ConfigSection:
                 f"{self.type.__name__} instances"
             )
 
-    def value_for(self, profile_name: str) -> Any:
+    def value_for(self, profile_name: str) -> T:
         return self.values[profile_name] if profile_name in self.values else self.type()
 
 
@@ -53,11 +58,13 @@ RESERVED: set[str] = set()
 
 
 def _sections() -> dict[str, ConfigSection]:
-    """The declared sections; the stage registry (suite.stages) declares them when it is imported."""
+    """The declared sections, the stage registry discovered first if nothing has yet."""
+    if not _DECLARED:
+        importlib.import_module("suite.stages")
     if not _DECLARED:
         raise ProfileError(
-            "no config section is declared yet: the stage registry declares them, so import "
-            "suite.stages before reading a profile's sections"
+            "the config sections were read while the stage registry was being discovered: a stage "
+            "module read a profile's sections at import time"
         )
     return _SECTIONS
 

@@ -10,11 +10,6 @@ from pathlib import Path
 
 import pytest
 
-# The stage registry declares the profiles' config sections (suite/sections.py); every entry point imports it.
-# So do the tests, once here, so that a test file read alone (or first on a worker) finds the sections its
-# profile reads.
-import suite.stages  # noqa: F401,E402
-
 # In CI a skipped e2e test fails unless .ci/run declared its capability missing; every run lists its skips.
 from tests.ci_skips import (  # noqa: F401 - pytest finds the hooks by name in this module
     pytest_collection_modifyitems,

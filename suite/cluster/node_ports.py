@@ -17,7 +17,6 @@ network to be open between them, which these checks cannot prove but a closed on
 from __future__ import annotations
 
 import shlex
-import socket
 import subprocess
 from typing import Sequence
 

@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import suite.stages  # noqa: F401 - the stage registry declares the config sections profile_from_dict reads
 from suite.cluster.intra_node import ROWS_FILE, NodeContext, on_this_node
 from suite.config import ProfileError, profile_from_dict
 from suite.results import write_rows_jsonl

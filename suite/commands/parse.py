@@ -37,12 +37,13 @@ READ_WHOLE = ("trace", "nccl-tests")
 its own prompt and banner lines)."""
 
 HEALTH_VERDICTS = {
-    "smi-q": "smi_verdicts",
-    "nvlink": "nvlink_verdict",
-    "ibstat": "network_verdict",
-    "dcgm": "dcgm_verdict",
-    "xid": "kernel_log_verdict",
+    "smi-q": ("suite.stages.health.rules", "smi_verdicts"),
+    "nvlink": ("suite.stages.health.nvlink_rules", "nvlink_verdict"),
+    "ibstat": ("suite.stages.health.rules", "network_verdict"),
+    "dcgm": ("suite.stages.health.rules", "dcgm_verdict"),
+    "xid": ("suite.stages.health.rules", "kernel_log_verdict"),
 }
+"""The health stage's rule (module, function) for one tool's output, imported only when that kind is read."""
 
 
 LONG_OUTPUT_ROWS = 10_000
@@ -94,9 +95,8 @@ def main(args) -> int:
 
         data["verdicts"] = [v.to_dict() for v in verdicts_for_parse(data)]
     elif args.kind in HEALTH_VERDICTS:  # the health stage's rules on this one tool's output
-        from suite.stages.health import rules as _health_rules
-
-        found = getattr(_health_rules, HEALTH_VERDICTS[args.kind])(data)
+        module, rule = HEALTH_VERDICTS[args.kind]
+        found = getattr(importlib.import_module(module), rule)(data)
         data["verdicts"] = [v.to_dict() for v in (found if isinstance(found, list) else [found])]
     # Indented for reading; a long sweep on one line: json's C encoder writes only unindented text (seconds,
     # not minutes, for a million rows).

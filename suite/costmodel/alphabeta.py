@@ -149,12 +149,6 @@ def tree_allreduce_bytes(count: int, n: int, elem_bytes: int, rank: int) -> tupl
     return messages * count * elem_bytes, messages * count * elem_bytes
 
 
-def faster_algorithm(size_bytes: float, n: int, alpha_s: float, beta_Bps: float) -> str:
-    ring = ring_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
-    tree = tree_allreduce_s(size_bytes, n, alpha_s, beta_Bps)
-    return "tree" if tree < ring else "ring"
-
-
 # ---------------------------------------------------------------- across nodes
 
 

@@ -7,7 +7,7 @@ which can run the same tools on the node and call the same functions.
 
 from __future__ import annotations
 
-from suite.parsers.smi_health import gpu_processes  # noqa: F401 - preflight reads it from here
+from suite.parsers.smi_health import gpu_processes
 from suite.parsers.smi_query import parse_query
 
 MIN_SHM_BYTES = 1 << 30

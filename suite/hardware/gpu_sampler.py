@@ -33,7 +33,7 @@ from typing import Iterator
 
 from suite.hardware import gpu_sampler_nvml
 from suite.parsers import ParseError
-from suite.parsers.smi_sampling import REASON_BITS, named_reasons, parse_performance, parse_query_csv
+from suite.parsers.smi_sampling import REASON_BITS, named_reasons, parse_query_csv
 from suite.results import Row, Verdict
 from suite.verdicts import verdicts_for
 
@@ -63,7 +63,7 @@ REPORTED = "SW Power Cap"
 CSV_NAME = "nvidia-smi-sampled.csv"
 PERIOD_MS = 1000
 """The load stages' sampling period (bandwidth, baseline, dp; burnin has its own,
-profile.burnin.sample_ms)."""
+profile.section("burnin").sample_ms)."""
 
 
 def period_for(profile, period_ms: int = PERIOD_MS) -> int:
@@ -183,24 +183,6 @@ def rows_from_query_csv(text: str, stage: str) -> list[Row]:
                     )
                 )
     return rows
-
-
-def rows_from_performance(text: str, stage: str) -> list[Row]:
-    """`nvidia-smi -q -d PERFORMANCE` (one moment) → one reasons row per GPU at t = 0."""
-    return [
-        Row(
-            stage=stage,
-            case="sampler",
-            metric="reasons",
-            value=float(g["mask"]),
-            unit="mask",
-            rank=g["index"],
-            t=0.0,
-            source="nvidia-smi",
-            text=g["bus_id"],
-        )
-        for g in parse_performance(text)
-    ]
 
 
 def _series(rows: list[Row], metric: str) -> dict[int, list[tuple[float, float]]]:

@@ -91,7 +91,7 @@ def scaling_sized(cfg: GptConfig, card: int | None) -> tuple[GptConfig, str]:
     if card is None:
         return cfg, "the card's memory is not known: the profile's model unchanged"
     need = lambda c: max(scaling_footprint(c).values())  # noqa: E731
-    sized, usable = halved_to_fit(cfg, need, usable_bytes(card)), usable_bytes(card)
+    sized = halved_to_fit(cfg, need, usable_bytes(card))
     text = (
         f"{sized.layers} layers × d={sized.hidden}, seq {sized.seq_len}, batch {sized.batch}: "
         + ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in scaling_footprint(sized).items())

@@ -1,7 +1,7 @@
 """Captures → a run directory under the nccl-gpu profile, judged by the stages' own expect()/judge().
 
 Each stage the captures can feed gets the rows its run() would have built from the same tool output
-(topology.rows_from_smi, _nccl_tests.rows_from_output + bandwidth.with_fit, crossover.analysis_rows,
+(topology/smi.py's rows_from_smi, _nccl_tests.rows_from_output + bandwidth.with_fit, crossover.analysis_rows,
 profile.analysis_rows + trace_facts, health.published), handed to the runner in place of run(); the runner
 then judges and records them exactly as in a live run.
 """
@@ -22,10 +22,10 @@ from suite.ingest.inputs import Capture, Unused
 from suite.parsers import traces
 from suite.path_names import shown
 from suite.results import Row, RunDir
-from suite.stages import bandwidth, crossover, health, topology
+from suite.stages import bandwidth, crossover, health
 from suite.stages import profile as profile_stage
 from suite.stages.topology.rules import common_model
-from suite.stages.topology.smi import p2p_pairs
+from suite.stages.topology.smi import p2p_pairs, rows_from_smi
 
 PROFILE = "nccl-gpu"
 SMI_SOURCES = {
@@ -107,7 +107,7 @@ def assign(captures: list[Capture]) -> Plan:
 
 def topology_rows(caps: list[Capture]) -> tuple[list[Row], dict[str, Any]]:
     outputs = {c.kind: c.data for c in caps}
-    rows, facts, _ = topology.rows_from_smi(outputs)  # each output parsed already in inputs.read
+    rows, facts, _ = rows_from_smi(outputs)  # each output parsed already in inputs.read
     # which pairs reach each other's memory directly, as live (topology.p2p)
     if "nvidia-smi-topo-p2p" in outputs:
         facts["p2p"] = p2p_pairs({"nvidia-smi-topo-p2p": outputs["nvidia-smi-topo-p2p"]})[0]

@@ -139,13 +139,6 @@ def parse_dcgmi(text: str) -> dict[str, Any]:
     return {"gpus": gpus, "notes": [], "all_inactive": False, "tool": "dcgmi nvlink"}
 
 
-def inactive_links(parsed: dict[str, Any]) -> list[tuple[int, int, str]]:
-    """(gpu, link, what it says) for every -s link that reports no speed (<inactive>, a trained-down link)."""
-    return [
-        (g["gpu"], n, g["links"][n]) for g in parsed["gpus"] for n, s in g["speeds_GBps"].items() if s is None
-    ]
-
-
 def parse_any(text: str) -> dict[str, Any]:
     """Either tool's output: dcgmi's link-status box, else nvidia-smi nvlink -s/-e."""
     return parse_dcgmi(text) if "NvLink Link Status" in text else parse(text)

@@ -9,7 +9,7 @@
     make plan TIER=quick                                       # each tier's minutes before renting
 
 A tier only chooses; the stages and their code are the same in every tier. Its burn-in length is the burnin
-stage's `seconds` (profile.burnin), and that stage's timeout grows with it (its own length plus
+stage's `seconds` (profile.section("burnin")), and that stage's timeout grows with it (its own length plus
 TIMEOUT_MARGIN_S), so every stage keeps a hard limit however long the soak. The CPU rehearsal keeps its own
 short burn-in: a tier there chooses the stages only.
 """
@@ -88,7 +88,7 @@ def apply(profile, name: str, environ=os.environ):
     timeouts = dict(profile.stage_timeouts_s)
     timeouts["burnin"] = seconds + TIMEOUT_MARGIN_S
     return profile.with_overrides(
-        burnin=dataclasses.replace(profile.burnin, seconds=seconds),
+        burnin=dataclasses.replace(profile.section("burnin"), seconds=seconds),
         stage_timeouts_s=tuple(sorted(timeouts.items())),
     ), chosen
 

@@ -25,7 +25,7 @@ from types import ModuleType
 from suite import config, sections
 
 # named from here too
-from suite.stage_contract import DEFAULT_PROFILES, Stage, StageDeclarationError  # noqa: F401
+from suite.stage_contract import Stage, StageDeclarationError
 
 
 class StageSelectionError(ValueError):

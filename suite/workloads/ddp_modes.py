@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.costmodel.buckets import NO_OVERLAP, OverlapMode  # noqa: F401 - re-exported for the workers
+from suite.costmodel.buckets import OverlapMode
 from suite.workloads.gpt import loss_fn
 from suite.workloads.training import wrap_ddp
 

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from suite.config import GptConfig
 
 # part of this module's interface
-from suite.costmodel.tolerance import CHECK_DTYPE, TOLERANCE, tolerance  # noqa: F401
+from suite.costmodel.tolerance import CHECK_DTYPE
 
 
 def check_config(cfg: GptConfig) -> GptConfig:

@@ -30,7 +30,6 @@ import torch.nn.functional as F
 from suite.config import GptConfig
 
 # part of this module's interface
-from suite.costmodel.sizing import parameter_count, training_flops_per_token  # noqa: F401
 
 DTYPES = {
     "float32": torch.float32,

@@ -42,7 +42,6 @@ from torch.distributed.tensor.parallel import (
 from suite.workloads.gpt import GPT, Attention, apply_rope, rope_tables
 
 # the per_rank_seed mistake, shared with data parallelism
-from suite.workloads.training import seed_for_rank  # noqa: F401
 
 TP_MISTAKES = ("missing_reduction", "wrong_dim", "per_rank_seed")
 

@@ -23,7 +23,9 @@ FLIP = f"2:3:bfloat16:{FLAT}:{BIT}"
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    cfg = dataclasses.replace(GLOO_CPU.burnin, seconds=2.0, n=N, links=LINKS, flip=FLIP, slow_rank=1)
+    cfg = dataclasses.replace(
+        GLOO_CPU.section("burnin"), seconds=2.0, n=N, links=LINKS, flip=FLIP, slow_rank=1
+    )
     result = launch(
         GLOO_CPU,
         "suite.stages.burnin.worker",

@@ -23,8 +23,8 @@ from suite.stages import ep as ep_stage
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(600)]
 
-CP = GLOO_CPU.cp
-EP = GLOO_CPU.ep
+CP = GLOO_CPU.section("cp")
+EP = GLOO_CPU.section("ep")
 FACTS = {"profile": GLOO_CPU.to_dict()}
 CP_MISTAKES = ("lse_average", "mask_offset", "a2a_transpose")
 EP_MISTAKES = ("splits_not_exchanged", "combine_forward_splits", "router_unsynchronised")

@@ -159,8 +159,8 @@ def test_training_resumes_from_the_last_checkpoint_on_the_reference_trajectory(d
         6,
     )
     assert v["replay_diff"] == 0.0  # step 2 redone from the checkpoint gives the same loss bit for bit
-    assert v["loss_diff"] <= PROFILE.fault.loss_tolerance
-    assert v["pre_fault_diff"] <= PROFILE.fault.loss_tolerance
+    assert v["loss_diff"] <= PROFILE.section("fault").loss_tolerance
+    assert v["pre_fault_diff"] <= PROFILE.section("fault").loss_tolerance
     losses = {
         (r.source, r.repeat): r.value for r in drilled["rows"] if r.metric == "loss" and r.case == "hang"
     }
@@ -179,7 +179,7 @@ def test_the_stage_judges_the_real_drill_a_pass(drilled):
 def test_the_crash_drilled_alongside_resumes_the_same_way(drilled):
     v = values(drilled["rows"], "crash")
     assert (v["resumed_from_step"], v["steps_lost"], v["steps_done"], v["replay_diff"]) == (2, 1, 6, 0.0)
-    assert v["loss_diff"] <= PROFILE.fault.loss_tolerance
+    assert v["loss_diff"] <= PROFILE.section("fault").loss_tolerance
     assert "nudge_s" not in v
 
 

@@ -20,7 +20,7 @@ METRICS = ("gemm_tflops", "h2d_GBps", "d2h_GBps")
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    cfg = GLOO_CPU.health
+    cfg = GLOO_CPU.section("health")
     args = [
         "--gemm-n",
         str(cfg.gemm_n),

@@ -24,7 +24,7 @@ from tests.loadgen import busy_loops
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(600)]
 
-PP = GLOO_CPU.pp
+PP = GLOO_CPU.section("pp")
 TOLS = pp_stage.case_tolerances(pp_stage.pp_model(GLOO_CPU), PP.golden_steps)
 
 

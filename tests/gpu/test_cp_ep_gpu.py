@@ -34,7 +34,9 @@ def test_ep_on_nccl_matches_one_process_and_is_timed(tmp_path):
     from tests.gpu.card_facts import live_facts
 
     n = gpus()
-    cfg = dataclasses.replace(NCCL_GPU.ep, experts=2 * n, tokens=1024, hidden=1024, ffn=2048, reps=2)
+    cfg = dataclasses.replace(
+        NCCL_GPU.section("ep"), experts=2 * n, tokens=1024, hidden=1024, ffn=2048, reps=2
+    )
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=(1,), ep=cfg)
     facts = live_facts(profile, tmp_path)
     cfg = dataclasses.replace(cfg, tokens=ep_stage.timed_tokens(profile, facts)[0])  # as ep.run sizes them
@@ -63,7 +65,7 @@ def test_cp_on_nccl_matches_full_attention_and_torch_cp_does_too(tmp_path):
 
     n = gpus()
     ds = tuple(d for d in (2, 4, 8) if d <= n)  # n is a power of two: each divides it
-    cfg = dataclasses.replace(NCCL_GPU.cp, degrees=ds, seq_lens=(2048, 4096), reps=2)
+    cfg = dataclasses.replace(NCCL_GPU.section("cp"), degrees=ds, seq_lens=(2048, 4096), reps=2)
     profile = NCCL_GPU.with_overrides(nproc=n, degrees=(1,), cp=cfg)
     facts = live_facts(profile, tmp_path)
     cfg = dataclasses.replace(cfg, seq_lens=cp_stage.timed_lengths(profile, facts)[0])  # as cp.run sizes them

@@ -42,7 +42,7 @@ def test_precision_on_the_card_passes_its_checks():
     from suite.stages import precision
     from suite.stages.precision.worker import precision_rows
 
-    pc = NCCL_1GPU.precision
+    pc = NCCL_1GPU.section("precision")
     rows = precision_rows(pc.model(), DEVICE, pc)
     verdicts = precision.judge(rows, [], {"profile": NCCL_1GPU.to_dict()})
     assert len(verdicts) == 9

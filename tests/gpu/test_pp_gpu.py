@@ -69,7 +69,11 @@ def test_pp_worker_over_nccl(tmp_path):
     profile = get_profile("nccl-gpu", 2).with_overrides(model=model)
     profile = profile.with_overrides(
         pp=dataclasses.replace(
-            profile.pp, layers=0, bubble_microbatches=(2, 4), timed_microbatches=(4,), golden_microbatches=4
+            profile.section("pp"),
+            layers=0,
+            bubble_microbatches=(2, 4),
+            timed_microbatches=(4,),
+            golden_microbatches=4,
         )
     )
     facts = live_facts(profile, tmp_path)  # the pipelined GPT sized to this card, as pp.run sizes it
@@ -84,9 +88,15 @@ def test_pp_worker_over_nccl(tmp_path):
     ).rows()
     want = pp.expect(profile, facts)
     verdicts = {v.id: v for v in pp.judge(rows, want, facts)}
-    assert all(verdicts[f"pp.golden.{s}.pp2"].status == "pass" for s in profile.pp.schedules), verdicts
-    assert all(verdicts[f"pp.bubble.{s}"].status == "pass" for s in profile.pp.bubble_schedules), verdicts
+    assert all(verdicts[f"pp.golden.{s}.pp2"].status == "pass" for s in profile.section("pp").schedules), (
+        verdicts
+    )
+    assert all(verdicts[f"pp.bubble.{s}"].status == "pass" for s in profile.section("pp").bubble_schedules), (
+        verdicts
+    )
     memory = [r for r in rows if r.metric == "activation_memory_bytes"]
-    assert len(memory) == 2 * len(profile.pp.timed_schedules) and all(r.value > 0 for r in memory)
+    assert len(memory) == 2 * len(profile.section("pp").timed_schedules) and all(r.value > 0 for r in memory)
     bubble = [r for r in rows if r.case == "gpt" and r.metric == "bubble"]
-    assert len(bubble) == 2 * len(profile.pp.timed_schedules) and all(0 <= r.value < 1 for r in bubble)
+    assert len(bubble) == 2 * len(profile.section("pp").timed_schedules) and all(
+        0 <= r.value < 1 for r in bubble
+    )

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import suite.stages  # noqa: F401 - declares the config sections the synthetic runs record
 from tests.damaged_runs import damaged_run
 from tests.unit.test_exit_codes import run_cases
 
@@ -521,8 +520,8 @@ def test_a_full_disk_mid_run_is_one_line_naming_the_file(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     script = (
-        f'mount -t tmpfs -o size=64k tmpfs "$1" && exec "$2" -m suite run --stages topology,bandwidth '
-        f'--out "$1"'
+        'mount -t tmpfs -o size=64k tmpfs "$1" && exec "$2" -m suite run --stages topology,bandwidth '
+        '--out "$1"'
     )
     child = subprocess.run(
         ["unshare", "-m", "sh", "-c", script, "sh", str(disk), sys.executable],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from suite.cluster import alphabeta_fit
 from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
@@ -72,11 +73,11 @@ def test_fit_recovers_alpha_and_beta_from_exact_times():
         row(metric="time_us", size_bytes=s, value=ring_allreduce_s(s, n, alpha, beta) * 1e6)
         for s in (2**k for k in range(3, 31, 3))
     ]
-    fits = bandwidth.fit_rows(rows, n)
+    fits = alphabeta_fit.fit_rows(rows, n)
     got = {r.metric: r.value for r in fits}
     assert got["alpha"] == pytest.approx(7.0) and got["beta"] == pytest.approx(150.0)
     assert got["rms_rel_residual"] < 1e-9
-    published = bandwidth.pick_fit(fits)
+    published = alphabeta_fit.pick_fit(fits)
     assert published.alpha_s == pytest.approx(alpha) and published.beta_Bps == pytest.approx(beta)
     assert published.source == "torch" and published.world == n
 
@@ -115,7 +116,7 @@ GOOD = {1 << 20: 100.0, 1 << 24: 300.0, 1 << 28: 380.0, 1 << 30: 400.0}
 
 def test_gpu_verdicts_on_a_healthy_sweep():
     rows = sweep_rows(GOOD) + sweep_rows(GOOD, source="nccl-tests")
-    rows += bandwidth.fit_rows(rows, 8)
+    rows += alphabeta_fit.fit_rows(rows, 8)
     v = by_id(bandwidth.judge(rows, bandwidth.expect(NCCL_GPU, GPU_FACTS), GPU_FACTS))
     assert v["bandwidth.peak.all_reduce"].status == "pass"
     assert v["bandwidth.dip.torch.all_gather"].status == "pass"
@@ -487,9 +488,9 @@ def test_crossover_reports_each_nccl_algo_run():
 
 def test_a_fit_with_infinite_beta_is_not_published():
     flat = [row(metric="time_us", size_bytes=s, value=100.0 - s * 1e-9) for s in (8, 1024, 1 << 20)]
-    fits = bandwidth.fit_rows(flat, 4)
+    fits = alphabeta_fit.fit_rows(flat, 4)
     assert [r.value for r in fits if r.metric == "beta"] == [math.inf]
-    assert bandwidth.pick_fit(fits) is None
+    assert alphabeta_fit.pick_fit(fits) is None
 
 
 def test_one_gpu_skips_the_link_verdicts():
@@ -502,7 +503,7 @@ def test_one_gpu_skips_the_link_verdicts():
 def test_one_rank_gives_no_fit_and_a_skip_not_a_crash():
     # found by tests/gpu/device_check.sh --cpu: with one rank 2(n−1) = 0 and the fit divided by it
     rows = [row(metric="time_us", size_bytes=s, value=3.0 + s / 1e9, world=1) for s in (8, 64, 512)]
-    assert bandwidth.fit_rows(rows, 1) == []
+    assert alphabeta_fit.fit_rows(rows, 1) == []
     v = bandwidth.judge_fit(rows)
     assert v.status == "skip" and "one rank" in v.observed
     assert bandwidth.judge_fit([]).status == "fail"  # no timings at all is still a failure

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from suite.hardware import gpu_sampler
 from suite.results import rows_to_frame
 from suite.stages.burnin import figure as figures_module
+from tests.unit.performance_rows import rows_from_performance
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -18,7 +19,7 @@ def test_one_clock_figure_per_gpu_from_real_captures():
     looped = gpu_sampler.rows_from_query_csv(
         (DATA / "smi-sampling" / "query-csv-02-rtx-loop-ksysguard-27.csv").read_text(), "burnin"
     )
-    braked = gpu_sampler.rows_from_performance(
+    braked = rows_from_performance(
         (DATA / "health" / "nvsmi-q-11-h100x8-535-hw-power-brake-active.txt").read_text(), "burnin"
     )
     frame = rows_to_frame(looped + braked)

@@ -183,15 +183,22 @@ def test_pp_sizes_its_gpt_to_every_card(model):
 
     facts, usable = facts_of(model), card_fit.usable_bytes(card(model))
     cfg, degree = pp.pp_model(NCCL_GPU, facts), min(pp.pp_degrees(NCCL_GPU))
-    phases = pp_footprint(cfg, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch)
+    phases = pp_footprint(
+        cfg, degree, NCCL_GPU.section("pp").timed_microbatches, NCCL_GPU.section("pp").micro_batch
+    )
     assert max(phases.values()) <= usable, (cfg, {k: v / 2**30 for k, v in phases.items()})
     # a unit per stage
-    assert cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.pp.chunks
+    assert cfg.layers == 16 and cfg.layers >= max(pp.pp_degrees(NCCL_GPU)) * NCCL_GPU.section("pp").chunks
     if cfg.hidden < NCCL_GPU.model.hidden:
         bigger = dataclasses.replace(cfg, hidden=cfg.hidden * 2)
         assert (
             max(
-                pp_footprint(bigger, degree, NCCL_GPU.pp.timed_microbatches, NCCL_GPU.pp.micro_batch).values()
+                pp_footprint(
+                    bigger,
+                    degree,
+                    NCCL_GPU.section("pp").timed_microbatches,
+                    NCCL_GPU.section("pp").micro_batch,
+                ).values()
             )
             > usable
         )
@@ -218,7 +225,7 @@ def test_cp_drops_the_lengths_whose_scores_pass_every_card(model):
     from suite.hardware.stage_fit import cp_footprint
     from suite.stages import cp
 
-    c, facts = NCCL_GPU.cp, facts_of(model)
+    c, facts = NCCL_GPU.section("cp"), facts_of(model)
     kept, said = cp.timed_lengths(NCCL_GPU, facts)
     for d in cp.degrees(NCCL_GPU):
         for s in kept:
@@ -235,8 +242,8 @@ def test_cp_at_16384_fits_80_gb_only():
 
     for model in ("GeForce RTX 4090", "L4", "A10G", "A100 SXM", "L40S"):
         assert cp.timed_lengths(NCCL_GPU, facts_of(model))[0] == (2048, 4096, 8192), model
-    assert cp.timed_lengths(NCCL_GPU, facts_of("H100 SXM"))[0] == NCCL_GPU.cp.seq_lens
-    assert cp.timed_lengths(NCCL_GPU, {})[0] == NCCL_GPU.cp.seq_lens
+    assert cp.timed_lengths(NCCL_GPU, facts_of("H100 SXM"))[0] == NCCL_GPU.section("cp").seq_lens
+    assert cp.timed_lengths(NCCL_GPU, {})[0] == NCCL_GPU.section("cp").seq_lens
 
 
 @pytest.mark.parametrize("model", CARDS)
@@ -245,7 +252,7 @@ def test_ep_timings_fit_every_card(model):
     from suite.hardware.stage_fit import ep_footprint
     from suite.stages import ep
 
-    c = NCCL_GPU.ep
+    c = NCCL_GPU.section("ep")
     tokens, said = ep.timed_tokens(NCCL_GPU, facts_of(model))
     need = ep_footprint(c.experts, c.top_k, tokens, c.hidden, c.ffn, NCCL_GPU.nproc, DTYPE_BYTES[c.dtype])
     assert need <= card_fit.usable_bytes(card(model)) and f"{tokens} tokens per rank" in said
@@ -261,7 +268,7 @@ def test_the_fixed_size_stages_fit_the_24_and_40_gb_cards(model):
 
     usable = card_fit.usable_bytes(card(model))
     assert ONE_CARD.budget_gib * 2**30 <= usable  # the memory stage holds itself to its budget
-    p = NCCL_GPU.precision.model()
+    p = NCCL_GPU.section("precision").model()
     assert (
         card_fit.training_bytes(
             parameter_count(p),
@@ -316,10 +323,10 @@ def test_the_rehearsal_sizes_nothing():
 
     facts = {"topology": {"gpus": []}}
     assert pp.pp_model(GLOO_CPU, facts) == dataclasses.replace(
-        GLOO_CPU.model, layers=GLOO_CPU.pp.layers or GLOO_CPU.model.layers
+        GLOO_CPU.model, layers=GLOO_CPU.section("pp").layers or GLOO_CPU.model.layers
     )
-    assert cp.timed_lengths(GLOO_CPU, facts)[0] == GLOO_CPU.cp.seq_lens
-    assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.ep.tokens
+    assert cp.timed_lengths(GLOO_CPU, facts)[0] == GLOO_CPU.section("cp").seq_lens
+    assert ep.timed_tokens(GLOO_CPU, facts)[0] == GLOO_CPU.section("ep").tokens
     assert (
         scaling_model(GLOO_CPU, facts) == GLOO_CPU.model
         and scaling_dp_model(GLOO_CPU, facts) == GLOO_CPU.dp_model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suite.cluster import alphabeta_fit
 from suite.config import NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s, tree_allreduce_s
 from suite.results import Expectation, Row, rows_to_frame
@@ -48,7 +49,7 @@ def test_bandwidth_figures_draw_every_collective_and_the_fit():
                         world=8,
                     ),
                 ]
-    rows += bandwidth.fit_rows(rows, 8)
+    rows += alphabeta_fit.fit_rows(rows, 8)
     facts = {"topology": {"gpu_model": "NVIDIA H100 80GB HBM3", "nvlink": True, "nvlink_count": 18}}
     figs = bw_fig.figures(rows_to_frame(rows), frame_of(bandwidth.expect(NCCL_GPU, facts)), facts)
     assert len(figs) == 2

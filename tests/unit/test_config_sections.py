@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -37,18 +39,18 @@ def test_both_profiles_round_trip_exactly(profile):
     assert back == profile and hash(back) == hash(profile)
     assert_no_json_leftovers(back)
     for name in declared_sections():
-        assert getattr(back, name) == getattr(profile, name)
-        assert_no_json_leftovers(getattr(back, name), name)
+        assert back.section(name) == profile.section(name)
+        assert_no_json_leftovers(back.section(name), name)
 
 
 def test_the_fault_section_comes_from_its_stage_module_and_survives_an_override():
-    assert GLOO_CPU.fault == stages.load("fault").CONFIG.values["gloo-cpu"]
-    assert NCCL_GPU.fault.pg_timeout_s == 60.0 and GLOO_CPU.fault.ranks == 2
+    assert GLOO_CPU.section("fault") == stages.load("fault").CONFIG.values["gloo-cpu"]
+    assert NCCL_GPU.section("fault").pg_timeout_s == 60.0 and GLOO_CPU.section("fault").ranks == 2
     changed = GLOO_CPU.with_overrides(fault=FaultConfig(ranks=2, steps=6, fault_step=3, scenarios=("hang",)))
     back = through_json(changed)
-    assert back == changed and back.fault.scenarios == ("hang",) and back != GLOO_CPU
+    assert back == changed and back.section("fault").scenarios == ("hang",) and back != GLOO_CPU
     # Overriding with the declared value is the profile itself (one form, so equality means equal values).
-    assert GLOO_CPU.with_overrides(fault=GLOO_CPU.fault) == GLOO_CPU
+    assert GLOO_CPU.with_overrides(fault=GLOO_CPU.section("fault")) == GLOO_CPU
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,11 +81,11 @@ def test_a_new_nested_sub_config_needs_no_hand_written_line(monkeypatch):
         }
     )
     try:
-        assert NCCL_GPU.outer.inner.depth == 3 and GLOO_CPU.outer == Outer()
+        assert NCCL_GPU.section("outer").inner.depth == 3 and GLOO_CPU.section("outer") == Outer()
         for profile in (GLOO_CPU, NCCL_GPU, NCCL_GPU.with_overrides(outer=Outer(inner=Inner(names=("z",))))):
             back = through_json(profile)
-            assert back == profile and isinstance(back.outer.inner, Inner)
-            assert_no_json_leftovers(back.outer)
+            assert back == profile and isinstance(back.section("outer").inner, Inner)
+            assert_no_json_leftovers(back.section("outer"))
         assert from_plain(Outer, {"inner": {"depth": 2}, "steps": [["y", 2]], "port": None}) == Outer(
             inner=Inner(depth=2), steps=(("y", 2),)
         )
@@ -105,8 +107,8 @@ def test_a_section_value_of_the_wrong_type_or_an_undeclared_section_is_refused()
         GLOO_CPU.with_overrides(sections=(("fault", Outer()),))
     with pytest.raises(ProfileError, match="declared by no stage"):
         GLOO_CPU.with_overrides(sections=(("warp", Outer()),))
-    with pytest.raises(AttributeError, match="no config section 'warp'"):
-        GLOO_CPU.warp  # noqa: B018
+    with pytest.raises(ProfileError, match="no config section 'warp'"):
+        GLOO_CPU.section("warp")
 
 
 def test_unknown_recorded_keys_are_dropped_and_missing_ones_take_defaults():
@@ -115,10 +117,34 @@ def test_unknown_recorded_keys_are_dropped_and_missing_ones_take_defaults():
     data["sweep"]["retired_too"] = 2
     del data["sweep"]["dtype"], data["fault"]["concurrent"]
     back = profile_from_dict(json.loads(json.dumps(data)))
-    assert back.sweep.dtype == "float32" and back.fault.concurrent is False and back.nproc == GLOO_CPU.nproc
+    assert (
+        back.sweep.dtype == "float32"
+        and back.section("fault").concurrent is False
+        and back.nproc == GLOO_CPU.nproc
+    )
 
 
 def test_a_renamed_profile_keeps_its_section_values():
     renamed = NCCL_GPU.with_overrides(name="nccl-gpu-4x")
-    assert renamed.fault == NCCL_GPU.fault and renamed.fault != FaultConfig()
+    assert renamed.section("fault") == NCCL_GPU.section("fault") and renamed.section("fault") != FaultConfig()
     assert through_json(renamed) == renamed
+
+
+def test_a_profile_read_first_finds_every_section_without_importing_the_registry():
+    # a process that never names suite.stages: the first reader of the table has the registry discovered
+    code = (
+        "import sys, json\n"
+        "from suite.config import GLOO_CPU, profile_from_dict\n"
+        "assert 'suite.stages' not in sys.modules\n"
+        "data = GLOO_CPU.to_dict()\n"
+        "print(json.dumps([sorted(data), profile_from_dict(data) == GLOO_CPU]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    names, same = json.loads(done.stdout)
+    assert {"fault", "pp", "burnin", "health"} <= set(names) and same
+
+
+def test_a_stage_reads_its_own_section_typed_without_the_table():
+    section = ConfigSection("drill", FaultConfig, {"gloo-cpu": FaultConfig(ranks=3)})
+    assert GLOO_CPU.section(section) == FaultConfig(ranks=3) and NCCL_GPU.section(section) == FaultConfig()
+    assert "drill" not in declared_sections()

@@ -33,7 +33,7 @@ def test_cp_forward_bytes_by_hand():
 
 
 def test_cp_tolerance_is_derived_and_recorded():
-    tols = cp_stage.tolerances(GLOO_CPU.cp, 4)
+    tols = cp_stage.tolerances(GLOO_CPU.section("cp"), 4)
     assert tols["output"].bound == pytest.approx(14 * math.sqrt(64) * 2**-24)  # depth 2·(3+4), K = S = 64
     assert tols["lse"].bound == pytest.approx(tols["output"].bound * (math.log(64) + 1))
     expected = {e.case: e.basis for e in cp_stage.expect(GLOO_CPU, {}) if e.metric == "max_abs_error"}
@@ -48,7 +48,7 @@ def test_cp_judge_fails_missing_and_wrong_rows():
     )
     assert verdicts["cp.comm_volume.ulysses.cp4"].status == "fail"
     assert verdicts["cp.overlap"].status == "skip"
-    tol = cp_stage.tolerances(GLOO_CPU.cp, 2)
+    tol = cp_stage.tolerances(GLOO_CPU.section("cp"), 2)
     rows = [
         Row(
             stage="cp",
@@ -94,7 +94,7 @@ def test_capacity_keeps_first_choices_before_second_choices():
 
 def test_ep_judge_fails_token_mismatches_and_missing_rows():
     assert {v.id: v.status for v in ep_stage.judge([], [], FACTS)}["ep.golden.uniform"] == "fail"
-    tols = ep_stage.tolerances(GLOO_CPU.ep, 4)
+    tols = ep_stage.tolerances(GLOO_CPU.section("ep"), 4)
     rows = [
         Row(stage="ep", case=f"uniform.{q}", metric="max_abs_error", value=0.0, unit="abs")
         for q in ep_stage.QUANTITIES

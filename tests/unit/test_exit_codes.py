@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import suite.stages  # noqa: F401 - declares the config sections the synthetic runs record
 from suite.results import RunDir, Verdict
 from tests.damaged_runs import SPOILED, damaged_run
 

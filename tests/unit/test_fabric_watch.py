@@ -5,7 +5,6 @@ nothing."""
 
 from __future__ import annotations
 
-import suite.stages  # noqa: F401  — the registry declares the profile's sections
 from suite import runner
 from suite.box_verdict import REJECT, box_verdict
 from suite.config import GLOO_CPU, NCCL_GPU

@@ -40,9 +40,9 @@ REFERENCE = [
 ]
 """The stage's single-process reference of the drill that wrote the captured events
 (raw/fault/reference_losses.json)."""
-TOL = GLOO_CPU.fault.loss_tolerance
-PG = GLOO_CPU.fault.pg_timeout_s
-CAPTURED_PROFILE = GLOO_CPU.with_overrides(fault=dataclasses.replace(GLOO_CPU.fault, steps=8))
+TOL = GLOO_CPU.section("fault").loss_tolerance
+PG = GLOO_CPU.section("fault").pg_timeout_s
+CAPTURED_PROFILE = GLOO_CPU.with_overrides(fault=dataclasses.replace(GLOO_CPU.section("fault"), steps=8))
 """The profile the captured events were made with: eight steps (the rehearsal now runs six)."""
 FACTS = {"profile": CAPTURED_PROFILE.to_dict()}
 

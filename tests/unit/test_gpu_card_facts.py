@@ -46,7 +46,9 @@ def test_the_stages_size_themselves_to_that_card_as_in_a_run(tmp_path, monkeypat
     sized, unsized = pp.pp_model(PROFILE, facts), pp.pp_model(PROFILE, {})
     assert sized != unsized
     assert max(
-        pp_footprint(sized, 2, PROFILE.pp.timed_microbatches, PROFILE.pp.micro_batch).values()
+        pp_footprint(
+            sized, 2, PROFILE.section("pp").timed_microbatches, PROFILE.section("pp").micro_batch
+        ).values()
     ) <= usable_bytes(card_bytes(facts))
     assert cp.timed_lengths(PROFILE, facts)[0] != cp.timed_lengths(PROFILE, {})[0]
     assert ep.timed_tokens(PROFILE, facts)[0] <= ep.timed_tokens(PROFILE, {})[0]

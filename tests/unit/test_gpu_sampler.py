@@ -11,6 +11,7 @@ import pytest
 from suite.hardware import gpu_sampler
 from suite.parsers import ParseError
 from suite.parsers.smi_sampling import REASON_BITS, named_reasons, parse_performance, parse_query_csv
+from tests.unit.performance_rows import rows_from_performance
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLING = DATA / "smi-sampling"
@@ -56,9 +57,7 @@ def test_performance_capture_idle_passes():
     [gpu] = parse_performance(read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"))
     assert gpu["bus_id"] == "00000000:0E:00.0" and gpu["reasons"]["GPU Idle"] is True
     assert named_reasons(gpu["mask"]) == ["GPU Idle"]
-    rows = gpu_sampler.rows_from_performance(
-        read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"), "burnin"
-    )
+    rows = rows_from_performance(read(SAMPLING / "perf-01-495-one-gpu-idle-mangohud-636.txt"), "burnin")
     [v] = gpu_sampler.throttle_verdicts(rows, stage="burnin", on_gpu=True)
     assert v.status == "pass" and v.id == "burnin.throttle"
 
@@ -68,7 +67,7 @@ def test_a_real_throttled_h100_fails_naming_each_gpu():
     assert len(gpus) == 8 and all(
         g["reasons"]["HW Power Brake Slowdown"] and g["reasons"]["HW Slowdown"] for g in gpus
     )
-    rows = gpu_sampler.rows_from_performance(read(THROTTLED), "dp")
+    rows = rows_from_performance(read(THROTTLED), "dp")
     [v] = gpu_sampler.throttle_verdicts(rows, stage="dp", on_gpu=True)
     assert v.status == "fail" and v.id == "dp.throttle"
     for g in gpus:

@@ -13,7 +13,7 @@ from suite.config import GLOO_CPU, NCCL_GPU
 from suite.parsers import dcgm, ibstat, nvlink, smi_health, xid
 from suite.results import Row
 from suite.stages import health
-from suite.stages.health import rules
+from suite.stages.health import nvlink_rules, rules
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "health"
 
@@ -150,9 +150,9 @@ def test_network_verdicts(name, status, words):
 
 def test_nvlink_and_dcgm_verdicts():
     links = nvlink.parse_file(DATA / "nvlink-s-01-a100x8-sxm4-12links-25gbs.txt")
-    assert rules.nvlink_verdict(links).status == "pass"
+    assert nvlink_rules.nvlink_verdict(links).status == "pass"
     links["gpus"][3]["links"][7], links["gpus"][3]["speeds_GBps"][7] = "<inactive>", None  # one link off
-    off = rules.nvlink_verdict(links)
+    off = nvlink_rules.nvlink_verdict(links)
     assert (
         off.status == "fail"
         and "GPU 3 link 7 <inactive>" in off.reason

@@ -12,8 +12,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from suite.__main__ import main as suite_main
 from suite.ingest import inputs
 from suite.results import RunDir

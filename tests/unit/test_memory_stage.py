@@ -18,7 +18,7 @@ from suite.stages.memory.search import CpuCap, largest_batch
 from suite.stages.memory.worker import forward_loss, memory_rows, search_rows
 from suite.workloads.gpt import build_model, synthetic_batch
 
-MC = GLOO_CPU.memory
+MC = GLOO_CPU.section("memory")
 FACTS = {"profile": GLOO_CPU.to_dict()}
 
 

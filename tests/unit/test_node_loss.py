@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import suite.stages  # noqa: F401 (the registry declares the profile's sections: FACTS reads them)
 from suite.config import get_profile
 from suite.stages.fault.node_loss import judge, rows_from_events
 

@@ -11,6 +11,7 @@ import pytest
 from suite import stages
 from suite.config import NCCL_1GPU, PROFILES, ProfileError, get_profile, profile_from_dict
 from suite.plan.hours import estimate
+from suite.stage_contract import StageDeclarationError
 
 ONE_CARD_STAGES = ["health", "topology", "baseline", "burnin", "memory", "precision", "nccl1gpu", "pinned"]
 
@@ -44,12 +45,12 @@ def test_plan_counts_only_the_profiles_stages():
 def test_a_stage_naming_an_unknown_profile_is_refused():
     memory = stages.declaration("memory")
     with pytest.raises(
-        stages.StageDeclarationError,
+        StageDeclarationError,
         match=r"profiles=\('gloo-cpu', 'nccl-8gpu'\) must name .* "
         r"each one of gloo-cpu, nccl-gpu",
     ):
         dataclasses.replace(memory, profiles=("gloo-cpu", "nccl-8gpu"))
-    with pytest.raises(stages.StageDeclarationError, match="profiles='nccl-1gpu' must be a tuple of names"):
+    with pytest.raises(StageDeclarationError, match="profiles='nccl-1gpu' must be a tuple of names"):
         dataclasses.replace(memory, profiles="nccl-1gpu")
-    with pytest.raises(stages.StageDeclarationError, match=r"profiles=\(\) must name at least one profile"):
+    with pytest.raises(StageDeclarationError, match=r"profiles=\(\) must name at least one profile"):
         dataclasses.replace(memory, profiles=())

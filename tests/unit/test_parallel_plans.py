@@ -15,7 +15,8 @@ from torch.distributed.tensor.parallel import (
 
 from suite.config import GLOO_CPU
 from suite.workloads.gpt import GPT
-from suite.workloads.parallel_plans import _RowwiseWithoutReduction, seed_for_rank, tp_plan
+from suite.workloads.parallel_plans import _RowwiseWithoutReduction, tp_plan
+from suite.workloads.training import seed_for_rank
 
 CFG = GLOO_CPU.model
 

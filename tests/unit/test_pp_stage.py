@@ -54,7 +54,7 @@ def golden_rows(value=1e-8, schedules=None, degree=2):
         Row(
             stage="pp", case=c, metric="max_abs_error", value=value, unit="abs", world=degree, algo=s, count=4
         )
-        for s in (schedules or GLOO_CPU.pp.schedules)
+        for s in (schedules or GLOO_CPU.section("pp").schedules)
         for c in pp.GOLDEN_CASES
     ]
 
@@ -87,15 +87,15 @@ def test_judge_passes_on_the_formula_and_fails_off_it():
     sleep = [e for e in want if e.case == "sleep_stages"]
     assert len(sleep) == 9  # hand/1f1b/interleaved at M = 2, 3; gpipe at M = 1, 2, 3
     got = verdicts(golden_rows() + bubble_rows(want))
-    cfg = GLOO_CPU.pp
+    cfg = GLOO_CPU.section("pp")
     assert len(got) == len(cfg.schedules) + len(cfg.bubble_schedules) + len(cfg.timed_schedules) == 5 + 4 + 1
-    assert all(got[f"pp.golden.{s}.pp2"] == "pass" for s in GLOO_CPU.pp.schedules)
-    assert all(got[f"pp.bubble.{s}"] == "pass" for s in GLOO_CPU.pp.bubble_schedules)
+    assert all(got[f"pp.golden.{s}.pp2"] == "pass" for s in GLOO_CPU.section("pp").schedules)
+    assert all(got[f"pp.bubble.{s}"] == "pass" for s in GLOO_CPU.section("pp").bubble_schedules)
     assert got["pp.gpt_bubble.1f1b.pp2"] == "skip"  # a performance verdict: skipped on CPU
-    off = verdicts(golden_rows() + bubble_rows(want, offset=1.2 * GLOO_CPU.pp.schedule_tolerance))
-    assert all(off[f"pp.bubble.{s}"] == "fail" for s in GLOO_CPU.pp.bubble_schedules)
+    off = verdicts(golden_rows() + bubble_rows(want, offset=1.2 * GLOO_CPU.section("pp").schedule_tolerance))
+    assert all(off[f"pp.bubble.{s}"] == "fail" for s in GLOO_CPU.section("pp").bubble_schedules)
     # one slot waited for out of order at M = 3 (a step of 12 slot units becomes 13): ≥ 0.05 off, a fail
-    assert GLOO_CPU.pp.schedule_tolerance < (1 - 9 / 13) - 0.25
+    assert GLOO_CPU.section("pp").schedule_tolerance < (1 - 9 / 13) - 0.25
     # idle moved from one rank to the other: the pipeline's bubble is the mean
     shifted = [
         dataclasses.replace(r, value=r.value + (0.06 if r.rank == 0 else -0.06)) for r in bubble_rows(want)
@@ -130,7 +130,7 @@ def test_judge_fails_a_missing_or_wrong_case():
         for r in golden_rows()
     ]
     assert verdicts(wrong + bubble_rows(want))["pp.golden.1f1b.pp2"] == "fail"
-    largest_m = max(GLOO_CPU.pp.bubble_microbatches)
+    largest_m = max(GLOO_CPU.section("pp").bubble_microbatches)
     missing_m = [r for r in bubble_rows(want) if not (r.algo == "gpipe" and r.count == largest_m)]
     assert verdicts(golden_rows() + missing_m)["pp.bubble.gpipe"] == "fail"
 
@@ -148,7 +148,9 @@ def test_gpt_bubble_warns_on_gpus_far_above_the_formula():
 def test_a_golden_m_torch_would_refuse_is_refused_before_the_run():
     pp.check_launch(NCCL_GPU)
     with pytest.raises(ProfileError, match="1f1b at PP=8"):
-        pp.check_launch(NCCL_GPU.with_overrides(pp=dataclasses.replace(NCCL_GPU.pp, golden_microbatches=4)))
+        pp.check_launch(
+            NCCL_GPU.with_overrides(pp=dataclasses.replace(NCCL_GPU.section("pp"), golden_microbatches=4))
+        )
 
 
 def test_the_section_refuses_what_cannot_run():
@@ -185,7 +187,7 @@ def test_figures_draw_the_measured_points_on_the_curve():
     assert len(figs) == 3 and all(isinstance(f, Figure) for f in figs)  # sleep, GPT, golden
     sleep_axes = figs[0].axes[0]
     # one curve for GPipe, 1F1B and the hand-written 1F1B, one for interleaved; the points of each schedule
-    assert len(sleep_axes.lines) == 2 + len(GLOO_CPU.pp.bubble_schedules)
+    assert len(sleep_axes.lines) == 2 + len(GLOO_CPU.section("pp").bubble_schedules)
     assert pp_figures.figures(pd.DataFrame(), expectations, {}) == []
     memory = [
         Row(

@@ -14,7 +14,7 @@ from suite.stages import precision as stage
 from suite.stages.precision import figure
 from suite.stages.precision.worker import precision_rows, train
 
-PC = GLOO_CPU.precision
+PC = GLOO_CPU.section("precision")
 FACTS = {"profile": GLOO_CPU.to_dict()}
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-import suite.stages  # noqa: F401 - declares the config sections the synthetic runs record
 from suite import run_schema
 from tests.damaged_runs import damaged_run
 from tests.proc_files import holds_open

@@ -67,10 +67,13 @@ def readme_stage_table() -> list[tuple[int, str, str]]:
     return rows
 
 
-def test_the_readme_stage_table_is_the_registry():
+def test_the_guides_stage_table_says_what_the_registry_says():
+    # Every row of the guide's table is a stage with its checklist row and title, in run order; a stage added
+    # since (one new folder, nothing else touched) is listed by `suite run --list` until the guide names it.
     table = readme_stage_table()
-    assert len(table) == len(stages.ORDER) >= 10
-    assert table == [(stages.CHECKLIST_ROW[n], n, stages.declaration(n).title) for n in stages.ORDER]
+    assert len(table) >= 19
+    named = [n for n in stages.ORDER if n in {stage for _, stage, _ in table}]
+    assert table == [(stages.CHECKLIST_ROW[n], n, stages.declaration(n).title) for n in named]
 
 
 def test_loading_the_stages_does_not_import_torch():

@@ -16,6 +16,7 @@ import pytest
 from suite import runner, stages
 from suite.config import GLOO_CPU, NCCL_GPU, profile_from_dict
 from suite.plan.hours import estimate
+from suite.stage_contract import StageDeclarationError
 
 THROWAWAY = '''
 """A throwaway stage for tests/unit/test_stage_registry.py: echoes its config section as rows."""
@@ -57,16 +58,16 @@ CONFIG = ConfigSection("echo", EchoConfig, {
 
 
 def estimate(p) -> tuple[float, str]:
-    return 60.0 * p.profile.echo.repeats, f"{p.profile.echo.repeats} minutes of echo"
+    return 60.0 * p.profile.section(CONFIG).repeats, f"{p.profile.section(CONFIG).repeats} minutes of echo"
 
 
 def expect(profile, facts):
-    return [Expectation(stage="{name}", case="echo", metric="turns", value=profile.echo.knob.turns, unit="count",
+    return [Expectation(stage="{name}", case="echo", metric="turns", value=profile.section(CONFIG).knob.turns, unit="count",
                         basis="the profile's echo.knob.turns")]
 
 
 def run(profile, ctx):
-    cfg = profile.echo
+    cfg = profile.section(CONFIG)
     return [Row(stage="{name}", case="echo", metric="turns", value=cfg.knob.turns, unit="count", repeat=i)
             for i in range(cfg.repeats)]
 
@@ -128,12 +129,12 @@ def figures(rows, expectations, facts):
     fig.add_subplot(1, 1, 1).plot(list(rows["repeat"]), list(rows["value"]))
     return [finish(fig, "throwaway echo", "Good: every repeat reads the configured turns, drawn by the folder.")]
 '''  # noqa: E501
-INLINE_RUN = """    cfg = profile.echo
+INLINE_RUN = """    cfg = profile.section(CONFIG)
     return [Row(stage="throwaway", case="echo", metric="turns", value=cfg.knob.turns, unit="count", repeat=i)
             for i in range(cfg.repeats)]"""
 WORKER_RUN = """    from suite.stages.throwaway.worker import measure
 
-    return measure(profile.echo.repeats, profile.echo.knob.turns)"""
+    return measure(profile.section(CONFIG).repeats, profile.section(CONFIG).knob.turns)"""
 
 
 def test_a_new_stage_folder_is_planned_run_judged_and_drawn(tmp_path):
@@ -187,11 +188,16 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
 
     # The profile: its section on both profiles, through a manifest's JSON and back as dataclasses.
     module = stages.load("throwaway")
-    assert GLOO_CPU.echo == module.CONFIG.values["gloo-cpu"] and NCCL_GPU.echo.limit_s == 9.0
+    assert (
+        GLOO_CPU.section("echo") == module.CONFIG.values["gloo-cpu"]
+        and NCCL_GPU.section("echo").limit_s == 9.0
+    )
     for profile in (GLOO_CPU, NCCL_GPU, GLOO_CPU.with_overrides(echo=module.EchoConfig(repeats=4))):
         back = profile_from_dict(json.loads(json.dumps(profile.to_dict())))
-        assert back == profile and back.echo == profile.echo
-        assert isinstance(back.echo.knob, module.Knob) and isinstance(back.echo.knob.labels, tuple)
+        assert back == profile and back.section("echo") == profile.section("echo")
+        assert isinstance(back.section("echo").knob, module.Knob) and isinstance(
+            back.section("echo").knob.labels, tuple
+        )
 
     # The runner: runs it in its forked child with the section of the run's profile, and resume restores it.
     profile = GLOO_CPU.with_overrides(echo=module.EchoConfig(repeats=5, knob=module.Knob(turns=9)))
@@ -201,7 +207,7 @@ def test_a_new_stage_module_is_in_the_order_the_plan_the_profile_and_the_run(add
     rows = run.rows()
     assert len(rows) == 5 and {r.value for r in rows} == {9.0}
     _, resumed = runner.resume_run(run.path)
-    assert resumed == profile and resumed.echo.knob == module.Knob(turns=9)
+    assert resumed == profile and resumed.section("echo").knob == module.Knob(turns=9)
 
 
 @pytest.mark.parametrize(
@@ -223,16 +229,14 @@ def test_a_misdeclared_stage_fails_discovery_naming_its_module(add_stage_module,
     source = THROWAWAY.replace("{name}", "misdeclared").replace(PLACE, declaration)
     assert declaration in source
     add_stage_module("misdeclared", source)
-    with pytest.raises(stages.StageDeclarationError, match=complaint) as raised:
+    with pytest.raises(StageDeclarationError, match=complaint) as raised:
         stages.rediscover()
     assert "misdeclared" in str(raised.value)
 
 
 def test_a_stage_missing_its_declarations_is_refused(add_stage_module):
     add_stage_module("bare", "MEASURES = 'x'\n")
-    with pytest.raises(
-        stages.StageDeclarationError, match=r"suite\.stages\.bare .*declares no STAGE = Stage"
-    ):
+    with pytest.raises(StageDeclarationError, match=r"suite\.stages\.bare .*declares no STAGE = Stage"):
         stages.rediscover()
 
 
@@ -242,9 +246,7 @@ def test_a_cycle_through_after_is_refused(add_stage_module):
             PLACE, f"row={20 if name == 'ping' else 21}, after=({other!r},)"
         )
         add_stage_module(name, source.replace('ConfigSection("echo"', f'ConfigSection("echo_{name}"'))
-    with pytest.raises(
-        stages.StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"
-    ):
+    with pytest.raises(StageDeclarationError, match=r"suite\.stages\.ping, suite\.stages\.pong .*cycle"):
         stages.rediscover()
 
 

@@ -24,23 +24,23 @@ def plan_for(tier: str, environ=None):
 def test_quick_fits_ten_minutes_on_eight_h100():
     profile, chosen, plan = plan_for("quick")
     assert chosen == ["health", "topology", "bandwidth", "burnin"]
-    assert profile.burnin.seconds == 120.0 and [s.stage for s in plan.stages] == chosen
+    assert profile.section("burnin").seconds == 120.0 and [s.stage for s in plan.stages] == chosen
     assert plan.total_s <= tiers.QUICK_GOAL_S, render(plan)
     assert "within its 10-minute goal" in render(plan)
 
 
 def test_standard_is_the_whole_checklist_and_ten_minutes_of_burn_in():
     profile, chosen, plan = plan_for("standard")
-    assert chosen == stages.available("nccl-gpu") and profile.burnin.seconds == 600.0
+    assert chosen == stages.available("nccl-gpu") and profile.section("burnin").seconds == 600.0
     assert profile.timeout_for("burnin") == 600.0 + tiers.TIMEOUT_MARGIN_S
 
 
 def test_soak_is_an_hour_or_burnin_min():
     profile, chosen, _ = plan_for("soak")
-    assert chosen == ["health", "topology", "burnin"] and profile.burnin.seconds == 3600.0
+    assert chosen == ["health", "topology", "burnin"] and profile.section("burnin").seconds == 3600.0
     profile, _, plan = plan_for("soak", {"BURNIN_MIN": "240"})
     assert (
-        profile.burnin.seconds == 240 * 60
+        profile.section("burnin").seconds == 240 * 60
         and profile.timeout_for("burnin") == 240 * 60 + tiers.TIMEOUT_MARGIN_S
     )
     assert "OVER the one-hour goal" not in render(plan)
@@ -51,7 +51,7 @@ def test_soak_is_an_hour_or_burnin_min():
 
 def test_the_rehearsal_keeps_its_own_burn_in():
     profile, chosen = tiers.apply(GLOO_CPU, "quick", {"BURNIN_MIN": "60"})
-    assert profile.burnin == GLOO_CPU.burnin and "burnin" in chosen
+    assert profile.section("burnin") == GLOO_CPU.section("burnin") and "burnin" in chosen
 
 
 def test_recheck_reruns_only_what_failed(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from suite.config import NCCL_GPU
 from suite.parsers.topo import parse
-from suite.stages.topology import matrix_facts
+from suite.stages.topology.smi import matrix_facts
 
 TOPO = Path(__file__).resolve().parent.parent / "data" / "topo"
 

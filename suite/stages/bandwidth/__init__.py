@@ -25,9 +25,7 @@ from typing import Any
 
 from suite import headlines as hl
 from suite.cluster import nccl_tests as _nccl_tests
-
-# the fit under the stage's name (tests)
-from suite.cluster.alphabeta_fit import fit_and_pick, fit_rows, pick_fit  # noqa: F401
+from suite.cluster.alphabeta_fit import fit_and_pick
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.alphabeta import collective_time_s

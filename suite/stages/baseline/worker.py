@@ -14,10 +14,10 @@ import torch
 
 from suite.config import GptConfig
 from suite.costmodel.mfu import mfu
-from suite.costmodel.sizing import FLOPS_FORMULA
+from suite.costmodel.sizing import FLOPS_FORMULA, parameter_count, training_flops_per_token
 from suite.hardware.gpus import gpu_for
 from suite.results import Row
-from suite.workloads.gpt import build_model, parameter_count, synthetic_batch, training_flops_per_token
+from suite.workloads.gpt import build_model, synthetic_batch
 from suite.workloads.measure import PeakMemory, time_steps, typical
 from suite.workloads.training import make_optimizer, train_step
 

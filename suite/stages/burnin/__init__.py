@@ -94,7 +94,7 @@ CONFIG = ConfigSection(
 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds: the launch, the inputs drawn on the host and moved, the burn-in itself."""
-    cfg: BurninConfig = p.profile.burnin
+    cfg: BurninConfig = p.profile.section(CONFIG)
     # seeded inputs drawn and moved once per dtype; the host links one GPU at a time
     setup_s = 10.0 + 2.0 * p.gpus
     ib_s = (cfg.ib_seconds + 2.0) * p.gpus if cfg.ib_seconds else 0.0  # at most a NIC per GPU, a pair each
@@ -158,7 +158,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from suite.hardware import ib_bandwidth as ib
     from suite.stages.burnin.chain import WORKSPACE_CONFIG
 
-    cfg: BurninConfig = profile.burnin
+    cfg: BurninConfig = profile.section(CONFIG)
     ctx.say(f"burn-in: {cfg.seconds:g} s of the GEMM chain on {profile.nproc} ranks")
     # PCI bus order: rank r is nvidia-smi's GPU r, so a mismatch names the GPU the sampler and -q describe;
     # the workspace setting must be in the environment before CUDA starts (cuBLAS's reproducibility condition)

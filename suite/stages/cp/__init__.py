@@ -97,13 +97,13 @@ CONFIG = ConfigSection(
 
 def degrees(profile: Profile) -> list[int]:
     ranks = profile.parallel_ranks  # a power of two: every degree ≤ it divides it (6 GPUs: CP = 2/4 on 4)
-    return [d for d in profile.cp.degrees if d <= ranks and ranks % d == 0]
+    return [d for d in profile.section(CONFIG).degrees if d <= ranks and ranks % d == 0]
 
 
 def timed_lengths(profile: Profile, facts: dict) -> tuple[tuple[int, ...], str]:
     """(the timed sequence lengths whose scores fit the card at the smallest CP degree, what was dropped and
     why)."""
-    cfg = profile.cp
+    cfg = profile.section(CONFIG)
     return cp_sized(cfg.seq_lens, card_bytes(facts), cfg.batch, cfg.heads, cfg.head_dim, degrees(profile))
 
 
@@ -128,7 +128,7 @@ def tolerances(cfg: CpConfig, d: int) -> dict[str, Tolerance]:
 def estimate(p) -> tuple[float, str]:
     """One launch: per degree and length, ring and Ulysses forward+backward and three ring forwards,
     (reps + 1) times; attention ≈ 4·B·H·S²·D FLOPs forward (×3 with backward), ÷ P per rank."""
-    cfg = p.profile.cp
+    cfg = p.profile.section(CONFIG)
     seconds = p.assume.torchrun_launch_s
     for d in [d for d in cfg.degrees if d <= p.parallel_ranks]:
         for s in cfg.seq_lens:
@@ -143,7 +143,7 @@ def estimate(p) -> tuple[float, str]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    cfg = profile.cp
+    cfg = profile.section(CONFIG)
     out = subset_expectations(NAME, profile, "CP (sequence shards)") if degrees(profile) else []
     if card_bytes(facts) is not None and degrees(profile):  # what the sweep was sized to on this card
         kept, sized = timed_lengths(profile, facts)
@@ -207,7 +207,8 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ds = degrees(profile)
     if not ds:  # a one-card box: nothing to split; judge() says so
-        ctx.say(f"no CP degree of {profile.cp.degrees} fits {profile.nproc} processes: nothing to run")
+        wanted = profile.section(CONFIG).degrees
+        ctx.say(f"no CP degree of {wanted} fits {profile.nproc} processes: nothing to run")
         return []
     ctx.say(
         f"CP = {'/'.join(map(str, ds))}{subset_note(profile)}: ring and Ulysses vs full attention, then "
@@ -215,16 +216,16 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         "(one launch)"
     )
     kept, sized = timed_lengths(profile, ctx.facts)
-    if kept != profile.cp.seq_lens:
+    if kept != profile.section(CONFIG).seq_lens:
         ctx.say(f"cp sweep sized: {sized}")
-    cp = dataclasses.replace(profile.cp, seq_lens=kept)
+    cp = dataclasses.replace(profile.section(CONFIG), seq_lens=kept)
     args = ["--cp", json.dumps(dataclasses.asdict(cp)), "--degrees", ",".join(map(str, ds))]
     return ctx.torchrun("suite.stages.cp.worker", args, tag="cp", nproc=profile.parallel_ranks).rows()
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
-    cfg = profile.cp
+    cfg = profile.section(CONFIG)
     out = []
     if not degrees(profile):
         return [

@@ -2,7 +2,7 @@
 degree (causal and not, forward and backward, and the deliberate mistakes asked for), torch's own
 context_parallel() on GPUs, then the timings.
 
-    ctx.torchrun("suite.stages.cp.worker", ["--cp", json_of(profile.cp), "--degrees", "2,4"], tag="cp")
+    ctx.torchrun("suite.stages.cp.worker", ["--cp", json_of(cfg_cp), "--degrees", "2,4"], tag="cp")
 
 For each degree d the ranks form world/d groups of d consecutive ranks; every group runs the check on
 the same seeded input, and each error is the maximum over all ranks. The forward's bytes sent per rank

@@ -114,7 +114,7 @@ def estimate(p) -> tuple[float, str]:
     """Per router: the dispatch timed, then a forward+backward per capacity factor, (reps + 1) times; an
     expert layer is 2 matmuls of 2·T·k·d·f FLOPs forward (×3 with backward), plus 4 all-to-alls of T·k·d
     elements."""
-    cfg = p.profile.ep
+    cfg = p.profile.section(CONFIG)
     rows_bytes = cfg.tokens * cfg.top_k * cfg.hidden * DTYPE_BYTES.get(cfg.dtype, 4)
     a2a = p.collective_s("all_to_all", rows_bytes, p.parallel_ranks)
     step = 3 * 2 * 2 * cfg.tokens * cfg.top_k * cfg.hidden * cfg.ffn / (p.peak_flops * p.assume.mfu) + 4 * a2a
@@ -130,7 +130,7 @@ def estimate(p) -> tuple[float, str]:
 
 def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
     """(tokens per rank of the timings that fit the card topology found, what they were sized to)."""
-    cfg = profile.ep
+    cfg = profile.section(CONFIG)
     return ep_sized(
         cfg.tokens,
         card_bytes(facts),
@@ -144,7 +144,7 @@ def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    cfg = profile.ep
+    cfg = profile.section(CONFIG)
     tols = tolerances(cfg, profile.parallel_ranks)
     out = subset_expectations(NAME, profile, "EP (experts per rank)")
     out += (
@@ -194,7 +194,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    cfg = profile.ep
+    cfg = profile.section(CONFIG)
     ranks = profile.parallel_ranks
     if cfg.experts % ranks:
         raise ProfileError(
@@ -221,9 +221,9 @@ def _value(rows: list[Row], case: str, metric: str) -> float | None:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     profile = profile_of(facts)
-    tols = tolerances(profile.ep, profile.parallel_ranks)
+    tols = tolerances(profile.section(CONFIG), profile.parallel_ranks)
     out = [golden_verdict(rows, router, tols) for router in ROUTERS]
-    out.append(load_verdict(rows, profile.ep))
+    out.append(load_verdict(rows, profile.section(CONFIG)))
     out.append(cost_verdict(rows, facts))
     return out
 

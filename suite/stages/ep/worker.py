@@ -2,7 +2,7 @@
 with the single-process one, for a uniform and a skewed router (and the deliberate mistakes asked for),
 the load each saw, then the timings.
 
-    ctx.torchrun("suite.stages.ep.worker", ["--ep", json_of(profile.ep)], tag="ep")
+    ctx.torchrun("suite.stages.ep.worker", ["--ep", json_of(cfg_ep)], tag="ep")
 
 EP = every rank of the launch (E/P experts each). Rank 0 emits the rows; every number in them is
 already reduced over the ranks.

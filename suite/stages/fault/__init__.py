@@ -47,7 +47,6 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from suite import headlines as hl
 from suite.config import ConfigSection, Profile, ProfileError
@@ -145,7 +144,7 @@ CONFIG = ConfigSection(
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s minutes for this stage (p: suite.plan.hours.PlanInputs): per scenario two launches, the
     steps, detection."""
-    f, wait = p.profile.fault, p.assume.torchrun_restart_wait_s
+    f, wait = p.profile.section(CONFIG), p.assume.torchrun_restart_wait_s
     step = p.step_s / p.gpus + p.dp_comm_s(p.gpus)
     detect = {"crash": 1.0, "exception": 1.0, "hang": f.pg_timeout_s + wait}
     # NCCL: two watchdog settings each
@@ -170,7 +169,7 @@ MIN_DRILL_S = 20.0
 
 def drill_ranks(profile: Profile) -> int:
     """The drill's processes: FaultConfig.ranks (0 = nproc), lowered to a divisor of the global batch."""
-    ranks = min(profile.fault.ranks or profile.nproc, profile.nproc)
+    ranks = min(profile.section(CONFIG).ranks or profile.nproc, profile.nproc)
     while ranks > 2 and profile.model.batch % ranks:
         ranks -= 1
     return ranks
@@ -185,7 +184,7 @@ def last_checkpoint_before(fault_step: int, every: int) -> int:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    cfg, ranks = profile.fault, drill_ranks(profile)
+    cfg, ranks = profile.section(CONFIG), drill_ranks(profile)
     resumed = last_checkpoint_before(cfg.fault_step, cfg.checkpoint_every)
     out = []
     for case in drill_cases(cfg.scenarios, profile.backend):
@@ -234,7 +233,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    cfg, ranks = profile.fault, drill_ranks(profile)
+    cfg, ranks = profile.section(CONFIG), drill_ranks(profile)
     device = "cuda:0" if profile.device == "cuda" else "cpu"
     cases = drill_cases(cfg.scenarios, profile.backend)
     # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
@@ -273,7 +272,7 @@ def single_node_drills(
     profile: Profile, ctx: StageContext, cases: list[DrillCase], ranks: int, device: str
 ) -> list[Row]:
     """Every case on this node beside the uninterrupted reference; their rows."""
-    cfg = profile.fault
+    cfg = profile.section(CONFIG)
     if cfg.concurrent and len(cases) > 1:
         # Everything at once: the reference's process and every drill's torchrun, each on its own free port (a
         # multi-node profile's fixed port, the nodes' rendezvous port, would be taken by the first, failing
@@ -370,7 +369,7 @@ def wait_for_drills(ctx: StageContext, children: dict[str, procs.Forked]) -> dic
 
 def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> tuple[list[dict], str | None]:
     """One case's launch, supervised; returns every event and the launch's failure (None when it exited 0)."""
-    cfg = profile.fault
+    cfg = profile.section(CONFIG)
     folder = ctx.raw_dir / case.name
     shutil.rmtree(folder, ignore_errors=True)  # a rerun of this stage starts its scenarios afresh
     folder.mkdir(parents=True)

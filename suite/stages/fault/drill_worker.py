@@ -45,7 +45,6 @@ if __name__ == "__main__":
     # Before `import torch` (seconds): a worker whose torchrun is killed meanwhile must not linger.
     procs.die_with_parent()
 
-import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402

@@ -43,7 +43,7 @@ def run(profile, ctx) -> list[Row]:
     from suite.cluster.multilaunch import run_across_nodes
     from suite.launch.torchrun import LaunchError
 
-    cfg, nodes = profile.fault, parse_nodes(profile.nodes)
+    cfg, nodes = profile.section("fault"), parse_nodes(profile.nodes)
     folder = ctx.raw_dir / CASE
     lose = nodes[-1].name
     ctx.say(f"node loss: {lose}'s torchrun agent killed at step {cfg.fault_step} of {cfg.steps}")

@@ -28,7 +28,7 @@ def start_reference(profile: Profile, ctx: StageContext, device: str) -> subproc
         "--model",
         json.dumps(dataclasses.asdict(model)),
         "--steps",
-        str(profile.fault.steps),
+        str(profile.section("fault").steps),
         "--device",
         device,
         "--out",

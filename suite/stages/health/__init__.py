@@ -33,7 +33,7 @@ from suite.launch.torchrun import LaunchError
 from suite.parsers import ParseError, dcgm, ibstat, nvlink, smi_health, topo, xid
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
-from suite.stages.health import rules
+from suite.stages.health import nvlink_rules, rules
 from suite.verdicts import judges_performance, not_captured
 
 NAME = "health"
@@ -88,7 +88,7 @@ CONFIG = ConfigSection(
 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds (p: suite.plan.hours.PlanInputs): tools, one launch, DCGM's short diagnostic."""
-    dcgm_s = 60.0 if p.profile.health.dcgm else 0.0
+    dcgm_s = 60.0 if p.profile.section(CONFIG).dcgm else 0.0
     return 15.0 + p.assume.torchrun_launch_s + dcgm_s, (
         "nvidia-smi -q twice, nvlink, kernel log, IB ports; one launch: a bf16 GEMM and pinned copies per GPU"
         + ("; dcgmi diag -r 1 (~1 min) when installed" if dcgm_s else "")
@@ -300,7 +300,7 @@ def _measure(profile: Profile, ctx: StageContext, args: list[str], found: dict[s
 
 
 def run(profile: Profile, ctx: StageContext) -> list[Row]:
-    cfg: HealthConfig = profile.health
+    cfg: HealthConfig = profile.section(CONFIG)
     found: dict[str, Any] = {}
     if not profile.is_rehearsal:
         found.update(_gpu_tools(ctx, cfg))
@@ -406,7 +406,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
                 facts,
                 "nvlink",
                 NVLINK,
-                lambda: rules.nvlink_verdict(
+                lambda: nvlink_rules.nvlink_verdict(
                     found.get("nvlink"),
                     found.get("nvlink_why", ""),
                     links=_topo_links(facts, found),

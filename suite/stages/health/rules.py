@@ -16,9 +16,6 @@ from suite.hardware.gpu_host_checks import fabric_problem_from_gpus, processes_p
 from suite.hardware.gpus import PCIE_X16_GBps
 from suite.parsers.xid import APP_XIDS, action
 from suite.results import Verdict
-
-# health's rules, one module per concern
-from suite.stages.health.nvlink_rules import nvlink_verdict  # noqa: F401
 from suite.verdicts import verdicts_for
 
 V = verdicts_for("health")

@@ -96,13 +96,13 @@ CONFIG = ConfigSection(
 
 
 def estimate(p) -> tuple[float, str]:
-    mc = p.profile.memory
+    mc = p.profile.section(CONFIG)
     tries = 2 * max(1, math.ceil(math.log2(mc.search_max_batch)))
     return 20.0 + tries * 3.0, f"state, 4 activation forwards, ≤ {tries} batch tries (~3 s each)"
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    mc = profile.memory
+    mc = profile.section(CONFIG)
     params = parameter_count(mc.model(mc.search_layers))
     out = [
         Expectation(
@@ -159,12 +159,12 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from suite.stages.memory.worker import memory_rows
 
     device = torch.device("cuda", 0) if profile.device == "cuda" else torch.device("cpu")
-    mc, card = profile.memory, card_bytes(ctx.facts)
+    mc, card = profile.section(CONFIG), card_bytes(ctx.facts)
     if card is not None and mc.budget_gib * 2**30 > usable_bytes(card):  # a card smaller than the budget
         mc = replace(mc, budget_gib=usable_bytes(card) / 2**30)
         ctx.say(
             f"memory budget sized to the card: {headroom_text(card)} (the profile's "
-            f"{profile.memory.budget_gib:g} GiB "
+            f"{profile.section(CONFIG).budget_gib:g} GiB "
             f"would pass it)"
         )
     return memory_rows(mc, device, say=ctx.say)

@@ -76,7 +76,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
     from suite.launch.torchrun import LaunchError, loopback_interface
 
-    nc = profile.nccl1
+    nc = profile.section(CONFIG)
     version = torch.cuda.nccl.version()  # a tuple since torch 1.x's int form (e.g. 2708 for 2.7.8)
     rows = [
         Row(

@@ -37,6 +37,7 @@ from suite.costmodel.buckets import (
     no_overlap_prediction,
     overlap_prediction,
 )
+from suite.costmodel.tolerance import CHECK_DTYPE, tolerance
 from suite.facts import alpha_beta
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import scaling_model, scaling_sized
@@ -188,9 +189,7 @@ VERDICTS = verdicts_for(NAME)
 
 
 def grad_tolerance(dtype: str | None) -> float:
-    from suite.workloads import golden
-
-    return golden.tolerance(dtype or golden.CHECK_DTYPE)
+    return tolerance(dtype or CHECK_DTYPE)
 
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:

@@ -47,7 +47,7 @@ CONFIG = ConfigSection("pinned", PinnedConfig, {})
 
 
 def estimate(p) -> tuple[float, str]:
-    c = p.profile.pinned
+    c = p.profile.section(CONFIG)
     seconds = 4 * c.iters * c.copy_bytes / 10e9 + 10.0
     return seconds, f"4 × {c.iters} copies of {c.copy_bytes / 2**20:.0f} MiB at ≥ 10 GB/s, 3 overlap runs"
 
@@ -81,7 +81,7 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
             unit="GB/s",
             placement=d,
             source="model",
-            size_bytes=profile.pinned.copy_bytes,
+            size_bytes=profile.section(CONFIG).copy_bytes,
             basis=f"{PINNED_FLOOR:.0%} of {rate:g} GB/s per direction, {basis}",
         )
         for d in ("h2d", "d2h")
@@ -93,7 +93,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
     from suite.stages.pinned.worker import pinned_rows
 
-    return pinned_rows(torch.device("cuda", 0), profile.pinned, say=ctx.say)
+    return pinned_rows(torch.device("cuda", 0), profile.section(CONFIG), say=ctx.say)
 
 
 def _rate(rows, direction, memory):

@@ -160,30 +160,34 @@ def pp_model(profile: Profile, facts: dict | None = None) -> GptConfig:
 
 def pp_sizing(profile: Profile, facts: dict | None) -> tuple[GptConfig, str]:
     """(the pipelined GPT on this card, what it was sized to)."""
-    cfg = dataclasses.replace(profile.model, layers=profile.pp.layers or profile.model.layers)
+    cfg = dataclasses.replace(profile.model, layers=profile.section(CONFIG).layers or profile.model.layers)
     smallest = min(pp_degrees(profile), default=2)  # its stages are the largest share
     return pp_sized(
-        cfg, card_bytes(facts or {}), smallest, profile.pp.timed_microbatches, profile.pp.micro_batch
+        cfg,
+        card_bytes(facts or {}),
+        smallest,
+        profile.section(CONFIG).timed_microbatches,
+        profile.section(CONFIG).micro_batch,
     )
 
 
 def launch_ranks(profile: Profile) -> int:
     """Processes of the launch: the pp section's ranks, else the parallel ranks (the largest power of two ≤
     nproc, suite/power_of_two.py; 1 means the stage cannot run)."""
-    return profile.pp.ranks or profile.parallel_ranks
+    return profile.section(CONFIG).ranks or profile.parallel_ranks
 
 
 def pp_degrees(profile: Profile) -> tuple[int, ...]:
     """The configured PP degrees that fit the launch (PP=8 needs 8 cards)."""
-    return tuple(d for d in profile.pp.degrees if 2 <= d <= launch_ranks(profile))
+    return tuple(d for d in profile.section(CONFIG).degrees if 2 <= d <= launch_ranks(profile))
 
 
 def bubble_ranks(profile: Profile) -> int:
-    return min(profile.pp.bubble_ranks or launch_ranks(profile), launch_ranks(profile))
+    return min(profile.section(CONFIG).bubble_ranks or launch_ranks(profile), launch_ranks(profile))
 
 
 def check_launch(profile: Profile) -> None:
-    pp, degrees = profile.pp, pp_degrees(profile)
+    pp, degrees = profile.section(CONFIG), pp_degrees(profile)
     if not degrees:
         raise ProfileError(f"no PP degree of {pp.degrees} fits {launch_ranks(profile)} ranks: raise nproc")
     refused = [
@@ -208,7 +212,7 @@ def worker_args(profile: Profile, mistakes: tuple[str, ...] = (), facts: dict | 
     mistakes)."""
     from suite.workloads.worker_cli import model_args
 
-    pp = profile.pp
+    pp = profile.section(CONFIG)
     join = lambda xs: ",".join(map(str, xs))  # noqa: E731
     return [
         *model_args(pp_model(profile, facts)),
@@ -248,7 +252,7 @@ def worker_args(profile: Profile, mistakes: tuple[str, ...] = (), facts: dict | 
 def estimate(p) -> tuple[float, str]:
     """`make plan`'s seconds: the sleep drill's ideal steps (plus a warm-up each), and the GPT's timed steps
     (one card's step scaled by the micro-batches, the layers and ÷ P, stretched by the bubble)."""
-    pp, prof = p.profile.pp, p.profile
+    pp, prof = p.profile.section(CONFIG), p.profile
     ranks = min(bubble_ranks(prof), p.gpus)
     f, b = pp.forward_ms / 1e3, pp.backward_ms / 1e3
     drill = sum(
@@ -289,11 +293,11 @@ def case_tolerances(cfg: GptConfig, steps: int) -> dict[str, Tolerance]:
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    pp, degrees = profile.pp, pp_degrees(profile)
+    pp, degrees = profile.section(CONFIG), pp_degrees(profile)
     if launch_ranks(profile) < 2:
         return []
     cfg, sized = pp_sizing(profile, facts)
-    out = [] if profile.pp.ranks else subset_expectations(NAME, profile, "PP (layers per stage)")
+    out = [] if profile.section(CONFIG).ranks else subset_expectations(NAME, profile, "PP (layers per stage)")
     out += (
         []
         if card_bytes(facts) is None
@@ -368,7 +372,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     check_launch(profile)
     ctx.say(
         f"pipeline: golden per schedule, sleep-stage bubble, GPT timed (one launch of {ranks} ranks"
-        f"{'' if profile.pp.ranks else subset_note(profile)})"
+        f"{'' if profile.section(CONFIG).ranks else subset_note(profile)})"
     )
     if card_bytes(ctx.facts) is not None:
         ctx.say(f"pp model sized: {pp_sizing(profile, ctx.facts)[1]}")
@@ -379,7 +383,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     prof = profile_of(facts)
-    pp, degrees = prof.pp, pp_degrees(prof)
+    pp, degrees = prof.section(CONFIG), pp_degrees(prof)
     if launch_ranks(prof) < 2:
         return [V.skip("run", expected="≥ 2 ranks", observed=f"{launch_ranks(prof)} rank", reason=ONE_RANK)]
     tols = case_tolerances(pp_model(prof, facts), pp.golden_steps)

@@ -1,6 +1,6 @@
 """Pipeline parallelism in one launch: the golden check, the bubble drill, the GPT timed per schedule.
 
-    ctx.torchrun("suite.stages.pp.worker", [*model_args(cfg), *pp_args(profile.pp)], tag="pp", nproc=N)
+    ctx.torchrun("suite.stages.pp.worker", [*model_args(cfg), *pp_args(cfg_pp)], tag="pp", nproc=N)
 
 1. golden (every PP degree d, ranks 0..d−1): the GPT split into stages (suite/stages/pp/split.py),
    one step of each schedule on the golden batch cut into M micro-batches: the loss (mean of the

@@ -90,12 +90,12 @@ CONFIG = ConfigSection(
 
 
 def estimate(p) -> tuple[float, str]:
-    steps = p.profile.precision.steps
+    steps = p.profile.section(CONFIG).steps
     return 10.0 + 4 * steps * 0.01, f"4 tiny training runs × {steps} steps (~10 ms each) and a range probe"
 
 
 def expect(profile: Profile, facts: dict) -> list[Expectation]:
-    pc = profile.precision
+    pc = profile.section(CONFIG)
     return [
         Expectation(
             stage=NAME,
@@ -116,7 +116,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     from suite.stages.precision.worker import precision_rows
 
     device = torch.device("cuda", 0) if profile.device == "cuda" else torch.device("cpu")
-    pc = profile.precision
+    pc = profile.section(CONFIG)
     ctx.say(f"range probe and 4 runs × {pc.steps} steps on {device}")
     return precision_rows(pc.model(), device, pc, say=ctx.say)
 

@@ -35,9 +35,7 @@ from suite.parsers.cpu import cpulist_count, parse_lscpu, parse_numactl_hardware
 from suite.results import Expectation, Row, Verdict, atomic_write_text, dumps
 from suite.stage_contract import Stage
 from suite.stages.topology.rules import judge_fabric, judge_links, judge_numa, judge_p2p, numa_groups
-
-# F401 (ingest, tests)
-from suite.stages.topology.smi import OPTIONAL_TOOLS, SMI_TOOLS, capture_gpu, matrix_facts, rows_from_smi  # noqa
+from suite.stages.topology.smi import OPTIONAL_TOOLS, capture_gpu
 from suite.values import is_missing
 from suite.verdicts import judges_performance, not_captured, verdicts_for
 

@@ -34,11 +34,10 @@ from suite.workloads.gpt import Attention, build_model, loss_fn, synthetic_batch
 from suite.workloads.measure import communication_per_step, time_steps, typical
 from suite.workloads.parallel_plans import (
     apply_tensor_parallel,
-    seed_for_rank,
     sequence_sharded_attention,
     tp_submesh,
 )
-from suite.workloads.training import make_optimizer, train_step
+from suite.workloads.training import make_optimizer, seed_for_rank, train_step
 from suite.workloads.worker import Worker, worker_session
 from suite.workloads.worker_cli import degrees_from, log, mistakes_from, model_from, parser
 
