@@ -18,6 +18,7 @@ from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_al
 from suite.facts import link_peak_or_why
 from suite.results import Row
 from suite.stages import bandwidth, crossover
+from tests.factories import by_id
 
 from .topo_boxes import box_facts
 
@@ -38,10 +39,6 @@ def row(**kw) -> Row:
         world=8,
     )
     return Row(**{**base, **kw})
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 # ---------------------------------------------------------------- bandwidth

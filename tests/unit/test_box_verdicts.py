@@ -21,6 +21,7 @@ from suite.__main__ import main as suite_main
 from suite.box_verdict import ACCEPT, INCONCLUSIVE, REHEARSAL, REJECT, box_verdict
 from suite.results import RunDir, Verdict
 from suite.verdicts import verdicts_for
+from tests.factories import verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HEALTH, SMI, TOPO, NCCL = DATA / "health", DATA / "smi", DATA / "topo", DATA / "nccl-tests"
@@ -226,10 +227,8 @@ def test_make_demo_is_inconclusive_with_its_list(tmp_path):
         assert f"<code>{o.id}</code>" in html
 
 
-def verdict(check: str, status: str, reason: str = "why") -> Verdict:
-    return Verdict(
-        id=f"bandwidth.{check}", stage="bandwidth", status=status, expected="e", observed="o", reason=reason
-    )
+def bandwidth_verdict(check: str, status: str, reason: str = "why") -> Verdict:
+    return verdict(f"bandwidth.{check}", status, reason=reason)
 
 
 GPU = {
@@ -242,12 +241,12 @@ GPU = {
 @pytest.mark.parametrize(
     "verdicts, word",
     [
-        ([verdict("a", "pass"), verdict("b", "warn")], ACCEPT),
-        ([verdict("a", "pass"), verdict("b", "fail")], REJECT),
-        ([verdict("a", "pass"), verdict("b", "skip")], INCONCLUSIVE),
+        ([bandwidth_verdict("a", "pass"), bandwidth_verdict("b", "warn")], ACCEPT),
+        ([bandwidth_verdict("a", "pass"), bandwidth_verdict("b", "fail")], REJECT),
+        ([bandwidth_verdict("a", "pass"), bandwidth_verdict("b", "skip")], INCONCLUSIVE),
         (
             [
-                verdict("a", "pass"),
+                bandwidth_verdict("a", "pass"),
                 verdicts_for("bandwidth").not_applicable("b", expected="e", observed="o", why="1 GPU"),
             ],
             ACCEPT,

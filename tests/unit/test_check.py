@@ -8,18 +8,12 @@ import pytest
 
 from suite.__main__ import main
 from suite.results import RunDir, Verdict
+from tests.factories import verdict
 from tests.report_synthetic import build_run
 
 
-def verdict(stage: str, status: str) -> Verdict:
-    return Verdict(
-        id=f"{stage}.check",
-        stage=stage,
-        status=status,
-        expected="e",
-        observed="o",
-        reason=f"{status} reason\nsecond line",
-    )
+def stage_verdict(stage: str, status: str) -> Verdict:
+    return verdict(f"{stage}.check", status, reason=f"{status} reason\nsecond line")
 
 
 GPU_PROFILE = {"name": "nccl-gpu", "device": "cuda", "judge_performance": True}
@@ -38,7 +32,7 @@ def make_run(tmp_path, statuses: dict[str, str], finished: bool = True, profile:
         },
     )
     for stage, status in statuses.items():
-        run.replace_stage_verdicts(stage, [verdict(stage, status)])
+        run.replace_stage_verdicts(stage, [stage_verdict(stage, status)])
         run.stage_state(stage).update(status="complete")
     run.save_manifest()
     return run
@@ -113,7 +107,7 @@ def test_a_rehearsal_is_rehearsal_whatever_passed(tmp_path, capsys):
     )
     assert main(["check", str(run.path)]) == 0
     assert "box verdict: REHEARSAL" in capsys.readouterr().out
-    run.replace_stage_verdicts("topology", [verdict("topology", "fail")])
+    run.replace_stage_verdicts("topology", [stage_verdict("topology", "fail")])
     run.save_manifest()
     assert main(["check", str(run.path)]) == 1
     assert "box verdict: REHEARSAL" in capsys.readouterr().out

@@ -25,6 +25,7 @@ from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
 from suite.stages import bandwidth
 from suite.stages.bandwidth import intra_judges as _intra_judges
+from tests.factories import by_id
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, FakeContext, stand_in, stand_in_mpirun
 from .test_node_nics import A100, HEALTHY
@@ -35,10 +36,6 @@ H100_NICS = nic_totals(rows_for("gpu-a", HEALTHY, []) + rows_for("gpu-b", HEALTH
 GPU2 = {**GPU_FACTS, "profile": {**TWO.to_dict(), "judge_performance": True}, "node_nics": H100_NICS}
 CPU_TWO = get_profile("gloo-cpu", 2).with_overrides(nodes=NODES)  # 2 nodes × 2 ranks
 CPU2 = {"profile": CPU_TWO.to_dict()}
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 def sweep_rows(

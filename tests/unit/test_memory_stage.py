@@ -17,6 +17,7 @@ from suite.stages.memory import figure
 from suite.stages.memory.search import CpuCap, largest_batch
 from suite.stages.memory.worker import forward_loss, memory_rows, search_rows
 from suite.workloads.gpt import build_model, synthetic_batch
+from tests.factories import by_id
 
 MC = GLOO_CPU.section("memory")
 FACTS = {"profile": GLOO_CPU.to_dict()}
@@ -26,10 +27,6 @@ FACTS = {"profile": GLOO_CPU.to_dict()}
 def rows():
     torch.set_num_threads(1)
     return memory_rows(MC, torch.device("cpu"))
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 def test_every_term_matches_the_formula(rows):

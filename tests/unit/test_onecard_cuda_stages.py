@@ -14,13 +14,10 @@ from suite.results import Row
 from suite.stages import nccl1gpu, pinned
 from suite.stages.nccl1gpu import figure as nccl_figure
 from suite.stages.pinned import figure as pinned_figure
+from tests.factories import by_id
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "nccl" / "duplicate_gpu"
 FACTS = {"profile": NCCL_1GPU.to_dict()}
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from suite.stages.overlap import figure as overlap_figures
 from suite.stages.profile import figure as profile_figures
 from suite.stages.profile import worker as profile_run
 from suite.workloads.ddp_modes import OverlapMode
+from tests.factories import by_id
 
 GPU_FACTS = {"profile": NCCL_GPU.to_dict()}
 CPU_FACTS = {"profile": GLOO_CPU.to_dict()}
@@ -134,10 +135,6 @@ def overlap_rows(
         Row(stage="overlap", case="ddp", metric="compute_s", value=0.06, unit="s", overlap="no_overlap")
     )
     return rows
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 def test_overlap_judge_warns_on_gpu_when_overlap_is_slower_naming_the_bucket_size():

@@ -13,6 +13,7 @@ from suite.config import GLOO_CPU
 from suite.stages import precision as stage
 from suite.stages.precision import figure
 from suite.stages.precision.worker import precision_rows, train
+from tests.factories import by_id
 
 PC = GLOO_CPU.section("precision")
 FACTS = {"profile": GLOO_CPU.to_dict()}
@@ -22,10 +23,6 @@ FACTS = {"profile": GLOO_CPU.to_dict()}
 def rows():
     torch.set_num_threads(1)
     return precision_rows(PC.model(), torch.device("cpu"), PC)
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 def replaced(rows, case, metric, dtype, value):

@@ -16,6 +16,7 @@ from suite.facts import alpha_beta, alpha_beta_at
 from suite.results import Expectation, Row, rows_to_frame
 from suite.stages import dp, zero
 from suite.workloads.node_ranks import nodes_rows
+from tests.factories import by_id
 
 TWO_BY_EIGHT = NCCL_GPU.with_overrides(nodes=("gpu-a", "gpu-b"))
 TWO_BY_TWO = get_profile("gloo-cpu", 2).with_overrides(nodes=("node-a", "node-b"))
@@ -177,10 +178,6 @@ def dp_rows(efficiency: dict[int, float], names=("node-a",) * 2 + ("node-b",) * 
         for d, v in efficiency.items()
     ]
     return rows + nodes_rows(list(names), list(efficiency), "dp")
-
-
-def by_id(verdicts):
-    return {v.id: v for v in verdicts}
 
 
 def test_dp_verdicts_name_the_degree_that_crossed_and_the_beta_it_was_held_to():

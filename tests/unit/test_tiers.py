@@ -9,7 +9,8 @@ from suite import stages
 from suite.config import GLOO_CPU, get_profile
 from suite.plan import tiers
 from suite.plan.hours import PlanAssumptions, estimate, render
-from suite.results import RunDir, Verdict
+from suite.results import RunDir
+from tests.factories import verdict
 
 
 def plan_for(tier: str, environ=None):
@@ -70,11 +71,9 @@ def test_recheck_reruns_only_what_failed(tmp_path):
     run.save_manifest()
     run.write_verdicts_all(
         [
-            Verdict(
-                id="burnin.sdc.bfloat16", stage="burnin", status="fail", expected="", observed="", reason=""
-            ),
-            Verdict(id="health.ecc", stage="health", status="warn", expected="", observed="", reason=""),
-            Verdict(id="topology.gpus", stage="topology", status="pass", expected="", observed="", reason=""),
+            verdict("burnin.sdc.bfloat16", "fail"),
+            verdict("health.ecc", "warn"),
+            verdict("topology.gpus", "pass"),
         ]
     )
     assert tiers.failed_stages(run.path) == ["bandwidth", "burnin"]
