@@ -3,9 +3,10 @@
 probes, sweeps. Imported by the stages, StageContext, the commands, suite.ingest, reports, provisioning; it
 builds on suite.launch.
 
-The stages' multi-node parts live here too, each the one place a stage goes for its work across nodes:
-bandwidth_nodes (bandwidth; over node_pairs, intra_node, intra_judges), across_nodes (dp, zero), node_loss
-(fault), node_nics (topology); with node_addrs, node_ports (rendezvous addresses and the connection
-preflight), slurm_pyxis, nccl_net (which network NCCL took), and nccl_tests, alphabeta_fit (the nccl-tests
-binaries and the α-β fit, on one node or several).
+Beside the agents, what more than one caller needs to run on several nodes: node_addrs and node_ports
+(rendezvous addresses, the connection preflight), node_nics (topology, the node probe), nccl_tests and
+nccl_net (the nccl-tests binaries, which network NCCL took), alphabeta_fit (bandwidth, crossover, intra_node),
+intra_node and nodesweep (the split within and across nodes that bandwidth judges). A stage's own multi-node
+half lives in its folder (bandwidth/nodes.py, fault/node_loss.py); dp's and zero's shared judgement across
+nodes is suite/stages/_across_nodes.py.
 """

@@ -5,7 +5,7 @@ run.
     w.emit(nodes_rows(names, [1, 2, 4], "dp"))      # 4 ranks: nodes_spanned 2, text 'node-a,node-b'
 
 Found, not assumed: the launcher numbers ranks node by node (torchrun: node g's ranks are g·nproc …), and
-these rows are how the stage checks it (suite/cluster/across_nodes.py nodes_verdict).
+these rows are how the stage checks it (suite/stages/_across_nodes.py nodes_verdict).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ suite/costmodel/alphabeta.py allreduce_across_nodes_s), and the verdicts say whi
 from __future__ import annotations
 
 from suite import headlines as hl
-from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
@@ -35,6 +34,7 @@ from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
 from suite.hardware.stage_fit import scaling_dp_model, scaling_model
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
+from suite.stages._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, place, ranks_label
 from suite.stages._golden import golden_verdicts, tolerance_after_training
 from suite.verdicts import judges_performance, verdicts_for
 

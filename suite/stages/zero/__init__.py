@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 
 from suite import headlines as hl
-from suite.cluster.across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.alphabeta import zero_step_comm_s
@@ -36,6 +35,7 @@ from suite.facts import profile as profile_of
 from suite.hardware.stage_fit import scaling_dp_model
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
+from suite.stages._across_nodes import NETWORK_HINT, NODES_METRIC, held_to, nodes_verdict, ranks_label
 from suite.stages._golden import golden_verdicts, tolerance_after_training
 from suite.stages._parallel_ranks import subset_expectations, subset_note
 from suite.values import is_finite_number

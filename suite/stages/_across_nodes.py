@@ -1,5 +1,5 @@
-"""What dp and zero say about their degrees on a multi-node profile: which crossed nodes, which α-β each is
-held to.
+"""What dp and zero say about their degrees on a multi-node profile (a library the two share): which crossed
+nodes, which α-β each is held to.
 
     held = held_to(facts, profile, [1, 2, 4])   # "1–2 ranks within node 0: β = 2 GB/s (no intra-node fit: …);
                                                 #  4 ranks across 2 nodes: β = 1.2 GB/s (… the inter-node fit
