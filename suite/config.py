@@ -353,7 +353,7 @@ NCCL_GPU = Profile(
     judge_performance=True,
 )
 
-# One card, one process: what a single GPU adds to the rehearsal (issue 16). The model is sized for a
+# One card, one process: what a single GPU adds to the rehearsal. The model is sized for a
 # 16 GB card: d=1024, 8 layers, seq 1024, batch 4, vocab 32768 → 167.8 M parameters (8 × 12.6 M in blocks
 # + 2 × 33.6 M embedding and head); 16 B per parameter (mixed-precision AdamW) is 2.7 GB, activations
 # ≈ s·b·h·34 per layer ≈ 143 MB × 8 layers: it fits beside the memory stage's batch search.

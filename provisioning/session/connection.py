@@ -40,6 +40,7 @@ COMMAND_TIMEOUT_S = 600.0
 """Any command without its own timeout (a clone of a large origin is the slowest): after a laptop
 sleep a read on a dead link would otherwise block for as long as TCP takes to give up."""
 WATCHDOG_GRACE_S = 5.0  # beyond a command's timeout, before its connection is declared dead
+CONNECT_TIMEOUT_S = 15  # the TCP connect, the SSH banner and the login, each
 
 
 class RemoteError(RuntimeError):
@@ -174,7 +175,7 @@ class Remote:
         key: str | None = None,
         known_hosts: str | os.PathLike | None = None,
         accept_new_host: bool = False,
-        connect_timeout: int = 15,
+        connect_timeout: int | None = None,
         ssh_config: str | None = None,
         gateway: "Remote | bool | None" = None,
         first_use: list[FirstUse] | None = None,
@@ -185,6 +186,7 @@ class Remote:
         keys = ([str(Path(key).expanduser())] if key else []) + [k for k in target.identity_files if k != key]
         connect_kwargs: dict = {"key_filename": keys} if keys else {}
         # banner/auth timeouts keep a half-open TCP connection from hanging the laptop forever.
+        connect_timeout = CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout
         connect_kwargs.update(banner_timeout=connect_timeout, auth_timeout=connect_timeout)
         path = Path(known_hosts or target.known_hosts or "~/.ssh/known_hosts").expanduser()
         first_use = [] if first_use is None else first_use

@@ -16,6 +16,13 @@ import threading
 import pytest
 
 from provisioning.__main__ import main as provisioning_main
+from provisioning.session import connection
+
+
+@pytest.fixture(autouse=True)
+def short_connect_timeout(monkeypatch):
+    # the product waits 15 s for a connect and a banner; 3 s shows the same words
+    monkeypatch.setattr(connection, "CONNECT_TIMEOUT_S", 3)
 
 
 def plan(port: int) -> tuple[int, str]:
