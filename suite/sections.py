@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import typing
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -91,5 +92,6 @@ def declare_sections(sections: dict[str, ConfigSection]) -> None:
     _DECLARED = True
 
 
-def declared_sections() -> dict[str, ConfigSection]:
-    return dict(_sections())
+def declared_sections() -> typing.Mapping[str, ConfigSection]:
+    """Every declared section by name, read-only: a view, not a copy (Profile reads it on every to_dict)."""
+    return MappingProxyType(_sections())

@@ -1,9 +1,9 @@
-"""What many tests build or look up by hand: a Verdict with only the fields the test cares about, a Row of
-one measurement, and verdicts by id."""
+"""What many tests build or look up by hand: a Verdict with only the fields the test cares about, and
+verdicts by id."""
 
 from __future__ import annotations
 
-from suite.results import Row, Verdict
+from suite.results import Verdict
 
 
 def verdict(
@@ -13,10 +13,6 @@ def verdict(
     return Verdict(
         id=vid, stage=vid.split(".", 1)[0], status=status, expected=expected, observed=observed, reason=reason
     )
-
-
-def row(stage: str, case: str, metric: str, value: float, unit: str = "count", **fields) -> Row:
-    return Row(stage=stage, case=case, metric=metric, value=value, unit=unit, **fields)
 
 
 def by_id(verdicts) -> dict[str, Verdict]:

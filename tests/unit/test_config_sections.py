@@ -67,7 +67,7 @@ class Outer:
 
 
 def test_a_new_nested_sub_config_needs_no_hand_written_line(monkeypatch):
-    saved = declared_sections()
+    saved = dict(declared_sections())
     owners = {name: m.CONFIG for name, m in stages.REGISTRY.modules.items() if m.CONFIG is not None}
     monkeypatch.setattr("suite.sections._SECTIONS", dict(saved))
     declare_sections(
