@@ -118,7 +118,7 @@ bench: $(STAMP)
 remote: $(STAMP)
 	@test -n "$$HOST$$HOSTS$$HOSTFILE" || { echo "usage: make remote HOST=user@host[:port] | HOSTS=user@a,user@b[:port] | HOSTFILE=path [PROFILE=nccl-gpu] [RUNTIME=docker|host] [STAGES=a,b] [TIER=quick|standard|soak [BURNIN_MIN=…]] [ARCHIVE=s3://bucket/prefix]" >&2; exit 2; }
 	@mkdir -p runs
-	$(PY) -m provisioning remote --host "$$HOST" --hosts "$$HOSTS" --hostfile "$$HOSTFILE" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
+	@$(PY) -m provisioning remote --host "$$HOST" --hosts "$$HOSTS" --hostfile "$$HOSTFILE" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
 	  --tier "$$TIER" --burnin-min "$$BURNIN_MIN" --runtime "$$RUNTIME" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --archive "$$ARCHIVE" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" \
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
@@ -158,7 +158,7 @@ slurm: $(STAMP)
 
 remote-status: $(STAMP)
 	@test -n "$$HOST" || { echo "usage: make remote-status HOST=user@host[:port]" >&2; exit 2; }
-	$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
+	@$(PY) -m provisioning status --host "$$HOST" --key "$$KEY" --known-hosts "$$KNOWN_HOSTS" --ssh-config "$$SSH_CONFIG" \
 	  --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --remote-dir "$$REMOTE_DIR"
 
 # Before renting: every stage's expected duration on the GPU profile and the cost at RATE $/hour.

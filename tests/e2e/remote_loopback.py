@@ -32,6 +32,69 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 """
 
 
+# What the session, the probe, the job and the fetch run on the host: a shell and basic tools.
+SESSION_TOOLS = (
+    "sh",
+    "bash",
+    "env",
+    "cat",
+    "cp",
+    "mv",
+    "rm",
+    "mkdir",
+    "rmdir",
+    "ln",
+    "ls",
+    "chmod",
+    "touch",
+    "date",
+    "sleep",
+    "kill",
+    "printf",
+    "echo",
+    "test",
+    "true",
+    "false",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "sed",
+    "grep",
+    "awk",
+    "find",
+    "xargs",
+    "basename",
+    "dirname",
+    "readlink",
+    "realpath",
+    "pwd",
+    "id",
+    "uname",
+    "hostname",
+    "df",
+    "du",
+    "stat",
+    "sha256sum",
+    "tar",
+    "gzip",
+    "setsid",
+    "nohup",
+    "timeout",
+    "tee",
+    "mktemp",
+    "sync",
+    "ps",
+    "pgrep",
+    "nproc",
+    "getconf",
+    "flock",
+)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -105,12 +168,15 @@ def start_sshd(
     path_first: Path | None = None,
     path_only: Path | None = None,
     pid1_env: dict[str, str] | None = None,
+    home: Path | None = None,
 ) -> Sshd:
     """sftp=False: no sftp subsystem, as on a marketplace's proxied "basic SSH" endpoint.
     path_first: a folder every session finds first on its PATH (a host's own tools, nvidia-smi say).
     path_only: the one folder on every session's PATH (a host with only the tools linked there).
     pid1_env: sshd runs in its own PID namespace under a pid 1 with exactly this environment, as
-    in a container pod, whose image environment (/proc/1/environ) SSH sessions do not inherit."""
+    in a container pod, whose image environment (/proc/1/environ) SSH sessions do not inherit.
+    home: every session's HOME and working folder (the login's home on a box; this machine's own stays
+    untouched)."""
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     for name in ("host_key", "client_key"):
@@ -121,6 +187,8 @@ def start_sshd(
     path = f"PATH={shlex.quote(str(path_first))}:$PATH; export PATH\n" if path_first else ""
     if path_only:
         path = f"PATH={shlex.quote(str(path_only))}; export PATH\n"
+    if home:
+        path += f'HOME={shlex.quote(str(home))}; export HOME; cd "$HOME"\n'
     audit.write_text(AUDIT.format(log=audit_log, sftp=SFTP_SERVER, path=path))
     audit.chmod(0o755)
     port = free_port()
@@ -364,3 +432,32 @@ class DelayProxy:
                 s.close()
             except OSError:
                 pass
+
+
+def sandbox_bin(folder: Path, extra: tuple[str, ...] = ()) -> Path:
+    """A folder of links to the session's basic tools and `extra` ones (git, python3 …): a box's PATH that
+    holds only those (start_sshd's path_only), whatever else this machine has installed (Docker, say)."""
+    folder.mkdir(parents=True)
+    for tool in SESSION_TOOLS + extra:
+        found = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
+        if found:
+            (folder / tool).symlink_to(found)
+    return folder
+
+
+# One H100 on an R550 driver, as `nvidia-smi` answers the probe (preflight.PROBE_SCRIPT).
+FAKE_NVIDIA_SMI = r"""#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-000000000000)" ;;
+  *compute_cap*) printf 'index, name, compute_cap, driver_version\n0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n' ;;
+  *driver_version*) echo "550.54.15" ;;
+esac
+"""  # noqa: E501
+
+
+def fake_nvidia_smi(folder: Path) -> Path:
+    """FAKE_NVIDIA_SMI as `folder`/nvidia-smi (the folder made if needed); returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (folder / "nvidia-smi").chmod(0o755)
+    return folder

@@ -25,7 +25,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from remote_loopback import clean_env, host_venv_cache, make_repo, sshd_available, start_sshd  # noqa: E402
+from remote_loopback import (  # noqa: E402
+    clean_env,
+    host_venv_cache,
+    make_repo,
+    sandbox_bin,
+    sshd_available,
+    start_sshd,
+)
 
 from provisioning.runtime import hostruntime  # noqa: E402
 
@@ -42,77 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
 PY311 = Path("/usr/bin/python3.11")
 
-# What the session, the probe, the job and the fetch run on the host: a shell and basic tools.
-TOOLS = (
-    "sh",
-    "bash",
-    "env",
-    "cat",
-    "cp",
-    "mv",
-    "rm",
-    "mkdir",
-    "rmdir",
-    "ln",
-    "ls",
-    "chmod",
-    "touch",
-    "date",
-    "sleep",
-    "kill",
-    "printf",
-    "echo",
-    "test",
-    "true",
-    "false",
-    "head",
-    "tail",
-    "wc",
-    "sort",
-    "uniq",
-    "cut",
-    "tr",
-    "sed",
-    "grep",
-    "awk",
-    "find",
-    "xargs",
-    "basename",
-    "dirname",
-    "readlink",
-    "realpath",
-    "pwd",
-    "id",
-    "uname",
-    "hostname",
-    "df",
-    "du",
-    "stat",
-    "sha256sum",
-    "tar",
-    "gzip",
-    "setsid",
-    "nohup",
-    "timeout",
-    "tee",
-    "mktemp",
-    "sync",
-    "ps",
-    "pgrep",
-    "nproc",
-    "getconf",
-    "flock",
-)
 ABSENT = ("git", "tmux", "docker", "python3.11", "python3")
-
-
-def sandbox_bin(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    for tool in TOOLS:
-        found = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
-        if found:
-            (folder / tool).symlink_to(found)
-    return folder
 
 
 @pytest.mark.skipif(

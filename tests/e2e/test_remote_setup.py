@@ -173,61 +173,6 @@ def test_a_laptop_killed_mid_install_loses_nothing_and_installs_once(tmp_path):
         sshd.stop()
 
 
-FAKE_NVIDIA_SMI = r"""#!/bin/sh
-# One H100 on an R550 driver, as `nvidia-smi` answers the probe (preflight.PROBE_SCRIPT).
-case "$*" in
-  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1f3b4c-0000-0000-0000-000000000000)" ;;
-  *compute_cap*) printf 'index, name, compute_cap, driver_version\n0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n' ;;
-  *driver_version*) echo "550.54.15" ;;
-esac
-"""  # noqa: E501
-
-
-def test_a_torch_that_cannot_use_the_gpus_ends_the_job_before_the_run(tmp_path):
-    """PROFILE=nccl-gpu on a host whose nvidia-smi lists a GPU, with a venv whose torch is a CPU
-    build (this checkout's, through the stand-in installer): the job's GPU check, after its set-up,
-    refuses it in one line; the laptop shows that line and exits 2; no stage ran. The next
-    `make remote` starts a fresh job (the fix may be CUDA_LINE= or IMAGE=) instead of re-attaching
-    to the refused one."""
-    from provisioning import cuda_check_host
-
-    fake = tmp_path / "fakebin"
-    fake.mkdir()
-    (fake / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
-    (fake / "nvidia-smi").chmod(0o755)
-    sshd = start_sshd(tmp_path / "sshd", path_first=fake)
-    try:
-        repo = make_repo(tmp_path / "laptop")
-        args, remote_dir = remote_args(tmp_path, sshd, "nccl-gpu")
-        (tmp_path / "release").touch()  # no laptop is cut off here: each install is over at once
-        env = clean_env(PYTHONPATH=str(repo))
-        runs = [
-            subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
-            for _ in range(2)
-        ]
-    finally:
-        sshd.stop()
-    out = runs[0].stdout + runs[0].stderr
-    assert runs[0].returncode == 2, out
-    assert "CUDA line cu126" in out  # preflight chose the line for the R550 driver
-    job_dirs = sorted(p.parent for p in remote_dir.glob("jobs/*/job.json"))
-    assert len(job_dirs) == 2, "the second make remote re-attached to the refused job"
-    for job_dir, run in zip(job_dirs, runs):
-        refused = (job_dir / "refused").read_text().strip()
-        assert "is a CPU build" in refused and "the host venv (" in refused and "-cu126/bin/python" in refused
-        assert (job_dir / "exit").read_text().strip() == "2" and not (job_dir / "LAST").exists()
-        said = run.stdout + run.stderr
-        # the line, on the laptop
-        assert run.returncode == 2 and f"error: {sshd.host}: {refused}" in said, said
-        log = (job_dir / "log").read_text()
-        assert (
-            log.index("── set-up (")
-            < log.index("── GPU check")
-            < log.index(cuda_check_host.REFUSED + refused)
-        )
-        assert "── set-up done" not in log and "topology" not in log.split("── GPU check")[1]  # no stage ran
-
-
 FAKE_DOCKER = r"""#!/bin/sh
 # Records each call; `image inspect NAME` succeeds once NAME was "built"; build keeps its stdin.
 printf '%s\n' "$*" >> "$FAKE_DOCKER_DIR/calls"

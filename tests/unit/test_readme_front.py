@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from suite.__main__ import main as suite_main
+from tests.readme_quickstart import quickstart_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -20,7 +21,7 @@ README = (ROOT / "README.md").read_text()
 def test_the_first_screen_is_a_quickstart_of_at_most_40_lines():
     first = README[: README.index("## More")].splitlines()
     assert len(first) <= 40
-    commands = re.findall(r"^(make \w+[^#\n]*?)\s*#", README, re.M)
+    commands = quickstart_commands()
     assert [c.split()[:2] for c in commands] == [["make", "rehearse"], ["make", "plan"], ["make", "remote"]]
     for word in (
         "ACCEPT",
