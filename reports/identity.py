@@ -145,7 +145,9 @@ def banners(view: RunView) -> list[str]:
         out.append(REHEARSAL_WARNING)
     ingested = view.manifest.get("ingested")
     if isinstance(ingested, dict):
-        used = [Path(f.get("path", "?")).name for f in ingested.get("files", [])]
+        # a capture that feeds two stages (nvidia-smi -q: health and topology) is kept twice, counted once
+        paths = dict.fromkeys(str(f.get("path", "?")) for f in ingested.get("files", []))
+        used = [Path(p).name for p in paths]
         out.append(
             f"Judged from {len(used)} captured file(s) by `python -m suite ingest`, not measured by this "
             f"suite: {', '.join(used)} (kept in raw/); {len(ingested.get('unused', []))} file(s) not used "

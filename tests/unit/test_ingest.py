@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from reports.identity import banners
+from reports.runview import load_run
 from suite.__main__ import main as suite_main
 from suite.ingest import inputs
 from suite.results import RunDir
@@ -198,6 +200,8 @@ def test_nvidia_smi_q_and_l_of_one_laptop_feed_topology(tmp_path):
     assert set(kinds.values()) == {"nvidia-smi-q", "nvidia-smi-L"}
     done, run, v = ingest(tmp_path, smi / "rtx4070-laptop-q.txt", smi / "rtx4070-laptop-L.txt")
     assert run.manifest["stages_selected"] == ["health", "topology"]  # -q feeds both
+    (banner,) = [b for b in banners(load_run(run.path)) if b.startswith("Judged from")]
+    assert banner.startswith("Judged from 2 captured file(s)") and banner.count("rtx4070-laptop-q.txt") == 1
     names = [r.text for r in run.rows() if r.metric == "gpu_name"]
     assert len(names) == 1 and "4070" in names[0]
     assert v["topology.links"].status == "skip"  # no matrix among the files: not judged, not failed
