@@ -349,9 +349,11 @@ def records_to_frame(records, columns: tuple[str, ...]):
 
 
 def check_schema(version: Any, file: Path) -> None:
+    """SchemaError, which every reader refuses whole (a report too), unless `version` is SCHEMA_VERSION: a
+    version that is not a number ("2") says as little of how the records are laid out as another one does."""
     problem = run_schema.schema_version_problem(version)
     if problem:
-        raise RunDirError(file, problem)
+        raise SchemaError(file, problem)
     if version != SCHEMA_VERSION:
         raise SchemaError(
             file,

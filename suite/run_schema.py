@@ -37,6 +37,21 @@ MANIFEST_FIELDS = {
     "ingested": _OBJECT,
     "gpu_stages_skipped": _OBJECT,
 }
+# What every run records when it starts (runner.initial_manifest): a manifest without one was cut or edited.
+# A box verdict needs the profile (a box's run or a rehearsal?) and the stages selected (which never ended?);
+# a resume needs them all.
+VERDICT_NEEDS = ("profile", "stages_selected")
+RESUME_NEEDS = ("run_id", "profile", "stages_selected", "stages")
+
+
+def unrecorded_problem(manifest: dict, needed: tuple[str, ...] = VERDICT_NEEDS) -> str | None:
+    """The fields of `needed` the manifest lacks, in one line; None when it has them all."""
+    missing = [key for key in needed if key not in manifest]
+    if not missing:
+        return None
+    return f"no {', '.join(missing)}: a run records {'them' if len(missing) > 1 else 'it'} when it starts"
+
+
 # Each stage's state, as runner.run_stage and finish_stage write it.
 STAGE_FIELDS = {
     "attempt": _COUNT,

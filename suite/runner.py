@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import sys
@@ -27,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from suite import kept_rows, stagecode, stages
+from suite import kept_rows, run_schema, stagecode, stages
 from suite.config import Profile, profile_from_dict
 from suite.context import StageContext
 from suite.fabric_watch import FabricWatch
@@ -48,6 +49,7 @@ from suite.results import (
 )
 from suite.run_consistency import load_checked
 from suite.run_id import new_run_id, unique_run_path, utc_now
+from suite.runfiles import RunDirError
 from suite.stage_contract import Stage
 from suite.verdicts import summary_line, verdicts_for
 
@@ -118,14 +120,45 @@ def initial_manifest(profile: Profile, run_id: str, selected: list[str]) -> dict
 def start_run(profile: Profile, selected: list[str], out_base: Path) -> RunDir:
     run_id = new_run_id(profile)
     path = unique_run_path(Path(out_base), run_id)
-    return RunDir.create(path, initial_manifest(profile, path.name, selected))
+    try:
+        return RunDir.create(path, initial_manifest(profile, path.name, selected))
+    except OSError as e:  # a full disk, a size limit: no folder is left holding half a manifest
+        shutil.rmtree(path, ignore_errors=True)
+        raise OSError(
+            f"cannot create the run directory {path}: {e.strerror or e}; free space or pass --out DIR"
+        ) from None
 
 
 def resume_run(path: Path) -> tuple[RunDir, Profile]:
     """The run to continue, every record read and agreeing first (suite/run_consistency.py): a stage rerun
     into records that cannot be read, or disagree, would fail midway or carry the damage into the new ones."""
     run, _ = load_checked(path)
+    problem = resume_problem(run.manifest)
+    if problem:
+        raise RunDirError(
+            run.path / RunDir.MANIFEST, problem, fix="start a new run instead of resuming this one"
+        )
     return run, profile_from_dict(run.manifest["profile"])
+
+
+def is_stage(name: str) -> bool:
+    try:
+        stages.load(name)
+    except stages.StageSelectionError:
+        return False
+    return True
+
+
+def resume_problem(manifest: dict[str, Any]) -> str | None:
+    """What a resume needs that the manifest lacks (a run writes all of it at its start: a manifest without it
+    was cut or edited by hand), or a stage this cardtime does not have; None when it can go on."""
+    problem = run_schema.unrecorded_problem(manifest, run_schema.RESUME_NEEDS)
+    if problem:
+        return problem
+    unknown = [name for name in manifest["stages_selected"] if not is_stage(name)]
+    if unknown:
+        return f"names stage(s) {', '.join(map(repr, unknown))} that this cardtime does not have"
+    return None
 
 
 def execute(

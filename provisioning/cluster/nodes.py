@@ -23,7 +23,7 @@ from pathlib import Path
 from provisioning.session import preflight
 from provisioning.session.hosts import HostSpec, HostSpecError, parse_host
 from provisioning.session.shell import join
-from suite.cluster.multinode import Node, NodesError, read_hostfile
+from suite.cluster.multinode import Node, NodesError, hostfile_nodes
 from suite.regular_files import not_regular_problem
 
 SSH_CONNECT_TIMEOUT_S = 10
@@ -59,7 +59,7 @@ def cluster_hosts(hosts: str = "", hostfile: str = "") -> tuple[HostSpec, ...]:
         if not path.is_file():
             raise ClusterError(f"HOSTFILE={hostfile}: no such file: write one node a line (user@host[:port])")
         try:
-            entries = list(read_hostfile(path.read_text(), f"HOSTFILE {hostfile}"))
+            entries = list(hostfile_nodes(path.read_bytes(), f"HOSTFILE {hostfile}"))
         except NodesError as e:
             raise ClusterError(str(e)) from None
     else:

@@ -106,6 +106,19 @@ def parse_nodes(entries: Sequence[str] | str) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
+def hostfile_nodes(data: bytes, source: str) -> tuple[str, ...]:
+    """read_hostfile of a hostfile's bytes; a file that is not UTF-8 text (a binary, a latin-1 list) is one
+    NodesError naming `source`, not a decoding traceback."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NodesError(
+            f"{source}: byte {data[e.start]:#04x} at offset {e.start} is not UTF-8 text: a hostfile lists "
+            "one user@host[:port] a line"
+        ) from None
+    return read_hostfile(text, source)
+
+
 def read_hostfile(text: str, source: str = "hostfile") -> tuple[str, ...]:
     """Node entries from a hostfile: one a line, '#' comments and blank lines skipped, mpirun's `slots=N`
     allowed and dropped (so is `addr=`, the node's address toward the others: suite/cluster/node_addrs.py);

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite import next_steps, strict_json
+from suite import next_steps, run_schema, strict_json
 from suite.box_verdict import REJECTS, BoxVerdict, box_verdict, unfinished
 from suite.commands import usage_error
 from suite.results import RunDir, RunDirError, Verdict, status_counts
@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     try:
         run, verdicts = load_checked(args.run_dir)
+        problem = run_schema.unrecorded_problem(run.manifest)
+        if problem:
+            raise RunDirError(run.path / RunDir.MANIFEST, problem)
     except (FileNotFoundError, RunDirError) as e:
         return usage_error(str(e))
     verdicts = sorted(verdicts, key=lambda v: (ORDER[v.status], v.id))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from suite import env_settings, run_lock, stages
-from suite.cluster.multinode import NodesError, nodes_from_slurm, parse_nodes, read_hostfile
+from suite.cluster.multinode import NodesError, hostfile_nodes, nodes_from_slurm, parse_nodes
 from suite.commands import _numbers as numbers
 from suite.commands import record_last, record_last_problem, usage_error
 from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
@@ -190,7 +190,7 @@ def with_nodes(profile, args):
             raise NodesError(
                 f"--hostfile {args.hostfile}: no such file: write one node a line (user@host[:port])"
             )
-        entries = read_hostfile(args.hostfile.read_text(), str(args.hostfile))
+        entries = hostfile_nodes(args.hostfile.read_bytes(), str(args.hostfile))
     elif args.nodes:
         entries = tuple(e.strip() for e in args.nodes.split(","))
     else:  # inside a Slurm allocation: its nodes, reached with srun

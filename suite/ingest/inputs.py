@@ -28,7 +28,7 @@ from suite.parsers import (
     xid,
 )
 from suite.parsers.pasted import clean
-from suite.path_names import not_utf8_problem, shown
+from suite.path_names import NOT_UTF8, name_fault, shown
 from suite.regular_files import not_regular_problem
 
 HEAD_BYTES = 64 * 1024
@@ -224,11 +224,13 @@ def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
                 for f in p.rglob("*")
                 if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
             )
-            files += [f for f in found if not not_utf8_problem(f)]
+            files += [f for f in found if not name_fault(f)]
             missing += [
-                Unused(f, "its name is not UTF-8: rename it to ingest it")
+                Unused(
+                    f, f"its name {'is' if fault == NOT_UTF8 else 'holds'} {fault}: rename it to ingest it"
+                )
                 for f in found
-                if not_utf8_problem(f)
+                if (fault := name_fault(f))
             ]
         elif p.is_file():
             files.append(p)

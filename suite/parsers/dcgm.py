@@ -124,6 +124,24 @@ def parse_text(text: str) -> dict[str, Any]:
 _JSON_STATUS = {"PASS": "Pass", "FAIL": "Fail", "WARN": "Warn", "SKIP": "Skip", "SKIPPED": "Skip"}
 
 
+NOT_DCGMS = "not what dcgmi writes there: the JSON is damaged"
+
+
+def _objects(value: Any, where: str) -> list[dict[str, Any]]:
+    """A list of JSON objects, as dcgmi writes every level of its tree; else one ParseError naming where."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ParseError(f"{where} is {str(value)[:40]!r}, not a list of objects: {NOT_DCGMS}")
+    return value
+
+
+def _text(obj: dict[str, Any], key: str, where: str) -> str:
+    """obj[key] as dcgmi writes it: text ('?' where it is missing); else one ParseError naming where."""
+    value = obj.get(key, "?")
+    if not isinstance(value, str):
+        raise ParseError(f"{where}: {key} is {str(value)[:40]!r}, {NOT_DCGMS}")
+    return value
+
+
 def _status(value: Any) -> str:
     word = str(value or "?").strip()
     return _JSON_STATUS.get(word.upper(), word)
@@ -152,10 +170,15 @@ def parse_json(data: dict[str, Any]) -> dict[str, Any]:
     tests: dict[str, str] = {}
     per_gpu: dict[str, dict[str, str]] = {}
     warnings: list[str] = []
-    for cat in diag["test_categories"]:
-        for test in cat.get("tests", []):
-            name = test.get("name", "?")
-            results = test.get("results", [])
+    for cat in _objects(diag["test_categories"], "test_categories"):
+        where = f"category {_text(cat, 'category', 'test_categories')!r}"
+        for test in _objects(cat.get("tests", []), f"{where}: tests"):
+            name = _text(test, "name", where)
+            results = _objects(test.get("results", []), f"{where}, test {name!r}: results")
+            for r in results:
+                _text(r, "status", f"{where}, test {name!r}: a result")
+                if not isinstance(r.get("gpu_ids", ""), (str, int)) or isinstance(r.get("gpu_ids"), bool):
+                    raise ParseError(f"{where}, test {name!r}: gpu_ids is {r['gpu_ids']!r}, {NOT_DCGMS}")
             statuses = [_status(r.get("status")) for r in results]
             tests[f"{cat.get('category', '?')}/{name}"] = (
                 (statuses[0] if len(set(statuses)) == 1 else " | ".join(statuses)) if statuses else "?"

@@ -96,10 +96,19 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
                 f"line {number}: {line[:60]!r} comes before any `hca_id:` line: not `ibv_devinfo` output"
             )
         elif key == "port":
+            if not value.isdigit():
+                raise ParseError(
+                    f"line {number}: port {value[:20]!r} is not a number: not `ibv_devinfo` output"
+                )
             ports.append(_port(cas[-1], int(value)))
         elif key == "vendor_part_id":
             cas[-1]["ca_type"] = f"MT{value}"
         elif ports and ports[-1]["ca"] == cas[-1]["ca"] and key in ("state", "phys_state", "link_layer"):
+            if key != "link_layer" and not re.fullmatch(r"[A-Z_]+ \(\d+\)", value):
+                raise ParseError(
+                    f"line {number}: {key} {value[:30]!r} is not `WORD (number)` as `ibv_devinfo` writes it: "
+                    "the capture is damaged"
+                )
             word = value.split(" (")[0]
             if key == "state":
                 ports[-1]["state"] = _STATE_WORDS.get(word, word)

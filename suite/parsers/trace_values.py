@@ -10,12 +10,22 @@ from typing import Any
 from suite.parsers import ParseError
 
 
-def times_are_numbers(event: dict[str, Any]) -> bool:
-    return all(
-        isinstance(event[k], (int, float)) and not isinstance(event[k], bool) and math.isfinite(event[k])
-        for k in ("ts", "dur")
-        if k in event
-    )
+def event_problem(event: Any) -> str | None:
+    """What makes a trace event one no profiler writes, in words; None for a well-formed event."""
+    if not isinstance(event, dict):
+        return f"{type(event).__name__} {str(event)[:40]!r} where an event object belongs"
+    for key in ("ts", "dur"):
+        value = event.get(key, 0)
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            return f"{key} is {str(value)[:40]!r}, not a finite number of microseconds"
+    for key in ("pid", "tid"):
+        value = event.get(key, 0)
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            return f"{key} is {str(value)[:40]!r}, not a process or thread id"
+    for key in ("name", "cat", "ph"):
+        if not isinstance(event.get(key, ""), str):
+            return f"{key} is {str(event[key])[:40]!r}, not text"
+    return None
 
 
 def check_kernel_row(index: int, start: Any, end: Any, dev: Any, names: list) -> None:

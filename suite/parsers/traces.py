@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from suite.parsers import ParseError
-from suite.parsers.trace_values import check_kernel_row, times_are_numbers
+from suite.parsers.trace_values import check_kernel_row, event_problem
 
 # HTA's communication test is `^nccl.*Kernel`; gloo's spans are named gloo:all_reduce, gloo:broadcast, …
 COMM_PATTERN = r"^(nccl.*Kernel|gloo:)"
@@ -206,8 +206,15 @@ def load_json_trace(path: Path) -> dict[str, Any]:
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ParseError("no traceEvents array: not a torch profiler / Chrome trace")
-    # Events whose times are not finite numbers (a string, a list, NaN, 1e400) place nothing on a timeline.
-    data["traceEvents"] = [e for e in data["traceEvents"] if isinstance(e, dict) and times_are_numbers(e)]
+    # An event no profiler writes (a time that is text, null, NaN or 1e400; a list where an id belongs) means
+    # the file was damaged or made by hand: judged without it, the timeline would lose that communication or
+    # compute and fail (or pass) a rank on what was never measured.
+    for index, event in enumerate(data["traceEvents"]):
+        problem = event_problem(event)
+        if problem:
+            raise ParseError(
+                f"traceEvents[{index}]: {problem}, as no profiler writes it: the trace is damaged"
+            )
     return data
 
 

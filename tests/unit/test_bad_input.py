@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -199,6 +200,39 @@ def cases(d: Path) -> list[Case]:
     c += [
         Case(f"check {k}", "acceptance", S, ("check", str(d / k)), 2, says) for k, says in ACCEPTANCE.items()
     ]
+    # A newline in a path would print as a line of cardtime's own; a binary HOSTFILE is no list of nodes
+    c += [
+        Case("ingest a newline name", "injection", S, ("ingest", str(d / "nl\nname.txt")), 2, "a newline"),
+        Case(
+            "run --out a newline name",
+            "injection",
+            S,
+            ("run", "--out", str(d / "runs\nx")),
+            2,
+            "a newline",
+        ),
+        Case(
+            "run --hostfile binary",
+            "types",
+            S,
+            ("run", "--hostfile", str(d / "hostfile.bin")),
+            2,
+            "hostfile.bin",
+        ),
+    ]
+    # Fields of a type no tool writes, in captures read field by field, and manifests without what a run
+    # records at its start: one line naming the field, never a verdict judged without it
+    c += [
+        Case(f"parse {n}", "types", S, ("parse", k, str(d / f)), 2, says)
+        for n, (k, f, says) in FIELDS.items()
+    ]
+    c += [
+        Case(f"{cmd} manifest {n}", "acceptance", S, (*argv, str(d / f"manifest-{n}")), 2, says)
+        for n, says in UNRECORDED.items()
+        for cmd, argv in (("check", ("check",)), ("resume", ("run", "--resume")))
+        # check reads a newer cardtime's stage all the same, and needs no run_id
+        if not (cmd == "check" and n in ("unknown stage", "no run_id"))
+    ]
     # Tracebacks: wrong types and extreme numbers in JSON captures and run directories
     for name in WRONG:
         c += [
@@ -211,7 +245,12 @@ def cases(d: Path) -> list[Case]:
                 f"wrong-{name}.json",
             ),
             Case(
-                f"parse trace {name}", "types", S, ("parse", "trace", str(d / f"trace-{name}.json")), ANSWERED
+                f"parse trace {name}",
+                "types",
+                S,
+                ("parse", "trace", str(d / f"trace-{name}.json")),
+                2,
+                "no profiler writes" if name in ("digits", "deep") else "ts is",  # those two: not even JSON
             ),
             Case(
                 f"check manifest {name}",
@@ -237,12 +276,13 @@ def cases(d: Path) -> list[Case]:
                 2,
                 "manifest.json",
             ),
-            Case(
+            Case(  # a schema version that is no number is refused whole, as another version is
                 f"report manifest {name}",
                 "types",
                 R,
                 (str(d / f"manifest-{name}"), "-o", str(d / f"m-{name}.html")),
-                ANSWERED,
+                2 if name in ("list", "string") else ANSWERED,  # the others are no JSON a run writes at all
+                "schema_version" if name in ("list", "string") else "",
             ),
             Case(
                 f"report profile {name}",
@@ -282,6 +322,30 @@ def nsys_export(path: Path, row: tuple) -> None:
         conn.execute('CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, "end", deviceId, shortName)')
         conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?)", row)
     conn.close()
+
+
+# name → (parse kind, file under the inputs' folder, what the one line says)
+FIELDS = {
+    "trace ts null": ("trace", "trace-ts-null.json", "traceEvents[0]: ts is 'None'"),
+    "trace pid list": ("trace", "trace-pid-list.json", "traceEvents[0]: pid is '[1]'"),
+    "trace numbers": ("trace", "trace-numbers.json", "traceEvents[0]: int '1' where an event object belongs"),
+    "dcgm results text": ("dcgm", "dcgm-results-text.json", "results is 'text', not a list of objects"),
+    "dcgm status number": ("dcgm", "dcgm-status-number.json", "status is '7'"),
+    "dcgm categories text": ("dcgm", "dcgm-categories-text.json", "test_categories is \"['all']\""),
+    "ibv_devinfo port word": ("ibstat", "ibv-port-word.txt", "port 'one' is not a number"),
+    "ibv_devinfo state word": ("ibstat", "ibv-state-word.txt", "state 'active' is not `WORD (number)`"),
+}
+DCGM = (
+    '{"DCGM GPU Diagnostic": {"version": "3.3.9", "test_categories": [{"category": "Stress", "tests": '
+    '[{"name": "Targeted Power", "results": RESULTS}]}]}}'
+)
+# a manifest without this field (or naming a stage no cardtime has) → what the one line says
+UNRECORDED = {
+    "no profile": "no profile: a run records it when it starts",
+    "no run_id": "no run_id",
+    "no stages_selected": "no stages_selected",
+    "unknown stage": "names stage(s) 'warp' that this cardtime does not have",
+}
 
 
 ANSWERED = -1  # exit 0 (what could be read, read) or 2 (one line): either answers; a traceback does not
@@ -374,6 +438,36 @@ def inputs(tmp_path_factory) -> Path:
         data = json.loads(manifest)
         data["profile"]["nproc"] = "@"
         (d / f"profile-{name}" / "manifest.json").write_text(json.dumps(data).replace('"@"', text))
+    (d / "nl\nname.txt").write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n")
+    (d / "hostfile.bin").write_bytes(b"root@h1\n\x00\xff\xfe\n")
+    ibv = (REPO / "tests" / "data" / "health" / "ibv-devinfo-03-deepep55-ib-active.txt").read_text()
+    (d / "ibv-port-word.txt").write_text(re.sub(r"port:(\s+)1\n", r"port:\1one\n", ibv, count=1))
+    (d / "ibv-state-word.txt").write_text(ibv.replace("PORT_ACTIVE (4)", "active", 1))
+    event = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "ncclKernel_AllReduce",
+        "ts": 1,
+        "dur": 5,
+        "pid": 0,
+        "tid": 0,
+    }
+    (d / "trace-ts-null.json").write_text(json.dumps({"traceEvents": [{**event, "ts": None}]}))
+    (d / "trace-pid-list.json").write_text(json.dumps({"traceEvents": [{**event, "pid": [1]}]}))
+    (d / "trace-numbers.json").write_text("[1, 2, 3]")
+    (d / "dcgm-results-text.json").write_text(DCGM.replace("RESULTS", '"text"'))
+    (d / "dcgm-status-number.json").write_text(DCGM.replace("RESULTS", '[{"gpu_ids": "0", "status": 7}]'))
+    (d / "dcgm-categories-text.json").write_text(
+        DCGM.split('"test_categories"')[0] + '"test_categories": ["all"]}}'
+    )
+    for name in UNRECORDED:
+        run = damaged_run(d / f"manifest-{name}", "intact")
+        manifest = json.loads((run / "manifest.json").read_text())
+        if name == "unknown stage":
+            manifest["stages_selected"].append("warp")
+        else:
+            manifest.pop(name.removeprefix("no "))
+        (run / "manifest.json").write_text(json.dumps(manifest))
     return d
 
 
@@ -538,3 +632,27 @@ def test_a_full_disk_mid_run_is_one_line_naming_the_file(tmp_path):
     assert (
         last.startswith("error: ") and str(disk) in last and "No space left" in last and "--resume" in last
     ), last
+
+
+def test_a_full_disk_at_the_run_folders_creation_names_it_and_leaves_nothing(tmp_path):
+    """The file-size limit set to 0 stands for a full disk (EFBIG where ENOSPC would be: the same write
+    failing): `suite run`'s first write, the manifest, fails; one line names the run folder and what to do,
+    and no half-made folder stays."""
+    import resource
+
+    out = tmp_path / "runs"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "run", "--stages", "topology", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)),
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot create the run directory {out}/") and "pass --out DIR" in line, (
+        line
+    )
+    assert list(out.iterdir()) == []

@@ -135,7 +135,7 @@ def test_the_cli_refuses_a_runs_folder_with_a_newline_before_writing_anything(tm
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and "--out=" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "runs\\x0atouch" in done.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

@@ -83,7 +83,13 @@ def facts_seen(ctx) -> list[str]:
 @pytest.fixture
 def fake_stages(monkeypatch):
     registry: dict[str, types.ModuleType] = {}
-    monkeypatch.setattr(stages, "load", lambda name: registry[name])
+
+    def load(name: str) -> types.ModuleType:
+        if name not in registry:
+            raise stages.StageSelectionError(f"no stage {name!r}")
+        return registry[name]
+
+    monkeypatch.setattr(stages, "load", load)
     return registry
 
 
