@@ -41,6 +41,9 @@ class StageLine:
     """'7 skipped', or '' without skips; skip_why says why (the most common reason)."""
     skip_why: str = ""
     skipped: list[Skipped] = field(default_factory=list)
+    cpu_figure: str = ""
+    """A rehearsal's own headline figure (a CPU's speed, which says nothing of a GPU), shown greyed after what
+    the stage proved; '' elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,21 @@ def declared_headline(stage: str, rows, verdicts: list[Verdict], expectations) -
     return str(text) if text else None
 
 
+# Checks that compare a partitioned computation with one process, or bits with bits: what a rehearsal proves.
+PROOF_WORDS = ("golden", "correct", "wrong", "sdc", "grads", "equal", "bytes", "resume", "loss", "state")
+
+
+def proven_headline(verdicts: list[Verdict]) -> str:
+    """A rehearsal's line: the passed check that best shows what was proven on CPU (an equality with one
+    process, bits equal), with its observation; or that every check waits for a GPU."""
+    passed = [v for v in verdicts if v.status == "pass"]
+    if not passed:
+        return "nothing to prove on CPU: every check here needs a GPU"
+    proofs = [v for v in passed if any(w in check_name(v) for w in PROOF_WORDS)]
+    best = (proofs or passed)[-1]  # the last of a kind is its hardest case: the largest world, ZeRO-3
+    return f"proven on CPU: {check_name(best)}: {fmt.first_line(best.observed)}"
+
+
 def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
     """('7 skipped', 'CPU numbers say nothing about GPUs'): the most common reason, '+ n more' when they
     differ."""
@@ -112,16 +130,26 @@ def skip_summary(skips: list[Verdict]) -> tuple[str, str]:
 
 
 def stage_line(
-    stage: str, anchor: str, rows, expectations, verdicts: list[Verdict], state: str, judges_box: bool = False
+    stage: str,
+    anchor: str,
+    rows,
+    expectations,
+    verdicts: list[Verdict],
+    state: str,
+    judges_box: bool = False,
+    rehearsal: bool = False,
 ) -> StageLine:
     """judges_box: a run that judges a box (not the rehearsal), where a stage whose checks passed but left one
-    open is badged "open", never a green pass."""
+    open is badged "open", never a green pass. rehearsal: a CPU rehearsal, whose line says what was proven."""
     judged = Counter(v.status for v in verdicts if v.status != "skip")
     skips = [v for v in verdicts if v.status == "skip"]
     counts = " · ".join(f"{judged[s]} {s}" for s in ("fail", "warn", "pass") if judged[s])
-    text = declared_headline(stage, rows, verdicts, expectations) or generic_headline(verdicts, state)
-    skip_line, skip_why = skip_summary(skips)
+    own = declared_headline(stage, rows, verdicts, expectations)
     status = worst_status(verdicts)
+    # a rehearsal's figures are a CPU's: its line says what the stage proved, the figure follows greyed
+    proving = rehearsal and status in ("pass", "skip")
+    text = proven_headline(verdicts) if proving else own or generic_headline(verdicts, state)
+    skip_line, skip_why = skip_summary(skips)
     if judges_box and status in ("pass", "skip") and any(leaves_open(v) for v in verdicts):
         status = "open"
     return StageLine(
@@ -133,6 +161,8 @@ def stage_line(
         skip_line=skip_line,
         skip_why=skip_why,
         skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips],
+        # unless the figure is the proof itself (topology's CPU line)
+        cpu_figure=clip(own, MAX_HEADLINE) if proving and own and own not in text else "",
     )
 
 

@@ -189,6 +189,7 @@ def section(view: RunView, stage: str, out_dir: Path) -> Section:
             verdicts,
             state_line(view, stage),
             judges_box=view.manifest_read and judges_performance(view.manifest),
+            rehearsal=view.is_rehearsal,
         ),
         measures=[f"Measures: {text.measures}"] if text.measures else [],
         wrong=[f"Wrong looks like: {text.wrong}"] if text.wrong else [],

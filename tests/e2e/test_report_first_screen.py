@@ -41,7 +41,9 @@ FIRST_SCREEN = """(() => {
     summary: summary ? box(summary) : null,
     lines: [...document.querySelectorAll('tr.stage-line')].map(tr => ({
       stage: tr.dataset.stage, link: tr.querySelector('td.name a').getAttribute('href'),
-      headline: box(tr.querySelector('td.headline'))})),
+      headline: box(tr.querySelector('td.headline')),
+      colors: [tr.querySelector('td.headline .line'), tr.querySelector('.cpu-figure')].map(
+        el => el ? getComputedStyle(el).color : null)})),
     attention: [...document.querySelectorAll('ul.attention li')].map(li => ({
       check: li.dataset.check, ...box(li), reason: box(li.querySelector('.reason'))})),
     sections: [...document.querySelectorAll('section.stage')].map(s => s.id),
@@ -153,12 +155,23 @@ def test_first_screen_of_the_rehearsal(rehearsal_run, tmp_path):
     for width, facts in screens.items():
         assert_answer_on_first_screen(facts, run, width)
     headlines = {line["stage"]: line["headline"]["text"] for line in screens[1366]["lines"]}
-    assert headlines["bandwidth"].startswith("all_reduce busbw ") and "(torch)" in headlines["bandwidth"]
-    assert headlines["tp"].startswith("TP=") and "ideal" in headlines["tp"]
+    # each line says what the stage proved on CPU; its own figure, a CPU's, follows greyed
+    proofs = {stage: text.split(" · CPU figure: ")[0] for stage, text in headlines.items()}
+    figures = {
+        stage: text.split(" · CPU figure: ")[1] for stage, text in headlines.items() if "CPU figure" in text
+    }
+    assert all(p.startswith(("proven on CPU: ", "nothing to prove on CPU")) for p in proofs.values()), proofs
+    for line in screens[1366]["lines"]:  # the figure greyed (the skip colour, #6e7781), the proof not
+        line_colour, figure_colour = line["colors"]
+        assert figure_colour in (None, "rgb(110, 119, 129)") and line_colour != "rgb(110, 119, 129)", line
+    assert proofs["dp"].startswith("proven on CPU: golden.world4: max |Δ parameter| = ")
+    assert proofs["burnin"].startswith("proven on CPU: sdc.") and "bit-identical" in proofs["burnin"]
+    assert figures["bandwidth"].startswith("all_reduce busbw ") and "(torch)" in figures["bandwidth"]
+    assert figures["tp"].startswith("TP=") and "ideal" in figures["tp"]
     # the newer stages' own headlines, not the generic most-severe-verdict line
-    assert headlines["pp"].startswith("sleep stages ") and " vs formula " in headlines["pp"]
-    assert headlines["memory"].startswith("state ") and "largest batch" in headlines["memory"]
-    assert " of its peers'" in headlines["health"] and "final loss fp32" in headlines["precision"]
+    assert figures["pp"].startswith("sleep stages ") and " vs formula " in figures["pp"]
+    assert figures["memory"].startswith("state ") and "largest batch" in figures["memory"]
+    assert " of its peers'" in figures["health"] and "final loss fp32" in figures["precision"]
     # the report the rehearsal itself rendered: within issue 17's size (test_report_size.py holds a fixture to
     # it)
     assert (rehearsal_run / "report.html").stat().st_size <= 600 * 1024

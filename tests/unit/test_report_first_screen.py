@@ -115,6 +115,35 @@ def test_a_headline_that_raises_falls_back_to_the_generic_line(monkeypatch):
     assert line.headline == "golden.tp2: 3e-2 · expected ≤ 1e-6"
 
 
+def test_a_rehearsal_line_says_what_was_proven_and_greys_its_cpu_figure(monkeypatch):
+    monkeypatch.setattr(headline, "declared_headline", lambda *args: "TP=4 speedup 0.04× · ideal 4×")
+
+    def v(check, status, observed="x"):
+        return Verdict(
+            id=f"tp.{check}", stage="tp", status=status, expected="e", observed=observed, reason="r"
+        )
+
+    verdicts = [
+        v("measured", "pass", "0.1 s"),
+        v("golden.tp2", "pass", "logits 1e-07"),
+        v("golden.tp4", "pass", "logits 2e-07"),
+        v("scaling", "skip"),
+    ]
+    empty = frame([], ROW_COLUMNS), frame([], EXPECTATION_COLUMNS)
+    line = headline.stage_line("tp", "stage-tp", *empty, verdicts, "", rehearsal=True)
+    # the hardest equality check, never the CPU's speed, leads; the speed follows for the greyed span
+    assert line.headline == "proven on CPU: golden.tp4: logits 2e-07" and line.status == "pass"
+    assert line.cpu_figure == "TP=4 speedup 0.04× · ideal 4×"
+    failed = headline.stage_line(
+        "tp", "stage-tp", *empty, [*verdicts, v("golden.tp8", "fail", "3e-2")], "", True
+    )
+    assert failed.headline == "TP=4 speedup 0.04× · ideal 4×" and failed.cpu_figure == ""  # not proven
+    waits = headline.stage_line("tp", "stage-tp", *empty, [v("scaling", "skip")], "", rehearsal=True)
+    assert waits.headline == "nothing to prove on CPU: every check here needs a GPU"
+    box = headline.stage_line("tp", "stage-tp", *empty, verdicts, "", judges_box=True)
+    assert box.headline == "TP=4 speedup 0.04× · ideal 4×" and box.cpu_figure == ""  # a box's figures count
+
+
 def test_the_run_records_its_stage_texts_and_the_report_shows_those(tmp_path):
     manifest = runner.initial_manifest(GLOO_CPU, "r", ["topology", "bandwidth"])
     assert set(manifest["stage_texts"]) == {"topology", "bandwidth"}
