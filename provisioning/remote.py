@@ -36,7 +36,7 @@ from provisioning.job import codesync, hostlock, jobchoice, jobs
 from provisioning.job.archive import check_destination
 from provisioning.job.finish import report_and_archive
 from provisioning.job.lifecycle import follow_and_fetch, run_job, suite_args
-from provisioning.runtime import cuda_check, hostruntime, remote_docker
+from provisioning.runtime import cuda_check, host_kernel_log, hostruntime, remote_docker
 from provisioning.runtime.suite_container import host_user
 from provisioning.session import preflight
 from provisioning.session.connection import Remote
@@ -100,6 +100,7 @@ def start_job(
             image, setup = remote_docker.image_setup(
                 remote, local, opts.image, base, say=steps.say, line=line
             )
+            setup += host_kernel_log.capture_lines(job_dir)
             remote.run(["mkdir", "-p", "--", f"{base}/runs", job_dir])
             argv = remote_docker.run_argv(
                 image,

@@ -35,7 +35,7 @@ from provisioning.cluster import image as cluster_image
 from provisioning.cluster.nodes import SSH_CONNECT_TIMEOUT_S, NodeShape, cluster_problems, on_node, reach_argv
 from provisioning.job import codesync, hostlock, jobs
 from provisioning.job.lifecycle import run_job, suite_args
-from provisioning.runtime import cuda_check, hostruntime
+from provisioning.runtime import cuda_check, host_kernel_log, hostruntime
 from provisioning.runtime.suite_container import host_user
 from provisioning.session import preflight
 from provisioning.session.connection import Remote, RemoteError
@@ -517,6 +517,7 @@ def docker_job_parts(
     )
     line = first.decision.cuda_line if gpu and not opts.image else None
     image, setup = image_setup(remote, local, opts.image, base, say=steps.say, line=line)
+    setup += host_kernel_log.capture_lines(job_dir)  # the first node's; the others' logs stay unread
     others = [p.node for p in probed[1:]]
     setup += cluster_image.same_image_setup(
         image, first.node.name, others, settings.ssh_config, job_dir, pulled=bool(opts.image)

@@ -31,7 +31,7 @@ import posixpath
 
 from provisioning.cluster.nodes import on_node
 from provisioning.cuda_check_host import REFUSED
-from provisioning.runtime import suite_container
+from provisioning.runtime import host_kernel_log, suite_container
 from provisioning.runtime.cuda_check import REFUSED_FILE
 from provisioning.session.shell import join, quote
 from suite.cluster.multinode import Node
@@ -276,6 +276,6 @@ def first_node_run_argv(
         user=user,
         rdma=rdma and gpus,
         login_home=login_home,
-        environment={NODE_CONTAINER_ENV: json.dumps(prefix)},
+        environment={NODE_CONTAINER_ENV: json.dumps(prefix), **host_kernel_log.environment(job_dir)},
     )
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

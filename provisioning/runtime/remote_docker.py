@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from provisioning.job.codesync import LocalCheckout
-from provisioning.runtime import images, suite_container
+from provisioning.runtime import host_kernel_log, images, suite_container
 from provisioning.session.connection import Remote
 from provisioning.session.shell import quote
 from suite.hardware.cuda_lines import DEFAULT, CudaLine
@@ -93,11 +93,16 @@ def run_argv(
     user: str | None = None,
     rdma: bool = False,
 ) -> list[str]:
-    """`docker run` of the suite in the foreground of the job, with suite_container's settings.
+    """`docker run` of the suite in the foreground of the job, with suite_container's settings; the stage
+    finds the host's kernel log the set-up read (host_kernel_log.py) in the job's folder.
 
     CARDTIME_COMMIT is the image's own (a build argument): with IMAGE= the code is the image's, not HEAD's.
     """
     settings = suite_container.RunSettings(
-        gpus=gpus, mounts=(runs_dir, job_dir), user=user, rdma=rdma and gpus
+        gpus=gpus,
+        mounts=(runs_dir, job_dir),
+        user=user,
+        rdma=rdma and gpus,
+        environment=host_kernel_log.environment(job_dir),
     )
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

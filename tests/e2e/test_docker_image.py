@@ -320,7 +320,9 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     )
     remote_dir = tmp_path / "host" / "cardtime"
     remote_dir.mkdir(parents=True)
-    stages = "topology"  # the runtime path is the point here; gloo in the container is test 1's
+    # the runtime path is the point here, gloo in the container is test 1's; health judges the host's kernel
+    # log, which the job read on the host before the container started
+    stages = "health,topology"
     args = [
         "make",
         "--no-print-directory",
@@ -359,3 +361,11 @@ def test_make_remote_runtime_docker(engine, image, sshd, tmp_path):
     for stage in stages.split(","):
         assert manifest["stages"][stage]["status"] == "complete", manifest["stages"][stage]
     assert (local_run / "results.parquet").is_file() and (local_run / "verdicts.json").is_file()
+    (source,) = (remote_dir / "jobs").glob("*/host-kernel-log.txt.source")
+    how = source.read_text().split()[0]
+    verdicts = {v["id"]: v for v in json.loads((local_run / "verdicts.json").read_text())["verdicts"]}
+    if how in ("dmesg", "sudo-dmesg", "journalctl-k"):  # this machine's log, judged inside the container
+        assert f"the host's log ({how}) from boot to " in verdicts["health.kernel_log"]["reason"], verdicts
+        assert (local_run / "raw" / "health" / "kernel-log-host.txt").is_file()
+    else:
+        assert verdicts["health.kernel_log"]["status"] == "skip", (how, verdicts["health.kernel_log"])

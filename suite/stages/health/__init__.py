@@ -33,7 +33,7 @@ from suite.launch.torchrun import LaunchError
 from suite.parsers import ParseError, dcgm, ibstat, nvlink, smi_health, topo, xid
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
-from suite.stages.health import nvlink_rules, rules
+from suite.stages.health import host_log, nvlink_rules, rules
 from suite.verdicts import judges_performance, not_captured
 
 NAME = "health"
@@ -119,7 +119,11 @@ def _parsed(run, parse: Callable[[str], dict], label: str) -> tuple[dict | None,
 
 def read_kernel_log(raw: Path) -> tuple[dict | None, str]:
     """`dmesg`, else `sudo -n dmesg` (where the login may, without a password), else `journalctl -k -b`: the
-    first readable one, parsed; None and every reason when none is."""
+    first readable one, parsed; None and every reason when none is, or when it is a sandbox's own. In a
+    container, the host's log the job read before it started (host_log.py)."""
+    handed = host_log.handed_log()
+    if handed is not None:  # read on the host by the job's set-up: this container cannot
+        return host_log.read_handed(handed, raw, xid.parse)
     reasons = []
     for name, argv in (
         ("dmesg", ["dmesg"]),
@@ -130,6 +134,8 @@ def read_kernel_log(raw: Path) -> tuple[dict | None, str]:
             continue
         found = run_tool(name, argv, raw, timeout_s=30)
         if found.ok and found.stdout.strip():
+            if host_log.is_sandbox_log(found.stdout):
+                return None, host_log.SANDBOX_WHY
             return _parsed(found, xid.parse, name)
         reasons.append(found.detail or f"{name}: empty output")
     return None, (

@@ -317,11 +317,12 @@ def kernel_log_verdict(parsed: dict[str, Any] | None, why_not: str = "") -> Verd
         return V.warn(
             "kernel_log", expected=expected, observed=shown, reason=f"{shown}: {action(events[0]['xid'])}"
         )
+    window = f" ({parsed['window']}: XIDs after it are not seen)" if parsed.get("window") else ""
     return V.passed(
         "kernel_log",
         expected=expected,
         observed=f"{parsed['lines']} lines, no XID",
-        reason="no XID since boot",
+        reason=f"no XID since boot{window}",
     )
 
 
