@@ -104,7 +104,7 @@ bench: $(STAMP)
 #   node and refuses, in one line naming the node, any that is unreachable, differs from the first (GPUs,
 #   driver, Python, remote folder) or that the first cannot reach over ssh; then the code on every node, the
 #   venv on every node and `python -m suite run --nodes a,b` detached on the first node, followed, fetched
-#   (raw/<stage>/<node>/), reported, archived (provisioning/cluster/driver.py). RUNTIME=docker / IMAGE=: one image
+#   (raw/<stage>/<node>/), reported, archived (provisioning/drive.py). RUNTIME=docker / IMAGE=: one image
 #   built (or pulled) on the first node, carried (or pulled) to the others, its ID checked on every node;
 #   [NODE_SSH_CONFIG=: the ssh_config on the first node] [SOCKET_IFNAME=ens5] [NPROC=: processes per node]
 #   [NODE_ADDRS=: each node's address toward the others (default: asked of the nodes)] [MASTER_PORT=29400]

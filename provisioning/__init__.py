@@ -1,3 +1,3 @@
-"""Runs on the LAPTOP: drives rented hosts (Fabric, docker) and archives run directories (boto3). Layers,
-bottom up: session/ → job/ → runtime/ → cluster/ and slurm/ → remote.py (make remote) → __main__ (flags and
-dispatch only). Nothing in suite/ or reports/ imports this; `python -m provisioning` and the tests do."""
+"""Runs on the LAPTOP: drives rented hosts (Fabric, docker), archives run directories (boto3). Bottom up:
+session/ → job/ → runtime/ → cluster/, slurm/ → group.py, drive.py (the one driver) → remote.py → __main__.
+Nothing in suite/ or reports/ imports this; `python -m provisioning` and the tests do."""

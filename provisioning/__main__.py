@@ -1,11 +1,10 @@
 """python -m provisioning remote | status | plan | archive | slurm — the laptop's side (see
-provisioning/remote.py,
-provisioning/slurm/driver.py) — and image-build | image-push | rehearse-docker
-(provisioning/runtime/container_cli.py).
+provisioning/remote.py and drive.py, provisioning/slurm/driver.py) — and image-build | image-push |
+rehearse-docker (provisioning/runtime/container_cli.py).
 
-    python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive
-    s3://bucket/cardtime python -m provisioning status --host root@203.0.113.7:2222 python -m provisioning
-    archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
+    python -m provisioning remote --host root@203.0.113.7:2222 --profile nccl-gpu --archive s3://b/cardtime
+    python -m provisioning status --host root@203.0.113.7:2222
+    python -m provisioning archive runs/20261129T1630Z-box-nccl-gpu s3://bucket/cardtime
 
 The Makefile's `remote`, `remote-status` targets map HOST=, KEY=, SSH_CONFIG=, RUNTIME=, IMAGE=, CUDA_LINE=,
 PROFILE=, STAGES=, ARCHIVE=, REMOTE_DIR=, ALLOW_DIRTY=1, ACCEPT_NEW_HOST=1, NEW_RUN=1, FETCH=<job-id>,

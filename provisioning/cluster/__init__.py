@@ -1,3 +1,3 @@
-"""make remote HOSTS=a,b: the nodes (HOSTS=/HOSTFILE=, reaching the others, their agreement), the multi-node
-driver, one image on every node. It imports provisioning.session, job and runtime. Only provisioning.remote
-imports this (it hands a HOSTS= run to cluster.driver.cluster_main)."""
+"""make remote HOSTS=a,b: the nodes (HOSTS=/HOSTFILE=, their agreement), the shell lines across them, one
+image on every node. It imports provisioning.session, job and runtime; provisioning.group, drive and remote
+import it (the one driver takes a group of one host or of several)."""

@@ -11,7 +11,7 @@ fix, e.g.
     node root@gpu-b: 4 GPUs where root@gpu-a has 8: rent nodes of one shape, or list only the matching ones
 
 The comparison and the list's checks are pure (tests/unit/test_cluster_preflight.py); the probing (one SSH
-round trip per node) and the run itself are provisioning/cluster/driver.py's.
+round trip per node) and the run itself are provisioning/group.py's and drive.py's.
 """
 
 from __future__ import annotations

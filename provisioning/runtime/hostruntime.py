@@ -5,7 +5,7 @@ after `pip install -e` succeeded, so a re-attach or a second run at another comm
 (same pyproject.toml, same dependencies) and an install cut off half-way is redone from scratch,
 never trusted. The install runs inside the detached job (setup_script → jobs.start), so a
 sleeping laptop or a dropped link does not cut it off. The suite's own code always comes from the
-run's checkout: the job runs in it with PYTHONPATH pointing at it (see remote.py), whichever
+run's checkout: the job runs in it with PYTHONPATH pointing at it (see drive.py), whichever
 checkout the editable install named.
 """
 

@@ -16,9 +16,9 @@ class RemoteOptions:
     host: HostSpec
     hosts: tuple[HostSpec, ...] = ()
     """HOSTS=/HOSTFILE=: the nodes of a multi-node run, host being the first
-    (provisioning/cluster/driver.py)."""
+    (provisioning/drive.py)."""
     nodes_run: Any = None
-    """cluster.driver.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
+    """group.NodeRunSettings: how the first node reaches and runs the others (None: the defaults)."""
     profile: str = "nccl-gpu"
     stages: str = ""
     """Comma-separated stages ('' = all), validated locally against the suite's stage list."""

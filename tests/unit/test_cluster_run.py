@@ -1,4 +1,4 @@
-"""make remote HOSTS= (provisioning/cluster/driver.py): the pure parts — what is refused before anything is
+"""make remote HOSTS= (provisioning/group.py, drive.py): the pure parts — what is refused before anything is
 shipped, the run's arguments, the job's key — on probe outputs built from real captures
 (test_cluster_preflight.facts)."""
 
@@ -8,14 +8,14 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from provisioning.cluster.driver import (
+from provisioning.cluster.node_lines import suite_node_args
+from provisioning.group import (
+    Member,
     NodeRunSettings,
-    Probed,
     base_problems,
-    cluster_runtime,
+    nodes_runtime,
     reach_problem,
     runtime_problem,
-    suite_node_args,
 )
 from provisioning.job import jobs
 from provisioning.session import preflight
@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_cluster_preflight import facts  # noqa: E402
 
 
-def probed(label: str, **changes) -> Probed:
+def probed(label: str, **changes) -> Member:
     f = facts(**changes)
-    return Probed(parse_host(label), f, preflight.Decision("host", []))
+    return Member(parse_host(label), f, preflight.Decision("host", []))
 
 
 def test_the_nodes_must_share_the_remote_folder():
@@ -60,11 +60,10 @@ def test_a_node_the_first_cannot_reach_names_both_and_the_fix():
 def test_the_runtime_across_nodes():
     opts = RemoteOptions(host=parse_host("root@a"))
     assert (
-        cluster_runtime(opts) == "host"
-        and cluster_runtime(dataclasses.replace(opts, runtime="host")) == "host"
+        nodes_runtime(opts) == "host" and nodes_runtime(dataclasses.replace(opts, runtime="host")) == "host"
     )
-    assert cluster_runtime(dataclasses.replace(opts, runtime="docker")) == "docker"
-    assert cluster_runtime(dataclasses.replace(opts, image="registry/cardtime:cu130")) == "docker"
+    assert nodes_runtime(dataclasses.replace(opts, runtime="docker")) == "docker"
+    assert nodes_runtime(dataclasses.replace(opts, image="registry/cardtime:cu130")) == "docker"
     assert runtime_problem(opts) is None and runtime_problem(dataclasses.replace(opts, image="r/c:t")) is None
     assert runtime_problem(dataclasses.replace(opts, image="r/c:t", runtime="host")) == (
         "IMAGE=r/c:t runs in Docker but RUNTIME=host was asked: drop one of them"
@@ -72,7 +71,7 @@ def test_the_runtime_across_nodes():
 
 
 def test_docker_across_nodes_takes_ordinary_logins_of_one_uid():
-    from provisioning.cluster.driver import login_problems
+    from provisioning.group import login_problems
 
     ubuntu = [probed("ubuntu@a", uid=1000, gid=1000), probed("ubuntu@b", uid=1000, gid=1000)]
     assert login_problems(ubuntu, "docker") == [] and login_problems(ubuntu, "host") == []
@@ -130,7 +129,7 @@ def test_a_node_whose_set_up_cannot_run_ends_the_set_up_naming_it(tmp_path):
     unresolvable name: ssh fails at once) makes the set-up exit 2 naming it, its ssh error shown prefixed."""
     import subprocess
 
-    from provisioning.cluster.driver import other_nodes_setup
+    from provisioning.cluster.node_lines import other_nodes_setup
 
     nodes = [parse_node("root@nosuch-b.invalid"), parse_node("root@nosuch-c.invalid")]
     done = subprocess.run(

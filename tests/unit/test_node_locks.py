@@ -1,7 +1,7 @@
-"""The run lock across the nodes of make remote HOSTS= (provisioning/job/hostlock.py, cluster/driver.py): the
-lock program run for real here (a second start of the same job passes, another job is refused), the refusal
-naming the node, the job's own lines giving the other nodes' locks back over ssh, run by sh before the job
-says it has ended."""
+"""The run lock across the nodes of make remote HOSTS= (provisioning/job/hostlock.py, group.py,
+cluster/node_lines.py): the lock program run for real here (a second start of the same job passes, another
+job is refused), the refusal naming the node, the job's own lines giving the other nodes' locks back over
+ssh, run by sh before the job says it has ended."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import sys
 
-from provisioning.cluster.driver import release_node_locks_lines
+from provisioning.cluster.node_lines import release_node_locks_lines
 from provisioning.job import hostlock, jobs
 from suite.cluster.multinode import parse_node
 
@@ -169,7 +169,7 @@ def test_the_other_nodes_locks_are_kept_fresh_while_the_job_lives_and_no_longer(
 
 
 def test_the_job_beats_every_other_node_over_ssh(tmp_path):
-    from provisioning.cluster.driver import touch_node_locks_command
+    from provisioning.cluster.node_lines import touch_node_locks_command
 
     nodes = [parse_node("root@gpu-b:2222"), parse_node("gpu-c")]
     command = touch_node_locks_command(nodes, "/w", "j1", "/etc/cluster_ssh")

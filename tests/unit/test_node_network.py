@@ -9,7 +9,8 @@ import socket
 import pytest
 
 from provisioning.cluster.addrs import master_port_arg, node_addrs_arg
-from provisioning.cluster.driver import NodeRunSettings, suite_node_args
+from provisioning.cluster.node_lines import suite_node_args
+from provisioning.group import NodeRunSettings
 from suite.cluster.multinode import NodesError, parse_nodes, read_hostfile, torchrun_node_command
 from suite.cluster.node_addrs import (
     DEFAULT_RDZV_PORT,

@@ -4,7 +4,7 @@
 import pytest
 
 from provisioning.__main__ import build_parser as provisioning_parser
-from provisioning.cluster.driver import NodeRunSettings, node_world
+from provisioning.group import NodeRunSettings, node_world
 from provisioning.job.lifecycle import suite_args
 from provisioning.remote import options
 from provisioning.session.hosts import parse_host
