@@ -19,7 +19,7 @@ from tests.ci_skips import (  # noqa: F401 - pytest finds the hooks by name in t
     pytest_runtest_makereport,
     pytest_terminal_summary,
 )
-from tests.readme_quickstart import quickstart_commands
+from tests.readme_quickstart import quickstart_commands, without_make
 
 # How `make test` spreads the tests over its workers (tests/parallel_groups.py).
 pytest_plugins = ("tests.parallel_groups",)
@@ -82,7 +82,8 @@ def rehearsal_run(tmp_path_factory) -> Path:
         cwd=REPO,
         capture_output=True,
         text=True,
-        env={**os.environ, "RUNS": str(out), "CARDTIME_PREDRAW": "on"},
+        # as typed in a shell, not under the `make test` that runs these tests
+        env={**without_make(os.environ), "RUNS": str(out), "CARDTIME_PREDRAW": "on"},
         timeout=1200,
     )
     last = out / "LAST"

@@ -15,3 +15,9 @@ def quickstart_commands() -> list[str]:
     text = README.read_text()
     first_screen = text[: text.index("## More")]
     return re.findall(r"^(make \w+[^#\n]*?)\s*#", first_screen, re.M)
+
+
+def without_make(env: dict[str, str]) -> dict[str, str]:
+    """`env` as a user's shell has it, not as an outer `make test` hands it to its children (MAKEFLAGS,
+    MAKELEVEL…: a make started under them prints "Entering directory" lines a user never sees)."""
+    return {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}

@@ -40,7 +40,7 @@ from remote_loopback import (  # noqa: E402
 from provisioning import cuda_check_host  # noqa: E402
 from provisioning.runtime import hostruntime  # noqa: E402
 from suite.hardware.cuda_lines import line_named  # noqa: E402
-from tests.readme_quickstart import EXAMPLE_HOST, quickstart_commands  # noqa: E402
+from tests.readme_quickstart import EXAMPLE_HOST, quickstart_commands, without_make  # noqa: E402
 
 pytestmark = [
     pytest.mark.e2e,
@@ -52,6 +52,18 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
 BOX_PYTHON = Path("/usr/bin/python3.11")
 LOGIN_SSH = Path(pwd.getpwuid(os.getuid()).pw_dir, ".ssh")
+# the settings make remote reads: a new user's shell has none of them
+MAKE_REMOTE_VARIABLES = (
+    "PROFILE",
+    "HOST",
+    "TIER",
+    "RATE",
+    "RUNTIME",
+    "REMOTE_DIR",
+    "KEY",
+    "KNOWN_HOSTS",
+    "SSH_CONFIG",
+)
 BIND_HOME = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
 
 
@@ -79,18 +91,8 @@ def type_command(command: str, repo: Path, home: Path) -> subprocess.CompletedPr
     """`command` typed in `repo` by a user whose ~/.ssh is `home`'s: mounted over this login's ~/.ssh in a
     mount namespace of the command's own (ssh takes ~ from the password database, not from $HOME), so the
     real one is neither read nor written."""
-    env = clean_env(HOME=str(LOGIN_SSH.parent))
-    for name in (
-        "PROFILE",
-        "HOST",
-        "TIER",
-        "RATE",
-        "RUNTIME",
-        "REMOTE_DIR",
-        "KEY",
-        "KNOWN_HOSTS",
-        "SSH_CONFIG",
-    ):
+    env = without_make(clean_env(HOME=str(LOGIN_SSH.parent)))
+    for name in MAKE_REMOTE_VARIABLES:
         env.pop(name, None)  # nothing but what the README's line says
     in_home = [
         "unshare",
