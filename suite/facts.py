@@ -136,9 +136,64 @@ class TopologyFacts:
         return cls(gpu_names=names, gpu_model=model, links=links, pcie=per_gpu, box=topo.get("box"))
 
 
+class Facts(Mapping[str, Any]):
+    """What expect() and judge() are handed: the run's profile, typed (the runner's own object, never
+    rebuilt from JSON), and what earlier stages published (for judge(), this stage's too), each read by a
+    typed reader of this module (`topology`, `gpu`, `link_peak`, `alpha_beta`…) or, a stage's own record, by
+    its key."""
+
+    def __init__(self, profile: Profile, published: Mapping[str, Any] | None = None) -> None:
+        self.profile = profile
+        self._published = {k: v for k, v in (published or {}).items() if k != "profile"}
+
+    @classmethod
+    def of(cls, facts: Mapping[str, Any]) -> "Facts":
+        """`facts` itself, or a plain mapping as a test writes one (the profile as a dict under 'profile')."""
+        if isinstance(facts, Facts):
+            return facts
+        return cls(profile_from_dict(facts["profile"]), facts)
+
+    def with_published(self, published: Mapping[str, Any]) -> "Facts":
+        """These facts and what the stage that just ran published (judge() reads both)."""
+        return Facts(self.profile, {**self._published, **published})
+
+    @property
+    def topology(self) -> "TopologyFacts":
+        return TopologyFacts.from_facts(self)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._published[key]
+
+    def __iter__(self):
+        return iter(self._published)
+
+    def __len__(self) -> int:
+        return len(self._published)
+
+    def __repr__(self) -> str:
+        return f"Facts(profile={self.profile.name!r}, published={sorted(self._published)})"
+
+
 def profile(facts: Mapping[str, Any]) -> Profile:
-    """The profile this run runs (the runner records it under facts['profile'])."""
-    return profile_from_dict(facts["profile"])
+    """The profile this run runs: the runner's own (Facts), or a plain mapping's 'profile' rebuilt."""
+    return Facts.of(facts).profile
+
+
+def ingested(facts: Mapping[str, Any]) -> bool:
+    """The run judges captured outputs (`suite ingest` published what they hold), not its own measures."""
+    return bool(facts.get("ingest"))
+
+
+def baseline_step_s(facts: Mapping[str, Any]) -> float | None:
+    """One training step on one GPU, seconds, as the baseline stage measured it; None before it ran."""
+    return (facts.get("baseline") or {}).get("step_time_s")
+
+
+def profile_or_none(facts: Mapping[str, Any]) -> Profile | None:
+    """profile(facts); None where a plain mapping records none (a judge called on rows alone)."""
+    if isinstance(facts, Facts):
+        return facts.profile
+    return profile_from_dict(facts["profile"]) if facts.get("profile") else None
 
 
 def gpu_model(facts: Mapping[str, Any]) -> str | None:

@@ -32,6 +32,7 @@ from suite import kept_rows, run_schema, stagecode, stages
 from suite.config import Profile, profile_from_dict
 from suite.context import StageContext
 from suite.fabric_watch import FabricWatch
+from suite.facts import Facts
 from suite.figure_drawer import FigureDrawer
 from suite.gitinfo import suite_checkout
 from suite.launch import forklaunch, procs
@@ -326,15 +327,15 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
     rows = read_rows_jsonl(raw_dir / ROWS_FILE)
     published = outcome.get("published", {})
     try:
-        verdicts = list(declared.judge(rows, expectations, {**facts, **published}))
+        verdicts = list(declared.judge(rows, expectations, facts.with_published(published)))
     except Exception:
         verdicts = [failure_verdict(name, {"message": "judge() raised", "traceback": traceback.format_exc()})]
     finish_stage(run, name, rows, expectations, verdicts, published, "complete", progress)
 
 
-def stage_facts(run: RunDir, profile: Profile) -> dict[str, Any]:
-    """Facts published so far, plus the profile (judge() reads judge_performance and sizes from it)."""
-    return {**run.facts(), "profile": profile.to_dict()}
+def stage_facts(run: RunDir, profile: Profile) -> Facts:
+    """Facts published so far and the run's profile, typed (expect() and judge() read sizes from it)."""
+    return Facts(profile, run.facts())
 
 
 def finish_stage(

@@ -42,12 +42,13 @@ class Stage:
     """Its own part of the profile, a value per profile; None when it has none."""
     estimate: Callable[[Any], tuple[float, str]]
     """`make plan`: (seconds on the GPU profile, how), from suite.plan.hours.PlanInputs."""
-    expect: Callable[[Any, dict], list]
-    """(profile, facts) -> [Expectation]: predicted before the stage runs."""
+    expect: Callable[[Any, Any], list]
+    """(profile, facts) -> [Expectation]: predicted before the stage runs (facts: suite.facts.Facts)."""
     run: Callable[[Any, Any], list]
     """(profile, StageContext) -> [Row]: runs in a forked child; its raw output under raw/<stage>/."""
-    judge: Callable[[list, list, dict], list]
-    """(rows, expectations, facts) -> [Verdict]: pure."""
+    judge: Callable[[list, list, Any], list]
+    """(rows, expectations, facts) -> [Verdict]: pure. facts: suite.facts.Facts, the run's typed profile
+    (`facts.profile`) and what the stages published, this one's included."""
     after: tuple[str, ...] = ()
     """The stages it runs after (their facts, or the checklist's grouping)."""
     before: tuple[str, ...] = ()

@@ -39,8 +39,12 @@ def summary_line(counts: Mapping[str, int]) -> str:
     )
 
 
-def judges_performance(facts: dict[str, Any]) -> bool:
-    """Whether performance verdicts are real (a GPU profile) or skipped (the CPU rehearsal)."""
+def judges_performance(facts: Mapping[str, Any]) -> bool:
+    """Whether performance verdicts are real (a GPU profile) or skipped (the CPU rehearsal): the typed
+    profile of suite.facts.Facts, or a plain mapping's recorded one."""
+    typed = getattr(facts, "profile", None)
+    if typed is not None:
+        return bool(typed.judge_performance)
     return bool(facts.get("profile", {}).get("judge_performance", False))
 
 

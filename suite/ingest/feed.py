@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from suite import runner, stages
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import Profile, get_profile
 from suite.ingest.inputs import Capture, Unused
 from suite.parsers import traces
 from suite.path_names import shown
 from suite.results import Row, RunDir
-from suite.stages import bandwidth, crossover, health
+from suite.stages import _nccl_tests, bandwidth, crossover, health
 from suite.stages import profile as profile_stage
 from suite.stages.topology.rules import common_model
 from suite.stages.topology.smi import p2p_pairs, rows_from_smi

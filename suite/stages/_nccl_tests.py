@@ -244,9 +244,9 @@ def sweep(
     on_binary=None,
 ) -> list[Row]:
     """Run the binaries of `collectives` (those that exist); rows plus one status row each (across nodes, the
-    network NCCL took too: suite/cluster/nccl_net.py); `on_binary(rows)` is called with each binary's rows as
+    network NCCL took too: suite/stages/_nccl_net.py); `on_binary(rows)` is called with each binary's rows as
     it ends (the stage keeps them in the run directory)."""
-    from suite.cluster import nccl_net as _nccl_net
+    from suite.stages import _nccl_net
 
     rows: list[Row] = []
     suffix = f".NCCL_ALGO-{algo}" if algo else ""
@@ -284,7 +284,7 @@ def sweep(
         left = ctx.time_left()  # a hung binary may take its share of the stage's time, not the others'
         share = None if left is None else max(30.0, left / (len(collectives) - i))
         planned = [] if profile.sweep.nccl_tests_args or not profile.sweep.time_box else profile.sweep.sizes()
-        # which network NCCL took, to its own files (suite/cluster/nccl_net.py)
+        # which network NCCL took, to its own files (suite/stages/_nccl_net.py)
         across = len(profile.nodes) > 1
         run_env = {**(env or {}), **(_nccl_net.debug_env(ctx.raw_dir, program + suffix) if across else {})}
         code, out, dropped = run_binary(

@@ -10,11 +10,10 @@ import time
 
 import pytest
 
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import NCCL_GPU
 from suite.context import StageContext
 from suite.progress import Progress
-from suite.stages import bandwidth
+from suite.stages import _nccl_tests, bandwidth
 from tests.unit.test_bandwidth_crossover_stages import stand_in, stand_in_mpirun
 
 torch = pytest.importorskip("torch")

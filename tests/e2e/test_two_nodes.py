@@ -75,10 +75,10 @@ def foreign_ssh_config(cluster, folder: Path) -> Path:
 
 
 def assert_intra_and_inter_node_bandwidth(run: Path, rows: list[dict], verdicts: dict[str, str]) -> None:
-    """The bandwidth stage's split (suite/cluster/intra_node.py): each node's own 2-rank sweep, started on
-    both at once (node-b's over ssh), its output under raw/bandwidth/<node>/ and its rows named for it, exact;
-    beside them the 4-rank sweep across both nodes; both α-β fits in the run's facts; the floors and the
-    verdicts."""
+    """The bandwidth stage's split (suite/stages/bandwidth/intra_node.py): each node's own 2-rank sweep,
+    started on both at once (node-b's over ssh), its output under raw/bandwidth/<node>/ and its rows named for
+    it, exact; beside them the 4-rank sweep across both nodes; both α-β fits in the run's facts; the floors
+    and the verdicts."""
     raw = run / "raw" / "bandwidth"
     for node in ("node-a", "node-b"):
         assert "intra-node torch sweep: 2 ranks" in (raw / node / "intra.log").read_text()

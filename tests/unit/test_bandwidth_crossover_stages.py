@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from suite.cluster import alphabeta_fit
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.config import GLOO_CPU, NCCL_GPU, ProfileError
 from suite.costmodel.alphabeta import crossover_bytes, ring_allreduce_s, tree_allreduce_s
 from suite.facts import link_peak_or_why
 from suite.results import Row
-from suite.stages import bandwidth, crossover
+from suite.stages import _alphabeta_fit as alphabeta_fit
+from suite.stages import _nccl_tests, bandwidth, crossover
 from tests.factories import by_id
 
 from .topo_boxes import box_facts

@@ -143,7 +143,7 @@ def test_the_card_is_read_from_nvidia_smi_q():
 
 
 def test_the_nccl_tests_sweep_runs_the_binaries_at_the_cards_e(tmp_path, monkeypatch):
-    from suite.cluster import nccl_tests as _nccl_tests
+    from suite.stages import _nccl_tests
 
     from .test_bandwidth_crossover_stages import FOUR, FakeContext, stand_in, stand_in_mpirun
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.cluster import alphabeta_fit
 from suite.config import NCCL_GPU
 from suite.costmodel.alphabeta import ring_allreduce_s, tree_allreduce_s
 from suite.results import Expectation, Row, rows_to_frame
+from suite.stages import _alphabeta_fit as alphabeta_fit
 from suite.stages import bandwidth, crossover
 from suite.stages.bandwidth import figure as bw_fig
 from suite.stages.crossover import figure as cx_fig

@@ -248,7 +248,7 @@ def test_profile_and_gpu_model_readers():
 
 
 def test_fit_rows_feed_the_published_fact():
-    from suite.cluster.alphabeta_fit import fit_rows, pick_fit
+    from suite.stages._alphabeta_fit import fit_rows, pick_fit
 
     alpha, beta, n = 7e-6, 150e9, 8
     rows = [

@@ -42,10 +42,10 @@ def test_one_process_launches_no_drill_and_every_check_skips_naming_the_cause(tm
         assert "1 process per node (--nproc 1)" in v.reason and "2 processes per node" in v.reason, v.reason
 
 
-def test_too_few_ranks_reads_the_recorded_profile_as_drill_ranks_counts():
-    assert too_few_ranks(GLOO_CPU.to_dict()) is None  # 4 processes, the drill takes 2
-    assert too_few_ranks(get_profile("gloo-cpu", 2).to_dict()) is None
-    two_nodes = get_profile("gloo-cpu", 1).with_overrides(nodes=("node-a", "node-b")).to_dict()
+def test_too_few_ranks_reads_the_profile_as_drill_ranks_counts():
+    assert too_few_ranks(GLOO_CPU) is None  # 4 processes, the drill takes 2
+    assert too_few_ranks(get_profile("gloo-cpu", 2)) is None
+    two_nodes = get_profile("gloo-cpu", 1).with_overrides(nodes=("node-a", "node-b"))
     assert "1 process per node (GPUS_PER_NODE=1)" in too_few_ranks(two_nodes)
 
 

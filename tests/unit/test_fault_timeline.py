@@ -251,13 +251,15 @@ def test_both_watchdog_settings_are_judged_and_labelled():
         )
     facts = copy.deepcopy(FACTS)  # the captured drill's settings, judged as an NCCL run's
     facts["profile"]["fault"]["scenarios"] = ["crash"]
-    facts["profile"]["backend"] = "nccl"
+    facts["profile"].update(backend="nccl", launcher="torchrun")  # as an NCCL run launches
     got = {v.id: v for v in fault.judge(rows, [], facts)}
     for name in ("crash", "crash.async1"):
         assert got[f"fault.resume.{name}"].status == "pass"
     assert "default 3" in got["fault.detect.crash"].observed
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in got["fault.detect.crash.async1"].observed
-    facts["profile"]["backend"] = "gloo"  # one case per scenario there: the .async1 rows are not judged
+    facts["profile"].update(
+        backend="gloo", launcher="fork"
+    )  # one case per scenario there: the .async1 rows are not judged
     assert {v.id for v in fault.judge(rows, [], facts)} == {k for k in got if "async1" not in k}
     assert {e.case for e in fault.expect(NCCL_GPU, {"profile": NCCL_GPU.to_dict()})} == {
         "crash",

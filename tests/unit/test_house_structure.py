@@ -222,3 +222,17 @@ def test_launch_and_cluster_import_one_way():
         if name.startswith("suite.cluster")
         for used in GRAPH[name]
     ), "the rule watches nothing: cluster/ no longer uses launch/"
+
+
+def test_cluster_holds_the_agents_and_never_a_stages_code():
+    """suite.cluster reaches nodes (lists, ssh, containers, srun, mpirun, Slurm, addresses, probes); what a
+    stage runs across them lives with the stages, so cluster/ imports no stage and no stage library."""
+    into_stages = sorted(
+        f"{name} → {used}"
+        for name in MODULES
+        if name.startswith("suite.cluster")
+        for used in GRAPH[name]
+        if used.startswith("suite.stages")
+    )
+    assert into_stages == [], f"cluster/ imports stage code: {into_stages}"
+    assert any(used.startswith("suite.cluster") for used in GRAPH["suite.stages.bandwidth.intra_node"])

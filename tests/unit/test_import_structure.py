@@ -13,7 +13,7 @@ MODULES = {module_name(p): p for p in sorted(SUITE.rglob("*.py"))}
 
 def imports(name: str) -> set[str]:
     """Every suite module `name` imports (suite/stagecode.py's reading of its source), its own packages left
-    out: `from . import _nccl_tests` imports suite.cluster.nccl_tests, and suite.stages only as Python always
+    out: `from . import _nccl_tests` imports suite.stages._nccl_tests, and suite.stages only as Python always
     does."""
     own_packages = {name.rsplit(".", k)[0] for k in range(1, name.count(".") + 1)}
     return {m for m in imported_names(MODULES[name]) if m in MODULES and m != name and m not in own_packages}
@@ -49,7 +49,7 @@ def is_stage(name: str) -> bool:
 
 def test_the_walk_sees_the_tree():
     assert len(MODULES) > 50
-    assert "suite.cluster.nccl_tests" in GRAPH["suite.stages.bandwidth"]  # `from . import _nccl_tests`
+    assert "suite.stages._nccl_tests" in GRAPH["suite.stages.bandwidth"]  # `from . import _nccl_tests`
     assert "suite.facts" in GRAPH["suite.stages.crossover"]  # `from ..facts import alpha_beta`
     assert sum(is_stage(m) for m in MODULES) >= 10
 

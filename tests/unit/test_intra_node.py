@@ -1,5 +1,5 @@
-"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/cluster/intra_node.py, the
-floors and verdicts in suite/stages/bandwidth/intra_judges.py): the rows' names, the per-node command,
+"""The bandwidth stage's intra- vs inter-node split on a multi-node run (suite/stages/bandwidth/intra_node.py,
+the floors and verdicts in suite/stages/bandwidth/intra_judges.py): the rows' names, the per-node command,
 nccl-tests' single-node form driven by stand-in binaries printing real captures (tests/data/nccl-tests/21: one
 8-GPU H100 node; 10: two such nodes with 8 HCAs; 22: two 8-GPU EFA nodes), the floors (the link peak within a
 node, min(link peak, NICs × line rate) across), the verdicts naming the node, facts['alpha_beta_intra'], the
@@ -14,8 +14,6 @@ import shutil
 
 import pytest
 
-from suite.cluster import intra_node as _intra_node
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.cluster.node_nics import nic_totals, rows_for
 from suite.config import GLOO_CPU, NCCL_GPU, get_profile, profile_from_dict
 from suite.costmodel.alphabeta import collective_time_s, ring_allreduce_s
@@ -23,8 +21,9 @@ from suite.facts import FittedAlphaBeta
 from suite.launch.rows import launch_verdicts
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.stages import bandwidth
+from suite.stages import _nccl_tests, bandwidth
 from suite.stages.bandwidth import intra_judges as _intra_judges
+from suite.stages.bandwidth import intra_node as _intra_node
 from tests.factories import by_id
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, FakeContext, stand_in, stand_in_mpirun
@@ -95,18 +94,24 @@ def test_names_of_a_nodes_rows_and_who_runs_the_sweep():
 
 def test_every_node_runs_the_sweep_as_one_node_with_its_own_ranks():
     argv = _intra_node.node_argv(TWO, bandwidth.sweep_args(TWO), timeout_s=300, python="py")
-    assert argv[:3] == ["py", "-m", "suite.cluster.nodesweep"] and argv[5:8] == ["--timeout-s", "300", "--"]
+    assert argv[:3] == ["py", "-m", "suite.stages.bandwidth.nodesweep"] and argv[5:8] == [
+        "--timeout-s",
+        "300",
+        "--",
+    ]
     assert argv[8:] == bandwidth.sweep_args(TWO) and "--probe" not in argv
     seen = profile_from_dict(json.loads(argv[4]))
     assert seen.nodes == () and seen.nproc == 8 and seen.world == 8 and seen.sweep == TWO.sweep
 
 
 def test_a_node_given_a_broken_profile_says_so_in_one_line(capsys):
-    from suite.cluster.nodesweep import main
+    from suite.stages.bandwidth.nodesweep import main
 
     assert main(["--profile-json", '{"name": "gloo-cpu"', "--", "--sizes", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("suite.cluster.nodesweep: --profile-json is not a profile (")
+    assert len(err) == 1 and err[0].startswith(
+        "suite.stages.bandwidth.nodesweep: --profile-json is not a profile ("
+    )
 
 
 def node_profile(profile):

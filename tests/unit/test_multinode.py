@@ -142,8 +142,8 @@ def test_mpirun_words_one_process_per_gpu_on_each_node():
 
 
 def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, monkeypatch):
-    from suite.cluster import nccl_tests as _nccl_tests
     from suite.config import NCCL_GPU
+    from suite.stages import _nccl_tests
 
     tools = tmp_path / "tools"
     tools.mkdir()
@@ -165,9 +165,9 @@ def test_nccl_tests_across_nodes_dial_the_node_addresses_and_hold_open_mpi_to_th
     """The hostfile names the nodes by their node-to-node addresses (as the rendezvous does), not by the names
     the laptop reached; without SOCKET_IFNAME Open MPI's tcp and out-of-band traffic is held to those
     addresses' networks, so a second NIC (a management network, docker0) is never tried."""
-    from suite.cluster import nccl_tests as _nccl_tests
     from suite.cluster.mpirun import tcp_include
     from suite.config import NCCL_GPU
+    from suite.stages import _nccl_tests
 
     tools = tmp_path / "tools"
     tools.mkdir()

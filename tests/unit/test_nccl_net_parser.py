@@ -42,7 +42,7 @@ def test_a_missed_inter_node_floor_over_sockets_says_so(tmp_path):
     """The debug files of a run (here the real socket capture, as NCCL_DEBUG_FILE would hold it) → the
     transport row → the inter-node floor's reason names sockets, not the fabric; an IB run keeps the generic
     reason."""
-    from suite.cluster import nccl_net as _nccl_net
+    from suite.stages import _nccl_net
     from suite.stages.bandwidth import intra_judges as _intra_judges
 
     facts = {

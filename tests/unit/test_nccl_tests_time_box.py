@@ -6,10 +6,9 @@ import stat
 import sys
 from pathlib import Path
 
-from suite.cluster import nccl_tests as _nccl_tests
 from suite.parsers.nccl_tests import parse_file
 from suite.results import Row
-from suite.stages import bandwidth
+from suite.stages import _nccl_tests, bandwidth
 
 from .test_bandwidth_crossover_stages import DATA, GPU_FACTS, by_id
 

@@ -27,8 +27,8 @@ def test_two_nodes_are_sixteen_gpus_at_the_inter_node_beta_plus_the_multi_node_p
     assert len(two.stages) == len(flat.stages) > 10
     launch = a.torchrun_launch_s + a.rendezvous_s
     pairs = launch + 2 * 1 * (1 + PAIR_ITERS) * (a.alpha_s + PAIR_BYTES / a.inter_node_Bps)
-    from suite.cluster.intra_node import estimate_s as intra_estimate_s
     from suite.plan.hours import plan_inputs
+    from suite.stages.bandwidth.intra_node import estimate_s as intra_estimate_s
 
     # each node's own sweep
     intra = intra_estimate_s(plan_inputs(get_profile("nccl-gpu", 8), PlanAssumptions(nodes=2)))

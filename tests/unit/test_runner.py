@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -129,6 +130,23 @@ def test_failures_become_verdicts_and_the_run_goes_on(tmp_path, fake_stages):
     # Facts flow forward: e saw a's fact but not b's (b crashed before publishing).
     assert manifest["facts"]["e_fact"]["seen"] == ["a_fact", "d_fact"]
     assert (run.path / "raw" / "a" / "tool-output.txt").read_text() == "untouched\n"
+
+
+def test_judge_gets_the_runs_own_profile_typed_and_every_fact_published_so_far(tmp_path, fake_stages):
+    """Not the profile rebuilt from JSON: the very object the run was started with, beside the facts the
+    stages before published and this stage's own."""
+    seen = {}
+    fake_stages.update(a=make_stage("a"), b=make_stage("b"))
+
+    def judge(rows, expectations, facts):
+        seen.update(profile=facts.profile, keys=sorted(facts), a=facts["a_fact"])
+        return []
+
+    fake_stages["b"].STAGE = dataclasses.replace(fake_stages["b"].STAGE, judge=judge)
+    profile = GLOO_CPU.with_overrides(omp_threads=1)  # rebuilt from JSON it would be equal, never the same
+    execute(start(tmp_path, ["a", "b"], profile), profile)
+    assert seen["profile"] is profile and seen["keys"] == ["a_fact", "b_fact"]
+    assert seen["a"] == {"seen": []}  # a's own record, by its key
 
 
 def test_a_hanging_stage_is_killed_with_its_whole_tree(tmp_path, fake_stages):

@@ -73,7 +73,7 @@ def run(profile, ctx):
 
 
 def judge(rows, expectations, facts):
-    ok = len(rows) == facts["profile"]["echo"]["repeats"] and all(r.value == expectations[0].value for r in rows)
+    ok = len(rows) == facts.profile.section(CONFIG).repeats and all(r.value == expectations[0].value for r in rows)
     return [verdicts_for("{name}").check("echo", ok, expected=str(expectations[0].value),
                                          observed=str([r.value for r in rows]), reason="the section came through")]
 

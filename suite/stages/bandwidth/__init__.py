@@ -9,11 +9,11 @@ One torchrun launch first tries every collective and point-to-point primitive on
 suite/workloads/probe.py: supported or not, right or wrong; judged in suite/stages/_probe.py), then sweeps
 all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/recv over the profile's sizes
 (suite/workloads/collective_sweep.py: nccl-tests' columns, every result checked elementwise). On a GPU box
-each nccl-tests `*_perf` binary then runs once (suite/cluster/nccl_tests.py), its output kept untouched in
+each nccl-tests `*_perf` binary then runs once (suite/stages/_nccl_tests.py), its output kept untouched in
 raw/bandwidth/. α and β are fitted by least squares from the all_reduce rows and published as
 facts["alpha_beta"] for later stages. Across nodes that sweep spans every node (the inter-node measurement,
 held to the NICs), followed by the node-pair matrix (suite/stages/bandwidth/node_pairs.py) and every node's
-own intra-node sweep at once (suite/cluster/intra_node.py: held to the link peak, fitted as
+own intra-node sweep at once (suite/stages/bandwidth/intra_node.py: held to the link peak, fitted as
 facts["alpha_beta_intra"]).
 """
 
@@ -24,18 +24,18 @@ from collections import defaultdict
 from typing import Any
 
 from suite import headlines as hl
-from suite.cluster import nccl_tests as _nccl_tests
-from suite.cluster.alphabeta_fit import fit_and_pick
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.alphabeta import collective_time_s
 from suite.costmodel.size_budget import size_text
-from suite.facts import alpha_beta, link_peak_or_why
+from suite.facts import Facts, alpha_beta, ingested, link_peak_or_why, profile_or_none
 from suite.hardware.card_fit import card_bytes, nccl_tests_max_bytes
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
 from suite.launch.rows import launch_rows, launch_verdicts
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
+from suite.stages import _nccl_tests
+from suite.stages._alphabeta_fit import fit_and_pick
 from suite.stages._probe import probe_verdicts
 
 # the link floors (70% NVLink, 40% PCIe), one node or many
@@ -72,7 +72,7 @@ TORCH_LOSS = 0.15  # torch more than 15% below nccl-tests at the largest size wa
 LARGE_BYTES = 1 << 20  # "large" sizes: 1 MiB and up
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     n = profile.world
     alpha, beta, basis = alpha_beta(facts, profile.device)
     peak, _ = link_peak_or_why(facts)
@@ -202,13 +202,13 @@ def curves(rows: list[Row], source: str) -> dict[str, dict[int, float]]:
     return out
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     verdicts = [judge_coverage(rows, facts)] + launch_verdicts(NAME, rows)
     verdicts += judge_dropped(rows)
     verdicts += judge_wrong(rows)
     verdicts += probe_verdicts(NAME, rows)
     verdicts += throttle_verdicts(
-        rows, stage=NAME, on_gpu=judges_performance(facts), ingested=bool(facts.get("ingest"))
+        rows, stage=NAME, on_gpu=judges_performance(facts), ingested=ingested(facts)
     )
     verdicts += judge_nccl_tests(rows, facts)
     verdicts.append(judge_fit(rows, judges_performance(facts)))
@@ -333,7 +333,8 @@ def judge_nccl_tests(rows: list[Row], facts: dict) -> list[Verdict]:
         and r.case.startswith("nccl-tests.")
     ]
     if not status:
-        on_gpu = facts.get("profile", {}).get("device") == "cuda"
+        prof = profile_or_none(facts)
+        on_gpu = prof is not None and prof.device == "cuda"
         return [
             VERDICTS.skip(
                 "nccl_tests",

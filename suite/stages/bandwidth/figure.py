@@ -1,6 +1,6 @@
 """Bandwidth figures: busbw over message size per collective (torch solid, nccl-tests dashed, the 70%-of-peak
 floor dotted), and the all_reduce times with the fitted α-β line and its residual; on a multi-node run also
-each node's intra-node curve beside the curve across nodes, with both floors (suite/cluster/intra_node.py)."""
+each node's intra-node curve beside the curve across nodes, with both floors (intra_node.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from matplotlib.figure import Figure
 
 from reports.figures._plot import finish, limit, measured, measured_vs_model, new_figure, source_colour, style
 
-# `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
-from suite.cluster.intra_node import (
-    split_case as node_of,
-)
-
 # the curve drawn: nccl-tests' where it ran, else torch's, as judged
 from suite.stages.bandwidth.intra_judges import (
     SOURCES,
+)
+
+# `intra.all_reduce@gpu-a` → ('all_reduce', 'gpu-a')
+from suite.stages.bandwidth.intra_node import (
+    split_case as node_of,
 )
 
 FACTS: tuple[str, ...] = ()

@@ -17,12 +17,11 @@ import math
 from collections import defaultdict
 from typing import Sequence
 
-from suite.cluster import nccl_tests as _nccl_tests
-from suite.cluster.intra_node import COLLECTIVES, LOG_NAME, TAG, intra_case, node_names, split_case
 from suite.config import Profile
-from suite.facts import LinkPeak, link_peak_or_why
-from suite.facts import profile as profile_of
+from suite.facts import LinkPeak, link_peak_or_why, profile_or_none
 from suite.results import Expectation, Row, Verdict
+from suite.stages import _nccl_tests
+from suite.stages.bandwidth.intra_node import COLLECTIVES, LOG_NAME, TAG, intra_case, node_names, split_case
 from suite.verdicts import judges_performance, verdicts_for
 
 STAGE = "bandwidth"
@@ -184,9 +183,10 @@ def chosen_curves(rows: Sequence[Row]) -> tuple[str, dict[str, dict[str, dict[in
 def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
     """Nothing on one node; else every node swept and exact, the nccl-tests intra runs complete, and (on GPUs)
     every node's large-message busbw at its floor."""
-    nodes = node_names(profile_of(facts)) if facts.get("profile") else []
+    prof = profile_or_none(facts)
+    nodes = node_names(prof) if prof else []
     if not nodes:
-        if len((facts.get("profile") or {}).get("nodes") or ()) > 1:
+        if prof is not None and len(prof.nodes) > 1:
             return [
                 V.skip(
                     "intra_sweep",
@@ -304,8 +304,8 @@ def judge_intra_peak(
 
 def judge_inter_peak(c: dict[str, dict[int, float]], source: str, facts: dict, rows=()) -> list[Verdict]:
     """The cross-node curves (bandwidth's own) against 70% of the inter-node ceiling, saying which ceiling;
-    when NCCL's own log says it went over sockets (rows: suite/cluster/nccl_net.py), the miss says that."""
-    from suite.cluster.nccl_net import sockets_reason
+    when NCCL's own log says it went over sockets (rows: suite/stages/_nccl_net.py), the miss says that."""
+    from suite.stages._nccl_net import sockets_reason
 
     sockets = sockets_reason(rows)
     ceiling, basis = inter_ceiling(facts)

@@ -3,10 +3,11 @@ nodes.
 
     rows += _intra_node.measure(ctx, sweep_args)     # bandwidth.run, only when profile.nodes has 2+ nodes
 
-Every node at once runs `python -m suite.cluster.nodesweep` (multilaunch.run_on_each_node: here on the first
-node, over ssh or one srun on the others), which is a single-node launch of the torch sweep with the node's
-nproc ranks (the launcher a one-node run uses; no rendezvous across nodes) and, on GPUs, nccl-tests in its
-single-node form (`mpirun -np <nproc>` on that node, or one process `-g <nproc>`: no hostfile, no other node).
+Every node at once runs `python -m suite.stages.bandwidth.nodesweep` (multilaunch.run_on_each_node: here on
+the first node, over ssh or one srun on the others), which is a single-node launch of the torch sweep with the
+node's nproc ranks (the launcher a one-node run uses; no rendezvous across nodes) and, on GPUs, nccl-tests in
+its single-node form (`mpirun -np <nproc>` on that node, or one process `-g <nproc>`: no hostfile, no other
+node).
 Each node's raw output stays in raw/bandwidth/<node>/ (intra.*.log, the *_perf.out files) and its rows in
 <node>/intra-rows.jsonl, read back here and renamed so that nothing that reads the cross-node rows sees them:
 case `intra.<case>@<node>` (`intra.all_reduce@gpu-a`, `intra.nccl-tests.all_reduce@gpu-a`,
@@ -28,13 +29,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from suite.cluster import nccl_tests as _nccl_tests
-from suite.cluster.alphabeta_fit import fit_and_pick
 from suite.cluster.multinode import parse_nodes
 from suite.config import Profile
 from suite.facts import FittedAlphaBeta
 from suite.launch.rows import CASE_PREFIX, launch_rows
 from suite.results import Row, read_rows_jsonl
+from suite.stages import _nccl_tests
+from suite.stages._alphabeta_fit import fit_and_pick
 
 STAGE = "bandwidth"
 TAG = "intra"
@@ -77,7 +78,7 @@ def relabel(rows: Sequence[Row], node: str) -> list[Row]:
     return out
 
 
-# ---------------------------------------------------------------- on each node (suite/cluster/nodesweep.py)
+# ---------------------------------------------------------------- on each node (nodesweep.py)
 
 
 def node_argv(
@@ -89,7 +90,7 @@ def node_argv(
     return [
         python,
         "-m",
-        "suite.cluster.nodesweep",
+        "suite.stages.bandwidth.nodesweep",
         "--profile-json",
         json.dumps(single.to_dict(), separators=(",", ":")),
         *(["--timeout-s", f"{timeout_s:.0f}"] if timeout_s else []),

@@ -12,19 +12,18 @@ verdicts (intra_judges). On one node each function adds nothing, so the stage ca
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from suite.cluster import intra_node
 from suite.config import Profile
+from suite.facts import profile_or_none
 from suite.results import Expectation, Row, Verdict
-from suite.stages.bandwidth import intra_judges, node_pairs
+from suite.stages.bandwidth import intra_judges, intra_node, node_pairs
 
 
-def across(profile_or_facts: Profile | dict) -> bool:
-    """Whether the run spans several nodes (a Profile, or the facts' recorded profile)."""
-    if isinstance(profile_or_facts, Profile):
-        return len(profile_or_facts.nodes) > 1
-    return len((profile_or_facts.get("profile") or {}).get("nodes") or ()) > 1
+def across(profile_or_facts: Profile | Mapping[str, Any]) -> bool:
+    """Whether the run spans several nodes (a Profile, or the facts' profile)."""
+    found = profile_or_facts if isinstance(profile_or_facts, Profile) else profile_or_none(profile_or_facts)
+    return found is not None and len(found.nodes) > 1
 
 
 def estimate(p) -> tuple[float, list[str]]:

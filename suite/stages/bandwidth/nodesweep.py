@@ -1,6 +1,6 @@
-"""`python -m suite.cluster.nodesweep --profile-json JSON [--timeout-s S] -- SWEEP ARGS…`: the bandwidth
-stage's intra-node sweep on this node alone, during a multi-node run. Started on every node at once
-(multilaunch.run_on_each_node, from suite/cluster/intra_node.py), it finds its node's folder in
+"""`python -m suite.stages.bandwidth.nodesweep --profile-json JSON [--timeout-s S] -- SWEEP ARGS…`: the
+bandwidth stage's intra-node sweep on this node alone, during a multi-node run. Started on every node at once
+(multilaunch.run_on_each_node, from suite/stages/bandwidth/intra_node.py), it finds its node's folder in
 $CARDTIME_RAW_DIR (raw/bandwidth/<node>/), runs the torch sweep as a one-node run would (its nproc ranks, the
 profile's launcher, no rendezvous across nodes), then on GPUs nccl-tests in the single-node form, and leaves
 the rows in <node>/intra-rows.jsonl; a failed launch is a row there too, so the first node judges what
@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from suite.cluster.intra_node import ROWS_FILE, NodeContext, on_this_node
 from suite.config import ProfileError, profile_from_dict
 from suite.results import write_rows_jsonl
+from suite.stages.bandwidth.intra_node import ROWS_FILE, NodeContext, on_this_node
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         profile = profile_from_dict(json.loads(args.profile_json))
     except (ValueError, TypeError, ProfileError) as e:
         print(
-            f"suite.cluster.nodesweep: --profile-json is not a profile ({e}): pass Profile.to_dict() as JSON",
+            f"suite.stages.bandwidth.nodesweep: --profile-json is not a profile ({e}): "
+            "pass Profile.to_dict() as JSON",
             file=sys.stderr,
         )
         return 2

@@ -19,7 +19,7 @@ from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.scaling_expectations import MFU_FLOOR, model_state_bytes
 from suite.costmodel.sizing import FLOPS_FORMULA, parameter_count, training_flops_per_token
-from suite.facts import gpu
+from suite.facts import Facts, gpu, ingested
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
 from suite.hardware.stage_fit import scaling_model, scaling_sized
@@ -40,7 +40,7 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     cfg = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     params = parameter_count(cfg)
     common = dict(stage=NAME, case="train_step", tp=1, world=1, dtype=cfg.dtype)
@@ -142,7 +142,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     by = {r.metric: r for r in rows}
     out = []
     step = by.get("step_time_s")
@@ -158,9 +158,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             "raw/baseline/stage.log",
         )
     )
-    out += throttle_verdicts(
-        rows, stage=NAME, on_gpu=judges_performance(facts), ingested=bool(facts.get("ingest"))
-    )
+    out += throttle_verdicts(rows, stage=NAME, on_gpu=judges_performance(facts), ingested=ingested(facts))
     if not judges_performance(facts):
         out.append(
             VERDICTS.cpu_skip(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
 from suite.context import StageContext
-from suite.facts import gpu, gpu_model
+from suite.facts import Facts, gpu, gpu_model
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.gpus import gpu_for, memory_bandwidth
 from suite.results import Expectation, Row, Verdict
@@ -105,7 +105,7 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     model = gpu(facts)
     if profile.is_rehearsal or model is None or not model.bf16_dense_tflops:
         return []
@@ -184,7 +184,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return rows + fabric.growth_rows(before, fabric.snapshot(ctx.raw_dir, "after"), stage=NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     from suite.hardware import fabric_counters as fabric
     from suite.hardware import gpu_sampler as sampler
     from suite.hardware import ib_bandwidth as ib

@@ -26,6 +26,7 @@ from suite.context import StageContext
 from suite.costmodel.drill_tolerance import attention_tolerance, lse_scale
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance
 from suite.dtypes import DTYPE_BYTES
+from suite.facts import Facts
 from suite.facts import profile as profile_of
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import cp_sized
@@ -142,7 +143,7 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     cfg = profile.section(CONFIG)
     out = subset_expectations(NAME, profile, "CP (sequence shards)") if degrees(profile) else []
     if card_bytes(facts) is not None and degrees(profile):  # what the sweep was sized to on this card
@@ -223,7 +224,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     return ctx.torchrun("suite.stages.cp.worker", args, tag="cp", nproc=profile.parallel_ranks).rows()
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     profile = profile_of(facts)
     cfg = profile.section(CONFIG)
     out = []

@@ -21,8 +21,6 @@ import math
 import os
 
 from suite import headlines as hl
-from suite.cluster import nccl_tests as _nccl_tests
-from suite.cluster.alphabeta_fit import fit_rows
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.alphabeta import (
@@ -32,10 +30,12 @@ from suite.costmodel.alphabeta import (
     tree_allreduce_bytes,
     tree_allreduce_s,
 )
-from suite.facts import alpha_beta
+from suite.facts import Facts, alpha_beta
 from suite.launch.rows import launch_rows, launch_verdicts
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
+from suite.stages import _nccl_tests
+from suite.stages._alphabeta_fit import fit_rows
 from suite.verdicts import judges_performance, not_captured, verdicts_for
 
 NAME = "crossover"
@@ -58,7 +58,7 @@ NCCL_ALGOS = ("Ring", "Tree")
 BYTES_FORMULA = {"ring": ring_allreduce_bytes, "tree": tree_allreduce_bytes}
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     n = profile.nproc
     alpha, beta, basis = alpha_beta(facts, profile.device)
     out = []
@@ -229,7 +229,7 @@ def analysis_rows(rows: list[Row], world: int) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     # ingested captures hold nccl-tests' Ring and Tree runs, not the hand algorithms
     if not_captured(facts, "hand"):
         verdicts = [

@@ -28,7 +28,7 @@ from suite.costmodel.scaling_expectations import DP_MARGIN, dp_efficiency
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from suite.dtypes import DTYPE_BYTES
-from suite.facts import alpha_beta_at
+from suite.facts import Facts, alpha_beta_at, baseline_step_s, ingested
 from suite.facts import profile as profile_of
 from suite.hardware.gpu_sampler import period_for, sampling, throttle_verdicts
 from suite.hardware.stage_fit import scaling_dp_model, scaling_model
@@ -65,7 +65,7 @@ def grad_bytes(profile: Profile, facts: dict | None = None) -> float:
     return parameter_count(model) * DTYPE_BYTES[model.dtype]
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     model = scaling_dp_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     golden = golden_tolerance(model, model.warmup_steps + model.steps)  # the check's steps
     g = grad_bytes(profile, facts)
@@ -119,10 +119,10 @@ def expect(profile: Profile, facts: dict) -> list[Expectation]:
     return out
 
 
-def one_rank_step(profile: Profile, facts: dict) -> tuple[float | None, str]:
+def one_rank_step(profile: Profile, facts: Facts) -> tuple[float | None, str]:
     """t₁, one rank's step on dp's global batch, and how it was had: the baseline's step, scaled by the batch
     when dp trains a larger one (a multi-node profile, Profile.dp_model: compute grows with the tokens)."""
-    step = (facts.get("baseline") or {}).get("step_time_s")
+    step = baseline_step_s(facts)
     if not step:
         return None, ""
     ratio = profile.dp_model.batch / profile.model.batch
@@ -185,7 +185,7 @@ def efficiency_rows(rows: list[Row]) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     profile = profile_of(facts)
     out = golden_verdicts(
         NAME,
@@ -196,9 +196,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         lambda d: f"DDP over {ranks_label(profile, d)}" if profile.nodes[1:] else f"DDP over {d} rank(s)",
     )
     out += nodes_verdict(NAME, rows, profile)
-    out += throttle_verdicts(
-        rows, stage=NAME, on_gpu=judges_performance(facts), ingested=bool(facts.get("ingest"))
-    )
+    out += throttle_verdicts(rows, stage=NAME, on_gpu=judges_performance(facts), ingested=ingested(facts))
     measured = {r.world: r.value for r in rows if r.case == "train_step" and r.metric == "efficiency"}
     predicted = {
         e.world: e.value for e in expectations if e.case == "train_step" and e.metric == "efficiency"

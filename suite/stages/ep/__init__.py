@@ -25,6 +25,7 @@ from suite.context import StageContext
 from suite.costmodel.drill_tolerance import moe_tolerance
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance
 from suite.dtypes import DTYPE_BYTES
+from suite.facts import Facts
 from suite.facts import profile as profile_of
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import ep_sized
@@ -143,7 +144,7 @@ def timed_tokens(profile: Profile, facts: dict) -> tuple[int, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     cfg = profile.section(CONFIG)
     tols = tolerances(cfg, profile.parallel_ranks)
     out = subset_expectations(NAME, profile, "EP (experts per rank)")
@@ -219,7 +220,7 @@ def _value(rows: list[Row], case: str, metric: str) -> float | None:
     return hit[0] if hit else None
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     profile = profile_of(facts)
     tols = tolerances(profile.section(CONFIG), profile.parallel_ranks)
     out = [golden_verdict(rows, router, tols) for router in ROUTERS]

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from suite import headlines as hl
 from suite.config import ConfigSection, Profile, ProfileError
 from suite.context import StageContext
+from suite.facts import Facts
+from suite.facts import profile as profile_of
 from suite.hardware.stage_fit import scaling_model
 from suite.launch import procs
 from suite.launch.forklaunch import launch, warm_zygote
@@ -183,7 +185,7 @@ def last_checkpoint_before(fault_step: int, every: int) -> int:
 # ---------------------------------------------------------------- expect
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     cfg, ranks = profile.section(CONFIG), drill_ranks(profile)
     resumed = last_checkpoint_before(cfg.fault_step, cfg.checkpoint_every)
     out = []
@@ -238,7 +240,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     cases = drill_cases(cfg.scenarios, profile.backend)
     # one process per node: no survivor beside the faulted rank; judge() says so in each verdict
     if ranks < 2:
-        ctx.say(f"single-node drills not run: {too_few_ranks(profile.to_dict())}")
+        ctx.say(f"single-node drills not run: {too_few_ranks(profile)}")
         rows = []
     else:
         rows = single_node_drills(profile, ctx, cases, ranks, device)
@@ -427,16 +429,17 @@ def drill(profile: Profile, ctx: StageContext, case: DrillCase, ranks: int) -> t
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    cfg = facts.get("profile", {}).get("fault", {})
-    pg_timeout = float(cfg.get("pg_timeout_s", 0.0))
-    warn_after = pg_timeout + float(cfg.get("detect_warn_after_s", 10.0))
-    hang_after = pg_timeout + float(cfg.get("hang_after_s", 30.0))
-    steps = int(cfg.get("steps", 0))
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_of(facts)
+    cfg: FaultConfig = prof.section(CONFIG)
+    pg_timeout = cfg.pg_timeout_s
+    warn_after = pg_timeout + cfg.detect_warn_after_s
+    hang_after = pg_timeout + cfg.hang_after_s
+    steps = cfg.steps
     out = []
-    backend = facts.get("profile", {}).get("backend", "gloo")
-    too_few = too_few_ranks(facts.get("profile", {}))
-    for scenario in [c.name for c in drill_cases(cfg.get("scenarios", ()), backend)]:
+    backend = prof.backend
+    too_few = too_few_ranks(prof)
+    for scenario in [c.name for c in drill_cases(cfg.scenarios, backend)]:
         got = {r.metric: r for r in rows if r.case == scenario}
         if too_few:  # nothing to judge, and nothing wrong with the box: the run had one process per node
             out += [
@@ -460,7 +463,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             )
             continue
         case = [
-            judge_detection(scenario, got, pg_timeout, warn_after, hang_after, int(cfg.get("fault_step", 0))),
+            judge_detection(scenario, got, pg_timeout, warn_after, hang_after, cfg.fault_step),
             judge_resume(scenario, got, steps),
             judge_loss(scenario, got),
         ]

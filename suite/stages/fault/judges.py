@@ -4,6 +4,7 @@ out."""
 
 from __future__ import annotations
 
+from suite.config import Profile
 from suite.results import Row, Verdict
 from suite.stages.fault.timeline import STAGE
 from suite.values import is_missing
@@ -151,14 +152,14 @@ def judge_loss(scenario: str, got: dict[str, Row]) -> Verdict:
     )
 
 
-def too_few_ranks(profile: dict) -> str | None:
-    """Why the single-node drills cannot run on this profile (a recorded profile: fewer than 2 processes on a
-    node, as fault.drill_ranks counts them), or None when they can."""
-    nproc = int(profile.get("nproc", 0))
-    ranks = min(int(profile.get("fault", {}).get("ranks") or 0) or nproc, nproc)
+def too_few_ranks(profile: Profile) -> str | None:
+    """Why the single-node drills cannot run on this profile (fewer than 2 processes on a node, as
+    fault.drill_ranks counts them), or None when they can."""
+    nproc = profile.nproc
+    ranks = min(profile.section("fault").ranks or nproc, nproc)
     if ranks >= 2:
         return None
-    option = "GPUS_PER_NODE=" if len(profile.get("nodes") or ()) > 1 else "--nproc "
+    option = "GPUS_PER_NODE=" if len(profile.nodes) > 1 else "--nproc "
     return (
         f"{ranks} process per node ({option}{nproc}): a rank lost on a node needs a survivor beside it; "
         "2 processes per node run these drills"

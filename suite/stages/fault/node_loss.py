@@ -25,6 +25,7 @@ import math
 from pathlib import Path
 
 from suite.cluster.multinode import parse_nodes
+from suite.facts import profile_or_none
 from suite.results import Row, Verdict
 from suite.verdicts import verdicts_for
 
@@ -156,10 +157,10 @@ def rows_from_events(events: list[dict], lose: str, launch_error: str | None = N
 
 def judge(rows: list[Row], facts: dict) -> list[Verdict]:
     """Detection, restart and resume without the lost node, the trajectory kept; none on one node."""
-    profile = facts.get("profile", {})
-    if len(profile.get("nodes") or ()) < 2:
+    prof = profile_or_none(facts)
+    if prof is None or len(prof.nodes) < 2:
         return []
-    cfg = profile.get("fault", {})
+    cfg = prof.section("fault")
     got = {r.metric: r for r in rows if r.stage == STAGE and r.case == CASE}
     if not got:
         return [
@@ -171,8 +172,8 @@ def judge(rows: list[Row], facts: dict) -> list[Verdict]:
             )
         ]
     lost = got["lost_node"].text
-    pg = float(cfg.get("pg_timeout_s", 0.0))
-    warn_after, every = pg + float(cfg.get("detect_warn_after_s", 10.0)), int(cfg.get("checkpoint_every", 1))
+    pg = cfg.pg_timeout_s
+    warn_after, every = pg + cfg.detect_warn_after_s, cfg.checkpoint_every
     out = []
     detect = got.get("detect_s")
     if detect is None:
@@ -197,7 +198,7 @@ def judge(rows: list[Row], facts: dict) -> list[Verdict]:
                 reason_bad="the survivors noticed late: the process-group timeout decides it",
             )
         )
-    want_step = int(cfg.get("fault_step", 0)) // every * every  # the newest checkpoint before the fault step
+    want_step = cfg.fault_step // every * every  # the newest checkpoint before the fault step
     before = got.get("world_before")
     after, step, done = got.get("world_after"), got.get("resumed_step"), got.get("done_ranks")
     resumed = (
@@ -228,7 +229,7 @@ def judge(rows: list[Row], facts: dict) -> list[Verdict]:
             "raw/fault/node_loss/<node>/torchrun.log and rank*.log",
         )
     )
-    diff, tol = got.get("replay_diff"), float(cfg.get("loss_tolerance", 1e-5))
+    diff, tol = got.get("replay_diff"), cfg.loss_tolerance
     out.append(
         V.check(
             "node_loss.loss",

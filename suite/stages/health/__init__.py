@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from suite.config import ConfigSection, Profile
 from suite.context import StageContext
-from suite.facts import gpu
+from suite.facts import Facts, gpu, ingested
 from suite.facts import profile as profile_of
 from suite.hardware.gpus import gpu_for
 from suite.hardware.hostprobe import run_tool, torch_facts
@@ -95,7 +95,7 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     # the floors depend on the GPU model and each GPU's link, both read by run(): judge() applies them
     return []
 
@@ -348,7 +348,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 # ---------------------------------------------------------------- judge
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     found = facts.get("health", {})
     prof = profile_of(facts)
     out = [
@@ -404,7 +404,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
     if not prof.is_rehearsal:
         out += [
             rules.driver_verdict((smi or {}).get("driver_version"), found.get("torch_cuda"))
-            if found.get("torch_cuda") or not facts.get("ingest")
+            if found.get("torch_cuda") or not ingested(facts)
             else rules.V.live_only_skip(
                 "driver", "a driver that runs the CUDA torch was built for", "CUDA line of torch"
             ),
@@ -426,7 +426,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
             ),
         ]
     out = [_partial_pass(v, found.get("partial") or {}) for v in out]
-    if facts.get("ingest") and not rows:  # captures hold tool outputs, never this stage's own measurement
+    if ingested(facts) and not rows:  # captures hold tool outputs, never this stage's own measurement
         out.append(
             rules.V.live_only_skip(
                 "measured",
@@ -498,7 +498,7 @@ def _unread_smi(facts: dict, found: dict) -> Verdict:
     why = found.get("smi_why") or "nvidia-smi -q not run"
     smi = found.get("smi")
     held = f"read {len(smi['gpus'])} whole GPU block(s)" if smi else "not read"
-    if facts.get("ingest"):
+    if ingested(facts):
         return rules.V.skip(
             "nvidia_smi",
             expected="`nvidia-smi -q` whole",

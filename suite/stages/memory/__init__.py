@@ -28,6 +28,7 @@ from suite.costmodel.memory_formula import (
     state_bytes,
 )
 from suite.costmodel.sizing import parameter_count
+from suite.facts import Facts, profile_or_none
 from suite.hardware.card_fit import card_bytes, headroom_text, usable_bytes
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
@@ -101,7 +102,7 @@ def estimate(p) -> tuple[float, str]:
     return 20.0 + tries * 3.0, f"state, 4 activation forwards, ≤ {tries} batch tries (~3 s each)"
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     mc = profile.section(CONFIG)
     params = parameter_count(mc.model(mc.search_layers))
     out = [
@@ -196,8 +197,9 @@ def _against(check, rows, expectations, case, metric, tolerance) -> Verdict:
     )
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    mc = replace(MemoryConfig(), **(facts.get("profile", {}).get("memory") or {}))
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_or_none(facts)
+    mc: MemoryConfig = prof.section(CONFIG) if prof else MemoryConfig()
     out = [
         _against(f"state.{part}", rows, expectations, "state", part, mc.state_tolerance)
         for part in ("parameters", "gradients", "optimizer")

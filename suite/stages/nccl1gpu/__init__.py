@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
 from suite.context import StageContext
+from suite.facts import Facts
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
 from suite.verdicts import verdicts_for
@@ -61,7 +62,7 @@ def estimate(p) -> tuple[float, str]:
     )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     return []
 
 
@@ -153,7 +154,7 @@ def _value(rows, case, metric, default=None):
     return found[0] if found else default
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     return duplicate_verdicts(rows) + one_rank_verdicts(rows) + gloo_cuda_verdicts(rows)
 
 

@@ -38,7 +38,8 @@ from suite.costmodel.buckets import (
     overlap_prediction,
 )
 from suite.costmodel.tolerance import CHECK_DTYPE, tolerance
-from suite.facts import alpha_beta
+from suite.facts import Facts, alpha_beta
+from suite.facts import profile as profile_of
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import scaling_model, scaling_sized
 from suite.results import Expectation, Row, Verdict
@@ -95,7 +96,7 @@ def mode_of(text: str) -> OverlapMode:
 # ---------------------------------------------------------------- expect
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     alpha, beta, basis = alpha_beta(facts, profile.device)
     n = profile.parallel_ranks
     model = scaling_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
@@ -192,8 +193,8 @@ def grad_tolerance(dtype: str | None) -> float:
     return tolerance(dtype or CHECK_DTYPE)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    cfg = scaling_sized(GptConfig(**facts["profile"]["model"]), card_bytes(facts))[0]
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    cfg = scaling_sized(profile_of(facts).model, card_bytes(facts))[0]
     labels = list(dict.fromkeys(e.overlap for e in expectations if e.overlap)) or [
         mode_of(m).label for m in modes(cfg)
     ]

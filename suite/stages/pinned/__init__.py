@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from suite.config import ConfigSection, Profile
 from suite.context import StageContext
-from suite.facts import TopologyFacts, gpu
+from suite.facts import Facts, TopologyFacts, gpu
 from suite.hardware.ring_peak import pcie_GBps
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
@@ -68,7 +68,7 @@ def link_GBps(facts: dict) -> tuple[float | None, str]:
     return None, "no PCIe facts"
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     rate, basis = link_GBps(facts)
     if rate is None:
         return []
@@ -103,7 +103,7 @@ def _rate(rows, direction, memory):
     return found[0] if found else None
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     rate, basis = link_GBps(facts)
     out = []
     for direction in ("h2d", "d2h"):

@@ -43,6 +43,7 @@ from suite.costmodel.bubble import (
 )
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
+from suite.facts import Facts
 from suite.facts import profile as profile_of
 from suite.hardware.card_fit import card_bytes
 from suite.hardware.stage_fit import pp_sized
@@ -292,7 +293,7 @@ def case_tolerances(cfg: GptConfig, steps: int) -> dict[str, Tolerance]:
     }
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     pp, degrees = profile.section(CONFIG), pp_degrees(profile)
     if launch_ranks(profile) < 2:
         return []
@@ -381,7 +382,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
     ).rows()
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     prof = profile_of(facts)
     pp, degrees = prof.section(CONFIG), pp_degrees(prof)
     if launch_ranks(prof) < 2:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from suite.config import ConfigSection, GptConfig, Profile
 from suite.context import StageContext
+from suite.facts import Facts, profile_or_none
 from suite.results import Expectation, Row, Verdict
 from suite.stage_contract import Stage
 from suite.verdicts import verdicts_for
@@ -94,7 +95,7 @@ def estimate(p) -> tuple[float, str]:
     return 10.0 + 4 * steps * 0.01, f"4 tiny training runs × {steps} steps (~10 ms each) and a range probe"
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     pc = profile.section(CONFIG)
     return [
         Expectation(
@@ -143,8 +144,9 @@ def _value(rows, case, metric, dtype) -> float | None:
     return found[0] if found else None
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    pc = PrecisionConfig(**(facts.get("profile", {}).get("precision") or {}))
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_or_none(facts)
+    pc: PrecisionConfig = prof.section(CONFIG) if prof else PrecisionConfig()
     out = probe_verdicts(rows)
     curves = curve_summary(rows)
     if "fp32" not in curves:

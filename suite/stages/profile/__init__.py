@@ -27,6 +27,7 @@ from typing import Any
 from suite import headlines as hl
 from suite.config import Profile
 from suite.context import StageContext
+from suite.facts import Facts
 from suite.facts import profile as profile_of
 from suite.hardware.stage_fit import scaling_model
 from suite.launch.torchrun import LaunchError
@@ -128,7 +129,7 @@ def export_reports(nsys: str, raw_dir: Path) -> list[Path]:
 # ---------------------------------------------------------------- expect
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     common = dict(stage=NAME, case="ddp", world=profile.parallel_ranks)
     return subset_expectations(NAME, profile, "DDP's batch") + [
         Expectation(
@@ -242,9 +243,9 @@ def _by_rank(rows: list[Row], metric: str) -> dict[int, float]:
     return {r.rank: r.value for r in rows if r.metric == metric and r.rank is not None}
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    world = profile_of(facts).parallel_ranks
-    device = facts["profile"]["device"]
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_of(facts)
+    world, device = prof.parallel_ranks, prof.device
     capture = facts.get("trace_capture") or {}
     comm, compute = _by_rank(rows, "comm_us"), _by_rank(rows, "compute_us")
     pct, share = _by_rank(rows, "overlap_pct"), _by_rank(rows, "comm_share_pct")

@@ -23,6 +23,7 @@ from suite import headlines as hl
 from suite.cluster import node_nics as _node_nics
 from suite.config import Profile
 from suite.context import StageContext
+from suite.facts import Facts, ingested, profile_or_none
 from suite.hardware.hostprobe import (
     cpu_model_procfs,
     nccl_tests_versions,
@@ -59,7 +60,7 @@ CPU_SKIP_REASON = (
 )
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     out = [
         Expectation(
             stage=NAME,
@@ -254,16 +255,16 @@ def _version_rows(versions: dict[str, Any]) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    profile = facts.get("profile", {})
-    on_gpu = profile.get("device") == "cuda"
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_or_none(facts)
+    on_gpu = prof is not None and prof.device == "cuda"
     out = [_judge_cpu(rows, expectations, facts), _judge_threads(_index(rows), expectations, facts)]
-    out += _node_nics.judge(rows, profile.get("nodes") or ())  # a port down is down on CPU too
+    out += _node_nics.judge(rows, prof.nodes if prof else ())  # a port down is down on CPU too
     if not on_gpu:
-        reason = CPU_SKIP_REASON.format(name=profile.get("name", "gloo-cpu"))
+        reason = CPU_SKIP_REASON.format(name=prof.name if prof else "gloo-cpu")
         out += [
             VERDICTS.skip(
-                check, expected="a GPU box", observed=f"profile {profile.get('name', '?')}", reason=reason
+                check, expected="a GPU box", observed=f"profile {prof.name if prof else '?'}", reason=reason
             )
             for check in GPU_CHECKS
         ]
@@ -301,7 +302,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list
         )
     )
     # torch ran nowhere: the captured box's tools are judged, not this machine's torch
-    if facts.get("ingest"):
+    if ingested(facts):
         out.append(
             VERDICTS.live_only_skip(
                 "torch_cuda_devices", "torch sees the profile's GPUs", "torch device count"
@@ -329,7 +330,7 @@ def _judge_tools(by: dict, facts: dict) -> Verdict:
         for (case, metric), row in by.items()  # `-p2p` is topology.p2p's, optional to this check
         if metric == "tool_status" and case.startswith("nvidia-smi") and case not in OPTIONAL_TOOLS
     }
-    if facts.get("ingest"):  # the tools ran on the captured box, not here: say which outputs were read
+    if ingested(facts):  # the tools ran on the captured box, not here: say which outputs were read
         read = ", ".join(sorted(tools)) or "none"
         if "nvidia-smi-topo-m" in tools and {"nvidia-smi-q", "nvidia-smi-L"} & set(tools):  # names and matrix
             return VERDICTS.not_applicable(

@@ -22,6 +22,7 @@ from suite import headlines as hl
 from suite.config import Profile
 from suite.context import StageContext
 from suite.costmodel.tolerance import CHECK_DTYPE, Tolerance, golden_tolerance
+from suite.facts import Facts
 from suite.facts import profile as profile_of
 from suite.hardware.stage_fit import scaling_model
 from suite.results import Expectation, Row, Verdict
@@ -50,7 +51,7 @@ def estimate(p) -> tuple[float, str]:
 GOLDEN_CASES = ("logits", "loss", "grads", "sequence_sharded_attention")
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     out = []
     for d in profile.degrees:
         if d > 1:
@@ -133,12 +134,13 @@ def speedup_rows(rows: list[Row], baseline: dict) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
-    model = scaling_model(profile_of(facts), facts)  # one forward and backward: no optimizer step
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
+    prof = profile_of(facts)
+    model = scaling_model(prof, facts)  # one forward and backward: no optimizer step
     out = golden_verdicts(
         rows,
         case_tolerances(golden_tolerance(model, 0), model.vocab),
-        [d for d in facts["profile"]["degrees"] if d > 1],
+        [d for d in prof.degrees if d > 1],
     )
     speedup = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "speedup"}
     share = {r.tp: r.value for r in rows if r.case == "train_step" and r.metric == "comm_share"}

@@ -30,7 +30,7 @@ from suite.costmodel.scaling_expectations import DP_MARGIN, ZERO3_SLOWDOWN, mode
 from suite.costmodel.sizing import parameter_count
 from suite.costmodel.tolerance import CHECK_DTYPE, golden_tolerance
 from suite.dtypes import DTYPE_BYTES
-from suite.facts import alpha_beta_at
+from suite.facts import Facts, alpha_beta_at, baseline_step_s
 from suite.facts import profile as profile_of
 from suite.hardware.stage_fit import scaling_dp_model
 from suite.results import Expectation, Row, Verdict
@@ -65,11 +65,11 @@ ZERO_STAGES = (0, 1, 2, 3)
 NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 
-def expect(profile: Profile, facts: dict) -> list[Expectation]:
+def expect(profile: Profile, facts: Facts) -> list[Expectation]:
     cfg = scaling_dp_model(profile, facts)  # sized to the card (suite/hardware/stage_fit.py)
     golden = golden_tolerance(cfg, cfg.warmup_steps + cfg.steps)  # the check's steps
     params = parameter_count(cfg)
-    step_1 = (facts.get("baseline") or {}).get("step_time_s")
+    step_1 = baseline_step_s(facts)
     across = len(profile.nodes) > 1
     out = subset_expectations(NAME, profile, "ZeRO (the batch and the state shards)")
     for n in profile.zero_degrees:
@@ -156,7 +156,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
 VERDICTS = verdicts_for(NAME)
 
 
-def judge(rows: list[Row], expectations: list[Expectation], facts: dict) -> list[Verdict]:
+def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> list[Verdict]:
     profile = profile_of(facts)
     across = len(profile.nodes) > 1
     tol = tolerance_after_training(facts, scaling_dp_model(profile, facts))
