@@ -19,14 +19,15 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from suite.fromjson import from_plain
 from suite.power_of_two import parallel_ranks
 from suite.sections import RESERVED, ConfigSection, ProfileError, T, declared_sections
 
 NCCL_TESTS_FORMS = ("mpi", "single")
-LAUNCHERS = ("torchrun", "fork")
+Launcher = Literal["torchrun", "fork"]
+LAUNCHERS: tuple[Launcher, ...] = typing.get_args(Launcher)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,10 +121,10 @@ class Profile:
 
     name: str
     """Profile name, part of the run id."""
-    backend: str
-    """torch.distributed backend: gloo or nccl."""
-    device: str
-    """Device type the workloads use: cpu or cuda."""
+    backend: Literal["gloo", "nccl"]
+    """torch.distributed backend."""
+    device: Literal["cpu", "cuda"]
+    """Device type the workloads use."""
     nproc: int
     """Processes per node: 4 in the rehearsal, one per GPU on a GPU box."""
     omp_threads: int = 1
@@ -133,7 +134,7 @@ class Profile:
     master_port: int | None = None
     """Rendezvous port; None picks a free one per launch (a port held by last round's processes is the classic
     trap)."""
-    launcher: str = "torchrun"
+    launcher: Launcher = "torchrun"
     """How a stage's ranks start: "torchrun" (one `python -m torch.distributed.run` per launch, as users
     launch) or "fork" (the CPU rehearsal: forked from one process that imported torch once;
     suite/launch/forklaunch.py)."""
@@ -159,7 +160,7 @@ class Profile:
     (suite/cluster/multinode.py)."""
     ssh_config: str = ""
     """The ssh_config file the suite reaches the other nodes with ('' : ssh's own)."""
-    node_launcher: str = "ssh"
+    node_launcher: Literal["ssh", "srun"] = "ssh"
     """How a multi-node launch reaches the other nodes: ssh (one per node) or srun (one across a Slurm
     allocation)."""
     socket_ifname: str = ""

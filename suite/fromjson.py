@@ -2,8 +2,9 @@
 annotations.
 
 A nested dataclass field comes back as its dataclass, a `tuple[...]` field as a tuple (JSON has only
-lists), `X | None` as X or None; keys no field has are dropped (a field since removed), missing ones
-take the field's default. The profile recorded in a manifest is rebuilt this way on resume.
+lists), `X | None` as X or None, a `Literal[...]` field as one of its values (another is refused); keys no
+field has are dropped (a field since removed), missing ones take the field's default. The profile recorded
+in a manifest is rebuilt this way on resume.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ _SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 
 def _checked(cls: type, name: str, hint: Any, value: Any) -> Any:
+    if typing.get_origin(hint) is typing.Literal and value not in typing.get_args(hint):
+        choices = " or ".join(map(repr, typing.get_args(hint)))
+        raise FieldTypeError(f"{cls.__name__}.{name} is {str(value)[:40]!r}, not {choices}")
     accepted = _SCALARS.get(hint)
     if accepted and (
         not isinstance(value, accepted)

@@ -148,3 +148,22 @@ def test_a_stage_reads_its_own_section_typed_without_the_table():
     section = ConfigSection("drill", FaultConfig, {"gloo-cpu": FaultConfig(ranks=3)})
     assert GLOO_CPU.section(section) == FaultConfig(ranks=3) and NCCL_GPU.section(section) == FaultConfig()
     assert "drill" not in declared_sections()
+
+
+def test_the_profiles_choices_are_literals_and_a_recorded_value_outside_them_is_refused():
+    """backend, device, launcher and node_launcher name their choices in their type; a manifest's profile
+    holding another (hand-edited, or from a cardtime that had more) is refused naming the field and the
+    choices, never run with."""
+    import typing
+
+    from suite.fromjson import FieldTypeError
+
+    hints = typing.get_type_hints(Profile)
+    assert typing.get_args(hints["backend"]) == ("gloo", "nccl")
+    assert typing.get_args(hints["device"]) == ("cpu", "cuda")
+    assert typing.get_args(hints["launcher"]) == ("torchrun", "fork")
+    assert typing.get_args(hints["node_launcher"]) == ("ssh", "srun")
+    recorded = GLOO_CPU.to_dict() | {"backend": "mpi"}
+    with pytest.raises(FieldTypeError, match=r"^Profile\.backend is 'mpi', not 'gloo' or 'nccl'$"):
+        profile_from_dict(recorded)
+    assert profile_from_dict(NCCL_GPU.to_dict()) == NCCL_GPU
