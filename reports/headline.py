@@ -162,7 +162,9 @@ def stage_line(
         skip_why=skip_why,
         skipped=[Skipped(v.id, clip(fmt.first_line(v.reason), MAX_REASON)) for v in skips],
         # unless the figure is the proof itself (topology's CPU line)
-        cpu_figure=clip(own, MAX_HEADLINE) if proving and own and own not in text else "",
+        cpu_figure=clip(own, MAX_HEADLINE)
+        if proving and own and own.casefold() not in text.casefold()
+        else "",
     )
 
 

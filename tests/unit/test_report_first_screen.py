@@ -140,6 +140,10 @@ def test_a_rehearsal_line_says_what_was_proven_and_greys_its_cpu_figure(monkeypa
     assert failed.headline == "TP=4 speedup 0.04× · ideal 4×" and failed.cpu_figure == ""  # not proven
     waits = headline.stage_line("tp", "stage-tp", *empty, [v("scaling", "skip")], "", rehearsal=True)
     assert waits.headline == "nothing to prove on CPU: every check here needs a GPU"
+    monkeypatch.setattr(headline, "declared_headline", lambda *args: "Golden.TP4: logits 2e-07")
+    same = headline.stage_line("tp", "stage-tp", *empty, verdicts, "", rehearsal=True)
+    assert same.cpu_figure == ""  # the figure that only repeats the proof is not shown twice
+    monkeypatch.setattr(headline, "declared_headline", lambda *args: "TP=4 speedup 0.04× · ideal 4×")
     box = headline.stage_line("tp", "stage-tp", *empty, verdicts, "", judges_box=True)
     assert box.headline == "TP=4 speedup 0.04× · ideal 4×" and box.cpu_figure == ""  # a box's figures count
 
