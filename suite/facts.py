@@ -139,8 +139,8 @@ class TopologyFacts:
 class Facts(Mapping[str, Any]):
     """What expect() and judge() are handed: the run's profile, typed (the runner's own object, never
     rebuilt from JSON), and what earlier stages published (for judge(), this stage's too), each read by a
-    typed reader of this module (`topology`, `gpu`, `link_peak`, `alpha_beta`…) or, a stage's own record, by
-    its key."""
+    typed reader of this module (`TopologyFacts.from_facts`, `gpu`, `link_peak`, `alpha_beta`, `ingested`…)
+    or, a stage's own record, by its key."""
 
     def __init__(self, profile: Profile, published: Mapping[str, Any] | None = None) -> None:
         self.profile = profile
@@ -156,10 +156,6 @@ class Facts(Mapping[str, Any]):
     def with_published(self, published: Mapping[str, Any]) -> "Facts":
         """These facts and what the stage that just ran published (judge() reads both)."""
         return Facts(self.profile, {**self._published, **published})
-
-    @property
-    def topology(self) -> "TopologyFacts":
-        return TopologyFacts.from_facts(self)
 
     def __getitem__(self, key: str) -> Any:
         return self._published[key]

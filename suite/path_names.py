@@ -1,4 +1,4 @@
-"""Paths whose names are not UTF-8 or hold a control character: refused in one line before any write.
+"""Paths whose names are not UTF-8 or hold a newline: refused in one line before anything is written.
 
 A run records its paths in UTF-8 JSON, Parquet and HTML. A folder named in latin-1 (`caf\\xe9`, as an old
 archive or a Windows share unpacks it) reaches Python as a lone surrogate, which none of those writers take:
