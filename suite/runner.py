@@ -317,6 +317,7 @@ def run_stage(run: RunDir, profile: Profile, name: str, index: int, progress: Pr
 
     outcome = produce(declared, name, profile, run, raw_dir, facts, progress, timeout)
     if not outcome["ok"]:  # killed or crashed: the rows it measured so far are kept (suite/kept_rows.py)
+        forklaunch.settle_warm_zygote()  # its ranks gone first: none writes a row after the salvage
         kept = kept_rows.salvage(raw_dir)
         outcome = {
             **outcome,

@@ -217,6 +217,21 @@ def warm_zygote(log_path: Path | None = None, fork_here: bool = False) -> Zygote
     return _current
 
 
+def settle_warm_zygote(timeout_s: float = 10.0) -> None:
+    """After a stage was killed: wait until nothing this process's zygote forked for it still runs, killing
+    what outlives `timeout_s`. The zygote's agents kill their ranks when the stage's socket closes, but
+    on their own time: a rank still running would write rows after the runner kept the stage's, and take
+    cores from the next stage. Only between stages, when no launch is in flight."""
+    zygote = _current
+    if zygote is None or os.getpid() != zygote.owner or not zygote.alive():
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(procs.alive(p) for p in procs.descendants(zygote.pid)):
+        time.sleep(0.02)
+    for pid in procs.descendants(zygote.pid):
+        procs.kill_tree(pid, grace_s=0.0)
+
+
 def stop_warm_zygote() -> None:
     global _current
     if _current is not None:

@@ -96,8 +96,14 @@ def start_ticks(pid: int | str = "self") -> int | None:
         return None
 
 
+GONE_S = 10.0
+"""How long kill_tree waits after its SIGKILL for the processes to be gone (the kernel ends them when next
+scheduled; a busy machine takes longer)."""
+
+
 def kill_tree(pid: int, grace_s: float = 2.0) -> None:
-    """SIGTERM `pid` and all its descendants (SIGCONT for stopped ones), then SIGKILL what is left."""
+    """SIGTERM `pid` and all its descendants (SIGCONT for stopped ones), then SIGKILL what is left; returns
+    once they are gone (at most GONE_S later), so that nothing of the tree writes a file after it."""
     victims = descendants(pid) + [pid]
     for sig in (signal.SIGTERM, signal.SIGCONT):
         for p in victims:
@@ -108,11 +114,15 @@ def kill_tree(pid: int, grace_s: float = 2.0) -> None:
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(alive(p) for p in victims if p != pid):
         time.sleep(0.05)
-    for p in descendants(pid) + victims:
+    victims = descendants(pid) + victims
+    for p in victims:
         try:
             os.kill(p, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    deadline = time.monotonic() + GONE_S
+    while time.monotonic() < deadline and any(alive(p) for p in victims if p != pid):
+        time.sleep(0.01)
 
 
 # ---------------------------------------------------------------- a function in a forked child

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from suite.config import GLOO_CPU
-from suite.launch import procs
+from suite.launch import forklaunch, procs
 from suite.launch.forklaunch import launch, warm_zygote
 from suite.launch.torchrun import LaunchError
 from suite.results import read_rows_jsonl
@@ -143,6 +143,35 @@ def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path
     again = launch(fork, WORKER, raw_dir=tmp_path / "again", nproc=2, timeout_s=120)
     assert {r.rank: r.value for r in again.rows() if r.case == "sum_of_ranks"} == {0: 1.0, 1: 1.0}
     assert warm_zygote().pid == zygote.pid  # the failures cost the zygote nothing
+
+
+def test_a_launch_whose_stage_was_killed_leaves_no_rank_once_the_zygote_settles(tmp_path):
+    """The runner's kill at a stage's timeout: the stage's child dies with its launch in flight, the zygote's
+    agent kills the ranks on its own time; settle_warm_zygote returns only once none of them runs (else a
+    rank could write rows after the runner salvaged them)."""
+    fork = profile("fork")
+    zygote = warm_zygote()
+    folder = tmp_path / "killed"
+
+    def stage() -> dict:
+        launch(fork, WORKER, ["--hang-rank", "0"], raw_dir=folder, nproc=3, timeout_s=120)
+        return {}
+
+    child = procs.fork_call(stage, tmp_path / "result.json", on_error=lambda error: {"error": str(error)})
+    deadline = time.monotonic() + 120
+    while len(list(folder.glob("out/rows.rank*.jsonl"))) < 3 or not all(
+        read_rows_jsonl(p) for p in folder.glob("out/rows.rank*.jsonl")
+    ):
+        assert time.monotonic() < deadline and not child.poll(), "the launch never started its ranks"
+        time.sleep(0.05)
+    pids = rank_pids(folder)
+    assert procs.alive(pids[0])  # rank 0 sleeps
+    assert not child.wait(deadline=0.0)  # the stage killed as the runner kills it
+    forklaunch.settle_warm_zygote()
+    assert not any(procs.alive(p) for p in pids)  # at once: no waiting here
+    assert not procs.descendants(zygote.pid)
+    again = launch(fork, WORKER, raw_dir=tmp_path / "again", nproc=2, timeout_s=120)
+    assert {r.rank: r.value for r in again.rows() if r.case == "sum_of_ranks"} == {0: 1.0, 1: 1.0}
 
 
 FORKED_ZYGOTE = """
