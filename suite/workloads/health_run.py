@@ -28,13 +28,14 @@ STAGE = "health"
 
 TRIALS = {"cuda": 5, "cpu": 9}
 """Each figure comes from several timed windows. On a GPU the median of 5: one slow window does not make a GPU
-an outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 9 short ones: the
-rehearsal's cores are shared with whatever else runs, and a neighbour's burst must not look like a slow rank
-(an injected one still does: it is slow in every window)."""
+an outlier, a GPU held down for the whole measurement still is. On CPU ranks the fastest of 9 short ones, each
+timed by the process's CPU time: the rehearsal's cores are shared with whatever else runs, and a busy machine
+must not make a rank look slow (or hide an injected one: its work is 4× in CPU seconds, however the cores are
+shared)."""
 
 
 def _timed(fn, device: torch.device, iters: int) -> float:
-    """Seconds for `iters` calls of fn, by CUDA events on a GPU, the wall clock on CPU (see TRIALS)."""
+    """Seconds for `iters` calls of fn, by CUDA events on a GPU, CPU seconds on CPU (see TRIALS)."""
     fn()  # warm-up (cuBLAS heuristics, page-locking)
     windows = [_window(fn, device, iters) for _ in range(TRIALS.get(device.type, 5))]
     return statistics.median(windows) if device.type == "cuda" else min(windows)
@@ -50,10 +51,10 @@ def _window(fn, device: torch.device, iters: int) -> float:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(iters):
         fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def gemm_tflops(device: torch.device, n: int, iters: int, factor: int) -> float:
