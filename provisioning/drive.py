@@ -183,8 +183,7 @@ def start(
             args += suite_node_args(group.labels, settings)
         prepare = docker_job_parts if opts.runtime == "docker" else host_job_parts
         parts = prepare(opts, group, local, job_dir, args, settings, steps)
-        on_nodes = "" if group.single else f" on {len(group.members)} nodes"
-        steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'}{on_nodes} detached")
+        steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'}{group.on_nodes} detached")
         use_tmux = first.facts.tmux if opts.detach is None else opts.detach == "tmux"
         others = [m.node for m in group.others]
         jobs.start(
@@ -251,8 +250,7 @@ def host_job_parts(
     venv = hostruntime.venv_dir(
         group.base, hostruntime.pyproject_key(local.root, local.commit), first.facts.python, line
     )
-    on_nodes = "" if group.single else f" on {len(group.members)} nodes"
-    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}){on_nodes}")
+    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}){group.on_nodes}")
     code_dir, how = ship_code(group.remote, first, group, local, steps)
     for m in group.others:  # each node's code, and the set-up the first node's job runs there over ssh
         node_remote = connect_for_transfers(dataclasses.replace(opts, host=m.spec))
@@ -294,8 +292,7 @@ def docker_job_parts(opts, group: Group, local, job_dir: str, args: list[str], s
     kernel log for the health stage, checks the GPUs in the image on every host; the suite runs in it on
     the first."""
     remote, first, gpu = group.remote, group.first, needs_gpu(opts.profile)
-    on_nodes = "" if group.single else f", on {len(group.members)} nodes"
-    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}): in the image{on_nodes}")
+    steps.begin("code", f"code at {local.commit[:12]} ({local.branch}): in the image{group.on_nodes}")
     steps.begin("runtime", "RUNTIME=docker" + ("" if group.single else " on every node"))
     line = first.decision.cuda_line if gpu and not opts.image else None
     image, setup = remote_docker.image_setup(remote, local, opts.image, group.base, say=steps.say, line=line)

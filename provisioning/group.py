@@ -97,6 +97,11 @@ class Group:
     def base(self) -> str:
         return self.first.facts.base
 
+    @property
+    def on_nodes(self) -> str:
+        """' on 3 nodes' for a step's line, '' on a group of one."""
+        return "" if self.single else f" on {len(self.members)} nodes"
+
     def runtime(self, opts: RemoteOptions) -> str:
         """One host: what preflight chose for it (Docker where it has GPU support). Several: nodes_runtime's,
         settled before their preflight."""

@@ -187,9 +187,7 @@ def baseline_step_s(facts: Mapping[str, Any]) -> float | None:
 
 def profile_or_none(facts: Mapping[str, Any]) -> Profile | None:
     """profile(facts); None where a plain mapping records none (a judge called on rows alone)."""
-    if isinstance(facts, Facts):
-        return facts.profile
-    return profile_from_dict(facts["profile"]) if facts.get("profile") else None
+    return Facts.of(facts).profile if isinstance(facts, Facts) or facts.get("profile") else None
 
 
 def gpu_model(facts: Mapping[str, Any]) -> str | None:

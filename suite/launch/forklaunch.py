@@ -225,10 +225,8 @@ def settle_warm_zygote(timeout_s: float = 10.0) -> None:
     zygote = _current
     if zygote is None or os.getpid() != zygote.owner or not zygote.alive():
         return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(procs.alive(p) for p in procs.descendants(zygote.pid)):
-        time.sleep(0.02)
-    for pid in procs.descendants(zygote.pid):
+    procs.wait_gone(procs.descendants(zygote.pid), timeout_s)
+    for pid in procs.descendants(zygote.pid):  # what outlived it, and any rank forked meanwhile
         procs.kill_tree(pid, grace_s=0.0)
 
 

@@ -96,6 +96,16 @@ def start_ticks(pid: int | str = "self") -> int | None:
         return None
 
 
+def wait_gone(pids: list[int], within_s: float, poll_s: float = 0.01) -> bool:
+    """Wait until none of `pids` runs (a zombie counts as gone), at most `within_s`; whether they are gone."""
+    deadline = time.monotonic() + within_s
+    while any(alive(p) for p in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 GONE_S = 10.0
 """How long kill_tree waits after its SIGKILL for the processes to be gone (the kernel ends them when next
 scheduled; a busy machine takes longer)."""
@@ -111,18 +121,14 @@ def kill_tree(pid: int, grace_s: float = 2.0) -> None:
                 os.kill(p, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(alive(p) for p in victims if p != pid):
-        time.sleep(0.05)
+    wait_gone([p for p in victims if p != pid], grace_s, poll_s=0.05)
     victims = descendants(pid) + victims
     for p in victims:
         try:
             os.kill(p, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    deadline = time.monotonic() + GONE_S
-    while time.monotonic() < deadline and any(alive(p) for p in victims if p != pid):
-        time.sleep(0.01)
+    wait_gone([p for p in victims if p != pid], GONE_S)
 
 
 # ---------------------------------------------------------------- a function in a forked child

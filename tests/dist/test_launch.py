@@ -119,10 +119,7 @@ def rank_pids(folder) -> list[int]:
 
 
 def gone(pids: list[int], within_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(procs.alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not any(procs.alive(p) for p in pids)
+    return procs.wait_gone(pids, within_s, poll_s=0.1)
 
 
 def test_warm_ranks_killed_or_hung_fail_the_launch_and_leave_no_process(tmp_path):
