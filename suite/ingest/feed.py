@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from suite import runner, stages
 from suite.config import Profile, get_profile
+from suite.ingest import condense
 from suite.ingest.inputs import Capture, Unused
 from suite.parsers import traces
 from suite.path_names import shown
@@ -177,15 +179,15 @@ def partial_captures(plan: Plan) -> list[str]:
 
 
 def nccl_rows(caps: list[Capture], stage: str) -> list[Row]:
+    """The stage's rows from its nccl-tests captures; a table too long to judge row by row is judged by the
+    rows suite/ingest/condense.py keeps, and its status row says so."""
     rows: list[Row] = []
-    for c in caps:
+    for c, (data, condensed) in zip(caps, condense.stage_tables([c.data for c in caps]), strict=True):
+        what = f"ingested {c.path.name}" + (f" ({condensed.note()})" if condensed else "")
+        if condensed:
+            print(f"{shown(c.path)}: {condensed.note()}", file=sys.stderr)
         rows += _nccl_tests.rows_from_output(
-            c.data,
-            c.facts["collective"],
-            stage,
-            c.facts.get("algo"),
-            what=f"ingested {c.path.name}",
-            pasted=True,
+            data, c.facts["collective"], stage, c.facts.get("algo"), what=what, pasted=True
         )
     return rows
 

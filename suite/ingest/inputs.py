@@ -111,14 +111,16 @@ def read_nccl_tests(path: Path, text: str) -> list[Capture]:
             env_algo = env.get("NCCL_ALGO") if isinstance(env, dict) else None
         except (ValueError, AttributeError):
             pass
-    out, lines, before = [], text.splitlines(keepends=True), ""
+    out, before = [], ""
     while True:
         parsed = nccl_tests.parse(text, name_hint=path.name)
         if parsed.get("collective") is None:
             raise ParseError("the output names no collective (no `*_perf` program in it or in the file name)")
         rest = parsed.get("next_test_line")  # 1-based: the next test's preamble
+        lines = text.splitlines(keepends=True) if rest else []  # a file of one test is not split again
         this = "".join(lines[: rest - 1]) if rest else text
-        algo = (env_algo or _algo(before + this[: _cut(this)]) or "").capitalize()
+        preamble = this[: _cut(this)]  # the command, NCCL_ALGO and the rank lines come before the table
+        algo = (env_algo or _algo(before + preamble) or "").capitalize()
         algo = algo if algo in ("Ring", "Tree") else None
         out.append(
             Capture(
@@ -126,7 +128,7 @@ def read_nccl_tests(path: Path, text: str) -> list[Capture]:
                 nccl_tests.KIND,
                 "crossover" if algo else "bandwidth",
                 parsed,
-                {"algo": algo, **ranks_of(this)},
+                {"algo": algo, **ranks_of(preamble)},
             )
         )
         if not rest:
@@ -241,6 +243,10 @@ def files_of(paths: list[Path]) -> tuple[list[Path], list[Unused]]:
     return files, missing
 
 
+def first_kind(head: bytes) -> str | None:
+    return next((kind for kind, sniff, _ in KINDS if sniff(head)), None)
+
+
 def read(path: Path) -> list[Capture] | Unused:
     problem = not_regular_problem(path)  # too large, or replaced by a FIFO since it was listed
     if problem:
@@ -264,9 +270,15 @@ def read(path: Path) -> list[Capture] | Unused:
             return Unused(path, f"unreadable: {e}")
         except OSError as e:
             return Unused(path, f"unreadable ({e.strerror})")
-    pasted = clean(text) if text is not None else None
-    if pasted is not None:
-        head = pasted.text[:HEAD_BYTES].encode("utf-8", "replace") or head
+    pasted = None
+    if text is not None:
+        raw_head = head
+        # the kind is told by the head, cleaned; nccl-tests' parser reads the raw text itself (its prompt
+        # line, its cut tables), so a million-row table is not cleaned line by line for nothing
+        head = clean(text[:HEAD_BYTES]).text[:HEAD_BYTES].encode("utf-8", "replace") or raw_head
+        if first_kind(head) != nccl_tests.KIND:
+            pasted = clean(text)
+            head = pasted.text[:HEAD_BYTES].encode("utf-8", "replace") or raw_head
     for kind, sniff, reader in KINDS:
         if sniff(head):
             try:
