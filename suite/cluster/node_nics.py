@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -71,6 +71,17 @@ def nics_from_ports(parsed: dict) -> list[Nic]:
     return out
 
 
+def with_sysfs_rate(nic: Nic, sys_root: Path) -> Nic:
+    """An RDMA port the tool gave no rate (`ibv_devinfo` prints none; some `ibstat` builds none for RoCE)
+    with the kernel's (/sys/class/infiniband/<ca>/ports/<port>/rate): without it the inter-node ceiling would
+    fall back to the Ethernet beside the fabric."""
+    if nic.rate_gbps or nic.kind == "ethernet":
+        return nic
+    ca, _, port = nic.name.partition("/")
+    rate = port_from_sysfs(ca, 0, "", "", _read(sys_root / "infiniband" / ca / "ports" / port / "rate"), "")
+    return replace(nic, rate_gbps=rate["rate"]) if rate["rate"] else nic
+
+
 def nic_from_net(name: str, operstate: str, speed: str) -> Nic:
     """/sys/class/net/<name>/{operstate,speed} (speed in Mb/s; -1 or unreadable when the link has none)."""
     try:
@@ -110,7 +121,7 @@ def local_nics(
             if done.stdout.strip():
                 errors.append(f"{tool}: {e}")
             continue
-        nics += nics_from_ports(parsed)
+        nics += [with_sysfs_rate(n, sys_root) for n in nics_from_ports(parsed)]
         errors += [f"{tool}: {line}" for line in parsed["errors"]]
         break
     else:  # no RDMA tool installed: the kernel's own view
@@ -277,6 +288,20 @@ def nic_totals(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
         count = sum(1 for n in nics if n.rate_gbps == line)
         out[node] = {"nics": count, "line_gbps": line, "total_gbps": count * line}
     return out
+
+
+def rdma_ports(rows: Iterable[Row]) -> dict[str, list[str]]:
+    """node → its RDMA ports that are up ('mlx5_0/1 infiniband 400 Gb/s'), [] for a node with none: where NCCL
+    then uses sockets, the fabric carried nothing (bandwidth's inter_transport)."""
+    per_node, _ = from_rows(rows)
+    return {
+        node: [
+            f"{n.name} {n.kind}" + (f" {n.rate_gbps:g} Gb/s" if n.rate_gbps else "")
+            for n in nics
+            if n.up and n.kind != "ethernet"
+        ]
+        for node, nics in per_node.items()
+    }
 
 
 def _fabric_ports(rows: Iterable[Row]) -> dict[str, list[Nic]]:

@@ -5,6 +5,11 @@ tests/data/nccl-net/).
     NCCL INFO NET/IB : No device found.
     NCCL INFO NET/Socket : Using [0]eno1:192.168.1.15<0>
     NCCL INFO Using network IB | Socket | IBext_v8 (a net plugin's name)
+    NCCL INFO Channel 00 : 1[101d0] -> 8[101c0] [send] via NET/AWS Libfabric/1/GDRDMA
+    NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'
+
+A channel over the network names its NIC (NCCL's index, not `mlx5_<n>`) and ends `/GDRDMA` when the NIC reads
+and writes GPU memory directly (GPUDirect RDMA); without it every byte is staged through host memory.
 
 The `Using network` line is NCCL's choice; older NCCL prints none, and then the transport is IB when an IB
 device was taken, else Socket when a socket interface was. `sockets` is what an inter-node verdict says when
@@ -16,11 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-USING_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+USING_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")  # `AWS Libfabric`: two words
 NET_IB = re.compile(r"NCCL INFO NET/IB : Using (.*?)\s*(?:; OOB .*)?$")
 NET_IB_NONE = re.compile(r"NCCL INFO NET/IB : No device found")
 NET_SOCKET = re.compile(r"NCCL INFO NET/Socket : Using (.*)$")
 DEVICE = re.compile(r"\[\d+\](\S+)")
+NET_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : .* via NET/(.+?)/(\d+)(/GDRDMA)?(?:/Shared)?\s*$")
+GDR_DISABLED = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)'")
 
 
 @dataclass
@@ -33,6 +40,32 @@ class NcclNet:
     """'eno1:192.168.1.15<0>' …, as NET/Socket listed them."""
     ib_missing: bool = False
     """NET/IB said it found no device (no HCA, no /dev/infiniband in the container, no ibverbs provider)."""
+    net_channels: int = 0
+    """Channel lines over the network (`… via NET/IB/0[/GDRDMA]`)."""
+    gdr_channels: int = 0
+    """Of them, those over GPUDirect RDMA (`/GDRDMA`)."""
+    gdr_disabled: list[str] = field(default_factory=list)
+    """HCAs NCCL said GPUDirect RDMA is disabled for (`GPU Direct RDMA Disabled for HCA 0 'mlx5_0'`)."""
+
+    @property
+    def gdr(self) -> str | None:
+        """'on' (every network channel over GPUDirect RDMA), 'partial', 'off'; None where the log shows no
+        network channel and no GDR line (NCCL_DEBUG_SUBSYS without INIT's channel lines)."""
+        if self.net_channels:
+            if self.gdr_channels == self.net_channels:
+                return "on"
+            return "partial" if self.gdr_channels else "off"
+        return "off" if self.gdr_disabled else None
+
+    def gdr_text(self) -> str:
+        """What the log says of GPUDirect RDMA, for a row's text."""
+        disabled = f"; disabled for {', '.join(self.gdr_disabled[:4])}" if self.gdr_disabled else ""
+        if not self.net_channels:
+            return f"GPUDirect RDMA: no network channel line{disabled}"
+        return (
+            f"GPUDirect RDMA on {self.gdr_channels} of {self.net_channels} network channel(s) "
+            f"({self.gdr}){disabled}"
+        )
 
     @property
     def sockets(self) -> bool:
@@ -65,6 +98,11 @@ def parse_nccl_net(text: str) -> NcclNet:
             out.ib_devices = out.ib_devices or DEVICE.findall(m.group(1))
         elif m := NET_SOCKET.search(line):
             out.socket_interfaces = out.socket_interfaces or DEVICE.findall(m.group(1))
+        elif m := NET_CHANNEL.search(line):
+            out.net_channels += 1
+            out.gdr_channels += bool(m.group(3))
+        elif (m := GDR_DISABLED.search(line)) and m.group(1) not in out.gdr_disabled:
+            out.gdr_disabled.append(m.group(1))
     if out.transport is None:  # NCCL before 2.6 prints no `Using network`
         out.transport = "IB" if out.ib_devices else "Socket" if out.socket_interfaces else None
     return out

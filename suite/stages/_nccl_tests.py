@@ -298,8 +298,7 @@ def sweep(
             planned=planned,
             budget_s=None if share is None else share * BOX_SHARE,
         )
-        transport = _nccl_net.transport_row(ctx.stage, ctx.raw_dir, program + suffix) if across else None
-        rows += [transport] if transport else []
+        rows += _nccl_net.transport_rows(ctx.stage, ctx.raw_dir, program + suffix) if across else []
         try:
             parsed = parse_file(out)
         except ParseError as e:

@@ -57,7 +57,8 @@ def test_a_missed_inter_node_floor_over_sockets_says_so(tmp_path):
         raw = tmp_path / name
         raw.mkdir()
         (raw / "all_reduce_perf.nccl-debug.gpu-a.4242").write_text((DATA / "nccl-net" / name).read_text())
-        row = _nccl_net.transport_row("bandwidth", raw, "all_reduce_perf")
+        row, gdr = _nccl_net.transport_rows("bandwidth", raw, "all_reduce_perf")
+        assert gdr.metric == "gdr" and gdr.text == "GPUDirect RDMA: no network channel line"
         assert row.value == (0.0 if "socket" in name else 1.0)
         (verdict,) = _intra_judges.judge_inter_peak(curve, "nccl-tests", facts, [row])
         assert verdict.status == "fail" and says in verdict.reason, verdict

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from suite.config import Profile
 from suite.facts import profile_or_none
 from suite.results import Expectation, Row, Verdict
-from suite.stages.bandwidth import intra_judges, intra_node, node_pairs
+from suite.stages.bandwidth import intra_judges, intra_node, node_pairs, transport_judge
 
 
 def across(profile_or_facts: Profile | Mapping[str, Any]) -> bool:
@@ -68,8 +68,8 @@ def floors_text(expectations: Sequence[Expectation]) -> str:
 
 
 def judge_peak(curves: dict[str, dict[int, float]], source: str, facts: dict, rows=()) -> list[Verdict]:
-    """The sweep across nodes at its best, held to the NICs (not the link)."""
-    return intra_judges.judge_inter_peak(curves, source, facts, rows)
+    """The sweep across nodes at its best, held to the NICs (not the link), and the network NCCL used."""
+    return intra_judges.judge_inter_peak(curves, source, facts, rows) + transport_judge.judge(rows, facts)
 
 
 def headline_part(rows: Sequence[Row], expectations: Sequence[Expectation]) -> tuple[str, str] | None:

@@ -111,6 +111,7 @@ def run(profile: Profile, ctx: StageContext) -> list[Row]:
         ctx.publish("node_line_gbps", _node_nics.line_rates(nic_rows))  # what bandwidth holds node pairs to
         # and the inter-node sweep (NICs × line rate)
         ctx.publish("node_nics", _node_nics.nic_totals(nic_rows))
+        ctx.publish("node_rdma", _node_nics.rdma_ports(nic_rows))  # sockets across them fails (bandwidth)
     gpu: dict[str, Any] = {}
     if not profile.is_rehearsal:
         ctx.say("nvidia-smi topo -m, -q, -L, -p2p r/w")
