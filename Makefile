@@ -108,6 +108,7 @@ bench: $(STAMP)
 #   built (or pulled) on the first node, carried (or pulled) to the others, its ID checked on every node;
 #   [NODE_SSH_CONFIG=: the ssh_config on the first node] [SOCKET_IFNAME=ens5] [NPROC=: processes per node]
 #   [NODE_ADDRS=: each node's address toward the others (default: asked of the nodes)] [MASTER_PORT=29400]
+#   [NCCL_ENV=file: NCCL/libfabric/UCX/CUDA settings, NAME=value a line, for every rank of every node]
 # Remote (provisioning/): make remote HOST=user@host[:port] [PROFILE=nccl-gpu] [RUNTIME=docker|host]
 #   [STAGES=a,b] [ARCHIVE=s3://bucket/prefix] [KEY=~/.ssh/id] [ACCEPT_NEW_HOST=1] [ALLOW_DIRTY=1] [NEW_RUN=1]
 #   [IMAGE=…] [CUDA_LINE=cu130|cu126] [REMOTE_DIR=…] [KNOWN_HOSTS=…] [SSH_CONFIG=…: HOST resolved by `ssh -G`]
@@ -123,7 +124,7 @@ remote: $(STAMP)
 	  --ssh-config "$$SSH_CONFIG" --accept-new-host "$${ACCEPT_NEW_HOST:-0}" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
 	  --remote-dir "$$REMOTE_DIR" --detach "$$DETACH" --fetch-exports "$${FETCH_EXPORTS:-0}" \
 	  --fetch "$$FETCH" --node-ssh-config "$$NODE_SSH_CONFIG" --socket-ifname "$$SOCKET_IFNAME" --nproc "$$NPROC" \
-	  --node-addrs "$$NODE_ADDRS" --master-port "$$MASTER_PORT" \
+	  --node-addrs "$$NODE_ADDRS" --master-port "$$MASTER_PORT" --nccl-env "$$NCCL_ENV" \
 	  $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}
 
 # make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]

@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--burnin-min", default="", help="the burn-in's minutes (BURNIN_MIN=), with --tier")
     p.add_argument(
+        "--nccl-env",
+        default="",
+        help="NCCL_ENV=: a file of NCCL/libfabric/UCX/CUDA settings (NAME=value a line) for every rank of "
+        "every node (suite/run_env.py)",
+    )
+    p.add_argument(
         "--runtime",
         default="",
         choices=["", "docker", "host"],

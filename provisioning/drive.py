@@ -61,6 +61,9 @@ from provisioning.session.login import connect_for_transfers, host_key_record
 from provisioning.session.options import RemoteOptions, needs_gpu, world_problem
 from provisioning.session.shell import quote
 from provisioning.session.steps import Steps
+from suite import run_env
+
+ENV_FILE = "nccl.env"
 
 
 @dataclasses.dataclass
@@ -144,6 +147,15 @@ def run_record(opts: RemoteOptions, group: Group, local: codesync.LocalCheckout)
     return record
 
 
+def put_env_file(remote: Remote, job_dir: str, settings: dict[str, str]) -> str:
+    """NCCL_ENV='s settings as the job's nccl.env (the job's folder is mounted in the container at the same
+    path); its path on the host."""
+    path = f"{job_dir}/{ENV_FILE}"
+    remote.run(["mkdir", "-p", "--", job_dir], what="cannot create the job folder")
+    remote.write_text(path, run_env.text_of(settings))
+    return path
+
+
 def start(
     opts: RemoteOptions,
     group: Group,
@@ -181,6 +193,8 @@ def start(
         )
         if not group.single and not resume_dir:  # a resumed run keeps the nodes its manifest names
             args += suite_node_args(group.labels, settings)
+        if opts.nccl_env and not resume_dir:  # a resumed run sets its manifest's settings again
+            args += ["--env-file", put_env_file(remote, job_dir, opts.nccl_env)]
         prepare = docker_job_parts if opts.runtime == "docker" else host_job_parts
         parts = prepare(opts, group, local, job_dir, args, settings, steps)
         steps.begin("run", f"starting {opts.profile} {opts.stages or 'all stages'}{group.on_nodes} detached")

@@ -103,6 +103,7 @@ def options(args):
             runs_dir=args.runs_dir,
             fetch_exports=truthy(args.fetch_exports),
             fetch_job=args.fetch or None,
+            nccl_env=nccl_env_arg(args.nccl_env),
         )
         if nodes:
             kw["nodes_run"] = node_run_settings(args)
@@ -123,6 +124,18 @@ def check_run_settings(args) -> None:
         minutes(args.burnin_min)
     master_port_arg(args.master_port)
     check_destination(args.archive, args.endpoint_url)
+
+
+def nccl_env_arg(text: str) -> dict[str, str]:
+    """NCCL_ENV=FILE: its settings, read and checked here before any connection ({} when not given)."""
+    from suite import run_env
+
+    if not text:
+        return {}
+    try:
+        return run_env.read(Path(text).expanduser())
+    except run_env.EnvFileError as e:
+        raise ValueError(f"NCCL_ENV={text}: {e}") from None
 
 
 def nproc_arg(text: str) -> int:

@@ -36,6 +36,7 @@ MANIFEST_FIELDS = {
     "stages_selected": _LIST,
     "ingested": _OBJECT,
     "gpu_stages_skipped": _OBJECT,
+    "env_file": _OBJECT,
 }
 # What every run records when it starts (runner.initial_manifest): a manifest without one was cut or edited.
 # A box verdict needs the profile (a box's run or a rehearsal?) and the stages selected (which never ended?);

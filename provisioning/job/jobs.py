@@ -136,6 +136,8 @@ class JobKey:
     """TIER= ('' none): quick and standard select other stages and another burn-in length."""
     burnin_min: str = ""
     """BURNIN_MIN= ('' the tier's): another burn-in length is another run."""
+    nccl_env: str = ""
+    """NCCL_ENV=: the digest of its settings ('' none): other NCCL settings are another run."""
 
     def matches(self, job: dict[str, Any]) -> bool:
         """Every setting equal; a job recorded before a field existed has it '' (the unset value)."""
@@ -143,12 +145,16 @@ class JobKey:
 
 
 def run_settings(opts) -> dict[str, str]:
-    """JobKey's nproc, tier and burnin_min from a RemoteOptions (provisioning/session/options.py), as
-    asked."""
+    """JobKey's nproc, tier, burnin_min and nccl_env from a RemoteOptions (provisioning/session/options.py),
+    as asked."""
+    from suite import run_env
+
+    settings = getattr(opts, "nccl_env", None) or {}
     return {
         "nproc": str(opts.nproc) if opts.nproc else "",
         "tier": opts.tier or "",
         "burnin_min": str(opts.burnin_min or ""),
+        "nccl_env": run_env.digest(settings) if settings else "",
     }
 
 

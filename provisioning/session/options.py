@@ -3,7 +3,7 @@ the checks of PROFILE= and STAGES= against the suite made before any SSH."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class RemoteOptions:
     """Fetch the regenerable exports too (nsys SQLite beside its report); by default they stay on the host."""
     nproc: int = 0
     """NPROC=: processes per node, fewer than the GPUs preflight counted (0: one per GPU; suite/world.py)."""
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    """NCCL_ENV=: the file's settings, read and checked on the laptop (suite/run_env.py); the job's folder
+    gets them as nccl.env and `suite run --env-file` gives them to every rank."""
 
 
 def needs_gpu(profile_name: str) -> bool:

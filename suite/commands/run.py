@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from suite import env_settings, run_lock, stages
+from suite import env_settings, run_env, run_lock, stages
 from suite.cluster.multinode import NodesError, hostfile_nodes, nodes_from_slurm, parse_nodes
 from suite.commands import _numbers as numbers
 from suite.commands import record_last, record_last_problem, usage_error
@@ -111,6 +111,13 @@ def add_parser(sub) -> None:
         "or fork (forked from one warm process: gloo-cpu's default); also on --resume",
     )
     p.add_argument("--record-last", type=Path, metavar="FILE", help="write the run directory's path to FILE")
+    p.add_argument(
+        "--env-file",
+        type=Path,
+        metavar="FILE",
+        help="NCCL/libfabric/UCX/CUDA settings, one NAME=value a line, given to every rank on every node and "
+        "recorded in the manifest (suite/run_env.py)",
+    )
     p.set_defaults(func=main)
 
 
@@ -283,6 +290,7 @@ def main(args) -> int:
     if args.list:
         return list_stages(args.profile)
     produce = None  # a resumed ingest: its stages' rows from the kept captures (suite/ingest/resume.py)
+    settings: dict[str, str] = {}  # --env-file's
     try:
         timeouts = parse_timeouts(args.stage_timeout)
         if args.record_last and (problem := record_last_problem(args.record_last)):
@@ -291,6 +299,10 @@ def main(args) -> int:
         if args.resume:
             if args.stages:
                 return usage_error("--resume continues the run's own stage selection: drop --stages")
+            if args.env_file:
+                return usage_error(
+                    "--resume sets the run's recorded --env-file settings again: drop --env-file"
+                )
             if args.recheck or args.tier:
                 return usage_error(
                     f"--resume continues {args.resume} as it was started; --recheck and --tier start "
@@ -305,12 +317,15 @@ def main(args) -> int:
                 raise RunDirError(
                     args.resume / "manifest.json", f"its profile cannot be rebuilt: {e}"
                 ) from None
+            os.environ.update(run_env.recorded(run.manifest))  # the --env-file settings it started with
             # its stages read captures: run here, they would measure this machine
             if run.manifest.get("ingested"):
                 from suite.ingest import resume
 
                 produce = resume.producers(run)
         else:
+            settings = run_env.read(args.env_file) if args.env_file else {}
+            os.environ.update(settings)  # before the nodes are checked: every launch from here inherits them
             profile = get_profile(args.profile, args.nproc)
             if args.master_port:
                 profile = profile.with_overrides(master_port=args.master_port)
@@ -324,6 +339,9 @@ def main(args) -> int:
         if not args.resume:
             run = runner.start_run(profile, selected, args.out)
             run_lock.hold(run.path)  # a --resume of this directory from elsewhere waits for this run to end
+            if settings:
+                run.manifest[run_env.MANIFEST_KEY] = {"path": str(args.env_file), "vars": settings}
+                run.save_manifest()
     # NodesError too
     except (
         ProfileError,

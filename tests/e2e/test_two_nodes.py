@@ -166,6 +166,8 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
             str(foreign_ssh_config(cluster, tmp_path)),
         )
         jobs_after_refusals = list(remote_dir.glob("jobs/*/job.json"))
+        nccl_env = tmp_path / "nccl.env"  # NCCL_ENV=: to every rank of both nodes (harmless to gloo)
+        nccl_env.write_text("NCCL_IB_HCA=mlx5_0,mlx5_3\nexport FI_PROVIDER=efa\n")
         started = time.monotonic()
         done = provisioning_remote(
             cluster,
@@ -180,6 +182,8 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
             IFNAME,
             "--nproc",
             "2",
+            "--nccl-env",
+            str(nccl_env),
         )
         run_s = time.monotonic() - started
         sessions = cluster.pids()
@@ -227,7 +231,13 @@ def test_make_remote_across_two_namespaces(tmp_path, can_make_namespaces):
         )
         assert f"is_host={int(node == 'node-a')}" in log
         assert len(list((raw / node).glob("torch.rank*.log"))) == 2
-    assert "ssh" in (raw / "node-b" / "torch.torchrun.log").read_text().splitlines()[0]
+    node_b = (raw / "node-b" / "torch.torchrun.log").read_text().splitlines()[0]
+    assert "ssh" in node_b
+    # NCCL_ENV='s settings: node-b's torchrun (and so its ranks) started with them, the manifest records them
+    assert "NCCL_IB_HCA=mlx5_0,mlx5_3" in node_b and "FI_PROVIDER=efa" in node_b, node_b
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["env_file"]["vars"] == {"NCCL_IB_HCA": "mlx5_0,mlx5_3", "FI_PROVIDER": "efa"}
+    assert "--env-file" in record["job"]["argv"] and record["job"]["nccl_env"]
     rows = [
         json.loads(line)
         for line in (run / "raw" / "bandwidth" / ".stage-rows.jsonl").read_text().splitlines()
