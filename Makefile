@@ -129,7 +129,7 @@ remote: $(STAMP)
 
 # make slurm PARTITION=… [NODES=2] [GPUS_PER_NODE=8] [ACCOUNT=…] [TIME=HH:MM:SS] [STAGES=a,b] [IMAGE=…: pyxis]
 #   [SOCKET_IFNAME=ib0] [NODE_ADDRS=: the nodes' addresses toward each other, in the allocation's order (default:
-#   slurmctld's NodeAddr)] [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless
+#   slurmctld's NodeAddr)] [NCCL_ENV=file] [SUBMIT=0]: on the cluster's login node, writes runs/cardtime-<time>.sbatch and (unless
 #   SUBMIT=0) submits it, follows it and ends in its report; inside the job the suite takes the allocation's nodes
 #   and launches with one srun each. FETCH=<job id>: follow that job (again) to its report.
 # make slurm SLURM_HOST=user@login[:port] PARTITION=… REMOTE_DIR=<a folder on the shared storage> …: the same from
@@ -147,14 +147,15 @@ slurm: $(STAMP)
 	    --gpus-per-node "$${GPUS_PER_NODE:-8}" --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" \
 	    --stages "$$STAGES" --image "$$IMAGE" --cuda-line "$$CUDA_LINE" --slurm-conf "$$SLURM_CONF" \
 	    --socket-ifname "$$SOCKET_IFNAME" --node-addrs "$$NODE_ADDRS" --archive "$$ARCHIVE" --allow-dirty "$${ALLOW_DIRTY:-0}" --new-run "$${NEW_RUN:-0}" \
-	    --fetch "$$FETCH" \
+	    --fetch "$$FETCH" --nccl-env "$$NCCL_ENV" \
 	    --fetch-exports "$${FETCH_EXPORTS:-0}" $${ENDPOINT_URL:+--endpoint-url "$$ENDPOINT_URL"}; \
 	elif [ -n "$$FETCH" ]; then \
 	  $(PY) -m suite slurm --attach "$$FETCH" --out runs; \
 	else \
 	  $(PY) -m suite slurm --partition "$$PARTITION" --nodes "$${NODES:-2}" --gpus-per-node "$${GPUS_PER_NODE:-8}" \
 	    --account "$$ACCOUNT" --time "$$TIME" --profile "$${PROFILE:-nccl-gpu}" --stages "$$STAGES" \
-	    --container-image "$$IMAGE" --socket-ifname "$$SOCKET_IFNAME" --node-addrs "$$NODE_ADDRS" --out runs $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit); \
+	    --container-image "$$IMAGE" --socket-ifname "$$SOCKET_IFNAME" --node-addrs "$$NODE_ADDRS" --out runs \
+	    $${NCCL_ENV:+--env-file "$$NCCL_ENV"} $$( [ "$${SUBMIT:-1}" = 0 ] || echo --submit); \
 	fi
 
 remote-status: $(STAMP)

@@ -34,6 +34,7 @@ def add_parser(sub, add_connection_args) -> None:
         "--slurm-conf", default="", help="the login node's slurm.conf, where not /etc/slurm/slurm.conf"
     )
     p.add_argument("--socket-ifname", default="", help="the interface gloo/NCCL use between nodes (e.g. ib0)")
+    p.add_argument("--nccl-env", default="", help="NCCL_ENV=: NCCL/libfabric settings for every rank")
     p.add_argument(
         "--node-addrs", default="", help="the nodes' addresses toward each other (default: slurmctld's)"
     )
@@ -72,6 +73,9 @@ def cmd_slurm(args) -> int:
     if args.cuda_line:
         line_named(args.cuda_line)  # an unknown line is refused here, before any SSH
     check_destination(args.archive, args.endpoint_url)
+    from provisioning.remote import nccl_env_arg
+
+    nccl_env = nccl_env_arg(args.nccl_env)  # read and checked before any SSH
     opts = SlurmOptions(
         host=parse_host(args.host),
         key=args.key or None,
@@ -98,5 +102,6 @@ def cmd_slurm(args) -> int:
         slurm_conf=args.slurm_conf,
         socket_ifname=args.socket_ifname,
         node_addrs=args.node_addrs,
+        nccl_env=nccl_env,
     )
     return slurm_main(opts)

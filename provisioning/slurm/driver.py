@@ -42,6 +42,7 @@ from provisioning.session.login import connect, connect_for_transfers, host_key_
 from provisioning.session.options import RemoteOptions, needs_gpu, validate_stages
 from provisioning.session.shell import join, quote
 from provisioning.session.steps import Steps
+from suite import run_env
 from suite.cluster.sbatch_values import sbatch_value_problem
 from suite.cluster.slurm import OWN_JOBS, job_files, partition_nodes_argv, queued_problem, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, JobPoll, follow, parse_poll, status_command
@@ -259,6 +260,8 @@ def chosen_line(remote: Remote, opts: SlurmOptions, line):
 def submit(remote: Remote, opts: SlurmOptions, base: str, code_dir: str, venv: str, commit: str) -> str:
     """`python -m suite slurm --submit --no-follow` in the checkout on the login node; the job id it
     printed."""
+    if opts.nccl_env:
+        remote.write_text(env_file_path(base, opts.nccl_env), run_env.text_of(opts.nccl_env))
     r = remote.run(
         submit_command(opts, base, code_dir, venv, commit),
         timeout=120,
@@ -269,6 +272,12 @@ def submit(remote: Remote, opts: SlurmOptions, base: str, code_dir: str, venv: s
     if not JOB_ID_RE.fullmatch(job):
         raise RemoteError(opts.host.label, "sbatch printed no job id", output=r.stdout + r.stderr)
     return job
+
+
+def env_file_path(base: str, settings: dict[str, str]) -> str:
+    """Where NCCL_ENV='s settings wait on the login node: named by their digest (the same file, the same
+    name)."""
+    return f"{base}/nccl-{run_env.digest(settings)}.env"
 
 
 def submit_command(opts: SlurmOptions, base: str, code_dir: str, venv: str, commit: str) -> str:
@@ -302,6 +311,8 @@ def submit_command(opts: SlurmOptions, base: str, code_dir: str, venv: str, comm
         "--submit",
         "--no-follow",
     ]
+    if opts.nccl_env:  # put there by submit(); suite slurm copies it beside the batch script
+        argv += ["--env-file", env_file_path(base, opts.nccl_env)]
     # The job inherits this environment (sbatch's --export=ALL): the checkout first on the path, the commit
     # for the manifest where the checkout has no .git.
     env = [f"PYTHONPATH={code_dir}", f"CARDTIME_COMMIT={commit}", "PYTHONUNBUFFERED=1"]

@@ -136,6 +136,7 @@ def sbatch_script(
     gpus: bool = True,
     socket_ifname: str = "",
     node_addrs: str = "",
+    env_file: str = "",
 ) -> str:
     """The batch script: the allocation asked for, the rendezvous host named, the suite run once on it, its
     run directory and exit status left beside the job's output (job_files) for whoever follows the job.
@@ -167,6 +168,7 @@ def sbatch_script(
         ["--socket-ifname", socket_ifname] if socket_ifname else []
     )
     run += ["--node-addrs", node_addrs] if node_addrs else []
+    run += ["--env-file", env_file] if env_file else []  # NCCL_ENV=: the run sets them before any srun
     # The job's own files, named by the id Slurm gives it (the script is written before there is one).
     last, exit_file = (shlex.quote(out) + f'"/slurm-${{SLURM_JOB_ID}}.{kind}"' for kind in ("last", "exit"))
     container = ""

@@ -18,7 +18,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite import stages
+from suite import run_env, stages
 from suite.cluster.slurm import job_files, partition_nodes_argv, sbatch_script, submission_problem
 from suite.cluster.slurm_job import JOB_ID_RE, follow, parse_poll, status_command
 from suite.commands import _numbers as numbers
@@ -58,6 +58,13 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--out", type=Path, default=Path("runs"), help="the run directories' folder, on shared storage"
     )
+    p.add_argument(
+        "--env-file",
+        type=Path,
+        metavar="FILE",
+        help="NCCL/libfabric/UCX/CUDA settings, NAME=value a line (suite/run_env.py): copied beside the "
+        "batch script, on shared storage, and given to `suite run`",
+    )
     p.add_argument("--submit", action="store_true", help="sbatch the script and follow the job")
     p.add_argument("--no-follow", action="store_true", help="with --submit: print the job id and return")
     p.add_argument(
@@ -75,7 +82,10 @@ def main(args) -> int:
         return follow_to_report(args.attach, args.out, tail_only=True)
     if not args.partition:
         return usage_error("no partition: make slurm PARTITION=… (`sinfo -s` lists them)")
+    script = args.out / f"cardtime-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sbatch"
+    settings_file = script.with_suffix(".nccl.env")
     try:
+        settings = run_env.read(args.env_file) if args.env_file else {}
         selected = ",".join(stages.select(args.stages)) if args.stages else ""
         text = sbatch_script(
             checkout=str(Path.cwd()),
@@ -92,6 +102,7 @@ def main(args) -> int:
             gpus=PROFILES[args.profile].device == "cuda",
             socket_ifname=args.socket_ifname,
             node_addrs=args.node_addrs,
+            env_file=str(settings_file.resolve()) if settings else "",
         )
     except (stages.StageSelectionError, ValueError) as e:
         return usage_error(str(e))
@@ -99,9 +110,10 @@ def main(args) -> int:
         problem = login_node_problem(args.partition, args.nodes)
         if problem:
             return usage_error(problem)
-    script = args.out / f"cardtime-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sbatch"
     try:
         args.out.mkdir(parents=True, exist_ok=True)  # slurmd opens the job's --output there
+        if settings:  # where every node reads it: --out is on shared storage
+            atomic_write_text(settings_file, run_env.text_of(settings))
         atomic_write_text(script, text)
     except OSError as e:  # --out names a file or a FIFO, a folder not writable: one line, not a traceback
         return usage_error(

@@ -140,9 +140,17 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
             wrong, closed = network_refusals(cluster, env, second, tmp_path / "refusals")
             started = time.monotonic()
             first = tmp_path / "first-make-slurm.log"
+            nccl_env = tmp_path / "nccl.env"  # NCCL_ENV=: harmless to gloo; the job's run records it
+            nccl_env.write_text("NCCL_IB_HCA=mlx5_0,mlx5_3\n")
             job = submit_then_drop_the_laptop(
                 make_slurm_argv(
-                    laptop, sshd, tmp_path, conf, STAGES=JOB_STAGES, NODE_ADDRS=f"{second}.1,{second}.2"
+                    laptop,
+                    sshd,
+                    tmp_path,
+                    conf,
+                    STAGES=JOB_STAGES,
+                    NODE_ADDRS=f"{second}.1,{second}.2",
+                    NCCL_ENV=str(nccl_env),
                 ),
                 first,
             )
@@ -217,6 +225,7 @@ def test_make_slurm_from_the_laptop_submits_follows_fetches_and_reports(tmp_path
     assert (shared / "runs" / "LAST").read_text().strip() == str(login_run)
     # dp and zero across the two nodes, every stage of the job complete and each node's output fetched
     manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["env_file"]["vars"] == {"NCCL_IB_HCA": "mlx5_0,mlx5_3"}  # NCCL_ENV= through sbatch
     assert {s: manifest["stages"][s]["status"] for s in JOB_STAGES.split(",")} == dict.fromkeys(
         JOB_STAGES.split(","), "complete"
     )

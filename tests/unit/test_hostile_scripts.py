@@ -60,6 +60,7 @@ def test_the_batch_script_runs_hostile_paths_as_plain_words(tmp_path, pattern):
         partition="debug",
         out=str(runs),
         profile="nccl-gpu",
+        env_file=str(tmp_path / f"env{hostile}.env"),
     )
     script = tmp_path / "job.sbatch"
     script.write_text(text)
@@ -81,6 +82,7 @@ def test_the_batch_script_runs_hostile_paths_as_plain_words(tmp_path, pattern):
     argv = got.read_text().split("\0")[:-1]
     assert argv[:4] == ["-m", "suite", "run", "--profile"]
     assert argv[argv.index("--record-last") + 1] == f"{runs}/slurm-42.last"
+    assert argv[argv.index("--env-file") + 1] == str(tmp_path / f"env{hostile}.env")
     assert (runs / "slurm-42.exit").read_text() == "0\n"
 
 

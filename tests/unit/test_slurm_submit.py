@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 from provisioning.session.hosts import parse_host
-from provisioning.slurm.driver import SlurmOptions, login_decision, login_probe_command, submit_command
+from provisioning.slurm.driver import (
+    SlurmOptions,
+    env_file_path,
+    login_decision,
+    login_probe_command,
+    submit_command,
+)
 from suite.cluster.slurm import submission_problem
 from suite.cluster.slurm_job import GONE_POLLS, JobPoll, follow, parse_poll, status_command
 
@@ -161,6 +167,13 @@ def test_the_probe_and_the_submission_name_slurm_conf_only_when_given():
         "--node-addrs": "",
         "--out": "/shared/c/runs",
     }
+    with_env = shlex.split(
+        submit_command(
+            options(nccl_env={"NCCL_IB_HCA": "mlx5_0"}), "/shared/c", "/shared/c/code/abc", "v", "a"
+        ).partition(" && ")[2]
+    )  # NCCL_ENV=: the file submit() puts on the login node, named by its digest
+    assert with_env[with_env.index("--env-file") + 1] == env_file_path("/shared/c", {"NCCL_IB_HCA": "mlx5_0"})
+    assert env_file_path("/shared/c", {"NCCL_IB_HCA": "mlx5_0"}).startswith("/shared/c/nccl-")
     # And the login node's command line parses them as the login node's make slurm would.
     from suite.__main__ import build_parser
 
@@ -342,3 +355,20 @@ def test_the_login_node_command_refuses_before_writing_anything(tmp_path):
         and "not a Slurm job id" in attach.stderr
     )
     assert not (tmp_path / "runs").exists()
+    # NCCL_ENV= on the login node: a bad file is one line and nothing written; a good one is copied beside
+    # the batch script (on the shared storage every node reads) and the script's `suite run` is given it
+    bad = tmp_path / "bad.env"
+    bad.write_text("LD_PRELOAD=/tmp/x.so\n")
+    refused = suite_slurm("--partition", "gpu", "--env-file", str(bad))
+    assert refused.returncode == 2 and "bad.env:1: LD_PRELOAD is not" in refused.stderr
+    assert not (tmp_path / "runs").exists()
+    good = tmp_path / "nccl.env"
+    good.write_text("NCCL_IB_HCA=mlx5_0\n")
+    written = suite_slurm("--partition", "gpu", "--env-file", str(good))
+    assert written.returncode == 0, written.stderr
+    (script,) = (tmp_path / "runs").glob("*.sbatch")
+    (copied,) = (tmp_path / "runs").glob("*.nccl.env")
+    assert (
+        copied.read_text() == "NCCL_IB_HCA=mlx5_0\n"
+        and f"--env-file {copied.resolve()}" in script.read_text()
+    )
