@@ -16,6 +16,10 @@ Checked against pyxis's documented srun flags (its wiki's Usage and FAQ pages) a
                             no ssh between compute nodes (Slurm's MPI users guide; pyxis's FAQ: under PMIx
                             each srun runs one MPI program, so each nccl-tests binary is its own srun)
 Inside the image the workers run the image's own Python (`python`), never the batch host's venv path.
+
+pyxis names an image as enroot does, `[USER@][REGISTRY#]IMAGE[:TAG]`: the registry is set off with `#`, and
+`nvcr.io/nvidia/pytorch:25.01-py3` would be looked up on Docker Hub as the image `nvcr.io/nvidia/pytorch`.
+IMAGE= is written as Docker writes it (the README's form) and `pyxis_image` turns it into enroot's.
 """
 
 from __future__ import annotations
@@ -23,6 +27,19 @@ from __future__ import annotations
 from typing import Sequence
 
 IMAGE_PYTHON = "python"  # on the image's PATH; the batch host's venv does not exist there
+
+
+def pyxis_image(image: str) -> str:
+    """IMAGE= in enroot's form: `nvcr.io/nvidia/pytorch:25.01-py3` → `nvcr.io#nvidia/pytorch:25.01-py3`. A
+    first part with a dot or a port, or `localhost`, is a registry (Docker's own rule); Docker Hub names
+    (`nvidia/cuda:12.6.3-devel-ubuntu24.04`), names already holding `#` and squashfs paths stay as given."""
+    if "#" in image or image.startswith(("/", "./", "../")) or image.endswith((".sqsh", ".squashfs")):
+        return image
+    user, at, rest = image.partition("@") if "@" in image.split("/", 1)[0] else ("", "", image)
+    first, slash, name = rest.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        rest = f"{first}#{name}"
+    return f"{user}{at}{rest}"
 
 
 def container_srun_args(image: str, checkout: str, out: str) -> str:
@@ -35,7 +52,7 @@ def container_srun_args(image: str, checkout: str, out: str) -> str:
             raise ValueError(f"{what} {value!r} holds a space, quote or $: pyxis' srun words cannot carry it")
     return " ".join(
         [
-            f"--container-image={image}",
+            f"--container-image={pyxis_image(image)}",
             "--container-name=cardtime-$SLURM_JOB_ID",
             f"--container-mounts={mounts}",
             f"--container-workdir={checkout}",

@@ -255,7 +255,7 @@ def test_sbatch_script_allocates_names_the_rendezvous_host_and_runs_the_suite_on
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)  # sed reads all: no SIGPIPE '
         "under pipefail" in lines
     )
-    assert "--container-image=nvcr.io/x:1" in text
+    assert "--container-image=nvcr.io#x:1" in text  # enroot's form: the registry set off with #
     # The run's directory and exit status beside the job's output, named by its id (suite/cluster/slurm.py's
     # job_files).
     assert lines[-3:] == [

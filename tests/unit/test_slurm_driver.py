@@ -122,3 +122,33 @@ def test_a_chosen_cuda_line_is_held_to_the_compute_nodes_driver():
     assert chosen_line_problem("gpu", line_named("cu130"), 1, "") is None
     old = chosen_line_problem("gpu", line_named("cu126"), 0, "470.57.02\n")
     assert "470.57.02 is older than every CUDA line" in old
+
+
+def test_a_docker_style_image_is_given_to_pyxis_in_enroots_form():
+    """pyxis reads `REGISTRY#IMAGE:TAG` (enroot's URI); `nvcr.io/nvidia/pytorch` would be looked up on Docker
+    Hub. IMAGE= as Docker writes it is turned into enroot's; what is enroot's already, Docker Hub names and
+    squashfs files stay."""
+    from suite.cluster.slurm_pyxis import container_srun_args, pyxis_image
+
+    assert {
+        image: pyxis_image(image)
+        for image in (
+            "nvcr.io/nvidia/pytorch:25.01-py3",
+            "localhost:5000/cardtime:cuda",
+            "alice@registry.example.com/team/img@sha256:0123",
+            "nvcr.io#nvidia/pytorch:25.01-py3",
+            "nvidia/cuda:12.6.3-devel-ubuntu24.04",
+            "ubuntu:24.04",
+            "/shared/images/cardtime.sqsh",
+        )
+    } == {
+        "nvcr.io/nvidia/pytorch:25.01-py3": "nvcr.io#nvidia/pytorch:25.01-py3",
+        "localhost:5000/cardtime:cuda": "localhost:5000#cardtime:cuda",
+        "alice@registry.example.com/team/img@sha256:0123": "alice@registry.example.com#team/img@sha256:0123",
+        "nvcr.io#nvidia/pytorch:25.01-py3": "nvcr.io#nvidia/pytorch:25.01-py3",
+        "nvidia/cuda:12.6.3-devel-ubuntu24.04": "nvidia/cuda:12.6.3-devel-ubuntu24.04",
+        "ubuntu:24.04": "ubuntu:24.04",
+        "/shared/images/cardtime.sqsh": "/shared/images/cardtime.sqsh",
+    }
+    words = container_srun_args("nvcr.io/nvidia/pytorch:25.01-py3", "/shared/c", "/shared/runs").split()
+    assert words[0] == "--container-image=nvcr.io#nvidia/pytorch:25.01-py3"
