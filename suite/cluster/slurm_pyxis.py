@@ -60,6 +60,45 @@ def container_srun_args(image: str, checkout: str, out: str) -> str:
     )
 
 
+LOOKUP_S = 600.0
+"""How long the lookup in the image may take: the first srun of a job may import the image (minutes)."""
+# Each program (or its MPI build) in $CARDTIME_NCCL_TESTS_DIR[/build] or on PATH, as find_binary looks on a
+# host, but inside the image; one `PROGRAM PATH` line per program found.
+LOOKUP = (
+    'for p in "$@"; do for n in "$p" "${p}_mpi"; do '
+    'for d in ${CARDTIME_NCCL_TESTS_DIR:+"$CARDTIME_NCCL_TESTS_DIR" "$CARDTIME_NCCL_TESTS_DIR/build"}; do '
+    '[ -x "$d/$n" ] && { echo "$p $d/$n"; continue 3; }; done; '
+    'f=$(command -v "$n") && { echo "$p $f"; continue 2; }; done; done; exit 0'
+)
+
+
+def lookup_argv(programs: Sequence[str], srun_args: Sequence[str]) -> list[str]:
+    """One task on one node of the allocation, in the image: where each program is there."""
+    return ["srun", "--nodes=1", "--ntasks=1", *srun_args, "sh", "-c", LOOKUP, "sh", *programs]
+
+
+def image_binaries(programs: Sequence[str], srun_args: Sequence[str]) -> tuple[dict[str, str], str]:
+    """({program: its path in the image}, why none could be asked): under pyxis nccl-tests runs in the image,
+    so it is looked for there, never on the batch host (whose binaries the image may not have)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            lookup_argv(programs, srun_args), capture_output=True, text=True, timeout=LOOKUP_S
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {}, f"the lookup in the image failed: {e}"
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return {}, f"the lookup in the image failed: {tail}"
+    found = {}
+    for line in done.stdout.splitlines():
+        program, _, path = line.partition(" ")
+        if program in programs and path.startswith("/"):
+            found.setdefault(program, path)
+    return found, ""
+
+
 def in_container(srun_args: Sequence[str]) -> bool:
     return any(a.startswith("--container-image") for a in srun_args)
 

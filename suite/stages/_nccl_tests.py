@@ -61,6 +61,24 @@ def find_binary(program: str, env: dict[str, str] | None = None) -> Path | None:
     return Path(found) if found else None
 
 
+def binaries(profile: Profile, programs: list[str]) -> tuple[dict[str, Path | None], str]:
+    """Each program's binary and, for those missing, where it was looked for. Under pyxis (a Slurm job with
+    IMAGE=) the binaries run in the image, so they are looked for there with one srun, never on the batch
+    host (suite/cluster/slurm_pyxis.py); anywhere else here (find_binary)."""
+    import shlex
+
+    from suite.cluster.slurm import SRUN_ARGS_ENV
+    from suite.cluster.slurm_pyxis import image_binaries, in_container
+
+    srun_args = shlex.split(os.environ.get(SRUN_ARGS_ENV, "")) if profile.node_launcher == "srun" else []
+    if len(profile.nodes) > 1 and in_container(srun_args):
+        found, why = image_binaries(programs, srun_args)
+        return {p: Path(found[p]) if p in found else None for p in programs}, (
+            why or f"in the image: not in its ${DIR_ENV}[/build] nor on its PATH"
+        )
+    return {p: find_binary(p) for p in programs}, where_searched()
+
+
 def where_searched(env: dict[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     d = env.get(DIR_ENV)
@@ -261,16 +279,17 @@ def sweep(
     profile = profile.with_overrides(sweep=fitted_sweep(profile.sweep, card))
     prefix, no_launcher = launcher(profile, env, ctx.raw_dir)
     form = form_label(profile)
+    found, searched = binaries(profile, [PROGRAMS[c] for c in collectives])
     for i, collective in enumerate(collectives):
         program = PROGRAMS[collective]
-        binary = find_binary(program)
+        binary = found[program]
         if binary is None:
             rows.append(
                 status_row(
                     ctx.stage,
                     collective,
                     "missing",
-                    f"{program} not found ({where_searched()}): build nccl-tests "
+                    f"{program} not found ({searched}): build nccl-tests "
                     f"(make MPI=1 in its repository) and set {DIR_ENV} to its build/ folder",
                     algo,
                 )

@@ -152,3 +152,55 @@ def test_a_docker_style_image_is_given_to_pyxis_in_enroots_form():
     }
     words = container_srun_args("nvcr.io/nvidia/pytorch:25.01-py3", "/shared/c", "/shared/runs").split()
     assert words[0] == "--container-image=nvcr.io#nvidia/pytorch:25.01-py3"
+
+
+def test_under_pyxis_nccl_tests_is_looked_for_in_the_image_not_on_the_batch_host(tmp_path, monkeypatch):
+    """A stand-in srun (pyxis is not on this machine) that drops srun's and pyxis's options and runs the rest
+    as the image would: with the image's CARDTIME_NCCL_TESTS_DIR and PATH. The batch host's own
+    all_gather_perf is not taken; what the image lacks is said missing, with where it was looked for."""
+    from suite.cluster.slurm import SRUN_ARGS_ENV
+    from suite.config import get_profile
+    from suite.stages import _nccl_tests
+
+    image_dir, host_bin, stub_bin = (tmp_path / d for d in ("image-nccl-tests", "host-bin", "stub-bin"))
+    for folder in (image_dir / "build", host_bin, stub_bin):
+        folder.mkdir(parents=True)
+    for path in (image_dir / "build" / "all_reduce_perf_mpi", host_bin / "all_gather_perf"):
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    log = tmp_path / "srun-argv"
+    srun = stub_bin / "srun"
+    srun.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > "{log}"\n'
+        'while [ $# -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done\n'
+        f'CARDTIME_NCCL_TESTS_DIR="{image_dir}" PATH=/usr/bin:/bin exec "$@"\n'
+    )
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stub_bin}:{host_bin}:/usr/bin:/bin")
+    monkeypatch.setenv(
+        SRUN_ARGS_ENV, "--container-image=nvcr.io#nvidia/pytorch:25.01-py3 --container-name=c-1"
+    )
+    profile = get_profile("nccl-gpu", 8).with_overrides(nodes=("node-a", "node-b"), node_launcher="srun")
+    found, searched = _nccl_tests.binaries(profile, ["all_reduce_perf", "all_gather_perf"])
+    assert found == {"all_reduce_perf": image_dir / "build" / "all_reduce_perf_mpi", "all_gather_perf": None}
+    assert "in the image" in searched
+    argv = log.read_text().splitlines()
+    assert argv[:4] == [
+        "--nodes=1",
+        "--ntasks=1",
+        "--container-image=nvcr.io#nvidia/pytorch:25.01-py3",
+        "--container-name=c-1",
+    ]
+    # without pyxis the batch host's own binaries are the ones
+    monkeypatch.delenv(SRUN_ARGS_ENV)
+    here, _ = _nccl_tests.binaries(profile, ["all_gather_perf"])
+    assert here == {"all_gather_perf": host_bin / "all_gather_perf"}
+    # an srun that fails says why, in the missing row's words
+    srun.write_text("#!/bin/sh\necho 'pyxis: importing image failed' >&2\nexit 1\n")
+    monkeypatch.setenv(SRUN_ARGS_ENV, "--container-image=img")
+    none, why = _nccl_tests.binaries(profile, ["all_reduce_perf"])
+    assert (
+        none == {"all_reduce_perf": None}
+        and why == "the lookup in the image failed: pyxis: importing image failed"
+    )
