@@ -6,17 +6,20 @@ started. So, with the node addresses and the fixed rendezvous port known (suite/
 listens on that port for a moment and every node connects, from where the run will connect from:
 
   * every other node → node 0's node address : the rendezvous port (c10d's store, hosted on node 0);
+  * every other node → node 0's node address : a port the kernel picks (node 0 listens on port 0), as gloo's
+    and NCCL's own sockets after the rendezvous do: a firewall open to 22 and the rendezvous port alone lets
+    the rendezvous through and then hangs the first collective;
   * every node → every other node's node address : 22 (the run's ssh to the nodes, mpirun's daemons).
 
 The first connection that fails is refused in one line: the node it came from, the address and port it could
-not reach, what was said, and which port to open. The nodes' own traffic after the rendezvous (gloo's and
-NCCL's sockets, the workers' store) uses ports the libraries pick: the README asks for the nodes' private
-network to be open between them, which these checks cannot prove but a closed one shows up here first.
+not reach, what was said, and which ports to open. One picked port stands for the range the libraries pick
+from (node 0's ip_local_port_range): it cannot prove every port of it open, but a closed range shows here.
 """
 
 from __future__ import annotations
 
 import shlex
+import socket
 import subprocess
 from typing import Sequence
 
@@ -41,10 +44,22 @@ def ssh_port(node: Node) -> int:
     return node.port or 22
 
 
-def targets_of(i: int, nodes: Sequence[Node], addrs: Sequence[str], port: int) -> list[tuple[int, str, int]]:
-    """What node i must reach: (node index, address, port), node 0's rendezvous port first."""
-    out = [(0, addrs[0], port)] if i else []
+def targets_of(
+    i: int, nodes: Sequence[Node], addrs: Sequence[str], port: int, picked: int | None = None
+) -> list[tuple[int, str, int]]:
+    """What node i must reach: (node index, address, port), node 0's rendezvous port first, then the port
+    node 0's kernel picked (`picked`), then ssh."""
+    out = ([(0, addrs[0], port)] + ([(0, addrs[0], picked)] if picked else [])) if i else []
     return out + [(j, addrs[j], ssh_port(nodes[j])) for j in range(len(nodes)) if j != i]
+
+
+def port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> str:
+    """The ports this kernel picks from ('32768–60999'), where it says."""
+    try:
+        low, high = open(path).read().split()
+    except (OSError, ValueError):
+        return "the ephemeral range"
+    return f"{low}–{high}"
 
 
 def parse_connect_lines(said: str) -> dict[str, str]:
@@ -58,8 +73,24 @@ def parse_connect_lines(said: str) -> dict[str, str]:
     return out
 
 
-def refusal(nodes: Sequence[Node], src: int, dst: int, addr: str, port: int, why: str, rdzv_port: int) -> str:
+def refusal(
+    nodes: Sequence[Node],
+    src: int,
+    dst: int,
+    addr: str,
+    port: int,
+    why: str,
+    rdzv_port: int,
+    picked: int | None = None,
+) -> str:
     """The one line naming the node, the address and port, and what to open."""
+    if dst == 0 and port == picked:
+        return (
+            f"node {nodes[src].name} cannot connect to node {nodes[dst].name} at {addr}:{port}, a port the "
+            f"kernel picked as gloo's and NCCL's sockets use after the rendezvous ({why}): open TCP between "
+            f"the nodes' addresses on every port, not only 22 and {rdzv_port} (here {port_range()}; on a "
+            f"cloud, a security-group rule allowing all traffic from the group itself)"
+        )
     what = "the rendezvous port (c10d's store on node 0)" if dst == 0 and port == rdzv_port else "ssh"
     fix = (
         f"check that {addr} is {nodes[dst].name}'s address toward the other nodes (else pass NODE_ADDRS=) "
@@ -106,10 +137,14 @@ def connect_from(
 def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, ssh_config: str = "") -> None:
     """NodesError with the first connection that fails; this process is node 0 and listens on `port` meanwhile
     (bound to every address, as c10d's store will be; the kernel completes connections without an accept)."""
-    with bind_rendezvous_port(port, f"node {nodes[0].name}") as listener:
+    with (
+        bind_rendezvous_port(port, f"node {nodes[0].name}") as listener,
+        socket.create_server(("", 0), backlog=64) as any_port,
+    ):
         listener.listen(64)
+        picked = any_port.getsockname()[1]
         for i, node in enumerate(nodes):
-            targets = targets_of(i, nodes, addrs, port)
+            targets = targets_of(i, nodes, addrs, port, picked)
             if i == 0:
                 results, said = connect_here(targets), "python3 failed"
             else:
@@ -117,4 +152,4 @@ def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, s
             for dst, addr, p in targets:
                 why = results.get(f"{addr}:{p}", f"not tried: {said}")
                 if why:
-                    raise NodesError(refusal(nodes, i, dst, addr, p, why, port))
+                    raise NodesError(refusal(nodes, i, dst, addr, p, why, port, picked))

@@ -7,11 +7,11 @@ whose first entry is the host (node_plan). The addresses: --node-addrs (make slu
 else each node's NodeAddr as slurmctld has it (the address Slurm itself reaches the node at; NodeName where
 none is set).
 
-Before any stage, this node listens on the rendezvous port and one srun task per node connects to the first
-node's address there (CONNECT_PY, suite/cluster/node_ports.py): an address that does not answer or a firewall
-closed to the port is refused in one line naming the node, the address, the port and what to open — not a join
-timeout per launch after card time has started. (No ssh runs between compute nodes under Slurm: only the
-rendezvous port is tried.)
+Before any stage, this node listens on the rendezvous port and on a port its kernel picks, and one srun task
+per node connects to the first node's address at both (CONNECT_PY, suite/cluster/node_ports.py): an address
+that does not answer or a firewall closed to either is refused in one line naming the node, the address, the
+port and what to open — not a join timeout, or a first collective that hangs, after card time has started.
+(No ssh runs between compute nodes under Slurm: ssh's port is not tried.)
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 from typing import Mapping, Sequence
 
@@ -64,8 +65,11 @@ def node_plan(nodes: Sequence[Node], addrs: Sequence[str]) -> str:
     return ",".join(f"{node.name}={addr or node.name}" for node, addr in zip(nodes, addrs))
 
 
-def connect_argv(nnodes: int, target: str, srun_args: Sequence[str] = ()) -> list[str]:
-    """One srun task per node, each connecting to `target` (host:port) and saying so after its name."""
+def connect_argv(
+    nnodes: int, target: str, srun_args: Sequence[str] = (), also: Sequence[str] = ()
+) -> list[str]:
+    """One srun task per node, each connecting to `target` (host:port), then to each of `also`, and saying so
+    after its name."""
     return [
         "srun",
         f"--nodes={nnodes}",
@@ -79,16 +83,27 @@ def connect_argv(nnodes: int, target: str, srun_args: Sequence[str] = ()) -> lis
         _CONNECT_ON_NODE,
         CONNECT_PY,
         target,
+        *also,
     ]
 
 
 def connect_results(said: str) -> dict[str, str]:
-    """connect_argv's output → {node: '' (connected) or why not}; lines of srun's own are ignored."""
-    out = {}
+    """connect_argv's output → {node: '' (every target connected) or why the first that failed did not};
+    lines of srun's own are ignored."""
+    return {
+        node: next((why for why in results.values() if why), "")
+        for node, results in results_by_target(said).items()
+    }
+
+
+def results_by_target(said: str) -> dict[str, dict[str, str]]:
+    """connect_argv's output → {node: {host:port: '' or why not}}."""
+    out: dict[str, dict[str, str]] = {}
     for line in said.splitlines():
         node, _, rest = line.partition(" ")
-        for _target, why in parse_connect_lines(rest).items():
-            out[node] = why
+        parsed = parse_connect_lines(rest)
+        if parsed:
+            out.setdefault(node, {}).update(parsed)
     return out
 
 
@@ -102,28 +117,35 @@ def check_slurm_network(
     from suite.cluster.node_addrs import bind_rendezvous_port
 
     target = f"{addrs[0]}:{port}"
-    with bind_rendezvous_port(port, f"node {nodes[0].name}") as listener:
+    # and a port the kernel picks, as gloo's and NCCL's sockets after the rendezvous (node_ports.py)
+    with (
+        bind_rendezvous_port(port, f"node {nodes[0].name}") as listener,
+        socket.create_server(("", 0), backlog=64) as any_port,
+    ):
         listener.listen(64)
+        picked = any_port.getsockname()[1]
         try:
             done = subprocess.run(
-                connect_argv(len(nodes), target, srun_args),
+                connect_argv(len(nodes), target, srun_args, also=[f"{addrs[0]}:{picked}"]),
                 capture_output=True,
                 text=True,
-                timeout=CONNECT_TIMEOUT_S + 120,
+                timeout=2 * CONNECT_TIMEOUT_S + 120,
             )
-            said, results = done.stdout + done.stderr, connect_results(done.stdout)
+            said, results = done.stdout + done.stderr, results_by_target(done.stdout)
         except subprocess.TimeoutExpired:
             said, results = "srun did not end within its time", {}
     for i in [*range(1, len(nodes)), 0]:
-        why = results.get(nodes[i].name, None)
-        if why is None:
+        tried = results.get(nodes[i].name, None)
+        if tried is None:
             last = (said.strip().splitlines() or ["no output"])[-1]
             raise NodesError(
                 f"node {nodes[i].name} did not answer the rendezvous check through srun ({last}): is it "
                 f"up in the allocation? `{shlex.join(connect_argv(len(nodes), target))}` shows why"
             )
-        if why:
-            raise NodesError(refusal(nodes, i, 0, addrs[0], port, why, port))
+        for p in (port, picked):
+            why = tried.get(f"{addrs[0]}:{p}", "not tried")
+            if why:
+                raise NodesError(refusal(nodes, i, 0, addrs[0], p, why, port, picked))
 
 
 def on_first_node(nodes: Sequence[Node], env: Mapping[str, str]) -> bool:

@@ -152,6 +152,33 @@ def close_port(ns: str, port: int) -> list[str]:
     return rule
 
 
+def close_picked_ports(ns: str) -> list[str]:
+    """A rule dropping new TCP connections to the ports the node's kernel picks from (its
+    ip_local_port_range): a firewall open to ssh and the rendezvous alone. Replies to the node's own
+    connections are not new and pass. The rule, to remove it."""
+    low, high = subprocess.run(
+        ["ip", "netns", "exec", ns, "cat", "/proc/sys/net/ipv4/ip_local_port_range"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    rule = [
+        "INPUT",
+        "-p",
+        "tcp",
+        "--dport",
+        f"{low}:{high}",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "NEW",
+        "-j",
+        "DROP",
+    ]
+    _ipt(ns, "-I", *rule)
+    return rule
+
+
 def reopen_port(ns: str, rule: list[str]) -> None:
     _ipt(ns, "-D", *rule)
 

@@ -130,6 +130,12 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         timings["closed port refused"] = time.monotonic() - started
         hostile_lab.reopen_port(cluster.namespaces["node-a"], rule)
 
+        rule = hostile_lab.close_picked_ports(cluster.namespaces["node-a"])
+        started = time.monotonic()
+        picked = suite_run(cluster, tmp_path / "picked")
+        timings["closed picked ports refused"] = time.monotonic() - started
+        hostile_lab.reopen_port(cluster.namespaces["node-a"], rule)
+
         started = time.monotonic()
         wrong = suite_run(cluster, tmp_path / "wrong", "--node-addrs", f"{a},{cluster.net}.99")
         timings["wrong address refused"] = time.monotonic() - started
@@ -153,6 +159,12 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         "(timed out)"
     ) in closed.stderr and "open TCP 29400 on it" in closed.stderr
     assert not (tmp_path / "closed").exists() or not list((tmp_path / "closed").iterdir())
+    # 1b. open to ssh and the rendezvous only: the port node-a's kernel picked (as gloo's and NCCL's sockets
+    # after the rendezvous) is refused from node-b, naming what to open
+    assert picked.returncode == 2 and picked.stderr.strip().count("\n") == 0, picked.stderr
+    assert f"node node-b cannot connect to node node-a at {a}:" in picked.stderr
+    assert "a port the kernel picked as gloo's and NCCL's sockets use" in picked.stderr
+    assert "not only 22 and 29400" in picked.stderr
     # 2. a wrong node address: refused from node-a, naming it
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0, wrong.stderr
     assert f"node node-a cannot connect to node node-b at {cluster.net}.99:22, ssh (" in wrong.stderr

@@ -89,6 +89,20 @@ def test_what_each_node_must_reach():
         (0, "10.0.0.1", 22),
         (1, "10.0.0.2", 2222),
     ]
+    # and the port node 0's kernel picked, as gloo's and NCCL's sockets will: every other node tries it
+    assert targets_of(1, NODES, addrs, 29400, 41234)[:2] == [(0, "10.0.0.1", 29400), (0, "10.0.0.1", 41234)]
+    assert (0, "10.0.0.1", 41234) not in targets_of(0, NODES, addrs, 29400, 41234)
+
+
+def test_a_firewall_open_to_ssh_and_the_rendezvous_alone_is_named_with_what_to_open():
+    line = refusal(NODES, 1, 0, "10.0.0.1", 41234, "timed out", 29400, 41234)
+    assert line.startswith(
+        "node 54.1.2.4 cannot connect to node 54.1.2.3 at 10.0.0.1:41234, a port the kernel picked as gloo's "
+        "and NCCL's sockets use after the rendezvous (timed out)"
+    )
+    assert "not only 22 and 29400" in line and "security-group" in line and "\n" not in line
+    low, high = open("/proc/sys/net/ipv4/ip_local_port_range").read().split()
+    assert f"(here {low}–{high};" in line
 
 
 def test_connect_lines_parsed_from_the_real_probe(tmp_path):

@@ -18,6 +18,7 @@ from suite.cluster.slurm_network import (
     connect_results,
     node_plan,
     parse_node_addrs_shown,
+    results_by_target,
     slurm_node_addrs,
 )
 
@@ -149,7 +150,20 @@ def test_the_connection_check_each_node_runs_says_which_node_reached_the_port():
                 env={**os.environ, "SLURMD_NODENAME": node},
             )
             said.update(connect_results(done.stdout + "srun: a line of srun's own\n"))
-    assert said["gpu-01"] == "" and "refused" in said["gpu-02"].lower() and len(said) == 2
+        assert said["gpu-01"] == "" and "refused" in said["gpu-02"].lower() and len(said) == 2
+        # the rendezvous port and the kernel-picked one in one task: each answer kept by its target
+        good, bad = (f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed))
+        argv = connect_argv(2, good, also=[bad])
+        assert argv[-2:] == [good, bad]
+        done = subprocess.run(
+            argv[argv.index("sh") :],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SLURMD_NODENAME": "n1"},
+        )
+    both = results_by_target(done.stdout)
+    assert both["n1"][good] == "" and "refused" in both["n1"][bad].lower()
+    assert "refused" in connect_results(done.stdout)["n1"].lower()
 
 
 @pytest.mark.parametrize("count", [1, 2, 4])
