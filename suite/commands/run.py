@@ -265,9 +265,12 @@ def with_node_network(profile, nodes, args):
         if args.node_addrs
         else (hostfile_node_addrs(args.hostfile.read_text()) if args.hostfile else ())
     )
+    from suite.cluster.mpirun_reach import check_mpirun_reach
+
     addrs = node_addrs_for(nodes, given, args.ssh_config)
     port = rendezvous_port(profile.master_port)
     check_node_network(nodes, addrs, port, args.ssh_config)
+    check_mpirun_reach(nodes, addrs, args.ssh_config)  # nccl-tests' daemons: ssh to the node addresses
     return profile.with_overrides(node_addrs=addrs, master_port=port)
 
 

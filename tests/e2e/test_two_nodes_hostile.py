@@ -136,6 +136,22 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         timings["closed picked ports refused"] = time.monotonic() - started
         hostile_lab.reopen_port(cluster.namespaces["node-a"], rule)
 
+        # node addresses unknown to known_hosts (names and the public addresses the laptop dials stay): ssh to
+        # node-b by name works, mpirun's ssh to node-b's node address would not
+        known = cluster.ssh_config.parent / "known_hosts"
+        by_address = known.read_text()
+        private = {a, b}
+        known.write_text(
+            "".join(
+                ",".join(h for h in hosts.split(",") if h not in private) + " " + key
+                for hosts, key in (line.split(" ", 1) for line in by_address.splitlines(True))
+            )
+        )
+        started = time.monotonic()
+        names_only = suite_run(cluster, tmp_path / "names-only")
+        timings["host keys by name only refused"] = time.monotonic() - started
+        known.write_text(by_address)
+
         started = time.monotonic()
         wrong = suite_run(cluster, tmp_path / "wrong", "--node-addrs", f"{a},{cluster.net}.99")
         timings["wrong address refused"] = time.monotonic() - started
@@ -165,6 +181,10 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     assert f"node node-b cannot connect to node node-a at {a}:" in picked.stderr
     assert "a port the kernel picked as gloo's and NCCL's sockets use" in picked.stderr
     assert "not only 22 and 29400" in picked.stderr
+    # 1c. host keys known by name only: mpirun's ssh to node-b's address refused at preflight, with the fix
+    assert names_only.returncode == 2 and names_only.stderr.strip().count("\n") == 0, names_only.stderr
+    assert f"node node-a cannot log in to node node-b at {b} as mpirun will (" in names_only.stderr
+    assert "Host key verification failed" in names_only.stderr and "HostKeyAlias node-b" in names_only.stderr
     # 2. a wrong node address: refused from node-a, naming it
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0, wrong.stderr
     assert f"node node-a cannot connect to node node-b at {cluster.net}.99:22, ssh (" in wrong.stderr

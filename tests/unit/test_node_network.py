@@ -208,3 +208,30 @@ def test_node_addrs_survive_the_manifest_for_resume():
         nproc=1, degrees=(1,), nodes=("a", "b"), node_addrs=("10.0.0.1", "10.0.0.2"), master_port=29400
     )
     assert profile_from_dict(json.loads(json.dumps(two.to_dict()))) == two
+
+
+def test_mpirun_logins_are_tried_at_the_node_addresses_as_mpirun_will(tmp_path, monkeypatch):
+    """The ssh argv is mpirun's own rsh agent (suite/cluster/mpirun.py) at each other node's address; a node
+    reached by the same name as its address is not tried again; a refusal names node, address, command and
+    fix. A stand-in ssh refuses one address as a known_hosts without it would."""
+    from suite.cluster.mpirun import rsh_agent
+    from suite.cluster.mpirun_reach import check_mpirun_reach, mpirun_logins
+
+    nodes = parse_nodes("ubuntu@gpu-a,ubuntu@gpu-b,ubuntu@10.0.0.3")
+    addrs = ("10.0.0.1", "10.0.0.2", "10.0.0.3")
+    logins = mpirun_logins(nodes, addrs, "/etc/cardtime/ssh_config")
+    assert logins == [(1, [*rsh_agent(nodes, "/etc/cardtime/ssh_config").split(), "10.0.0.2", "true"])]
+    assert mpirun_logins(nodes, (), "") == []
+    fake = tmp_path / "ssh"
+    fake.write_text(
+        '#!/bin/sh\nfor a in "$@"; do last2=$last; last=$a; done\n'
+        'case "$last2" in 10.0.0.2) echo "Host key verification failed." >&2; exit 255 ;; esac\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    with pytest.raises(NodesError) as e:
+        check_mpirun_reach(nodes, addrs)
+    line = str(e.value)
+    assert line.startswith("node gpu-a cannot log in to node gpu-b at 10.0.0.2 as mpirun will (`ssh -o ")
+    assert "Host key verification failed." in line and "HostKeyAlias gpu-b" in line and "\n" not in line
+    check_mpirun_reach(nodes, ("10.0.0.1", "10.0.0.9", "10.0.0.3"))  # every address answers: nothing raised
