@@ -149,7 +149,7 @@ def run_settings(opts) -> dict[str, str]:
     as asked."""
     from suite import run_env
 
-    settings = getattr(opts, "nccl_env", None) or {}
+    settings = opts.nccl_env
     return {
         "nproc": str(opts.nproc) if opts.nproc else "",
         "tier": opts.tier or "",

@@ -18,10 +18,11 @@ from (node 0's ip_local_port_range): it cannot prove every port of it open, but 
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import socket
 import subprocess
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from suite.cluster.multinode import Node, NodesError
 from suite.cluster.node_addrs import bind_rendezvous_port
@@ -134,15 +135,20 @@ def connect_from(
     )[-1]
 
 
-def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, ssh_config: str = "") -> None:
-    """NodesError with the first connection that fails; this process is node 0 and listens on `port` meanwhile
-    (bound to every address, as c10d's store will be; the kernel completes connections without an accept)."""
-    with (
-        bind_rendezvous_port(port, f"node {nodes[0].name}") as listener,
-        socket.create_server(("", 0), backlog=64) as any_port,
-    ):
+@contextlib.contextmanager
+def listening(port: int, node: str) -> Iterator[int]:
+    """This node listening, for the checks' moment, on the rendezvous port (bound as c10d's store binds it,
+    suite/cluster/node_addrs.py) and on a port its kernel picks (as gloo's and NCCL's sockets do): the picked
+    port. The kernel completes connections without an accept."""
+    with bind_rendezvous_port(port, node) as listener, socket.create_server(("", 0), backlog=64) as picked:
         listener.listen(64)
-        picked = any_port.getsockname()[1]
+        yield picked.getsockname()[1]
+
+
+def check_node_network(nodes: Sequence[Node], addrs: Sequence[str], port: int, ssh_config: str = "") -> None:
+    """NodesError with the first connection that fails; this process is node 0 and listens meanwhile
+    (`listening`)."""
+    with listening(port, f"node {nodes[0].name}") as picked:
         for i, node in enumerate(nodes):
             targets = targets_of(i, nodes, addrs, port, picked)
             if i == 0:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import socket
 import subprocess
 from typing import Mapping, Sequence
 
 from suite.cluster.multinode import Node, NodesError
-from suite.cluster.node_ports import CONNECT_PY, CONNECT_TIMEOUT_S, parse_connect_lines, refusal
+from suite.cluster.node_ports import CONNECT_PY, CONNECT_TIMEOUT_S, listening, parse_connect_lines, refusal
 
 SCONTROL_TIMEOUT_S = 30.0
 # On each node of the srun: CONNECT_PY's lines, each after the node's name.
@@ -87,17 +86,9 @@ def connect_argv(
     ]
 
 
-def connect_results(said: str) -> dict[str, str]:
-    """connect_argv's output → {node: '' (every target connected) or why the first that failed did not};
-    lines of srun's own are ignored."""
-    return {
-        node: next((why for why in results.values() if why), "")
-        for node, results in results_by_target(said).items()
-    }
-
-
 def results_by_target(said: str) -> dict[str, dict[str, str]]:
-    """connect_argv's output → {node: {host:port: '' or why not}}."""
+    """connect_argv's output → {node: {host:port: '' (connected) or why not}}; lines of srun's own are
+    ignored."""
     out: dict[str, dict[str, str]] = {}
     for line in said.splitlines():
         node, _, rest = line.partition(" ")
@@ -112,18 +103,10 @@ def check_slurm_network(
 ) -> None:
     """NodesError naming the first node that cannot reach the first node's address and port (the other nodes'
     answers first: what a firewall closes; then the first node's own, a wrong address for it). This process
-    must be that first node (the batch script runs on it) and listens meanwhile, bound as c10d's store binds
-    (suite/cluster/node_addrs.py)."""
-    from suite.cluster.node_addrs import bind_rendezvous_port
-
+    must be that first node (the batch script runs on it) and listens meanwhile on the rendezvous port and on
+    a port its kernel picks (suite/cluster/node_ports.py `listening`)."""
     target = f"{addrs[0]}:{port}"
-    # and a port the kernel picks, as gloo's and NCCL's sockets after the rendezvous (node_ports.py)
-    with (
-        bind_rendezvous_port(port, f"node {nodes[0].name}") as listener,
-        socket.create_server(("", 0), backlog=64) as any_port,
-    ):
-        listener.listen(64)
-        picked = any_port.getsockname()[1]
+    with listening(port, f"node {nodes[0].name}") as picked:
         try:
             done = subprocess.run(
                 connect_argv(len(nodes), target, srun_args, also=[f"{addrs[0]}:{picked}"]),
