@@ -54,7 +54,7 @@ from provisioning.group import (
 )
 from provisioning.job import codesync, hostlock, jobchoice, jobs
 from provisioning.job.lifecycle import run_job, suite_args
-from provisioning.runtime import cuda_check, host_kernel_log, hostruntime, remote_docker
+from provisioning.runtime import cuda_check, efa, host_kernel_log, hostruntime, remote_docker
 from provisioning.runtime.suite_container import host_user
 from provisioning.session.connection import Remote
 from provisioning.session.login import connect_for_transfers, host_key_record
@@ -336,6 +336,13 @@ def docker_job_parts(opts, group: Group, local, job_dir: str, args: list[str], s
         steps.say("then it checks that torch in the image sees every GPU, before any stage")
     remote.run(["mkdir", "-p", "--", f"{group.base}/runs", job_dir])
     runs_dir, rdma = f"{group.base}/runs", all(m.facts.rdma_devices for m in group.members)
+    fabric = efa.for_container(first.facts.efa_devices, first.facts.efa_folders) if gpu else None
+    fabric = fabric if isinstance(fabric, efa.Efa) else None  # a refusal was preflight's (preflight.decide)
+    if fabric:
+        steps.say(
+            f"EFA: {len(fabric.devices)} device(s); the container gets {', '.join(fabric.folders)} read-only "
+            "and FI_PROVIDER=efa"
+        )
     if others:  # the suite inside reaches the other nodes with the host's keys
         setup += cluster_image.ssh_client_lines(image, first.node.name, job_dir)
         argv = cluster_image.first_node_run_argv(
@@ -349,6 +356,7 @@ def docker_job_parts(opts, group: Group, local, job_dir: str, args: list[str], s
             gpus=gpu,
             user=user,
             rdma=rdma,
+            efa=fabric,
         )
     else:
         argv = remote_docker.run_argv(
@@ -360,5 +368,6 @@ def docker_job_parts(opts, group: Group, local, job_dir: str, args: list[str], s
             gpus=gpu,
             user=user,
             rdma=rdma,
+            efa=fabric,
         )
     return JobParts(group.base, setup, argv, {"PYTHONUNBUFFERED": "1"}, "the image")

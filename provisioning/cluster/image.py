@@ -33,6 +33,7 @@ from provisioning.cluster.nodes import on_node
 from provisioning.cuda_check_host import REFUSED
 from provisioning.runtime import host_kernel_log, suite_container
 from provisioning.runtime.cuda_check import REFUSED_FILE
+from provisioning.runtime.efa import Efa
 from provisioning.session.shell import join, quote
 from suite.cluster.multinode import Node
 from suite.cluster.node_container import NODE_CONTAINER_ENV
@@ -230,6 +231,7 @@ def node_container_prefix(
     user: str | None,
     rdma: bool = False,
     login_home: str = "",
+    efa: Efa | None = None,
 ) -> list[str]:
     """`docker run … IMAGE` of every other node's commands: the single-host container's settings and mounts
     (host network and IPC, `--gpus all`, the ulimits, the run and job folders at the same paths), removed at
@@ -242,6 +244,8 @@ def node_container_prefix(
         user=user,
         rdma=rdma and gpus,
         login_home=login_home if user else "",
+        host_folders=efa.folders if efa else (),
+        environment=dict(efa.environment) if efa else {},
     )
     return ["docker", "run", "--rm", *settings.docker_flags(), image]
 
@@ -258,6 +262,7 @@ def first_node_run_argv(
     gpus: bool,
     user: str | None,
     rdma: bool = False,
+    efa: Efa | None = None,
 ) -> list[str]:
     """The detached job's `docker run` of the suite on the first node: the single-host settings, plus the host
     user's ~/.ssh (and NODE_SSH_CONFIG's folder) at the same paths, so the suite inside reaches the other
@@ -268,7 +273,14 @@ def first_node_run_argv(
         ssh_dirs.append(posixpath.dirname(ssh_config))
     login_home = home if user else ""
     prefix = node_container_prefix(
-        image, runs_dir=runs_dir, job_dir=job_dir, gpus=gpus, user=user, rdma=rdma, login_home=login_home
+        image,
+        runs_dir=runs_dir,
+        job_dir=job_dir,
+        gpus=gpus,
+        user=user,
+        rdma=rdma,
+        login_home=login_home,
+        efa=efa,
     )
     settings = suite_container.RunSettings(
         gpus=gpus,
@@ -276,6 +288,11 @@ def first_node_run_argv(
         user=user,
         rdma=rdma and gpus,
         login_home=login_home,
-        environment={NODE_CONTAINER_ENV: json.dumps(prefix), **host_kernel_log.environment(job_dir)},
+        host_folders=efa.folders if efa else (),
+        environment={
+            NODE_CONTAINER_ENV: json.dumps(prefix),
+            **host_kernel_log.environment(job_dir),
+            **(efa.environment if efa else {}),
+        },
     )
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

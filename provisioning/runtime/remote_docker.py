@@ -19,6 +19,7 @@ from pathlib import Path
 
 from provisioning.job.codesync import LocalCheckout
 from provisioning.runtime import host_kernel_log, images, suite_container
+from provisioning.runtime.efa import Efa
 from provisioning.session.connection import Remote
 from provisioning.session.shell import quote
 from suite.hardware.cuda_lines import DEFAULT, CudaLine
@@ -92,6 +93,7 @@ def run_argv(
     gpus: bool,
     user: str | None = None,
     rdma: bool = False,
+    efa: Efa | None = None,
 ) -> list[str]:
     """`docker run` of the suite in the foreground of the job, with suite_container's settings; the stage
     finds the host's kernel log the set-up read (host_kernel_log.py) in the job's folder.
@@ -103,6 +105,7 @@ def run_argv(
         mounts=(runs_dir, job_dir),
         user=user,
         rdma=rdma and gpus,
-        environment=host_kernel_log.environment(job_dir),
+        host_folders=efa.folders if efa else (),
+        environment={**host_kernel_log.environment(job_dir), **(efa.environment if efa else {})},
     )
     return suite_container.docker_run_argv(image, settings, suite_args, name=f"cardtime-{job_id}")

@@ -56,6 +56,9 @@ class RunSettings:
     """With `user`: the host login's home, its account known inside (LOGIN_FILES) and HOME set to it, so ssh
     in the image (a multi-node run's suite reaching the other nodes) runs as that user with its ~/.ssh
     (mounted by the caller); its caches still go to /tmp (the home inside is only the mount's parent)."""
+    host_folders: tuple[str, ...] = ()
+    """Host folders mounted read-only at the same paths: the EFA software's libfabric and NCCL net plugin
+    (provisioning/runtime/efa.py)."""
     rdma: bool = False
     """The host has /dev/infiniband: its devices passed in, with IPC_LOCK (NCCL's IB transport registers
     memory with the NIC, which needs locked pages; memlock is already unlimited with GPUs). Without them NCCL
@@ -88,7 +91,7 @@ class RunSettings:
             flags += ["--user", self.user]
         for path in self.mounts:
             flags += ["-v", f"{path}:{path}:rw"]  # as the engine records the SDK's volumes
-        for path in self.login_files():
+        for path in (*self.login_files(), *self.host_folders):
             flags += ["-v", f"{path}:{path}:ro"]
         for key, value in self.env().items():
             flags += ["-e", f"{key}={value}"]
@@ -104,7 +107,7 @@ class RunSettings:
             "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else [],
             "volumes": {
                 **{path: {"bind": path, "mode": "rw"} for path in self.mounts},
-                **{path: {"bind": path, "mode": "ro"} for path in self.login_files()},
+                **{path: {"bind": path, "mode": "ro"} for path in (*self.login_files(), *self.host_folders)},
             },
             "environment": self.env(),
             "user": self.user,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from provisioning.runtime import efa
 from provisioning.session.shell import quote
 from suite.hardware import cuda_lines, gpu_host_checks
 
@@ -93,6 +94,7 @@ if [ "$k" = dmesg ] && dmesg 2>/dev/null | head -n 5 | grep -qi gvisor; then k=g
 echo "kernel_log $k"; echo "dcgmi $(command -v dcgmi || echo -)"; echo "ib_tool $(command -v ibstat || command -v ibv_devinfo || echo -)"; true; ran
 section container; if [ -f /.dockerenv ] || grep -qsE 'docker|containerd|kubepods|lxc' /proc/1/cgroup; then echo yes; else echo no; fi; ran
 """  # noqa: E501
+    + f"section efa; {efa.PROBE}; ran\n"
 )
 
 
@@ -168,6 +170,10 @@ class HostFacts:
     setsid: bool = False
     rdma_devices: list[str] = field(default_factory=list)
     """/dev/infiniband's entries (uverbs0, rdma_cm …): RUNTIME=docker passes them to the container."""
+    efa_devices: list[str] = field(default_factory=list)
+    """The host's EFA devices (PCI vendor 0x1d0f: rdmap…), provisioning/runtime/efa.py."""
+    efa_folders: list[str] = field(default_factory=list)
+    """The EFA software's folders present (/opt/amazon/efa, /opt/amazon/ofi-nccl …)."""
     in_container: bool = False
     box_tools: dict[str, str] = field(default_factory=dict)
     """kernel_log (dmesg | sudo | journalctl | gvisor | none), dcgmi and ib_tool (a path, or -):
@@ -277,6 +283,7 @@ def parse_probe(text: str) -> HostFacts:
     facts.smi_q = ok("smi_q") or ""
     facts.fabric_manager = ok("fabricmanager") or ""
     facts.rdma_devices = (ok("infiniband") or "").split()
+    facts.efa_devices, facts.efa_folders = efa.parse_probe(ok("efa") or "")
     gpus = s.get("gpus")
     if gpus is not None:
         lines = [l.strip() for l in gpus.text.splitlines() if re.match(r"\s*GPU \d+:", l)]
@@ -392,6 +399,12 @@ def decide(
                     f"docker installed but not usable ({facts.docker_error or 'docker info failed'}): using "
                     f"RUNTIME=host"
                 )
+    if (
+        runtime == "docker"
+        and needs_gpu
+        and isinstance(refused := efa.for_container(facts.efa_devices, facts.efa_folders), str)
+    ):
+        problems.append(refused)
     if runtime == "docker":
         if not facts.docker:
             problems.append("no docker on the host: install Docker Engine or use RUNTIME=host")

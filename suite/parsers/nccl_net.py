@@ -27,6 +27,9 @@ NET_IB_NONE = re.compile(r"NCCL INFO NET/IB : No device found")
 NET_SOCKET = re.compile(r"NCCL INFO NET/Socket : Using (.*)$")
 DEVICE = re.compile(r"\[\d+\](\S+)")
 NET_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : .* via NET/(.+?)/(\d+)(/GDRDMA)?(?:/Shared)?\s*$")
+OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)")
+OFI_SOCKETS = ("tcp", "sockets", "tcp;ofi_rxm", "sockets;ofi_rxm")
+"""libfabric providers that are TCP underneath: aws-ofi-nccl over them is a sockets run in a plugin's name."""
 GDR_DISABLED = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)'")
 
 
@@ -46,6 +49,8 @@ class NcclNet:
     """Of them, those over GPUDirect RDMA (`/GDRDMA`)."""
     gdr_disabled: list[str] = field(default_factory=list)
     """HCAs NCCL said GPUDirect RDMA is disabled for (`GPU Direct RDMA Disabled for HCA 0 'mlx5_0'`)."""
+    ofi_provider: str | None = None
+    """The libfabric provider aws-ofi-nccl chose (`NET/OFI Selected Provider is efa`)."""
 
     @property
     def gdr(self) -> str | None:
@@ -69,13 +74,18 @@ class NcclNet:
 
     @property
     def sockets(self) -> bool:
-        return self.transport == "Socket"
+        return self.transport == "Socket" or (self.ofi_provider or "").lower() in OFI_SOCKETS
 
     def why_sockets(self) -> str:
         """'NCCL used sockets: …' with what the log says about why; '' when NCCL used something else."""
         if not self.sockets:
             return ""
         over = ", ".join(self.socket_interfaces[:3]) or "TCP"
+        if self.transport != "Socket":  # the OFI plugin over a TCP provider
+            return (
+                f"NCCL used sockets: {self.transport} with libfabric's {self.ofi_provider} provider (TCP); "
+                "the efa provider was not found (FI_PROVIDER=efa, the EFA software, /dev/infiniband)"
+            )
         cause = (
             "NET/IB found no device (no HCA visible: /dev/infiniband not passed to the container, or no "
             "ibverbs provider installed)"
@@ -98,6 +108,8 @@ def parse_nccl_net(text: str) -> NcclNet:
             out.ib_devices = out.ib_devices or DEVICE.findall(m.group(1))
         elif m := NET_SOCKET.search(line):
             out.socket_interfaces = out.socket_interfaces or DEVICE.findall(m.group(1))
+        elif m := OFI_PROVIDER.search(line):
+            out.ofi_provider = m.group(1).rstrip(".,")
         elif m := NET_CHANNEL.search(line):
             out.net_channels += 1
             out.gdr_channels += bool(m.group(3))
