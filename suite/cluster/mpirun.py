@@ -18,6 +18,7 @@ network or a second NIC beside the nodes' own, mpirun otherwise tries whichever 
 from __future__ import annotations
 
 import ipaddress
+import os
 import shlex
 import sys
 from typing import Mapping, Sequence
@@ -44,6 +45,18 @@ def tcp_include(ifname: str, addrs: Sequence[str]) -> str:
         return ",".join(f"{ipaddress.IPv4Address(a)}/32" for a in addrs) if addrs else ""
     except ValueError:  # a host name among them: no network to name
         return ""
+
+
+def install_prefix(mpirun: str) -> str | None:
+    """Open MPI's install root (`/opt/amazon/openmpi` for `/opt/amazon/openmpi/bin/mpirun`) where it is not
+    the system's (/usr, /usr/local): mpirun's --prefix, so that each other node's orted is found though ssh
+    starts it with the login's bare PATH ("orted: command not found" otherwise). None for a system install or
+    a bare name."""
+    if not os.path.isabs(mpirun):
+        return None
+    bin_dir = os.path.dirname(os.path.realpath(mpirun))
+    root = os.path.dirname(bin_dir)
+    return root if os.path.basename(bin_dir) == "bin" and root not in ("/usr", "/usr/local", "/") else None
 
 
 def rsh_agent(nodes: Sequence[Node], ssh_config: str = "", in_image: bool = False) -> str:
@@ -98,6 +111,9 @@ def mpirun_across_nodes(
         "plm_rsh_agent",
         rsh_agent(nodes, ssh_config, in_image),
     ]
+    prefix = install_prefix(mpirun)
+    if prefix:  # the other nodes' orted and libraries, which a non-interactive ssh's PATH does not reach
+        words += ["--prefix", prefix]
     if as_root:
         words.append("--allow-run-as-root")  # root on a rented box or in a container is the usual case
     include = tcp_include(ifname, addrs)

@@ -139,6 +139,24 @@ def test_mpirun_words_one_process_per_gpu_on_each_node():
     assert words[words.index("plm_rsh_agent") + 1] == "ssh -o BatchMode=yes -F cfg -l root"
     with pytest.raises(NodesError, match="one user and one port"):
         rsh_agent(parse_nodes("root@a,root@b:2222,root@c"))
+    assert "--prefix" not in words  # a bare name: no install root to give
+
+
+def test_mpirun_outside_usr_gives_its_install_root_as_prefix(tmp_path):
+    """Open MPI under /opt (AWS's /opt/amazon/openmpi, MLNX OFED's /usr/mpi/gcc/openmpi-4.1.7a1): the other
+    nodes' orted is found only with --prefix, their non-interactive ssh having no PATH for it."""
+    from suite.cluster.mpirun import install_prefix
+
+    root = tmp_path / "opt" / "amazon" / "openmpi"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "mpirun").write_text("#!/bin/sh\n")
+    link = tmp_path / "mpirun"  # found on PATH through a link, as alternatives do
+    link.symlink_to(root / "bin" / "mpirun")
+    nodes = parse_nodes("root@gpu-a,root@gpu-b")
+    words = mpirun_across_nodes(str(link), nodes, 8, "hf")
+    assert words[words.index("--prefix") + 1] == str(root)
+    assert install_prefix("/usr/bin/mpirun") is None and install_prefix("mpirun") is None
+    assert install_prefix("/usr/local/bin/mpirun") is None
 
 
 def test_nccl_tests_across_nodes_go_through_mpirun_with_a_hostfile(tmp_path, monkeypatch):
