@@ -18,7 +18,7 @@ from provisioning.job.finish import report_and_archive
 from provisioning.job.lifecycle import follow_and_fetch
 from provisioning.session.hosts import parse_host
 from provisioning.session.login import connect_for_transfers, host_key_record, resolve_base
-from provisioning.session.options import RemoteOptions, needs_gpu, truthy, validate_stages
+from provisioning.session.options import RemoteOptions, nccl_env_arg, needs_gpu, truthy, validate_stages
 from provisioning.session.steps import Steps
 
 
@@ -124,18 +124,6 @@ def check_run_settings(args) -> None:
         minutes(args.burnin_min)
     master_port_arg(args.master_port)
     check_destination(args.archive, args.endpoint_url)
-
-
-def nccl_env_arg(text: str) -> dict[str, str]:
-    """NCCL_ENV=FILE: its settings, read and checked here before any connection ({} when not given)."""
-    from suite import run_env
-
-    if not text:
-        return {}
-    try:
-        return run_env.read(Path(text).expanduser())
-    except run_env.EnvFileError as e:
-        raise ValueError(f"NCCL_ENV={text}: {e}") from None
 
 
 def nproc_arg(text: str) -> int:

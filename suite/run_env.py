@@ -16,6 +16,7 @@ not what this file is for), a control byte or an overlong value is refused namin
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -93,8 +94,6 @@ def recorded(manifest: dict) -> dict[str, str]:
 
 def digest(settings: dict[str, str]) -> str:
     """12 hex digits naming the settings (a job's identity: other settings are another run)."""
-    import hashlib
-
     return hashlib.sha256(text_of(settings).encode()).hexdigest()[:12]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioning.session.hosts import HostSpec
-from suite import world
+from suite import run_env, world
 
 
 @dataclass
@@ -90,3 +90,14 @@ def validate_stages(spec: str) -> str:
 
 def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "yes", "true", "on")
+
+
+def nccl_env_arg(text: str) -> dict[str, str]:
+    """NCCL_ENV=FILE (make remote and make slurm): its settings, read and checked on the laptop before any
+    connection ({} when not given)."""
+    if not text:
+        return {}
+    try:
+        return run_env.read(Path(text).expanduser())
+    except run_env.EnvFileError as e:
+        raise ValueError(f"NCCL_ENV={text}: {e}") from None

@@ -73,7 +73,7 @@ def cmd_slurm(args) -> int:
     if args.cuda_line:
         line_named(args.cuda_line)  # an unknown line is refused here, before any SSH
     check_destination(args.archive, args.endpoint_url)
-    from provisioning.remote import nccl_env_arg
+    from provisioning.session.options import nccl_env_arg
 
     nccl_env = nccl_env_arg(args.nccl_env)  # read and checked before any SSH
     opts = SlurmOptions(

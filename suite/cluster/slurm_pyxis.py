@@ -24,6 +24,7 @@ IMAGE= is written as Docker writes it (the README's form) and `pyxis_image` turn
 
 from __future__ import annotations
 
+import subprocess
 from typing import Sequence
 
 IMAGE_PYTHON = "python"  # on the image's PATH; the batch host's venv does not exist there
@@ -80,8 +81,6 @@ def lookup_argv(programs: Sequence[str], srun_args: Sequence[str]) -> list[str]:
 def image_binaries(programs: Sequence[str], srun_args: Sequence[str]) -> tuple[dict[str, str], str]:
     """({program: its path in the image}, why none could be asked): under pyxis nccl-tests runs in the image,
     so it is looked for there, never on the batch host (whose binaries the image may not have)."""
-    import subprocess
-
     try:
         done = subprocess.run(
             lookup_argv(programs, srun_args), capture_output=True, text=True, timeout=LOOKUP_S
