@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports import evidence, fmt, headline, identity, tables
 from reports import figures as figure_modules
-from reports import fmt, headline, identity, tables
 from reports.render import render_template
 from reports.runview import RunView, load_run
 from suite import next_steps
@@ -262,6 +262,8 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "run_id": view.run_id,
         "box": box,
         "next_steps": next_steps_of(box, view),
+        "hangs": evidence.hangs(view.path, lambda p: relative_href(p, out_path.parent)),
+        "bundle": evidence.bundle(view.path, lambda p: relative_href(p, out_path.parent)),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
         "identity": identity.identity(view),

@@ -35,6 +35,7 @@ from suite.cluster.slurm import IS_HOST_MARK, NODE_ADDR_MARK, SRUN_ARGS_ENV, sru
 from suite.cluster.slurm_network import node_plan
 from suite.cluster.slurm_pyxis import in_container, node_python
 from suite.config import Profile
+from suite.forensics.collect import collect_quietly, explained
 from suite.launch import procs
 from suite.launch.torchrun import (
     WORKER_PROGRESS,
@@ -155,6 +156,15 @@ def run_across_nodes(
             module,
             lambda: _logs(raw_dir, nodes, prefix),
             expendable=set(expendable),
+            ask_ranks=functools.partial(
+                collect_quietly,
+                raw_dir,
+                prefix,
+                world=n * len(nodes),
+                reason="timeout",
+                store=(endpoint.rsplit(":", 1)[0], port),
+                node_dirs=[raw_dir / node.name for node in nodes],
+            ),
         )
     except BaseException:
         for _, proc, _ in started:
@@ -283,10 +293,11 @@ def _wait(
     module: str,
     logs: Callable[[], list[Path]],
     expendable: set[str] = frozenset(),
+    ask_ranks: Callable[[], object] | None = None,
 ):
     """Until every node's torchrun has exited; the first that failed (after the others got PEER_GRACE_S to
-    notice and stop by themselves), or None; an expendable node's failure is neither. A timeout kills every
-    node's and raises LaunchError."""
+    notice and stop by themselves), or None; an expendable node's failure is neither. A timeout asks the ranks
+    where they are (`ask_ranks`: the hang forensics), kills every node's and raises LaunchError."""
     failed = None
     failed_at = None
     while True:
@@ -303,11 +314,15 @@ def _wait(
                 kill_group(proc)
             return failed
         if timeout_s is not None and time.monotonic() - start > timeout_s:
+            findings = ask_ranks() if ask_ranks is not None else None
             for _, proc, _ in started:
                 kill_group(proc)
-            raise LaunchError(
+            message = (
                 f"{module} timed out after {timeout_s:.0f} s on {len(started)} nodes "
-                f"({', '.join(s[0].name for s in running)} still running)",
+                f"({', '.join(s[0].name for s in running)} still running)"
+            )
+            raise LaunchError(
+                explained(message, findings),
                 command=started[0][2],
                 log_tail=log_tail(logs()),
             )

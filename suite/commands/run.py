@@ -374,6 +374,13 @@ def main(args) -> int:
 
     box = box_verdict(run.manifest, run.verdicts())
     print(f"box verdict: {box.line()}", file=sys.stderr)
+    unfinished = [s for s, rec in run.manifest.get("stages", {}).items() if rec.get("status") == "error"]
+    if box.rejected or unfinished:  # the evidence for the provider's ticket, made while the box is still held
+        from suite.commands.bundle import describe
+        from suite.forensics.bundle import make_bundle
+
+        why = "REJECT" if box.rejected else "stage failed: " + ", ".join(unfinished)
+        print(describe(make_bundle(run.path, reason=why)), file=sys.stderr)
     if box.word == REHEARSAL and not box.rejected:
         print(f"next: {AFTER_REHEARSAL}", file=sys.stderr)
     return outcome.exit_code

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from suite.config import Profile
+from suite.forensics.collect import collect_quietly, explained, forget_hellos
 from suite.launch import procs
 from suite.launch.torchrun import (
     LaunchError,
@@ -371,7 +372,10 @@ def run_forked(
                 if on_poll is not None:
                     on_poll()
                 if deadline is not None and time.monotonic() > deadline:
-                    raise failure(f"{module} timed out after {timeout_s:.0f} s")
+                    findings = collect_quietly(
+                        raw_dir, prefix, world=n, reason="timeout", store=(profile.master_addr, port)
+                    )
+                    raise failure(explained(f"{module} timed out after {timeout_s:.0f} s", findings))
                 continue
             if "started" in message:
                 agent = message["started"]["agent"]
@@ -389,11 +393,21 @@ def run_forked(
     seconds = time.monotonic() - start
     if first_failed is not None:
         code = codes[first_failed]
-        raise failure(
-            f"fork launcher running {module}: rank {first_failed} exited with code {code} first "
-            f"(every rank's exit code: {codes}; the others were then stopped)",
-            exit_code=code,
+        findings = collect_quietly(
+            raw_dir,
+            prefix,
+            world=n,
+            reason="failed",
+            exit_codes=dict(enumerate(codes)),
+            first_failed=first_failed,
+            ask_live=False,
         )
+        message = (
+            f"fork launcher running {module}: rank {first_failed} exited with code {code} first "
+            f"(every rank's exit code: {codes}; the others were then stopped)"
+        )
+        raise failure(explained(message, findings), exit_code=code)
+    forget_hellos(raw_dir, prefix)  # a launch that ended well needs no forensics
     return LaunchResult(command=command, exit_code=0, seconds=seconds, out_dir=out_dir, log_paths=logs)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from suite.config import Profile
+from suite.forensics.collect import collect_quietly, explained, forget_hellos
 from suite.launch import procs
 from suite.results import Row, read_rows_jsonl
 
@@ -131,6 +132,9 @@ def worker_env(profile: Profile, base: dict[str, str] | None = None) -> dict[str
     env["CARDTIME_DEVICE"] = profile.device
     env["CARDTIME_PG_TIMEOUT_S"] = str(profile.collective_timeout_s)
     env["PYTHONUNBUFFERED"] = "1"
+    # torch's Flight Recorder: the last collectives of every rank, which the hang forensics ask for
+    # (suite/forensics); measured on gloo: no cost per collective that the sweep's spread shows
+    env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     if profile.backend == "gloo":
         env.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     # TORCH_NCCL_ASYNC_ERROR_HANDLING is left to torch's default (3: the watchdog aborts a timed-out
@@ -279,9 +283,12 @@ def run_torchrun(
                     if on_poll is not None:
                         on_poll()
                     if timeout_s is not None and time.monotonic() - start > timeout_s:
+                        findings = collect_quietly(
+                            raw_dir, prefix, world=n, reason="timeout", store=(profile.master_addr, port)
+                        )
                         kill_group(proc)
                         raise LaunchError(
-                            f"{module} timed out after {timeout_s:.0f} s",
+                            explained(f"{module} timed out after {timeout_s:.0f} s", findings),
                             command=command,
                             exit_code=proc.returncode,
                             log_tail=log_tail(logs),
@@ -291,12 +298,16 @@ def run_torchrun(
             raise
     seconds = time.monotonic() - start
     if exit_code != 0:
+        findings = collect_quietly(
+            raw_dir, prefix, world=n, reason="failed", torchrun_log=torchrun_log, ask_live=False
+        )
         raise LaunchError(
-            f"torchrun running {module} exited with code {exit_code}",
+            explained(f"torchrun running {module} exited with code {exit_code}", findings),
             command=command,
             exit_code=exit_code,
             log_tail=log_tail(logs),
         )
+    forget_hellos(raw_dir, prefix)  # a launch that ended well needs no forensics
     return LaunchResult(
         command=command, exit_code=exit_code, seconds=seconds, out_dir=out_dir, log_paths=logs
     )

@@ -41,6 +41,9 @@ from suite.launch.zygote_exec import POLL_S, become, client_gone, relay, send
 
 STOP_GRACE_S = 3.0
 """After one rank failed: how long the others get between SIGTERM and SIGKILL (torchrun waits 30 s)."""
+TELL_GRACE_S = 1.0
+"""After one rank failed, before the SIGTERM: the peers whose sockets reset raise, leave their post-mortem
+(suite/forensics/answer.py: which collective they were in) and exit by themselves in well under this."""
 
 
 # ---------------------------------------------------------------- messages
@@ -270,6 +273,7 @@ def wait_ranks(
     watch = selectors.DefaultSelector()
     watch.register(conn, selectors.EVENT_READ)
     stop_at = time.monotonic() if stop_now else None
+    failed_at = None
     while running:
         if watch.select(timeout=POLL_S) and client_gone(conn):
             for pid in running:
@@ -282,7 +286,10 @@ def wait_ranks(
             # Peers of a rank that died exit 1 within the same poll (their sockets reset): the one killed by a
             # signal is the cause, whatever its rank number; else the lowest rank.
             first_failed = min(failed, key=lambda r: (codes[r] >= 0, r)) if failed else None
-        if (first_failed is not None or stop_now) and stop_at is None:
+        if first_failed is not None and failed_at is None:
+            failed_at = time.monotonic()
+        telling = failed_at is not None and time.monotonic() - failed_at < TELL_GRACE_S
+        if (first_failed is not None and not telling or stop_now) and stop_at is None:
             stop_at = time.monotonic()
             for pid in running:
                 signal_quietly(pid, signal.SIGTERM)

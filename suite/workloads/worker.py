@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from suite import workloads
+from suite.forensics import answer as forensics
 from suite.launch import procs
 from suite.launch.torchrun import WORKER_PROGRESS
 from suite.results import Row, atomic_write_text, write_rows_jsonl
@@ -144,7 +145,12 @@ def worker_session(
         flush=True,
     )
     write_rows_jsonl(out_dir / f"rows.rank{rank}.jsonl", [])
-    yield worker
+    forensics.start(rank, raw_dir, os.environ.get("CARDTIME_LOG_PREFIX", ""))
+    try:
+        yield worker
+    except Exception as e:  # the rank's own record of where it was, for the launcher's diagnosis
+        forensics.leave_post_mortem(e)
+        raise
     shutdown()
     if exit_when_done:
         sys.stdout.flush()

@@ -140,13 +140,13 @@ def test_the_stopped_rank_is_ended_by_the_drill_after_the_survivor_raised(drille
     stage_events = [
         json.loads(line) for line in (drilled["raw"] / "hang" / "events.stage.jsonl").read_text().splitlines()
     ]
-    assert [e["event"] for e in stage_events] == ["nudge"]
+    assert [e["event"] for e in stage_events] == ["forensics", "nudge"]  # the ranks read, then the nudge
     fault_event = next(
         json.loads(line)
         for line in (drilled["raw"] / "hang" / "events.rank1.jsonl").read_text().splitlines()
         if json.loads(line)["event"] == "fault"
     )
-    assert stage_events[0]["pid"] == fault_event["pid"] and fault_event["kind"] == "hang"
+    assert stage_events[1]["pid"] == fault_event["pid"] and fault_event["kind"] == "hang"
     assert "30 s" in v["restart_note"]
 
 
@@ -172,8 +172,21 @@ def test_the_stage_judges_the_real_drill_a_pass(drilled):
     facts = {"profile": PROFILE.to_dict(), **drilled["ctx"].published}
     verdicts = fault.judge(drilled["rows"], fault.expect(PROFILE, facts), facts)
     assert {v.id: v.status for v in verdicts} == {
-        f"fault.{check}.{s}": "pass" for s in ("hang", "crash") for check in ("detect", "resume", "loss")
+        f"fault.{check}.{s}": "pass"
+        for s in ("hang", "crash")
+        for check in ("detect", "resume", "loss", "forensics")
     }
+
+
+def test_the_hang_forensics_name_the_stopped_rank_before_it_is_ended(drilled):
+    named = {r.metric: r for r in drilled["rows"] if r.case == "hang" and r.metric.startswith("forensics")}
+    stopped = PROFILE.section("fault").fault_rank
+    assert named["forensics_named"].value == 1.0
+    assert named["forensics_named"].text.startswith(f"rank {stopped} on {socket.gethostname()} was stopped")
+    assert "all_reduce #" in named["forensics_named"].text
+    # read after the survivor raised (the group's timeout) and before the stopped rank was ended
+    nudged = values(drilled["rows"], "hang")["nudge_s"]
+    assert PROFILE.section("fault").pg_timeout_s <= named["forensics_after_s"].value <= nudged
 
 
 def test_the_crash_drilled_alongside_resumes_the_same_way(drilled):
@@ -315,5 +328,7 @@ def test_concurrent_drills_on_a_multi_node_profiles_fixed_port_each_get_their_ow
     facts = {"profile": profile.to_dict(), **ctx.published}
     verdicts = fault.judge(rows, fault.expect(profile, facts), facts)
     assert {v.id: v.status for v in verdicts} == {
-        f"fault.{check}.{s}": "pass" for s in ("crash", "exception") for check in ("detect", "resume", "loss")
+        f"fault.{check}.{s}": "pass"
+        for s in ("crash", "exception")
+        for check in ("detect", "resume", "loss", "forensics")
     }, verdicts

@@ -13,6 +13,7 @@ addresses):
      connection tried, then a torchrun per node with node-a hosting the store at its private address; the
      hand-written all-reduce across both, every element checked against dist.all_reduce on every size;
      node-b's raw output and rows copied back to node-a's disk;
+  4. a hang: node-b's second rank stopped before a collective, named with its node by the forensics;
 `make remote HOSTS=` from the laptop through this lab (public addresses, port 22 only), the multi-node stages
 run to a fetched report: test_two_nodes_ordinary_logins.py, as an ordinary login on separate disks.
 """
@@ -48,6 +49,26 @@ result = run_across_nodes(profile, "suite.stages.crossover.hand_allreduce",
                           ["--sizes", "8,4096", "--warmup", "1", "--iters", "2"], raw_dir=out, tag="hand", timeout_s=240)
 print(json.dumps({"node_addrs": profile.node_addrs, "master_port": profile.master_port,
                   "out_dir": str(result.out_dir)}))
+"""  # noqa: E501
+
+# 4. a hang across the nodes: node-b's second rank (rank 3 of 2 × 2) stops itself before all_reduce #6; the
+# launch times out and asks every rank through the store on node-a before the kill
+HANG = """
+import argparse, sys
+from pathlib import Path
+from suite.commands.run import with_nodes
+from suite.config import get_profile
+from suite.cluster.multilaunch import run_across_nodes
+from suite.launch.torchrun import LaunchError
+out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+args = argparse.Namespace(nodes="node-a,node-b", hostfile=None, ssh_config=ssh_config, socket_ifname=ifname,
+                          node_addrs="")
+profile = with_nodes(get_profile("gloo-cpu", 2), args)
+try:
+    run_across_nodes(profile, "suite.forensics.drill", ["--kind", "stop", "--rank", "3", "--at", "6"],
+                     raw_dir=out, tag="hang", timeout_s=35)
+except LaunchError as e:
+    print(e)
 """  # noqa: E501
 
 
@@ -162,6 +183,13 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         )
         timings["launch through the NAT'd names"] = time.monotonic() - started
 
+        started = time.monotonic()
+        hung = on_node_a(
+            cluster,
+            [str(PYTHON), "-c", HANG, str(tmp_path / "launch" / "hang"), str(cluster.ssh_config), IFNAME],
+        )
+        timings["a hang across the nodes named"] = time.monotonic() - started
+
         sessions = cluster.pids()
     print("; ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
     assert laptop_ssh.stdout.strip() == "node-a" and laptop_port.returncode != 0
@@ -200,6 +228,7 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         there / "hand.out" / "rows.rank0.jsonl"
     ).exists()
     assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
+    assert (there / "hang" / "node-b" / "hang.forensics" / "rank3.hello.json").is_file()  # node-b's disk
     words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
     assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
     assert f"--rdzv-endpoint={a}:29400" in words["node-a"] and f"--rdzv-endpoint={a}:29400" in words["node-b"]
@@ -218,6 +247,19 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     wrong_rows = [r for r in rows if r["metric"] == "wrong" and not r["case"].startswith("mistake.")]
     assert {r["case"] for r in wrong_rows} == {"ring", "tree"} and len(wrong_rows) >= 4
     assert all(r["value"] == 0 and r["world"] == 2 for r in wrong_rows), wrong_rows
+    # 4. the hang: the stopped rank named with its node (its hello is on node-b's disk: its node is read from
+    # node-b's rank that answered), the others waiting in the collective it never entered
+    assert hung.returncode == 0, hung.stderr[-3000:]
+    assert "timed out after 35 s on 2 nodes" in hung.stdout, hung.stdout[-3000:]
+    assert "Forensics: rank 3 on node-b did not answer" in hung.stdout, hung.stdout[-3000:]
+    assert "the other 3 wait in all_reduce #6" in hung.stdout
+    found = json.loads((here / "hang" / "hang.forensics.json").read_text())
+    assert {r["rank"]: r["host"] for r in found["rows"]} == {
+        0: "node-a",
+        1: "node-a",
+        2: "node-b",
+        3: "node-b",
+    }
     # teardown: nothing left running, no namespace left (the router's included)
     assert sessions and not [p for p in sessions if _alive(p)]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()

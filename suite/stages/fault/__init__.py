@@ -61,10 +61,17 @@ from suite.results import Expectation, Row, Verdict, atomic_write_text
 from suite.stage_contract import Stage
 from suite.stages.fault import node_loss as _node_loss
 from suite.stages.fault.cases import DrillCase, drill_cases
-from suite.stages.fault.judges import judge_detection, judge_loss, judge_resume, text_of, too_few_ranks
+from suite.stages.fault.judges import (
+    judge_detection,
+    judge_forensics,
+    judge_loss,
+    judge_resume,
+    text_of,
+    too_few_ranks,
+)
 from suite.stages.fault.reference import finish_reference, start_reference
 from suite.stages.fault.timeline import STAGE as NAME
-from suite.stages.fault.timeline import build_timeline, reference_rows, timeline_rows
+from suite.stages.fault.timeline import build_timeline, forensics_rows, reference_rows, timeline_rows
 from suite.stages.fault.watch import WORKER, DrillWatch, forget_checkpoints
 from suite.verdicts import verdicts_for
 
@@ -323,6 +330,7 @@ def single_node_drills(
                 text=case.label,
             )
         )
+        rows += forensics_rows(case.name, ranks, events)
     return rows
 
 
@@ -449,7 +457,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> lis
                     observed="not run",
                     why=too_few,
                 )
-                for check in ("detect", "resume", "loss")
+                for check in ("detect", "resume", "loss", "forensics")
             ]
             continue
         if not got:
@@ -466,6 +474,7 @@ def judge(rows: list[Row], expectations: list[Expectation], facts: Facts) -> lis
             judge_detection(scenario, got, pg_timeout, warn_after, hang_after, cfg.fault_step),
             judge_resume(scenario, got, steps),
             judge_loss(scenario, got),
+            judge_forensics(scenario, got, cfg.fault_rank, hang_after),
         ]
         # which watchdog setting this case ran under, said in each
         setting = text_of(got, "async_error_handling")

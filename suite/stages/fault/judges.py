@@ -164,3 +164,39 @@ def too_few_ranks(profile: Profile) -> str | None:
         f"{ranks} process per node ({option}{nproc}): a rank lost on a node needs a survivor beside it; "
         "2 processes per node run these drills"
     )
+
+
+def judge_forensics(scenario: str, got: dict[str, Row], fault_rank: int, within_s: float) -> Verdict:
+    """The hang forensics must name the faulted rank and this host from what the ranks left, before the
+    stopped rank is ended, within the time a survivor has to raise (the detection's own bound)."""
+    check = f"forensics.{scenario}"
+    expected = (
+        f"rank {fault_rank} on this host named by the hang forensics within {within_s:.0f} s of the fault"
+    )
+    named, line = number_of(got, "forensics_named"), text_of(got, "forensics_named")
+    after = number_of(got, "forensics_after_s")
+    if named is None and number_of(got, "detect_s") is not None:
+        return VERDICTS.skip(
+            check,
+            expected=expected,
+            observed="a survivor raised, but the forensics left no reading",
+            reason=f"see raw/fault/{scenario}/ (a run from before the forensics read drills has none)",
+        )
+    if named is None:
+        return VERDICTS.not_applicable(
+            check,
+            expected=expected,
+            observed="not asked: no survivor raised",
+            why="torchrun saw the faulted process end and restarted the group before any survivor raised: "
+            "its exit code named it",
+        )
+    observed = f"{line} ({after:.1f} s after the fault)" if after is not None else str(line)
+    if named and (after is None or after <= within_s):
+        return VERDICTS.passed(check, expected=expected, observed=observed, reason="the culprit named")
+    return VERDICTS.fail(
+        check,
+        expected=expected,
+        observed=observed,
+        reason="the forensics did not name the faulted rank in time: raw/fault/"
+        f"{scenario}/forensics.json holds every rank's record",
+    )

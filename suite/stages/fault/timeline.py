@@ -228,3 +228,31 @@ def reference_rows(reference: list[float]) -> list[Row]:
         )
         for step, loss in enumerate(reference)
     ]
+
+
+def forensics_rows(case: str, world: int, events: Iterable[dict[str, Any]]) -> list[Row]:
+    """The hang forensics' reading of the drill (DrillWatch.tell): whether it named the faulted rank on this
+    host (1 or 0, its line as text) and how long after the fault it read the ranks."""
+    told = next((e for e in events if e.get("event") == "forensics"), None)
+    if told is None:
+        return []
+    named = 1.0 if told.get("named") else 0.0
+    return [
+        Row(
+            stage=STAGE,
+            case=case,
+            metric="forensics_named",
+            value=named,
+            unit="count",
+            world=world,
+            text=str(told.get("line", "")),
+        ),
+        Row(
+            stage=STAGE,
+            case=case,
+            metric="forensics_after_s",
+            value=float(told.get("after_s", "nan")),
+            unit="s",
+            world=world,
+        ),
+    ]

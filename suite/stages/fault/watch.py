@@ -4,8 +4,9 @@ stopped rank.
 Every POLL_S the stage reads the drill's event files. A survivor that the NCCL watchdog tears down
 (TORCH_NCCL_ASYNC_ERROR_HANDLING 1 or 3) never records a Python exception: its log's first failure
 line becomes its error (`log_error`, timed by the log line itself where the format carries a time).
-In the hang scenario, once a survivor has raised, the stopped rank is SIGKILLed (`nudge`) instead of
-letting torchrun SIGTERM it (a stopped process cannot act on that), wait 30 s and SIGKILL it.
+Once a survivor has raised, the hang forensics (suite/forensics) read the drill's ranks and must name the
+faulted one (`tell`). In the hang scenario, the stopped rank is then SIGKILLed (`nudge`) instead of letting
+torchrun SIGTERM it (a stopped process cannot act on that), wait 30 s and SIGKILL it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suite.forensics import answer
+from suite.forensics.answer import host_name
+from suite.forensics.collect import collect_quietly
 from suite.launch import procs
 from suite.parsers.c10_log import first_nccl_failure
 from suite.results import atomic_write_text
@@ -26,6 +30,8 @@ from suite.results import atomic_write_text
 WORKER = "suite.stages.fault.drill_worker"
 POLL_S = 0.2
 """run_torchrun's polling interval: the stage notices a survivor's error at most this late."""
+TELL_WAIT_S = 1.0
+"""After a survivor's error, how long the forensics wait for its post-mortem before reading without it."""
 
 
 class DrillWatch:
@@ -36,6 +42,8 @@ class DrillWatch:
         self.folder, self.fault_rank, self.ranks = folder, fault_rank, ranks
         self.stage_log = folder / "events.stage.jsonl"
         self.nudged = False
+        self.told = False
+        self.forensics = answer.folder(folder, "")
         self.log_error_seen = False
 
     def events(self) -> list[dict[str, Any]]:
@@ -60,10 +68,13 @@ class DrillWatch:
         if not self.log_error_seen:
             self.read_watchdog_lines(fault)
             events = self.events()
-        raised = any(
-            e.get("event") in ("error", "log_error") and e.get("rank") != self.fault_rank for e in events
-        )
-        if fault["kind"] == "hang" and raised and not self.nudged:
+        errors = [
+            e for e in events if e.get("event") in ("error", "log_error") and e.get("rank") != self.fault_rank
+        ]
+        raised = bool(errors)
+        if raised and not self.told and self.records_left(errors):
+            self.tell(fault)
+        if fault["kind"] == "hang" and raised and self.told and not self.nudged:
             self.nudged = True
             if is_drill_process(fault["pid"], fault.get("started")):
                 os.kill(fault["pid"], signal.SIGKILL)
@@ -74,6 +85,24 @@ class DrillWatch:
                     pid=fault["pid"],
                     why="a survivor raised: end the stopped rank instead of torchrun's 30 s wait",
                 )
+
+    def records_left(self, errors: list[dict[str, Any]]) -> bool:
+        """Whether the survivors that raised have left their post-mortems (written just after their error
+        event), or TELL_WAIT_S passed: then the forensics read what there is."""
+        posted = any((self.forensics / f"rank{e['rank']}.post_mortem.json").exists() for e in errors)
+        return posted or time.time() - min(e["t"] for e in errors) > TELL_WAIT_S
+
+    def tell(self, fault: dict[str, Any]) -> None:
+        """The hang forensics on the drill, before a stopped rank is ended: the faulted rank must be the one
+        named, on this host (row `forensics` of the case, judged by judges.judge_forensics)."""
+        self.told = True
+        findings = collect_quietly(
+            self.folder, "", world=self.ranks, reason=f"{fault['kind']} drill", ask_live=False
+        )
+        if findings is None:
+            return
+        named = findings.line.startswith(f"rank {self.fault_rank} on {host_name()} ")
+        self.record("forensics", line=findings.line, named=named, after_s=time.time() - fault["t"])
 
     def read_watchdog_lines(self, fault: dict[str, Any]) -> None:
         """A survivor torn down by the NCCL watchdog leaves only its log: take the first failure line as its

@@ -1,0 +1,259 @@
+"""The launcher's side: ask every rank before the kill, read what the dead left, name what stayed silent.
+
+    findings = collect(raw_dir, prefix, world=4, store=("127.0.0.1", 29500), exit_codes={2: -9})
+
+Asked at a timeout (the ranks are alive: each answers through the rendezvous store within ANSWER_WAIT_S) and
+after a failure (the ranks that raised left a post-mortem; torchrun's own failure table or the fork launcher's
+exit codes say who died of what). A rank that neither answered nor left a record is told apart by its process
+state where it ran on this host (`T`: stopped). Writes raw/<stage>/[<tag>.]forensics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Sequence
+
+from suite.forensics import answer
+from suite.forensics.diagnose import Record, Row, diagnose, main_stack
+
+ANSWER_WAIT_S = 5.0
+"""How long the ranks get to answer once asked: the bound the forensics state for naming a rank."""
+RESULT = "forensics.json"
+
+
+@dataclass
+class Findings:
+    line: str
+    rows: list[Row]
+    path: Path
+    reason: str
+
+    def table(self) -> str:
+        head = ("host", "rank", "group", "last completed", "first pending", "where", "heard")
+        body = [
+            (r.host, str(r.rank), r.pg, r.last_completed, r.first_pending, r.where, r.heard)
+            for r in self.rows
+        ]
+        widths = [max(len(x) for x in col) for col in zip(head, *body)]
+        return "\n".join(
+            "  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in (head, *body)
+        )
+
+
+def ask(store: tuple[str, int], world: int, wait_s: float, settled) -> dict[int, dict]:
+    """Set the question in the launch's store and gather the answers until every rank answered, `settled()`
+    says the rest cannot, or wait_s passed."""
+    import torch.distributed as dist
+
+    try:
+        client = dist.TCPStore(store[0], store[1], is_master=False, timeout=timedelta(seconds=3))
+        client.set(answer.ASK_KEY, "1")
+    except Exception:  # noqa: BLE001 - the store ended with its launch: only the written records remain
+        return {}
+    answers: dict[int, dict] = {}
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for rank in range(world):
+            if rank not in answers and client.check([answer.answer_key(rank)]):
+                answers[rank] = json.loads(client.get(answer.answer_key(rank)))
+        if len(answers) == world or settled(answers):
+            break
+        time.sleep(0.1)
+    return answers
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def process_state(pid: int) -> str | None:
+    """'T (stopped)' from /proc/<pid>/status; None when the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+FAILURE_ENTRY = re.compile(
+    r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>\d+).*?\n\s*exitcode\s*:\s*(?P<code>-?\d+)"
+    r"(?:.*?\n\s*error_file.*?\n\s*traceback\s*:\s*(?P<why>[^\n]*))?",
+    re.S,
+)
+
+
+def torchrun_failures(log: Path) -> tuple[dict[int, str], int | None]:
+    """rank → 'exit code -9: Signal 9 (SIGKILL) received by PID 1234' from torchrun's failure summary, and the
+    rank of its "Root Cause (first observed failure)"."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return {}, None
+    out, root = {}, None
+    _, _, root_part = text.rpartition("Root Cause (first observed failure)")
+    for m in FAILURE_ENTRY.finditer(text):
+        why = (m["why"] or "").strip()
+        out[int(m["rank"])] = f"exit code {m['code']}" + (f": {why}" if why and why != "<N/A>" else "")
+    if root_part and (m := FAILURE_ENTRY.search(root_part)):
+        root = int(m["rank"])
+    return out, root
+
+
+def exit_detail(code: int) -> str:
+    if code < 0:
+        try:
+            return f"exit code {code}: killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"exit code {code}"
+    return f"exit code {code}"
+
+
+def collect(
+    raw_dir: Path,
+    prefix: str,
+    *,
+    world: int,
+    reason: str,
+    store: tuple[str, int] | None = None,
+    exit_codes: dict[int, int] | None = None,
+    first_failed: int | None = None,
+    torchrun_log: Path | None = None,
+    wait_s: float = ANSWER_WAIT_S,
+    node_dirs: Sequence[Path] = (),
+    ask_live: bool = True,
+) -> Findings:
+    """Ask (unless ask_live is False: the ranks already left their records), read, classify and diagnose; the
+    result is written beside the logs. The store asked is the one the ranks' hellos name, else `store`."""
+    here = socket.gethostname()
+    folders = [answer.folder(d, prefix) for d in (node_dirs or [raw_dir])]
+
+    def written(rank: int, kind: str) -> dict | None:  # a rank's file, in whichever node's folder holds it
+        return next(
+            (found for f in folders if (found := read_json(f / f"rank{rank}.{kind}.json")) is not None), None
+        )
+
+    def hello_of(rank: int) -> dict:  # read when needed: a rank slow to start writes its hello late
+        return written(rank, "hello") or {}
+
+    def local_state(rank: int) -> str | None:
+        hello = hello_of(rank)
+        if "pid" not in hello or hello.get("host") not in (here, answer.host_name()):
+            return "unknown"
+        return process_state(int(hello["pid"]))
+
+    def settled(answers: dict) -> bool:  # every rank not answering is one this host sees stopped or gone
+        return all(r in answers or (local_state(r) or "T").startswith(("T", "Z")) for r in range(world))
+
+    told = next((tuple(h["store"]) for r in range(world) if (h := hello_of(r)).get("store", [""])[0]), None)
+    answers = ask(told or store, world, wait_s, settled) if ask_live and (told or store) else {}
+    failures, root = torchrun_failures(torchrun_log) if torchrun_log else ({}, None)
+    first = first_failed if first_failed is not None else root
+    codes = {**{r: exit_detail(c) for r, c in (exit_codes or {}).items() if c != 0}, **failures}
+    records = []
+    for rank in range(world):
+        hello = hello_of(rank)
+        said = answers.get(rank)
+        heard = "answered"
+        if said is None and (said := written(rank, "post_mortem")) is not None:
+            heard = "post_mortem"
+        record = Record(rank=rank, host=str((said or hello).get("host", "?")))
+        if said is not None:
+            record.heard = heard
+            record.entries = said.get("flight_record", {}).get("entries", [])
+            record.stack = main_stack(said.get("stacks", ""), said.get("main_thread", ""))
+            record.error = said.get("error", "")
+            if said.get("in_collective") and record.entries:
+                # the newest recorded, in any group (sequence numbers are each group's own); the recorder
+                # may have retired it
+                failed = max(record.entries, key=lambda e: e.get("record", 0))
+                failed.update(done=False, state="failed")
+            if rank in codes and heard == "post_mortem":
+                record.detail = codes[rank]
+        else:
+            record.heard, record.detail = _silence(rank, local_state(rank), codes, hello, first)
+        records.append(record)
+    name_silent_hosts(records, answers, hello_of)
+    rows, line = diagnose(records, world)
+    path = Path(raw_dir) / f"{prefix}{RESULT}"
+    path.write_text(
+        json.dumps(
+            {
+                "reason": reason,
+                "line": line,
+                "rows": [r.as_dict() for r in rows],
+                "answer_wait_s": wait_s,
+                "records": [
+                    {k: v for k, v in r.__dict__.items() if k != "entries"} | {"entries": r.entries[-16:]}
+                    for r in records
+                ],
+            },
+            indent=1,
+        )
+    )
+    return Findings(line=line, rows=rows, path=path, reason=reason)
+
+
+def name_silent_hosts(records: list[Record], answers: dict[int, dict], hello_of) -> None:
+    """A rank whose hello is on another node's disk takes its host from a rank that answered from the same
+    node: torchrun numbers a node's ranks contiguously, LOCAL_WORLD_SIZE of them."""
+    for record in records:
+        if record.host != "?":
+            continue
+        for said in answers.values():
+            width = int(said.get("local_world") or 0)
+            if width and said["rank"] // width == record.rank // width:
+                record.host = str(said["host"])
+                break
+
+
+def _silence(
+    rank: int, state: str | None, codes: dict[int, str], hello: dict, first: int | None
+) -> tuple[str, str]:
+    """(heard, detail) of a rank that neither answered nor left a record."""
+    if first is not None and rank != first and (rank in codes or state is None):
+        return "ended", f"{codes.get(rank, 'its process is gone')}, after rank {first} failed first"
+    if rank in codes:
+        return "dead", codes[rank]
+    if not hello:  # its hello is on another node's disk, or it never started
+        return "silent", "no answer within the wait, and its node's records are not readable from here"
+    if state is None:
+        return "dead", "its process is gone"
+    if state.startswith("T"):
+        return "stopped", f"process state {state}"
+    if state == "unknown":
+        return "silent", f"on {hello.get('host', '?')}, not this host: its state is not readable here"
+    return "silent", f"process state {state}"
+
+
+def forget_hellos(raw_dir: Path, prefix: str) -> None:
+    """Remove the ranks' hellos of a launch that ended well (they only serve a diagnosis)."""
+    shutil.rmtree(answer.folder(raw_dir, prefix), ignore_errors=True)
+
+
+def collect_quietly(raw_dir: Path, prefix: str, **kwargs) -> Findings | None:
+    """collect(), never in the way of the failure it explains: its own error is printed, not raised."""
+    try:
+        return collect(raw_dir, prefix, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        print(f"hang forensics failed: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def explained(message: str, findings: Findings | None) -> str:
+    """A launch's failure message with the forensics' line."""
+    return (
+        message if findings is None else f"{message}. Forensics: {findings.line} (raw/{findings.path.name})"
+    )

@@ -1,0 +1,139 @@
+"""The forensics' reading, on records built from real dumps: torch's Flight Recorder on gloo
+(tests/data/forensics/fr-gloo-rank0-pending.json), torchrun's failure summary
+(tests/data/forensics/torchrun-failure-sigkill.log); and the lines each kind of hang gets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suite.forensics.answer import condense
+from suite.forensics.collect import torchrun_failures
+from suite.forensics.diagnose import Record, diagnose, main_stack, where
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "forensics"
+
+
+def fr_entries() -> list[dict]:
+    return condense(json.loads((DATA / "fr-gloo-rank0-pending.json").read_text()))["entries"]
+
+
+def at(entries: list[dict], upto: int, pending: bool, pg: str = "0") -> list[dict]:
+    """The real dump's default-group entries cut to sequence number `upto`; the last pending or done."""
+    out = [dict(e) for e in entries if e["pg"] != pg or e["seq"] <= upto]
+    last = max((e for e in out if e["pg"] == pg), key=lambda e: e["seq"])
+    last["done"] = not pending
+    return out
+
+
+def test_a_real_gloo_dump_condenses_to_groups_sequence_numbers_and_completion():
+    entries = fr_entries()
+    assert [(e["pg"], e["seq"], e["op"], e["done"]) for e in entries] == [
+        ("default_pg", 1, "gloo:all_reduce", True),
+        ("default_pg", 2, "gloo:all_reduce", True),
+        ("default_pg", 3, "gloo:all_reduce", True),
+        ("default_pg", 4, "gloo:all_gather", True),
+        ("1", 1, "gloo:all_reduce", True),  # a group made without a name: its id
+        ("default_pg", 5, "gloo:all_reduce", False),  # in flight when dumped: the other rank slept
+    ]
+
+
+def default(entries, upto, pending):
+    return at(entries, upto, pending, pg="default_pg")
+
+
+def test_one_rank_behind_is_named_with_where_it_is():
+    e = fr_entries()
+    stack = (
+        "Thread 0x1 (most recent call first):\n"
+        '  File "/x/train.py", line 41 in step\n  File "/x/train.py", line 9 in <module>'
+    )
+    records = [Record(r, "node-a", "answered", entries=e) for r in (0, 1, 3)]
+    records.append(Record(2, "node-b", "answered", entries=default(e, 4, pending=False), stack=stack))
+    rows, line = diagnose(records, 4)
+    expected = "rank 2 on node-b never entered all_reduce #5 (it is at train.py:41 in step)"
+    assert line == expected + "; the other 3 wait in it"
+    assert [(r.rank, r.last_completed, r.first_pending) for r in rows if r.pg == "default_pg"] == [
+        (0, "all_gather #4", "all_reduce #5"),
+        (1, "all_gather #4", "all_reduce #5"),
+        (2, "all_gather #4", "—"),
+        (3, "all_gather #4", "all_reduce #5"),
+    ]
+
+
+def test_every_rank_in_the_same_collective_blames_no_rank():
+    e = fr_entries()
+    _, line = diagnose([Record(r, "a", "answered", entries=e) for r in range(4)], 4)
+    assert line == "every rank waits in all_reduce #5: the fabric or the library, not one rank"
+
+
+def test_different_operations_at_one_sequence_number_are_a_mismatch():
+    e = fr_entries()
+    other = [dict(x, op="gloo:broadcast") if x["seq"] == 5 and x["pg"] == "default_pg" else x for x in e]
+    records = [Record(0, "a", "answered", entries=e), Record(1, "a", "answered", entries=other)]
+    _, line = diagnose(records, 2)
+    assert line == "collective mismatch at #5: rank 0 on a in all_reduce; rank 1 on a in broadcast"
+
+
+def test_a_rank_ahead_is_counted_in_collectives():
+    e = fr_entries()
+    ahead = default(e, 5, pending=False) + [dict(e[-1], seq=6, done=False), dict(e[-1], seq=7, done=False)]
+    records = [Record(0, "a", "answered", entries=ahead)]
+    records += [Record(r, "b", "answered", entries=e) for r in (1, 2, 3)]
+    _, line = diagnose(records, 4)
+    assert line == "rank 0 on a is 1 collective ahead (in all_reduce #6); the other 3 wait in all_reduce #5"
+
+
+def test_a_rank_stuck_in_an_earlier_collective_is_named_as_behind():
+    e = fr_entries()
+    records = [Record(0, "a", "answered", entries=default(e, 4, pending=True))]
+    records += [Record(r, "b", "answered", entries=e) for r in (1, 2, 3)]
+    _, line = diagnose(records, 4)
+    assert (
+        line
+        == "rank 0 on a is still in all_gather #4, so it never entered all_reduce #5; the other 3 wait in it"
+    )
+
+
+def test_sequence_numbers_are_never_compared_across_groups():
+    e = fr_entries()
+    # group 1's #1 pending on rank 1 only: in the default group both wait in #5, in group 1 rank 0 is done
+    sub_pending = [dict(x, done=False) if x["pg"] == "1" else x for x in e]
+    rows, line = diagnose(
+        [Record(0, "a", "answered", entries=e), Record(1, "a", "answered", entries=sub_pending)], 2
+    )
+    assert line == "every rank waits in all_reduce #5: the fabric or the library, not one rank"
+    assert {(r.pg, r.rank): r.first_pending for r in rows}[("1", 1)] == "all_reduce #1"
+
+
+def test_silent_ranks_are_named_by_what_the_launcher_saw():
+    e = fr_entries()
+    waiting = [Record(r, "a", "answered", entries=e) for r in (0, 1)]
+    _, stopped = diagnose([*waiting, Record(2, "a", "stopped", detail="process state T (stopped)")], 3)
+    expected = "rank 2 on a was stopped (it could not answer: process state T (stopped))"
+    assert stopped == expected + "; the other 2 wait in all_reduce #5"
+    _, dead = diagnose([*waiting, Record(2, "a", "dead", detail="exit code -9: killed by SIGKILL")], 3)
+    assert dead.startswith("rank 2 on a died (exit code -9: killed by SIGKILL); the other 2 wait in")
+    _, alone = diagnose([Record(0, "a", "dead", detail="exit code 1"), Record(1, "a", "ended")], 2)
+    assert alone == "rank 0 on a died (exit code 1); the others were ended before they told where they were"
+
+
+def test_torchruns_failure_summary_gives_each_ranks_exit_and_the_root_cause():
+    failures, root = torchrun_failures(DATA / "torchrun-failure-sigkill.log")
+    assert root == 2
+    assert failures[2].startswith("exit code -9: Signal 9 (SIGKILL) received by PID")
+    assert {r: failures[r].split(":")[0] for r in (0, 1, 3)} == dict.fromkeys((0, 1, 3), "exit code -15")
+
+
+def test_the_main_threads_stack_is_read_past_torchs_frames():
+    dump = (
+        "Current thread 0x00007f26477fe6c0 (most recent call first):\n  <no Python frame>\n\n"
+        "Thread 0x00007f266dc91b80 (most recent call first):\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252 '
+        "in all_reduce\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83 in wrapper\n'
+        '  File "/tmp/fr/w.py", line 12 in <module>'
+    )  # faulthandler's dump of a rank blocked in all_reduce (seen 2026-12-07, torch 2.13 on gloo)
+    stack = main_stack(dump, "0x00007f266dc91b80")
+    assert stack.startswith("Thread 0x00007f266dc91b80")
+    assert where(stack) == "w.py:12 in <module>"
