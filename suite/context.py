@@ -13,13 +13,13 @@ from typing import Any, Sequence
 from suite import kept_rows
 from suite.cluster.multilaunch import run_across_nodes
 from suite.config import Profile
-from suite.forensics.collect import ANSWER_WAIT_S
+from suite.forensics.collect import ANSWER_WAIT_S, CONNECT_S
 from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from suite.progress import Progress
 from suite.results import Row
 
-FORENSICS_RESERVE_S = ANSWER_WAIT_S + 5.0
+FORENSICS_RESERVE_S = CONNECT_S + ANSWER_WAIT_S + 5.0
 """Of a stage's time left, what a launch leaves for its hang forensics: asking the ranks, then the kill."""
 
 

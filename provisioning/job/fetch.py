@@ -20,6 +20,16 @@ from provisioning.session.connection import Remote, RemoteError
 from provisioning.session.shell import HOST_PYTHON
 
 CHUNK = 1 << 20  # 1 MiB per SFTP read
+EVIDENCE_PREFIX = "bundle-"  # suite/forensics/bundle.py: made on the box when a run fails, rejects or hangs
+FIRST = ("verdicts.json", "manifest.json")
+
+
+def fetch_order(path: str) -> tuple[int, str]:
+    """Evidence bundles, then the verdicts and the manifest, then the rest in the host's order."""
+    if "/" not in path and path.startswith(EVIDENCE_PREFIX):
+        return 0, path
+    return (1, path) if path in FIRST else (2, "")
+
 
 # argv: run dir. Prints [[relative path, size, sha256], ...] for every regular file, sorted.
 LIST_PROGRAM = r"""
@@ -126,7 +136,9 @@ def fetch_run(remote: Remote, run_dir: str, dest_base: Path, say=print, exports:
     exports (nsys SQLite beside its report) stay on the host unless `exports`."""
     listed = list_remote(remote, run_dir)
     left = [] if exports else regenerable(listed)
-    files = [f for f in listed if f not in left]
+    # a failed run's evidence bundle first, then its verdicts: a connection lost mid-fetch still leaves
+    # what the provider's ticket needs
+    files = sorted((f for f in listed if f not in left), key=lambda f: fetch_order(f.path))
     local = Path(dest_base) / posixpath.basename(run_dir.rstrip("/"))
     local.mkdir(parents=True, exist_ok=True)
     report = FetchReport(local_dir=local, files=files, left_on_host=left)
@@ -137,6 +149,8 @@ def fetch_run(remote: Remote, run_dir: str, dest_base: Path, say=print, exports:
             f"left on the host: {len(left)} regenerable export(s) ({sum(f.size for f in left) / 1e6:.1f} MB, "
             "e.g. nsys export --type sqlite raw/profile/rank_0.nsys-rep); FETCH_EXPORTS=1 fetches them"
         )
+    if files and files[0].path.startswith(EVIDENCE_PREFIX):
+        say(f"the run failed: its evidence bundle {files[0].path} comes first")
     for f in files:
         dest = safe_local_path(local, f.path)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ from suite.cluster.slurm import IS_HOST_MARK, NODE_ADDR_MARK, SRUN_ARGS_ENV, sru
 from suite.cluster.slurm_network import node_plan
 from suite.cluster.slurm_pyxis import in_container, node_python
 from suite.config import Profile
-from suite.forensics.collect import collect_quietly, explained
+from suite.forensics.collect import RESULT, collect_quietly, explained
 from suite.launch import procs
 from suite.launch.torchrun import (
     WORKER_PROGRESS,
@@ -78,7 +78,11 @@ def run_across_nodes(
     prefix = f"{tag}." if tag else ""
     out_dir = launch_out_dir(raw_dir, tag)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
+    for stale in [
+        *out_dir.glob("rows.rank*.jsonl"),
+        out_dir / WORKER_PROGRESS,
+        raw_dir / f"{prefix}{RESULT}",
+    ]:
         stale.unlink(missing_ok=True)
     n = nproc or profile.nproc
     try:
@@ -118,6 +122,7 @@ def run_across_nodes(
     if profile.node_launcher == "srun" and in_container(srun_args):  # pyxis: the image's Python on every node
         command = [node_python(srun_args, sys.executable), *command[1:]]
     start = time.monotonic()
+    hang = None
     try:
         if profile.node_launcher == "srun":  # one srun across the allocation, a torchrun per node
             for node in nodes:
@@ -166,6 +171,12 @@ def run_across_nodes(
                 node_dirs=[raw_dir / node.name for node in nodes],
             ),
         )
+    except (
+        LaunchError
+    ) as timed_out:  # _wait's, after it asked the ranks: read again once every node's are here
+        hang = timed_out
+        for _, proc, _ in started:
+            kill_group(proc)
     except BaseException:
         for _, proc, _ in started:
             kill_group(proc)
@@ -174,11 +185,27 @@ def run_across_nodes(
         # under Slurm: shared storage
         for node, _, _ in started[1:] if profile.node_launcher == "ssh" else ():
             _copy_back(node, profile.ssh_config, raw_dir, [node.name, out_dir.name])
+    every_node = {"node_dirs": [raw_dir / node.name for node in nodes], "world": n * len(nodes)}
+    if hang is not None:
+        findings = collect_quietly(raw_dir, prefix, reason="timeout", ask_live=False, **every_node)
+        raise LaunchError(
+            explained(str(hang).split(". Forensics: ")[0], findings),
+            command=hang.command,
+            log_tail=hang.log_tail,
+        )
     if failed:
         node, proc, failed_command = failed
         where = "across the allocation (srun)" if profile.node_launcher == "srun" else f"on node {node.name}"
+        findings = collect_quietly(
+            raw_dir,
+            prefix,
+            reason="failed",
+            torchrun_logs=[raw_dir / node.name / f"{prefix}torchrun.log" for node in nodes],
+            ask_live=False,
+            **every_node,
+        )
         raise LaunchError(
-            f"torchrun running {module} {where} exited with code {proc.returncode}",
+            explained(f"torchrun running {module} {where} exited with code {proc.returncode}", findings),
             command=failed_command,
             exit_code=proc.returncode,
             log_tail=log_tail(_logs(raw_dir, nodes, prefix)),

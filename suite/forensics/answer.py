@@ -15,6 +15,7 @@ import json
 import os
 import re
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -123,19 +124,25 @@ def start(rank: int, raw_dir: Path, prefix: str) -> None:
     _state.update(rank=rank, folder=out)
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if addr and port:
-        threading.Thread(target=_answer_when_asked, args=(rank, addr, int(port)), daemon=True).start()
+        threading.Thread(target=_answer_when_asked, args=(rank, addr, int(port), out), daemon=True).start()
 
 
-def _answer_when_asked(rank: int, addr: str, port: int) -> None:
+def _answer_when_asked(rank: int, addr: str, port: int, out: Path) -> None:
+    """Poll for the question; answer through the store and beside the hello (a node whose disk is its own
+    has its answer copied back with its logs)."""
     import torch.distributed as dist
 
     try:
         store = dist.TCPStore(addr, port, is_master=False, timeout=timedelta(seconds=30))
         while not store.check([ASK_KEY]):
             time.sleep(POLL_S)
-        store.set(answer_key(rank), json.dumps(snapshot(rank)))
-    except Exception:  # noqa: BLE001 - the store went away with the launch: nobody is asking any more
-        return
+        said = json.dumps(snapshot(rank))
+        (out / f"rank{rank}.answer.json").write_text(said)
+        store.set(answer_key(rank), said)
+    except Exception as e:  # noqa: BLE001 - the store went away with the launch: nobody is asking any more
+        print(
+            f"forensics: rank {rank} stopped listening: {type(e).__name__}: {e}", file=sys.stderr, flush=True
+        )
 
 
 def raised_in(error: BaseException) -> str:

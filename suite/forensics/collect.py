@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +27,8 @@ from suite.forensics.diagnose import Record, Row, diagnose, main_stack
 
 ANSWER_WAIT_S = 5.0
 """How long the ranks get to answer once asked: the bound the forensics state for naming a rank."""
+CONNECT_S = 10.0
+"""How long the launcher waits to reach the store: a loaded node's agent can take seconds to accept."""
 RESULT = "forensics.json"
 
 
@@ -48,26 +51,27 @@ class Findings:
         )
 
 
-def ask(store: tuple[str, int], world: int, wait_s: float, settled) -> dict[int, dict]:
+def ask(store: tuple[str, int], world: int, wait_s: float, settled) -> tuple[dict[int, dict], str]:
     """Set the question in the launch's store and gather the answers until every rank answered, `settled()`
-    says the rest cannot, or wait_s passed."""
+    says the rest cannot, or wait_s passed; and what happened, in words."""
     import torch.distributed as dist
 
     try:
-        client = dist.TCPStore(store[0], store[1], is_master=False, timeout=timedelta(seconds=3))
+        client = dist.TCPStore(store[0], store[1], is_master=False, timeout=timedelta(seconds=CONNECT_S))
         client.set(answer.ASK_KEY, "1")
-    except Exception:  # noqa: BLE001 - the store ended with its launch: only the written records remain
-        return {}
+    except Exception as e:  # noqa: BLE001 - the store ended with its launch: only the written records remain
+        return {}, f"could not ask through the store at {store[0]}:{store[1]}: {str(e).splitlines()[0][:200]}"
     answers: dict[int, dict] = {}
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while time.monotonic() - started < wait_s:
         for rank in range(world):
             if rank not in answers and client.check([answer.answer_key(rank)]):
                 answers[rank] = json.loads(client.get(answer.answer_key(rank)))
         if len(answers) == world or settled(answers):
             break
         time.sleep(0.1)
-    return answers
+    took = time.monotonic() - started
+    return answers, f"asked through {store[0]}:{store[1]}: {len(answers)} of {world} answered in {took:.1f} s"
 
 
 def read_json(path: Path) -> dict | None:
@@ -112,6 +116,18 @@ def torchrun_failures(log: Path) -> tuple[dict[int, str], int | None]:
     return out, root
 
 
+def every_failure(logs: Sequence[Path]) -> tuple[dict[int, str], int | None]:
+    """Every node's torchrun failure summary merged; the root cause is a rank a signal ended where one
+    was (a peer's torchrun may name its own rank, which only raised after it), else the first named."""
+    failures, roots = {}, []
+    for log in logs:
+        found, root = torchrun_failures(log)
+        failures.update(found)
+        roots += [] if root is None else [root]
+    killed = [r for r in roots if failures.get(r, "").startswith("exit code -")]
+    return failures, (killed or roots or [None])[0]
+
+
 def exit_detail(code: int) -> str:
     if code < 0:
         try:
@@ -130,7 +146,7 @@ def collect(
     store: tuple[str, int] | None = None,
     exit_codes: dict[int, int] | None = None,
     first_failed: int | None = None,
-    torchrun_log: Path | None = None,
+    torchrun_logs: Sequence[Path] = (),
     wait_s: float = ANSWER_WAIT_S,
     node_dirs: Sequence[Path] = (),
     ask_live: bool = True,
@@ -157,9 +173,15 @@ def collect(
     def settled(answers: dict) -> bool:  # every rank not answering is one this host sees stopped or gone
         return all(r in answers or (local_state(r) or "T").startswith(("T", "Z")) for r in range(world))
 
-    told = next((tuple(h["store"]) for r in range(world) if (h := hello_of(r)).get("store", [""])[0]), None)
-    answers = ask(told or store, world, wait_s, settled) if ask_live and (told or store) else {}
-    failures, root = torchrun_failures(torchrun_log) if torchrun_log else ({}, None)
+    hellos = {r: h for r in range(world) if (h := hello_of(r))}
+    told = next((tuple(h["store"]) for h in hellos.values() if h.get("store", [""])[0]), None)
+    path = Path(raw_dir) / f"{prefix}{RESULT}"
+    before = (read_json(path) or {}).get("asked") if path.exists() else None  # the live ask of this launch
+    answers, asked = ({}, f"before the kill: {before}" if before else "not asked: the ranks had ended")
+    if ask_live and (told or store):
+        answers, asked = ask(told or store, world, wait_s, settled)
+        asked += f" (the store named by {len(hellos)} hellos)" if told else f" (no hello in {folders[0]} yet)"
+    failures, root = every_failure(torchrun_logs)
     first = first_failed if first_failed is not None else root
     codes = {**{r: exit_detail(c) for r, c in (exit_codes or {}).items() if c != 0}, **failures}
     records = []
@@ -167,6 +189,8 @@ def collect(
         hello = hello_of(rank)
         said = answers.get(rank)
         heard = "answered"
+        if said is None and (said := written(rank, "answer")) is not None:  # asked, read from its node
+            heard = "answered"
         if said is None and (said := written(rank, "post_mortem")) is not None:
             heard = "post_mortem"
         record = Record(rank=rank, host=str((said or hello).get("host", "?")))
@@ -187,7 +211,11 @@ def collect(
         records.append(record)
     name_silent_hosts(records, answers, hello_of)
     rows, line = diagnose(records, world)
-    path = Path(raw_dir) / f"{prefix}{RESULT}"
+    ras = (
+        ras_view(Path(raw_dir) / f"{prefix}ncclras.txt")
+        if reason == "timeout"
+        else "not asked after a failure"
+    )
     path.write_text(
         json.dumps(
             {
@@ -195,6 +223,8 @@ def collect(
                 "line": line,
                 "rows": [r.as_dict() for r in rows],
                 "answer_wait_s": wait_s,
+                "asked": asked,
+                "ncclras": ras,
                 "records": [
                     {k: v for k, v in r.__dict__.items() if k != "entries"} | {"entries": r.entries[-16:]}
                     for r in records
@@ -236,6 +266,22 @@ def _silence(
     if state == "unknown":
         return "silent", f"on {hello.get('host', '?')}, not this host: its state is not readable here"
     return "silent", f"process state {state}"
+
+
+RAS_TIMEOUT_S = 15.0
+
+
+def ras_view(out: Path) -> str:
+    """NCCL RAS's own view of the job (`ncclras`, NCCL >= 2.26, asked on this node), kept beside the
+    forensics; never a verdict of its own: RAS saying the job is fine never clears a hang."""
+    if not shutil.which("ncclras"):
+        return "ncclras is not on this machine's PATH (NCCL >= 2.26 installs it)"
+    try:
+        done = subprocess.run(["ncclras"], capture_output=True, text=True, timeout=RAS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"ncclras gave no answer within {RAS_TIMEOUT_S:.0f} s"
+    out.write_text(done.stdout + done.stderr)
+    return f"ncclras exited {done.returncode}: its output is {out.name}"
 
 
 def forget_hellos(raw_dir: Path, prefix: str) -> None:

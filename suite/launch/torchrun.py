@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from suite.config import Profile
-from suite.forensics.collect import collect_quietly, explained, forget_hellos
+from suite.forensics.collect import RESULT, collect_quietly, explained, forget_hellos
 from suite.launch import procs
 from suite.results import Row, read_rows_jsonl
 
@@ -217,8 +217,13 @@ def prepare_launch(
     prefix = f"{tag}." if tag else ""
     out_dir = launch_out_dir(raw_dir, tag)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob("rows.rank*.jsonl"), out_dir / WORKER_PROGRESS]:
+    for stale in [
+        *out_dir.glob("rows.rank*.jsonl"),
+        out_dir / WORKER_PROGRESS,
+        raw_dir / f"{prefix}{RESULT}",
+    ]:
         stale.unlink(missing_ok=True)
+    forget_hellos(raw_dir, prefix)  # an earlier launch's ranks are not this one's
     full_env = worker_env(profile, env)
     full_env.update(CARDTIME_RAW_DIR=str(raw_dir), CARDTIME_OUT_DIR=str(out_dir), CARDTIME_LOG_PREFIX=prefix)
     return out_dir, prefix, full_env
@@ -299,7 +304,7 @@ def run_torchrun(
     seconds = time.monotonic() - start
     if exit_code != 0:
         findings = collect_quietly(
-            raw_dir, prefix, world=n, reason="failed", torchrun_log=torchrun_log, ask_live=False
+            raw_dir, prefix, world=n, reason="failed", torchrun_logs=[torchrun_log], ask_live=False
         )
         raise LaunchError(
             explained(f"torchrun running {module} exited with code {exit_code}", findings),

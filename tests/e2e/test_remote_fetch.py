@@ -86,6 +86,21 @@ def test_fetch_resumes_checks_and_skips(remote, tmp_path):
     assert (again.downloaded, again.skipped, again.bytes_moved) == (0, 3, 0)
 
 
+def test_a_failed_runs_evidence_bundle_is_fetched_first(remote, tmp_path):
+    run = tmp_path / "host" / "20261207T2210Z-box-gloo-cpu"
+    (run / "raw" / "bandwidth").mkdir(parents=True)
+    (run / "raw" / "bandwidth" / "aaa.log").write_text("first by name\n")
+    (run / "bundle-20261207T2300Z.tar.gz").write_bytes(os.urandom(2048))
+    (run / "verdicts.json").write_text("{}\n")
+    said = []
+    report = fetch_run(remote, str(run), tmp_path / "runs", say=said.append)
+    assert [f.path for f in report.files][:2] == ["bundle-20261207T2300Z.tar.gz", "verdicts.json"]
+    assert "the run failed: its evidence bundle bundle-20261207T2300Z.tar.gz comes first" in said
+    assert (report.local_dir / "bundle-20261207T2300Z.tar.gz").read_bytes() == (
+        run / "bundle-20261207T2300Z.tar.gz"
+    ).read_bytes()
+
+
 def test_paths_leaving_the_run_directory_are_refused(tmp_path):
     for bad in ("../x", "/etc/passwd", "a/../../b", "a//b"):
         with pytest.raises(ValueError, match="leaves the run directory"):

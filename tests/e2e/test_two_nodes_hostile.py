@@ -13,7 +13,7 @@ addresses):
      connection tried, then a torchrun per node with node-a hosting the store at its private address; the
      hand-written all-reduce across both, every element checked against dist.all_reduce on every size;
      node-b's raw output and rows copied back to node-a's disk;
-  4. a hang: node-b's second rank stopped before a collective, named with its node by the forensics;
+  4. hangs: node-b's second rank stopped, asleep or killed before a collective, each named with its node;
 `make remote HOSTS=` from the laptop through this lab (public addresses, port 22 only), the multi-node stages
 run to a fetched report: test_two_nodes_ordinary_logins.py, as an ordinary login on separate disks.
 """
@@ -51,10 +51,12 @@ print(json.dumps({"node_addrs": profile.node_addrs, "master_port": profile.maste
                   "out_dir": str(result.out_dir)}))
 """  # noqa: E501
 
-# 4. a hang across the nodes: node-b's second rank (rank 3 of 2 × 2) stops itself before all_reduce #6; the
-# launch times out and asks every rank through the store on node-a before the kill
-HANG = """
-import argparse, sys
+# 4. hangs across the nodes, the three kinds at once and beside step 3's launch (each its own rendezvous port:
+# the private network is open): node-b's second rank (rank 3 of 2 × 2) stops itself, sleeps, or is killed
+# before all_reduce #6; a hang's launch times out and asks every rank before the kill, a killed rank's fails
+HANGS = """
+import argparse, json, sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from suite.commands.run import with_nodes
 from suite.config import get_profile
@@ -63,12 +65,17 @@ from suite.launch.torchrun import LaunchError
 out, ssh_config, ifname = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 args = argparse.Namespace(nodes="node-a,node-b", hostfile=None, ssh_config=ssh_config, socket_ifname=ifname,
                           node_addrs="")
-profile = with_nodes(get_profile("gloo-cpu", 2), args)
-try:
-    run_across_nodes(profile, "suite.forensics.drill", ["--kind", "stop", "--rank", "3", "--at", "6"],
-                     raw_dir=out, tag="hang", timeout_s=35)
-except LaunchError as e:
-    print(e)
+profile = with_nodes(get_profile("gloo-cpu", 2).with_overrides(master_port=29410), args)
+def drill(kind, port):
+    try:
+        run_across_nodes(profile.with_overrides(master_port=port), "suite.forensics.drill",
+                         ["--kind", kind, "--rank", "3", "--at", "6"], raw_dir=out / kind, tag="hang", timeout_s=60)
+    except LaunchError as e:
+        return str(e)
+    return "no failure"
+kinds = {"stop": 29410, "sleep": 29411, "kill": 29412}
+with ThreadPoolExecutor(3) as pool:
+    print(json.dumps(dict(zip(kinds, pool.map(drill, kinds, kinds.values())))))
 """  # noqa: E501
 
 
@@ -81,9 +88,12 @@ def can_make_namespaces():
         pytest.skip("iptables (nf_tables) is not installed: the lab's firewall needs it")
 
 
+def on_node_a_command(argv: list[str]) -> str:
+    return f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
+
+
 def on_node_a(cluster, argv: list[str], timeout_s: float = 400) -> subprocess.CompletedProcess:
-    command = f"cd {shlex.quote(str(WORKTREE))} && PYTHONPATH={shlex.quote(str(WORKTREE))} {shlex.join(argv)}"
-    return cluster.ssh("node-a", command, timeout_s=timeout_s, check=False)
+    return cluster.ssh("node-a", on_node_a_command(argv), timeout_s=timeout_s, check=False)
 
 
 def suite_run(cluster, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -178,17 +188,30 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         timings["wrong address refused"] = time.monotonic() - started
 
         started = time.monotonic()
+        hangs = subprocess.Popen(
+            cluster.ssh_argv(
+                "node-a",
+                on_node_a_command(
+                    [
+                        str(PYTHON),
+                        "-c",
+                        HANGS,
+                        str(tmp_path / "launch" / "hang"),
+                        str(cluster.ssh_config),
+                        IFNAME,
+                    ]
+                ),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         launched = on_node_a(
             cluster, [str(PYTHON), "-c", LAUNCH, str(tmp_path / "launch"), str(cluster.ssh_config), IFNAME]
         )
         timings["launch through the NAT'd names"] = time.monotonic() - started
-
-        started = time.monotonic()
-        hung = on_node_a(
-            cluster,
-            [str(PYTHON), "-c", HANG, str(tmp_path / "launch" / "hang"), str(cluster.ssh_config), IFNAME],
-        )
-        timings["a hang across the nodes named"] = time.monotonic() - started
+        hung_out, hung_err = hangs.communicate(timeout=400)
+        timings["hangs across the nodes named (beside the launch)"] = time.monotonic() - started
 
         sessions = cluster.pids()
     print("; ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
@@ -228,7 +251,6 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         there / "hand.out" / "rows.rank0.jsonl"
     ).exists()
     assert not list((tmp_path / "launch").iterdir())  # beneath the mounts: neither node wrote there
-    assert (there / "hang" / "node-b" / "hang.forensics" / "rank3.hello.json").is_file()  # node-b's disk
     words = {n: (here / n / "hand.torchrun.log").read_text().splitlines()[0] for n in ("node-a", "node-b")}
     assert len(list((here / "node-b").glob("hand.rank*.log"))) == 1
     assert f"--rdzv-endpoint={a}:29400" in words["node-a"] and f"--rdzv-endpoint={a}:29400" in words["node-b"]
@@ -247,19 +269,27 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
     wrong_rows = [r for r in rows if r["metric"] == "wrong" and not r["case"].startswith("mistake.")]
     assert {r["case"] for r in wrong_rows} == {"ring", "tree"} and len(wrong_rows) >= 4
     assert all(r["value"] == 0 and r["world"] == 2 for r in wrong_rows), wrong_rows
-    # 4. the hang: the stopped rank named with its node (its hello is on node-b's disk: its node is read from
-    # node-b's rank that answered), the others waiting in the collective it never entered
-    assert hung.returncode == 0, hung.stderr[-3000:]
-    assert "timed out after 35 s on 2 nodes" in hung.stdout, hung.stdout[-3000:]
-    assert "Forensics: rank 3 on node-b did not answer" in hung.stdout, hung.stdout[-3000:]
-    assert "the other 3 wait in all_reduce #6" in hung.stdout
-    found = json.loads((here / "hang" / "hang.forensics.json").read_text())
+    # 4. the hangs: rank 3 named with its node each time (its hello is on node-b's disk: a stopped or asleep
+    # rank's node is read from node-b's rank that answered; a killed rank's from its launch's failure)
+    assert hangs.returncode == 0, hung_err[-3000:]
+    told = json.loads(hung_out.strip().splitlines()[-1])
+    assert "timed out after 60 s on 2 nodes" in told["stop"], told
+    assert "Forensics: rank 3 on node-b did not answer" in told["stop"], told
+    assert "the other 3 wait in all_reduce #6" in told["stop"], told
+    assert "Forensics: rank 3 on node-b never entered all_reduce #6 (it is at drill.py:" in told["sleep"], (
+        told
+    )
+    assert "the other 3 wait in it" in told["sleep"], told
+    found = json.loads((here / "hang" / "stop" / "hang.forensics.json").read_text())
     assert {r["rank"]: r["host"] for r in found["rows"]} == {
         0: "node-a",
         1: "node-a",
         2: "node-b",
         3: "node-b",
     }
+    assert (there / "hang" / "stop" / "node-b" / "hang.forensics" / "rank3.hello.json").is_file()  # node-b's
+    assert "on node node-b exited" in told["kill"] and "all_reduce #6" in told["kill"], told
+    assert "rank 3 on node-b" in told["kill"], told
     # teardown: nothing left running, no namespace left (the router's included)
     assert sessions and not [p for p in sessions if _alive(p)]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()

@@ -15,7 +15,9 @@ from suite.stages.fault.judges import too_few_ranks
 from suite.verdicts import NOT_APPLICABLE
 
 CHECKS = {
-    f"fault.{check}.{s}" for s in ("crash", "hang", "exception") for check in ("detect", "resume", "loss")
+    f"fault.{check}.{s}"
+    for s in ("crash", "hang", "exception")
+    for check in ("detect", "resume", "loss", "forensics")
 }
 
 
