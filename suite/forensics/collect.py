@@ -176,25 +176,35 @@ def collect(
     hellos = {r: h for r in range(world) if (h := hello_of(r))}
     told = next((tuple(h["store"]) for h in hellos.values() if h.get("store", [""])[0]), None)
     path = Path(raw_dir) / f"{prefix}{RESULT}"
-    before = (read_json(path) or {}).get("asked") if path.exists() else None  # the live ask of this launch
-    answers, asked = ({}, f"before the kill: {before}" if before else "not asked: the ranks had ended")
+    before = read_json(path) or {}  # this launch's live ask, when this is the reading after the copy-back
+    answers, asked = (
+        {},
+        f"before the kill: {before['asked']}" if "asked" in before else "not asked: the ranks had ended",
+    )
+    ras = before.get("ncclras", "not asked after a failure")
     if ask_live and (told or store):
         answers, asked = ask(told or store, world, wait_s, settled)
         asked += f" (the store named by {len(hellos)} hellos)" if told else f" (no hello in {folders[0]} yet)"
+        ras = ras_view(Path(raw_dir) / f"{prefix}ncclras.txt")
     failures, root = every_failure(torchrun_logs)
     first = first_failed if first_failed is not None else root
     codes = {**{r: exit_detail(c) for r, c in (exit_codes or {}).items() if c != 0}, **failures}
+
+    def said_by(rank: int) -> tuple[dict | None, str]:
+        """What the rank told: asked just now, asked and read from its node's folder, or on its way out."""
+        if rank in answers:
+            return answers[rank], "answered"
+        if (said := written(rank, "answer")) is not None:
+            return said, "answered"
+        return written(rank, "post_mortem"), "post_mortem"
+
     records = []
     for rank in range(world):
-        hello = hello_of(rank)
-        said = answers.get(rank)
-        heard = "answered"
-        if said is None and (said := written(rank, "answer")) is not None:  # asked, read from its node
-            heard = "answered"
-        if said is None and (said := written(rank, "post_mortem")) is not None:
-            heard = "post_mortem"
-        record = Record(rank=rank, host=str((said or hello).get("host", "?")))
-        if said is not None:
+        said, heard = said_by(rank)
+        record = Record(rank=rank, host=str((said or hello_of(rank)).get("host", "?")))
+        if said is None:
+            record.heard, record.detail = _silence(rank, local_state(rank), codes, hello_of(rank), first)
+        else:
             record.heard = heard
             record.entries = said.get("flight_record", {}).get("entries", [])
             record.stack = main_stack(said.get("stacks", ""), said.get("main_thread", ""))
@@ -206,16 +216,9 @@ def collect(
                 failed.update(done=False, state="failed")
             if rank in codes and heard == "post_mortem":
                 record.detail = codes[rank]
-        else:
-            record.heard, record.detail = _silence(rank, local_state(rank), codes, hello, first)
         records.append(record)
-    name_silent_hosts(records, answers, hello_of)
+    name_silent_hosts(records, [*hellos.values(), *answers.values()])
     rows, line = diagnose(records, world)
-    ras = (
-        ras_view(Path(raw_dir) / f"{prefix}ncclras.txt")
-        if reason == "timeout"
-        else "not asked after a failure"
-    )
     path.write_text(
         json.dumps(
             {
@@ -236,13 +239,13 @@ def collect(
     return Findings(line=line, rows=rows, path=path, reason=reason)
 
 
-def name_silent_hosts(records: list[Record], answers: dict[int, dict], hello_of) -> None:
-    """A rank whose hello is on another node's disk takes its host from a rank that answered from the same
-    node: torchrun numbers a node's ranks contiguously, LOCAL_WORLD_SIZE of them."""
+def name_silent_hosts(records: list[Record], told: list[dict]) -> None:
+    """A rank whose hello is on another node's disk takes its host from a rank of the same node that told
+    (a hello or an answer): torchrun numbers a node's ranks contiguously, LOCAL_WORLD_SIZE of them."""
     for record in records:
         if record.host != "?":
             continue
-        for said in answers.values():
+        for said in told:
             width = int(said.get("local_world") or 0)
             if width and said["rank"] // width == record.rank // width:
                 record.host = str(said["host"])
