@@ -171,9 +171,8 @@ def run_across_nodes(
                 node_dirs=[raw_dir / node.name for node in nodes],
             ),
         )
-    except (
-        LaunchError
-    ) as timed_out:  # _wait's, after it asked the ranks: read again once every node's are here
+    # _wait's, after it asked the ranks: read again below, once every node's records are here
+    except TimedOut as timed_out:
         hang = timed_out
         for _, proc, _ in started:
             kill_group(proc)
@@ -188,11 +187,7 @@ def run_across_nodes(
     every_node = {"node_dirs": [raw_dir / node.name for node in nodes], "world": n * len(nodes)}
     if hang is not None:
         findings = collect_quietly(raw_dir, prefix, reason="timeout", ask_live=False, **every_node)
-        raise LaunchError(
-            explained(str(hang).split(". Forensics: ")[0], findings),
-            command=hang.command,
-            log_tail=hang.log_tail,
-        )
+        raise LaunchError(explained(str(hang), findings), command=hang.command, log_tail=hang.log_tail)
     if failed:
         node, proc, failed_command = failed
         where = "across the allocation (srun)" if profile.node_launcher == "srun" else f"on node {node.name}"
@@ -312,6 +307,10 @@ def _start_local(argv: list[str], env: dict[str, str], log_path: Path) -> subpro
         )
 
 
+class TimedOut(LaunchError):
+    """_wait's timeout, the ranks already asked: run_across_nodes reads their answers once copied back."""
+
+
 def _wait(
     started,
     start: float,
@@ -324,7 +323,7 @@ def _wait(
 ):
     """Until every node's torchrun has exited; the first that failed (after the others got PEER_GRACE_S to
     notice and stop by themselves), or None; an expendable node's failure is neither. A timeout asks the ranks
-    where they are (`ask_ranks`: the hang forensics), kills every node's and raises LaunchError."""
+    where they are (`ask_ranks`: the hang forensics), kills every node's and raises TimedOut."""
     failed = None
     failed_at = None
     while True:
@@ -341,15 +340,13 @@ def _wait(
                 kill_group(proc)
             return failed
         if timeout_s is not None and time.monotonic() - start > timeout_s:
-            findings = ask_ranks() if ask_ranks is not None else None
+            if ask_ranks is not None:
+                ask_ranks()  # each rank answers beside its hello, on its node's disk
             for _, proc, _ in started:
                 kill_group(proc)
-            message = (
+            raise TimedOut(
                 f"{module} timed out after {timeout_s:.0f} s on {len(started)} nodes "
-                f"({', '.join(s[0].name for s in running)} still running)"
-            )
-            raise LaunchError(
-                explained(message, findings),
+                f"({', '.join(s[0].name for s in running)} still running)",
                 command=started[0][2],
                 log_tail=log_tail(logs()),
             )

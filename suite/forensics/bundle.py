@@ -52,6 +52,22 @@ class Item:
         return out
 
 
+MAX_FILE_BYTES = 16 << 20
+"""A longer file (an NCCL debug log of a long sweep) keeps its first MiB and its last 15: a ticket's size."""
+
+
+def read_capped(path: Path) -> bytes:
+    size = path.stat().st_size
+    if size <= MAX_FILE_BYTES or path.suffix == ".gz":
+        return path.read_bytes()
+    head, tail = 1 << 20, MAX_FILE_BYTES - (1 << 20)
+    with open(path, "rb") as f:
+        first = f.read(head)
+        f.seek(size - tail)
+        last = f.read()
+    return first + f"\n[... {size - head - tail} bytes left out of the bundle ...]\n".encode() + last
+
+
 class Bundle:
     """The archive being filled: every text redacted on the way in."""
 
@@ -64,7 +80,7 @@ class Bundle:
         return name
 
     def add_file(self, name: str, path: Path) -> str:
-        data = path.read_bytes()
+        data = read_capped(path)
         if path.suffix == ".gz":  # nvidia-bug-report.log.gz: redacted inside, packed again
             text = gzip.decompress(data).decode(errors="replace")
             self.members[name] = gzip.compress(self.redactor.text(text).encode())
@@ -73,7 +89,13 @@ class Bundle:
 
 
 def raw_files(run: Path, *names: str) -> list[Path]:
-    return sorted(p for name in names for p in run.glob(f"raw/*/{name}") if p.is_file() and p.stat().st_size)
+    """The run's captures of these names, a multi-node run's (raw/<stage>/<node>/) included."""
+    return sorted(p for name in names for p in run.glob(f"raw/**/{name}") if p.is_file() and p.stat().st_size)
+
+
+def member_name(run: Path, path: Path) -> str:
+    """raw/health/node-b/nvidia-smi-q.out → health.node-b.nvidia-smi-q.out"""
+    return ".".join(path.relative_to(run / "raw").parts)
 
 
 def live(argv: list[str], timeout_s: float = LIVE_TIMEOUT_S) -> tuple[str | None, str]:
@@ -97,7 +119,7 @@ def captured_or_live(b: Bundle, label: str, argv: list[str], what: str) -> Item:
     item = Item(label, what)
     found = raw_files(b.run, f"{label}.out")
     if found:
-        item.files = [b.add_file(f"{label}.{p.parent.name}.txt", p) for p in found]
+        item.files = [b.add_file(member_name(b.run, p) + ".txt", p) for p in found]
         item.source = "the run's capture: " + ", ".join(str(p.relative_to(b.run)) for p in found)
         return item
     text, why = live(argv)
@@ -163,7 +185,7 @@ def network_ports(b: Bundle) -> Item:
     item = Item("ib-ports", "IB/RoCE ports: state, rate and counters")
     found = raw_files(b.run, "ibstat.out", "ibv_devinfo.out", "*counters*")
     if found:
-        item.files = [b.add_file(f"{p.parent.name}.{p.name}.txt", p) for p in found]
+        item.files = [b.add_file(member_name(b.run, p) + ".txt", p) for p in found]
         item.source = "the run's capture"
         return item
     ports = sorted(Path("/sys/class/infiniband").glob("*/ports/*"))
@@ -194,9 +216,9 @@ def failed_stages(run: Path, manifest: dict, verdicts: list[dict]) -> list[str]:
 def stage_logs(b: Bundle, stages: list[str]) -> Item:
     item = Item("stage-logs", "the failing stages' logs: torchrun's, every rank's, NCCL's debug lines")
     for stage in stages:
-        for p in sorted((b.run / "raw" / stage).glob("*")):
+        for p in sorted((b.run / "raw" / stage).rglob("*")):  # every node's, on a multi-node run
             if p.is_file() and (p.suffix == ".log" or ".nccl-debug." in p.name):
-                item.files.append(b.add_file(f"logs/{stage}/{p.name}", p))
+                item.files.append(b.add_file("logs/" + "/".join(p.relative_to(b.run / "raw").parts), p))
     item.source = "raw/<stage>/ of " + ", ".join(stages) if item.files else ""
     item.missing = (
         "" if item.files else ("no stage failed" if not stages else "the failing stages left no log")
@@ -270,7 +292,7 @@ def _from_run(b: Bundle, name: str, what: str, member: str, text: str) -> Item:
 def _forensics(b: Bundle) -> Item:
     item = Item("forensics", "which rank on which host stopped where (hang forensics)")
     found = sorted(b.run.glob(f"raw/**/*{FORENSICS}"))
-    item.files = [b.add_file("forensics/" + ".".join(p.relative_to(b.run / "raw").parts), p) for p in found]
+    item.files = [b.add_file("forensics/" + member_name(b.run, p), p) for p in found]
     item.source = "raw/<stage>/forensics.json" if found else ""
     item.missing = "" if found else "no launch of this run hung or failed"
     return item

@@ -100,7 +100,7 @@ def test_every_item_is_in_the_bundle_or_named_missing_with_its_reason(failed_run
     xids = inside["bundle/kernel-xid.txt"].decode().splitlines()
     assert xids and all("Xid" in line for line in xids)
     assert "43" in xids[0]
-    assert b"Remapped Rows" in inside["bundle/nvidia-smi-q.health.txt"]
+    assert b"Remapped Rows" in inside["bundle/health.nvidia-smi-q.out.txt"]
     assert "bundle/logs/bandwidth/rank0.log" in inside
     assert "bundle/logs/bandwidth/all_reduce_perf.nccl-debug.node.123" in inside
     assert json.loads(inside["bundle/failed-verdicts.json"])[0]["id"] in ("health.xid", "bandwidth.sweep")
@@ -159,3 +159,12 @@ def test_the_reports_first_screen_shows_where_it_stopped_and_the_bundle(tmp_path
     assert "<b>Where bandwidth stopped</b> (sweep, timed out): " + line.replace("'", "&#39;") in header
     assert f'<a href="{made.name}">{made.name}</a>' in header
     assert header.count("<tr><td>") == 4  # one row a rank in the forensics table
+
+
+def test_a_huge_log_keeps_its_head_and_tail_and_says_what_was_left_out(failed_run):
+    big = failed_run / "raw" / "bandwidth" / "node-b" / "rank3.log"  # a multi-node run's: raw/<stage>/<node>/
+    big.parent.mkdir()
+    big.write_bytes(b"first line\n" + b"x" * (20 << 20) + b"\nlast line\n")
+    text = members(make_bundle(failed_run))["bundle/logs/bandwidth/node-b/rank3.log"]
+    assert text.startswith(b"first line\n") and text.endswith(b"\nlast line\n")
+    assert b"bytes left out of the bundle" in text and len(text) < (16 << 20) + 200
