@@ -48,15 +48,28 @@ def host_name() -> str:
     return os.environ.get("CARDTIME_NODE_NAME") or socket.gethostname()
 
 
+RECORDERS = ("_dump_fr_trace_json", "_dump_nccl_trace_json")
+"""torch's dumps of its Flight Recorder: the one of CPU backends (gloo) and, in CUDA builds, NCCL's own
+(each `(includeCollectives, onlyActive) -> JSON bytes`); a rank's answer holds the entries of both."""
+
+
 def flight_record() -> dict:
     """This process's Flight Recorder entries, condensed to what the diagnosis reads; empty when it is off."""
-    try:
-        from torch._C._distributed_c10d import _dump_fr_trace_json
+    import torch._C._distributed_c10d as c10d
 
-        dump = json.loads(_dump_fr_trace_json(True, False))
-    except Exception as e:  # noqa: BLE001 - an old torch or a recorder that is off: the answer says so
-        return {"error": f"{type(e).__name__}: {e}", "entries": []}
-    return condense(dump)
+    entries, errors, version = [], [], ""
+    for name in RECORDERS:
+        dump_json = getattr(c10d, name, None)
+        if dump_json is None:  # a CPU build has no NCCL recorder
+            continue
+        try:
+            dump = condense(json.loads(dump_json(True, False)))
+        except Exception as e:  # noqa: BLE001 - a recorder that is off or failed: the answer says so
+            errors.append(f"{name}: {type(e).__name__}: {e}")
+            continue
+        entries += dump["entries"]
+        version = version or dump["version"]
+    return {"version": version, "entries": entries, **({"error": "; ".join(errors)} if errors else {})}
 
 
 def condense(dump: dict) -> dict:

@@ -137,3 +137,30 @@ def test_the_main_threads_stack_is_read_past_torchs_frames():
     stack = main_stack(dump, "0x00007f266dc91b80")
     assert stack.startswith("Thread 0x00007f266dc91b80")
     assert where(stack) == "w.py:12 in <module>"
+
+
+def test_a_ranks_answer_holds_both_recorders_entries_where_the_build_has_both(monkeypatch):
+    """A CUDA build dumps NCCL's entries through its own function (not run here: no CUDA build); the
+    answer takes the entries of every recorder the build has, each in the same format."""
+    import torch._C._distributed_c10d as c10d
+
+    from suite.forensics import answer
+
+    gloo = (DATA / "fr-gloo-rank0-pending.json").read_bytes()
+    nccl = json.loads(gloo)
+    for e in nccl["entries"]:  # NCCL moves its entries' state on: completed, or started while in flight
+        e.update(profiling_name=e["profiling_name"].replace("gloo", "nccl"), retired=False)
+        e["state"] = "completed" if e["collective_seq_id"] < 5 else "started"
+    monkeypatch.setattr(c10d, "_dump_fr_trace_json", lambda *a: gloo, raising=False)
+    monkeypatch.setattr(c10d, "_dump_nccl_trace_json", lambda *a: json.dumps(nccl).encode(), raising=False)
+    got = answer.flight_record()
+    assert len(got["entries"]) == 12 and "error" not in got
+    assert [(e["op"], e["done"]) for e in got["entries"][6:] if e["pg"] == "default_pg"] == [
+        ("nccl:all_reduce", True),
+        ("nccl:all_reduce", True),
+        ("nccl:all_reduce", True),
+        ("nccl:all_gather", True),
+        ("nccl:all_reduce", False),
+    ]
+    monkeypatch.delattr(c10d, "_dump_nccl_trace_json")
+    assert len(answer.flight_record()["entries"]) == 6  # the CPU build: gloo's alone
