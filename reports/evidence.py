@@ -24,10 +24,11 @@ class Hang:
     href: str
 
 
-def hangs(run: Path, href) -> list[Hang]:
-    """Every launch's forensics in the run, in stage then launch order; `href(path)` links a file."""
+def hangs(run: Path, href, failed: set[str]) -> list[Hang]:
+    """The forensics of the launches of the stages that failed, in stage then launch order (a stage that
+    passed keeps its readings, the fault drills' own among them, in its raw folder); `href(path)` links."""
     out = []
-    for path in sorted(run.glob(f"raw/**/*{RESULT}")):
+    for path in sorted(p for stage in failed for p in (run / "raw" / stage).glob(f"**/*{RESULT}")):
         try:
             found = json.loads(path.read_text())
         except (OSError, ValueError):

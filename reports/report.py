@@ -262,7 +262,7 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "run_id": view.run_id,
         "box": box,
         "next_steps": next_steps_of(box, view),
-        "hangs": evidence.hangs(view.path, lambda p: relative_href(p, out_path.parent)),
+        "hangs": evidence.hangs(view.path, lambda p: relative_href(p, out_path.parent), failed_stages(view)),
         "bundle": evidence.bundle(view.path, lambda p: relative_href(p, out_path.parent)),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
@@ -279,6 +279,14 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
             for name in RUN_FILES
             if (view.path / name).exists()
         ],
+    }
+
+
+def failed_stages(view: RunView) -> set[str]:
+    """Stages that ended in error or judged a check failed: where the first screen shows where it stopped."""
+    stages = view.manifest.get("stages", {}) if view.manifest_read else {}
+    return {s for s, rec in stages.items() if rec.get("status") == "error"} | {
+        v.stage for v in view.verdicts if v.status == "fail"
     }
 
 

@@ -13,22 +13,10 @@ from typing import Any, Sequence
 from suite import kept_rows
 from suite.cluster.multilaunch import run_across_nodes
 from suite.config import Profile
-from suite.forensics.collect import ANSWER_WAIT_S, CONNECT_S
 from suite.launch.forklaunch import launch as launch_here
 from suite.launch.torchrun import WORKER_PROGRESS, LaunchResult, launch_out_dir
 from suite.progress import Progress
 from suite.results import Row
-
-FORENSICS_RESERVE_S = CONNECT_S + ANSWER_WAIT_S + 5.0
-"""Of a stage's time left, what a launch leaves for its hang forensics: asking the ranks, then the kill."""
-
-
-def launch_timeout(time_left: float | None) -> float | None:
-    """A launch ends before its stage does, so that the ranks are asked where they are before the runner
-    kills the stage (a short stage keeps at least half of its time for the launch)."""
-    if time_left is None:
-        return None
-    return max(time_left / 2, time_left - FORENSICS_RESERVE_S)
 
 
 @dataclass
@@ -73,7 +61,7 @@ class StageContext:
         The profile's launcher starts them (suite/launch/forklaunch.py): torchrun, or on the CPU rehearsal the
         ranks forked from a warm process; the workers run the same code either way. A multi-node profile
         launches torchrun on every node (suite/cluster/multilaunch.py)."""
-        kwargs.setdefault("timeout_s", launch_timeout(self.time_left()))
+        kwargs.setdefault("timeout_s", self.time_left())
         kept_rows.open_launch(launch_out_dir(self.raw_dir, tag))  # its rows count if the stage is killed
         progress_file = launch_out_dir(self.raw_dir, tag) / WORKER_PROGRESS
         kwargs.setdefault("on_poll", lambda: self._relay_worker_progress(progress_file))

@@ -34,6 +34,7 @@ from suite.context import StageContext
 from suite.fabric_watch import FabricWatch
 from suite.facts import Facts
 from suite.figure_drawer import FigureDrawer
+from suite.forensics.collect import ask_before_the_stage_is_killed, explained
 from suite.gitinfo import suite_checkout
 from suite.launch import forklaunch, procs
 from suite.launch.torchrun import LaunchError, log_tail
@@ -434,10 +435,18 @@ def run_isolated(
         }
 
     child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
-    if not child.wait(deadline, poll_s=0.01, clock=time.monotonic):  # the runner's clock (tests step it)
+    told: list = []  # the hang forensics of the launches in flight, asked before the kill
+
+    def ask_ranks() -> None:
+        told.extend(ask_before_the_stage_is_killed(raw_dir))
+
+    # the runner's clock (tests step it)
+    if not child.wait(deadline, poll_s=0.01, clock=time.monotonic, before_kill=ask_ranks):
         return {
             "ok": False,
-            "message": f"stage {name} timed out after {timeout:.0f} s and was killed",
+            "message": explained(
+                f"stage {name} timed out after {timeout:.0f} s and was killed", next(iter(told), None)
+            ),
             "observed": f"timed out after {timeout:.0f} s",
             "log_tail": log_tail(sorted(raw_dir.glob("*.log"))),
         }

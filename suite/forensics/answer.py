@@ -129,6 +129,7 @@ def start(rank: int, raw_dir: Path, prefix: str) -> None:
         "host": host_name(),
         "pid": os.getpid(),
         "local_world": int(os.environ.get("LOCAL_WORLD_SIZE", "0")),
+        "world": int(os.environ.get("WORLD_SIZE", "0")),
         # where it listens for the question: under c10d rendezvous not the rendezvous endpoint but the store
         # the hosting agent opened for the workers on a port of its own
         "store": [os.environ.get("MASTER_ADDR", ""), int(os.environ.get("MASTER_PORT", "0") or 0)],

@@ -292,6 +292,26 @@ def forget_hellos(raw_dir: Path, prefix: str) -> None:
     shutil.rmtree(answer.folder(raw_dir, prefix), ignore_errors=True)
 
 
+def in_flight(stage_dir: Path) -> list[tuple[Path, str, int]]:
+    """The launches under a stage's raw folder whose ranks said hello and that no reading has diagnosed yet:
+    (their raw folder, their log prefix, their world size)."""
+    out = []
+    for folder in sorted(Path(stage_dir).glob(f"**/*{answer.FOLDER}")):
+        prefix = folder.name[: -len(answer.FOLDER)]
+        hellos = [h for p in folder.glob("rank*.hello.json") if (h := read_json(p))]
+        if hellos and not (folder.parent / f"{prefix}{RESULT}").exists():
+            out.append((folder.parent, prefix, max(int(h.get("world") or 0) for h in hellos) or len(hellos)))
+    return out
+
+
+def ask_before_the_stage_is_killed(stage_dir: Path) -> list[Findings]:
+    """At a stage's own timeout (the runner's kill, not a launch's): every launch still in flight asked."""
+    found = [
+        collect_quietly(d, prefix, world=world, reason="timeout") for d, prefix, world in in_flight(stage_dir)
+    ]
+    return [f for f in found if f is not None]
+
+
 def collect_quietly(raw_dir: Path, prefix: str, **kwargs) -> Findings | None:
     """collect(), never in the way of the failure it explains: its own error is printed, not raised."""
     try:

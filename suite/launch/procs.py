@@ -152,12 +152,18 @@ class Forked:
         return self.exit_code is not None
 
     def wait(
-        self, deadline: float | None = None, poll_s: float = 0.1, clock: Callable[[], float] = time.monotonic
+        self,
+        deadline: float | None = None,
+        poll_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        before_kill: Callable[[], None] | None = None,
     ) -> bool:
-        """Wait for the child; past `deadline` (on `clock`) kill its whole tree. False when it was killed
-        so."""
+        """Wait for the child; past `deadline` (on `clock`) call `before_kill` (the hang forensics) and kill
+        its whole tree. False when it was killed so."""
         while not self.poll():
             if deadline is not None and clock() > deadline:
+                if before_kill is not None:
+                    before_kill()
                 kill_tree(self.pid)
                 _, status = os.waitpid(self.pid, 0)
                 self.exit_code = os.waitstatus_to_exitcode(status)

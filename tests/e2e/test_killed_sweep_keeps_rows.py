@@ -35,6 +35,12 @@ def test_a_stage_killed_mid_sweep_keeps_its_rows_once(tmp_path):
     assert run.manifest["stages"]["bandwidth"]["status"] == "error"
     verdict = {v.id: v for v in run.verdicts()}["bandwidth.run"]
     assert verdict.status == "fail" and "timed out after 30 s" in verdict.reason
+    # the launch in flight was asked before the kill: every rank answered where it was
+    found = json.loads((run.path / "raw" / "bandwidth" / "torch.forensics.json").read_text())
+    assert found["reason"] == "timeout" and f"Forensics: {found['line']}" in verdict.reason
+    assert {r["rank"]: r["heard"] for r in found["rows"] if r["pg"] == "default_pg"} == dict.fromkeys(
+        range(GLOO_CPU.nproc), "answered"
+    )
     stored = [r for r in run.rows() if r.stage == "bandwidth"]
     assert f"the {len(stored)} rows measured before it are kept" in verdict.reason
     # What the workers had written when the kill came (rank 0's sweep rows, every rank's probe rows), and no

@@ -270,7 +270,7 @@ def assert_node_loss_survived(run: Path, verdicts: dict[str, str]) -> None:
     assert single == {
         f"fault.{check}.{s}": "skip"
         for s in ("crash", "hang", "exception")
-        for check in ("detect", "resume", "loss")
+        for check in ("detect", "resume", "loss", "forensics")
     }, single
     assert "node_loss.detect" in (run / "report.html").read_text()  # the fetched report shows the drill
 

@@ -151,6 +151,11 @@ def test_the_reports_first_screen_shows_where_it_stopped_and_the_bundle(tmp_path
     hang = DATA / "forensics" / "stop-rank2-fork.forensics.json"  # a real drill's: rank 2 stopped (SIGSTOP)
     (run / "raw" / "bandwidth").mkdir(parents=True, exist_ok=True)
     shutil.copy(hang, run / "raw" / "bandwidth" / "sweep.forensics.json")
+    (run / "raw" / "topology").mkdir(parents=True, exist_ok=True)  # a reading in a stage that did not fail
+    shutil.copy(hang, run / "raw" / "topology" / "probe.forensics.json")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["stages"]["bandwidth"]["status"] = "error"  # the stage whose launch hung
+    (run / "manifest.json").write_text(json.dumps(manifest))
     made = make_bundle(run, reason="stage failed: bandwidth")
     html = render_path(run)[0].read_text()
     header = html[html.index('<header id="top">') : html.index("</header>")]
@@ -159,6 +164,7 @@ def test_the_reports_first_screen_shows_where_it_stopped_and_the_bundle(tmp_path
     assert "<b>Where bandwidth stopped</b> (sweep, timed out): " + line.replace("'", "&#39;") in header
     assert f'<a href="{made.name}">{made.name}</a>' in header
     assert header.count("<tr><td>") == 4  # one row a rank in the forensics table
+    assert "Where topology stopped" not in header  # a stage that did not fail is not where the run stopped
 
 
 def test_a_huge_log_keeps_its_head_and_tail_and_says_what_was_left_out(failed_run):
