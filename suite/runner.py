@@ -437,8 +437,10 @@ def run_isolated(
     child = procs.fork_call(stage, raw_dir / RESULT_FILE, on_error=failed, own_group=True)
     told: list = []  # the hang forensics of the launches in flight, asked before the kill
 
+    started = time.time()
+
     def ask_ranks() -> None:
-        told.extend(ask_before_the_stage_is_killed(raw_dir))
+        told.extend(ask_before_the_stage_is_killed(raw_dir, since=started))
 
     # the runner's clock (tests step it)
     if not child.wait(deadline, poll_s=0.01, clock=time.monotonic, before_kill=ask_ranks):

@@ -304,12 +304,27 @@ def in_flight(stage_dir: Path) -> list[tuple[Path, str, int]]:
     return out
 
 
-def ask_before_the_stage_is_killed(stage_dir: Path) -> list[Findings]:
-    """At a stage's own timeout (the runner's kill, not a launch's): every launch still in flight asked."""
-    found = [
+def ask_before_the_stage_is_killed(stage_dir: Path, since: float) -> list[Findings]:
+    """At a stage's own timeout (the runner's kill, not a launch's): every launch still in flight asked; where
+    none was left to ask, the readings its launches made themselves since `since` (wall clock): a launch's
+    timeout that came with the stage's has just asked its ranks."""
+    asked = [
         collect_quietly(d, prefix, world=world, reason="timeout") for d, prefix, world in in_flight(stage_dir)
     ]
-    return [f for f in found if f is not None]
+    found = [f for f in asked if f is not None]
+    return found or readings_since(stage_dir, since)
+
+
+def readings_since(stage_dir: Path, since: float) -> list[Findings]:
+    """The forensics readings under a stage's raw folder written since `since`, newest first."""
+    out = []
+    for path in Path(stage_dir).glob(f"**/*{RESULT}"):
+        reading = read_json(path) if path.stat().st_mtime >= since else None
+        if reading and reading.get("line"):
+            out.append(
+                (path.stat().st_mtime, Findings(reading["line"], [], path, str(reading.get("reason", ""))))
+            )
+    return [f for _, f in sorted(out, key=lambda x: -x[0])]
 
 
 def collect_quietly(raw_dir: Path, prefix: str, **kwargs) -> Findings | None:

@@ -164,3 +164,22 @@ def test_a_ranks_answer_holds_both_recorders_entries_where_the_build_has_both(mo
     ]
     monkeypatch.delattr(c10d, "_dump_nccl_trace_json")
     assert len(answer.flight_record()["entries"]) == 6  # the CPU build: gloo's alone
+
+
+def test_a_stage_killed_just_after_its_launch_asked_reports_that_reading(tmp_path):
+    """The launch's own timeout can come with the stage's: the launch asked its ranks and wrote its reading;
+    the runner, finding no launch left to ask, takes that reading (one written before the stage began is not
+    this attempt's)."""
+    import os
+    import time
+
+    from suite.forensics.collect import ask_before_the_stage_is_killed
+
+    old = tmp_path / "probe.forensics.json"
+    old.write_text(json.dumps({"line": "an earlier attempt's", "reason": "timeout"}))
+    os.utime(old, (time.time() - 100, time.time() - 100))
+    since = time.time() - 1
+    assert ask_before_the_stage_is_killed(tmp_path, since) == []
+    (tmp_path / "torch.forensics.json").write_text((DATA / "stop-rank2-fork.forensics.json").read_text())
+    (found,) = ask_before_the_stage_is_killed(tmp_path, since)
+    assert found.line.startswith("rank 2 on ") and found.path.name == "torch.forensics.json"
