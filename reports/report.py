@@ -25,7 +25,7 @@ from suite import next_steps
 from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict, judges_performance
 from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
-from suite.verdicts import SEVERITY, SEVERITY_RANK, summary_line
+from suite.verdicts import SEVERITY, SEVERITY_RANK, failed_stages, summary_line
 
 MAX_RAW_LINKS = 200
 PARALLEL = 4
@@ -262,7 +262,11 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
         "run_id": view.run_id,
         "box": box,
         "next_steps": next_steps_of(box, view),
-        "hangs": evidence.hangs(view.path, lambda p: relative_href(p, out_path.parent), failed_stages(view)),
+        "hangs": evidence.hangs(
+            view.path,
+            lambda p: relative_href(p, out_path.parent),
+            failed_stages(view.manifest if view.manifest_read else {}, view.verdicts),
+        ),
         "bundle": evidence.bundle(view.path, lambda p: relative_href(p, out_path.parent)),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
@@ -279,14 +283,6 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
             for name in RUN_FILES
             if (view.path / name).exists()
         ],
-    }
-
-
-def failed_stages(view: RunView) -> set[str]:
-    """Stages that ended in error or judged a check failed: where the first screen shows where it stopped."""
-    stages = view.manifest.get("stages", {}) if view.manifest_read else {}
-    return {s for s, rec in stages.items() if rec.get("status") == "error"} | {
-        v.stage for v in view.verdicts if v.status == "fail"
     }
 
 

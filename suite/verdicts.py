@@ -14,7 +14,7 @@ A verdict's id is `<stage>.<check>`, so a builder bound to its stage cannot miss
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from suite.results import Verdict
 
@@ -37,6 +37,24 @@ def summary_line(counts: Mapping[str, int]) -> str:
         f"{counts.get('pass', 0)} passed, {counts.get('warn', 0)} warned, {counts.get('fail', 0)} failed, "
         f"{counts.get('skip', 0)} skipped"
     )
+
+
+def failed_stages(
+    manifest: Mapping[str, Any], verdicts: Iterable[Verdict], *, unfinished: bool = False
+) -> set[str]:
+    """The stages that judged a check failed or ended in error: what the evidence bundle gathers, the report's
+    first screen shows and `suite run` makes a bundle for. With `unfinished`, also a stage that did not
+    complete (stopped by an interrupted run): what `--recheck` reruns."""
+    stages = manifest.get("stages", {})
+    stages = stages if isinstance(stages, Mapping) else {}
+
+    def ended_badly(state: Any) -> bool:
+        status = state.get("status") if isinstance(state, Mapping) else None
+        return status == "error" or (unfinished and status not in (None, "complete"))
+
+    return {v.stage for v in verdicts if v.status == "fail"} | {
+        s for s, st in stages.items() if ended_badly(st)
+    }
 
 
 def judges_performance(facts: Mapping[str, Any]) -> bool:

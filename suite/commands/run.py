@@ -16,6 +16,7 @@ from suite.config import LAUNCHERS, PROFILES, ProfileError, get_profile
 from suite.fromjson import FieldTypeError
 from suite.regular_files import not_regular_problem
 from suite.results import RunDirError
+from suite.verdicts import failed_stages
 
 
 def add_parser(sub) -> None:
@@ -374,12 +375,12 @@ def main(args) -> int:
 
     box = box_verdict(run.manifest, run.verdicts())
     print(f"box verdict: {box.line()}", file=sys.stderr)
-    unfinished = [s for s, rec in run.manifest.get("stages", {}).items() if rec.get("status") == "error"]
-    if box.rejected or unfinished:  # the evidence for the provider's ticket, made while the box is still held
+    failed = sorted(failed_stages(run.manifest, run.verdicts()))
+    if box.rejected or failed:  # the evidence for the provider's ticket, made while the box is still held
         from suite.commands.bundle import describe
         from suite.forensics.bundle import make_bundle
 
-        why = "REJECT" if box.rejected else "stage failed: " + ", ".join(unfinished)
+        why = "REJECT" if box.rejected else "stage failed: " + ", ".join(failed)
         print(describe(make_bundle(run.path, reason=why)), file=sys.stderr)
     if box.word == REHEARSAL and not box.rejected:
         print(f"next: {AFTER_REHEARSAL}", file=sys.stderr)

@@ -26,8 +26,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite import run_schema
 from suite.forensics.collect import RESULT as FORENSICS
 from suite.forensics.redact import Redactor
+from suite.results import verdict_from_dict
+from suite.verdicts import failed_stages
 
 PREFIX = "bundle-"
 XID_LINE = re.compile(r"\b(?:S?Xid|NVRM: Xid|nvidia-nvswitch\d*: SXid)\b", re.I)
@@ -207,12 +210,6 @@ def network_ports(b: Bundle) -> Item:
     return item
 
 
-def failed_stages(run: Path, manifest: dict, verdicts: list[dict]) -> list[str]:
-    stages = {v["stage"] for v in verdicts if v.get("status") == "fail"}
-    stages |= {s for s, rec in manifest.get("stages", {}).items() if rec.get("status") == "error"}
-    return sorted(stages)
-
-
 def stage_logs(b: Bundle, stages: list[str]) -> Item:
     item = Item("stage-logs", "the failing stages' logs: torchrun's, every rank's, NCCL's debug lines")
     for stage in stages:
@@ -234,7 +231,8 @@ def make_bundle(run: Path, *, scrub_hosts: bool = False, reason: str = "on deman
     hosts = [_here(), str(manifest.get("host", {}).get("hostname", ""))]
     hosts += [str(n) for n in manifest.get("nodes", []) if isinstance(n, str)]
     b = Bundle(run, Redactor(scrub_hosts=scrub_hosts, hosts=hosts))
-    stages = failed_stages(run, manifest, verdicts)
+    readable = [verdict_from_dict(v) for v in verdicts if not run_schema.verdict_problem(v)]
+    stages = sorted(failed_stages(manifest, readable))
     items = [
         bug_report(b),
         captured_or_live(

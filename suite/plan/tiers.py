@@ -96,15 +96,11 @@ def apply(profile, name: str, environ=os.environ):
 def failed_stages(run_dir: Path) -> list[str]:
     """The stages of a finished run with a `fail` verdict or that did not complete: what `--recheck`
     reruns."""
+    from suite import verdicts
     from suite.results import RunDir
 
     run = RunDir.load(Path(run_dir))
-    failed = {v.stage for v in run.verdicts() if v.status == "fail"}
-    failed |= {
-        name
-        for name, state in run.manifest.get("stages", {}).items()
-        if isinstance(state, dict) and state.get("status") not in (None, "complete")
-    }
+    failed = verdicts.failed_stages(run.manifest, run.verdicts(), unfinished=True)
     selected = run.manifest.get("stages_selected") or sorted(failed)
     return [s for s in selected if s in failed]
 

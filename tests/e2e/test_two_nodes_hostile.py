@@ -21,6 +21,7 @@ run to a fetched report: test_two_nodes_ordinary_logins.py, as an ordinary login
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import time
@@ -288,7 +289,8 @@ def test_rendezvous_through_nat_and_firewall(tmp_path, can_make_namespaces):
         3: "node-b",
     }
     assert (there / "hang" / "stop" / "node-b" / "hang.forensics" / "rank3.hello.json").is_file()  # node-b's
-    assert "on node node-b exited" in told["kill"] and "all_reduce #6" in told["kill"], told
+    # either node's torchrun may be seen to exit first (node-a's ranks raise on the lost connection)
+    assert re.search(r"on node node-[ab] exited", told["kill"]) and "all_reduce #6" in told["kill"], told
     assert "rank 3 on node-b" in told["kill"], told
     # teardown: nothing left running, no namespace left (the router's included)
     assert sessions and not [p for p in sessions if _alive(p)]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from suite.forensics.answer import condense
-from suite.forensics.collect import torchrun_failures
+from suite.forensics.collect import every_failure, torchrun_failures
 from suite.forensics.diagnose import Record, diagnose, main_stack, where
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "forensics"
@@ -125,6 +125,15 @@ def test_torchruns_failure_summary_gives_each_ranks_exit_and_the_root_cause():
     assert {r: failures[r].split(":")[0] for r in (0, 1, 3)} == dict.fromkeys((0, 1, 3), "exit code -15")
 
 
+def test_the_killed_rank_is_the_root_cause_even_when_torchrun_saw_a_peer_fail_first():
+    log = DATA / "torchrun-failure-root-not-killed.log"
+    failures, named = torchrun_failures(log)
+    assert named == 0 and failures[0].startswith("exit code 1")  # torchrun's own root cause: a peer
+    assert failures[3].startswith("exit code -9") and failures[1].startswith("exit code -15")
+    assert every_failure([log]) == (failures, 3)
+    assert every_failure([DATA / "torchrun-failure-sigkill.log"])[1] == 2  # there torchrun named it itself
+
+
 def test_the_main_threads_stack_is_read_past_torchs_frames():
     dump = (
         "Current thread 0x00007f26477fe6c0 (most recent call first):\n  <no Python frame>\n\n"
@@ -183,3 +192,64 @@ def test_a_stage_killed_just_after_its_launch_asked_reports_that_reading(tmp_pat
     (tmp_path / "torch.forensics.json").write_text((DATA / "stop-rank2-fork.forensics.json").read_text())
     (found,) = ask_before_the_stage_is_killed(tmp_path, since)
     assert found.line.startswith("rank 2 on ") and found.path.name == "torch.forensics.json"
+
+
+def test_the_reading_after_the_kill_keeps_what_the_live_ask_saw_of_a_silent_rank(tmp_path):
+    """Across nodes the launcher asks, kills, copies every node's records back and reads again: a rank that
+    did not answer the live ask is gone by then by the launcher's hand, and must not read as one that died."""
+    from suite.forensics import answer
+    from suite.forensics.collect import RESULT, collect
+
+    folder = answer.folder(tmp_path, "hang.")
+    folder.mkdir(parents=True)
+    for rank in (0, 1):
+        # pids at or past 2**22 (Linux's highest pid_max) never exist: both processes are gone
+        hello = {"rank": rank, "host": answer.host_name(), "pid": 2**22 + rank, "local_world": 2, "world": 2}
+        (folder / f"rank{rank}.hello.json").write_text(json.dumps(hello))
+    (folder / "rank0.answer.json").write_text(
+        json.dumps({"rank": 0, "host": answer.host_name(), "flight_record": {"entries": fr_entries()}})
+    )
+    live = {"rank": 1, "heard": "silent", "detail": "process state S (sleeping)", "host": answer.host_name()}
+    (tmp_path / f"hang.{RESULT}").write_text(
+        json.dumps({"reason": "timeout", "asked": "…", "records": [live]})
+    )
+    found = collect(tmp_path, "hang.", world=2, reason="timeout", ask_live=False)
+    assert found.line.startswith(
+        f"rank 1 on {answer.host_name()} did not answer (process state S (sleeping))"
+    )
+    # a reading after a failure is not the live ask's second half: there the gone process is what was seen
+    failed = collect(tmp_path, "hang.", world=2, reason="failed", ask_live=False)
+    assert "rank 1" in failed.line and "did not answer (process state S" not in failed.line
+
+
+def test_answers_still_arriving_extend_the_wait_and_a_silent_rank_does_not(monkeypatch):
+    """A busy machine answers slowly: the wait goes on LATE_ANSWER_S past the latest answer, so a rank that
+    answers late is not taken for a silent one; with no answer coming the wait ends at its bound."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from suite.forensics import answer, collect
+
+    monkeypatch.setattr(collect, "LATE_ANSWER_S", 2.0)
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10)
+    )
+
+    def answer_at(rank: int, after_s: float) -> threading.Thread:
+        def say() -> None:
+            time.sleep(after_s)
+            store.set(answer.answer_key(rank), json.dumps({"rank": rank}))
+
+        return threading.Thread(target=say, daemon=True)
+
+    late = [answer_at(0, 0.5), answer_at(1, 1.5)]  # the second after the 1-s bound, 1 s after the first
+    for t in late:
+        t.start()
+    answers, said = collect.ask(("127.0.0.1", store.port), 3, 1.0, lambda got: False)
+    assert sorted(answers) == [0, 1], said
+    assert "2 of 3 answered" in said
+    took = float(said.rsplit(" in ", 1)[1].split(" s")[0])
+    assert 3.0 <= took < 10.0, said  # rank 2 never answers: 2 s past the last answer, not ANSWER_WAIT_MAX_S

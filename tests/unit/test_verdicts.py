@@ -11,7 +11,14 @@ from reports import report
 from suite.commands import check
 from suite.results import VERDICT_STATUSES, Verdict, status_counts
 from suite.runner import RunOutcome
-from suite.verdicts import CPU_SAYS_NOTHING, SEVERITY, SEVERITY_RANK, summary_line, verdicts_for
+from suite.verdicts import (
+    CPU_SAYS_NOTHING,
+    SEVERITY,
+    SEVERITY_RANK,
+    failed_stages,
+    summary_line,
+    verdicts_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,3 +116,21 @@ def test_no_stage_module_builds_a_verdict_by_hand():
                 if name == "Verdict":
                     by_hand.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert by_hand == [], "build these with suite.verdicts.verdicts_for(NAME): " + ", ".join(by_hand)
+
+
+def test_failed_stages_are_a_fail_verdict_or_an_error_and_unfinished_ones_on_request():
+    def v(stage: str, status: str) -> Verdict:
+        return Verdict(id=f"{stage}.x", stage=stage, status=status, expected="", observed="", reason="")
+
+    manifest = {
+        "stages": {
+            "topology": {"status": "complete"},
+            "bandwidth": {"status": "error"},
+            "fault": {"status": "running"},  # an interrupted run
+            "pp": {},
+        }
+    }
+    judged = [v("burnin", "fail"), v("health", "warn"), v("topology", "pass")]
+    assert failed_stages(manifest, judged) == {"bandwidth", "burnin"}
+    assert failed_stages(manifest, judged, unfinished=True) == {"bandwidth", "burnin", "fault"}
+    assert failed_stages({"stages": "damaged"}, judged) == {"burnin"}
