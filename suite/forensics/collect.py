@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from suite.forensics import answer
 from suite.forensics.diagnose import SILENT, Record, Row, diagnose, main_stack
@@ -128,12 +128,17 @@ AGENT_STOP = "exit code -15"
 """SIGTERM: how torchrun's agent stops its other workers once one failed, so not a cause."""
 
 
-def every_failure(logs: Sequence[Path]) -> tuple[dict[int, str], int | None]:
+def every_failure(
+    logs: Sequence[Path], raised_by_peer: Callable[[int], bool] = lambda rank: False
+) -> tuple[dict[int, str], int | None]:
     """Every node's torchrun failure summary merged, and the root cause: a rank a signal other than the
-    agent's own SIGTERM ended, else a root cause a signal ended, else the first named. torchrun names the
-    failure it saw first, and a peer that raised on the lost connection (exit code 1) is often seen before
-    the rank that was killed (listed under its Failures): seen in the capture
-    tests/data/forensics/torchrun-failure-root-not-killed.log, and across nodes."""
+    agent's own SIGTERM ended and that did not raise on a peer's loss first (`raised_by_peer`: its
+    post-mortem says a collective raised), else one a signal ended, else torchrun's first named.
+
+    torchrun names the failure it saw first, and a consequence is often seen before the cause: a peer that
+    raised on the lost connection (exit code 1: the capture tests/data/forensics/torchrun-failure-root-not-
+    killed.log), or one that aborted as it did (SIGABRT, seen across nodes), while the rank that was killed
+    sits under Failures or in another node's summary."""
     failures, roots = {}, []
     for log in logs:
         found, root = torchrun_failures(log)
@@ -143,10 +148,13 @@ def every_failure(logs: Sequence[Path]) -> tuple[dict[int, str], int | None]:
     def by_signal(rank: int) -> bool:
         return failures.get(rank, "").startswith("exit code -")
 
-    killed = [
-        r for r in [*roots, *sorted(failures)] if by_signal(r) and not failures[r].startswith(AGENT_STOP)
+    causes = [
+        r
+        for r in dict.fromkeys([*roots, *sorted(failures)])
+        if by_signal(r) and not failures[r].startswith(AGENT_STOP)
     ]
-    return failures, (killed or [r for r in roots if by_signal(r)] or roots or [None])[0]
+    first = [r for r in causes if not raised_by_peer(r)] or causes or [r for r in roots if by_signal(r)]
+    return failures, (first or roots or [None])[0]
 
 
 def exit_detail(code: int) -> str:
@@ -207,7 +215,9 @@ def collect(
         answers, asked = ask(told or store, world, wait_s, settled)
         asked += f" (the store named by {len(hellos)} hellos)" if told else f" (no hello in {folders[0]} yet)"
         ras = ras_view(Path(raw_dir) / f"{prefix}ncclras.txt")
-    failures, root = every_failure(torchrun_logs)
+    failures, root = every_failure(
+        torchrun_logs, lambda rank: bool((written(rank, "post_mortem") or {}).get("in_collective"))
+    )
     first = first_failed if first_failed is not None else root
     codes = {**{r: exit_detail(c) for r, c in (exit_codes or {}).items() if c != 0}, **failures}
 

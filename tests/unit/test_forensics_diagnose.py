@@ -134,6 +134,15 @@ def test_the_killed_rank_is_the_root_cause_even_when_torchrun_saw_a_peer_fail_fi
     assert every_failure([DATA / "torchrun-failure-sigkill.log"])[1] == 2  # there torchrun named it itself
 
 
+def test_across_nodes_the_killed_rank_is_the_cause_not_the_peer_that_aborted_on_losing_it():
+    logs = [DATA / "torchrun-two-nodes-kill-node-a.log", DATA / "torchrun-two-nodes-kill-node-b.log"]
+    failures, first_named = every_failure(logs)
+    assert failures[1].startswith("exit code -6") and failures[3].startswith("exit code -9")
+    assert first_named == 1  # node-a's summary comes first and names its aborted rank
+    # rank 1's post-mortem says a collective raised it (gloo: "Connection closed by peer"): a consequence
+    assert every_failure(logs, raised_by_peer=lambda rank: rank == 1)[1] == 3
+
+
 def test_the_main_threads_stack_is_read_past_torchs_frames():
     dump = (
         "Current thread 0x00007f26477fe6c0 (most recent call first):\n  <no Python frame>\n\n"
