@@ -98,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
             "name a run directory: python -m reports runs/<run-id> (make rehearse leaves the last in "
             "runs/LAST)"
         )
-    from reports.report import render_path, summary
+    from reports.report import render_path, standing_lines, summary
 
     if args.out and (problem := overwrite_problem(args.out, [args.run_dir])):
         return error(problem)
@@ -112,6 +112,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"incomplete: {problem}", file=sys.stderr)
     print(f"report: {out}")
     print(f"summary: {summary(view.counts())}")
+    for line in standing_lines(view):
+        print(f"stands: {line}")
     return 0
 
 

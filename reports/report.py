@@ -23,6 +23,7 @@ from reports.render import render_template
 from reports.runview import RunView, load_run
 from suite import next_steps
 from suite.box_verdict import INCONCLUSIVE, REHEARSAL, BoxVerdict, Open, box_verdict, judges_performance
+from suite.hardware import public_references
 from suite.results import Verdict, atomic_write_text
 from suite.stages import CHECKLIST_ROW, ORDER
 from suite.verdicts import SEVERITY, SEVERITY_RANK, failed_stages, summary_line
@@ -268,6 +269,7 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
             failed_stages(view.manifest if view.manifest_read else {}, view.verdicts),
         ),
         "bundle": evidence.bundle(view.path, lambda p: relative_href(p, out_path.parent)),
+        "standing": standing_lines(view),
         "banners": identity.banners(view),
         "identity_line": identity.one_line(view),
         "identity": identity.identity(view),
@@ -284,6 +286,15 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
             if (view.path / name).exists()
         ],
     }
+
+
+def standing_lines(view: RunView) -> list[str]:
+    """Where this box stands against the best public figures for its model (suite/hardware/
+    public_references.py), one line per figure it measured; or the one line saying its model has none."""
+    facts = view.facts if view.manifest_read else {}
+    lines = [s.line for s in public_references.standing(facts, view.rows)]
+    none = public_references.no_reference_line(facts)
+    return lines or ([none] if none else [])
 
 
 def count_colour(worst: str, box: BoxVerdict) -> str:

@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from reports.report import render_path
+    from reports.report import render_path, standing_lines
     from suite import next_steps
     from suite.box_verdict import box_verdict
     from suite.ingest import feed, inputs
@@ -82,10 +82,12 @@ def main(args) -> int:
         record_last(args.record_last, outcome.run.path)
     except OSError as e:
         return usage_error(f"--record-last: {e}")
-    out, _ = render_path(outcome.run.path)
+    out, view = render_path(outcome.run.path)
     print(f"run directory: {outcome.run.path}", file=sys.stderr)
     print(f"report: {out}", file=sys.stderr)
     print(f"summary: {outcome.summary()}", file=sys.stderr)
+    for line in standing_lines(view):
+        print(f"stands: {line}", file=sys.stderr)
     box = box_verdict(outcome.run.manifest, outcome.run.verdicts())
     print(f"box verdict: {box.line()}", file=sys.stderr)
     for o in box.open:
