@@ -57,6 +57,17 @@ def build_compare_parser() -> argparse.ArgumentParser:
         default=Path("runs/compare.html"),
         help="where to write the HTML (default runs/compare.html)",
     )
+    parser.add_argument(
+        "--library",
+        type=Path,
+        nargs="?",
+        const=Path(""),
+        default=None,
+        metavar="FILE",
+        help="place each run among the other runs of its GPU model in the library instead (default FILE: "
+        "runs/library.sqlite or CARDTIME_LIBRARY): percentile per figure, the nearest box, the cost per "
+        "PFLOP-hour",
+    )
     return parser
 
 
@@ -118,6 +129,11 @@ def _main(argv: list[str] | None) -> int:
 
 
 def main_compare(args) -> int:
+    if args.library is not None:
+        from suite.library.index import default_path
+
+        chosen = args.library if str(args.library) not in ("", ".") else default_path()
+        return place_in_library(args.runs, chosen)
     if len(args.runs) < 2:
         return error("compare needs at least two run directories: python -m reports compare runs/a runs/b")
     from reports.compare import render_compare
@@ -136,6 +152,25 @@ def main_compare(args) -> int:
     print(f"comparison: {out}")
     for line in comparison.summary_lines():
         print(line)
+    return 0
+
+
+def place_in_library(runs: list[Path], library: Path) -> int:
+    """`compare --library`: each run placed among the other runs of its model (suite/library/place.py)."""
+    from suite.library import index
+    from suite.library.place import placement
+    from suite.library.summary import summarize
+
+    if not library.is_file():
+        return error(f"no library at {library}: `python -m suite library add RUN_DIR…` makes one")
+    for run in runs:
+        if not (run / "manifest.json").is_file():
+            return error(f"{run} is not a run directory (no manifest.json)")
+    with index.opened(library) as db:
+        for run in runs:
+            print(f"{run}:")
+            for line in placement(db, summarize(run)):
+                print(f"  {line}")
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import statistics
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,9 +293,33 @@ def standing_lines(view: RunView) -> list[str]:
     """Where this box stands against the best public figures for its model (suite/hardware/
     public_references.py), one line per figure it measured; or the one line saying its model has none."""
     facts = view.facts if view.manifest_read else {}
-    lines = [s.line for s in public_references.standing(facts, view.rows)]
+    found = public_references.standing(facts, view.rows)
+    earlier = library_medians(view, [s.reference for s in found])
+    lines = [s.line + earlier.get(s.reference.metric, "") for s in found]
     none = public_references.no_reference_line(facts)
     return lines or ([none] if none else [])
+
+
+def library_medians(view: RunView, refs) -> dict[str, str]:
+    """metric → '; your 19 other H100 SXM boxes in the library: median 452.0 GB/s', from the library beside
+    the run (runs/library.sqlite) when it holds other runs of the model; none is made where there is none."""
+    from suite.library import index
+    from suite.library.summary import run_key
+
+    library = index.default_path(view.path.parent)
+    if not refs or not library.is_file() or not view.manifest_read:
+        return {}
+    out = {}
+    with index.opened(library) as db:
+        for ref in refs:
+            others = index.values(db, ref.gpu, ref.metric, excluding=run_key(view.manifest))
+            if others:
+                n = len(others)
+                out[ref.metric] = (
+                    f"; your {n} other {ref.gpu} box{'es' if n != 1 else ''} in the library: "
+                    f"median {statistics.median(others):,.1f} {ref.unit}"
+                )
+    return out
 
 
 def count_colour(worst: str, box: BoxVerdict) -> str:

@@ -72,6 +72,14 @@ def _burnin(text: str) -> None:
     minutes(text)
 
 
+def _library_file(text: str) -> None:
+    """CARDTIME_LIBRARY: the library's SQLite file (suite/library/index.py), not a folder."""
+    if os.path.isdir(text):
+        raise SettingError(
+            f"CARDTIME_LIBRARY={shown(text)} is a folder: name the library's file (…/library.sqlite)"
+        )
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "BURNIN_MIN": _burnin,
     "SLURM_JOB_NODELIST": _host_list,
@@ -82,6 +90,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "HOME": _absolute_folder,
     "XDG_CACHE_HOME": _absolute_folder,
     "CARDTIME_PREDRAW": _on_off,
+    "CARDTIME_LIBRARY": _library_file,
 }
 """Every variable the suite, its reports and the laptop's driver read from their own environment and that a
 user sets (CARDTIME_FIGURE_CACHE is any folder or off; the workers' CARDTIME_RAW_DIR and the like are set by

@@ -43,7 +43,13 @@ def figure_cache(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("figure-cache")
     # and no figure drawer beside the tests' runs (suite/figure_drawer.py): few of them render a report, and
     # its CPU would slow the others; the rehearsal fixture, run as `make rehearse` runs, keeps it
-    chosen = {"CARDTIME_FIGURE_CACHE": str(folder), "CARDTIME_PREDRAW": "off"}
+    # and the library every ingest and fetch indexes into (suite/library/index.py) is the session's too, so
+    # that `suite plan` learns nothing from the tests' runs, nor from the user's runs/library.sqlite
+    chosen = {
+        "CARDTIME_FIGURE_CACHE": str(folder),
+        "CARDTIME_PREDRAW": "off",
+        "CARDTIME_LIBRARY": str(tmp_path_factory.mktemp("library") / "library.sqlite"),
+    }
     previous = {name: os.environ.get(name) for name in chosen}
     os.environ.update(chosen)
     yield folder

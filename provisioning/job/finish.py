@@ -12,6 +12,7 @@ from typing import Any
 
 from provisioning.job import jobs
 from provisioning.job.archive import ArchiveError, archive_run
+from suite.library.index import add_run, default_path
 
 RECORD_NAME = "remote.json"  # the laptop's record of how the run was driven, kept beside manifest.json
 
@@ -20,6 +21,8 @@ def report_and_archive(opts, local_dir: Path, record: dict[str, Any], final: job
     write_record(local_dir / RECORD_NAME, record)
     (opts.runs_dir / "LAST").write_text(str(local_dir) + "\n")
 
+    labels = {"price_per_hour": getattr(opts, "rate", None)}
+    steps.say(add_run(local_dir, origin="fetched", library=default_path(opts.runs_dir), labels=labels))
     steps.begin("report", f"python -m reports {local_dir}")
     report_ok = render_report(local_dir, steps)
 

@@ -53,6 +53,7 @@ def main(args) -> int:
     from suite import next_steps
     from suite.box_verdict import box_verdict
     from suite.ingest import feed, inputs
+    from suite.library.index import add_run, default_path
 
     if args.record_last and (problem := record_last_problem(args.record_last, args.paths)):
         # before any work: a FIFO there would block the last step
@@ -82,10 +83,12 @@ def main(args) -> int:
         record_last(args.record_last, outcome.run.path)
     except OSError as e:
         return usage_error(f"--record-last: {e}")
+    indexed = add_run(outcome.run.path, origin="ingested", library=default_path(args.out))
     out, view = render_path(outcome.run.path)
     print(f"run directory: {outcome.run.path}", file=sys.stderr)
     print(f"report: {out}", file=sys.stderr)
     print(f"summary: {outcome.summary()}", file=sys.stderr)
+    print(indexed, file=sys.stderr)
     for line in standing_lines(view):
         print(f"stands: {line}", file=sys.stderr)
     box = box_verdict(outcome.run.manifest, outcome.run.verdicts())

@@ -7,6 +7,7 @@ python -m suite plan --gpu "NVIDIA A100-SXM4-80GB" --alpha 8e-6 --json
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from suite import strict_json
 from suite.commands import _numbers as numbers
@@ -53,6 +54,13 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--tier", choices=("quick", "standard", "soak"), help="plan a tier's stages and burn-in (BURNIN_MIN=)"
     )
+    p.add_argument(
+        "--library",
+        type=Path,
+        default=None,
+        help="α, β and the step time, unless given, are the medians of this library's runs of the GPU model "
+        "(default runs/library.sqlite, or CARDTIME_LIBRARY; absent: the defaults)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)
 
@@ -89,6 +97,12 @@ def main(args) -> int:
         )
         if v is not None
     }
+    learned, said = learn(args, profile)
+    if learned is not None:
+        if learned.fits and args.alpha is None and args.beta is None:
+            changes.update(alpha_s=learned.alpha_s, beta_Bps=learned.beta_Bps)
+        if learned.step_s is not None and args.mfu is None:
+            changes["step_s"] = learned.step_s
     try:
         changes["nodes"] = node_count(args.nodes)
     except ValueError as e:
@@ -119,10 +133,35 @@ def main(args) -> int:
         return usage_error(str(e))
     if args.json:
         data = dataclasses.asdict(plan)
+        data["learned_from_library"] = said
         data.update(
             total_s=plan.total_s, billed_s=plan.billed_s, cost=plan.cost, fits_one_hour=plan.fits_one_hour
         )
         print(strict_json.dumps(data, indent=1))
     else:
         print(render(plan))
+        if said:
+            print(said)
     return 0
+
+
+def learn(args, profile):
+    """(what the library gives for this plan's GPU model, the line saying so), or (None, None); only for a
+    single-node plan, and only what the command line did not give."""
+    from suite.hardware.gpus import gpu_for
+    from suite.library.index import default_path, learned
+    from suite.plan.hours import PlanAssumptions
+
+    entry = gpu_for(args.gpu or PlanAssumptions().gpu_name)
+    if entry is None or (args.nodes or "").strip() not in ("", "1"):
+        return None, None
+    library = args.library or default_path()
+    found = learned(library, entry.model, args.gpus or profile.nproc, profile.name)
+    if found is None:
+        return None, None
+    found = dataclasses.replace(
+        found,
+        fits=found.fits if args.alpha is None and args.beta is None else 0,
+        steps=found.steps if args.mfu is None else 0,
+    )
+    return (found, found.line(entry.model, library)) if found.fits or found.steps else (None, None)

@@ -48,6 +48,9 @@ class PlanAssumptions:
     mfu: float = 0.35
     """Model FLOPs utilisation assumed for the training-step time (0.3–0.45 is typical for a model this
     size)."""
+    step_s: float | None = None
+    """One training step of the profile's model on one card, s, as measured (the library's baseline median);
+    None: from the FLOPs at `mfu`."""
     torchrun_launch_s: float = 25.0
     """One torchrun launch on a GPU node: import torch ~2 s, CUDA context ~3 s per process, NCCL init, model
     build."""
@@ -229,7 +232,9 @@ class PlanInputs:
 
     @property
     def step_s(self) -> float:
-        """One training step of the global batch on one card (compute only)."""
+        """One training step of the global batch on one card (compute only); measured where known."""
+        if self.assume.step_s is not None:
+            return self.assume.step_s
         return step_compute_s(self.profile, self.peak_flops, self.assume.mfu)
 
     def sweep_s(self, collective: str, placements: int = 2, algo: str = "ring") -> float:

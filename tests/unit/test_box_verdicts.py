@@ -31,7 +31,7 @@ def ingest(tmp_path: Path, *files: Path, args: tuple[str, ...] = ()):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = suite_main(["ingest", *map(str, files), "--out", str(tmp_path / "runs"), *args])
-    run = RunDir.load(next((tmp_path / "runs").iterdir()))
+    run = RunDir.load(next(p for p in (tmp_path / "runs").iterdir() if p.is_dir()))
     verdicts = run.verdicts()
     with contextlib.redirect_stdout(io.StringIO()):
         checked = suite_main(["check", str(run.path)])

@@ -105,7 +105,9 @@ def test_an_excerpt_that_passes_is_left_open_in_ingest(tmp_path):
     code, _, err = run("ingest", str(tmp_path / "excerpt.txt"), "--out", str(tmp_path / "runs"))
     from suite.results import RunDir
 
-    v = {x.id: x for x in RunDir.load(next((tmp_path / "runs").iterdir())).verdicts()}
+    v = {
+        x.id: x for x in RunDir.load(next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())).verdicts()
+    }
     assert v["health.nvlink"].status == "skip" and "partial capture" in v["health.nvlink"].reason
     assert code == 3 and "partial: " in err
 
