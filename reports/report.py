@@ -290,34 +290,38 @@ def context(view: RunView, out_path: Path) -> dict[str, Any]:
 
 
 def standing_lines(view: RunView) -> list[str]:
-    """Where this box stands against the best public figures for its model (suite/hardware/
-    public_references.py), one line per figure it measured; or the one line saying its model has none."""
+    """Where this box stands, one line per headline figure it measured: against the best public figure for
+    its model (suite/hardware/public_references.py) or saying there is none, and beside the median of the
+    user's other boxes of the model where the library has them."""
     facts = view.facts if view.manifest_read else {}
     found = public_references.standing(facts, view.rows)
-    earlier = library_medians(view, [s.reference for s in found])
+    bare = public_references.unreferenced(facts, view.rows)
+    model, _ = public_references.box_of(facts)
+    earlier = library_medians(view, model, [s.reference.metric for s in found] + [m for m, _ in bare])
     lines = [s.line + earlier.get(s.reference.metric, "") for s in found]
+    lines += [line + earlier.get(metric, "") for metric, line in bare]
     none = public_references.no_reference_line(facts)
     return lines or ([none] if none else [])
 
 
-def library_medians(view: RunView, refs) -> dict[str, str]:
-    """metric → '; your 19 other H100 SXM boxes in the library: median 452.0 GB/s', from the library beside
-    the run (runs/library.sqlite) when it holds other runs of the model; none is made where there is none."""
+def library_medians(view: RunView, model: str | None, metrics: list[str]) -> dict[str, str]:
+    """metric → '; your 19 other H100 SXM boxes in the library: median 452.0 GB/s', from the library
+    (suite/library/index.py) when it holds other runs of the model; none is made where there is none."""
     from suite.library import index
     from suite.library.summary import run_key
 
     library = index.default_path(view.path.parent)
-    if not refs or not library.is_file() or not view.manifest_read:
+    if not model or not metrics or not library.is_file() or not view.manifest_read:
         return {}
     out = {}
     with index.opened(library) as db:
-        for ref in refs:
-            others = index.values(db, ref.gpu, ref.metric, excluding=run_key(view.manifest))
+        for metric in metrics:
+            others = index.values(db, model, metric, excluding=run_key(view.manifest))
             if others:
                 n = len(others)
-                out[ref.metric] = (
-                    f"; your {n} other {ref.gpu} box{'es' if n != 1 else ''} in the library: "
-                    f"median {statistics.median(others):,.1f} {ref.unit}"
+                out[metric] = (
+                    f"; your {n} other {model} box{'es' if n != 1 else ''} in the library: "
+                    f"median {statistics.median(others):,.1f} {public_references.UNITS[metric]}"
                 )
     return out
 

@@ -104,6 +104,7 @@ READERS: dict[str, Callable[[pd.DataFrame, Reference], Measured | None]] = {
     "gemm.bf16": _per_gpu_median("gemm", "tflops", "bfloat16"),
 }
 LABELS = {"all_reduce.busbw": "all_reduce busbw", "hbm.copy": "HBM copy", "gemm.bf16": "bf16 GEMM"}
+UNITS = {"all_reduce.busbw": "GB/s", "hbm.copy": "GB/s", "gemm.bf16": "TFLOP/s"}
 
 
 @cache
@@ -144,6 +145,25 @@ def standing(facts: Mapping, rows: pd.DataFrame) -> list[Standing]:
         measured = READERS[ref.metric](rows, ref)
         if measured is not None and measured.value > 0:
             out.append(Standing(ref, measured))
+    return out
+
+
+def unreferenced(facts: Mapping, rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(metric, line) for each figure of READERS' kinds the run measured that has no published reference for
+    its model and layout: "all_reduce busbw 212.0 GB/s at 8 GiB: no public figure for 8×A100 SXM here"."""
+    model, count = box_of(facts)
+    if model is None or rows.empty:
+        return []
+    have = {s.reference.metric for s in standing(facts, rows)}
+    out = []
+    for metric, read in READERS.items():
+        if metric in have:
+            continue
+        measured = read(rows, Reference(model, count or 1, metric, 1.0, "", "", "", "", 1 << 30))
+        if measured is not None and measured.value > 0:
+            layout = f"{count}×{model}" if metric == "all_reduce.busbw" and count > 1 else model
+            figure = f"{LABELS[metric]} {measured.value:,.1f} {UNITS[metric]} {measured.what}"
+            out.append((metric, f"{figure}: no public figure for {layout} in {REFERENCES.name}"))
     return out
 
 

@@ -122,4 +122,11 @@ def test_a_model_without_a_published_figure_says_so_and_a_cpu_run_says_nothing(d
     assert public_references.no_reference_line(a100) == (
         "no public reference figure for A100 SXM in suite/hardware/public_references.toml"
     )
+    # the figure is still shown, saying it has no public one beside it
+    assert public_references.unreferenced(a100, view.rows) == [
+        (
+            "all_reduce.busbw",
+            "all_reduce busbw 468.6 GB/s at 2 GiB: no public figure for 8×A100 SXM in public_references.toml",
+        )
+    ]
     assert public_references.no_reference_line({}) is None and public_references.standing({}, view.rows) == []
