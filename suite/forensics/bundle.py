@@ -28,7 +28,7 @@ from pathlib import Path
 
 from suite import run_schema
 from suite.forensics.collect import RESULT as FORENSICS
-from suite.forensics.redact import Redactor
+from suite.forensics.redact import Redactor, run_hosts
 from suite.results import verdict_from_dict
 from suite.verdicts import failed_stages
 
@@ -228,9 +228,7 @@ def make_bundle(run: Path, *, scrub_hosts: bool = False, reason: str = "on deman
     run = Path(run)
     manifest = _json(run / "manifest.json") or {}
     verdicts = (_json(run / "verdicts.json") or {}).get("verdicts", [])
-    hosts = [_here(), str(manifest.get("host", {}).get("hostname", ""))]
-    hosts += [str(n) for n in manifest.get("nodes", []) if isinstance(n, str)]
-    b = Bundle(run, Redactor(scrub_hosts=scrub_hosts, hosts=hosts))
+    b = Bundle(run, Redactor(scrub_hosts=scrub_hosts, hosts=run_hosts(manifest)))
     readable = [verdict_from_dict(v) for v in verdicts if not run_schema.verdict_problem(v)]
     stages = sorted(failed_stages(manifest, readable))
     items = [

@@ -31,6 +31,7 @@ LATE_ANSWER_S = 3.0
 """While answers still arrive, the wait goes on this long after the latest (a busy machine answers slowly,
 and a rank that answers late must not be taken for a silent one), up to ANSWER_WAIT_MAX_S."""
 ANSWER_WAIT_MAX_S = 20.0
+"""The longest the ranks are waited for while answers still arrive."""
 CONNECT_S = 10.0
 """How long the launcher waits to reach the store: a loaded node's agent can take seconds to accept."""
 RESULT = "forensics.json"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 from collections.abc import Iterable, Mapping
 
 SECRET_NAME = re.compile(
@@ -44,6 +45,12 @@ def secret_values(env: Mapping[str, str]) -> list[str]:
     """The values of variables whose names say they are secret, longest first (a value inside another)."""
     found = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN}
     return sorted(found, key=len, reverse=True)
+
+
+def run_hosts(manifest: Mapping) -> list[str]:
+    """The host names a run's files may carry: this machine's, the run's host and its nodes."""
+    hosts = [socket.gethostname(), str((manifest.get("host") or {}).get("hostname", ""))]
+    return hosts + [str(n) for n in manifest.get("nodes", []) if isinstance(n, str)]
 
 
 class Redactor:

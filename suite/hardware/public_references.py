@@ -148,6 +148,19 @@ def standing(facts: Mapping, rows: pd.DataFrame) -> list[Standing]:
     return out
 
 
+def measure(rows: pd.DataFrame, model: str | None, count: int) -> dict[str, Measured]:
+    """Every figure of READERS' kinds the rows hold, read as the references are (all_reduce at ≥ 1 GiB over
+    `count` GPUs), whether or not the model has a reference."""
+    if rows.empty:
+        return {}
+    out = {}
+    for metric, read in READERS.items():
+        found = read(rows, Reference(model or "", count or 1, metric, 1.0, "", "", "", "", 1 << 30))
+        if found is not None and found.value > 0:
+            out[metric] = found
+    return out
+
+
 def unreferenced(facts: Mapping, rows: pd.DataFrame) -> list[tuple[str, str]]:
     """(metric, line) for each figure of READERS' kinds the run measured that has no published reference for
     its model and layout: "all_reduce busbw 212.0 GB/s at 8 GiB: no public figure for 8×A100 SXM here"."""
@@ -156,11 +169,8 @@ def unreferenced(facts: Mapping, rows: pd.DataFrame) -> list[tuple[str, str]]:
         return []
     have = {s.reference.metric for s in standing(facts, rows)}
     out = []
-    for metric, read in READERS.items():
-        if metric in have:
-            continue
-        measured = read(rows, Reference(model, count or 1, metric, 1.0, "", "", "", "", 1 << 30))
-        if measured is not None and measured.value > 0:
+    for metric, measured in measure(rows, model, count).items():
+        if metric not in have:
             layout = f"{count}×{model}" if metric == "all_reduce.busbw" and count > 1 else model
             figure = f"{LABELS[metric]} {measured.value:,.1f} {UNITS[metric]} {measured.what}"
             out.append((metric, f"{figure}: no public figure for {layout} in {REFERENCES.name}"))

@@ -78,12 +78,20 @@ def opened(path: Path) -> Iterator[sqlite3.Connection]:
 def add(
     db: sqlite3.Connection, summary: Mapping[str, Any], *, origin: str, path: str = "", replace: bool = True
 ) -> None:
-    """Index a summary. The same run again replaces its entry (labels given later, a re-ingest), unless
-    `replace` is False (an import: a duplicate is refused, raising Duplicate)."""
-    found = db.execute("select digest, origin from runs where key = ?", (summary["key"],)).fetchone()
+    """Index a summary. The same run again replaces its entry (labels given later, a re-ingest; a label not
+    given again is kept), unless `replace` is False (an import: a duplicate is refused, raising Duplicate)."""
+    found = db.execute("select origin, summary from runs where key = ?", (summary["key"],)).fetchone()
     if found and not replace:
         raise Duplicate(f"already in the library (run {summary['key']}, {found['origin']})")
-    labels = summary.get("labels") or {}
+    labels = {
+        **((json.loads(found["summary"]).get("labels") or {}) if found else {}),
+        **(summary.get("labels") or {}),
+    }
+    if labels != (summary.get("labels") or {}):
+        from suite.library.summary import digest
+
+        summary = {**summary, "labels": labels}
+        summary["digest"] = digest(summary)
     db.execute("delete from runs where key = ?", (summary["key"],))
     db.execute(
         "insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -16,14 +16,13 @@ import sqlite3
 import statistics
 from typing import Any, Mapping
 
+from suite.hardware import public_references
 from suite.library import index
 from suite.library.summary import HEADLINES
 
 LOWER_IS_BETTER = ("alpha", "baseline.step")
 LABELS = {
-    "all_reduce.busbw": "all_reduce busbw",
-    "hbm.copy": "HBM copy",
-    "gemm.bf16": "bf16 GEMM",
+    **public_references.LABELS,
     "alpha": "α",
     "beta": "β",
     "baseline.step": "baseline step",

@@ -11,11 +11,10 @@ replaced, should a verdict id or a version text ever carry one.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any, Mapping
 
-from suite.forensics.redact import Redactor
+from suite.forensics.redact import Redactor, run_hosts
 from suite.library import index
 from suite.library.summary import digest, problem, summarize
 
@@ -24,9 +23,9 @@ def share(run_dir: Path, out: Path | None = None, labels: Mapping[str, Any] | No
     run_dir = Path(run_dir)
     summary = summarize(run_dir, labels)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    hosts = [socket.gethostname(), str(manifest.get("host", {}).get("hostname", ""))]
-    hosts += [str(n) for n in manifest.get("nodes", []) if isinstance(n, str)]
-    text = Redactor(scrub_hosts=True, hosts=hosts).text(json.dumps(summary, indent=1, sort_keys=True))
+    text = Redactor(scrub_hosts=True, hosts=run_hosts(manifest)).text(
+        json.dumps(summary, indent=1, sort_keys=True)
+    )
     scrubbed = json.loads(text)
     scrubbed["digest"] = digest(scrubbed)  # the digest of what is written
     path = Path(out) if out else run_dir / "summary.json"

@@ -25,9 +25,7 @@ SCHEMA = "cardtime.summary/1"
 LABELS = ("provider", "region", "price_per_hour")
 VERSION_KEYS = ("driver", "cuda_driver", "cuda", "nccl", "torch", "cardtime")
 HEADLINES = {
-    "all_reduce.busbw": "GB/s",
-    "hbm.copy": "GB/s",
-    "gemm.bf16": "TFLOP/s",
+    **public_references.UNITS,
     "alpha": "us",
     "beta": "GB/s",
     "baseline.step": "s",
@@ -41,13 +39,7 @@ def figures(facts: Mapping[str, Any], rows) -> dict[str, float]:
     model, count = public_references.box_of(facts)
     if not count and not rows.empty and rows["world"].notna().any():
         count = int(rows["world"].max())  # no topology read: the widest launch's ranks
-    out: dict[str, float] = {}
-    for metric, read in public_references.READERS.items():
-        # read as the public references are: all_reduce at ≥ 1 GiB over the whole box
-        ref = public_references.Reference(model or "", count or 1, metric, 1.0, "", "", "", "", 1 << 30)
-        measured = read(rows, ref) if not rows.empty else None
-        if measured is not None and measured.value > 0:
-            out[metric] = round(measured.value, 4)
+    out = {m: round(found.value, 4) for m, found in public_references.measure(rows, model, count).items()}
     fit = FittedAlphaBeta.from_facts(facts)
     if fit is not None:
         out["alpha"], out["beta"] = round(fit.alpha_s * 1e6, 4), round(fit.beta_Bps / 1e9, 4)

@@ -258,3 +258,15 @@ def test_the_first_screen_gives_the_librarys_median_beside_the_public_figure(lib
     )
     assert gemm.endswith("your 18 other H100 SXM boxes in the library: median 684.0 TFLOP/s")
     assert line in (runs[10] / "report.html").read_text()
+
+
+def test_indexing_a_run_again_keeps_the_labels_it_was_given(library, tmp_path):
+    _, runs = library
+    lib = tmp_path / "library.sqlite"
+    with index.opened(lib) as db:
+        index.add(db, summarize(runs[0], {"provider": "lambda", "price_per_hour": 24.0}), origin="added")
+        index.add(db, summarize(runs[0], {"region": "us-east-1"}), origin="fetched")  # fetched again later
+        (entry,) = index.listed(db)
+    assert entry["labels"] == {"provider": "lambda", "price_per_hour": 24.0, "region": "us-east-1"}
+    held = {k: v for k, v in entry.items() if k not in ("origin", "path")}  # listed() adds where it came from
+    assert problem(held) is None  # its digest is of what it holds now
