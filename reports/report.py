@@ -313,10 +313,10 @@ def library_medians(view: RunView, model: str | None, metrics: list[str]) -> dic
     library = index.default_path(view.path.parent)
     if not model or not metrics or not library.is_file() or not view.manifest_read:
         return {}
-    out = {}
+    out, mine = {}, run_key(view.manifest)
     with index.opened(library) as db:
         for metric in metrics:
-            others = index.values(db, model, metric, excluding=run_key(view.manifest))
+            others = index.values(db, model, metric, excluding=mine)
             if others:
                 n = len(others)
                 out[metric] = (

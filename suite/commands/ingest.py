@@ -83,8 +83,9 @@ def main(args) -> int:
         record_last(args.record_last, outcome.run.path)
     except OSError as e:
         return usage_error(f"--record-last: {e}")
-    indexed = add_run(outcome.run.path, origin="ingested", library=default_path(args.out))
     out, view = render_path(outcome.run.path)
+    # after the report (its medians leave this run out): the run read once
+    indexed = add_run(outcome.run.path, origin="ingested", library=default_path(args.out), view=view)
     print(f"run directory: {outcome.run.path}", file=sys.stderr)
     print(f"report: {out}", file=sys.stderr)
     print(f"summary: {outcome.summary()}", file=sys.stderr)

@@ -361,11 +361,10 @@ def readings_since(stage_dir: Path, since: float) -> list[Findings]:
     """The forensics readings under a stage's raw folder written since `since`, newest first."""
     out = []
     for path in Path(stage_dir).glob(f"**/*{RESULT}"):
-        reading = read_json(path) if path.stat().st_mtime >= since else None
+        mtime = path.stat().st_mtime
+        reading = read_json(path) if mtime >= since else None
         if reading and reading.get("line"):
-            out.append(
-                (path.stat().st_mtime, Findings(reading["line"], [], path, str(reading.get("reason", ""))))
-            )
+            out.append((mtime, Findings(reading["line"], [], path, str(reading.get("reason", "")))))
     return [f for _, f in sorted(out, key=lambda x: -x[0])]
 
 

@@ -131,6 +131,11 @@ def box_of(facts: Mapping) -> tuple[str | None, int]:
     return (entry.model if entry else None), len(topo.matrix_gpus or topo.gpu_names)
 
 
+def applies(ref: Reference, model: str | None, count: int) -> bool:
+    """The reference is for this model and, for a whole-box figure, this many GPUs."""
+    return ref.gpu == model and (ref.gpus == 1 or ref.gpus == count)
+
+
 def standing(facts: Mapping, rows: pd.DataFrame) -> list[Standing]:
     """Each figure the run measured (its rows as a frame, as the report reads them) that has a published
     reference for its model (and, for a whole-box figure, its layout), in the order of
@@ -140,7 +145,7 @@ def standing(facts: Mapping, rows: pd.DataFrame) -> list[Standing]:
         return []
     out = []
     for ref in references():
-        if ref.gpu != model or (ref.gpus > 1 and ref.gpus != count):
+        if not applies(ref, model, count):
             continue
         measured = READERS[ref.metric](rows, ref)
         if measured is not None and measured.value > 0:
@@ -167,7 +172,7 @@ def unreferenced(facts: Mapping, rows: pd.DataFrame) -> list[tuple[str, str]]:
     model, count = box_of(facts)
     if model is None or rows.empty:
         return []
-    have = {s.reference.metric for s in standing(facts, rows)}
+    have = {r.metric for r in references() if applies(r, model, count)}
     out = []
     for metric, measured in measure(rows, model, count).items():
         if metric not in have:

@@ -197,16 +197,21 @@ def learned(library: Path, gpu_model: str, gpu_count: int, profile: str) -> Lear
 
 
 def add_run(
-    run_dir: Path, *, origin: str, library: Path | None = None, labels: Mapping[str, Any] | None = None
+    run_dir: Path,
+    *,
+    origin: str,
+    library: Path | None = None,
+    labels: Mapping[str, Any] | None = None,
+    view=None,
 ) -> str:
     """Index a run directory in `library` (default: default_path() beside the run); one line saying where, or
-    why it could not (an index is never worth failing a fetch or an ingest for)."""
+    why it could not (an index is never worth failing a fetch or an ingest for); `view`: the run, read."""
     from suite.library.summary import summarize
 
     run_dir = Path(run_dir)
     library = Path(library) if library else default_path(run_dir.parent)
     try:
-        summary = summarize(run_dir, labels)
+        summary = summarize(run_dir, labels, view)
         with opened(library) as db:
             add(db, summary, origin=origin, path=str(run_dir))
     except (OSError, ValueError, sqlite3.Error) as e:

@@ -48,8 +48,9 @@ def figures(facts: Mapping[str, Any], rows) -> dict[str, float]:
     return out
 
 
-def summarize(run_dir: Path, labels: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    view = load_run(Path(run_dir))
+def summarize(run_dir: Path, labels: Mapping[str, Any] | None = None, view=None) -> dict[str, Any]:
+    """The summary of a run directory (or of its `view`, reports.runview's, when it is already read)."""
+    view = view or load_run(Path(run_dir))
     facts, manifest = view.facts, view.manifest
     topo = TopologyFacts.from_facts(facts)
     entry = gpu(facts)
